@@ -1,0 +1,111 @@
+"""Account erasure: the one path that rewrites the substance of memories.
+
+One transaction: every piece of tenant-written text becomes a sentinel, every OAuth credential of
+the user is revoked, the account is deactivated and de-identified, and a content-free
+ErasureRecord is written. If any step fails, nothing changes. Design note: the cached
+`threengram://memory/{id}` bodies stay sound because revoking the tokens in this same transaction
+ends every authorization context that could reuse a private cache entry (seed design, "The one
+real exception: PII erasure").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.db.models import Case, Value, When
+from django.utils import timezone
+from oauth2_provider.models import (
+    get_access_token_model,
+    get_grant_model,
+    get_id_token_model,
+    get_refresh_token_model,
+)
+
+from accounts.models import ErasureRecord
+from memories.models import ERASED, ERASED_SCOPE, Memory
+
+
+@dataclass
+class ErasureResult:
+    record: ErasureRecord
+    already_erased: bool
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def _erase_memories(user, now) -> dict[str, int]:
+    rewritten = Memory.objects.filter(owner=user).update(
+        content=ERASED,
+        content_length=len(ERASED),
+        topic=ERASED,
+        tags=Case(When(tags=[], then=Value([])), default=Value([ERASED])),
+        scope=ERASED_SCOPE,
+        project=Case(When(project__isnull=True, then=Value(None)), default=Value(ERASED)),
+    )
+    return {"memories": rewritten}
+
+
+def _revoke_oauth(user, now) -> dict[str, int]:
+    """Delete access tokens, grants and ID tokens; mark refresh tokens revoked (DOT keeps revoked
+    refresh tokens to detect reuse). After this nothing of the user authenticates."""
+    refresh_tokens = get_refresh_token_model().objects.filter(user=user, revoked__isnull=True)
+    revoked_refresh = refresh_tokens.update(revoked=now, access_token=None)
+    access_deleted, _ = get_access_token_model().objects.filter(user=user).delete()
+    grants_deleted, _ = get_grant_model().objects.filter(user=user).delete()
+    id_tokens_deleted, _ = get_id_token_model().objects.filter(user=user).delete()
+    return {
+        "oauth_access_tokens": access_deleted,
+        "oauth_refresh_tokens": revoked_refresh,
+        "oauth_grants": grants_deleted,
+        "oauth_id_tokens": id_tokens_deleted,
+    }
+
+
+def _deactivate(user, now) -> dict[str, int]:
+    """Deactivate and de-identify the account. The unusable password also ends every browser
+    session: Django compares the session's password hash on each request."""
+    user.username = f"erased-{user.pk}"
+    user.email = ""
+    user.first_name = ""
+    user.last_name = ""
+    user.is_active = False
+    user.is_staff = False
+    user.is_superuser = False
+    user.erased_at = now
+    user.set_unusable_password()
+    user.save()
+    return {"accounts": 1}
+
+
+# In order. Other apps' tenant text joins this list (e.g. thread names), so the tests that prove
+# erasure complete and atomic cover every step.
+ERASURE_STEPS: list[Callable] = [_erase_memories, _revoke_oauth, _deactivate]
+
+
+def erase_account(*, user, requested_by_staff=None) -> ErasureResult:
+    """Erase `user`'s account. `requested_by_staff` is the staff member who asked, or None when
+    the account holder asked. A second call changes nothing and reports already_erased."""
+    User = get_user_model()
+    with transaction.atomic():
+        locked = User.objects.select_for_update().get(pk=user.pk)
+        if locked.erased_at is not None:
+            return ErasureResult(record=locked.erasure_record, already_erased=True)
+        now = timezone.now()
+        counts: dict[str, int] = {}
+        for step in ERASURE_STEPS:
+            counts.update(step(locked, now))
+        record = ErasureRecord.objects.create(
+            account=locked,
+            erased_at=now,
+            requested_by=(
+                ErasureRecord.Requester.STAFF
+                if requested_by_staff
+                else ErasureRecord.Requester.USER
+            ),
+            staff_member=requested_by_staff,
+            counts=counts,
+        )
+    user.refresh_from_db()
+    return ErasureResult(record=record, already_erased=False, counts=counts)

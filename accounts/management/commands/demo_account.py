@@ -1,0 +1,36 @@
+"""Create (or reset) the demo account printed by the quick start, with a few memories."""
+
+import os
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+
+from memories.models import Memory
+from memories.services import remember
+
+DEMO_MEMORIES = [
+    ("decision", "storage", "We keep memories append-only: revise inserts a successor."),
+    ("commitment", "release", "Ship the first public build once the conformance suite passes."),
+    ("preference", "style", "Prefer short answers with the reasoning first."),
+]
+
+
+class Command(BaseCommand):
+    help = "Create the demo account (username 'demo') and print its login."
+
+    def handle(self, *args, **options):
+        User = get_user_model()
+        password = os.environ.get("DEMO_PASSWORD", "demo-password-change-me")
+        user, _ = User.objects.get_or_create(
+            username="demo", defaults={"email": "demo@example.com"}
+        )
+        if user.erased_at is not None:
+            self.stdout.write("the demo account was erased; create another with createsuperuser")
+            return
+        user.set_password(password)
+        user.is_active = True
+        user.save()
+        if not Memory.objects.owned_by(user).exists():
+            for memory_type, topic, content in DEMO_MEMORIES:
+                remember(owner=user, memory_type=memory_type, topic=topic, content=content)
+        self.stdout.write(f"demo login: username 'demo', password '{password}'")

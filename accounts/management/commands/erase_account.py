@@ -1,0 +1,45 @@
+"""manage.py erase_account USERNAME [--staff STAFF_USERNAME] [--yes]"""
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from accounts.erasure import erase_account
+
+
+class Command(BaseCommand):
+    help = (
+        "Erase an account: overwrite all its memories with [erased], revoke every OAuth "
+        "credential, deactivate it. Irreversible."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("username")
+        parser.add_argument("--staff", help="username of the staff member requesting the erasure")
+        parser.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+
+    def handle(self, *args, username, staff, yes, **options):
+        User = get_user_model()
+        try:
+            user = User.objects.get(username=username)
+        except User.DoesNotExist:
+            raise CommandError(f"no account named {username!r}") from None
+        staff_member = None
+        if staff:
+            staff_member = User.objects.filter(
+                username=staff, is_staff=True, is_active=True
+            ).first()
+            if staff_member is None:
+                raise CommandError(f"{staff!r} is not an active staff account")
+        if not yes:
+            answer = input(
+                f"Erase account {username!r} and every memory in it? This cannot be undone. "
+                "Type the username to confirm: "
+            )
+            if answer.strip() != username:
+                raise CommandError("confirmation did not match; nothing was changed")
+        result = erase_account(user=user, requested_by_staff=staff_member)
+        if result.already_erased:
+            self.stdout.write(f"account #{user.pk} was already erased; nothing changed")
+        else:
+            counts = ", ".join(f"{table}={n}" for table, n in sorted(result.counts.items()))
+            self.stdout.write(self.style.SUCCESS(f"erased account #{user.pk}: {counts}"))

@@ -1,0 +1,56 @@
+"""The tenant is one user account; every memory belongs to exactly one of them."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractUser
+from django.db import models
+
+
+class User(AbstractUser):
+    """A tenant. Erasure deactivates the row and replaces its identifying text; it never deletes
+    it, so audit records and the append-only memories keep a valid owner."""
+
+    erased_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    @property
+    def is_erased(self) -> bool:
+        return self.erased_at is not None
+
+
+class ErasureRecord(models.Model):
+    """A content-free audit entry for one account erasure: who, when, on whose request, and how
+    many rows of each table were rewritten or revoked. Never holds erased text."""
+
+    class Requester(models.TextChoices):
+        USER = "user", "the account holder"
+        STAFF = "staff", "a staff member"
+
+    account = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="erasure_record"
+    )
+    erased_at = models.DateTimeField(db_index=True)
+    requested_by = models.CharField(max_length=8, choices=Requester.choices)
+    staff_member = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="erasures_performed",
+    )
+    counts = models.JSONField(default=dict, help_text="Rows rewritten or revoked, per table.")
+
+    class Meta:
+        ordering = ["-erased_at"]
+        constraints = [
+            models.CheckConstraint(
+                name="erasure_staff_iff_staff_requested",
+                condition=(
+                    models.Q(requested_by="staff", staff_member__isnull=False)
+                    | models.Q(requested_by="user", staff_member__isnull=True)
+                ),
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"Erasure of account #{self.account_id} at {self.erased_at:%Y-%m-%d %H:%M:%S}Z"

@@ -1,0 +1,24 @@
+from django.contrib import admin
+
+from memories.models import Memory
+
+
+@admin.register(Memory)
+class MemoryAdmin(admin.ModelAdmin):
+    """Read-only: memories are append-only, and staff have no business editing tenant text.
+    Erased rows simply show the `[erased]` sentinel that is stored."""
+
+    list_display = ("id", "owner", "memory_type", "topic", "status", "recorded_at", "valid_to")
+    list_filter = ("memory_type", "status", ("valid_to", admin.EmptyFieldListFilter))
+    list_select_related = ("owner",)
+    show_full_result_count = False  # no COUNT(*) over millions of rows per page view
+    readonly_fields = [field.name for field in Memory._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

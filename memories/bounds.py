@@ -1,0 +1,78 @@
+"""Bounds on tenant-written memory fields, enforced where data enters (the services call these
+before any write). The database repeats the essential ones as CHECK constraints."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from memories.errors import InvalidInput
+
+CONTENT_MAX = 2_000
+TOPIC_MAX = 256
+TAG_MAX = 64
+TAGS_MAX = 32
+SCOPE_MAX = 64
+PROJECT_MAX = 256
+DEFAULT_SCOPE = "personal"
+SCOPE_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+SCOPE_PATTERN_SQL = r"^[a-z0-9]+(-[a-z0-9]+)*$"
+
+
+def _text(field: str, value: object, *, maximum: int, minimum: int = 1) -> str:
+    if not isinstance(value, str):
+        raise InvalidInput(field, "must be a string")
+    if "\x00" in value:
+        raise InvalidInput(field, "must not contain NUL characters")
+    value = value.strip()
+    # len() counts Unicode code points, which is what the limits are stated in.
+    if len(value) < minimum:
+        raise InvalidInput(field, f"must be at least {minimum} character(s) after trimming")
+    if len(value) > maximum:
+        raise InvalidInput(
+            field,
+            f"must be at most {maximum} characters (Unicode code points) after trimming; "
+            f"got {len(value)}",
+        )
+    return value
+
+
+def clean_content(value: object) -> str:
+    return _text("content", value, maximum=CONTENT_MAX)
+
+
+def clean_topic(value: object) -> str:
+    return _text("topic", value, maximum=TOPIC_MAX)
+
+
+def clean_scope(value: object) -> str:
+    if value is None:
+        return DEFAULT_SCOPE
+    scope = _text("scope", value, maximum=SCOPE_MAX)
+    if not SCOPE_PATTERN.match(scope):
+        raise InvalidInput(
+            "scope", "must be kebab-case: lowercase letters and digits separated by single hyphens"
+        )
+    return scope
+
+
+def clean_project(value: object) -> str | None:
+    if value is None:
+        return None
+    project = _text("project", value, maximum=PROJECT_MAX, minimum=0)
+    return project or None
+
+
+def clean_tags(value: object) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise InvalidInput("tags", "must be a list of strings")
+    tags: list[str] = []
+    for index, tag in enumerate(value):
+        cleaned = _text(f"tags[{index}]", tag, maximum=TAG_MAX)
+        if cleaned not in tags:  # a repeated tag adds nothing; keep the first occurrence
+            tags.append(cleaned)
+    if len(tags) > TAGS_MAX:
+        raise InvalidInput("tags", f"at most {TAGS_MAX} tags; got {len(tags)}")
+    return tags

@@ -1,0 +1,55 @@
+"""Typed domain errors. Each carries a stable `reason` (the prefix MCP tools put on tool errors)
+and a message written for the caller: it names the field and the limit, never another tenant's
+data."""
+
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    reason: str = "error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.reason}: {self.message}"
+
+
+class InvalidInput(DomainError):
+    reason = "invalid_input"
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class NotFound(DomainError):
+    """Raised alike for a missing id, a malformed id and another tenant's id."""
+
+    reason = "not_found"
+
+
+class Conflict(DomainError):
+    reason = "conflict"
+
+
+class DuplicateMemory(DomainError):
+    reason = "duplicate_memory"
+
+    def __init__(self, existing_id: object) -> None:
+        super().__init__(f"the same content is already stored as memory {existing_id}")
+        self.existing_id = existing_id
+
+
+class InvalidTransition(DomainError):
+    reason = "invalid_transition"
+
+    def __init__(self, current: str, requested: str) -> None:
+        super().__init__(f"a commitment cannot move from '{current}' to '{requested}'")
+        self.current = current
+        self.requested = requested
+
+
+class AccountInactive(DomainError):
+    reason = "account_inactive"

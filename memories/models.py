@@ -1,0 +1,185 @@
+"""The Memory: append-only. Substance (content, topic, tags, type, scope, project, recorded_at)
+is fixed at insert; only lifecycle columns (status, valid_to, commitment_status) ever move.
+Revising inserts a successor with a new id. The trigger in migration 0002 enforces this in the
+database; account erasure is the one permitted rewrite of substance (to ERASED)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+import uuid_utils.compat
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+from django.db.models import F, Q
+from django.db.models.functions import MD5, Length
+
+from memories import bounds
+
+ERASED = "[erased]"
+ERASED_SCOPE = "erased"
+
+
+def new_memory_id() -> uuid.UUID:
+    """UUIDv7 (RFC 9562 §5.7): time-ordered for index locality, with 74 random bits, so ids are
+    neither sequential nor guessable."""
+    return uuid_utils.compat.uuid7()
+
+
+class MemoryType(models.TextChoices):
+    DECISION = "decision"
+    COMMITMENT = "commitment"
+    BLOCKER = "blocker"
+    FACT = "fact"
+    PREFERENCE = "preference"
+    PATTERN = "pattern"
+    NOTE = "note"
+    EVENT = "event"
+
+
+class Status(models.TextChoices):
+    ACTIVE = "active"
+    ARCHIVED = "archived"
+
+
+class CommitmentStatus(models.TextChoices):
+    OPEN = "open"
+    WAITING = "waiting"
+    RESOLVED = "resolved"
+    EXPIRED = "expired"
+
+
+# The commitment state machine: current state -> states it may move to. Moving to the same
+# state is a no-op, not a transition.
+COMMITMENT_TRANSITIONS: dict[str, frozenset[str]] = {
+    CommitmentStatus.OPEN: frozenset({"waiting", "resolved", "expired"}),
+    CommitmentStatus.WAITING: frozenset({"open", "resolved", "expired"}),
+    CommitmentStatus.RESOLVED: frozenset({"open"}),
+    CommitmentStatus.EXPIRED: frozenset({"open"}),
+}
+
+
+class MemoryQuerySet(models.QuerySet):
+    def owned_by(self, owner) -> MemoryQuerySet:
+        """Only this tenant's memories: the start of every read path."""
+        return self.filter(owner=owner)
+
+    def current(self) -> MemoryQuerySet:
+        """Not superseded (valid_to unset), whatever the archive status."""
+        return self.filter(valid_to__isnull=True)
+
+    def active(self) -> MemoryQuerySet:
+        """Current and not archived: what an agent works from by default."""
+        return self.current().filter(status=Status.ACTIVE)
+
+    def as_of(self, instant: datetime) -> MemoryQuerySet:
+        """What was current at `instant`: recorded by then and not yet superseded."""
+        return self.filter(recorded_at__lte=instant).filter(
+            Q(valid_to__isnull=True) | Q(valid_to__gt=instant)
+        )
+
+
+class Memory(models.Model):
+    id = models.UUIDField(primary_key=True, default=new_memory_id, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="memories"
+    )
+    # --- substance: fixed at insert ---------------------------------------------------------
+    content = models.TextField()
+    content_length = models.PositiveIntegerField(help_text="Unicode code points in content.")
+    memory_type = models.CharField(max_length=16, choices=MemoryType.choices)
+    topic = models.CharField(max_length=bounds.TOPIC_MAX)
+    scope = models.CharField(max_length=bounds.SCOPE_MAX, default=bounds.DEFAULT_SCOPE)
+    project = models.CharField(max_length=bounds.PROJECT_MAX, null=True, blank=True)
+    tags = ArrayField(models.CharField(max_length=bounds.TAG_MAX), default=list, blank=True)
+    recorded_at = models.DateTimeField()
+    predecessor = models.OneToOneField(
+        "self",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="successor",
+        help_text="The memory this one supersedes; set once, at insert.",
+    )
+    # --- lifecycle: the only columns that move -------------------------------------------
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.ACTIVE)
+    valid_to = models.DateTimeField(null=True, blank=True)
+    commitment_status = models.CharField(
+        max_length=8, choices=CommitmentStatus.choices, null=True, blank=True
+    )
+
+    objects = MemoryQuerySet.as_manager()
+
+    class Meta:
+        verbose_name_plural = "memories"
+        indexes = [
+            models.Index(fields=["owner", "-recorded_at"], name="memory_owner_recent"),
+            models.Index(
+                fields=["owner", "memory_type", "-recorded_at"],
+                name="memory_owner_type_current",
+                condition=Q(valid_to__isnull=True),
+            ),
+        ]
+        constraints = [
+            # A OneToOneField already makes predecessor unique: at most one successor each, so
+            # of two concurrent revisions of one memory exactly one can commit.
+            models.UniqueConstraint(
+                F("owner"),
+                MD5("content"),
+                name="memory_unique_live_content",
+                condition=Q(valid_to__isnull=True) & ~Q(content=ERASED),
+            ),
+            models.CheckConstraint(
+                name="memory_content_length_matches",
+                condition=Q(content_length=Length("content")),
+            ),
+            models.CheckConstraint(
+                name="memory_content_length_bounds",
+                condition=Q(content_length__gte=1, content_length__lte=bounds.CONTENT_MAX),
+            ),
+            models.CheckConstraint(name="memory_topic_not_empty", condition=Q(topic__regex=r"\S")),
+            models.CheckConstraint(
+                name="memory_scope_kebab_case", condition=Q(scope__regex=bounds.SCOPE_PATTERN_SQL)
+            ),
+            models.CheckConstraint(
+                name="memory_tags_bound", condition=Q(tags__len__lte=bounds.TAGS_MAX)
+            ),
+            models.CheckConstraint(
+                name="memory_type_valid", condition=Q(memory_type__in=MemoryType.values)
+            ),
+            models.CheckConstraint(
+                name="memory_status_valid", condition=Q(status__in=Status.values)
+            ),
+            models.CheckConstraint(
+                name="memory_commitment_status_only_on_commitments",
+                condition=(
+                    # IS NOT NULL too: a CHECK passes when `IN` yields NULL.
+                    Q(
+                        memory_type=MemoryType.COMMITMENT,
+                        commitment_status__isnull=False,
+                        commitment_status__in=CommitmentStatus.values,
+                    )
+                    | (~Q(memory_type=MemoryType.COMMITMENT) & Q(commitment_status__isnull=True))
+                ),
+            ),
+            models.CheckConstraint(
+                name="memory_not_own_predecessor", condition=~Q(predecessor=F("id"))
+            ),
+            models.CheckConstraint(
+                name="memory_valid_to_after_recorded",
+                condition=Q(valid_to__isnull=True) | Q(valid_to__gte=F("recorded_at")),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        # Never the content: __str__ ends up in logs and admin lists.
+        return f"{self.memory_type} {self.id}"
+
+    @property
+    def resource_uri(self) -> str:
+        return f"threengram://memory/{self.id}"
+
+    @property
+    def is_current(self) -> bool:
+        return self.valid_to is None

@@ -1,0 +1,265 @@
+"""Lifecycle use cases. Each is one transaction; none ever writes content, topic or tags of an
+existing memory (only erase_account in accounts.erasure does, to the sentinel)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from memories import bounds
+from memories.errors import (
+    AccountInactive,
+    Conflict,
+    DuplicateMemory,
+    InvalidInput,
+    InvalidTransition,
+    NotFound,
+)
+from memories.models import (
+    COMMITMENT_TRANSITIONS,
+    CommitmentStatus,
+    Memory,
+    MemoryType,
+    Status,
+)
+
+_UNSET = object()
+
+
+def parse_memory_id(value: object) -> uuid.UUID | None:
+    """A memory id from caller input, or None when it cannot be one. Callers treat None exactly
+    like an unknown id, so a malformed id tells nothing a missing one does not."""
+    if isinstance(value, uuid.UUID):
+        return value
+    if not isinstance(value, str) or len(value) > 64:
+        return None
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        return None
+
+
+def get_owned_memory(*, owner, memory_id: object) -> Memory:
+    """The access gate for one memory: the owner's row, or NotFound for missing, malformed and
+    foreign ids alike."""
+    parsed = parse_memory_id(memory_id)
+    memory = Memory.objects.filter(owner=owner, id=parsed).first() if parsed else None
+    if memory is None:
+        raise NotFound(f"memory {memory_id}")
+    return memory
+
+
+def _clean_memory_type(value: object) -> str:
+    if value not in MemoryType.values:
+        raise InvalidInput("memoryType", f"must be one of: {', '.join(MemoryType.values)}")
+    return value  # type: ignore[return-value]
+
+
+def _lock_live_owner(owner) -> None:
+    """Serialize with erase_account (which takes FOR UPDATE on the same row): a write either
+    completes before an erasure and is erased by it, or sees the account inactive."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT is_active FROM accounts_user WHERE id = %s FOR SHARE", [owner.pk])
+        row = cursor.fetchone()
+    if row is None or not row[0]:
+        raise AccountInactive("this account is deactivated")
+
+
+def _insert(memory: Memory) -> Memory:
+    existing = (
+        Memory.objects.owned_by(memory.owner_id)
+        .current()
+        .filter(content=memory.content)
+        .exclude(pk=memory.predecessor_id)
+        .values_list("id", flat=True)
+        .first()
+    )
+    if existing is not None:
+        raise DuplicateMemory(existing)
+    try:
+        with transaction.atomic():  # savepoint: a lost race leaves the outer transaction usable
+            memory.save(force_insert=True)
+    except IntegrityError as error:
+        constraint = getattr(getattr(error.__cause__, "diag", None), "constraint_name", None)
+        if constraint == "memory_unique_live_content":
+            winner = (
+                Memory.objects.owned_by(memory.owner_id)
+                .current()
+                .filter(content=memory.content)
+                .values_list("id", flat=True)
+                .first()
+            )
+            raise DuplicateMemory(winner) from None
+        if constraint == "memories_memory_predecessor_id_key":
+            raise Conflict(f"memory {memory.predecessor_id} is already superseded") from None
+        raise
+    return memory
+
+
+@dataclass(frozen=True)
+class MemoryFields:
+    """Validated, trimmed substance for a new memory."""
+
+    memory_type: str
+    topic: str
+    content: str
+    scope: str
+    project: str | None
+    tags: list[str]
+
+    @classmethod
+    def clean(
+        cls,
+        *,
+        memory_type: object,
+        topic: object,
+        content: object,
+        scope: object = None,
+        project: object = None,
+        tags: object = None,
+    ) -> MemoryFields:
+        return cls(
+            memory_type=_clean_memory_type(memory_type),
+            topic=bounds.clean_topic(topic),
+            content=bounds.clean_content(content),
+            scope=bounds.clean_scope(scope),
+            project=bounds.clean_project(project),
+            tags=bounds.clean_tags(tags),
+        )
+
+
+def _new_memory(owner, fields: MemoryFields, *, predecessor: Memory | None = None) -> Memory:
+    commitment_status = None
+    if fields.memory_type == MemoryType.COMMITMENT:
+        carried = predecessor.commitment_status if predecessor is not None else None
+        commitment_status = carried or CommitmentStatus.OPEN
+    return Memory(
+        owner=owner,
+        content=fields.content,
+        content_length=len(fields.content),
+        memory_type=fields.memory_type,
+        topic=fields.topic,
+        scope=fields.scope,
+        project=fields.project,
+        tags=fields.tags,
+        recorded_at=timezone.now(),
+        predecessor=predecessor,
+        commitment_status=commitment_status,
+    )
+
+
+def remember(
+    *,
+    owner,
+    memory_type: object,
+    topic: object,
+    content: object,
+    scope: object = None,
+    project: object = None,
+    tags: object = None,
+) -> Memory:
+    """Store one new memory. The same content already current for this tenant is a
+    DuplicateMemory; a commitment starts `open`."""
+    fields = MemoryFields.clean(
+        memory_type=memory_type,
+        topic=topic,
+        content=content,
+        scope=scope,
+        project=project,
+        tags=tags,
+    )
+    with transaction.atomic():
+        _lock_live_owner(owner)
+        return _insert(_new_memory(owner, fields))
+
+
+def revise_memory(
+    *,
+    owner,
+    predecessor_id: object,
+    content: object,
+    memory_type: object = _UNSET,
+    topic: object = _UNSET,
+    scope: object = _UNSET,
+    project: object = _UNSET,
+    tags: object = _UNSET,
+) -> Memory:
+    """Supersede a memory: close the predecessor (valid_to) and insert a successor with a new id
+    pointing back to it. Fields not given are carried over. Revising a memory that is already
+    superseded is a Conflict, so two concurrent revisions yield one successor and one Conflict."""
+    with transaction.atomic():
+        _lock_live_owner(owner)
+        parsed = parse_memory_id(predecessor_id)
+        predecessor = (
+            Memory.objects.select_for_update().filter(owner=owner, id=parsed).first()
+            if parsed
+            else None
+        )
+        if predecessor is None:
+            raise NotFound(f"memory {predecessor_id}")
+        if predecessor.valid_to is not None:
+            raise Conflict(f"memory {predecessor.id} is already superseded")
+
+        def given(value: object, inherited: object) -> object:
+            return inherited if value is _UNSET else value
+
+        fields = MemoryFields.clean(
+            memory_type=given(memory_type, predecessor.memory_type),
+            topic=given(topic, predecessor.topic),
+            content=content,
+            scope=given(scope, predecessor.scope),
+            project=given(project, predecessor.project),
+            tags=given(tags, predecessor.tags),
+        )
+        successor = _new_memory(owner, fields, predecessor=predecessor)
+        predecessor.valid_to = successor.recorded_at
+        predecessor.save(update_fields=["valid_to"])
+        return _insert(successor)
+
+
+def archive_memory(*, owner, memory_id: object) -> Memory:
+    """Move a current memory to `archived` (lifecycle only). Archiving twice is a no-op."""
+    with transaction.atomic():
+        memory = _locked(owner, memory_id)
+        if memory.valid_to is not None:
+            raise Conflict(f"memory {memory.id} is superseded; archive its successor instead")
+        if memory.status != Status.ARCHIVED:
+            memory.status = Status.ARCHIVED
+            memory.save(update_fields=["status"])
+        return memory
+
+
+def resolve_commitment(*, owner, memory_id: object, status: object) -> Memory:
+    """Move a commitment through its state machine (COMMITMENT_TRANSITIONS). The same state is a
+    no-op; an illegal move raises InvalidTransition naming both states."""
+    if status not in CommitmentStatus.values:
+        raise InvalidInput("status", f"must be one of: {', '.join(CommitmentStatus.values)}")
+    with transaction.atomic():
+        memory = _locked(owner, memory_id)
+        if memory.memory_type != MemoryType.COMMITMENT:
+            raise InvalidInput(
+                "memoryId", f"memory {memory.id} is a {memory.memory_type}, not a commitment"
+            )
+        if memory.valid_to is not None:
+            raise Conflict(f"memory {memory.id} is superseded; resolve its successor instead")
+        if status != memory.commitment_status:
+            if status not in COMMITMENT_TRANSITIONS[memory.commitment_status]:
+                raise InvalidTransition(memory.commitment_status, status)  # type: ignore[arg-type]
+            memory.commitment_status = status
+            memory.save(update_fields=["commitment_status"])
+        return memory
+
+
+def _locked(owner, memory_id: object) -> Memory:
+    parsed = parse_memory_id(memory_id)
+    memory = (
+        Memory.objects.select_for_update().filter(owner=owner, id=parsed).first()
+        if parsed
+        else None
+    )
+    if memory is None:
+        raise NotFound(f"memory {memory_id}")
+    return memory

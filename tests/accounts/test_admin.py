@@ -1,0 +1,53 @@
+"""Staff audit erasures in the admin; nobody edits memories or erasure records there."""
+
+import pytest
+from django.urls import reverse
+
+from accounts.erasure import erase_account
+from tests.factories import MemoryFactory, UserFactory
+
+
+@pytest.fixture
+def admin_client(client, db):
+    superuser = UserFactory(is_staff=True, is_superuser=True)
+    client.force_login(superuser)
+    return client
+
+
+def test_erasure_records_are_listed_and_filterable(admin_client, tenant, staff_member):
+    erase_account(user=tenant, requested_by_staff=staff_member)
+    url = reverse("admin:accounts_erasurerecord_changelist")
+    assert admin_client.get(url).status_code == 200
+    assert str(tenant.pk) in admin_client.get(url, {"requested_by__exact": "staff"}).text
+    assert "0 erasure records" in admin_client.get(url, {"requested_by__exact": "user"}).text
+
+
+def test_erasure_records_are_read_only(admin_client, tenant):
+    record = erase_account(user=tenant).record
+    assert admin_client.get(reverse("admin:accounts_erasurerecord_add")).status_code == 403
+    change = admin_client.post(
+        reverse("admin:accounts_erasurerecord_change", args=[record.pk]), {"requested_by": "staff"}
+    )
+    assert change.status_code == 403 or "requested_by" not in change.text
+    record.refresh_from_db()
+    assert record.requested_by == "user"
+    assert (
+        admin_client.post(
+            reverse("admin:accounts_erasurerecord_delete", args=[record.pk]), {"post": "yes"}
+        ).status_code
+        == 403
+    )
+
+
+def test_memories_are_read_only_and_erased_rows_show_the_sentinel(admin_client, tenant):
+    memory = MemoryFactory(owner=tenant, topic="private topic")
+    erase_account(user=tenant)
+    listing = admin_client.get(reverse("admin:memories_memory_changelist")).text
+    assert "[erased]" in listing and "private topic" not in listing
+    assert admin_client.get(reverse("admin:memories_memory_add")).status_code == 403
+    assert (
+        admin_client.post(
+            reverse("admin:memories_memory_delete", args=[memory.pk]), {"post": "yes"}
+        ).status_code
+        == 403
+    )

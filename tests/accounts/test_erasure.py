@@ -1,0 +1,172 @@
+"""Account erasure: one call, one transaction, complete, idempotent, and all-or-nothing."""
+
+import io
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connection
+from oauth2_provider.models import (
+    get_access_token_model,
+    get_grant_model,
+    get_refresh_token_model,
+)
+
+from accounts import erasure
+from accounts.erasure import erase_account
+from accounts.models import ErasureRecord
+from memories.models import Memory
+from memories.services import remember, revise_memory
+from tests.factories import AccessTokenFactory, GrantFactory, MemoryFactory, RefreshTokenFactory
+
+AccessToken = get_access_token_model()
+RefreshToken = get_refresh_token_model()
+Grant = get_grant_model()
+
+
+@pytest.fixture
+def populated(tenant):
+    first = remember(
+        owner=tenant,
+        memory_type="decision",
+        topic="secret plan",
+        content="Buy ACME",
+        tags=["m&a"],
+        project="falcon",
+        scope="work",
+    )
+    revise_memory(owner=tenant, predecessor_id=first.id, content="Buy ACME in Q3")
+    remember(owner=tenant, memory_type="commitment", topic="call", content="Call Alice")
+    AccessTokenFactory(user=tenant)
+    RefreshTokenFactory(user=tenant)
+    GrantFactory(user=tenant)
+    return tenant
+
+
+def test_rewrites_every_memory_of_the_account(populated, other_tenant):
+    neighbour = MemoryFactory(owner=other_tenant, content="Buy ACME", topic="plan", tags=["m&a"])
+    result = erase_account(user=populated)
+    assert not result.already_erased
+    rows = Memory.objects.filter(owner=populated)
+    assert rows.count() == 3
+    for memory in rows:
+        assert (memory.content, memory.content_length, memory.topic) == ("[erased]", 8, "[erased]")
+        assert memory.tags in ([], ["[erased]"])
+        assert memory.project in (None, "[erased]")
+        assert memory.scope == "erased"
+    # Lifecycle and structure stay: supersession chain and commitment state are not substance.
+    assert rows.filter(valid_to__isnull=False).count() == 1
+    assert rows.filter(predecessor__isnull=False).count() == 1
+    neighbour.refresh_from_db()
+    assert (neighbour.content, neighbour.topic, neighbour.tags) == ("Buy ACME", "plan", ["m&a"])
+
+
+def test_no_tenant_text_survives_anywhere_in_the_memories_table(populated):
+    erase_account(user=populated)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM memories_memory m WHERE m::text ~* %s",
+            ["ACME|Alice|secret|falcon|m&a|work"],
+        )
+        assert cursor.fetchone()[0] == 0
+
+
+def test_revokes_every_oauth_credential_and_deactivates(populated):
+    result = erase_account(user=populated)
+    assert not AccessToken.objects.filter(user=populated).exists()
+    assert not Grant.objects.filter(user=populated).exists()
+    assert all(token.revoked is not None for token in RefreshToken.objects.filter(user=populated))
+    populated.refresh_from_db()
+    assert not populated.is_active and populated.erased_at is not None
+    assert not populated.has_usable_password()
+    assert populated.username == f"erased-{populated.pk}" and populated.email == ""
+    assert result.counts == {
+        "memories": 3,
+        "oauth_access_tokens": 2,  # one standalone, one paired with the refresh token
+        "oauth_refresh_tokens": 1,
+        "oauth_grants": 1,
+        "oauth_id_tokens": 0,
+        "accounts": 1,
+    }
+
+
+def test_writes_a_content_free_record(populated, staff_member):
+    result = erase_account(user=populated, requested_by_staff=staff_member)
+    record = ErasureRecord.objects.get()
+    assert record == result.record
+    assert (record.account, record.requested_by, record.staff_member) == (
+        populated,
+        "staff",
+        staff_member,
+    )
+    assert record.counts["memories"] == 3
+    assert "ACME" not in str(record.__dict__) and "falcon" not in str(record)
+
+
+def test_a_second_call_changes_nothing_and_says_so(populated):
+    first = erase_account(user=populated)
+    again = erase_account(user=populated)
+    assert again.already_erased and again.record == first.record
+    assert ErasureRecord.objects.count() == 1
+
+
+@pytest.mark.parametrize("failing_step", range(len(erasure.ERASURE_STEPS)))
+def test_a_failure_midway_changes_nothing(populated, monkeypatch, failing_step):
+    before_memories = sorted(Memory.objects.filter(owner=populated).values_list("content", "topic"))
+    tokens_before = AccessToken.objects.filter(user=populated).count()
+
+    def explode(user, now):
+        raise RuntimeError("injected failure")
+
+    steps = list(erasure.ERASURE_STEPS)
+    steps[failing_step] = explode
+    monkeypatch.setattr(erasure, "ERASURE_STEPS", steps)
+    with pytest.raises(RuntimeError, match="injected failure"):
+        erase_account(user=populated)
+
+    assert (
+        sorted(Memory.objects.filter(owner=populated).values_list("content", "topic"))
+        == before_memories
+    )
+    assert AccessToken.objects.filter(user=populated).count() == tokens_before
+    assert not RefreshToken.objects.filter(user=populated, revoked__isnull=False).exists()
+    populated.refresh_from_db()
+    assert populated.is_active and populated.erased_at is None
+    assert not ErasureRecord.objects.exists()
+
+
+def test_an_erased_account_cannot_write_again(populated):
+    erase_account(user=populated)
+    populated.refresh_from_db()
+    with pytest.raises(Exception, match="account_inactive"):
+        remember(owner=populated, memory_type="note", topic="t", content="back from the dead")
+
+
+class TestCommand:
+    def test_asks_for_confirmation(self, populated, monkeypatch):
+        monkeypatch.setattr("builtins.input", lambda prompt: "wrong-name")
+        with pytest.raises(CommandError, match="nothing was changed"):
+            call_command("erase_account", populated.username)
+        assert not ErasureRecord.objects.exists()
+
+    def test_erases_after_confirmation(self, populated, monkeypatch):
+        username = populated.username
+        monkeypatch.setattr("builtins.input", lambda prompt: username)
+        out = io.StringIO()
+        call_command("erase_account", username, stdout=out)
+        assert "memories=3" in out.getvalue()
+        assert ErasureRecord.objects.get().requested_by == "user"
+
+    def test_records_the_staff_member(self, populated, staff_member):
+        call_command(
+            "erase_account",
+            populated.username,
+            "--yes",
+            "--staff",
+            staff_member.username,
+            stdout=io.StringIO(),
+        )
+        assert ErasureRecord.objects.get().staff_member == staff_member
+
+    def test_unknown_account(self, db):
+        with pytest.raises(CommandError, match="no account named"):
+            call_command("erase_account", "nobody", "--yes")

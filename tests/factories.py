@@ -1,0 +1,88 @@
+import factory
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+from oauth2_provider.models import (
+    get_access_token_model,
+    get_application_model,
+    get_grant_model,
+    get_refresh_token_model,
+)
+
+from memories.models import Memory, MemoryType
+
+PASSWORD = "correct horse battery staple"
+
+
+class UserFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = get_user_model()
+        django_get_or_create = ("username",)
+
+    username = factory.Sequence(lambda n: f"tenant{n}")
+    email = factory.LazyAttribute(lambda user: f"{user.username}@example.com")
+    password = factory.django.Password(PASSWORD)
+
+
+class MemoryFactory(factory.django.DjangoModelFactory):
+    """Inserts rows directly (bypassing services) for read-side tests."""
+
+    class Meta:
+        model = Memory
+
+    owner = factory.SubFactory(UserFactory)
+    memory_type = MemoryType.NOTE
+    topic = factory.Sequence(lambda n: f"topic {n}")
+    content = factory.Sequence(lambda n: f"memory number {n}")
+    content_length = factory.LazyAttribute(lambda memory: len(memory.content))
+    recorded_at = factory.LazyFunction(timezone.now)
+    commitment_status = factory.LazyAttribute(
+        lambda memory: "open" if memory.memory_type == MemoryType.COMMITMENT else None
+    )
+
+
+class ApplicationFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = get_application_model()
+
+    name = factory.Sequence(lambda n: f"MCP client {n}")
+    client_type = "public"
+    authorization_grant_type = "authorization-code"
+    redirect_uris = "http://127.0.0.1:33418/callback"
+
+
+class AccessTokenFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = get_access_token_model()
+
+    user = factory.SubFactory(UserFactory)
+    application = factory.SubFactory(ApplicationFactory)
+    token = factory.Sequence(lambda n: f"access-token-{n}-" + "x" * 20)
+    scope = "memory:read memory:write"
+    expires = factory.LazyFunction(lambda: timezone.now() + timezone.timedelta(hours=1))
+
+
+class RefreshTokenFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = get_refresh_token_model()
+
+    user = factory.SubFactory(UserFactory)
+    application = factory.SubFactory(ApplicationFactory)
+    token = factory.Sequence(lambda n: f"refresh-token-{n}")
+    access_token = factory.SubFactory(
+        AccessTokenFactory,
+        user=factory.SelfAttribute("..user"),
+        application=factory.SelfAttribute("..application"),
+    )
+
+
+class GrantFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = get_grant_model()
+
+    user = factory.SubFactory(UserFactory)
+    application = factory.SubFactory(ApplicationFactory)
+    code = factory.Sequence(lambda n: f"grant-code-{n}")
+    expires = factory.LazyFunction(lambda: timezone.now() + timezone.timedelta(minutes=1))
+    redirect_uri = "http://127.0.0.1:33418/callback"
+    code_challenge = "x" * 43
+    code_challenge_method = "S256"

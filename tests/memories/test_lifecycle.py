@@ -1,0 +1,253 @@
+"""The lifecycle rules of the append-only Memory: remember, revise, archive, resolve, and the
+tenant boundary on every one of them."""
+
+import uuid
+
+import pytest
+
+from memories.errors import Conflict, DuplicateMemory, InvalidInput, InvalidTransition, NotFound
+from memories.models import Memory
+from memories.services import (
+    archive_memory,
+    get_owned_memory,
+    remember,
+    resolve_commitment,
+    revise_memory,
+)
+from tests.factories import MemoryFactory
+
+SUBSTANCE = (
+    "content",
+    "content_length",
+    "memory_type",
+    "topic",
+    "scope",
+    "project",
+    "tags",
+    "recorded_at",
+)
+
+
+def substance(memory):
+    memory.refresh_from_db()
+    return {name: getattr(memory, name) for name in SUBSTANCE}
+
+
+class TestRemember:
+    def test_stores_a_memory_with_a_uuid7_id(self, tenant):
+        memory = remember(
+            owner=tenant, memory_type="decision", topic="db", content="Use PostgreSQL"
+        )
+        assert memory.id.version == 7
+        assert memory.owner == tenant and memory.status == "active" and memory.valid_to is None
+        assert memory.commitment_status is None
+        assert memory.resource_uri == f"threengram://memory/{memory.id}"
+
+    def test_ids_are_unique_and_not_sequential(self, tenant):
+        ids = [
+            remember(owner=tenant, memory_type="note", topic="t", content=f"n{i}").id
+            for i in range(20)
+        ]
+        assert len(set(ids)) == 20
+        assert len({memory_id.int & ((1 << 62) - 1) for memory_id in ids}) == 20  # random tails
+
+    def test_a_commitment_starts_open(self, tenant):
+        memory = remember(
+            owner=tenant, memory_type="commitment", topic="t", content="Send the report"
+        )
+        assert memory.commitment_status == "open"
+
+    def test_same_live_content_is_a_duplicate(self, tenant):
+        first = remember(owner=tenant, memory_type="note", topic="a", content="Same words")
+        with pytest.raises(DuplicateMemory) as error:
+            remember(owner=tenant, memory_type="fact", topic="b", content="  Same words ")
+        assert error.value.existing_id == first.id
+        assert str(error.value).startswith("duplicate_memory:")
+        assert Memory.objects.count() == 1
+
+    def test_duplicates_are_per_tenant(self, tenant, other_tenant):
+        remember(owner=tenant, memory_type="note", topic="a", content="Same words")
+        remember(owner=other_tenant, memory_type="note", topic="a", content="Same words")
+        assert Memory.objects.count() == 2
+
+    def test_superseded_content_may_be_stored_again(self, tenant):
+        first = remember(owner=tenant, memory_type="note", topic="a", content="v1")
+        revise_memory(owner=tenant, predecessor_id=first.id, content="v2")
+        assert remember(owner=tenant, memory_type="note", topic="a", content="v1").id != first.id
+
+    def test_an_inactive_account_cannot_write(self, tenant):
+        tenant.is_active = False
+        tenant.save()
+        with pytest.raises(Exception, match="account_inactive"):
+            remember(owner=tenant, memory_type="note", topic="a", content="x")
+        assert not Memory.objects.exists()
+
+
+class TestRevise:
+    def test_closes_the_predecessor_and_inserts_a_successor(self, tenant):
+        old = remember(
+            owner=tenant, memory_type="decision", topic="db", content="Use MySQL", tags=["infra"]
+        )
+        before = substance(old)
+        new = revise_memory(owner=tenant, predecessor_id=old.id, content="Use PostgreSQL")
+        old.refresh_from_db()
+        assert new.id != old.id
+        assert new.predecessor_id == old.id and old.successor == new
+        assert old.valid_to == new.recorded_at
+        assert substance(old) == before  # the predecessor's substance is untouched
+        assert (new.topic, new.memory_type, new.tags, new.content) == (
+            "db",
+            "decision",
+            ["infra"],
+            "Use PostgreSQL",
+        )
+
+    def test_given_fields_replace_inherited_ones(self, tenant):
+        old = remember(owner=tenant, memory_type="note", topic="a", content="x", project="p1")
+        new = revise_memory(
+            owner=tenant, predecessor_id=old.id, content="y", topic="b", project=None, tags=["t"]
+        )
+        assert (new.topic, new.project, new.tags) == ("b", None, ["t"])
+
+    def test_revising_a_superseded_memory_is_a_conflict(self, tenant):
+        old = remember(owner=tenant, memory_type="note", topic="a", content="v1")
+        revise_memory(owner=tenant, predecessor_id=old.id, content="v2")
+        with pytest.raises(Conflict, match="already superseded"):
+            revise_memory(owner=tenant, predecessor_id=old.id, content="v3")
+        assert Memory.objects.count() == 2
+
+    def test_may_restate_the_predecessors_exact_content(self, tenant):
+        old = remember(owner=tenant, memory_type="note", topic="a", content="same")
+        new = revise_memory(owner=tenant, predecessor_id=old.id, content="same", topic="renamed")
+        assert new.content == "same"
+
+    def test_a_duplicate_of_another_live_memory_changes_nothing(self, tenant):
+        remember(owner=tenant, memory_type="note", topic="a", content="taken")
+        old = remember(owner=tenant, memory_type="note", topic="a", content="mine")
+        with pytest.raises(DuplicateMemory):
+            revise_memory(owner=tenant, predecessor_id=old.id, content="taken")
+        old.refresh_from_db()
+        assert old.valid_to is None  # the predecessor was not closed: nothing half-applied
+        assert Memory.objects.count() == 2
+
+    def test_invalid_input_changes_nothing(self, tenant):
+        old = remember(owner=tenant, memory_type="note", topic="a", content="mine")
+        with pytest.raises(InvalidInput):
+            revise_memory(owner=tenant, predecessor_id=old.id, content="x" * 2001)
+        old.refresh_from_db()
+        assert old.valid_to is None
+
+    def test_commitment_state_is_carried_to_the_successor(self, tenant):
+        old = remember(owner=tenant, memory_type="commitment", topic="a", content="do it")
+        resolve_commitment(owner=tenant, memory_id=old.id, status="waiting")
+        new = revise_memory(owner=tenant, predecessor_id=old.id, content="do it by Friday")
+        assert new.commitment_status == "waiting"
+
+    def test_revising_into_a_commitment_opens_it_and_out_of_one_clears_it(self, tenant):
+        note = remember(owner=tenant, memory_type="note", topic="a", content="maybe")
+        commitment = revise_memory(
+            owner=tenant, predecessor_id=note.id, content="will", memory_type="commitment"
+        )
+        assert commitment.commitment_status == "open"
+        fact = revise_memory(
+            owner=tenant, predecessor_id=commitment.id, content="did", memory_type="fact"
+        )
+        assert fact.commitment_status is None
+
+
+class TestArchive:
+    def test_moves_status_only(self, tenant):
+        memory = remember(owner=tenant, memory_type="note", topic="a", content="x")
+        before = substance(memory)
+        archive_memory(owner=tenant, memory_id=memory.id)
+        memory.refresh_from_db()
+        assert memory.status == "archived" and memory.valid_to is None
+        assert substance(memory) == before
+        archive_memory(owner=tenant, memory_id=memory.id)  # idempotent
+
+    def test_a_superseded_memory_cannot_be_archived(self, tenant):
+        old = remember(owner=tenant, memory_type="note", topic="a", content="v1")
+        revise_memory(owner=tenant, predecessor_id=old.id, content="v2")
+        with pytest.raises(Conflict, match="archive its successor"):
+            archive_memory(owner=tenant, memory_id=old.id)
+
+
+class TestResolve:
+    @pytest.mark.parametrize(
+        ("path", "final"),
+        [
+            (["waiting", "resolved"], "resolved"),
+            (["expired", "open"], "open"),
+            (["resolved", "open", "waiting", "expired"], "expired"),
+            (["open"], "open"),  # the same state is a no-op
+        ],
+    )
+    def test_allowed_transitions(self, tenant, path, final):
+        memory = remember(owner=tenant, memory_type="commitment", topic="a", content="x")
+        for status in path:
+            resolve_commitment(owner=tenant, memory_id=memory.id, status=status)
+        memory.refresh_from_db()
+        assert memory.commitment_status == final
+
+    @pytest.mark.parametrize(
+        ("start", "target"), [("resolved", "waiting"), ("expired", "resolved")]
+    )
+    def test_illegal_transition_names_both_states(self, tenant, start, target):
+        memory = remember(owner=tenant, memory_type="commitment", topic="a", content="x")
+        resolve_commitment(owner=tenant, memory_id=memory.id, status=start)
+        with pytest.raises(InvalidTransition) as error:
+            resolve_commitment(owner=tenant, memory_id=memory.id, status=target)
+        assert f"'{start}'" in str(error.value) and f"'{target}'" in str(error.value)
+        memory.refresh_from_db()
+        assert memory.commitment_status == start
+
+    def test_unknown_status_and_non_commitments_are_invalid_input(self, tenant):
+        note = remember(owner=tenant, memory_type="note", topic="a", content="x")
+        with pytest.raises(InvalidInput, match="status: must be one of"):
+            resolve_commitment(owner=tenant, memory_id=note.id, status="done")
+        with pytest.raises(InvalidInput, match="is a note, not a commitment"):
+            resolve_commitment(owner=tenant, memory_id=note.id, status="resolved")
+
+
+class TestTenantBoundary:
+    """Another tenant's id behaves exactly like a missing or malformed one, on every path."""
+
+    @pytest.fixture
+    def foreign(self, other_tenant):
+        return MemoryFactory(owner=other_tenant, memory_type="commitment")
+
+    @pytest.mark.parametrize("kind", ["foreign", "missing", "malformed"])
+    @pytest.mark.parametrize(
+        "operation",
+        [
+            lambda owner, memory_id: get_owned_memory(owner=owner, memory_id=memory_id),
+            lambda owner, memory_id: revise_memory(
+                owner=owner, predecessor_id=memory_id, content="x"
+            ),
+            lambda owner, memory_id: archive_memory(owner=owner, memory_id=memory_id),
+            lambda owner, memory_id: resolve_commitment(
+                owner=owner, memory_id=memory_id, status="resolved"
+            ),
+        ],
+        ids=["get", "revise", "archive", "resolve"],
+    )
+    def test_identical_not_found(self, tenant, foreign, kind, operation):
+        memory_id = {
+            "foreign": str(foreign.id),
+            "missing": str(uuid.uuid4()),
+            "malformed": "not-a-uuid",
+        }[kind]
+        with pytest.raises(NotFound) as error:
+            operation(tenant, memory_id)
+        assert str(error.value) == f"not_found: memory {memory_id}"
+        foreign.refresh_from_db()
+        assert (foreign.valid_to, foreign.status, foreign.commitment_status) == (
+            None,
+            "active",
+            "open",
+        )
+
+    def test_queryset_reads_only_the_owners_rows(self, tenant, other_tenant):
+        mine = MemoryFactory(owner=tenant)
+        MemoryFactory(owner=other_tenant)
+        assert list(Memory.objects.owned_by(tenant)) == [mine]

