@@ -57,7 +57,7 @@ def main() -> None:
     else:
         for lint in (["check", "."], ["format", "--check", "."]):
             if subprocess.run([python, "-m", "ruff", *lint], cwd=ROOT).returncode:
-                sys.exit("ruff found problems (run: .venv/bin/ruff check --fix . && .venv/bin/ruff format .)")
+                sys.exit("ruff found problems; fix with: ruff check --fix . && ruff format .")
         code = _run([python, "-m", "pytest", *extra], env)
     sys.exit(code)
 
