@@ -104,6 +104,11 @@ if not DATABASE_URL:
 
     DATABASE_URL = start_embedded_postgres()
 DATABASES = {"default": _database_from_url(DATABASE_URL)}
+# Native asyncio connections for the MCP hot path (threengram/asyncdb.py), per server process.
+# 0 = no pool, a connection per use (the test settings).
+ASYNC_DATABASE_POOL_MIN = env.int("ASYNC_DATABASE_POOL_MIN", default=2)
+ASYNC_DATABASE_POOL_MAX = env.int("ASYNC_DATABASE_POOL_MAX", default=8)
+ASYNC_DATABASE_POOL_TIMEOUT = env.float("DATABASE_POOL_TIMEOUT", default=5.0)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_USER_MODEL = "accounts.User"

@@ -8,3 +8,6 @@ os.environ.setdefault("SECURE_SSL_REDIRECT", "0")
 from threengram.settings import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# Each async test runs on its own event loop: no pooled connection may outlive it.
+ASYNC_DATABASE_POOL_MAX = 0

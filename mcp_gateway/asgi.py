@@ -1,0 +1,258 @@
+"""The ASGI application: `/mcp` and its RFC 9728 metadata go to the MCP gateway, everything else
+to Django. The same object runs under daphne and uvicorn.
+
+Why a router of our own instead of mounting the SDK's Starlette app:
+- daphne sends no ASGI lifespan events, and the SDK's session manager must be running (its task
+  group) before any request: started here on lifespan (uvicorn) or on the first MCP request;
+- each request is authenticated here with one SQL statement (mcp_gateway.auth) and the tenant
+  handed to the handlers in a context variable. The SDK's `auth=` option fails open when its
+  verifier is missing, and its middleware stack costs time on every request;
+- the hot path (token check + `resources/read`) runs no Django middleware and no worker thread;
+  handlers that use the ORM enter Django's per-request context themselves (mcp_gateway.orm).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from typing import Any
+from urllib.parse import urlsplit
+
+import mcp_types as types
+from django.conf import settings
+from django.http.request import split_domain_port, validate_host
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.requests import ClientDisconnect
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from mcp_gateway import auth
+from mcp_gateway.server import build_server
+from threengram import asyncdb
+
+logger = logging.getLogger(__name__)
+
+MCP_PATH = "/mcp"
+# RFC 9728 §3.1: path-inserted form for the resource PUBLIC_BASE_URL/mcp, plus the root form
+# that some clients try first.
+METADATA_PATHS = frozenset(
+    {"/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"}
+)
+# Larger bodies get 413 before any parsing. A request carries one memory at most (bounded far
+# below this) plus the JSON-RPC envelope.
+MAX_REQUEST_BODY_BYTES = 1024 * 1024
+
+_JSON = (b"content-type", b"application/json")
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+def _host_allowed(host: str | None) -> bool:
+    """DNS-rebinding protection from the site's own ALLOWED_HOSTS (same rules as Django)."""
+    if not host:
+        return False
+    domain, _port = split_domain_port(host)
+    return bool(domain) and validate_host(domain, settings.ALLOWED_HOSTS)
+
+
+def _origin_allowed(origin: str | None) -> bool:
+    if origin is None:
+        return True  # not a browser, or same-origin
+    parts = urlsplit(origin)
+    return parts.scheme in ("http", "https") and _host_allowed(parts.netloc)
+
+
+async def _respond(
+    send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    all_headers = [*(headers or []), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": all_headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _drain(receive: Receive) -> None:
+    """Consume a request body we answer without reading (keeps HTTP/1.1 keep-alive sane)."""
+    more = True
+    while more:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        more = message.get("more_body", False)
+
+
+def _jsonrpc_error(code: int, message: str) -> bytes:
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+    ).encode()
+
+
+class GatewayRouter:
+    """ASGI app: MCP paths to the gateway, everything else to `django_app`."""
+
+    def __init__(self, django_app: ASGIApp) -> None:
+        self.django_app = django_app
+        self.server = build_server()
+        self.session_manager = StreamableHTTPSessionManager(
+            app=self.server,
+            # Stateless: any process can answer any request (no sessions, no sticky routing).
+            # Plain JSON replies: no handler here streams notifications.
+            stateless=True,
+            json_response=True,
+            # Host/Origin are checked in this router against ALLOWED_HOSTS; the SDK still
+            # checks Content-Type, the Accept header and the body size.
+            security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            max_request_body_size=MAX_REQUEST_BODY_BYTES,
+        )
+        self._metadata = json.dumps(
+            {
+                "resource": settings.MCP_RESOURCE_URL,
+                "authorization_servers": [settings.PUBLIC_BASE_URL],
+                "scopes_supported": [settings.MEMORY_READ_SCOPE, settings.MEMORY_WRITE_SCOPE],
+                "bearer_methods_supported": ["header"],
+                "resource_name": "threengram memory",
+            }
+        ).encode()
+        self._runner: asyncio.Task[None] | None = None
+        self._ready = asyncio.Event()
+        self._stop = asyncio.Event()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+        elif scope["type"] == "http" and scope["path"] == MCP_PATH:
+            await self._mcp(scope, receive, send)
+        elif scope["type"] == "http" and scope["path"] in METADATA_PATHS:
+            await self._protected_resource_metadata(scope, receive, send)
+        else:
+            await self.django_app(scope, receive, send)
+
+    # --- /mcp ----------------------------------------------------------------------------
+    async def _mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not _host_allowed(_header(scope, b"host")):
+            await _drain(receive)
+            await _respond(send, 421, b"Invalid Host header")
+            return
+        if not _origin_allowed(_header(scope, b"origin")):
+            await _drain(receive)
+            await _respond(send, 403, b"Invalid Origin header")
+            return
+        authorization = _header(scope, b"authorization") or ""
+        scheme, _, token = authorization.partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            await self._deny(receive, send, 401, None, "Authentication required")
+            return
+        try:
+            principal = await auth.authenticate(token)
+        except Exception:
+            await self._internal_error(receive, send, 503, "bearer token check")
+            return
+        if principal is None:
+            await self._deny(receive, send, 401, "invalid_token", "Invalid or expired token")
+            return
+        if not principal.can(settings.MEMORY_READ_SCOPE):
+            await self._deny(
+                receive,
+                send,
+                403,
+                "insufficient_scope",
+                f"Required scope: {settings.MEMORY_READ_SCOPE}",
+            )
+            return
+        reset = auth.current_principal.set(principal)
+        try:
+            await self.startup()
+            await self.session_manager.handle_request(scope, receive, send)
+        except ClientDisconnect:
+            logger.debug("MCP client disconnected before its request was read")
+        except Exception:
+            await self._internal_error(receive, send, 500, "MCP transport")
+        finally:
+            auth.current_principal.reset(reset)
+
+    async def _deny(
+        self, receive: Receive, send: Send, status: int, error: str | None, description: str
+    ) -> None:
+        await _drain(receive)
+        body = {"error": error or "invalid_request", "error_description": description}
+        await _respond(
+            send,
+            status,
+            json.dumps(body).encode(),
+            [_JSON, (b"www-authenticate", auth.challenge(error, description).encode())],
+        )
+
+    async def _internal_error(self, receive: Receive, send: Send, status: int, where: str) -> None:
+        request_id = uuid.uuid4().hex[:12]
+        # The stack, never request content: a body may hold memory text.
+        logger.exception("MCP request failed in %s, request id %s", where, request_id)
+        try:
+            await _respond(
+                send,
+                status,
+                _jsonrpc_error(types.INTERNAL_ERROR, f"Internal error (request id {request_id})"),
+                [_JSON],
+            )
+        except Exception:  # the response had already started: nothing more can be said
+            logger.debug("could not send the error response for %s", request_id)
+
+    # --- RFC 9728 protected resource metadata ---------------------------------------------
+    async def _protected_resource_metadata(
+        self, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        await _drain(receive)
+        cors = (b"access-control-allow-origin", b"*")
+        if scope["method"] == "OPTIONS":
+            await _respond(
+                send, 204, b"", [cors, (b"access-control-allow-methods", b"GET, OPTIONS")]
+            )
+        elif scope["method"] in ("GET", "HEAD"):
+            await _respond(send, 200, self._metadata, [_JSON, cors])
+        else:
+            await _respond(send, 405, b"", [(b"allow", b"GET, HEAD, OPTIONS")])
+
+    # --- session manager lifecycle --------------------------------------------------------
+    async def _run_session_manager(self) -> None:
+        async with self.session_manager.run():
+            self._ready.set()
+            await self._stop.wait()
+
+    async def startup(self) -> None:
+        """Start the SDK session manager once: on lifespan (uvicorn) or first use (daphne)."""
+        if self._runner is None:  # one event loop: no await between the check and the set
+            self._runner = asyncio.get_running_loop().create_task(self._run_session_manager())
+        if not self._ready.is_set():
+            ready = asyncio.ensure_future(self._ready.wait())
+            await asyncio.wait([self._runner, ready], return_when=asyncio.FIRST_COMPLETED)
+            if self._runner.done():
+                ready.cancel()
+                self._runner.result()  # re-raise a start-up failure
+                raise RuntimeError("MCP session manager stopped")
+
+    async def shutdown(self) -> None:
+        if self._runner is not None:
+            self._stop.set()
+            await self._runner
+        await asyncdb.close()
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message: dict[str, Any] = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await self.startup()
+                except Exception as exc:
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.shutdown()
+                await send({"type": "lifespan.shutdown.complete"})
+                return

@@ -1,0 +1,116 @@
+"""The `threengram://memory/{id}` resource (docs/design.md, seed design).
+
+One template, no enumeration: `resources/list` is always empty (no firehose of a tenant's corpus,
+no pagination, no subscriptions), and the template's `{id}` is not completable for the same
+reason. A read is authorized on every request and goes through the same access gate as the
+`get_memories` tool.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC
+
+import mcp_types as types
+from django.conf import settings
+from mcp.server import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp.shared.uri_template import UriTemplate
+
+from mcp_gateway.auth import require_principal
+from memories.access import MemoryRow, read_owned_memories
+
+MEMORY_URI_TEMPLATE = "threengram://memory/{id}"
+_TEMPLATE = UriTemplate.parse(MEMORY_URI_TEMPLATE)
+MIME_TYPE = "application/json"
+
+MEMORY_TEMPLATE = types.ResourceTemplate(
+    uri_template=MEMORY_URI_TEMPLATE,
+    name="memory",
+    title="Memory",
+    description=(
+        "One stored memory by id: its content and the facts fixed when it was recorded. "
+        "The body never changes, so clients may cache it; whether the memory is still current "
+        "is answered by the tools (search, get_memories), never by this resource."
+    ),
+    mime_type=MIME_TYPE,
+)
+
+
+def memory_resource_body(memory: MemoryRow) -> str:
+    """The resource body: a whitelist of the immutable fields, and nothing else.
+
+    LOAD-BEARING INVARIANT (seed design, "The decision"): the long private TTL is sound only
+    because nothing in this body can go stale. Supersession, archiving and commitment resolution
+    move `status`, `valid_to`, `commitment_status` (and tags are out too); adding any of them here
+    silently turns a correct cache into one that serves wrong answers. Wanting lifecycle state in
+    the resource is choosing a different design: revisit docs/design.md, do not edit this dict.
+    tests/mcp_gateway/test_resources.py pins the exact key set.
+    """
+    return json.dumps(
+        {
+            "id": str(memory.id),
+            "content": memory.content,
+            "contentLength": memory.content_length,
+            "memoryType": memory.memory_type,
+            "topic": memory.topic,
+            "scope": memory.scope,
+            "project": memory.project,
+            "recordedAt": memory.recorded_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+        },
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+
+
+def _not_found(uri: str) -> MCPError:
+    # MCP 2026-07-28 server/resources: an unknown resource is -32602 (Invalid Params). The one
+    # error for missing, foreign and malformed ids alike; only the echoed URI differs.
+    return MCPError(code=types.INVALID_PARAMS, message="Resource not found", data={"uri": uri})
+
+
+async def read_resource(
+    ctx: ServerRequestContext, params: types.ReadResourceRequestParams
+) -> types.ReadResourceResult:
+    principal = require_principal(settings.MEMORY_READ_SCOPE)
+    uri = params.uri
+    match = _TEMPLATE.match(uri)
+    memory_id = match.get("id") if match else None
+    if not isinstance(memory_id, str):
+        # Another scheme or shape: not one of ours. No id to look up, so no oracle either.
+        raise _not_found(uri)
+    # The tenant is the verified token's user, never anything in the URI.
+    found = await read_owned_memories(owner_id=principal.user_id, ids=[memory_id])
+    if len(found) != 1:
+        raise _not_found(uri)
+    (memory,) = found.values()
+    return types.ReadResourceResult(
+        contents=[
+            types.TextResourceContents(
+                uri=uri, mime_type=MIME_TYPE, text=memory_resource_body(memory)
+            )
+        ],
+        # Private (tenant data: MCP caching spec, a public result may be shared across
+        # authorization contexts) and long-lived (the body cannot go stale). Its own setting,
+        # not the catalog TTL: the catalogs go stale on a deployment, a body essentially never.
+        ttl_ms=settings.MEMORY_RESOURCE_CACHE_TTL_MS,
+        cache_scope="private",
+    )
+
+
+async def list_resources(
+    ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
+) -> types.ListResourcesResult:
+    # Registered so the `resources` capability is advertised (the SDK derives it from this
+    # handler). Always empty, the same for every caller: hence public, with the catalog TTL.
+    require_principal(settings.MEMORY_READ_SCOPE)
+    return types.ListResourcesResult(
+        resources=[], ttl_ms=settings.MCP_CATALOG_CACHE_TTL_MS, cache_scope="public"
+    )
+
+
+async def list_resource_templates(
+    ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
+) -> types.ListResourceTemplatesResult:
+    require_principal(settings.MEMORY_READ_SCOPE)
+    return types.ListResourceTemplatesResult(resource_templates=[MEMORY_TEMPLATE])

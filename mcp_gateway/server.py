@@ -1,0 +1,142 @@
+"""The MCP server: the SDK's low-level `Server`, with thin handlers delegating to the resource,
+tool and prompt modules. No business logic here.
+
+The low-level `Server` is the layer that lets a `resources/read` result carry its own cache hint
+(`MCPServer` only has per-method hints, and advertises subscriptions unless told not to).
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+import uuid
+from typing import Any
+
+import mcp_types as types
+from django.conf import settings
+from mcp.server import CacheHint, Server, ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
+
+from mcp_gateway import prompts, resources, tools
+from mcp_gateway.auth import require_principal
+from mcp_gateway.orm import orm_request_context
+
+logger = logging.getLogger(__name__)
+
+# MCP 2026-07-28 completion: "Maximum 100 items per response".
+MAX_COMPLETION_VALUES = 100
+
+
+async def list_tools(
+    ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
+    require_principal(settings.MEMORY_READ_SCOPE)
+    return types.ListToolsResult(tools=tools.tool_definitions())
+
+
+def tool_input_schema(name: str) -> dict[str, Any] | None:
+    """For the 2026 transport's `Mcp-Param-*` header check; without it the SDK would run the
+    tools/list handler on every tools/call."""
+    for tool in tools.tool_definitions():
+        if tool.name == name:
+            return tool.input_schema
+    return None
+
+
+async def call_tool(
+    ctx: ServerRequestContext, params: types.CallToolRequestParams
+) -> types.CallToolResult:
+    principal = require_principal(settings.MEMORY_READ_SCOPE)
+    async with orm_request_context():
+        return await tools.call_tool(principal, params.name, params.arguments)
+
+
+async def list_prompts(
+    ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
+) -> types.ListPromptsResult:
+    require_principal(settings.MEMORY_READ_SCOPE)
+    return types.ListPromptsResult(prompts=prompts.prompt_definitions())
+
+
+async def get_prompt(
+    ctx: ServerRequestContext, params: types.GetPromptRequestParams
+) -> types.GetPromptResult:
+    principal = require_principal(settings.MEMORY_READ_SCOPE)
+    async with orm_request_context():
+        return await prompts.get_prompt(principal, params.name, params.arguments)
+
+
+async def complete(
+    ctx: ServerRequestContext, params: types.CompleteRequestParams
+) -> types.CompleteResult:
+    principal = require_principal(settings.MEMORY_READ_SCOPE)
+    values: list[str] = []
+    if isinstance(params.ref, types.PromptReference):
+        async with orm_request_context():
+            values = await prompts.complete_prompt_argument(
+                principal, params.ref.name, params.argument.name, params.argument.value
+            )
+    # ref/resource: the memory template's {id} is deliberately not completable (an id completer
+    # would enumerate the tenant's corpus); unknown references get the same empty answer.
+    values = values[:MAX_COMPLETION_VALUES]
+    return types.CompleteResult(
+        completion=types.Completion(values=values, total=len(values), has_more=False)
+    )
+
+
+async def hide_internal_errors(ctx: ServerRequestContext, call_next: CallNext) -> HandlerResult:
+    """An unexpected exception becomes a generic -32603 on both wires. Without this the SDK sends
+    `str(exc)` to 2025-era clients. Logged with a request id and the stack, never the exception
+    message (which could quote memory content)."""
+    try:
+        return await call_next(ctx)
+    except (MCPError, ValidationError):
+        raise
+    except Exception as exc:
+        request_id = uuid.uuid4().hex[:12]
+        logger.error(
+            "MCP %s failed, request id %s: %s\n%s",
+            ctx.method,
+            request_id,
+            type(exc).__name__,
+            "".join(traceback.format_tb(exc.__traceback__)),
+        )
+        raise MCPError(
+            code=types.INTERNAL_ERROR, message=f"Internal error (request id {request_id})"
+        ) from None
+
+
+def build_server() -> Server:
+    catalog = CacheHint(ttl_ms=settings.MCP_CATALOG_CACHE_TTL_MS, scope="public")
+    server = Server(
+        "threengram",
+        version="0.1.0",
+        title="threengram memory",
+        instructions=(
+            "Long-term memory for agents. Read one memory body with resources/read on "
+            "threengram://memory/{id}; bodies are immutable and cacheable. Use the tools to "
+            "search, write and check whether a memory is still current."
+        ),
+        # Catalogs are identical for every caller: public (MCP caching spec). resources/list
+        # and resources/read set their hints on the result itself (mcp_gateway.resources).
+        # tools/call and completion/complete results are not cacheable types at all.
+        cache_hints={
+            "server/discover": catalog,
+            "tools/list": catalog,
+            "prompts/list": catalog,
+            "resources/templates/list": catalog,
+        },
+        get_tool_input_schema=tool_input_schema,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+        on_list_resources=resources.list_resources,
+        on_list_resource_templates=resources.list_resource_templates,
+        on_read_resource=resources.read_resource,
+        on_completion=complete,
+    )
+    server.middleware.append(hide_internal_errors)
+    return server

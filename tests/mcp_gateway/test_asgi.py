@@ -1,0 +1,247 @@
+"""The router: authentication challenges, protected resource metadata, transport errors, and
+the hand-off to Django. Raw HTTP against the real ASGI application (in-process)."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import httpx2
+import pytest
+from django.conf import settings
+
+from mcp_gateway import auth
+from mcp_gateway.asgi import MAX_REQUEST_BODY_BYTES
+from tests.mcp_gateway.conftest import asgi_transport, make_token
+
+pytestmark = pytest.mark.anyio
+
+MODERN = "2026-07-28"
+META = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+METADATA_URL = f"{settings.PUBLIC_BASE_URL}/.well-known/oauth-protected-resource/mcp"
+
+
+def modern(method: str, params: dict | None = None, name: str | None = None, **headers):
+    """Headers and body of a 2026-07-28 request, as the SDK client sends them."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": method,
+        "params": {**(params or {}), "_meta": META},
+    }
+    base = {
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": MODERN,
+        "mcp-method": method,
+    }
+    if name is not None:
+        base["mcp-name"] = name
+    return {**base, **headers}, json.dumps(body)
+
+
+@pytest.fixture
+async def http(asgi_app):
+    async with httpx2.AsyncClient(
+        transport=asgi_transport(asgi_app), base_url="http://localhost"
+    ) as c:
+        yield c
+
+
+def auth_header(token: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {token}"}
+
+
+async def test_no_credentials_get_a_challenge_without_error_code(http):
+    headers, body = modern("resources/templates/list")
+    response = await http.post("/mcp", headers=headers, content=body)
+    assert response.status_code == 401
+    challenge = response.headers["www-authenticate"]
+    assert challenge.startswith("Bearer ")
+    assert f'resource_metadata="{METADATA_URL}"' in challenge
+    assert 'scope="memory:read"' in challenge
+    assert "error=" not in challenge  # RFC 6750 §3.1: no error code without credentials
+
+
+@pytest.fixture
+def refused_token(request, transactional_db) -> str:
+    from django.utils import timezone
+
+    from tests.factories import UserFactory
+
+    kind = request.param
+    if kind == "expired":
+        return make_token(UserFactory(), expires=timezone.now() - timezone.timedelta(seconds=1))
+    if kind == "other audience":
+        return make_token(UserFactory(), resource=["https://elsewhere.example/mcp"])
+    if kind == "unrestricted audience":  # DOT's "any resource": refused here (fail closed)
+        return make_token(UserFactory(), resource=[])
+    if kind == "inactive user":
+        return make_token(UserFactory(is_active=False))
+    if kind == "unknown":
+        return "not-a-real-token"
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize(
+    "refused_token",
+    ["expired", "other audience", "unrestricted audience", "inactive user", "unknown"],
+    indirect=True,
+)
+async def test_refused_tokens_get_invalid_token(http, refused_token):
+    headers, body = modern("resources/templates/list", **auth_header(refused_token))
+    response = await http.post("/mcp", headers=headers, content=body)
+    assert response.status_code == 401
+    assert 'error="invalid_token"' in response.headers["www-authenticate"]
+    assert response.json()["error"] == "invalid_token"
+
+
+async def test_malformed_authorization_headers(http, transactional_db):
+    for value in ("Basic dXNlcjpwYXNz", "Bearer ", "Bearer"):
+        headers, body = modern("resources/templates/list", authorization=value)
+        response = await http.post("/mcp", headers=headers, content=body)
+        assert response.status_code == 401, value
+
+
+@pytest.fixture
+def write_only_token(transactional_db) -> str:
+    from tests.factories import UserFactory
+
+    return make_token(UserFactory(), scope="memory:write")
+
+
+async def test_insufficient_scope_is_403_with_scope(http, write_only_token):
+    headers, body = modern("resources/templates/list", **auth_header(write_only_token))
+    response = await http.post("/mcp", headers=headers, content=body)
+    assert response.status_code == 403
+    challenge = response.headers["www-authenticate"]
+    assert 'error="insufficient_scope"' in challenge
+    assert 'scope="memory:read"' in challenge
+    assert f'resource_metadata="{METADATA_URL}"' in challenge
+
+
+@pytest.mark.parametrize(
+    "path", ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"]
+)
+async def test_protected_resource_metadata(http, path):
+    response = await http.get(path)
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    metadata = response.json()
+    assert metadata["resource"] == settings.MCP_RESOURCE_URL
+    assert metadata["authorization_servers"] == [settings.PUBLIC_BASE_URL]
+    assert metadata["scopes_supported"] == ["memory:read", "memory:write"]
+    assert metadata["bearer_methods_supported"] == ["header"]
+    assert (await http.post(path)).status_code == 405
+
+
+async def test_foreign_host_and_origin_are_refused(http, seeded):
+    headers, body = modern("resources/templates/list", **auth_header(seeded.token))
+    response = await http.post(
+        "/mcp", headers={**headers, "host": "evil.example.com"}, content=body
+    )
+    assert response.status_code == 421
+    response = await http.post(
+        "/mcp", headers={**headers, "origin": "https://evil.example.com"}, content=body
+    )
+    assert response.status_code == 403
+    response = await http.post(
+        "/mcp", headers={**headers, "origin": "http://localhost:6274"}, content=body
+    )
+    assert response.status_code == 200
+
+
+async def test_transport_errors_are_json_rpc_errors_not_500(http, seeded):
+    token = auth_header(seeded.token)
+    uri = f"threengram://memory/{seeded.memory.id}"
+    headers, body = modern("resources/read", {"uri": uri}, name=uri, **token)
+
+    async def post(h, b):
+        return await http.post("/mcp", headers=h, content=b)
+
+    cases = {
+        "malformed JSON": await post(headers, "{not json"),
+        "batch": await post(headers, json.dumps([json.loads(body)])),
+        "unknown method": await post(*modern("memories/dump", **token)),
+        "removed method": await post(
+            *modern("resources/subscribe", {"uri": uri}, name=uri, **token)
+        ),
+        "missing Mcp-Name": await post({k: v for k, v in headers.items() if k != "mcp-name"}, body),
+        "mismatched Mcp-Name": await post({**headers, "mcp-name": "threengram://memory/x"}, body),
+        "mismatched Mcp-Method": await post({**headers, "mcp-method": "tools/list"}, body),
+        "missing _meta": await post(
+            headers,
+            json.dumps(
+                {"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": {"uri": uri}}
+            ),
+        ),
+        "unsupported version": await post(
+            {**headers, "mcp-protocol-version": "2099-01-01"}, body.replace(MODERN, "2099-01-01")
+        ),
+        "bad params": await post(
+            *modern("completion/complete", {"ref": {"type": "ref/nope"}, "argument": {}}, **token)
+        ),
+    }
+    expected = {
+        "malformed JSON": (400, -32700),
+        "batch": (400, -32600),
+        "unknown method": (404, -32601),
+        "removed method": (404, -32601),
+        "missing Mcp-Name": (400, -32020),
+        "mismatched Mcp-Name": (400, -32020),
+        "mismatched Mcp-Method": (400, -32020),
+        "missing _meta": (400, -32602),
+        "unsupported version": (400, -32022),
+        "bad params": (400, -32602),
+    }
+    for case, response in cases.items():
+        assert (response.status_code, response.json()["error"]["code"]) == expected[case], case
+
+
+async def test_legacy_wire_errors(http, seeded):
+    headers = {
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2025-11-25",
+        **auth_header(seeded.token),
+    }
+    response = await http.post("/mcp", headers=headers, content="{oops")
+    assert response.status_code == 400 and response.json()["error"]["code"] == -32700
+    unknown = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "memories/dump"})
+    response = await http.post("/mcp", headers=headers, content=unknown)
+    assert response.json()["error"]["code"] == -32601
+    response = await http.post(
+        "/mcp", headers={**headers, "content-type": "text/plain"}, content=unknown
+    )
+    assert response.status_code == 400
+
+
+async def test_oversized_body_is_413(http, seeded):
+    headers, _ = modern("tools/call", **auth_header(seeded.token))
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "remember", "arguments": {"content": "x" * MAX_REQUEST_BODY_BYTES}}})  # fmt: skip
+    response = await http.post("/mcp", headers=headers, content=body)
+    assert response.status_code == 413
+
+
+async def test_token_check_failure_is_generic_and_logged(http, monkeypatch, caplog):
+    async def broken(token):
+        raise OSError("database unreachable")
+
+    monkeypatch.setattr(auth, "authenticate", broken)
+    caplog.set_level(logging.ERROR, logger="mcp_gateway")
+    headers, body = modern("resources/templates/list", **auth_header("whatever"))
+    response = await http.post("/mcp", headers=headers, content=body)
+    assert response.status_code == 503
+    error = response.json()["error"]
+    assert error["code"] == -32603 and "unreachable" not in error["message"]
+    request_id = error["message"].removeprefix("Internal error (request id ").rstrip(")")
+    assert request_id in caplog.text
+
+
+async def test_other_paths_go_to_django(http, transactional_db):
+    assert (await http.get("/admin/login/")).status_code == 200
+    assert (await http.get("/mcp/")).status_code == 404  # no trailing-slash alias

@@ -1,0 +1,244 @@
+"""The memory resource, in-process: the real ASGI application over httpx2's ASGI transport,
+driven by the official SDK client on both wires."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from django.conf import settings
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from mcp_gateway import resources
+from mcp_gateway.auth import current_principal
+from mcp_gateway.principal import Principal
+from mcp_gateway.server import build_server
+from memories import access
+from memories.access import MemoryRow
+from memories.services import archive_memory, revise_memory
+from tests.mcp_gateway.conftest import (
+    IN_PROCESS_URL,
+    Recorder,
+    asgi_transport,
+    mcp_client,
+    run_sync,
+)
+
+pytestmark = pytest.mark.anyio
+
+# The seed design's whitelist. Changing this set is a design change (see resources.py).
+IMMUTABLE_BODY_KEYS = {
+    "id",
+    "content",
+    "contentLength",
+    "memoryType",
+    "topic",
+    "scope",
+    "project",
+    "recordedAt",
+}
+
+
+def uri_of(memory) -> str:
+    return f"threengram://memory/{memory.id}"
+
+
+async def test_body_is_exactly_the_immutable_fields(asgi_app, seeded):
+    async with mcp_client(IN_PROCESS_URL, seeded.token, transport=asgi_transport(asgi_app)) as c:
+        result = await c.read_resource(uri_of(seeded.memory))
+    (content,) = result.contents
+    assert content.uri == uri_of(seeded.memory)
+    assert content.mime_type == "application/json"
+    body = json.loads(content.text)
+    assert set(body) == IMMUTABLE_BODY_KEYS
+    memory = seeded.memory
+    assert body == {
+        "id": str(memory.id),
+        "content": "Décision: ship the resource ✓",
+        "contentLength": len("Décision: ship the resource ✓"),
+        "memoryType": "note",
+        "topic": "gateway",
+        "scope": memory.scope,
+        "project": "threengram",
+        "recordedAt": memory.recorded_at.isoformat().replace("+00:00", "Z"),
+    }
+    # Tags, status, validTo, commitmentStatus never appear, not even as values.
+    assert "cache" not in content.text and "active" not in content.text
+
+
+def test_serializer_ignores_lifecycle_fields():
+    """Two rows differing only in lifecycle state serialize to the same bytes."""
+    from django.utils import timezone
+
+    common = dict(
+        id=uuid.uuid4(),
+        content="c",
+        content_length=1,
+        memory_type="commitment",
+        topic="t",
+        scope="personal",
+        project=None,
+        recorded_at=timezone.now(),
+        tags=("a",),
+        predecessor_id=None,
+    )
+    open_row = MemoryRow(**common, status="active", valid_to=None, commitment_status="open")
+    closed_row = MemoryRow(
+        **common, status="archived", valid_to=timezone.now(), commitment_status="resolved"
+    )
+    body = resources.memory_resource_body(open_row)
+    assert body == resources.memory_resource_body(closed_row)
+    assert json.loads(body)["project"] is None
+
+
+async def test_read_carries_private_long_lived_hint(asgi_app, seeded):
+    recorder = Recorder()
+    transport = asgi_transport(asgi_app)
+    async with mcp_client(
+        IN_PROCESS_URL, seeded.token, transport=transport, recorder=recorder
+    ) as c:
+        assert c.protocol_version == "2026-07-28"
+        result = await c.read_resource(uri_of(seeded.memory))
+    assert result.ttl_ms == settings.MEMORY_RESOURCE_CACHE_TTL_MS == 24 * 3600 * 1000
+    assert result.cache_scope == "private"
+    wire = recorder.results[-1]
+    assert wire["ttlMs"] == settings.MEMORY_RESOURCE_CACHE_TTL_MS
+    assert wire["cacheScope"] == "private"
+
+
+async def test_legacy_wire_gets_no_cache_fields(asgi_app, seeded):
+    recorder = Recorder()
+    transport = asgi_transport(asgi_app)
+    async with mcp_client(
+        IN_PROCESS_URL, seeded.token, mode="legacy", transport=transport, recorder=recorder
+    ) as c:
+        assert c.protocol_version == "2025-11-25"
+        await c.read_resource(uri_of(seeded.memory))
+        await c.list_resource_templates()
+        await c.list_resources()
+    read, templates, listing = recorder.results[-3:]
+    assert read["contents"][0]["uri"] == uri_of(seeded.memory)
+    assert templates["resourceTemplates"][0]["uriTemplate"] == "threengram://memory/{id}"
+    assert listing == {"resources": []}
+    for wire in (read, templates, listing):
+        assert "ttlMs" not in wire and "cacheScope" not in wire
+
+
+async def test_superseded_and_archived_bodies_stay_byte_identical(asgi_app, seeded):
+    memory = seeded.memory
+    transport = asgi_transport(asgi_app)
+    async with mcp_client(IN_PROCESS_URL, seeded.token, transport=transport) as c:
+        before = (await c.read_resource(uri_of(memory))).contents[0].text
+        successor = await run_sync(
+            revise_memory, owner=seeded.tenant, predecessor_id=memory.id, content="newer decision"
+        )
+        superseded = (await c.read_resource(uri_of(memory), cache_mode="bypass")).contents[0].text
+        live = (await c.read_resource(uri_of(successor))).contents[0].text
+        await run_sync(archive_memory, owner=seeded.tenant, memory_id=successor.id)
+        archived = (await c.read_resource(uri_of(successor), cache_mode="bypass")).contents[0].text
+    assert superseded == before
+    assert archived == live
+    assert json.loads(archived)["content"] == "newer decision"
+
+
+async def test_templates_and_empty_list(asgi_app, seeded):
+    async with mcp_client(IN_PROCESS_URL, seeded.token, transport=asgi_transport(asgi_app)) as c:
+        templates = await c.list_resource_templates()
+        listing = await c.list_resources()
+    (template,) = templates.resource_templates
+    assert template.uri_template == "threengram://memory/{id}"
+    assert template.name == "memory"
+    assert template.title and template.description
+    assert template.mime_type == "application/json"
+    assert listing.resources == [] and listing.next_cursor is None
+    assert (listing.ttl_ms, listing.cache_scope) == (settings.MCP_CATALOG_CACHE_TTL_MS, "public")
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_missing_foreign_and_malformed_ids_are_indistinguishable(
+    asgi_app, seeded, monkeypatch, mode
+):
+    """Same error, same code path, same SQL: the URI is no existence oracle."""
+    statements = []
+    real_connection = access.asyncdb.connection
+
+    class Spy:
+        def __init__(self, conn):
+            self.conn = conn
+
+        async def execute(self, sql, params):
+            if "memories_memory" in sql:  # the gate's read (the token check shares the pool)
+                statements.append((sql, tuple(type(p).__name__ for p in params), len(params[1])))
+            return await self.conn.execute(sql, params)
+
+    from contextlib import asynccontextmanager
+
+    @asynccontextmanager
+    async def spying_connection():
+        async with real_connection() as conn:
+            yield Spy(conn)
+
+    monkeypatch.setattr(access.asyncdb, "connection", spying_connection)
+    uris = [
+        f"threengram://memory/{uuid.uuid4()}",  # missing
+        uri_of(seeded.foreign_memory),  # another tenant's
+        "threengram://memory/not-a-uuid",  # malformed
+    ]
+    errors = []
+    async with mcp_client(
+        IN_PROCESS_URL, seeded.token, mode=mode, transport=asgi_transport(asgi_app)
+    ) as c:
+        for uri in uris:
+            with pytest.raises(MCPError) as caught:
+                await c.read_resource(uri)
+            errors.append(caught.value.error)
+    assert {(e.code, e.message) for e in errors} == {(-32602, "Resource not found")}
+    assert [e.data for e in errors] == [{"uri": uri} for uri in uris]
+    assert len(statements) == 3 and len(set(statements)) == 1
+
+
+async def test_foreign_scheme_and_shapes_are_invalid_params(asgi_app, seeded):
+    async with mcp_client(IN_PROCESS_URL, seeded.token, transport=asgi_transport(asgi_app)) as c:
+        for uri in (
+            "https://example.com/memory/1",
+            f"file://memory/{seeded.memory.id}",
+            "threengram://memory/",
+            f"threengram://memories/{seeded.memory.id}",
+        ):
+            with pytest.raises(MCPError) as caught:
+                await c.read_resource(uri)
+            assert caught.value.error.code == -32602
+            assert caught.value.error.data == {"uri": uri}
+
+
+@pytest.mark.parametrize(
+    "principal",
+    [None, Principal(user_id=1, scopes=frozenset({"memory:write"}), client_id="c")],
+    ids=["no principal", "write scope only"],
+)
+async def test_read_scope_is_enforced_in_the_handler(seeded, principal):
+    """Fail closed even without the HTTP layer in front (Client(server) runs no middleware)."""
+    token = current_principal.set(principal)
+    try:
+        async with Client(build_server()) as c:
+            with pytest.raises(MCPError) as caught:
+                await c.read_resource(uri_of(seeded.memory))
+    finally:
+        current_principal.reset(token)
+    assert "content" not in str(caught.value.error)
+    assert caught.value.error.code == -32600
+
+
+async def test_read_with_read_scope_in_process(seeded):
+    principal = Principal(
+        user_id=seeded.tenant.pk, scopes=frozenset({"memory:read"}), client_id="c"
+    )
+    token = current_principal.set(principal)
+    try:
+        async with Client(build_server()) as c:
+            result = await c.read_resource(uri_of(seeded.memory))
+    finally:
+        current_principal.reset(token)
+    assert json.loads(result.contents[0].text)["id"] == str(seeded.memory.id)

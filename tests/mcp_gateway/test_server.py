@@ -1,0 +1,142 @@
+"""The server's catalogs, cache hints, completion and error hiding, in-process over HTTP."""
+
+from __future__ import annotations
+
+import logging
+
+import mcp_types as types
+import pytest
+from django.conf import settings
+from mcp.shared.exceptions import MCPError
+
+from mcp_gateway import prompts, server, tools
+from tests.mcp_gateway.conftest import IN_PROCESS_URL, Recorder, asgi_transport, mcp_client
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_catalogs_are_public_with_the_catalog_ttl(asgi_app, seeded):
+    recorder = Recorder()
+    transport = asgi_transport(asgi_app)
+    async with mcp_client(
+        IN_PROCESS_URL, seeded.token, transport=transport, recorder=recorder
+    ) as c:
+        await c.list_tools()
+        await c.list_prompts()
+        await c.list_resource_templates()
+        await c.list_resources()
+    discover, tools_list, prompts_list, templates, resources_list = recorder.results
+    assert discover["supportedVersions"] == ["2026-07-28"]
+    caps = discover["capabilities"]
+    assert caps["completions"] == {} and "resources" in caps
+    assert not caps["resources"].get("subscribe") and not caps["resources"].get("listChanged")
+    for wire in (discover, tools_list, prompts_list, templates, resources_list):
+        assert wire["ttlMs"] == settings.MCP_CATALOG_CACHE_TTL_MS == 3_600_000
+        assert wire["cacheScope"] == "public"
+
+
+async def test_catalog_ttl_follows_its_own_setting(seeded, settings, anyio_backend):
+    settings.MCP_CATALOG_CACHE_TTL_MS = 5_000
+    from mcp_gateway.asgi import GatewayRouter
+    from threengram.asgi import django_application
+
+    router = GatewayRouter(django_application)
+    recorder = Recorder()
+    try:
+        async with mcp_client(
+            IN_PROCESS_URL, seeded.token, transport=asgi_transport(router), recorder=recorder
+        ) as c:
+            await c.list_resource_templates()
+            read = await c.read_resource(f"threengram://memory/{seeded.memory.id}")
+    finally:
+        await router.shutdown()
+    assert recorder.results[1]["ttlMs"] == 5_000
+    assert read.ttl_ms == settings.MEMORY_RESOURCE_CACHE_TTL_MS  # not coupled
+
+
+async def test_completion_of_the_memory_id_is_empty(asgi_app, seeded):
+    recorder = Recorder()
+    transport = asgi_transport(asgi_app)
+    async with mcp_client(
+        IN_PROCESS_URL, seeded.token, transport=transport, recorder=recorder
+    ) as c:
+        resource_ref = types.ResourceTemplateReference(uri="threengram://memory/{id}")
+        by_id = await c.complete(resource_ref, {"name": "id", "value": str(seeded.memory.id)[:4]})
+        unknown = await c.complete(
+            types.ResourceTemplateReference(uri="other://x/{y}"), {"name": "y", "value": ""}
+        )
+        prompt = await c.complete(
+            types.PromptReference(name="no_such_prompt"), {"name": "arg1", "value": "a"}
+        )
+    for result in (by_id, unknown, prompt):
+        assert result.completion.values == []
+    # Completion results are never cacheable: no hint on the wire.
+    assert all("ttlMs" not in wire for wire in recorder.results[1:])
+
+
+async def test_prompt_completion_delegates_and_is_capped(asgi_app, seeded, monkeypatch):
+    calls = []
+
+    async def complete_prompt_argument(principal, prompt, argument, prefix):
+        calls.append((principal.user_id, prompt, argument, prefix))
+        return [f"{prefix}{n}" for n in range(150)]
+
+    monkeypatch.setattr(prompts, "complete_prompt_argument", complete_prompt_argument)
+    async with mcp_client(IN_PROCESS_URL, seeded.token, transport=asgi_transport(asgi_app)) as c:
+        result = await c.complete(
+            types.PromptReference(name="briefing"), {"name": "topic", "value": "ga"}
+        )
+    assert calls == [(seeded.tenant.pk, "briefing", "topic", "ga")]
+    assert len(result.completion.values) == 100  # spec: at most 100 per response
+    assert result.completion.values[0] == "ga0"
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_unexpected_errors_are_generic_and_logged_with_an_id(
+    asgi_app, seeded, monkeypatch, caplog, mode
+):
+    secret = seeded.memory.content
+
+    async def explode(principal, name, arguments):
+        raise RuntimeError(secret)  # e.g. a failure message quoting memory content
+
+    monkeypatch.setattr(tools, "call_tool", explode)
+    caplog.set_level(logging.ERROR, logger="mcp_gateway")
+    async with mcp_client(
+        IN_PROCESS_URL, seeded.token, mode=mode, transport=asgi_transport(asgi_app)
+    ) as c:
+        with pytest.raises(MCPError) as caught:
+            await c.session.call_tool("anything", {})
+    error = caught.value.error
+    assert error.code == -32603
+    assert error.message.startswith("Internal error (request id ")
+    assert secret not in str(error)
+    request_id = error.message.removeprefix("Internal error (request id ").rstrip(")")
+    assert request_id in caplog.text
+    assert "RuntimeError" in caplog.text and secret not in caplog.text
+
+
+async def test_tools_and_prompts_delegate_to_their_modules(asgi_app, seeded, monkeypatch):
+    seen = []
+    tool = types.Tool(
+        name="echo_owner",
+        description="test tool",
+        input_schema={"type": "object", "properties": {"x": {"type": "string"}}},
+    )
+
+    async def call_tool(principal, name, arguments):
+        seen.append((principal.user_id, name, arguments))
+        return types.CallToolResult(content=[types.TextContent(type="text", text="ok")])
+
+    monkeypatch.setattr(tools, "tool_definitions", lambda: [tool])
+    monkeypatch.setattr(tools, "call_tool", call_tool)
+    assert server.tool_input_schema("echo_owner") == tool.input_schema
+    assert server.tool_input_schema("nope") is None
+    async with mcp_client(IN_PROCESS_URL, seeded.token, transport=asgi_transport(asgi_app)) as c:
+        listed = await c.list_tools()
+        result = await c.call_tool("echo_owner", {"x": "1"})
+        with pytest.raises(MCPError):
+            await c.get_prompt("no_such_prompt", {})
+    assert [t.name for t in listed.tools] == ["echo_owner"]
+    assert result.content[0].text == "ok"
+    assert seen == [(seeded.tenant.pk, "echo_owner", {"x": "1"})]

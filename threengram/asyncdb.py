@@ -1,0 +1,96 @@
+"""Native asyncio PostgreSQL access for the request hot paths (bearer-token check, memory reads).
+
+Why not the async ORM there: each async ORM call is a `sync_to_async` hop to a worker thread, and
+on a small VM a hop costs about as much as the SQL itself (docs/performance.md). psycopg 3 talks
+to PostgreSQL from the event loop directly. The connection settings come from Django's
+`DATABASES["default"]`, read when the first connection is made, so the test database that
+pytest-django swaps in is the one used.
+
+One `psycopg_pool.AsyncConnectionPool` per process, opened lazily on first use (daphne sends no
+ASGI lifespan event to open it at start-up) and bound to the running event loop. With
+`ASYNC_DATABASE_POOL_MAX = 0` every use opens and closes its own connection: the test settings
+do this, because each async test runs on its own event loop and nothing may outlive it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import psycopg
+from django.conf import settings
+from django.db import connections
+from psycopg_pool import AsyncConnectionPool
+
+# Django-only keys of DATABASES[...]["OPTIONS"] that are not libpq connection parameters.
+_DJANGO_ONLY_OPTIONS = frozenset(
+    {"pool", "server_side_binding", "assume_role", "isolation_level", "cursor_factory", "context"}
+)
+
+_pool: AsyncConnectionPool | None = None
+_pool_loop: asyncio.AbstractEventLoop | None = None
+_pool_lock: asyncio.Lock | None = None
+
+
+def connection_kwargs() -> dict[str, Any]:
+    """libpq parameters of the default database, as Django would connect to it."""
+    settings_dict = connections["default"].settings_dict
+    kwargs: dict[str, Any] = {
+        key: value
+        for key, value in settings_dict["OPTIONS"].items()
+        if key not in _DJANGO_ONLY_OPTIONS
+    }
+    kwargs["dbname"] = settings_dict["NAME"]
+    for key, name in (("USER", "user"), ("PASSWORD", "password"), ("HOST", "host")):
+        if settings_dict[key]:
+            kwargs[name] = settings_dict[key]
+    if settings_dict["PORT"]:
+        kwargs["port"] = str(settings_dict["PORT"])
+    kwargs["autocommit"] = True  # single statements; no idle-in-transaction sessions
+    return kwargs
+
+
+async def _get_pool() -> AsyncConnectionPool:
+    global _pool, _pool_loop, _pool_lock
+    loop = asyncio.get_running_loop()
+    if _pool is not None and _pool_loop is loop:
+        return _pool
+    if _pool_lock is None or _pool_loop is not loop:
+        _pool_lock, _pool_loop, _pool = asyncio.Lock(), loop, None
+    async with _pool_lock:
+        if _pool is None:
+            kwargs = connection_kwargs()
+            size = settings.ASYNC_DATABASE_POOL_MAX
+            pool = AsyncConnectionPool(
+                kwargs=kwargs,
+                min_size=min(settings.ASYNC_DATABASE_POOL_MIN, size),
+                max_size=size,
+                timeout=settings.ASYNC_DATABASE_POOL_TIMEOUT,
+                open=False,
+                name="threengram-async",
+            )
+            await pool.open(wait=True)
+            _pool = pool
+    return _pool
+
+
+@asynccontextmanager
+async def connection() -> AsyncIterator[psycopg.AsyncConnection]:
+    """An autocommit connection for a few statements; give it back promptly."""
+    if settings.ASYNC_DATABASE_POOL_MAX <= 0:
+        async with await psycopg.AsyncConnection.connect(**connection_kwargs()) as conn:
+            yield conn
+        return
+    pool = await _get_pool()
+    async with pool.connection() as conn:
+        yield conn
+
+
+async def close() -> None:
+    """Close this process's pool (a graceful shutdown; the next use opens a new one)."""
+    global _pool
+    pool, _pool = _pool, None
+    if pool is not None:
+        await pool.close()
