@@ -1,0 +1,184 @@
+"""The gateway end to end: a real daphne process (as the README's run command starts it), one
+uvicorn process, and the official MCP SDK client on both protocol wires."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import httpx2
+import pytest
+from django.conf import settings
+from mcp.shared.exceptions import MCPError
+
+from accounts.erasure import erase_account
+from tests.mcp_gateway.conftest import Recorder, mcp_client, run_sync
+
+pytestmark = [pytest.mark.anyio, pytest.mark.live]
+
+BODY_KEYS = {
+    "id",
+    "content",
+    "contentLength",
+    "memoryType",
+    "topic",
+    "scope",
+    "project",
+    "recordedAt",
+}
+
+
+def uri_of(memory) -> str:
+    return f"threengram://memory/{memory.id}"
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_read_and_catalogs_on_both_wires(live_daphne, seeded, mode):
+    recorder = Recorder()
+    async with mcp_client(live_daphne.mcp_url, seeded.token, mode=mode, recorder=recorder) as c:
+        templates = await c.list_resource_templates()
+        listing = await c.list_resources()
+        await c.list_tools()
+        await c.list_prompts()
+        read = await c.read_resource(uri_of(seeded.memory))
+        version = c.protocol_version
+    assert [t.uri_template for t in templates.resource_templates] == ["threengram://memory/{id}"]
+    assert listing.resources == []
+    body = json.loads(read.contents[0].text)
+    assert set(body) == BODY_KEYS
+    assert body["id"] == str(seeded.memory.id)
+    assert body["content"] == seeded.memory.content
+    wire_read = recorder.results[-1]
+    catalogs = recorder.results[-5:-1]
+    if mode == "auto":
+        assert version == "2026-07-28"
+        assert (wire_read["ttlMs"], wire_read["cacheScope"]) == (86_400_000, "private")
+        for wire in catalogs:
+            assert (wire["ttlMs"], wire["cacheScope"]) == (
+                settings.MCP_CATALOG_CACHE_TTL_MS,
+                "public",
+            )
+    else:
+        assert version == "2025-11-25"
+        for wire in [wire_read, *catalogs]:
+            assert "ttlMs" not in wire and "cacheScope" not in wire
+
+
+async def test_second_read_within_ttl_sends_no_request(live_daphne, seeded):
+    recorder = Recorder()
+    async with mcp_client(live_daphne.mcp_url, seeded.token, recorder=recorder) as c:
+        first = await c.read_resource(uri_of(seeded.memory))
+        sent_after_first = list(recorder.methods)
+        second = await c.read_resource(uri_of(seeded.memory))
+        sent_after_second = list(recorder.methods)
+        bypass = await c.read_resource(uri_of(seeded.memory), cache_mode="bypass")
+    assert sent_after_first[-1] == "resources/read"
+    assert sent_after_second == sent_after_first  # served from the client's cache
+    assert recorder.methods[-1] == "resources/read"  # a bypass does go to the server
+    assert first.contents[0].text == second.contents[0].text == bypass.contents[0].text
+
+
+async def test_legacy_client_does_not_cache(live_daphne, seeded):
+    recorder = Recorder()
+    async with mcp_client(live_daphne.mcp_url, seeded.token, mode="legacy", recorder=recorder) as c:
+        await c.read_resource(uri_of(seeded.memory))
+        await c.read_resource(uri_of(seeded.memory))
+    assert len(recorder.methods) == 4  # initialize, initialized, read, read
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_not_found_is_the_same_for_missing_foreign_and_malformed(live_daphne, seeded, mode):
+    uris = [
+        f"threengram://memory/{uuid.uuid4()}",
+        uri_of(seeded.foreign_memory),
+        "threengram://memory/0000",
+    ]
+    errors = []
+    async with mcp_client(live_daphne.mcp_url, seeded.token, mode=mode) as c:
+        for uri in uris:
+            with pytest.raises(MCPError) as caught:
+                await c.read_resource(uri)
+            errors.append(caught.value.error)
+    assert {(e.code, e.message) for e in errors} == {(-32602, "Resource not found")}
+    assert [e.data for e in errors] == [{"uri": u} for u in uris]
+    assert seeded.foreign_memory.content not in live_daphne.output()
+
+
+def raw_requests(uri: str) -> list[tuple[dict, dict]]:
+    """(headers, body) for every method the gateway serves, on both wires."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    calls = [
+        ("server/discover", {}, None),
+        ("tools/list", {}, None),
+        ("prompts/list", {}, None),
+        ("resources/list", {}, None),
+        ("resources/templates/list", {}, None),
+        ("resources/read", {"uri": uri}, uri),
+        ("tools/call", {"name": "search", "arguments": {}}, "search"),
+        ("completion/complete", {"ref": {"type": "ref/prompt", "name": "p"},
+                                 "argument": {"name": "a", "value": ""}}, None),
+    ]  # fmt: skip
+    common = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    requests = []
+    for method, params, name in calls:
+        headers = {**common, "mcp-protocol-version": "2026-07-28", "mcp-method": method}
+        if name:
+            headers["mcp-name"] = name
+        requests.append((headers, {"jsonrpc": "2.0", "id": 1, "method": method,
+                                   "params": {**params, "_meta": meta}}))  # fmt: skip
+        if method != "server/discover":
+            legacy = {**common, "mcp-protocol-version": "2025-11-25"}
+            requests.append(
+                (legacy, {"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+            )
+    initialize = {"protocolVersion": "2025-11-25", "capabilities": {},
+                  "clientInfo": {"name": "t", "version": "0"}}  # fmt: skip
+    requests.append(
+        (common, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize})
+    )
+    return requests
+
+
+async def test_erased_account_gets_401_on_every_method(live_daphne, seeded):
+    uri = uri_of(seeded.memory)
+    async with mcp_client(live_daphne.mcp_url, seeded.token) as c:
+        await c.read_resource(uri)
+    await run_sync(erase_account, user=seeded.tenant)
+    statuses = {}
+    async with httpx2.AsyncClient(headers={"authorization": f"Bearer {seeded.token}"}) as http:
+        for headers, body in raw_requests(uri):
+            response = await http.post(live_daphne.mcp_url, headers=headers, json=body)
+            statuses[(headers.get("mcp-protocol-version"), body["method"])] = response.status_code
+            assert 'error="invalid_token"' in response.headers.get("www-authenticate", "")
+    assert set(statuses.values()) == {401}, statuses
+    assert len(statuses) == 16
+    for mode in ("auto", "legacy"):
+        with pytest.raises(Exception):  # the SDK client cannot even connect
+            async with mcp_client(live_daphne.mcp_url, seeded.token, mode=mode) as c:
+                await c.read_resource(uri)
+    # The other tenant is unaffected.
+    async with mcp_client(live_daphne.mcp_url, seeded.other_token) as c:
+        assert (await c.read_resource(uri_of(seeded.foreign_memory))).contents
+
+
+async def test_protected_resource_metadata_and_challenge(live_daphne):
+    async with httpx2.AsyncClient() as http:
+        metadata = (
+            await http.get(f"{live_daphne.url}/.well-known/oauth-protected-resource/mcp")
+        ).json()
+        response = await http.post(live_daphne.mcp_url, json={})
+    assert metadata["resource"] == settings.MCP_RESOURCE_URL
+    assert response.status_code == 401
+    assert metadata["resource"] and "resource_metadata=" in response.headers["www-authenticate"]
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_uvicorn_serves_the_same_application(live_uvicorn, seeded, mode):
+    async with mcp_client(live_uvicorn.mcp_url, seeded.token, mode=mode) as c:
+        read = await c.read_resource(uri_of(seeded.memory))
+        with pytest.raises(MCPError):
+            await c.read_resource(uri_of(seeded.foreign_memory))
+    assert json.loads(read.contents[0].text)["id"] == str(seeded.memory.id)

@@ -1,0 +1,64 @@
+"""The access gate shared by the memory resource and the get_memories tool."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from memories.access import MemoryRow, read_owned_memories
+from tests.factories import MemoryFactory, UserFactory
+
+pytestmark = pytest.mark.anyio
+
+LIFECYCLE_AND_BODY_ATTRIBUTES = [
+    "id",
+    "content",
+    "content_length",
+    "memory_type",
+    "topic",
+    "scope",
+    "project",
+    "recorded_at",
+    "status",
+    "valid_to",
+    "commitment_status",
+    "tags",
+    "predecessor_id",
+]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def corpus(transactional_db):
+    owner, other = UserFactory(), UserFactory()
+    return {
+        "owner": owner,
+        "mine": MemoryFactory(owner=owner, tags=["a", "b"], project="p"),
+        "also_mine": MemoryFactory(owner=owner, memory_type="commitment"),
+        "theirs": MemoryFactory(owner=other),
+    }
+
+
+async def test_returns_only_the_owners_memories(corpus):
+    mine, also_mine, theirs = corpus["mine"], corpus["also_mine"], corpus["theirs"]
+    found = await read_owned_memories(
+        owner_id=corpus["owner"].pk,
+        ids=[str(mine.id), also_mine.id, str(theirs.id), "junk", None, str(uuid.uuid4())],
+    )
+    assert set(found) == {mine.id, also_mine.id}
+    row = found[mine.id]
+    assert isinstance(row, MemoryRow)
+    for name in LIFECYCLE_AND_BODY_ATTRIBUTES:
+        expected = getattr(mine, name)
+        assert getattr(row, name) == (tuple(expected) if name == "tags" else expected), name
+    assert found[also_mine.id].commitment_status == "open"
+    assert row.resource_uri == f"threengram://memory/{mine.id}" and row.is_current
+
+
+async def test_no_ids_reads_nothing(corpus):
+    assert await read_owned_memories(owner_id=corpus["owner"].pk, ids=[]) == {}
