@@ -21,8 +21,9 @@ import os
 import re
 import sys
 import tempfile
-import urllib.request
 from pathlib import Path
+
+import httpx2
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent / "conformance"
@@ -86,7 +87,7 @@ def _lists_tools(url: str, token: str | None) -> bool:
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {},
     }
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}})
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}}
     headers = {
         "Content-Type": "application/json",
         "Accept": "application/json, text/event-stream",
@@ -95,9 +96,9 @@ def _lists_tools(url: str, token: str | None) -> bool:
     }
     if token:
         headers["Authorization"] = f"Bearer {token}"
-    request = urllib.request.Request(url, data=body.encode(), headers=headers, method="POST")
-    with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (http(s) URL)
-        return bool(json.load(response)["result"]["tools"])
+    response = httpx2.post(url, json=body, headers=headers, timeout=30)
+    response.raise_for_status()
+    return bool(response.json()["result"]["tools"])
 
 
 def _summary(folder: Path) -> tuple[list[str], list[str]]:
@@ -131,7 +132,8 @@ def main() -> int:
     out = args.out or Path(tempfile.mkdtemp(prefix="mcp-conformance-"))
     env = dict(os.environ)
     if env.get("MCP_CONFORMANCE_BEARER"):
-        env["NODE_OPTIONS"] = f"--import {HERE / 'bearer-preload.mjs'} {env.get('NODE_OPTIONS', '')}"
+        preload = HERE / "bearer-preload.mjs"
+        env["NODE_OPTIONS"] = f"--import {preload} {env.get('NODE_OPTIONS', '')}"
     failed = []
     skip = set()
     if not _lists_tools(args.url, env.get("MCP_CONFORMANCE_BEARER")):
