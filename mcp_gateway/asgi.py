@@ -25,11 +25,14 @@ from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_gateway import auth
+from mcp_gateway.resources import memory_id_in
 from mcp_gateway.server import build_server
+from memories import access
 from threengram import asyncdb
 
 logger = logging.getLogger(__name__)
@@ -149,8 +152,13 @@ class GatewayRouter:
         if scheme.lower() != "bearer" or not token:
             await self._deny(receive, send, 401, None, "Authentication required")
             return
+        read_ids = self._resource_read_ids(scope)
+        memories: dict = {}
         try:
-            principal = await auth.authenticate(token)
+            if read_ids is None:
+                principal = await auth.authenticate(token)
+            else:
+                principal, memories = await auth.authenticate_and_read(token, read_ids)
         except Exception:
             await self._internal_error(receive, send, 503, "bearer token check")
             return
@@ -169,13 +177,32 @@ class GatewayRouter:
         reset = auth.current_principal.set(principal)
         try:
             await self.startup()
-            await self.session_manager.handle_request(scope, receive, send)
+            if read_ids is None:
+                await self.session_manager.handle_request(scope, receive, send)
+            else:
+                with access.prefetched_for_request(
+                    owner_id=principal.user_id, ids=read_ids, memories=memories
+                ):
+                    await self.session_manager.handle_request(scope, receive, send)
         except ClientDisconnect:
             logger.debug("MCP client disconnected before its request was read")
         except Exception:
             await self._internal_error(receive, send, 500, "MCP transport")
         finally:
             auth.current_principal.reset(reset)
+
+    @staticmethod
+    def _resource_read_ids(scope: Scope) -> list | None:
+        """For a 2026-07-28 `resources/read` of a memory URI, the ids to read along with the
+        token check. The routing headers are trusted only this far: the SDK rejects a request
+        whose `Mcp-Method`/`Mcp-Name` differ from its body (-32020) before any handler runs, and
+        the handler's gate call uses the prefetch only for the very same owner and ids."""
+        if _header(scope, b"mcp-method") != "resources/read":
+            return None
+        if _header(scope, b"mcp-protocol-version") in HANDSHAKE_PROTOCOL_VERSIONS:
+            return None
+        memory_id = memory_id_in(_header(scope, b"mcp-name") or "")
+        return None if memory_id is None else access.parse_ids([memory_id])
 
     async def _deny(
         self, receive: Receive, send: Send, status: int, error: str | None, description: str

@@ -63,6 +63,13 @@ def memory_resource_body(memory: MemoryRow) -> str:
     )
 
 
+def memory_id_in(uri: str) -> str | None:
+    """The `{id}` of a URI matching the memory template (not yet validated), else None."""
+    match = _TEMPLATE.match(uri)
+    memory_id = match.get("id") if match else None
+    return memory_id if isinstance(memory_id, str) else None
+
+
 def _not_found(uri: str) -> MCPError:
     # MCP 2026-07-28 server/resources: an unknown resource is -32602 (Invalid Params). The one
     # error for missing, foreign and malformed ids alike; only the echoed URI differs.
@@ -74,9 +81,8 @@ async def read_resource(
 ) -> types.ReadResourceResult:
     principal = require_principal(settings.MEMORY_READ_SCOPE)
     uri = params.uri
-    match = _TEMPLATE.match(uri)
-    memory_id = match.get("id") if match else None
-    if not isinstance(memory_id, str):
+    memory_id = memory_id_in(uri)
+    if memory_id is None:
         # Another scheme or shape: not one of ours. No id to look up, so no oracle either.
         raise _not_found(uri)
     # The tenant is the verified token's user, never anything in the URI.

@@ -5,12 +5,19 @@ missing, malformed and foreign ids (seed design, "Authorization").
 It reads with native async psycopg (threengram.asyncdb), not the async ORM: it sits on the
 resource-read hot path, where an ORM thread hop costs as much as the query (docs/performance.md).
 Rows come back as `MemoryRow`, an immutable snapshot with the Memory model's attribute names.
+
+On that hot path a PostgreSQL round trip is the dominant cost, so the MCP router may run the
+gate's statement inside its bearer-token check (one statement, `owned_memories_sql`) and hand
+the result over with `prefetched_for_request`; `read_owned_memories` then answers from it when
+owner and ids match exactly. Nothing outlives the request: it is a context variable.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -48,15 +55,68 @@ class MemoryRow:
         return self.valid_to is None
 
 
-_COLUMNS = (
-    "id, content, content_length, memory_type, topic, scope, project, recorded_at, "
-    "status, valid_to, commitment_status, tags, predecessor_id"
+COLUMNS = (
+    "id",
+    "content",
+    "content_length",
+    "memory_type",
+    "topic",
+    "scope",
+    "project",
+    "recorded_at",
+    "status",
+    "valid_to",
+    "commitment_status",
+    "tags",
+    "predecessor_id",
 )
-# The owner is part of the WHERE clause, so a foreign id is exactly as absent as a missing one.
-_READ_SQL = (
-    f"SELECT {_COLUMNS} FROM {Memory._meta.db_table} "  # noqa: S608 (constant identifiers only)
-    "WHERE owner_id = %s AND id = ANY(%s)"
+
+
+def owned_memories_sql(owner: str) -> str:
+    """The gate's statement; `owner` is the SQL for the owner's id (a placeholder, or a column
+    of a verified token). Its one parameter is the id array. The owner is part of the WHERE
+    clause, so a foreign id is exactly as absent as a missing one."""
+    return (
+        f"SELECT {', '.join(COLUMNS)} FROM {Memory._meta.db_table} "  # noqa: S608 (constants)
+        f"WHERE owner_id = {owner} AND id = ANY(%s)"
+    )
+
+
+_READ_SQL = owned_memories_sql("%s")
+
+
+def parse_ids(ids: Sequence[object]) -> list[uuid.UUID]:
+    # A malformed id becomes the nil UUID (never issued: ids are UUIDv7), so the same query runs
+    # for it as for a well-formed one.
+    return [parse_memory_id(memory_id) or NIL_ID for memory_id in ids]
+
+
+def memories_from_rows(rows: Sequence[Sequence]) -> dict[uuid.UUID, MemoryRow]:
+    """`rows` hold the COLUMNS, in order; rows of NULLs (an outer join that found nothing) are
+    skipped."""
+    return {
+        row[0]: MemoryRow(*row[:11], tuple(row[11] or ()), row[12])
+        for row in rows
+        if row[0] is not None
+    }
+
+
+_prefetched: ContextVar[tuple[int, tuple[uuid.UUID, ...], dict] | None] = ContextVar(
+    "prefetched_owned_memories", default=None
 )
+
+
+@contextmanager
+def prefetched_for_request(
+    *, owner_id: int, ids: Sequence[uuid.UUID], memories: dict[uuid.UUID, MemoryRow]
+) -> Iterator[None]:
+    """Within this block, `read_owned_memories(owner_id=owner_id, ids=<the same ids>)` answers
+    with `memories`, the result of the gate's own statement run moments before."""
+    token = _prefetched.set((owner_id, tuple(ids), memories))
+    try:
+        yield
+    finally:
+        _prefetched.reset(token)
 
 
 async def read_owned_memories(
@@ -65,12 +125,13 @@ async def read_owned_memories(
     """The owner's memories among `ids`, keyed by id. Missing, malformed and foreign ids are
     simply absent from the result: callers cannot tell them apart, and neither can a timer,
     since all three run the same single query."""
-    # A malformed id becomes the nil UUID (never issued: ids are UUIDv7), so the same query runs
-    # for it as for a well-formed one.
-    parsed = [parse_memory_id(memory_id) or NIL_ID for memory_id in ids]
+    parsed = parse_ids(ids)
     if not parsed:
         return {}
+    prefetched = _prefetched.get()
+    if prefetched is not None and prefetched[:2] == (owner_id, tuple(parsed)):
+        return dict(prefetched[2])
     async with asyncdb.connection() as conn:
         cursor = await conn.execute(_READ_SQL, (owner_id, parsed))
         rows = await cursor.fetchall()
-    return {row[0]: MemoryRow(*row[:11], tuple(row[11] or ()), row[12]) for row in rows}
+    return memories_from_rows(rows)
