@@ -49,6 +49,10 @@ def connection_kwargs() -> dict[str, Any]:
     if settings_dict["PORT"]:
         kwargs["port"] = str(settings_dict["PORT"])
     kwargs["autocommit"] = True  # single statements; no idle-in-transaction sessions
+    # The hot-path statements are few, prepared after a few executions (psycopg), and have one
+    # good plan (primary-key and unique-index lookups). Without this PostgreSQL keeps re-planning
+    # them as "custom" plans, which cost far more CPU than executing them (docs/performance.md).
+    kwargs["options"] = f"{kwargs.get('options', '')} -c plan_cache_mode=force_generic_plan".strip()
     return kwargs
 
 

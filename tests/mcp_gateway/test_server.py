@@ -140,3 +140,32 @@ async def test_tools_and_prompts_delegate_to_their_modules(asgi_app, seeded, mon
     assert [t.name for t in listed.tools] == ["echo_owner"]
     assert result.content[0].text == "ok"
     assert seen == [(seeded.tenant.pk, "echo_owner", {"x": "1"})]
+
+
+async def test_orm_using_handlers_get_a_django_request_context(asgi_app, seeded, monkeypatch):
+    """Tools use the async ORM; the router skipped Django's handler, so the tool handler must
+    provide its per-request thread context (else every ORM call in the process shares one
+    thread) and close its connection at the end, as Django does for a view."""
+    import threading
+
+    from asgiref.sync import sync_to_async
+    from django.db import connection
+
+    from accounts.models import User
+
+    seen = {}
+
+    async def call_tool(principal, name, arguments):
+        seen["exists"] = await User.objects.filter(pk=principal.user_id).aexists()
+        seen["thread"] = await sync_to_async(threading.get_ident)()
+        seen["connection_open"] = await sync_to_async(lambda: connection.connection is not None)()
+        return types.CallToolResult(content=[types.TextContent(type="text", text="ok")])
+
+    monkeypatch.setattr(tools, "call_tool", call_tool)
+    async with mcp_client(IN_PROCESS_URL, seeded.token, transport=asgi_transport(asgi_app)) as c:
+        await c.call_tool("any", {})
+        first_thread = seen["thread"]
+        await c.call_tool("any", {})
+    assert seen["exists"] is True and seen["connection_open"] is True
+    assert seen["thread"] != threading.get_ident()
+    assert first_thread != seen["thread"]  # a fresh thread per request, like Django's handler
