@@ -213,7 +213,13 @@ class GatewayRouter:
             send,
             status,
             json.dumps(body).encode(),
-            [_JSON, (b"www-authenticate", auth.challenge(error, description).encode())],
+            [
+                _JSON,
+                (
+                    b"www-authenticate",
+                    auth.challenge(error, description if error else None).encode(),
+                ),
+            ],
         )
 
     async def _internal_error(self, receive: Receive, send: Send, status: int, where: str) -> None:

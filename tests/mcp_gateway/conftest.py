@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -40,7 +41,9 @@ def anyio_backend() -> str:
 def make_token(user, scope: str = "memory:read memory:write", **kwargs) -> str:
     """A DOT access token for `user`, issued for this MCP server (RFC 8707 resource)."""
     kwargs.setdefault("resource", [settings.MCP_RESOURCE_URL])
-    return AccessTokenFactory(user=user, scope=scope, **kwargs).token
+    raw = f"test-token-{uuid.uuid4().hex}"  # kept here: DOT may store only its checksum
+    AccessTokenFactory(user=user, scope=scope, token=raw, **kwargs)
+    return raw
 
 
 @dataclass

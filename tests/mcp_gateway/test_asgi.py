@@ -63,7 +63,7 @@ async def test_no_credentials_get_a_challenge_without_error_code(http):
     assert challenge.startswith("Bearer ")
     assert f'resource_metadata="{METADATA_URL}"' in challenge
     assert 'scope="memory:read"' in challenge
-    assert "error=" not in challenge  # RFC 6750 §3.1: no error code without credentials
+    assert "error" not in challenge  # RFC 6750 §3.1: no error information without credentials
 
 
 @pytest.fixture
