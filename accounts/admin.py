@@ -58,7 +58,12 @@ class ErasureRecordAdmin(admin.ModelAdmin):
     """Read-only audit trail: staff can list and filter, never add, edit or delete."""
 
     list_display = ("account_id", "erased_at", "requested_by", "staff_member", "counts")
-    list_filter = (("erased_at", admin.DateFieldListFilter), "requested_by", "staff_member")
+    # RelatedOnly: the filter lists the staff who requested erasures, not every account.
+    list_filter = (
+        ("erased_at", admin.DateFieldListFilter),
+        "requested_by",
+        ("staff_member", admin.RelatedOnlyFieldListFilter),
+    )
     date_hierarchy = "erased_at"
     list_select_related = ("staff_member",)
     readonly_fields = ("account", "erased_at", "requested_by", "staff_member", "counts")

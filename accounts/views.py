@@ -18,6 +18,7 @@ from accounts.connected_apps import connected_apps_for, revoke_app_access
 from accounts.erasure import erase_account
 from accounts.export import export_memories_json
 from accounts.forms import DeleteAccountForm, SignUpForm, ThrottledAuthenticationForm
+from memories.access import NIL_ID
 from memories.models import Memory
 from memories.services import parse_memory_id
 
@@ -141,9 +142,8 @@ def memory_list(request: HttpRequest) -> HttpResponse:
 @require_GET
 def memory_detail(request: HttpRequest, memory_id: str) -> HttpResponse:
     owned = Memory.objects.owned_by(request.user)
-    memory = (
-        owned.filter(id=parse_memory_id(memory_id)).first() if parse_memory_id(memory_id) else None
-    )
+    # Malformed, missing and foreign ids all end in the same 404.
+    memory = owned.filter(id=parse_memory_id(memory_id) or NIL_ID).first()
     if memory is None:
         raise Http404("No such memory.")
     return render(

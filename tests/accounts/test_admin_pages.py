@@ -84,8 +84,10 @@ def test_staff_erase_an_account_after_a_confirmation_page(admin_client, superuse
     assert not get_access_token_model().objects.filter(pk=token.pk).exists()
     assert set(Memory.objects.filter(owner=tenant).values_list("content", flat=True)) == {ERASED}
 
+    bystander = UserFactory(username="bystander-tenant")
     records = admin_client.get(reverse("admin:accounts_erasurerecord_changelist")).text
-    assert superuser.username in records
+    assert superuser.username in records  # the requester, in the row and the filter
+    assert bystander.username not in records  # the staff filter does not list every account
 
 
 def test_staff_cannot_erase_their_own_account_from_the_action(admin_client, superuser):

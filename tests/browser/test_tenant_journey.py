@@ -195,6 +195,7 @@ def test_tenant_journey_and_staff_audit(page, browser, daphne_server, screenshot
     staff_page.get_by_label("Username").fill(staff.username)
     staff_page.get_by_label("Password:").fill(PASSWORD)
     staff_page.get_by_role("button", name="Log in").click()
+    expect(staff_page.get_by_text("Site administration")).to_be_visible()
     staff_page.goto(daphne_server("/admin/accounts/erasurerecord/"))
     record = ErasureRecord.objects.get(account=ada)
     row = staff_page.get_by_role("row").filter(has_text=str(ada.pk))
@@ -222,6 +223,7 @@ def test_pages_read_well_on_a_phone(browser, daphne_server, screenshots):
     page.get_by_label("Username").fill("grace")
     page.get_by_label("Password:").fill(PASSWORD)
     page.get_by_role("button", name="Log in").click()
+    expect(page).to_have_url(daphne_server("/memories/"))
     # The first Tab stop is the skip link, visible when focused, and it moves focus to main.
     page.keyboard.press("Tab")
     skip = page.get_by_role("link", name="Skip to main content")
@@ -282,6 +284,7 @@ def test_mcp_refuses_revoked_and_erased_tokens(page, daphne_server):
     page.get_by_label("Username").fill(tenant.username)
     page.get_by_label("Password:").fill(PASSWORD)
     page.get_by_role("button", name="Log in").click()
+    expect(page).to_have_url(daphne_server("/memories/"))
     page.goto(daphne_server("/apps/"))
     page.get_by_role("button", name="Revoke Doomed client").click()
     expect(page.get_by_text("Doomed client is disconnected")).to_be_visible()
