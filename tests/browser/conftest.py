@@ -108,7 +108,9 @@ def daphne_server(browser_type_launch_args, transactional_db):
         "DATABASE_POOL_MAX": "4",
     }
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-    log = (ARTIFACTS.parent / "daphne.log").open("ab") if ARTIFACTS.parent.exists() else None
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    log_path = ARTIFACTS / "daphne.log"
+    log = log_path.open("ab")
     process = subprocess.Popen(
         [
             sys.executable,
@@ -123,7 +125,7 @@ def daphne_server(browser_type_launch_args, transactional_db):
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=log or subprocess.DEVNULL,
+        stderr=log,
     )
     try:
         deadline = time.monotonic() + 30
@@ -134,7 +136,7 @@ def daphne_server(browser_type_launch_args, transactional_db):
             except httpx.TransportError:
                 pass
             if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"daphne did not start on {url} (exit code {process.poll()})")
+                pytest.fail(f"daphne did not start on {url}; see {log_path}")
             time.sleep(0.2)
         yield LiveServer(url)
     finally:
@@ -144,8 +146,7 @@ def daphne_server(browser_type_launch_args, transactional_db):
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-        if log:
-            log.close()
+        log.close()
 
 
 @pytest.fixture(scope="session")
