@@ -22,6 +22,7 @@ from django.db import transaction
 from django.db.models import Max, Min, Q
 from django.utils import timezone
 from oauth2_provider.models import (
+    AbstractApplication,
     get_access_token_model,
     get_application_model,
     get_grant_model,
@@ -33,7 +34,7 @@ from oauth2_provider.scopes import get_scopes_backend
 
 @dataclass(frozen=True)
 class ConnectedApp:
-    application: object
+    application: AbstractApplication
     client_id: str
     client_id_is_metadata_url: bool
     redirect_hosts: list[str]
