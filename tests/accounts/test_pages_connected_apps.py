@@ -144,3 +144,19 @@ def test_revoke_service_reports_counts_and_is_idempotent(tenant, app):
         "oauth_grants": 0,
         "oauth_id_tokens": 0,
     }
+
+
+def test_revoke_is_all_or_nothing(tenant, app, monkeypatch):
+    refresh = RefreshTokenFactory(user=tenant, application=app)
+    GrantFactory(user=tenant, application=app)
+    Grant = get_grant_model()
+
+    def fail(self, *args, **kwargs):
+        raise RuntimeError("database went away")
+
+    monkeypatch.setattr(type(Grant.objects.all()), "delete", fail)
+    with pytest.raises(RuntimeError):
+        revoke_app_access(user=tenant, application=app)
+    refresh.refresh_from_db()
+    assert refresh.revoked is None
+    assert AccessToken.objects.filter(pk=refresh.access_token_id).exists()
