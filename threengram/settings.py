@@ -15,7 +15,11 @@ from psycopg.conninfo import conninfo_to_dict
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
-environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+# A local .env (written by `scripts/dev.py serve`) fills in unset variables. The test suite
+# sets THREENGRAM_ENV_FILE="" so a developer's .env never changes what the tests see.
+ENV_FILE = env.str("THREENGRAM_ENV_FILE", default=str(BASE_DIR / ".env"))
+if ENV_FILE:
+    environ.Env.read_env(ENV_FILE, overwrite=False)
 
 DEBUG = env.bool("DEBUG", default=False)
 SECRET_KEY = env.str("SECRET_KEY", default="")
