@@ -28,7 +28,7 @@ DAPHNE = [sys.executable, "-m", "daphne", "-b", "127.0.0.1"]
 GATEWAY_PRESENT = importlib.util.find_spec("mcp_gateway.server") is not None
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -60,7 +60,7 @@ def oauth_server(django_db_setup, django_db_blocker):
 
     with django_db_blocker.unblock():
         database_url = _database_url(connection.settings_dict)
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {
         **os.environ,
