@@ -61,24 +61,49 @@ def require_s256_and_mcp_resource(request) -> dict:
     return {}
 
 
+def require_mcp_resource_if_named(request) -> None:
+    """oauthlib `post_token` validator (code and refresh grants): a token request that names a
+    resource must name /mcp alone. Checked while the request is validated so that the refusal is a
+    proper JSON error response; a request without `resource` inherits the grant's, which the
+    authorization endpoint has already pinned to /mcp."""
+    named = [value for key, value in (request.decoded_body or []) if key == "resource"]
+    if named:
+        check_mcp_resource(named, request)
+
+
 class McpAuthorizationServer(Server):
-    """oauthlib's combined server with S256 as the only PKCE transform (defence in depth: the
-    pre_auth check above refuses `plain` first, and this makes the token endpoint agree)."""
+    """oauthlib's combined server with the MCP profile's checks, and S256 as the only PKCE
+    transform (the pre_auth check refuses `plain` first; this makes the token endpoint agree)."""
 
     def __init__(self, request_validator, *args, **kwargs) -> None:
         super().__init__(request_validator, *args, **kwargs)
         self.auth_grant._code_challenge_methods = {"S256": code_challenge_method_s256}
         self.auth_grant.custom_validators.pre_auth.append(require_s256_and_mcp_resource)
+        self.auth_grant.custom_validators.post_token.append(require_mcp_resource_if_named)
+        self.refresh_grant.custom_validators.post_token.append(require_mcp_resource_if_named)
 
 
 class McpOAuth2Validator(OAuth2Validator):
     def _check_and_set_request_resource(self, request) -> None:
-        # Runs when tokens are about to be saved, inside DOT's transaction and before the code is
-        # invalidated, so a refusal consumes nothing. DOT resolves request.resource (inherited from
-        # the grant or refresh token when the request omits it, narrowed when it names a subset);
-        # whatever the result, the issued token must be bound to /mcp alone.
+        # Last line of defence, at save time (inside DOT's transaction, before the code is
+        # invalidated): whatever DOT resolved — inherited from a grant or refresh token, or
+        # narrowed — the issued token is bound to /mcp alone. Requests are refused earlier, by
+        # require_mcp_resource_if_named; this only trips on grants or refresh tokens stored with
+        # another resource (e.g. before this profile existed).
         super()._check_and_set_request_resource(request)
         check_mcp_resource(list(request.resource), request)
+
+    def confirm_redirect_uri(self, client_id, code, redirect_uri, client, request, *args, **kwargs):
+        # RFC 6749 §5.2: a redirect_uri that differs from the authorization request's is
+        # invalid_grant (oauthlib would answer invalid_request).
+        if not super().confirm_redirect_uri(
+            client_id, code, redirect_uri, client, request, *args, **kwargs
+        ):
+            raise errors.InvalidGrantError(
+                description="redirect_uri does not match the authorization request.",
+                request=request,
+            )
+        return True
 
     def validate_code(self, client_id, code, client, request, *args, **kwargs) -> bool:
         if not super().validate_code(client_id, code, client, request, *args, **kwargs):
