@@ -231,6 +231,11 @@ OAUTH2_PROVIDER = {
     "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
 }
 
+# DOT warns that `http` redirect URIs are allowed: they must be, for native clients' loopback
+# callbacks (RFC 8252 §7.3), and registration refuses `http` for any other host
+# (accounts/oauth_registration.py, tested in tests/accounts/test_oauth_registration.py).
+SILENCED_SYSTEM_CHECKS = ["oauth2_provider.W008"]
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
