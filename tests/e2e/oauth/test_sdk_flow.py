@@ -139,7 +139,16 @@ def _refresh_row(raw: str):
 async def _call_mcp(http: httpx2.AsyncClient, base_url: str) -> httpx2.Response:
     return await http.post(
         f"{base_url}/mcp",
-        json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": PROTOCOL_VERSION,
+                "capabilities": {},
+                "clientInfo": {"name": "oauth-e2e", "version": "1"},
+            },
+        },
         headers={
             "MCP-Protocol-Version": PROTOCOL_VERSION,
             "Accept": "application/json, text/event-stream",
