@@ -10,11 +10,15 @@ Security": redirect URIs MUST be localhost or HTTPS; RFC 8252 §7.3 and §8.3).
 from __future__ import annotations
 
 import ipaddress
+from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
 from oauth2_provider.cimd import CIMDError, SafeMetadataFetcher
+from oauth2_provider.models import get_application_model
 
 from accounts.throttle import FixedWindow
 
@@ -97,3 +101,24 @@ class PolicedMetadataFetcher(SafeMetadataFetcher):
         if problem:
             raise CIMDError(problem[1])
         return metadata, max_age
+
+
+def delete_stale_registered_clients(*, older_than: timedelta) -> int:
+    """Delete dynamically registered clients older than `older_than` that nobody uses: no pending
+    code, no access token of a user, no unrevoked refresh token. MCP clients such as Claude
+    register anew on every fresh connection, so without this the table only grows. Returns the
+    number of clients deleted (their registration tokens go with them)."""
+    Application = get_application_model()
+    cutoff = timezone.now() - older_than
+    stale = (
+        Application.objects.filter(
+            registration_source=Application.RegistrationSource.DCR, created__lt=cutoff
+        )
+        .exclude(grant__isnull=False)
+        .exclude(accesstoken__user__isnull=False)
+        .exclude(refreshtoken__revoked__isnull=True, refreshtoken__isnull=False)
+    )
+    with transaction.atomic():
+        ids = list(stale.select_for_update().values_list("pk", flat=True))
+        Application.objects.filter(pk__in=ids).delete()
+    return len(ids)

@@ -126,3 +126,25 @@ def test_rejected_registrations_count_against_the_rate(client, settings):
     for _ in range(2):
         assert _register(client, redirect_uris=["http://evil.example.com/"]).status_code == 400
     assert _register(client).status_code == 429
+
+
+def test_stale_unused_registrations_are_deleted_and_used_ones_kept(client, tenant):
+    from django.core.management import call_command
+
+    from tests.factories import AccessTokenFactory, ApplicationFactory, RefreshTokenFactory
+
+    old = timezone.now() - timezone.timedelta(days=31)
+    unused = Application.objects.get(client_id=_register(client).json()["client_id"])
+    in_use = ApplicationFactory(registration_source="dcr")
+    AccessTokenFactory(application=in_use, user=tenant)
+    refreshable = ApplicationFactory(registration_source="dcr")
+    RefreshTokenFactory(application=refreshable, user=tenant, access_token=None)
+    recent = Application.objects.get(client_id=_register(client).json()["client_id"])
+    manual = ApplicationFactory()
+    Application.objects.exclude(pk=recent.pk).update(created=old)
+
+    call_command("clear_stale_oauth_clients", "--days", "30", stdout=None)
+
+    remaining = set(Application.objects.values_list("pk", flat=True))
+    assert remaining == {in_use.pk, refreshable.pk, recent.pk, manual.pk}
+    assert unused.pk not in remaining
