@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.csp import CSP
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider.compat import login_not_required
@@ -48,6 +50,21 @@ class McpAuthorizationView(AuthorizationView):
             )
             context["resources"] = (context.get("resource") or "").split()
         return context
+
+    def render_to_response(self, context, **response_kwargs):
+        response = super().render_to_response(context, **response_kwargs)
+        redirect_uri = context.get("redirect_uri")
+        if redirect_uri and not context.get("error"):
+            # CSP `form-action` also governs where the consent form's POST may redirect to
+            # (CSP3 §6.3.1; Chromium enforces it), so the page allows exactly the origin of this
+            # request's redirect URI, which oauthlib has matched against the registered ones.
+            parts = urlsplit(redirect_uri)
+            client_origin = f"{parts.scheme}://{parts.netloc}"
+            response._csp_config = {
+                **settings.SECURE_CSP,
+                "form-action": [CSP.SELF, client_origin],
+            }
+        return response
 
     def redirect(self, redirect_to: str, application) -> HttpResponse:
         # RFC 9207 §2: `iss` in every authorization response, errors (denied consent, bad PKCE,
