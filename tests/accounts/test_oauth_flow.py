@@ -151,6 +151,8 @@ def test_consent_page_shows_client_redirect_host_scopes_and_resource(signed_in, 
     assert "Write, revise, archive and resolve your memories" in page
     assert f"<code>{settings.MCP_RESOURCE_URL}</code>" in page
     assert "runs on your own computer" in page  # only a loopback redirect is registered
+    # The form may post to this site and its redirect may go to this client only (CSP3 §6.3.1).
+    assert "form-action 'self' http://127.0.0.1:33418;" in response["Content-Security-Policy"]
 
 
 def test_consent_page_has_no_loopback_warning_for_a_web_client(signed_in):
