@@ -10,6 +10,7 @@ from urllib.parse import parse_qs, urlsplit
 import anyio
 import httpx2
 import pytest
+from django.conf import settings
 from mcp.client.auth import OAuthClientProvider
 from mcp.shared.auth import (
     AuthorizationCodeResult,
@@ -200,7 +201,11 @@ def test_sdk_client_registers_authorizes_refreshes_and_revokes(oauth_server, mak
     page = browser.consent_pages[0]
     assert "SDK test client" in page
     assert "127.0.0.1" in page
-    assert "Read your memories" in page and "Write, revise, archive" in page
+    # The SDK asks for the scopes the 401 challenge names, else the resource metadata's list.
+    requested = set(query["scope"][0].split())
+    assert requested <= {"memory:read", "memory:write"} and "memory:read" in requested
+    for scope, words in settings.OAUTH2_PROVIDER["SCOPES"].items():
+        assert (words in page) == (scope in requested)
     assert f"{oauth_server.url}/mcp" in page
     # RFC 9207: the redirect carried iss = the issuer (the SDK validated it too).
     assert parse_qs(urlsplit(browser.callback_urls[0]).query)["iss"] == [oauth_server.url]
@@ -212,7 +217,7 @@ def test_sdk_client_registers_authorizes_refreshes_and_revokes(oauth_server, mak
     access = _token_row(tokens.access_token)
     assert access.user == user
     assert access.resource == [f"{oauth_server.url}/mcp"]
-    assert set(access.scope.split()) == {"memory:read", "memory:write"}
+    assert set(access.scope.split()) == requested
     assert 3500 <= tokens.expires_in <= 3600
     # Stored hashed: the token column is blank, only the checksum identifies it.
     assert access.token == ""
