@@ -20,7 +20,7 @@ from django.utils import timezone
 from oauth2_provider.cimd import CIMDError, SafeMetadataFetcher
 from oauth2_provider.models import get_application_model
 
-from accounts.throttle import FixedWindow
+from accounts.rate_limit import FixedWindow
 
 ALLOWED_GRANT_TYPES = {"authorization_code", "refresh_token"}
 ALLOWED_RESPONSE_TYPES = {"code"}

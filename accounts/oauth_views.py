@@ -20,7 +20,7 @@ from accounts.oauth_registration import (
     is_loopback_host,
     registration_window,
 )
-from accounts.throttle import client_ip
+from accounts.rate_limit import client_ip
 
 
 class McpAuthorizationView(AuthorizationView):

@@ -10,16 +10,20 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
 
-from accounts.throttle import FixedWindow, client_ip
+from accounts.rate_limit import FixedWindow, client_ip
 
 
 def _ip_window() -> FixedWindow:
-    return FixedWindow("login-ip", settings.LOGIN_FAILURES_PER_IP, settings.LOGIN_FAILURE_WINDOW)
+    return FixedWindow(
+        "login-ip", settings.LOGIN_FAILURES_PER_IP, settings.LOGIN_FAILURE_WINDOW_SECONDS
+    )
 
 
 def _username_window() -> FixedWindow:
     return FixedWindow(
-        "login-username", settings.LOGIN_FAILURES_PER_USERNAME, settings.LOGIN_FAILURE_WINDOW
+        "login-username",
+        settings.LOGIN_FAILURES_PER_USERNAME,
+        settings.LOGIN_FAILURE_WINDOW_SECONDS,
     )
 
 

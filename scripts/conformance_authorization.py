@@ -27,7 +27,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 import httpx2
 
@@ -93,20 +93,8 @@ def consent(issuer: str, authorization_url: str, username: str, password: str) -
     """Log in and press Allow, as a person would; return the redirect to the client."""
     with httpx2.Client(base_url=issuer, follow_redirects=False, timeout=30) as browser:
         response = browser.get(authorization_url)
-        if response.status_code == 302 and "/accounts/login/" in response.headers["location"]:
-            login_url = response.headers["location"]
-            page = browser.get(login_url)
-            response = browser.post(
-                login_url,
-                data={
-                    "csrfmiddlewaretoken": _hidden_fields(page.text)["csrfmiddlewaretoken"],
-                    "username": username,
-                    "password": password,
-                    "next": parse_qs(urlsplit(login_url).query)["next"][0],
-                },
-            )
-            if response.status_code != 302:
-                sys.exit(f"log-in failed ({response.status_code})")
+        if response.status_code == 302 and _is_same_site(issuer, response.headers["location"]):
+            log_in(browser, response.headers["location"], username, password)
             response = browser.get(authorization_url)
         if response.status_code != 200:
             sys.exit(f"no consent page: HTTP {response.status_code} {response.text[:300]}")
@@ -115,6 +103,20 @@ def consent(issuer: str, authorization_url: str, username: str, password: str) -
         if response.status_code != 302:
             sys.exit(f"consent was not accepted: HTTP {response.status_code}")
         return response.headers["location"]
+
+
+def log_in(browser: httpx2.Client, login_url: str, username: str, password: str) -> None:
+    """Submit the log-in form the authorization endpoint sent us to (it carries `next`)."""
+    page = browser.get(login_url)
+    fields = {**_hidden_fields(page.text), "username": username, "password": password}
+    response = browser.post(login_url, data=fields)
+    if response.status_code != 302:
+        sys.exit(f"log-in failed ({response.status_code})")
+
+
+def _is_same_site(issuer: str, location: str) -> bool:
+    target = urlsplit(location)
+    return not target.netloc or target.netloc == urlsplit(issuer).netloc
 
 
 def _hidden_fields(html: str) -> dict[str, str]:

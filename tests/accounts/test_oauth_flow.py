@@ -7,6 +7,7 @@ import hashlib
 
 import pytest
 from django.conf import settings
+from django.shortcuts import resolve_url
 from django.utils import timezone
 from oauth2_provider.models import (
     get_access_token_model,
@@ -177,7 +178,8 @@ def test_anonymous_visitor_is_sent_to_log_in(client, application):
     _, challenge = pkce_pair()
     response = client.get(authorize_url(authorize_params(application, challenge)))
     assert response.status_code == 302
-    assert response["Location"].startswith("/accounts/login/?next=/oauth/authorize/")
+    login_path = resolve_url(settings.LOGIN_URL)
+    assert response["Location"].startswith(f"{login_path}?next=/oauth/authorize/")
 
 
 def test_deny_redirects_with_access_denied_and_issues_nothing(signed_in, application):

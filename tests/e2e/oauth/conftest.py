@@ -3,6 +3,7 @@ and answers the consent page the way a person would."""
 
 from __future__ import annotations
 
+import html
 import importlib.util
 import os
 import re
@@ -12,16 +13,20 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
 
 import httpx2
 import pytest
+from django.conf import settings
+from django.shortcuts import resolve_url
 from psycopg.conninfo import make_conninfo
 
 from tests.factories import PASSWORD
 
 ROOT = Path(__file__).resolve().parents[3]
 DAPHNE = [sys.executable, "-m", "daphne", "-b", "127.0.0.1"]
+
+# Wherever the account pages put the log-in page.
+LOGIN_PATH = resolve_url(settings.LOGIN_URL)
 
 # The MCP endpoint (resource server) comes from the gateway issue; tests that need a real MCP call
 # are skipped until mcp_gateway/server.py exists.
@@ -116,32 +121,21 @@ class Browser:
     def close(self) -> None:
         self.http.close()
 
-    def _log_in(self, next_url: str) -> None:
-        page = self.http.get(next_url)
-        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
-        response = self.http.post(
-            "/accounts/login/",
-            data={
-                "csrfmiddlewaretoken": token,
-                "username": self.username,
-                "password": PASSWORD,
-                "next": parse_qs(urlsplit(next_url).query)["next"][0],
-            },
-        )
+    def _log_in(self, login_url: str) -> None:
+        fields = _hidden_fields(self.http.get(login_url).text)
+        fields.update(username=self.username, password=PASSWORD)
+        response = self.http.post(login_url, data=fields)
         assert response.status_code == 302, response.text
 
     def visit(self, authorization_url: str) -> str:
         """Follow the authorization URL to the client's redirect URI; return that URL."""
         response = self.http.get(authorization_url)
-        if response.status_code == 302 and "/accounts/login/" in response.headers["location"]:
+        if response.status_code == 302 and response.headers["location"].startswith(LOGIN_PATH):
             self._log_in(response.headers["location"])
             response = self.http.get(authorization_url)
         if response.status_code == 200:
             self.consent_pages.append(response.text)
-            fields = dict(
-                re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', response.text)
-            )
-            fields = {name: _unescape(value) for name, value in fields.items()}
+            fields = _hidden_fields(response.text)
             if self.allow:
                 fields["allow"] = "Authorize"
             response = self.http.post(authorization_url, data=fields)
@@ -150,14 +144,9 @@ class Browser:
         return response.headers["location"]
 
 
-def _unescape(value: str) -> str:
-    return (
-        value.replace("&quot;", '"')
-        .replace("&#x27;", "'")
-        .replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&amp;", "&")
-    )
+def _hidden_fields(page: str) -> dict[str, str]:
+    found = re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', page)
+    return {name: html.unescape(value) for name, value in found}
 
 
 @pytest.fixture
