@@ -11,6 +11,8 @@ from django.utils.csp import CSP
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider.compat import login_not_required
+
+# DOT's own helper for RFC 9207 (private, but DOT is pinned): replaces any `iss` and appends ours.
 from oauth2_provider.oauth2_backends import _add_iss_to_redirect
 from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.views import AuthorizationView, DynamicClientRegistrationView

@@ -17,6 +17,7 @@ with npm into .conformance/ on first use.
 from __future__ import annotations
 
 import argparse
+import html
 import json
 import os
 import re
@@ -119,11 +120,9 @@ def _is_same_site(issuer: str, location: str) -> bool:
     return not target.netloc or target.netloc == urlsplit(issuer).netloc
 
 
-def _hidden_fields(html: str) -> dict[str, str]:
-    import html as html_lib
-
-    found = re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', html)
-    return {name: html_lib.unescape(value) for name, value in found}
+def _hidden_fields(page: str) -> dict[str, str]:
+    found = re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', page)
+    return {name: html.unescape(value) for name, value in found}
 
 
 def run_leg(
