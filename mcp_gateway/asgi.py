@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import uuid
+import sys
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -31,9 +31,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_gateway import auth
 from mcp_gateway.resources import memory_id_in
-from mcp_gateway.server import build_server
+from mcp_gateway.server import build_server, log_failure
 from memories import access
 from threengram import asyncdb
+from threengram.observability import new_request_id, request_id_var, tenant_id_var
 
 logger = logging.getLogger(__name__)
 
@@ -138,6 +139,15 @@ class GatewayRouter:
 
     # --- /mcp ----------------------------------------------------------------------------
     async def _mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # The site's request id (threengram.observability), so log records of one request can be
+        # followed across the site and the gateway; errors quote it to the client.
+        request_token = request_id_var.set(new_request_id(_header(scope, b"x-request-id")))
+        try:
+            await self._authenticated_mcp(scope, receive, send)
+        finally:
+            request_id_var.reset(request_token)
+
+    async def _authenticated_mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not _host_allowed(_header(scope, b"host")):
             await _drain(receive)
             await _respond(send, 421, b"Invalid Host header")
@@ -175,6 +185,7 @@ class GatewayRouter:
             )
             return
         reset = auth.current_principal.set(principal)
+        tenant_token = tenant_id_var.set(str(principal.user_id))
         try:
             await self.startup()
             if read_ids is None:
@@ -189,6 +200,7 @@ class GatewayRouter:
         except Exception:
             await self._internal_error(receive, send, 500, "MCP transport")
         finally:
+            tenant_id_var.reset(tenant_token)
             auth.current_principal.reset(reset)
 
     @staticmethod
@@ -223,9 +235,8 @@ class GatewayRouter:
         )
 
     async def _internal_error(self, receive: Receive, send: Send, status: int, where: str) -> None:
-        request_id = uuid.uuid4().hex[:12]
-        # The stack, never request content: a body may hold memory text.
-        logger.exception("MCP request failed in %s, request id %s", where, request_id)
+        request_id = request_id_var.get()
+        log_failure(f"MCP request ({where})", request_id, sys.exc_info()[1])
         try:
             await _respond(
                 send,

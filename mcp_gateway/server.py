@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import traceback
-import uuid
 from typing import Any
 
 import mcp_types as types
@@ -22,6 +21,7 @@ from pydantic import ValidationError
 from mcp_gateway import prompts, resources, tools
 from mcp_gateway.auth import require_principal
 from mcp_gateway.orm import orm_request_context
+from threengram.observability import new_request_id, request_id_var
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +86,18 @@ async def complete(
     )
 
 
+def log_failure(what: str, request_id: str, exc: BaseException) -> None:
+    """Log an unexpected exception: its type and stack, never its message or arguments, which
+    could quote memory content or a token."""
+    logger.error(
+        "%s failed, request id %s: %s\n%s",
+        what,
+        request_id,
+        type(exc).__name__,
+        "".join(traceback.format_tb(exc.__traceback__)),
+    )
+
+
 async def hide_internal_errors(ctx: ServerRequestContext, call_next: CallNext) -> HandlerResult:
     """An unexpected exception becomes a generic -32603 on both wires. Without this the SDK sends
     `str(exc)` to 2025-era clients. Logged with a request id and the stack, never the exception
@@ -95,14 +107,10 @@ async def hide_internal_errors(ctx: ServerRequestContext, call_next: CallNext) -
     except (MCPError, ValidationError):
         raise
     except Exception as exc:
-        request_id = uuid.uuid4().hex[:12]
-        logger.error(
-            "MCP %s failed, request id %s: %s\n%s",
-            ctx.method,
-            request_id,
-            type(exc).__name__,
-            "".join(traceback.format_tb(exc.__traceback__)),
-        )
+        request_id = request_id_var.get()  # set by the router (threengram.observability)
+        if request_id == "-":  # no router in front (in-process use)
+            request_id = new_request_id()
+        log_failure(f"MCP {ctx.method}", request_id, exc)
         raise MCPError(
             code=types.INTERNAL_ERROR, message=f"Internal error (request id {request_id})"
         ) from None

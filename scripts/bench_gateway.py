@@ -5,8 +5,8 @@ in the same run, on the same machine, with the same load generator (wrk + script
 
     .venv/bin/python scripts/bench_gateway.py [--rounds 3] [--duration 8] [--connections 16]
 
-Needs `wrk` (Debian: apt-get install -y wrk). Uses its own database, `threengram_bench`, on the
-embedded PostgreSQL (or on the server of DATABASE_URL), seeded once with INSERT ... SELECT
+Needs `wrk` (Debian: apt-get install -y wrk). Uses its own database, `threengram_bench_gateway`,
+on the embedded PostgreSQL (or on the server of DATABASE_URL), seeded once with INSERT ... SELECT
 generate_series and reused afterwards. Every server runs one process on 127.0.0.1; rounds are
 interleaved so that the machine's drift hits every case alike; ratios are taken within a round.
 Cases, each on uvicorn (h11/asyncio, as installed) and daphne (the README's server):
@@ -36,7 +36,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "scripts" / "bench"
-DATABASE = "threengram_bench"
+DATABASE = "threengram_bench_gateway"  # not the other benchmarks' threengram_bench
 PUBLIC_BASE_URL = "http://127.0.0.1:8000"
 TOKEN = "bench-" + "t" * 40
 READ_IDS = 200  # the load reads random memories among this many of the token user's

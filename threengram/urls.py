@@ -1,6 +1,14 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
+
+from threengram import observability
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("health", observability.health, name="health"),
+    path("ready", observability.ready, name="ready"),
+    path("version", observability.version_view, name="version"),
+    path("", include("accounts.urls")),
+    # OAuth 2.1 authorization server for MCP clients (RFC 8414 metadata at the root).
+    path("", include("accounts.oauth_urls")),
 ]

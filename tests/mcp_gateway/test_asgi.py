@@ -228,18 +228,21 @@ async def test_oversized_body_is_413(http, seeded):
 
 
 async def test_token_check_failure_is_generic_and_logged(http, monkeypatch, caplog):
+    detail = "database unreachable at 10.0.0.7"
+
     async def broken(token):
-        raise OSError("database unreachable")
+        raise OSError(detail)
 
     monkeypatch.setattr(auth, "authenticate", broken)
     caplog.set_level(logging.ERROR, logger="mcp_gateway")
     headers, body = modern("resources/templates/list", **auth_header("whatever"))
+    headers["x-request-id"] = "proxy-req-0123456789"  # a proxy's id is reused (observability)
     response = await http.post("/mcp", headers=headers, content=body)
     assert response.status_code == 503
     error = response.json()["error"]
-    assert error["code"] == -32603 and "unreachable" not in error["message"]
-    request_id = error["message"].removeprefix("Internal error (request id ").rstrip(")")
-    assert request_id in caplog.text
+    assert error["code"] == -32603 and detail not in error["message"]
+    assert error["message"] == "Internal error (request id proxy-req-0123456789)"
+    assert "proxy-req-0123456789" in caplog.text and detail not in caplog.text
 
 
 async def test_other_paths_go_to_django(http, transactional_db):
