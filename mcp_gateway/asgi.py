@@ -82,12 +82,14 @@ async def _respond(
 
 
 async def _drain(receive: Receive) -> None:
-    """Consume a request body we answer without reading (keeps HTTP/1.1 keep-alive sane)."""
-    more = True
-    while more:
+    """Consume a request body we answer without reading (keeps HTTP/1.1 keep-alive sane), but
+    never more than the body limit: past it the server may drop the connection instead."""
+    more, received = True, 0
+    while more and received <= MAX_REQUEST_BODY_BYTES:
         message = await receive()
         if message["type"] != "http.request":
             return
+        received += len(message.get("body", b""))
         more = message.get("more_body", False)
 
 
