@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
@@ -109,6 +110,7 @@ class MemoryFields:
     scope: str
     project: str | None
     tags: list[str]
+    due_at: datetime | None = None
 
     @classmethod
     def clean(
@@ -120,14 +122,17 @@ class MemoryFields:
         scope: object = None,
         project: object = None,
         tags: object = None,
+        due_at: object = None,
     ) -> MemoryFields:
+        cleaned_type = _clean_memory_type(memory_type)
         return cls(
-            memory_type=_clean_memory_type(memory_type),
+            memory_type=cleaned_type,
             topic=bounds.clean_topic(topic),
             content=bounds.clean_content(content),
             scope=bounds.clean_scope(scope),
             project=bounds.clean_project(project),
             tags=bounds.clean_tags(tags),
+            due_at=bounds.clean_due_at(due_at, memory_type=cleaned_type),
         )
 
 
@@ -148,6 +153,7 @@ def _new_memory(owner, fields: MemoryFields, *, predecessor: Memory | None = Non
         recorded_at=timezone.now(),
         predecessor=predecessor,
         commitment_status=commitment_status,
+        due_at=fields.due_at,
     )
 
 
@@ -160,9 +166,10 @@ def remember(
     scope: object = None,
     project: object = None,
     tags: object = None,
+    due_at: object = None,
 ) -> Memory:
     """Store one new memory. The same content already current for this tenant is a
-    DuplicateMemory; a commitment starts `open`."""
+    DuplicateMemory; a commitment starts `open` (and may carry a due date)."""
     fields = MemoryFields.clean(
         memory_type=memory_type,
         topic=topic,
@@ -170,6 +177,7 @@ def remember(
         scope=scope,
         project=project,
         tags=tags,
+        due_at=due_at,
     )
     with transaction.atomic():
         _lock_live_owner(owner)
@@ -186,6 +194,7 @@ def revise_memory(
     scope: object = _UNSET,
     project: object = _UNSET,
     tags: object = _UNSET,
+    due_at: object = _UNSET,
 ) -> Memory:
     """Supersede a memory: close the predecessor (valid_to) and insert a successor with a new id
     pointing back to it. Fields not given are carried over. Revising a memory that is already
@@ -206,13 +215,17 @@ def revise_memory(
         def given(value: object, inherited: object) -> object:
             return inherited if value is _UNSET else value
 
+        successor_type = given(memory_type, predecessor.memory_type)
+        # A due date carries over only while the memory stays a commitment.
+        inherited_due = predecessor.due_at if successor_type == MemoryType.COMMITMENT else None
         fields = MemoryFields.clean(
-            memory_type=given(memory_type, predecessor.memory_type),
+            memory_type=successor_type,
             topic=given(topic, predecessor.topic),
             content=content,
             scope=given(scope, predecessor.scope),
             project=given(project, predecessor.project),
             tags=given(tags, predecessor.tags),
+            due_at=given(due_at, inherited_due),
         )
         successor = _new_memory(owner, fields, predecessor=predecessor)
         predecessor.valid_to = successor.recorded_at
