@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from django.db import connection
 
+from memories.models import ERASED, Memory, Thread
 from memories.threads import LIST_MAX
 
 PROJECTS_MAX = 100
@@ -68,3 +69,28 @@ def environment_stats(*, owner_id: int) -> EnvironmentStats:
         elif len(stats.scopes) < LIST_MAX:
             stats.scopes.append(value)
     return stats
+
+
+COMPLETION_MAX = 100  # MCP completion/complete: at most 100 values per response
+FACETS = ("scope", "project", "thread")
+
+
+def facet_values(*, owner_id: int, facet: str, prefix: str) -> list[str]:
+    """The tenant's own scopes, projects (of current memories) or thread names starting with
+    `prefix` (case-insensitive), sorted, at most COMPLETION_MAX."""
+    if facet == "thread":
+        return list(
+            Thread.objects.filter(owner_id=owner_id, name__istartswith=prefix)
+            .exclude(name=ERASED)
+            .order_by("name")
+            .values_list("name", flat=True)[:COMPLETION_MAX]
+        )
+    if facet not in ("scope", "project"):
+        raise ValueError(facet)
+    return list(
+        Memory.objects.filter(owner_id=owner_id, valid_to__isnull=True)
+        .filter(**{f"{facet}__istartswith": prefix, f"{facet}__isnull": False})
+        .order_by(facet)
+        .values_list(facet, flat=True)
+        .distinct()[:COMPLETION_MAX]
+    )
