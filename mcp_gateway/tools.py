@@ -372,12 +372,12 @@ TOOLS: list[ToolSpec] = [
         name="remember",
         title="Remember",
         description=(
-            "Store one new memory for later sessions: a decision, a commitment (a promise or "
-            "to-do, optionally with dueAt), a blocker, fact, preference, pattern, note or event. "
-            "Use it whenever the user states something worth keeping. Not for changing an "
-            "existing memory (use revise) or marking a commitment done (use resolve). Returns "
-            "the new id and its threengram://memory/{id} URI, plus any thread the server "
-            "proposes it belongs to (accept with configure_thread)."
+            "Save, store or record something new worth keeping for later sessions as one "
+            "memory: what was "
+            "decided, a promise or to-do (commitment, optional dueAt deadline), what blocks the "
+            "work, a fact, a preference, a pattern, a note or an event. Returns the new id and "
+            "its threengram://memory/{id} URI, plus any thread proposals. To change an existing "
+            "memory use revise; to mark a to-do done use resolve."
         ),
         input_schema=schemas.REMEMBER_IN,
         output_schema=schemas.REMEMBER_OUT,
@@ -391,12 +391,12 @@ TOOLS: list[ToolSpec] = [
         name="search",
         title="Search memories",
         description=(
-            "Look up memories by words or topic to answer a question: full-text search (every "
-            'word must match; "quoted phrase", or, -exclude) plus fuzzy topic matching, best '
-            "first, weak matches dropped. Filters: memoryTypes, scope, project, thread, status, "
-            "recordedAfter, recordedBefore, asOf (what was current at a past instant). Hits are "
-            "600-character excerpts; read full text with get_memories. Page with nextCursor. "
-            "For a start-of-session overview use briefing instead."
+            "Find and look up stored memories mentioning some words or a topic, to answer "
+            "questions like 'what did we decide about X' or 'anything about Y': full-text search "
+            '(all words must match; "quoted phrase", or, -exclude) plus fuzzy topic matching, '
+            "best first, weak matches dropped. Filters: memoryTypes, scope, project, thread, "
+            "status, recordedAfter, recordedBefore, asOf (as it stood at a past date). Hits are "
+            "short excerpts; page with nextCursor."
         ),
         input_schema=schemas.SEARCH_IN,
         output_schema=schemas.SEARCH_OUT,
@@ -410,10 +410,10 @@ TOOLS: list[ToolSpec] = [
         name="get_memories",
         title="Get memories by id",
         description=(
-            "Fetch the full body and lifecycle state (status, validTo, commitmentStatus, tags, "
-            "predecessor and successor ids) of 1-20 memories whose ids you already have, e.g. "
-            "from search hits. Ids unknown or not yours come back in notFound. Bodies share a "
-            "maxChars budget per call. To find memories by words use search."
+            "Read the complete, whole text of memories by id (1-20 ids you already have, e.g. "
+            "from hits whose excerpt was cut off), with lifecycle state: status, validTo, "
+            "commitmentStatus, tags, predecessor and successor ids. Ids unknown or not yours "
+            "come back in notFound; bodies share a maxChars budget per call."
         ),
         input_schema=schemas.GET_MEMORIES_IN,
         output_schema=schemas.GET_MEMORIES_OUT,
@@ -427,10 +427,9 @@ TOOLS: list[ToolSpec] = [
         name="revise",
         title="Revise a memory",
         description=(
-            "Correct or update a memory whose content is outdated or wrong: writes a successor "
-            "with a new id and closes the old one, keeping history. Omitted fields carry over. "
-            "Use remember for something new, resolve to change a commitment's status, archive to "
-            "retire a memory without a replacement."
+            "Correct or update an existing memory that is wrong or outdated (amend, fix, "
+            "replace its text): writes a successor with a new id and closes the old one, so "
+            "history is kept. Omitted fields carry over."
         ),
         input_schema=schemas.REVISE_IN,
         output_schema=schemas.REVISE_OUT,
@@ -444,9 +443,9 @@ TOOLS: list[ToolSpec] = [
         name="archive",
         title="Archive a memory",
         description=(
-            "Retire a memory that is obsolete or no longer relevant, without replacing it. It "
-            "stays readable by id but drops out of default search and briefing. Archiving "
-            "twice is harmless. If it should be replaced by corrected text use revise."
+            "Retire a memory that is obsolete, stale or irrelevant now, with nothing to replace "
+            "it. It stays readable by id but is hidden from default search and briefing. "
+            "Archiving twice is harmless."
         ),
         input_schema=schemas.ARCHIVE_IN,
         output_schema=schemas.ARCHIVE_OUT,
@@ -460,9 +459,9 @@ TOOLS: list[ToolSpec] = [
         name="resolve",
         title="Resolve a commitment",
         description=(
-            "Set a commitment's status: finished or done -> resolved, waiting on someone else "
-            "-> waiting, no longer needed -> expired, reopen -> open. Works only on commitments; "
-            "an illegal move is an invalid_transition error."
+            "Mark a commitment (promise, to-do, task) done or change its state: finished -> "
+            "resolved, blocked waiting on someone -> waiting, no longer needed -> expired, not "
+            "finished after all -> open. An illegal move is an invalid_transition error."
         ),
         input_schema=schemas.RESOLVE_IN,
         output_schema=schemas.RESOLVE_OUT,
@@ -476,11 +475,10 @@ TOOLS: list[ToolSpec] = [
         name="briefing",
         title="Session briefing",
         description=(
-            "Orient yourself at the start of a session: open and overdue commitments, blockers, "
-            "recent decisions, preferences and pinned threads, with exact counts and short "
-            "excerpts. Covers everything or one scope, project or thread; mode brief (3 per "
-            "section) or full (10). Use search for a specific question and handoff to pass work "
-            "on."
+            "Orient at the start of a session or day, before working: an overview that catches "
+            "you up on open and overdue commitments, blockers, recent decisions, preferences and "
+            "pinned threads, with exact counts and short excerpts. For everything or one scope, "
+            "project or thread; mode brief (3 per section) or full (10)."
         ),
         input_schema=schemas.BRIEFING_IN,
         output_schema=schemas.BRIEFING_OUT,
@@ -494,10 +492,10 @@ TOOLS: list[ToolSpec] = [
         name="handoff",
         title="Handoff package",
         description=(
-            "Package the state of the work for another agent or the next session when you stop "
-            "or delegate: decisions, open commitments, blockers and preferences with "
-            "600-character excerpts, exact counts and a truncated flag per section. For a "
-            "start-of-session overview use briefing."
+            "Wrap up when you stop or delegate: bundle a handover package to pass on to "
+            "another agent, a colleague or whoever continues tomorrow, with decisions, "
+            "commitments, blockers and preferences as 600-character excerpts and a truncated "
+            "flag per section."
         ),
         input_schema=schemas.HANDOFF_IN,
         output_schema=schemas.HANDOFF_OUT,
@@ -511,10 +509,10 @@ TOOLS: list[ToolSpec] = [
         name="configure_thread",
         title="Configure threads",
         description=(
-            "Manage threads, named groups of related memories: list threads and pending "
-            "proposals, create, rename, pin or unpin (pinned threads show in briefing), add or "
-            "remove member memories, and accept or reject a membership proposal. The server only "
-            "proposes memberships; nothing joins a thread until you add or accept it."
+            "Organise threads, named groups of related memories: list threads and pending "
+            "proposals, create, rename, pin or unpin (pinned threads show in briefing), add "
+            "memories to a group or take them out, and accept or reject a proposal. The server "
+            "only proposes; nothing joins a thread until you add or accept it."
         ),
         input_schema=schemas.CONFIGURE_THREAD_IN,
         output_schema=schemas.CONFIGURE_THREAD_OUT,
@@ -528,10 +526,10 @@ TOOLS: list[ToolSpec] = [
         name="describe_environment",
         title="Describe environment",
         description=(
-            "Describe this server and your account: available tools and server version, your "
-            "token's permissions, your projects, scopes and threads, and memory counts by type "
-            "and status. Call it when unsure what exists or what you are allowed to do. Reads "
-            "no memory content."
+            "Describe this server and your account: which tools are available and the server "
+            "version, what permissions your token has (can you write?), how many memories you "
+            "have of each type and status, and lists of your projects, scopes and threads. "
+            "Reads no memory content."
         ),
         input_schema=schemas.DESCRIBE_IN,
         output_schema=schemas.DESCRIBE_OUT,
