@@ -14,6 +14,7 @@ from memories import bounds
 from memories.errors import (
     AccountInactive,
     Conflict,
+    DomainError,
     DuplicateMemory,
     InvalidInput,
     InvalidTransition,
@@ -69,35 +70,40 @@ def _lock_live_owner(owner) -> None:
         raise AccountInactive("this account is deactivated")
 
 
+class _LostInsert(Exception):
+    """The insert violated a uniqueness rule; raised inside the transaction so it rolls back."""
+
+    def __init__(self, constraint: str, memory: Memory) -> None:
+        self.constraint = constraint
+        self.memory = memory
+
+
 def _insert(memory: Memory) -> Memory:
+    """Insert, letting the database's unique indexes decide duplicates and lost revise races:
+    no pre-check query on the hot path, and no window between a check and the write."""
+    try:
+        memory.save(force_insert=True)
+    except IntegrityError as error:
+        constraint = getattr(getattr(error.__cause__, "diag", None), "constraint_name", None)
+        if constraint in ("memory_unique_live_content", "memories_memory_predecessor_id_key"):
+            raise _LostInsert(constraint, memory) from None
+        raise
+    return memory
+
+
+def _explain_lost_insert(lost: _LostInsert) -> DomainError:
+    """After the rollback: the domain error for a lost insert, naming the winner if any."""
+    memory = lost.memory
+    if lost.constraint == "memories_memory_predecessor_id_key":
+        return Conflict(f"memory {memory.predecessor_id} is already superseded")
     existing = (
         Memory.objects.owned_by(memory.owner_id)
         .current()
         .filter(content=memory.content)
-        .exclude(pk=memory.predecessor_id)
         .values_list("id", flat=True)
         .first()
     )
-    if existing is not None:
-        raise DuplicateMemory(existing)
-    try:
-        with transaction.atomic():  # savepoint: a lost race leaves the outer transaction usable
-            memory.save(force_insert=True)
-    except IntegrityError as error:
-        constraint = getattr(getattr(error.__cause__, "diag", None), "constraint_name", None)
-        if constraint == "memory_unique_live_content":
-            winner = (
-                Memory.objects.owned_by(memory.owner_id)
-                .current()
-                .filter(content=memory.content)
-                .values_list("id", flat=True)
-                .first()
-            )
-            raise DuplicateMemory(winner) from None
-        if constraint == "memories_memory_predecessor_id_key":
-            raise Conflict(f"memory {memory.predecessor_id} is already superseded") from None
-        raise
-    return memory
+    return DuplicateMemory(existing)
 
 
 @dataclass(frozen=True)
@@ -179,9 +185,13 @@ def remember(
         tags=tags,
         due_at=due_at,
     )
-    with transaction.atomic():
-        _lock_live_owner(owner)
-        return _insert(_new_memory(owner, fields))
+    memory = _new_memory(owner, fields)
+    try:
+        with transaction.atomic():
+            _lock_live_owner(owner)
+            return _insert(memory)
+    except _LostInsert as lost:
+        raise _explain_lost_insert(lost) from None
 
 
 def revise_memory(
@@ -199,6 +209,25 @@ def revise_memory(
     """Supersede a memory: close the predecessor (valid_to) and insert a successor with a new id
     pointing back to it. Fields not given are carried over. Revising a memory that is already
     superseded is a Conflict, so two concurrent revisions yield one successor and one Conflict."""
+    try:
+        return _revise(
+            owner=owner,
+            predecessor_id=predecessor_id,
+            content=content,
+            given={
+                "memory_type": memory_type,
+                "topic": topic,
+                "scope": scope,
+                "project": project,
+                "tags": tags,
+                "due_at": due_at,
+            },
+        )
+    except _LostInsert as lost:
+        raise _explain_lost_insert(lost) from None
+
+
+def _revise(*, owner, predecessor_id: object, content: object, given: dict) -> Memory:
     with transaction.atomic():
         _lock_live_owner(owner)
         parsed = parse_memory_id(predecessor_id)
@@ -212,21 +241,17 @@ def revise_memory(
         if predecessor.valid_to is not None:
             raise Conflict(f"memory {predecessor.id} is already superseded")
 
-        def given(value: object, inherited: object) -> object:
-            return inherited if value is _UNSET else value
-
-        successor_type = given(memory_type, predecessor.memory_type)
-        # A due date carries over only while the memory stays a commitment.
-        inherited_due = predecessor.due_at if successor_type == MemoryType.COMMITMENT else None
-        fields = MemoryFields.clean(
-            memory_type=successor_type,
-            topic=given(topic, predecessor.topic),
-            content=content,
-            scope=given(scope, predecessor.scope),
-            project=given(project, predecessor.project),
-            tags=given(tags, predecessor.tags),
-            due_at=given(due_at, inherited_due),
-        )
+        inherited = {
+            name: getattr(predecessor, name) if value is _UNSET else value
+            for name, value in given.items()
+            if name != "due_at"
+        }
+        due_at = given["due_at"]
+        if due_at is _UNSET:
+            # A due date carries over only while the memory stays a commitment.
+            commitment = inherited["memory_type"] == MemoryType.COMMITMENT
+            due_at = predecessor.due_at if commitment else None
+        fields = MemoryFields.clean(content=content, due_at=due_at, **inherited)
         successor = _new_memory(owner, fields, predecessor=predecessor)
         predecessor.valid_to = successor.recorded_at
         predecessor.save(update_fields=["valid_to"])

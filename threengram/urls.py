@@ -1,6 +1,11 @@
 from django.contrib import admin
 from django.urls import path
 
+from threengram import observability
+
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("health", observability.health, name="health"),
+    path("ready", observability.ready, name="ready"),
+    path("version", observability.version_view, name="version"),
 ]

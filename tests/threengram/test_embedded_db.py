@@ -1,0 +1,66 @@
+"""The embedded PostgreSQL used when DATABASE_URL is unset: created on first use, reused with its
+data on the next run, and stopped when the last process using it exits."""
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import psycopg
+
+from threengram.settings import _database_from_url
+
+RUN = textwrap.dedent(
+    """
+    import sys, psycopg
+    from pathlib import Path
+    from threengram.embedded_db import start
+    url = start(Path(sys.argv[1]), "sample")
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute("CREATE TABLE IF NOT EXISTS runs (n int)")
+        connection.execute("INSERT INTO runs VALUES (1)")
+        print(connection.execute("SELECT count(*) FROM runs").fetchone()[0])
+    """
+)
+
+
+def run_once(pgdata: Path) -> int:
+    result = subprocess.run(
+        [sys.executable, "-c", RUN, str(pgdata)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert result.returncode == 0, result.stderr
+    return int(result.stdout.strip().splitlines()[-1])
+
+
+def test_created_reused_and_stopped(tmp_path):
+    pgdata = tmp_path / "pgdata"
+    assert run_once(pgdata) == 1
+    assert (pgdata / "PG_VERSION").read_text().strip() == "18"
+    assert not (pgdata / "postmaster.pid").exists(), "server still running after the process exit"
+    assert run_once(pgdata) == 2  # same data folder, data kept
+    assert not (pgdata / "postmaster.pid").exists()
+
+
+def test_database_url_maps_to_django_settings():
+    database = _database_from_url(
+        "postgresql://app:s3cret@db.example.com:6432/memories?sslmode=require"
+    )
+    assert (database["ENGINE"], database["NAME"], database["USER"], database["PASSWORD"]) == (
+        "django.db.backends.postgresql",
+        "memories",
+        "app",
+        "s3cret",
+    )
+    assert (database["HOST"], database["PORT"]) == ("db.example.com", "6432")
+    assert database["OPTIONS"]["sslmode"] == "require"
+    assert database["OPTIONS"]["pool"]["max_size"] >= 1
+
+
+def test_socket_urls_of_the_embedded_server_parse():
+    database = _database_from_url("postgresql://postgres:@/threengram?host=/work/.pgdata")
+    assert (database["NAME"], database["HOST"]) == ("threengram", "/work/.pgdata")
+    assert psycopg.conninfo.make_conninfo(dbname=database["NAME"], host=database["HOST"])
