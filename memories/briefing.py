@@ -1,8 +1,7 @@
 """The session briefing: what an agent needs at the start of a session, in one bounded read.
 
 Each section reports the exact number of matching memories and at most a few items (excerpts,
-never full bodies). All sections come from one UNION ALL statement (a window count per section),
-pinned threads from a second one.
+never full bodies). All sections come from one UNION ALL statement, pinned threads from a second.
 """
 
 from __future__ import annotations
@@ -126,11 +125,15 @@ def read_sections(
     """Exact counts and the first `items` rows of each section, in one statement."""
     params: dict = {"owner": owner_id, "now": now, "items": items, "fetch": excerpt_max + 1}
     narrow = selector.sql(owner_id, params)
-    # Only module constants are formatted in; every value is a bound parameter.
+    # Only module constants are formatted in; every value is a bound parameter. The count is its
+    # own uncorrelated subquery (run once), so it can be an index-only scan of the covering
+    # memory_owner_type_current index instead of fetching every row a window count would.
     parts = [
         f"""(SELECT '{spec.name}' AS section, m.id, m.memory_type, m.topic,
                    left(m.content, %(fetch)s), m.content_length, m.scope, m.project,
-                   m.recorded_at, m.commitment_status, m.due_at, count(*) OVER () AS total
+                   m.recorded_at, m.commitment_status, m.due_at,
+                   (SELECT count(*) FROM memories_memory m
+                    WHERE {LIVE}{narrow} AND {spec.where}) AS total
             FROM memories_memory m
             WHERE {LIVE}{narrow} AND {spec.where}
             ORDER BY {spec.order}

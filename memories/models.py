@@ -119,10 +119,12 @@ class Memory(models.Model):
         verbose_name_plural = "memories"
         indexes = [
             models.Index(fields=["owner", "-recorded_at"], name="memory_owner_recent"),
+            # Covering: briefing and handoff count their sections with index-only scans.
             models.Index(
                 fields=["owner", "memory_type", "-recorded_at"],
                 name="memory_owner_type_current",
                 condition=Q(valid_to__isnull=True),
+                include=["status", "commitment_status", "due_at"],
             ),
         ]
         constraints = [

@@ -2,16 +2,23 @@
 similarity on the topic, recency as the tiebreak, keyset paging with a signed cursor.
 
 Ranking (one statement, see `_SQL`):
-- A row is a candidate when it matches the full-text query (`websearch_to_tsquery` on the
-  unaccented configuration of migration 0003: every word must match; "quoted phrases", `or`
-  and `-exclusions` work as in a web search engine), or when its topic is trigram-similar to the
-  query (pg_trgm's `%`, similarity >= 0.3, the extension's default threshold).
+- Candidates are the memories matching the full-text query (`websearch_to_tsquery` on the
+  unaccented configuration of migration 0003: every word must match; "quoted phrases", `or` and
+  `-exclusions` work as in a web search engine). Only when no memory matches the words does the
+  search fall back to topics that are trigram-similar to the query (pg_trgm's `%`: similarity
+  >= 0.3, the extension's default threshold), which catches typos and near-miss topic names.
+  Trying the trigram leg only as a fallback keeps it off the hot path: a trigram index scan for
+  a short query can touch a large part of a big tenant's rows.
 - score = 0.5 for a full-text match + 0.5 * ts_rank_cd normalised to 0..1 (rank / (rank + 1))
   + 0.5 * similarity(topic, query). Rounded to 6 places so paging compares exact values.
 - Score floor (SCORE_FLOOR = 0.15): a full-text match always clears it; a topic-only match needs
   similarity >= 0.3. A query that matches nothing this way returns no hits rather than the
   "closest" noise.
 - Order: score desc, then recorded_at desc (recency breaks ties), then id.
+- Bounded work: when more than CANDIDATES_MAX memories match, only the most recent
+  CANDIDATES_MAX of them are ranked.
+- Paging: the cursor is signed (django.core.signing, SECRET_KEY) and carries the position, the
+  candidate mode and a fingerprint of the query and filters; it is refused for any other query.
 """
 
 from __future__ import annotations
@@ -35,6 +42,9 @@ MAX_LIMIT = 25
 QUERY_MAX = 500
 SCORE_FLOOR = 0.15
 CURSOR_MAX = 512
+# When more memories match than this, the most recent ones are ranked: a term that common says
+# little, and the cost of a search stays bounded however large the tenant grows.
+CANDIDATES_MAX = 1000
 _CURSOR_SALT = "threengram.memories.search-cursor"
 STATUS_FILTERS = ("active", "archived", "any")
 
@@ -133,8 +143,13 @@ def clean_filters(
     )
 
 
+# Written inline rather than in a CTE: the planner folds it to a constant and can then estimate
+# how many rows a term matches (and pick a plan for common terms that stops early).
+_TSQUERY = "websearch_to_tsquery('threengram_unaccented', %(query)s)"
+# How a memory qualifies as a candidate. "topic" is the fallback when no memory matches the words
+# (a typo, a near-miss on a topic name).
+_MATCH = {"words": "m.search_vector @@ {tsq}", "topic": "m.topic %% %(query)s"}
 _SQL = """
-WITH q AS (SELECT websearch_to_tsquery('threengram_unaccented', %(query)s) AS tsq)
 SELECT id, memory_type, topic, excerpt, content_length, scope, project, status,
        commitment_status, recorded_at, valid_to, score
 FROM (
@@ -142,14 +157,18 @@ FROM (
            m.content_length, m.scope, m.project, m.status, m.commitment_status,
            m.recorded_at, m.valid_to,
            round((
-               CASE WHEN m.search_vector @@ q.tsq
-                    THEN 0.5 + 0.5 * ts_rank_cd(m.search_vector, q.tsq, 32) ELSE 0 END
+               CASE WHEN m.search_vector @@ {tsq}
+                    THEN 0.5 + 0.5 * ts_rank_cd(m.search_vector, {tsq}, 32) ELSE 0 END
                + 0.5 * similarity(m.topic, %(query)s)
            )::numeric, 6) AS score
-    FROM memories_memory m, q
-    WHERE m.owner_id = %(owner)s
-      AND (m.search_vector @@ q.tsq OR m.topic %% %(query)s)
-      {filters}
+    FROM (
+        SELECT m.* FROM memories_memory m
+        WHERE m.owner_id = %(owner)s
+          AND {match}
+          {filters}
+        ORDER BY m.recorded_at DESC
+        LIMIT %(candidates)s
+    ) m
 ) ranked
 WHERE score >= %(floor)s {keyset}
 ORDER BY score DESC, recorded_at DESC, id DESC
@@ -201,10 +220,15 @@ def _where(filters: SearchFilters, owner_id: int, params: dict) -> str:
     return "".join(f"\n      AND {clause}" for clause in clauses)
 
 
-def _decode_cursor(cursor: str, fingerprint: str) -> tuple[str, datetime, uuid.UUID]:
+def _decode_cursor(cursor: str, fingerprint: str) -> tuple[str, str, datetime, uuid.UUID]:
     try:
         payload = signing.loads(cursor, salt=_CURSOR_SALT)
-        position = (payload["s"], datetime.fromisoformat(payload["r"]), uuid.UUID(payload["i"]))
+        position = (
+            _MATCH[payload["m"]] and payload["m"],
+            payload["s"],
+            datetime.fromisoformat(payload["r"]),
+            uuid.UUID(payload["i"]),
+        )
         bound_to = payload["f"]
     except (signing.BadSignature, KeyError, TypeError, ValueError):
         raise InvalidInput(
@@ -237,19 +261,29 @@ def search(
         "floor": SCORE_FLOOR,
         "fetch": limit + 1,
         "excerpt_fetch": SEARCH_EXCERPT_MAX + 1,
+        "candidates": CANDIDATES_MAX,
     }
-    keyset = ""
+    keyset, mode = "", "words"
     if cursor is not None:
         if len(cursor) > CURSOR_MAX:
             raise InvalidInput("cursor", f"must be at most {CURSOR_MAX} characters")
-        params["k_score"], params["k_recorded"], params["k_id"] = _decode_cursor(
+        mode, params["k_score"], params["k_recorded"], params["k_id"] = _decode_cursor(
             cursor, fingerprint
         )
         keyset = "AND (score, recorded_at, id) < (%(k_score)s::numeric, %(k_recorded)s, %(k_id)s)"
-    sql = _SQL.format(filters=_where(filters, owner_id, params), keyset=keyset)
-    with connection.cursor() as db:
-        db.execute(sql, params)
-        rows = db.fetchall()
+    where = _where(filters, owner_id, params)
+
+    def ranked(mode: str) -> list[tuple]:
+        match = _MATCH[mode].format(tsq=_TSQUERY)
+        sql = _SQL.format(filters=where, keyset=keyset, tsq=_TSQUERY, match=match)
+        with connection.cursor() as db:
+            db.execute(sql, params)
+            return db.fetchall()
+
+    rows = ranked(mode)
+    if not rows and cursor is None and mode == "words":
+        mode = "topic"
+        rows = ranked(mode)
     page = SearchPage()
     for row in rows[:limit]:
         cut = excerpt(row[3])  # at most 601 code points fetched: enough to know it was cut
@@ -273,7 +307,13 @@ def search(
     if len(rows) > limit:
         last = rows[limit - 1]
         page.next_cursor = signing.dumps(
-            {"f": fingerprint, "s": str(last[11]), "r": last[9].isoformat(), "i": str(last[0])},
+            {
+                "f": fingerprint,
+                "m": mode,
+                "s": str(last[11]),
+                "r": last[9].isoformat(),
+                "i": str(last[0]),
+            },
             salt=_CURSOR_SALT,
         )
     return page
