@@ -10,7 +10,7 @@ from jsonschema import Draft202012Validator
 
 from mcp_gateway.tools import TOOLS, tool_definitions
 from memories.models import Memory
-from tests.mcp_gateway.conftest import fails, ok, principal_for
+from tests.mcp_gateway.tools.conftest import fails, ok, principal_for
 
 pytestmark = pytest.mark.anyio
 

@@ -7,7 +7,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_gateway.prompts import complete_prompt_argument, get_prompt, prompt_definitions
 from mcp_gateway.tools import TOOLS
-from tests.mcp_gateway.conftest import ok, principal_for
+from tests.mcp_gateway.tools.conftest import ok, principal_for
 
 pytestmark = pytest.mark.anyio
 
