@@ -1,6 +1,17 @@
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
+from django.template.response import TemplateResponse
+from oauth2_provider import admin as oauth_admin
+from oauth2_provider.models import (
+    get_access_token_model,
+    get_application_model,
+    get_grant_model,
+    get_id_token_model,
+    get_refresh_token_model,
+)
 
+from accounts.erasure import erase_account
 from accounts.models import ErasureRecord, User
 
 
@@ -9,6 +20,37 @@ class UserAdmin(DjangoUserAdmin):
     list_display = ("username", "email", "is_active", "is_staff", "date_joined", "erased_at")
     list_filter = ("is_active", "is_staff", "erased_at")
     readonly_fields = ("erased_at",)
+    actions = ("erase_accounts",)
+
+    @admin.action(description="Erase the selected accounts…", permissions=("change",))
+    def erase_accounts(self, request, queryset):
+        """Like Django's delete action: a confirmation page first, then erase_account for each
+        selected account, recorded as requested by this staff member."""
+        targets = list(queryset.filter(erased_at__isnull=True).exclude(pk=request.user.pk))
+        if queryset.filter(pk=request.user.pk).exists():
+            self.message_user(
+                request, "You cannot erase your own account from here.", messages.ERROR
+            )
+        if not targets:
+            return None
+        if request.POST.get("confirm") == "yes":
+            for user in targets:
+                erase_account(user=user, requested_by_staff=request.user)
+            self.message_user(
+                request,
+                f"Erased {len(targets)} account(s); see Erasure records.",
+                messages.SUCCESS,
+            )
+            return None
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Erase accounts: are you sure?",
+            "targets": targets,
+            "opts": self.model._meta,
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            "action_name": "erase_accounts",
+        }
+        return TemplateResponse(request, "admin/accounts/user/erase_confirmation.html", context)
 
 
 @admin.register(ErasureRecord)
@@ -16,7 +58,12 @@ class ErasureRecordAdmin(admin.ModelAdmin):
     """Read-only audit trail: staff can list and filter, never add, edit or delete."""
 
     list_display = ("account_id", "erased_at", "requested_by", "staff_member", "counts")
-    list_filter = (("erased_at", admin.DateFieldListFilter), "requested_by", "staff_member")
+    # RelatedOnly: the filter lists the staff who requested erasures, not every account.
+    list_filter = (
+        ("erased_at", admin.DateFieldListFilter),
+        "requested_by",
+        ("staff_member", admin.RelatedOnlyFieldListFilter),
+    )
     date_hierarchy = "erased_at"
     list_select_related = ("staff_member",)
     readonly_fields = ("account", "erased_at", "requested_by", "staff_member", "counts")
@@ -29,3 +76,47 @@ class ErasureRecordAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+# --- OAuth: DOT's admin classes with every secret kept off the page ------------------------------
+# DOT masks the token/code columns already; its change forms still render the token checksum
+# (a lookup key equivalent to the token for anyone holding the database) and the client secret
+# hash. These subclasses exclude both, so no admin page shows a credential or its digest.
+
+
+def _excluding(*fields: str):
+    class ExcludeSecrets:
+        def get_exclude(self, request, obj=None):
+            return tuple({*(super().get_exclude(request, obj) or ()), *fields})
+
+    return ExcludeSecrets
+
+
+class ApplicationAdmin(_excluding("client_secret"), oauth_admin.ApplicationAdmin):
+    """Secrets of confidential clients are shown once by the registration that creates them
+    (DCR), never here. Staff add public (PKCE) clients, which have no secret."""
+
+    list_display = ("name", "client_id", "client_type", "registration_source", "user", "created")
+
+
+class AccessTokenAdmin(_excluding("token", "token_checksum"), oauth_admin.AccessTokenAdmin):
+    list_display = ("pk", "masked_token", "user", "application", "expires", "created")
+
+
+class RefreshTokenAdmin(_excluding("token", "token_checksum"), oauth_admin.RefreshTokenAdmin):
+    list_display = ("pk", "masked_token", "user", "application", "created", "revoked")
+
+
+class GrantAdmin(_excluding("code"), oauth_admin.GrantAdmin):
+    pass
+
+
+for model, model_admin in (
+    (get_application_model(), ApplicationAdmin),
+    (get_access_token_model(), AccessTokenAdmin),
+    (get_refresh_token_model(), RefreshTokenAdmin),
+    (get_grant_model(), GrantAdmin),
+    (get_id_token_model(), oauth_admin.IDTokenAdmin),
+):
+    admin.site.unregister(model)
+    admin.site.register(model, model_admin)

@@ -74,6 +74,13 @@ class MemoryQuerySet(models.QuerySet):
         """Current and not archived: what an agent works from by default."""
         return self.current().filter(status=Status.ACTIVE)
 
+    def containing(self, text: str) -> MemoryQuerySet:
+        """Content or topic contains `text` (case-insensitive), or a tag equals it: the simple
+        filter of the account pages' memory browser (agents use the ranked search instead)."""
+        return self.filter(
+            Q(content__icontains=text) | Q(topic__icontains=text) | Q(tags__contains=[text])
+        )
+
     def as_of(self, instant: datetime) -> MemoryQuerySet:
         """What was current at `instant`: recorded by then and not yet superseded."""
         return self.filter(recorded_at__lte=instant).filter(

@@ -49,6 +49,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "threengram.observability.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Serves /static/ from the app server (no separate web server or build step needed).
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -125,6 +127,19 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+
+# Shared state for the log-in throttle (accounts/throttle.py). The default local-memory cache is
+# per process: with several server processes set CACHE_URL (e.g. a database or redis cache).
+CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
+
+# --- Accounts pages ----------------------------------------------------------------------------
+SIGNUP_ENABLED = env.bool("SIGNUP_ENABLED", default=True)
+# Failed log-ins allowed per window, per username and per client IP, before further attempts are
+# refused (HTTP 429) until the window ends.
+LOGIN_FAILURES_PER_USERNAME = env.int("LOGIN_FAILURES_PER_USERNAME", default=5)
+LOGIN_FAILURES_PER_IP = env.int("LOGIN_FAILURES_PER_IP", default=20)
+LOGIN_FAILURE_WINDOW_SECONDS = env.int("LOGIN_FAILURE_WINDOW_SECONDS", default=15 * 60)
 
 # --- Security (production defaults; DEBUG relaxes only what cannot work over plain http) -----
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=not DEBUG)

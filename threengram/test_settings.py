@@ -8,3 +8,6 @@ os.environ.setdefault("SECURE_SSL_REDIRECT", "0")
 from threengram.settings import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# Serve static files straight from the source folders (no collectstatic in the test run).
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = True

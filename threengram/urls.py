@@ -1,5 +1,5 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
 from threengram import observability
 
@@ -8,4 +8,5 @@ urlpatterns = [
     path("health", observability.health, name="health"),
     path("ready", observability.ready, name="ready"),
     path("version", observability.version_view, name="version"),
+    path("", include("accounts.urls")),
 ]

@@ -1,0 +1,145 @@
+"""Connected apps: the OAuth clients that can currently reach my memories, and revoking one.
+
+An app is *connected* when I hold, for it, an unexpired access token, an unrevoked refresh token
+or an unexpired authorization code. DOT records no "last used" time, so the page shows the two
+moments the tables do record:
+
+- first authorized: the creation of the oldest credential in a still-live authorization. A
+  refresh-token family (`token_family`, one per consent) keeps its first row as a revoked
+  tombstone through every rotation, so the family's oldest row is the consent time; access tokens
+  and codes outside any family count by their own creation time.
+- last used: when the app last obtained an access token (by code exchange or refresh). With
+  one-hour access tokens this is the app's activity to within an hour.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from urllib.parse import urlsplit
+
+from django.db import transaction
+from django.db.models import Max, Min, Q
+from django.utils import timezone
+from oauth2_provider.models import (
+    AbstractApplication,
+    get_access_token_model,
+    get_application_model,
+    get_grant_model,
+    get_id_token_model,
+    get_refresh_token_model,
+)
+from oauth2_provider.scopes import get_scopes_backend
+
+
+@dataclass(frozen=True)
+class ConnectedApp:
+    application: AbstractApplication
+    client_id: str
+    client_id_is_metadata_url: bool
+    redirect_hosts: list[str]
+    scopes: list[str]  # plain-words descriptions
+    first_authorized: datetime | None
+    last_used: datetime | None
+
+
+def _live_credentials(user, now):
+    AccessToken = get_access_token_model()
+    RefreshToken = get_refresh_token_model()
+    Grant = get_grant_model()
+    return (
+        AccessToken.objects.filter(user=user, expires__gt=now),
+        RefreshToken.objects.filter(user=user, revoked__isnull=True),
+        Grant.objects.filter(user=user, expires__gt=now),
+    )
+
+
+def connected_apps_for(*, user) -> list[ConnectedApp]:
+    """Every app holding a live credential for `user`, most recently used first."""
+    now = timezone.now()
+    access, refresh, grants = _live_credentials(user, now)
+    app_ids = (
+        set(access.values_list("application_id", flat=True))
+        | set(refresh.values_list("application_id", flat=True))
+        | set(grants.values_list("application_id", flat=True))
+    )
+    app_ids.discard(None)
+    all_scopes = get_scopes_backend().get_all_scopes()
+    apps = []
+    for application in get_application_model().objects.filter(pk__in=app_ids).order_by("name"):
+        apps.append(_describe(user, application, now, all_scopes))
+    return sorted(
+        apps, key=lambda app: (app.last_used is not None, app.last_used or now), reverse=True
+    )
+
+
+def _describe(user, application, now, all_scopes: dict[str, str]) -> ConnectedApp:
+    access, refresh, grants = (
+        queryset.filter(application=application) for queryset in _live_credentials(user, now)
+    )
+    RefreshToken = get_refresh_token_model()
+    live_families = refresh.exclude(token_family=None).values("token_family")
+    first = [
+        RefreshToken.objects.filter(user=user, token_family__in=live_families).aggregate(
+            first=Min("created")
+        )["first"],
+        refresh.filter(token_family=None).aggregate(first=Min("created"))["first"],
+        access.filter(Q(refresh_token__isnull=True)).aggregate(first=Min("created"))["first"],
+        grants.aggregate(first=Min("created"))["first"],
+    ]
+    last_used = (
+        get_access_token_model()
+        .objects.filter(user=user, application=application)
+        .aggregate(last=Max("created"))["last"]
+    )
+    granted: set[str] = set()
+    for scope in access.values_list("scope", flat=True):
+        granted.update(scope.split())
+    for scope in refresh.exclude(access_token=None).values_list("access_token__scope", flat=True):
+        granted.update(scope.split())
+    for scope in grants.values_list("scope", flat=True):
+        granted.update(scope.split())
+    client_id = application.client_id
+    return ConnectedApp(
+        application=application,
+        client_id=client_id,
+        # Client ID Metadata Documents: the client_id is the HTTPS URL of the client's metadata.
+        client_id_is_metadata_url=client_id.startswith("https://"),
+        redirect_hosts=sorted(
+            {urlsplit(uri).netloc for uri in application.redirect_uris.split() if uri}
+        ),
+        scopes=[all_scopes.get(name, name) for name in sorted(granted)],
+        first_authorized=min((moment for moment in first if moment), default=None),
+        last_used=last_used,
+    )
+
+
+def revoke_app_access(*, user, application) -> dict[str, int]:
+    """Disconnect `application` from `user` at once: delete its access tokens, authorization codes
+    and ID tokens, and mark its refresh tokens revoked (kept as tombstones, which DOT's
+    refresh-token reuse detection needs). One transaction, so the app is never half-connected."""
+    AccessToken = get_access_token_model()
+    RefreshToken = get_refresh_token_model()
+    with transaction.atomic():
+        now = timezone.now()
+        live_refresh = RefreshToken.objects.filter(
+            user=user, application=application, revoked__isnull=True
+        )
+        # Lock refresh tokens before access tokens: the order RefreshToken.revoke() and
+        # rotation use, so a concurrent refresh waits for us instead of deadlocking, and then
+        # finds its refresh token revoked.
+        list(live_refresh.select_for_update().values_list("pk", flat=True))
+        refresh_revoked = live_refresh.update(revoked=now, updated=now, access_token=None)
+        access_deleted, _ = AccessToken.objects.filter(user=user, application=application).delete()
+        grants_deleted, _ = (
+            get_grant_model().objects.filter(user=user, application=application).delete()
+        )
+        id_tokens_deleted, _ = (
+            get_id_token_model().objects.filter(user=user, application=application).delete()
+        )
+    return {
+        "oauth_access_tokens": access_deleted,
+        "oauth_refresh_tokens": refresh_revoked,
+        "oauth_grants": grants_deleted,
+        "oauth_id_tokens": id_tokens_deleted,
+    }

@@ -1,0 +1,73 @@
+"""Data portability: all of one tenant's memories as a single JSON document, streamed.
+
+The document is produced row by row from a server-side cursor (`aiterator`, `chunk_size` rows per
+fetch) and handed to the server as an *async* iterator. That matters under ASGI: Django buffers a
+synchronous iterator of a StreamingHttpResponse completely (`sync_to_async(list)`) before sending
+it, so only an async iterator keeps a 100,000-memory export in bounded memory
+(scripts/bench_export.py measures it; docs/performance.md has the figures).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db.models import F
+from django.utils import timezone
+
+from memories.models import Memory
+
+EXPORT_FORMAT = "threengram-memories-export"
+EXPORT_VERSION = 1
+CHUNK_ROWS = 500
+
+# Substance, lifecycle and the supersession links in both directions: everything needed to
+# rebuild the history elsewhere. The owner is implied by the document.
+FIELDS = (
+    "id",
+    "memory_type",
+    "topic",
+    "content",
+    "content_length",
+    "scope",
+    "project",
+    "tags",
+    "recorded_at",
+    "status",
+    "valid_to",
+    "commitment_status",
+)
+
+
+def _dumps(value) -> str:
+    return json.dumps(value, cls=DjangoJSONEncoder, ensure_ascii=False)
+
+
+async def export_memories_json(
+    *, owner_id: int, username: str, chunk_rows: int | None = None
+) -> AsyncIterator[str]:
+    """Yield the export document in pieces of at most `chunk_rows` memories, oldest first."""
+    chunk_rows = chunk_rows or CHUNK_ROWS
+    header = {
+        "format": EXPORT_FORMAT,
+        "version": EXPORT_VERSION,
+        "exported_at": timezone.now(),
+        "account": username,
+    }
+    yield _dumps(header)[:-1] + ', "memories": ['
+    rows = (
+        Memory.objects.filter(owner_id=owner_id)
+        .order_by("recorded_at", "id")
+        .values(*FIELDS, supersedes=F("predecessor_id"), superseded_by=F("successor__id"))
+    )
+    count = 0
+    pieces: list[str] = []
+    async for row in rows.aiterator(chunk_size=chunk_rows):
+        row["uri"] = f"threengram://memory/{row['id']}"
+        pieces.append(("\n" if count == 0 else ",\n") + _dumps(row))
+        count += 1
+        if len(pieces) >= chunk_rows:
+            yield "".join(pieces)
+            pieces = []
+    yield "".join(pieces) + f'\n], "memory_count": {count}}}\n'

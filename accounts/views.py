@@ -1,0 +1,204 @@
+"""The account pages: thin views over Django's auth views and the accounts/memories services."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth import login, logout
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse_lazy
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from accounts.connected_apps import connected_apps_for, revoke_app_access
+from accounts.erasure import erase_account
+from accounts.export import export_memories_json
+from accounts.forms import DeleteAccountForm, SignUpForm, ThrottledAuthenticationForm
+from memories.access import NIL_ID
+from memories.models import Memory
+from memories.services import parse_memory_id
+
+MEMORIES_PER_PAGE = 20
+SEARCH_MAX = 200
+
+
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    if request.user.is_authenticated:
+        return redirect("accounts:memories")
+    return redirect("accounts:login")
+
+
+@require_http_methods(["GET", "POST"])
+def signup(request: HttpRequest) -> HttpResponse:
+    if not settings.SIGNUP_ENABLED:
+        raise Http404("Sign-up is closed.")
+    if request.user.is_authenticated:
+        return redirect("accounts:memories")
+    form = SignUpForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        user = form.save()
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        messages.success(request, f"Welcome, {user.username}. Your account is ready.")
+        return redirect("accounts:memories")
+    return render(request, "accounts/signup.html", {"form": form, "nav": "signup"})
+
+
+class LoginView(auth_views.LoginView):
+    """Django's log-in view with throttled failures. A throttled attempt is answered 429 Too Many
+    Requests (RFC 6585 §4) with the form and a message saying how long to wait."""
+
+    form_class = ThrottledAuthenticationForm
+    redirect_authenticated_user = True
+    extra_context = {"nav": "login"}
+
+    def get_context_data(self, **kwargs):
+        return super().get_context_data(signup_enabled=settings.SIGNUP_ENABLED, **kwargs)
+
+    def form_invalid(self, form):
+        response = super().form_invalid(form)
+        if form.is_throttled:
+            response.status_code = 429
+            response["Retry-After"] = str(settings.LOGIN_FAILURE_WINDOW_SECONDS)
+        return response
+
+
+class LogoutView(auth_views.LogoutView):
+    """POST only (Django's LogoutView refuses GET), so a link on another site cannot log you out."""
+
+    next_page = reverse_lazy("accounts:login")
+
+
+class PasswordChangeView(auth_views.PasswordChangeView):
+    success_url = reverse_lazy("accounts:password_change_done")
+    extra_context = {"nav": "account"}
+
+
+class PasswordChangeDoneView(auth_views.PasswordChangeDoneView):
+    extra_context = {"nav": "account"}
+
+
+@login_required
+@require_GET
+def connected_apps(request: HttpRequest) -> HttpResponse:
+    return render(
+        request,
+        "accounts/connected_apps.html",
+        {"apps": connected_apps_for(user=request.user), "nav": "apps"},
+    )
+
+
+@login_required
+@require_POST
+def revoke_app(request: HttpRequest, pk: int) -> HttpResponse:
+    # Only an app connected to me: any other id is a 404, so ids of other people's apps tell
+    # nothing.
+    connected = {
+        app.application.pk: app.application for app in connected_apps_for(user=request.user)
+    }
+    application = connected.get(pk)
+    if application is None:
+        raise Http404("No such connected app.")
+    revoke_app_access(user=request.user, application=application)
+    messages.success(
+        request,
+        f"{application.name or application.client_id} is disconnected: its tokens no longer work.",
+    )
+    return redirect("accounts:connected_apps")
+
+
+@login_required
+@require_GET
+def memory_list(request: HttpRequest) -> HttpResponse:
+    query = request.GET.get("q", "").strip()
+    show_all = request.GET.get("show") == "all"
+    memories = Memory.objects.owned_by(request.user)
+    memories = memories if show_all else memories.active()
+    error = None
+    if len(query) > SEARCH_MAX:
+        error = f"Search text is limited to {SEARCH_MAX} characters; it was not applied."
+    elif query:
+        memories = memories.containing(query)
+    memories = memories.select_related("predecessor", "successor").order_by("-recorded_at", "-id")
+    page = Paginator(memories, MEMORIES_PER_PAGE).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "accounts/memory_list.html",
+        {
+            "page": page,
+            "query": query if not error else "",
+            "search_error": error,
+            "show_all": show_all,
+            "nav": "memories",
+        },
+    )
+
+
+@login_required
+@require_GET
+def memory_detail(request: HttpRequest, memory_id: str) -> HttpResponse:
+    owned = Memory.objects.owned_by(request.user)
+    # Malformed, missing and foreign ids all end in the same 404.
+    memory = owned.filter(id=parse_memory_id(memory_id) or NIL_ID).first()
+    if memory is None:
+        raise Http404("No such memory.")
+    return render(
+        request,
+        "accounts/memory_detail.html",
+        {"memory": memory, "chain": _supersession_chain(owned, memory), "nav": "memories"},
+    )
+
+
+def _supersession_chain(owned, memory: Memory) -> list[Memory]:
+    """The whole revision history `memory` belongs to, oldest first. Each step stays within the
+    owner's rows, so a chain can never lead into another tenant's memories."""
+    older: list[Memory] = []
+    cursor = memory
+    while cursor.predecessor_id is not None:
+        cursor = owned.get(id=cursor.predecessor_id)
+        older.append(cursor)
+    newer: list[Memory] = []
+    cursor = memory
+    while (successor := owned.filter(predecessor_id=cursor.id).first()) is not None:
+        newer.append(successor)
+        cursor = successor
+    return [*reversed(older), memory, *newer]
+
+
+@login_required
+@require_GET
+def export_memories(request: HttpRequest) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(
+        export_memories_json(owner_id=request.user.pk, username=request.user.get_username()),
+        content_type="application/json; charset=utf-8",
+    )
+    stamp = timezone.now().strftime("%Y-%m-%d")
+    response["Content-Disposition"] = f'attachment; filename="threengram-memories-{stamp}.json"'
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@login_required
+@require_GET
+def account(request: HttpRequest) -> HttpResponse:
+    return render(request, "accounts/account.html", {"nav": "account"})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def delete_account(request: HttpRequest) -> HttpResponse:
+    form = DeleteAccountForm(request.POST or None, user=request.user)
+    if request.method == "POST" and form.is_valid():
+        erase_account(user=request.user)
+        logout(request)
+        return redirect("accounts:account_deleted")
+    return render(request, "accounts/delete_account.html", {"form": form, "nav": "account"})
+
+
+@require_GET
+def account_deleted(request: HttpRequest) -> HttpResponse:
+    return render(request, "accounts/account_deleted.html")

@@ -1,0 +1,122 @@
+"""Staff pages: OAuth credentials never rendered, the staff erasure action, no erased text."""
+
+import pytest
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.urls import reverse
+from oauth2_provider.models import get_access_token_model
+
+from accounts.models import ErasureRecord
+from memories.models import ERASED, Memory
+from tests.factories import (
+    AccessTokenFactory,
+    ApplicationFactory,
+    GrantFactory,
+    MemoryFactory,
+    RefreshTokenFactory,
+    UserFactory,
+)
+
+
+@pytest.fixture
+def superuser(db):
+    return UserFactory(is_staff=True, is_superuser=True)
+
+
+@pytest.fixture
+def admin_client(client, superuser):
+    client.force_login(superuser)
+    return client
+
+
+def test_no_admin_page_renders_a_token_its_checksum_a_code_or_a_client_secret(admin_client, tenant):
+    application = ApplicationFactory(client_type="confidential", client_secret="s3cret-" + "z" * 30)
+    refresh = RefreshTokenFactory(user=tenant, application=application)
+    access = refresh.access_token
+    grant = GrantFactory(user=tenant, application=application)
+    application.refresh_from_db()
+    access.refresh_from_db()
+    refresh.refresh_from_db()
+    secrets = {
+        access.token,
+        access.token_checksum,
+        refresh.token,
+        refresh.token_checksum,
+        grant.code,
+        application.client_secret,  # the stored hash
+        "s3cret-" + "z" * 30,
+    }
+    pages = []
+    for model, obj in (
+        ("application", application),
+        ("accesstoken", access),
+        ("refreshtoken", refresh),
+        ("grant", grant),
+    ):
+        pages.append(admin_client.get(reverse(f"admin:oauth2_provider_{model}_changelist")))
+        pages.append(
+            admin_client.get(reverse(f"admin:oauth2_provider_{model}_change", args=[obj.pk]))
+        )
+    for response in pages:
+        assert response.status_code == 200
+        for secret in secrets:
+            assert secret not in response.text
+    # The masked form still lets staff tell rows apart.
+    assert "…" + access.token[-4:] in pages[2].text
+
+
+def test_staff_erase_an_account_after_a_confirmation_page(admin_client, superuser, tenant):
+    MemoryFactory(owner=tenant, content="tenant text", topic="tenant topic")
+    token = AccessTokenFactory(user=tenant)
+    url = reverse("admin:accounts_user_changelist")
+    selection = {"action": "erase_accounts", ACTION_CHECKBOX_NAME: [tenant.pk]}
+
+    confirm_page = admin_client.post(url, selection)
+    assert confirm_page.status_code == 200
+    assert "Erase accounts: are you sure?" in confirm_page.text
+    assert tenant.username in confirm_page.text and "There is no undo" in confirm_page.text
+    tenant.refresh_from_db()
+    assert tenant.erased_at is None  # nothing happens before confirming
+
+    done = admin_client.post(url, {**selection, "confirm": "yes"})
+    assert done.status_code == 302
+    record = ErasureRecord.objects.get(account=tenant)
+    assert record.requested_by == "staff" and record.staff_member == superuser
+    assert not get_access_token_model().objects.filter(pk=token.pk).exists()
+    assert set(Memory.objects.filter(owner=tenant).values_list("content", flat=True)) == {ERASED}
+
+    bystander = UserFactory(username="bystander-tenant")
+    records = admin_client.get(reverse("admin:accounts_erasurerecord_changelist")).text
+    assert superuser.username in records  # the requester, in the row and the filter
+    assert bystander.username not in records  # the staff filter does not list every account
+
+
+def test_staff_cannot_erase_their_own_account_from_the_action(admin_client, superuser):
+    url = reverse("admin:accounts_user_changelist")
+    response = admin_client.post(
+        url,
+        {"action": "erase_accounts", ACTION_CHECKBOX_NAME: [superuser.pk], "confirm": "yes"},
+        follow=True,
+    )
+    assert "You cannot erase your own account" in response.text
+    superuser.refresh_from_db()
+    assert superuser.erased_at is None
+
+
+def test_admin_lists_show_no_erased_text(admin_client, tenant):
+    MemoryFactory(owner=tenant, topic="diagnosis", content="private", tags=["health"])
+    email = tenant.email
+    username = tenant.username
+    admin_client.post(
+        reverse("admin:accounts_user_changelist"),
+        {"action": "erase_accounts", ACTION_CHECKBOX_NAME: [tenant.pk], "confirm": "yes"},
+    )
+    for url in (
+        reverse("admin:accounts_user_changelist"),
+        reverse("admin:accounts_user_change", args=[tenant.pk]),
+        reverse("admin:memories_memory_changelist"),
+        reverse("admin:accounts_erasurerecord_changelist"),
+    ):
+        page = admin_client.get(url).text
+        assert f">{username}<" not in page, url
+        for erased in (email, "diagnosis", "health", "private"):
+            assert erased not in page, (url, erased)

@@ -1,0 +1,61 @@
+"""Deleting my account from the account pages runs the erasure service, once, on my password."""
+
+from django.urls import reverse
+from oauth2_provider.models import get_access_token_model
+
+from accounts.models import ErasureRecord
+from memories.models import ERASED, Memory
+from tests.factories import PASSWORD, AccessTokenFactory, MemoryFactory
+
+
+def test_the_page_explains_what_happens(client, tenant):
+    client.force_login(tenant)
+    page = client.get(reverse("accounts:delete_account")).text
+    assert "<code>[erased]</code>" in page
+    assert "Every connected app is disconnected" in page
+    assert "There is no undo" in page
+    assert 'type="password"' in page
+
+
+def test_wrong_password_deletes_nothing(client, tenant):
+    memory = MemoryFactory(owner=tenant, content="keep me")
+    client.force_login(tenant)
+    response = client.post(reverse("accounts:delete_account"), {"password": "nope"})
+    assert response.status_code == 200
+    assert "That is not your password. Nothing was deleted." in response.text
+    memory.refresh_from_db()
+    tenant.refresh_from_db()
+    assert memory.content == "keep me" and tenant.is_active
+    assert not ErasureRecord.objects.exists()
+
+
+def test_right_password_erases_logs_out_and_confirms(client, tenant, other_tenant):
+    MemoryFactory(owner=tenant, content="private words")
+    theirs = MemoryFactory(owner=other_tenant, content="someone else's")
+    token = AccessTokenFactory(user=tenant)
+    client.force_login(tenant)
+
+    response = client.post(reverse("accounts:delete_account"), {"password": PASSWORD})
+
+    assert response.status_code == 302
+    assert response["Location"] == reverse("accounts:account_deleted")
+    assert "_auth_user_id" not in client.session
+    confirmation = client.get(response["Location"]).text
+    assert "Your account is deleted" in confirmation
+    assert set(Memory.objects.filter(owner=tenant).values_list("content", flat=True)) == {ERASED}
+    assert not get_access_token_model().objects.filter(pk=token.pk).exists()
+    record = ErasureRecord.objects.get(account=tenant)
+    assert record.requested_by == "user" and record.staff_member is None
+    theirs.refresh_from_db()
+    assert theirs.content == "someone else's"
+    # The old password no longer logs in.
+    login = client.post(
+        reverse("accounts:login"), {"username": tenant.username, "password": PASSWORD}
+    )
+    assert login.status_code == 200
+
+
+def test_delete_needs_a_login(client, db):
+    response = client.post(reverse("accounts:delete_account"), {"password": PASSWORD})
+    assert response.status_code == 302 and "/login/" in response["Location"]
+    assert not ErasureRecord.objects.exists()

@@ -1,0 +1,154 @@
+"""My memories (read-only browser) and the JSON export."""
+
+import json
+import re
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.urls import reverse
+from django.utils import timezone
+
+from accounts import export
+from memories.services import archive_memory, remember, revise_memory
+from tests.factories import MemoryFactory
+
+
+@pytest.fixture
+def history(tenant):
+    """A memory revised twice (a chain of three) and an archived one."""
+    first = remember(owner=tenant, memory_type="decision", topic="database", content="Use SQLite")
+    second = revise_memory(owner=tenant, predecessor_id=first.id, content="Use PostgreSQL 17")
+    third = revise_memory(owner=tenant, predecessor_id=second.id, content="Use PostgreSQL 18")
+    archived = remember(owner=tenant, memory_type="note", topic="lunch", content="Pizza on Friday")
+    archive_memory(owner=tenant, memory_id=archived.id)
+    return first, second, third, archived
+
+
+def test_shows_only_current_memories_by_default(client, tenant, history):
+    client.force_login(tenant)
+    page = client.get(reverse("accounts:memories")).text
+    assert "Use PostgreSQL 18" in page
+    assert "Use SQLite" not in page and "Pizza on Friday" not in page
+    assert "1 memory" in page and "(current only)" in page
+
+
+def test_toggle_shows_superseded_and_archived_with_their_state(client, tenant, history):
+    client.force_login(tenant)
+    page = client.get(reverse("accounts:memories"), {"show": "all"}).text
+    for content in ("Use SQLite", "Use PostgreSQL 17", "Use PostgreSQL 18", "Pizza on Friday"):
+        assert content in page
+    assert page.count('badge-superseded">superseded') == 2
+    assert page.count('badge-archived">archived') == 1
+    assert "Superseded by" in page and "Revises" in page
+
+
+def test_search_matches_content_topic_and_tags(client, tenant):
+    MemoryFactory(owner=tenant, topic="deploys", content="Ship on Tuesdays", tags=["ops"])
+    MemoryFactory(owner=tenant, topic="food", content="Coffee, black")
+    client.force_login(tenant)
+    for query in ("tuesday", "DEPLOYS", "ops"):
+        page = client.get(reverse("accounts:memories"), {"q": query}).text
+        assert "Ship on Tuesdays" in page and "Coffee, black" not in page
+    page = client.get(reverse("accounts:memories"), {"q": "nothing like this"}).text
+    assert "No memory matches" in page
+
+
+def test_an_overlong_search_is_refused_with_the_limit(client, tenant):
+    MemoryFactory(owner=tenant, content="still listed")
+    client.force_login(tenant)
+    page = client.get(reverse("accounts:memories"), {"q": "x" * 201}).text
+    assert "limited to 200 characters" in page and "still listed" in page
+
+
+def test_pagination(client, tenant):
+    for number in range(25):
+        MemoryFactory(owner=tenant, content=f"entry {number:02d}")
+    client.force_login(tenant)
+    first_page = client.get(reverse("accounts:memories")).text
+    second_page = client.get(reverse("accounts:memories"), {"page": 2}).text
+    assert "Page 1 of 2" in first_page and "entry 24" in first_page
+    assert "entry 00" in second_page and "entry 24" not in second_page
+
+
+def test_detail_shows_the_whole_supersession_chain(client, tenant, history):
+    first, second, third, _ = history
+    client.force_login(tenant)
+    page = client.get(reverse("accounts:memory_detail", args=[second.id])).text
+    links = re.findall(r'href="/memories/([0-9a-f-]{36})/"', page)
+    assert str(first.id) in links and str(third.id) in links
+    assert "<strong>This memory</strong>" in page
+    assert page.index(str(first.id)) < page.index("This memory") < page.index(str(third.id))
+
+
+def test_browser_is_read_only(client, tenant, history):
+    client.force_login(tenant)
+    for url in (
+        reverse("accounts:memories") + "?show=all",
+        reverse("accounts:memory_detail", args=[history[1].id]),
+    ):
+        page = client.get(url).text
+        # The only POST form on the page is the log-out button.
+        assert page.count('method="post"') == 1
+        assert client.post(url).status_code == 405
+
+
+def test_never_shows_another_tenants_memories(client, tenant, other_tenant):
+    theirs = MemoryFactory(owner=other_tenant, topic="their topic", content="their secret")
+    MemoryFactory(owner=tenant, content="mine")
+    client.force_login(tenant)
+    page = client.get(reverse("accounts:memories"), {"show": "all", "q": "their"}).text
+    assert "their secret" not in page and "their topic" not in page
+    for memory_id in (theirs.id, "not-a-uuid", "00000000-0000-0000-0000-000000000000"):
+        assert client.get(reverse("accounts:memory_detail", args=[memory_id])).status_code == 404
+
+
+def _collect(response) -> list[bytes]:
+    async def collect():
+        return [chunk async for chunk in response.streaming_content]
+
+    return async_to_sync(collect)()
+
+
+def test_export_has_every_memory_with_lifecycle_and_links(client, tenant, other_tenant, history):
+    first, second, third, archived = history
+    MemoryFactory(owner=other_tenant, content="not mine")
+    client.force_login(tenant)
+    response = client.get(reverse("accounts:export_memories"))
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/json; charset=utf-8"
+    assert response["Content-Disposition"].startswith('attachment; filename="threengram-memories-')
+    assert response["Cache-Control"] == "no-store"
+    document = json.loads(b"".join(_collect(response)))
+    assert document["format"] == "threengram-memories-export"
+    assert document["account"] == tenant.username
+    assert document["memory_count"] == 4
+    by_id = {row["id"]: row for row in document["memories"]}
+    assert set(by_id) == {str(m.id) for m in history}
+    assert by_id[str(second.id)]["supersedes"] == str(first.id)
+    assert by_id[str(second.id)]["superseded_by"] == str(third.id)
+    assert by_id[str(second.id)]["valid_to"] is not None
+    assert by_id[str(third.id)]["superseded_by"] is None
+    assert by_id[str(archived.id)]["status"] == "archived"
+    assert by_id[str(first.id)]["content"] == "Use SQLite"
+    assert by_id[str(first.id)]["uri"] == f"threengram://memory/{first.id}"
+
+
+def test_export_streams_from_an_async_iterator_in_bounded_pieces(client, tenant, monkeypatch):
+    """Under ASGI Django buffers a *sync* streaming iterator whole; an async one is sent piece
+    by piece. Each piece holds at most CHUNK_ROWS memories."""
+    monkeypatch.setattr(export, "CHUNK_ROWS", 3)
+    for number in range(10):
+        MemoryFactory(owner=tenant, content=f"row {number}", recorded_at=timezone.now())
+    client.force_login(tenant)
+    response = client.get(reverse("accounts:export_memories"))
+    assert response.streaming and response.is_async
+    assert not response.has_header("Content-Length")
+    chunks = _collect(response)
+    assert len(chunks) == 1 + 4  # header, then 3 + 3 + 3 + 1 rows with the closing bracket
+    assert all(chunk.count(b'"content": "row ') <= 3 for chunk in chunks)
+    assert len(json.loads(b"".join(chunks))["memories"]) == 10
+
+
+def test_export_needs_a_login(client):
+    response = client.get(reverse("accounts:export_memories"))
+    assert response.status_code == 302 and "/login/" in response["Location"]

@@ -1,0 +1,171 @@
+"""Browser tests: pytest-playwright driving Debian's Chromium against a live daphne process.
+
+- Chromium comes from Debian (`apt-get install chromium`), never from `playwright install`: the
+  session fixture below installs it when /usr/bin/chromium is missing (CI runs as root).
+- The server is a real daphne subprocess on a free port, using the pytest-django test database
+  (the `transactional_db` data is committed, so the other process sees it). DEBUG=1 there, so
+  the cookies work over plain http.
+- These tests run last: pytest-playwright's session-scoped Playwright keeps an asyncio loop
+  running in the main thread until the session ends, and Django refuses synchronous ORM calls
+  wherever a loop is running. Our own ORM calls in these tests are allowed explicitly.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx2 as httpx
+import pytest
+from django.db import connection
+from psycopg.conninfo import make_conninfo
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "artifacts" / "browser"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+PHONE = {"width": 390, "height": 844}
+
+
+def pytest_collection_modifyitems(config, items):
+    browser_dir = Path(__file__).parent
+    items.sort(key=lambda item: Path(item.path).is_relative_to(browser_dir))
+
+
+@pytest.fixture(scope="session")
+def chromium_executable() -> str:
+    if not Path(CHROMIUM).exists():
+        if shutil.which("apt-get") is None:
+            pytest.fail(f"{CHROMIUM} is missing and apt-get is not available to install it")
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=True, env=env)
+    return CHROMIUM
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(chromium_executable):
+    """pytest-playwright's launch options: Debian's Chromium, headless, no sandbox (root)."""
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    # Set before Playwright starts its loop and restored after it stops (fixture order).
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    yield {"executable_path": chromium_executable, "headless": True, "args": CHROMIUM_ARGS}
+    if previous is None:
+        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    else:
+        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _database_url() -> str:
+    settings = connection.settings_dict
+    return make_conninfo(
+        "",
+        dbname=settings["NAME"],
+        user=settings["USER"] or None,
+        password=settings["PASSWORD"] or None,
+        host=settings["HOST"] or None,
+        port=str(settings["PORT"]) if settings["PORT"] else None,
+    )
+
+
+class LiveServer:
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def __call__(self, path: str) -> str:
+        return self.url + path
+
+
+@pytest.fixture
+def daphne_server(browser_type_launch_args, transactional_db):
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "threengram.test_settings",
+        "DATABASE_URL": _database_url(),
+        "DEBUG": "1",
+        "PUBLIC_BASE_URL": url,
+        "DATABASE_POOL_MIN": "1",
+        "DATABASE_POOL_MAX": "4",
+    }
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    log_path = ARTIFACTS / "daphne.log"
+    log = log_path.open("ab")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "threengram.asgi:application",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(url + "/login/", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"daphne did not start on {url}; see {log_path}")
+            time.sleep(0.2)
+        yield LiveServer(url)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def screenshots():
+    """Save a full-page screenshot of each page under artifacts/browser/ (git-ignored)."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+
+    def shoot(page, name: str) -> None:
+        page.screenshot(path=ARTIFACTS / f"{name}.png", full_page=True)
+
+    return shoot
+
+
+@pytest.fixture
+def console_errors(page):
+    """Errors the browser reports for this page: a resource blocked by the CSP, a failed load."""
+    errors: list[str] = []
+    page.on(
+        "console",
+        lambda message: errors.append(message.text) if message.type == "error" else None,
+    )
+    return errors
