@@ -31,6 +31,7 @@ from memories import environment, reading, search, threads
 from memories.briefing import Briefing, Section, Selector
 from memories.briefing import briefing as build_briefing
 from memories.errors import DomainError
+from memories.handoff import DEFAULT_ITEMS as HANDOFF_DEFAULT_ITEMS
 from memories.handoff import handoff as build_handoff
 from memories.models import Memory
 from memories.services import archive_memory, resolve_commitment
@@ -289,7 +290,7 @@ async def _handoff(principal: Principal, args: dict) -> dict:
         build_handoff,
         owner_id=principal.user_id,
         selector=Selector.clean(args.get("selector"), args.get("value")),
-        section_limit=args.get("sectionLimit", 10),
+        section_limit=args.get("sectionLimit", HANDOFF_DEFAULT_ITEMS),
         generated_for=args.get("generatedFor"),
     )
     return {
@@ -544,24 +545,29 @@ _BY_NAME = {spec.name: spec for spec in TOOLS}
 _VALIDATORS = {spec.name: Draft202012Validator(spec.input_schema) for spec in TOOLS}
 
 
-def tool_definitions() -> list[types.Tool]:
-    return [
-        types.Tool(
-            name=spec.name,
+def _definition(spec: ToolSpec) -> types.Tool:
+    return types.Tool(
+        name=spec.name,
+        title=spec.title,
+        description=spec.description,
+        input_schema=spec.input_schema,
+        output_schema=spec.output_schema,
+        annotations=types.ToolAnnotations(
             title=spec.title,
-            description=spec.description,
-            input_schema=spec.input_schema,
-            output_schema=spec.output_schema,
-            annotations=types.ToolAnnotations(
-                title=spec.title,
-                read_only_hint=spec.read_only,
-                destructive_hint=spec.destructive,
-                idempotent_hint=spec.idempotent,
-                open_world_hint=False,
-            ),
-        )
-        for spec in TOOLS
-    ]
+            read_only_hint=spec.read_only,
+            destructive_hint=spec.destructive,
+            idempotent_hint=spec.idempotent,
+            open_world_hint=False,
+        ),
+    )
+
+
+# Built once: the server asks for the catalogue (and each tool's input schema) on every call.
+_DEFINITIONS = tuple(_definition(spec) for spec in TOOLS)
+
+
+def tool_definitions() -> list[types.Tool]:
+    return list(_DEFINITIONS)
 
 
 class _InvalidArguments(Exception):

@@ -567,3 +567,19 @@ async def test_search_never_returns_another_tenants_memory(agent, stranger):
         recorded_at=timezone.now(),
     )
     assert (await ok(agent, "search", {"query": "zebra"}))["hits"] == []
+
+
+async def test_search_pages_with_next_cursor_bound_to_the_query(agent):
+    for n in range(7):
+        await remember(agent, topic=f"retro {n}", content=f"sprint retro notes number {n}")
+    first = await ok(agent, "search", {"query": "sprint retro", "limit": 4})
+    assert (first["count"], first["hasMore"]) == (4, True)
+    second = await ok(
+        agent, "search", {"query": "sprint retro", "limit": 4, "cursor": first["nextCursor"]}
+    )
+    assert (second["count"], second["hasMore"], second["nextCursor"]) == (3, False, None)
+    ids = [h["id"] for h in first["hits"] + second["hits"]]
+    assert len(set(ids)) == 7
+    text = await fails(agent, "search", {"query": "retro", "cursor": first["nextCursor"]})
+    assert text.startswith("invalid_input: cursor: was issued for a different query")
+    assert all(h["uri"] == f"threengram://memory/{h['id']}" for h in first["hits"])
