@@ -251,7 +251,11 @@ GET_MEMORIES_OUT = output(
         },
         "count": {"type": "integer"},
         "notFound": {"type": "array", "maxItems": reading.IDS_MAX, "items": {"type": "string"}},
-        "withheldForBudget": {"type": "array", "items": {"type": "string"}},
+        "withheldForBudget": {
+            "type": "array",
+            "maxItems": reading.IDS_MAX,
+            "items": {"type": "string"},
+        },
         "note": {"type": ["string", "null"]},
     }
 )

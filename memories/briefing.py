@@ -125,9 +125,9 @@ def read_sections(
     """Exact counts and the first `items` rows of each section, in one statement."""
     params: dict = {"owner": owner_id, "now": now, "items": items, "fetch": excerpt_max + 1}
     narrow = selector.sql(owner_id, params)
-    # Only module constants are formatted in; every value is a bound parameter. The count is its
-    # own uncorrelated subquery (run once), so it can be an index-only scan of the covering
-    # memory_owner_type_current index instead of fetching every row a window count would.
+    # Only module constants are formatted in; every value is a bound parameter. Both the count
+    # and the choice of the first items read only the covering memory_owner_type_current index
+    # (index-only scans); content is fetched for the chosen items alone.
     parts = [
         f"""(SELECT '{spec.name}' AS section, m.id, m.memory_type, m.topic,
                    left(m.content, %(fetch)s), m.content_length, m.scope, m.project,
@@ -135,9 +135,11 @@ def read_sections(
                    (SELECT count(*) FROM memories_memory m
                     WHERE {LIVE}{narrow} AND {spec.where}) AS total
             FROM memories_memory m
-            WHERE {LIVE}{narrow} AND {spec.where}
-            ORDER BY {spec.order}
-            LIMIT %(items)s)"""  # noqa: S608
+            JOIN (SELECT m.id FROM memories_memory m
+                  WHERE {LIVE}{narrow} AND {spec.where}
+                  ORDER BY {spec.order}
+                  LIMIT %(items)s) top ON top.id = m.id
+            ORDER BY {spec.order})"""  # noqa: S608
         for spec in specs
     ]
     with connection.cursor() as cursor:

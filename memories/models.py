@@ -131,7 +131,7 @@ class Memory(models.Model):
                 fields=["owner", "memory_type", "-recorded_at"],
                 name="memory_owner_type_current",
                 condition=Q(valid_to__isnull=True),
-                include=["status", "commitment_status", "due_at"],
+                include=["status", "commitment_status", "due_at", "id"],
             ),
         ]
         constraints = [

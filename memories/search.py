@@ -16,7 +16,7 @@ Ranking (one statement, see `_SQL`):
   "closest" noise.
 - Order: score desc, then recorded_at desc (recency breaks ties), then id.
 - Bounded work: when more than CANDIDATES_MAX memories match, only the most recent
-  CANDIDATES_MAX of them are ranked.
+  CANDIDATES_MAX (500) of them are ranked.
 - Paging: the cursor is signed (django.core.signing, SECRET_KEY) and carries the position, the
   candidate mode and a fingerprint of the query and filters; it is refused for any other query.
 """
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.core import signing
-from django.db import connection
+from django.db import connection, transaction
 
 from memories import bounds
 from memories.errors import InvalidInput, NotFound
@@ -44,7 +44,7 @@ SCORE_FLOOR = 0.15
 CURSOR_MAX = 512
 # When more memories match than this, the most recent ones are ranked: a term that common says
 # little, and the cost of a search stays bounded however large the tenant grows.
-CANDIDATES_MAX = 1000
+CANDIDATES_MAX = 500
 _CURSOR_SALT = "threengram.memories.search-cursor"
 STATUS_FILTERS = ("active", "archived", "any")
 
@@ -276,7 +276,10 @@ def search(
     def ranked(mode: str) -> list[tuple]:
         match = _MATCH[mode].format(tsq=_TSQUERY)
         sql = _SQL.format(filters=where, keyset=keyset, tsq=_TSQUERY, match=match)
-        with connection.cursor() as db:
+        with transaction.atomic(), connection.cursor() as db:
+            # Enough memory for the bitmap of a common term's matches to stay exact (not lossy),
+            # so PostgreSQL need not recheck every row of the pages it touches.
+            db.execute("SET LOCAL work_mem = '32MB'")
             db.execute(sql, params)
             return db.fetchall()
 

@@ -50,12 +50,14 @@ SELECT uuidv7(), owner_id, content, char_length(content), memory_type, topic,
        (ARRAY['personal','work','home-lab','research'])[1 + (g %% 4)],
        CASE WHEN g %% 3 = 0 THEN NULL ELSE 'project-' || (g %% 25) END,
        ARRAY['t' || (g %% 50)], recorded_at,
-       CASE WHEN g %% 20 = 0 THEN 'archived' ELSE 'active' END,
-       CASE WHEN g %% 10 = 0 THEN recorded_at + interval '1 day' END,
+       -- Divided by 12 first: independent of memory_type, which cycles with g %% 12.
+       CASE WHEN (g / 12) %% 20 = 3 THEN 'archived' ELSE 'active' END,
+       CASE WHEN (g / 12) %% 10 = 5 THEN recorded_at + interval '1 day' END,
        CASE WHEN memory_type = 'commitment'
-            THEN (ARRAY['open','open','waiting','resolved','resolved','expired'])[1 + (g %% 6)] END,
-       CASE WHEN memory_type = 'commitment' AND g %% 2 = 0
-            THEN now() + ((g %% 60) - 30) * interval '1 day' END
+            THEN (ARRAY['open','open','waiting','resolved','resolved','expired'])[1 + (g / 12) %% 6]
+       END,
+       CASE WHEN memory_type = 'commitment' AND (g / 12) %% 2 = 0
+            THEN now() + ((g / 24) %% 60 - 30) * interval '1 day' END
 FROM (
     SELECT g,
            CASE WHEN g <= %(largest)s THEN u.first_id
