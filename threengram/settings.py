@@ -15,7 +15,11 @@ from psycopg.conninfo import conninfo_to_dict
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
-environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+# A local .env (written by `scripts/dev.py serve`) fills in unset variables. The test suite
+# sets THREENGRAM_ENV_FILE="" so a developer's .env never changes what the tests see.
+ENV_FILE = env.str("THREENGRAM_ENV_FILE", default=str(BASE_DIR / ".env"))
+if ENV_FILE:
+    environ.Env.read_env(ENV_FILE, overwrite=False)
 
 DEBUG = env.bool("DEBUG", default=False)
 SECRET_KEY = env.str("SECRET_KEY", default="")
@@ -179,18 +183,74 @@ MCP_CATALOG_CACHE_TTL_MS = env.int("MCP_CATALOG_CACHE_TTL_MS", default=60 * 60 *
 MEMORY_READ_SCOPE = "memory:read"
 MEMORY_WRITE_SCOPE = "memory:write"
 
-# --- OAuth (django-oauth-toolkit) -------------------------------------------------------------
+# --- OAuth 2.1 authorization server (django-oauth-toolkit; see accounts/oauth_*.py) -----------
+# The issuer is the bare public origin: the RFC 9728 metadata of /mcp names it in
+# `authorization_servers`, and MCP clients require the RFC 8414 `issuer` to be that exact string
+# (RFC 8414 §3.3) and the RFC 9207 `iss` of every authorization response to equal it.
+OAUTH_ISSUER = PUBLIC_BASE_URL
+# Anonymous dynamic client registrations (RFC 7591) allowed per client IP and window.
+OAUTH_REGISTRATION_RATE = env.int("OAUTH_REGISTRATION_RATE", default=10)
+OAUTH_REGISTRATION_RATE_WINDOW = env.int("OAUTH_REGISTRATION_RATE_WINDOW", default=3600)
+
 OAUTH2_PROVIDER = {
     "SCOPES": {
         MEMORY_READ_SCOPE: "Read your memories",
         MEMORY_WRITE_SCOPE: "Write, revise, archive and resolve your memories",
     },
+    # Least privilege: an authorization request without `scope` is granted memory:read only.
     "DEFAULT_SCOPES": [MEMORY_READ_SCOPE],
+    "OIDC_ISS_ENDPOINT": OAUTH_ISSUER,
+    # oauthlib server and validator with the MCP profile: S256 only, `resource` = /mcp required,
+    # inactive users refused (accounts/oauth_validators.py).
+    "OAUTH2_SERVER_CLASS": "accounts.oauth_validators.McpAuthorizationServer",
+    "OAUTH2_VALIDATOR_CLASS": "accounts.oauth_validators.McpOAuth2Validator",
+    # RFC 8414 advertisement: only what is really accepted.
+    "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
+    "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token"],
+    "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": [
+        "none",
+        "client_secret_basic",
+        "client_secret_post",
+    ],
     "PKCE_REQUIRED": True,
+    "AUTHORIZATION_CODE_EXPIRE_SECONDS": 60,
     "ACCESS_TOKEN_EXPIRE_SECONDS": 3600,
+    # DOT enforces this as idle expiry: a refresh token dies 30 days after its access token.
     "REFRESH_TOKEN_EXPIRE_SECONDS": 30 * 24 * 3600,
     "ROTATE_REFRESH_TOKEN": True,
+    # OAuth 2.1 §4.3.1 / RFC 9700 §4.14.2: replaying a rotated refresh token revokes its family.
+    "REFRESH_TOKEN_REUSE_PROTECTION": True,
+    "REFRESH_TOKEN_GRACE_PERIOD_SECONDS": 0,
+    # Consent is asked every time; a client cannot skip it with approval_prompt=auto.
+    "REQUEST_APPROVAL_PROMPT": "force",
+    # RFC 8252 §7.3: native clients (Claude Code, VS Code) listen on any loopback port.
+    "ALLOW_LOCALHOST_LOOPBACK": True,
+    "ALLOWED_REDIRECT_URI_SCHEMES": ["http", "https"],
+    "DCR_ENABLED": True,
+    # Open to anonymous MCP clients; the view rate-limits and polices the metadata instead.
+    "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
+    "DCR_REGISTRATION_TOKEN_EXPIRE_SECONDS": 7 * 24 * 3600,
+    "CIMD_ENABLED": True,
+    "CIMD_METADATA_FETCHER": "accounts.oauth_registration.PolicedMetadataFetcher",
+    "CIMD_FETCH_TIMEOUT_SECONDS": 5,
+    "CIMD_MAX_DOCUMENT_SIZE": 16 * 1024,
+    # RFC 9700 gates (DOT defaults them to legacy behaviour until 4.0).
+    "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,
+    "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
+    "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,
+    # Only the SHA-256 `token_checksum` of access and refresh tokens is stored.
+    "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
+    "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
+    "COMPLIANT_BCP_RFC9700_REDIRECT_URI_MATCHING": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
 }
+
+# DOT warns that `http` redirect URIs are allowed: they must be, for native clients' loopback
+# callbacks (RFC 8252 §7.3), and registration refuses `http` for any other host
+# (accounts/oauth_registration.py, tested in tests/accounts/test_oauth_registration.py).
+SILENCED_SYSTEM_CHECKS = ["oauth2_provider.W008"]
 
 # JSON lines on stderr (LOG_FORMAT=plain for humans). Never memory content or tokens.
 LOGGING = {

@@ -2,6 +2,7 @@
 
 import os
 
+os.environ["THREENGRAM_ENV_FILE"] = ""  # inherited by live-server subprocesses too
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-any-deployment")
 os.environ.setdefault("SECURE_SSL_REDIRECT", "0")
 

@@ -9,4 +9,6 @@ urlpatterns = [
     path("ready", observability.ready, name="ready"),
     path("version", observability.version_view, name="version"),
     path("", include("accounts.urls")),
+    # OAuth 2.1 authorization server for MCP clients (RFC 8414 metadata at the root).
+    path("", include("accounts.oauth_urls")),
 ]

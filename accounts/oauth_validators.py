@@ -1,0 +1,117 @@
+"""The MCP profile of OAuth 2.1 on top of django-oauth-toolkit and oauthlib.
+
+DOT already verifies PKCE, redirect URIs, refresh rotation and stores RFC 8707 `resource` on
+grants and tokens. What it leaves open, and this module closes:
+
+- `plain` PKCE and a missing `code_challenge_method` (which oauthlib reads as `plain`) are refused
+  while the authorization request is validated, i.e. before the consent page (RFC 9700 §2.1.1;
+  MCP "Authorization Code Protection": clients MUST use S256).
+- Every authorization and token request is bound to this server's MCP endpoint: `resource`
+  must be exactly settings.MCP_RESOURCE_URL, else `invalid_target` (RFC 8707 §2; MCP "Resource
+  Parameter Implementation"). DOT accepts any syntactically valid resource, and treats a token
+  without one as valid everywhere.
+- A deactivated user cannot exchange a code or a refresh token (DOT checks `is_active` only for
+  the password grant).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs
+
+from django.conf import settings
+from oauth2_provider.oauth2_validators import OAuth2Validator
+from oauthlib.oauth2 import Server
+from oauthlib.oauth2.rfc6749 import errors
+from oauthlib.oauth2.rfc6749.grant_types.authorization_code import code_challenge_method_s256
+
+
+def _requested_resources(request) -> list[str]:
+    """All `resource` values of an authorization request (RFC 8707 allows repeats; oauthlib keeps
+    only the last one). On the consent POST, DOT passes them as a list in the credentials."""
+    if isinstance(request.resource, list):
+        return request.resource
+    if request.http_method == "GET":
+        return parse_qs(request.uri_query or "").get("resource", [])
+    return [value for value in (request.resource or "").split() if value]
+
+
+def check_mcp_resource(resources: list[str], request) -> None:
+    """RFC 8707 §2: a request must name this server's MCP endpoint, and nothing else."""
+    expected = settings.MCP_RESOURCE_URL
+    if resources != [expected]:
+        described = ", ".join(resources) if resources else "none"
+        raise errors.CustomOAuth2Error(
+            error="invalid_target",
+            description=f"resource must be {expected} (got {described}).",
+            request=request,
+        )
+
+
+def require_s256_and_mcp_resource(request) -> dict:
+    """oauthlib `pre_auth` validator: runs after client_id and redirect_uri are validated (so the
+    error is redirected to the client) and before the consent page is shown."""
+    if request.code_challenge is None:
+        raise errors.MissingCodeChallengeError(request=request)
+    if request.code_challenge_method != "S256":
+        raise errors.InvalidRequestError(
+            description="code_challenge_method must be S256 (plain and missing are refused).",
+            request=request,
+        )
+    check_mcp_resource(_requested_resources(request), request)
+    return {}
+
+
+def require_mcp_resource_if_named(request) -> None:
+    """oauthlib `post_token` validator (code and refresh grants): a token request that names a
+    resource must name /mcp alone. Checked while the request is validated so that the refusal is a
+    proper JSON error response; a request without `resource` inherits the grant's, which the
+    authorization endpoint has already pinned to /mcp."""
+    named = [value for key, value in (request.decoded_body or []) if key == "resource"]
+    if named:
+        check_mcp_resource(named, request)
+
+
+class McpAuthorizationServer(Server):
+    """oauthlib's combined server with the MCP profile's checks, and S256 as the only PKCE
+    transform (the pre_auth check refuses `plain` first; this makes the token endpoint agree)."""
+
+    def __init__(self, request_validator, *args, **kwargs) -> None:
+        super().__init__(request_validator, *args, **kwargs)
+        self.auth_grant._code_challenge_methods = {"S256": code_challenge_method_s256}
+        self.auth_grant.custom_validators.pre_auth.append(require_s256_and_mcp_resource)
+        self.auth_grant.custom_validators.post_token.append(require_mcp_resource_if_named)
+        self.refresh_grant.custom_validators.post_token.append(require_mcp_resource_if_named)
+
+
+class McpOAuth2Validator(OAuth2Validator):
+    def _check_and_set_request_resource(self, request) -> None:
+        # Last line of defence, at save time (inside DOT's transaction, before the code is
+        # invalidated): whatever DOT resolved — inherited from a grant or refresh token, or
+        # narrowed — the issued token is bound to /mcp alone. Requests are refused earlier, by
+        # require_mcp_resource_if_named; this only trips on grants or refresh tokens stored with
+        # another resource (e.g. before this profile existed).
+        super()._check_and_set_request_resource(request)
+        check_mcp_resource(list(request.resource), request)
+
+    def confirm_redirect_uri(self, client_id, code, redirect_uri, client, request, *args, **kwargs):
+        # RFC 6749 §5.2: a redirect_uri that differs from the authorization request's is
+        # invalid_grant (oauthlib would answer invalid_request).
+        if not super().confirm_redirect_uri(
+            client_id, code, redirect_uri, client, request, *args, **kwargs
+        ):
+            raise errors.InvalidGrantError(
+                description="redirect_uri does not match the authorization request.",
+                request=request,
+            )
+        return True
+
+    def validate_code(self, client_id, code, client, request, *args, **kwargs) -> bool:
+        if not super().validate_code(client_id, code, client, request, *args, **kwargs):
+            return False
+        return request.user.is_active
+
+    def validate_refresh_token(self, refresh_token, client, request, *args, **kwargs) -> bool:
+        # A deactivated user's refresh token must not mint new access tokens.
+        if not super().validate_refresh_token(refresh_token, client, request, *args, **kwargs):
+            return False
+        return request.user.is_active

@@ -1,0 +1,106 @@
+"""The authorization-server views MCP clients use, as thin subclasses of DOT's."""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.csp import CSP
+from django.utils.decorators import method_decorator
+from django.views.decorators.csrf import csrf_exempt
+from oauth2_provider.compat import login_not_required
+
+# DOT's own helper for RFC 9207 (private, but DOT is pinned): replaces any `iss` and appends ours.
+from oauth2_provider.oauth2_backends import _add_iss_to_redirect
+from oauth2_provider.settings import oauth2_settings
+from oauth2_provider.views import AuthorizationView, DynamicClientRegistrationView
+
+from accounts.oauth_registration import (
+    client_metadata_problem,
+    is_loopback_host,
+    registration_window,
+)
+from accounts.rate_limit import client_ip
+
+
+class McpAuthorizationView(AuthorizationView):
+    """Login, then the consent page (templates/oauth2_provider/authorize.html)."""
+
+    def get(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        # Consent is asked every time: a client must not skip it with approval_prompt=auto.
+        if "approval_prompt" in request.GET:
+            request.GET = request.GET.copy()
+            del request.GET["approval_prompt"]
+        return super().get(request, *args, **kwargs)
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        application = context.get("application")
+        redirect_uri = context.get("redirect_uri") or ""
+        if application is not None:
+            registered_hosts = {urlsplit(uri).hostname for uri in application.redirect_uris.split()}
+            # MCP "Client ID Metadata Documents": the AS MUST display the redirect host and
+            # SHOULD warn when a client can only redirect to this machine.
+            context["redirect_host"] = urlsplit(redirect_uri).hostname
+            context["loopback_only"] = all(is_loopback_host(h or "") for h in registered_hosts)
+            context["client_id_url"] = (
+                application.client_id
+                if application.registration_source == application.RegistrationSource.CIMD
+                else ""
+            )
+            context["resources"] = (context.get("resource") or "").split()
+        return context
+
+    def render_to_response(self, context, **response_kwargs):
+        response = super().render_to_response(context, **response_kwargs)
+        redirect_uri = context.get("redirect_uri")
+        if redirect_uri and not context.get("error"):
+            # CSP `form-action` also governs where the consent form's POST may redirect to
+            # (CSP3 §6.3.1; Chromium enforces it), so the page allows exactly the origin of this
+            # request's redirect URI, which oauthlib has matched against the registered ones.
+            parts = urlsplit(redirect_uri)
+            client_origin = f"{parts.scheme}://{parts.netloc}"
+            response._csp_config = {
+                **settings.SECURE_CSP,
+                "form-action": [CSP.SELF, client_origin],
+            }
+        return response
+
+    def redirect(self, redirect_to: str, application) -> HttpResponse:
+        # RFC 9207 §2: `iss` in every authorization response, errors (denied consent, bad PKCE,
+        # foreign resource) included; DOT adds it to successful responses only.
+        issuer = oauth2_settings.oauth2_authorization_server_issuer(self.request)
+        return super().redirect(_add_iss_to_redirect(redirect_to, issuer), application)
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+@method_decorator(login_not_required, name="dispatch")
+class McpClientRegistrationView(DynamicClientRegistrationView):
+    """RFC 7591 registration, open to anonymous MCP clients, rate-limited per client IP and
+    limited to what an MCP client needs (accounts/oauth_registration.py)."""
+
+    def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        retry_after = registration_window().hit(client_ip(request))
+        if retry_after:
+            response = JsonResponse(
+                {
+                    "error": "too_many_requests",
+                    "error_description": "Too many client registrations from this address; "
+                    f"retry after {retry_after} seconds.",
+                },
+                status=429,
+            )
+            response["Retry-After"] = str(retry_after)
+            return response
+        try:
+            metadata = json.loads(request.body)
+        except ValueError:
+            metadata = None  # DOT answers malformed bodies with invalid_client_metadata
+        if isinstance(metadata, dict):
+            problem = client_metadata_problem(metadata)
+            if problem:
+                error, description = problem
+                return JsonResponse({"error": error, "error_description": description}, status=400)
+        return super().post(request, *args, **kwargs)

@@ -1,0 +1,59 @@
+"""Fixed-window counters in the Django cache, for throttling by client IP or username.
+
+The counters live in the default cache. With several server processes, configure a shared cache
+(CACHES) so that every process sees the same counts; the local-memory default counts per process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+
+from django.core.cache import cache
+from django.http import HttpRequest
+
+
+def client_ip(request: HttpRequest) -> str:
+    """The peer address as the ASGI server reports it. Behind a proxy, run daphne with
+    --proxy-headers so that this is the client and not the proxy; X-Forwarded-For is never read
+    here because any client can forge it."""
+    return request.META.get("REMOTE_ADDR", "") or "unknown"
+
+
+@dataclass(frozen=True)
+class FixedWindow:
+    """At most `limit` events per `subject` in each window of `window` seconds."""
+
+    name: str
+    limit: int
+    window: int
+
+    def _key(self, subject: str) -> tuple[str, int]:
+        now = int(time.time())
+        start = now - now % self.window
+        digest = hashlib.sha256(subject.encode()).hexdigest()
+        return f"throttle:{self.name}:{start}:{digest}", start + self.window - now
+
+    def retry_after(self, subject: str) -> int | None:
+        """Seconds until the window ends when the limit is reached, else None."""
+        key, remaining = self._key(subject)
+        if cache.get(key, 0) >= self.limit:
+            return max(remaining, 1)
+        return None
+
+    def hit(self, subject: str) -> int | None:
+        """Count one event; return the seconds to wait if it went over the limit, else None."""
+        key, remaining = self._key(subject)
+        cache.add(key, 0, timeout=self.window)
+        try:
+            count = cache.incr(key)
+        except ValueError:  # expired between add and incr
+            cache.set(key, 1, timeout=self.window)
+            count = 1
+        if count > self.limit:
+            return max(remaining, 1)
+        return None
+
+    def reset(self, subject: str) -> None:
+        cache.delete(self._key(subject)[0])

@@ -1,0 +1,413 @@
+"""The authorization and token endpoints: what an MCP client gets, and what every bad input gets
+(the right OAuth error, and no change in the database)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from django.conf import settings
+from django.shortcuts import resolve_url
+from django.utils import timezone
+from oauth2_provider.models import (
+    get_access_token_model,
+    get_grant_model,
+    get_refresh_token_model,
+)
+
+from tests.accounts.oauth_helpers import (
+    REDIRECT_URI,
+    authorize_params,
+    authorize_url,
+    exchange,
+    get_code,
+    pkce_pair,
+    redirect_query,
+    token_request,
+)
+from tests.factories import ApplicationFactory
+
+AccessToken = get_access_token_model()
+Grant = get_grant_model()
+RefreshToken = get_refresh_token_model()
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def application(db):
+    return ApplicationFactory(name="Test MCP client", redirect_uris=REDIRECT_URI)
+
+
+@pytest.fixture
+def signed_in(client, tenant):
+    client.force_login(tenant)
+    return client
+
+
+def _counts() -> tuple[int, int, int]:
+    return Grant.objects.count(), AccessToken.objects.count(), RefreshToken.objects.count()
+
+
+def _checksum(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def _tokens(signed_in, application, **overrides) -> dict:
+    verifier, challenge = pkce_pair()
+    code = get_code(signed_in, application, challenge, **overrides)
+    response = exchange(signed_in, application, code, verifier)
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+# --- metadata and mounted views --------------------------------------------------------------
+
+
+def test_authorization_server_metadata_advertises_only_what_is_supported(client):
+    response = client.get("/.well-known/oauth-authorization-server")
+    assert response.status_code == 200
+    base = settings.PUBLIC_BASE_URL
+    assert response.json() == {
+        "issuer": base,
+        "authorization_endpoint": f"{base}/oauth/authorize/",
+        "token_endpoint": f"{base}/oauth/token/",
+        "revocation_endpoint": f"{base}/oauth/revoke/",
+        "registration_endpoint": f"{base}/oauth/register/",
+        "response_types_supported": ["code"],
+        "grant_types_supported": ["authorization_code", "refresh_token"],
+        "code_challenge_methods_supported": ["S256"],
+        "scopes_supported": ["memory:read", "memory:write"],
+        "token_endpoint_auth_methods_supported": [
+            "none",
+            "client_secret_basic",
+            "client_secret_post",
+        ],
+        "revocation_endpoint_auth_methods_supported": [
+            "none",
+            "client_secret_basic",
+            "client_secret_post",
+        ],
+        "client_id_metadata_document_supported": True,
+        "authorization_response_iss_parameter_supported": True,
+    }
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/oauth/applications/",
+        "/oauth/applications/register/",
+        "/oauth/authorized_tokens/",
+        "/oauth/introspect/",
+        "/oauth/device/",
+        "/.well-known/openid-configuration",
+        "/o/applications/",
+    ],
+)
+def test_views_mcp_clients_do_not_need_are_not_mounted(signed_in, path):
+    assert signed_in.get(path).status_code == 404
+
+
+# --- the happy path ----------------------------------------------------------------------------
+
+
+def test_code_exchange_issues_hashed_one_hour_tokens_bound_to_mcp(signed_in, application, tenant):
+    body = _tokens(signed_in, application)
+    assert body["token_type"] == "Bearer"
+    assert body["expires_in"] == 3600
+    assert set(body["scope"].split()) == {"memory:read", "memory:write"}
+    access = AccessToken.objects.get(token_checksum=_checksum(body["access_token"]))
+    assert access.user == tenant
+    assert access.resource == [settings.MCP_RESOURCE_URL]
+    # Hashed at rest: only the checksum is stored, the token column is blank.
+    assert access.token == ""
+    refresh = RefreshToken.objects.get(token_checksum=_checksum(body["refresh_token"]))
+    assert refresh.token == "" and refresh.resource == [settings.MCP_RESOURCE_URL]
+    assert Grant.objects.count() == 0  # the code is consumed
+
+
+def test_authorization_without_scope_gets_memory_read_only(signed_in, application):
+    body = _tokens(signed_in, application, scope=None)
+    assert body["scope"] == "memory:read"
+
+
+def test_token_request_without_resource_inherits_the_granted_mcp_resource(signed_in, application):
+    verifier, challenge = pkce_pair()
+    code = get_code(signed_in, application, challenge)
+    response = exchange(signed_in, application, code, verifier, resource=None)
+    assert response.status_code == 200
+    access = AccessToken.objects.get(token_checksum=_checksum(response.json()["access_token"]))
+    assert access.resource == [settings.MCP_RESOURCE_URL]
+
+
+def test_consent_page_shows_client_redirect_host_scopes_and_resource(signed_in, application):
+    _, challenge = pkce_pair()
+    response = signed_in.get(authorize_url(authorize_params(application, challenge)))
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "Test MCP client" in page
+    assert "<strong>127.0.0.1</strong>" in page
+    assert "Read your memories" in page
+    assert "Write, revise, archive and resolve your memories" in page
+    assert f"<code>{settings.MCP_RESOURCE_URL}</code>" in page
+    assert "runs on your own computer" in page  # only a loopback redirect is registered
+    # The form may post to this site and its redirect may go to this client only (CSP3 §6.3.1).
+    assert "form-action 'self' http://127.0.0.1:33418;" in response["Content-Security-Policy"]
+
+
+def test_consent_page_has_no_loopback_warning_for_a_web_client(signed_in):
+    web = ApplicationFactory(redirect_uris="https://claude.ai/api/mcp/auth_callback")
+    _, challenge = pkce_pair()
+    params = authorize_params(
+        web, challenge, redirect_uri="https://claude.ai/api/mcp/auth_callback"
+    )
+    page = signed_in.get(authorize_url(params)).content.decode()
+    assert "<strong>claude.ai</strong>" in page
+    assert "runs on your own computer" not in page
+
+
+def test_consent_is_asked_even_with_approval_prompt_auto(signed_in, application):
+    _tokens(signed_in, application)
+    _, challenge = pkce_pair()
+    params = authorize_params(application, challenge, approval_prompt="auto")
+    assert signed_in.get(authorize_url(params)).status_code == 200
+
+
+def test_anonymous_visitor_is_sent_to_log_in(client, application):
+    _, challenge = pkce_pair()
+    response = client.get(authorize_url(authorize_params(application, challenge)))
+    assert response.status_code == 302
+    login_path = resolve_url(settings.LOGIN_URL)
+    assert response["Location"].startswith(f"{login_path}?next=/oauth/authorize/")
+
+
+def test_deny_redirects_with_access_denied_and_issues_nothing(signed_in, application):
+    _, challenge = pkce_pair()
+    params = authorize_params(application, challenge)
+    response = signed_in.post(authorize_url(params), params)  # no "allow": the Deny button
+    query = redirect_query(response)
+    assert query["error"] == ["access_denied"]
+    assert query["state"] == ["state-123"]
+    assert query["iss"] == [settings.PUBLIC_BASE_URL]
+    assert _counts() == (0, 0, 0)
+
+
+# --- bad authorization requests: refused before the consent page --------------------------
+
+
+@pytest.mark.parametrize(
+    ("overrides", "error"),
+    [
+        ({"code_challenge": None, "code_challenge_method": None}, "invalid_request"),
+        ({"code_challenge_method": "plain"}, "invalid_request"),
+        ({"code_challenge_method": None}, "invalid_request"),  # oauthlib reads it as plain
+        ({"resource": None}, "invalid_target"),
+        ({"resource": "https://other.example.com/mcp"}, "invalid_target"),
+        ({"resource": f"{settings.MCP_RESOURCE_URL}/"}, "invalid_target"),
+        (
+            {"resource": [settings.MCP_RESOURCE_URL, "https://other.example.com/api"]},
+            "invalid_target",
+        ),
+        ({"scope": "memory:read admin"}, "invalid_scope"),
+    ],
+)
+def test_bad_authorization_request_is_redirected_with_an_error(
+    signed_in, application, overrides, error
+):
+    _, challenge = pkce_pair()
+    response = signed_in.get(authorize_url(authorize_params(application, challenge, **overrides)))
+    query = redirect_query(response)
+    assert query["error"] == [error]
+    assert query["state"] == ["state-123"]
+    assert query["iss"] == [settings.PUBLIC_BASE_URL]  # RFC 9207 on errors too
+    assert _counts() == (0, 0, 0)
+
+
+def test_plain_pkce_smuggled_into_the_consent_post_is_refused(signed_in, application):
+    _, challenge = pkce_pair()
+    params = authorize_params(application, challenge)
+    tampered = {**params, "code_challenge_method": "plain", "allow": "Authorize"}
+    query = redirect_query(signed_in.post(authorize_url(params), tampered))
+    assert query["error"] == ["invalid_request"]
+    assert _counts() == (0, 0, 0)
+
+
+def test_foreign_resource_smuggled_into_the_consent_post_is_refused(signed_in, application):
+    _, challenge = pkce_pair()
+    params = authorize_params(application, challenge)
+    tampered = {**params, "resource": "https://other.example.com/mcp", "allow": "Authorize"}
+    query = redirect_query(signed_in.post(authorize_url(params), tampered))
+    assert query["error"] == ["invalid_target"]
+    assert _counts() == (0, 0, 0)
+
+
+def test_unregistered_redirect_uri_is_never_redirected_to(signed_in, application):
+    _, challenge = pkce_pair()
+    params = authorize_params(application, challenge, redirect_uri="https://evil.example.com/cb")
+    response = signed_in.get(authorize_url(params))
+    assert response.status_code == 400
+    assert "evil.example.com" not in response.get("Location", "")
+    assert "invalid_request" in response.content.decode()
+    assert _counts() == (0, 0, 0)
+
+
+# --- bad token requests: the right error, nothing issued, the code not consumed -----------
+
+
+def test_wrong_verifier_is_invalid_grant(signed_in, application):
+    _, challenge = pkce_pair()
+    code = get_code(signed_in, application, challenge)
+    other_verifier, _ = pkce_pair()
+    response = exchange(signed_in, application, code, other_verifier)
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_grant"
+    assert _counts() == (1, 0, 0)
+
+
+def test_missing_verifier_is_refused(signed_in, application):
+    _, challenge = pkce_pair()
+    code = get_code(signed_in, application, challenge)
+    response = exchange(signed_in, application, code, None)
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_request"
+    assert _counts() == (1, 0, 0)
+
+
+def test_reused_code_is_invalid_grant(signed_in, application):
+    verifier, challenge = pkce_pair()
+    code = get_code(signed_in, application, challenge)
+    assert exchange(signed_in, application, code, verifier).status_code == 200
+    before = _counts()
+    response = exchange(signed_in, application, code, verifier)
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_grant"
+    assert _counts() == before
+
+
+def test_foreign_redirect_uri_at_the_token_endpoint_is_invalid_grant(signed_in, application):
+    verifier, challenge = pkce_pair()
+    code = get_code(signed_in, application, challenge)
+    response = exchange(
+        signed_in, application, code, verifier, redirect_uri="http://127.0.0.1:9999/other"
+    )
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_grant"
+    assert _counts() == (1, 0, 0)
+
+
+def test_expired_code_is_invalid_grant(signed_in, application):
+    verifier, challenge = pkce_pair()
+    code = get_code(signed_in, application, challenge)
+    Grant.objects.filter(code=code).update(expires=timezone.now() - timezone.timedelta(seconds=1))
+    response = exchange(signed_in, application, code, verifier)
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_grant"
+    assert _counts() == (1, 0, 0)
+
+
+@pytest.mark.parametrize(
+    "resource", ["https://other.example.com/mcp", "http://127.0.0.1:8000/mcp/other"]
+)
+def test_wrong_resource_at_the_token_endpoint_is_invalid_target(signed_in, application, resource):
+    verifier, challenge = pkce_pair()
+    code = get_code(signed_in, application, challenge)
+    response = exchange(signed_in, application, code, verifier, resource=resource)
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_target"
+    assert _counts() == (1, 0, 0)  # the code is still there: nothing was consumed
+
+
+def test_code_of_a_user_deactivated_after_consent_is_refused(signed_in, application, tenant):
+    verifier, challenge = pkce_pair()
+    code = get_code(signed_in, application, challenge)
+    tenant.is_active = False
+    tenant.save()
+    response = exchange(signed_in, application, code, verifier)
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_grant"
+    assert _counts() == (1, 0, 0)
+
+
+# --- refresh tokens ---------------------------------------------------------------------------
+
+
+def _refresh(client, application, refresh_token, **overrides):
+    data = {
+        "grant_type": "refresh_token",
+        "refresh_token": refresh_token,
+        "resource": settings.MCP_RESOURCE_URL,
+    }
+    data.update(overrides)
+    return token_request(client, application, **data)
+
+
+def test_refresh_rotates_both_tokens(signed_in, application):
+    first = _tokens(signed_in, application)
+    response = _refresh(signed_in, application, first["refresh_token"])
+    assert response.status_code == 200
+    second = response.json()
+    assert second["refresh_token"] != first["refresh_token"]
+    assert not AccessToken.objects.filter(token_checksum=_checksum(first["access_token"])).exists()
+    new_access = AccessToken.objects.get(token_checksum=_checksum(second["access_token"]))
+    assert new_access.resource == [settings.MCP_RESOURCE_URL]
+    old = RefreshToken.objects.get(token_checksum=_checksum(first["refresh_token"]))
+    assert old.revoked is not None
+
+
+def test_reused_refresh_token_revokes_the_whole_family(signed_in, application):
+    first = _tokens(signed_in, application)
+    second = _refresh(signed_in, application, first["refresh_token"]).json()
+    response = _refresh(signed_in, application, first["refresh_token"])
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_grant"
+    # The thief's (or the client's) newer tokens die too: the family is revoked.
+    assert not AccessToken.objects.filter(token_checksum=_checksum(second["access_token"])).exists()
+    assert RefreshToken.objects.filter(revoked__isnull=True).count() == 0
+    assert _refresh(signed_in, application, second["refresh_token"]).status_code == 400
+
+
+def test_refresh_for_a_foreign_resource_is_invalid_target(signed_in, application):
+    first = _tokens(signed_in, application)
+    before = _counts()
+    response = _refresh(
+        signed_in, application, first["refresh_token"], resource="https://other.example.com/mcp"
+    )
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_target"
+    assert _counts() == before
+    assert (
+        RefreshToken.objects.get(token_checksum=_checksum(first["refresh_token"])).revoked is None
+    )
+
+
+def test_refresh_token_of_a_deactivated_user_is_refused(signed_in, application, tenant):
+    first = _tokens(signed_in, application)
+    tenant.is_active = False
+    tenant.save()
+    before = _counts()
+    response = _refresh(signed_in, application, first["refresh_token"])
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_grant"
+    assert _counts() == before
+    assert (
+        RefreshToken.objects.get(token_checksum=_checksum(first["refresh_token"])).revoked is None
+    )
+
+
+def test_revocation_by_the_public_client_kills_the_pair(signed_in, application):
+    first = _tokens(signed_in, application)
+    response = signed_in.post(
+        "/oauth/revoke/",
+        {"token": first["access_token"], "client_id": application.client_id},
+    )
+    assert response.status_code == 200
+    assert not AccessToken.objects.filter(token_checksum=_checksum(first["access_token"])).exists()
+    assert _refresh(signed_in, application, first["refresh_token"]).status_code == 400
+
+
+def test_another_client_cannot_revoke_a_token(signed_in, application):
+    first = _tokens(signed_in, application)
+    other = ApplicationFactory()
+    signed_in.post("/oauth/revoke/", {"token": first["access_token"], "client_id": other.client_id})
+    assert AccessToken.objects.filter(token_checksum=_checksum(first["access_token"])).exists()

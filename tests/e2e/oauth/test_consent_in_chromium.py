@@ -1,0 +1,95 @@
+"""The log-in and consent pages in a real browser (Debian's chromium through Playwright): what a
+person sees and does, including that the browser actually follows the consent form's redirect to
+the client (Content-Security-Policy `form-action` applies to that redirect)."""
+
+from __future__ import annotations
+
+import shutil
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import pytest
+from django.conf import settings
+from django.shortcuts import resolve_url
+
+from tests.accounts.oauth_helpers import REDIRECT_URI, pkce_pair
+from tests.factories import PASSWORD, ApplicationFactory, UserFactory
+
+CHROMIUM = shutil.which("chromium")
+
+pytestmark = [
+    pytest.mark.live,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed"),
+]
+
+
+def _authorization_url(base_url: str, application, challenge: str) -> str:
+    params = {
+        "response_type": "code",
+        "client_id": application.client_id,
+        "redirect_uri": REDIRECT_URI,
+        "state": "xyz",
+        "scope": "memory:read memory:write",
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+        "resource": f"{base_url}/mcp",
+    }
+    return f"{base_url}/oauth/authorize/?{urlencode(params)}"
+
+
+def _consent(base_url: str, url: str, username: str, button: str) -> tuple[str, str]:
+    """Log in, read the consent page, press `button`; return (consent text, client callback)."""
+    from playwright.sync_api import sync_playwright
+
+    callbacks: list[str] = []
+    login_path = resolve_url(settings.LOGIN_URL)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        page = browser.new_page()
+        page.set_default_timeout(10_000)
+        # The client's loopback listener: answer the callback like a native client would.
+        page.route(
+            "http://127.0.0.1:33418/**",
+            lambda route: (callbacks.append(route.request.url), route.fulfill(body="done")),
+        )
+        page.goto(url)
+        assert urlsplit(page.url).path == login_path
+        page.get_by_label("Username").fill(username)
+        page.get_by_label("Password").fill(PASSWORD)
+        page.get_by_role("button", name="Log in").click()
+        page.wait_for_url(f"{base_url}/oauth/authorize/**")
+        text = page.inner_text("main")
+        page.get_by_role("button", name=button).click()
+        page.wait_for_url(f"{REDIRECT_URI}**")
+        browser.close()
+    return text, callbacks[0]
+
+
+def test_allow_in_chromium_sends_the_code_to_the_client(oauth_server):
+    application = ApplicationFactory(name="Claude Code", redirect_uris=REDIRECT_URI)
+    user = UserFactory()
+    _, challenge = pkce_pair()
+    url = _authorization_url(oauth_server.url, application, challenge)
+
+    text, callback = _consent(oauth_server.url, url, user.username, "Allow")
+
+    assert "Claude Code" in text
+    assert "127.0.0.1" in text
+    assert "Read your memories" in text
+    assert f"{oauth_server.url}/mcp" in text
+    query = parse_qs(urlsplit(callback).query)
+    assert query["state"] == ["xyz"] and query["iss"] == [oauth_server.url]
+    assert query["code"][0]
+
+
+def test_deny_in_chromium_sends_access_denied_to_the_client(oauth_server):
+    application = ApplicationFactory(redirect_uris=REDIRECT_URI)
+    user = UserFactory()
+    _, challenge = pkce_pair()
+    url = _authorization_url(oauth_server.url, application, challenge)
+
+    _, callback = _consent(oauth_server.url, url, user.username, "Deny")
+
+    query = parse_qs(urlsplit(callback).query)
+    assert query["error"] == ["access_denied"]
+    assert "code" not in query
