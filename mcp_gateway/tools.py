@@ -104,8 +104,8 @@ def _excerpt_item(item) -> dict:
         "project": item.project,
         "recordedAt": _iso(item.recorded_at),
         "commitmentStatus": item.commitment_status,
-        "dueAt": _iso(getattr(item, "due_at", None)),
-        "overdue": getattr(item, "overdue", False),
+        "dueAt": _iso(item.due_at),
+        "overdue": item.overdue,
     }
 
 

@@ -163,7 +163,7 @@ def read_sections(
                 recorded_at=row[8],
                 commitment_status=row[9],
                 due_at=row[10],
-                overdue=row[10] is not None and row[10] < now,
+                overdue=row[10] is not None and row[10] < now and row[9] in ("open", "waiting"),
             )
         )
     return sections

@@ -31,6 +31,7 @@ from datetime import datetime
 
 from django.core import signing
 from django.db import connection, transaction
+from django.utils import timezone
 
 from memories import bounds
 from memories.errors import InvalidInput, NotFound
@@ -94,6 +95,8 @@ class SearchHit:
     recorded_at: datetime
     valid_to: datetime | None
     score: float
+    due_at: datetime | None
+    overdue: bool
 
     @property
     def resource_uri(self) -> str:
@@ -151,11 +154,11 @@ _TSQUERY = "websearch_to_tsquery('threengram_unaccented', %(query)s)"
 _MATCH = {"words": "m.search_vector @@ {tsq}", "topic": "m.topic %% %(query)s"}
 _SQL = """
 SELECT id, memory_type, topic, excerpt, content_length, scope, project, status,
-       commitment_status, recorded_at, valid_to, score
+       commitment_status, recorded_at, valid_to, score, due_at
 FROM (
     SELECT m.id, m.memory_type, m.topic, left(m.content, %(excerpt_fetch)s) AS excerpt,
            m.content_length, m.scope, m.project, m.status, m.commitment_status,
-           m.recorded_at, m.valid_to,
+           m.recorded_at, m.valid_to, m.due_at,
            round((
                CASE WHEN m.search_vector @@ {tsq}
                     THEN 0.5 + 0.5 * ts_rank_cd(m.search_vector, {tsq}, 32) ELSE 0 END
@@ -288,6 +291,7 @@ def search(
         mode = "topic"
         rows = ranked(mode)
     page = SearchPage()
+    now = timezone.now()
     for row in rows[:limit]:
         cut = excerpt(row[3])  # at most 601 code points fetched: enough to know it was cut
         page.hits.append(
@@ -305,6 +309,8 @@ def search(
                 recorded_at=row[9],
                 valid_to=row[10],
                 score=float(row[11]),
+                due_at=row[12],
+                overdue=row[12] is not None and row[12] < now and row[8] in ("open", "waiting"),
             )
         )
     if len(rows) > limit:

@@ -583,3 +583,15 @@ async def test_search_pages_with_next_cursor_bound_to_the_query(agent):
     text = await fails(agent, "search", {"query": "retro", "cursor": first["nextCursor"]})
     assert text.startswith("invalid_input: cursor: was issued for a different query")
     assert all(h["uri"] == f"threengram://memory/{h['id']}" for h in first["hits"])
+
+
+async def test_search_hits_carry_due_dates_and_the_overdue_flag(agent):
+    past = (timezone.now() - timedelta(hours=1)).isoformat()
+    late = await remember(
+        agent, memoryType="commitment", topic="invoice", content="pay invoice", dueAt=past
+    )
+    [hit] = (await ok(agent, "search", {"query": "invoice"}))["hits"]
+    assert (hit["id"], hit["overdue"], hit["commitmentStatus"]) == (late["id"], True, "open")
+    await ok(agent, "resolve", {"memoryId": late["id"], "status": "resolved"})
+    [hit] = (await ok(agent, "search", {"query": "invoice"}))["hits"]
+    assert hit["overdue"] is False and hit["dueAt"] is not None
