@@ -27,6 +27,7 @@ PROPOSALS_PER_MEMORY_MAX = 3
 # A new memory is proposed for a thread when one of the thread's current members has the same
 # project and a topic at least this similar (pg_trgm similarity, 0..1).
 PROPOSAL_TOPIC_SIMILARITY = 0.45
+PROPOSAL_MEMBERS_COMPARED = 300  # the most recently added members
 
 
 @dataclass(frozen=True)
@@ -177,7 +178,8 @@ def open_proposals(*, owner, limit: int = LIST_MAX) -> list[Proposal]:
 
 def propose_memberships(memory: Memory) -> list[Proposal]:
     """Propose `memory` for the threads it plausibly belongs to: a thread with a current member
-    in the same project whose topic is similar (pg_trgm). One statement; a thread that already
+    in the same project whose topic is similar (pg_trgm), among the tenant's
+    PROPOSAL_MEMBERS_COMPARED most recently added members. One statement; a thread that already
     has any membership row for this memory is skipped (so rejections stick)."""
     with connection.cursor() as cursor:
         cursor.execute(
@@ -186,14 +188,25 @@ def propose_memberships(memory: Memory) -> list[Proposal]:
                 (id, thread_id, memory_id, state, similarity, created_at)
             SELECT gen_random_uuid(), best.thread_id, %(memory)s, 'proposed', best.sim, now()
             FROM (
-                SELECT ms.thread_id, max(similarity(m.topic, %(topic)s)) AS sim
-                FROM memories_threadmembership ms
-                JOIN memories_thread t ON t.id = ms.thread_id AND t.owner_id = %(owner)s
-                JOIN memories_memory m ON m.id = ms.memory_id
-                WHERE ms.state = 'member' AND m.valid_to IS NULL
-                  AND m.project IS NOT DISTINCT FROM %(project)s
-                  AND similarity(m.topic, %(topic)s) >= %(floor)s
-                GROUP BY ms.thread_id
+                SELECT recent.thread_id, max(similarity(recent.topic, %(topic)s)) AS sim
+                FROM (
+                    -- Bounded work per write: only the most recently added members are
+                    -- compared, chosen from the small membership rows before any memory row
+                    -- is read.
+                    SELECT added.thread_id, m.topic
+                    FROM (
+                        SELECT ms.thread_id, ms.memory_id
+                        FROM memories_threadmembership ms
+                        JOIN memories_thread t ON t.id = ms.thread_id AND t.owner_id = %(owner)s
+                        WHERE ms.state = 'member'
+                        ORDER BY ms.decided_at DESC
+                        LIMIT %(members)s
+                    ) added
+                    JOIN memories_memory m ON m.id = added.memory_id
+                    WHERE m.valid_to IS NULL AND m.project IS NOT DISTINCT FROM %(project)s
+                ) recent
+                WHERE similarity(recent.topic, %(topic)s) >= %(floor)s
+                GROUP BY recent.thread_id
                 ORDER BY sim DESC
                 LIMIT %(limit)s
             ) best
@@ -210,6 +223,7 @@ def propose_memberships(memory: Memory) -> list[Proposal]:
                 "project": memory.project,
                 "floor": PROPOSAL_TOPIC_SIMILARITY,
                 "limit": PROPOSALS_PER_MEMORY_MAX,
+                "members": PROPOSAL_MEMBERS_COMPARED,
             },
         )
         rows = cursor.fetchall()

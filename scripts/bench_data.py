@@ -114,7 +114,7 @@ def main() -> None:
         connection.execute("SET maintenance_work_mem = '512MB'")
         # Building the search indexes once after the load is far faster than maintaining them
         # row by row; they are recreated exactly as migration 0003 defines them.
-        connection.execute("DROP INDEX memory_owner_search, memory_owner_topic_trgm")
+        connection.execute("DROP INDEX memory_search")
         params = {
             "memories": options.memories,
             "tenants": options.tenants,
@@ -124,12 +124,7 @@ def main() -> None:
             connection.execute(statement, params)
         loaded = time.monotonic()
         connection.execute(
-            "CREATE INDEX memory_owner_search ON memories_memory "
-            "USING gin (owner_id, search_vector)"
-        )
-        connection.execute(
-            "CREATE INDEX memory_owner_topic_trgm ON memories_memory "
-            "USING gin (owner_id, topic gin_trgm_ops)"
+            "CREATE INDEX memory_search ON memories_memory USING gin (search_vector)"
         )
         connection.execute("VACUUM ANALYZE")
         count = connection.execute("SELECT count(*) FROM memories_memory").fetchone()[0]

@@ -1,13 +1,14 @@
-"""Server time of the read tools at 1,000,000 memories (issue 5 figures).
+"""Server time of the tools at 1,000,000 memories (issue 5 figures).
 
     .venv/bin/python scripts/bench_data.py      # once: builds threengram_bench_tools (~5 min)
     .venv/bin/python scripts/bench_tools.py [--calls 300]
 
 Calls `mcp_gateway.tools.call_tool` in-process, exactly as the MCP server does after auth (schema
 validation, scope check, service, JSON encoding), and times each call. Targets: search p95 <= 25
-ms, get_memories of 20 ids p95 <= 10 ms, briefing p95 <= 25 ms. The baseline measured in the same
-run is `SELECT 1` through the same path (thread-sensitive executor + Django connection): the
-fixed cost every tool call pays before doing any work.
+ms, get_memories of 20 ids p95 <= 10 ms, briefing p95 <= 25 ms; remember is timed too (it writes
+a few hundred rows into the benchmark database). The baseline measured in the same run is
+`SELECT 1` through the same path (thread-sensitive executor + Django connection): the fixed cost
+every tool call pays before doing any work.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import random
 import statistics
 import sys
 import time
+import uuid
 from pathlib import Path
 
 from psycopg.conninfo import make_conninfo
@@ -86,6 +88,46 @@ async def main(calls: int, seed: int) -> None:
         return rows[0][0], [row[0] for row in rows[1:]]
 
     largest, others = await sync_to_async(tenants, thread_sensitive=True)()
+
+    def threads_for(owner_id: int) -> list[tuple[str, str]]:
+        """20 threads of 100 recent members each (one project per thread) for the largest tenant,
+        so remember's proposal check has real work; returns (project, member topic) pairs."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                """
+                INSERT INTO memories_thread (id, owner_id, name, pinned, created_at)
+                SELECT gen_random_uuid(), %(owner)s, 'bench thread ' || n, n <= 3, now()
+                FROM generate_series(1, 20) n
+                ON CONFLICT DO NOTHING;
+                """,
+                {"owner": owner_id},
+            )
+            cursor.execute(
+                """
+                INSERT INTO memories_threadmembership
+                    (id, thread_id, memory_id, state, created_at, decided_at)
+                SELECT gen_random_uuid(), t.id, m.id, 'member', now(), now()
+                FROM (SELECT id, substr(name, 14)::int AS n FROM memories_thread
+                      WHERE owner_id = %(owner)s) t
+                JOIN LATERAL (SELECT id FROM memories_memory
+                              WHERE owner_id = %(owner)s AND valid_to IS NULL
+                                AND project = 'project-' || t.n
+                              ORDER BY recorded_at DESC LIMIT 100) m ON true
+                ON CONFLICT DO NOTHING
+                """,
+                {"owner": owner_id},
+            )
+            cursor.execute(
+                """
+                SELECT m.project, m.topic FROM memories_threadmembership ms
+                JOIN memories_memory m ON m.id = ms.memory_id
+                JOIN memories_thread t ON t.id = ms.thread_id AND t.owner_id = %(owner)s
+                """,
+                {"owner": owner_id},
+            )
+            return cursor.fetchall()
+
+    member_topics = await sync_to_async(threads_for, thread_sensitive=True)(largest)
     sample_others = rng.sample(others, 50)
 
     def principal(user_id: int) -> Principal:
@@ -106,6 +148,17 @@ async def main(calls: int, seed: int) -> None:
         words = [word(int(4000 * rng.random() ** 1.3)) for _ in range(rng.choice((1, 1, 2)))]
         return " ".join(words)
 
+    def remember_arguments() -> dict:
+        # A near-copy of a thread member's topic in its project: the largest tenant's 20
+        # threads get proposals; other tenants have no threads.
+        project, topic = rng.choice(member_topics)
+        return {
+            "memoryType": "note",
+            "topic": topic + " follow-up",
+            "content": f"benchmark write {uuid.uuid4()}",
+            "project": project,
+        }
+
     def plan(owner_for) -> dict[str, list]:
         return {
             "search": [
@@ -124,6 +177,9 @@ async def main(calls: int, seed: int) -> None:
                 for _ in range(calls)
             ],
             "briefing, brief": [(principal(owner_for()), "briefing", {}) for _ in range(calls)],
+            "remember (+ thread proposals)": [
+                (principal(owner_for()), "remember", remember_arguments()) for _ in range(calls)
+            ],
             "briefing, full": [
                 (principal(owner_for()), "briefing", {"mode": "full"}) for _ in range(calls)
             ],
@@ -146,9 +202,10 @@ async def main(calls: int, seed: int) -> None:
         ("largest tenant (100,000 memories)", lambda: largest),
         ("50 other tenants (~900 memories each)", lambda: rng.choice(sample_others)),
     ]:
-        # Warm up caches and the connection, then measure.
+        # Warm up caches and the connection with calls of their own, then measure.
+        warm_up = plan(owner_for)
         for label, batch in plan(owner_for).items():
-            await timed("warm-up", batch[:20], {})
+            await timed("warm-up", warm_up[label][:20], {})
             await timed(f"{who} | {label}", batch, results)
     results["baseline | SELECT 1 via the same executor"] = await baseline(largest)
 
