@@ -60,7 +60,7 @@ def _clean_memory_type(value: object) -> str:
     return value  # type: ignore[return-value]
 
 
-def _lock_live_owner(owner) -> None:
+def lock_live_owner(owner) -> None:
     """Serialize with erase_account (which takes FOR UPDATE on the same row): a write either
     completes before an erasure and is erased by it, or sees the account inactive."""
     with connection.cursor() as cursor:
@@ -188,7 +188,7 @@ def remember(
     memory = _new_memory(owner, fields)
     try:
         with transaction.atomic():
-            _lock_live_owner(owner)
+            lock_live_owner(owner)
             return _insert(memory)
     except _LostInsert as lost:
         raise _explain_lost_insert(lost) from None
@@ -229,7 +229,7 @@ def revise_memory(
 
 def _revise(*, owner, predecessor_id: object, content: object, given: dict) -> Memory:
     with transaction.atomic():
-        _lock_live_owner(owner)
+        lock_live_owner(owner)
         parsed = parse_memory_id(predecessor_id)
         predecessor = (
             Memory.objects.select_for_update().filter(owner=owner, id=parsed).first()

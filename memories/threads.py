@@ -67,7 +67,7 @@ def _owned_memory_ids(owner, memory_ids: Sequence[object]) -> list[uuid.UUID]:
 def create_thread(*, owner, name: object, pinned: bool = False) -> Thread:
     cleaned = bounds.clean_thread_name(name)
     with transaction.atomic():
-        services._lock_live_owner(owner)
+        services.lock_live_owner(owner)  # serialize with erasure, as memory writes do
         if Thread.objects.filter(owner=owner).count() >= THREADS_MAX:
             raise Conflict(f"at most {THREADS_MAX} threads per account")
         try:
@@ -80,6 +80,7 @@ def create_thread(*, owner, name: object, pinned: bool = False) -> Thread:
 def rename_thread(*, owner, name: object, new_name: object) -> Thread:
     cleaned = bounds.clean_thread_name(new_name, "newName")
     with transaction.atomic():
+        services.lock_live_owner(owner)  # a name written after an erasure would survive it
         thread = _thread(owner, name, lock=True)
         thread.name = cleaned
         try:

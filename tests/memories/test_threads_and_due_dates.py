@@ -62,3 +62,16 @@ def test_proposals_stay_proposals_and_rejections_stick(tenant):
     assert [p.thread for p in proposals] == ["budget"]
     row = ThreadMembership.objects.get(memory=memory)
     assert row.state == MembershipState.PROPOSED and row.decided_at is None
+
+
+def test_an_erased_account_cannot_name_threads_again(tenant):
+    from accounts.erasure import erase_account
+    from memories.errors import AccountInactive
+    from memories.threads import rename_thread
+
+    create_thread(owner=tenant, name="before")
+    erase_account(user=tenant)
+    with pytest.raises(AccountInactive):
+        create_thread(owner=tenant, name="after")
+    with pytest.raises(AccountInactive):
+        rename_thread(owner=tenant, name="[erased]", new_name="after")
