@@ -7,9 +7,11 @@ import pytest
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from accounts.erasure import erase_account
+from memories.errors import AccountInactive
 from memories.models import MembershipState, Memory, ThreadMembership
 from memories.services import remember, revise_memory
-from memories.threads import add_members, create_thread, remember_and_propose
+from memories.threads import add_members, create_thread, remember_and_propose, rename_thread
 
 
 def test_due_date_is_fixed_at_insert(tenant):
@@ -65,10 +67,6 @@ def test_proposals_stay_proposals_and_rejections_stick(tenant):
 
 
 def test_an_erased_account_cannot_name_threads_again(tenant):
-    from accounts.erasure import erase_account
-    from memories.errors import AccountInactive
-    from memories.threads import rename_thread
-
     create_thread(owner=tenant, name="before")
     erase_account(user=tenant)
     with pytest.raises(AccountInactive):
