@@ -241,8 +241,10 @@ def _where(filters: SearchFilters, owner_id: int, params: dict) -> str:
 def _decode_cursor(cursor: str, fingerprint: str) -> tuple[str, str, datetime, uuid.UUID]:
     try:
         payload = signing.loads(cursor, salt=_CURSOR_SALT)
+        if payload["m"] not in _MATCH:
+            raise ValueError(payload["m"])
         position = (
-            _MATCH[payload["m"]] and payload["m"],
+            payload["m"],
             payload["s"],
             datetime.fromisoformat(payload["r"]),
             uuid.UUID(payload["i"]),

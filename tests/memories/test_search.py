@@ -153,3 +153,15 @@ def test_cursor_is_bound_to_its_query_and_filters(tenant):
         run(tenant, "bound cursor", limit=1, cursor=cursor, scope="work")
     with pytest.raises(InvalidInput, match="cursor: is not a cursor this server issued"):
         run(tenant, "bound cursor", limit=1, cursor=cursor[:-2] + "xx")
+
+
+def test_the_topic_fallback_pages_too(tenant):
+    for n in range(5):
+        MemoryFactory(owner=tenant, topic=f"Kubernetes cluster {n}", content=f"node pool {n}")
+    MemoryFactory(owner=tenant, topic="Lunch", content="kubernetes is not lunch")
+    first = run(tenant, "Kubernets clustr", limit=3)  # typos: no word matches
+    assert len(first.hits) == 3 and first.next_cursor
+    second = run(tenant, "Kubernets clustr", limit=3, cursor=first.next_cursor)
+    topics = [hit.topic for hit in first.hits + second.hits]
+    assert sorted(topics) == [f"Kubernetes cluster {n}" for n in range(5)]
+    assert second.next_cursor is None
