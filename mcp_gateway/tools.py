@@ -35,11 +35,10 @@ from memories.handoff import DEFAULT_ITEMS as HANDOFF_DEFAULT_ITEMS
 from memories.handoff import handoff as build_handoff
 from memories.models import Memory
 from memories.services import archive_memory, resolve_commitment
+from threengram.observability import VERSION
 
 logger = logging.getLogger(__name__)
 
-SERVER_NAME = "threengram"
-SERVER_VERSION = "0.1.0"
 
 Handler = Callable[[Principal, dict], Awaitable[dict]]
 
@@ -354,7 +353,7 @@ async def _describe_environment(principal: Principal, args: dict) -> dict:
     stats = await _db(environment.environment_stats, owner_id=principal.user_id)
     thread_list = await _db(threads.list_threads, owner=_owner(principal))
     return {
-        "server": {"name": SERVER_NAME, "version": SERVER_VERSION},
+        "server": {"name": "threengram", "version": VERSION},
         "tools": [spec.name for spec in TOOLS],
         "scopes": sorted(principal.scopes),
         "memoryScopes": stats.scopes,

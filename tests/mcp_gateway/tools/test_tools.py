@@ -11,6 +11,7 @@ from jsonschema import Draft202012Validator
 from mcp_gateway.tools import TOOLS, tool_definitions
 from memories.models import Memory
 from tests.mcp_gateway.tools.conftest import fails, ok, principal_for
+from threengram.observability import VERSION
 
 pytestmark = pytest.mark.anyio
 
@@ -529,6 +530,7 @@ async def test_describe_environment_reports_own_data_and_no_secrets(agent, other
     await ok(agent, "configure_thread", {"action": "create", "name": "ideas"})
     env = await ok(agent, "describe_environment")
     assert env["tools"] == [spec.name for spec in TOOLS]
+    assert env["server"] == {"name": "threengram", "version": VERSION}
     assert env["scopes"] == ["memory:read", "memory:write"]
     assert env["projects"] == {"count": 1, "names": ["alpha"]}
     assert env["memoryScopes"] == ["personal", "work"]
