@@ -48,6 +48,10 @@ class Selector:
             return cls()
         if value is None:
             raise InvalidInput("value", f"is required when selector is '{kind}'")
+        if kind == "scope" and (
+            not isinstance(value, str) or not bounds.SCOPE_PATTERN.match(value)
+        ):
+            raise InvalidInput("value", "a scope is kebab-case: lowercase letters and digits")
         cleaned = {
             "scope": bounds.clean_scope,
             "project": lambda v: bounds.clean_text("value", v, maximum=bounds.PROJECT_MAX),
