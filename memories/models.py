@@ -1,7 +1,8 @@
 """The Memory: append-only. Substance (content, topic, tags, type, scope, project, recorded_at,
 due_at) is fixed at insert; only lifecycle columns (status, valid_to, commitment_status) ever move.
-Revising inserts a successor with a new id. The trigger in migration 0002 enforces this in the
-database; account erasure is the one permitted rewrite of substance (to ERASED)."""
+Revising inserts a successor with a new id. The trigger of migration 0002 (extended to due_at in
+0005) enforces this in the database; account erasure is the one permitted rewrite of substance
+(to ERASED)."""
 
 from __future__ import annotations
 
