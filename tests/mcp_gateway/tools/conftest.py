@@ -23,6 +23,15 @@ async def _close_worker_connections(anyio_backend):
     await sync_to_async(connections.close_all, thread_sensitive=True)()
 
 
+# Lines the tool-selection eval reports; printed in the terminal summary so CI logs show them.
+EVAL_SUMMARY: list[str] = []
+
+
+def pytest_terminal_summary(terminalreporter):
+    for line in EVAL_SUMMARY:
+        terminalreporter.write_line(line)
+
+
 OUTPUT_VALIDATORS = {spec.name: Draft202012Validator(spec.output_schema) for spec in TOOLS}
 
 

@@ -15,6 +15,7 @@ from itertools import combinations
 from pathlib import Path
 
 from mcp_gateway.tools import tool_definitions
+from tests.mcp_gateway.tools.conftest import EVAL_SUMMARY
 
 INTENTS = Path(__file__).with_name("tool_intents.json")
 FLOOR = 0.85  # measured 0.907 (49/54) on 2026-12-02
@@ -115,6 +116,10 @@ def test_descriptions_select_the_right_tool():
         if names[chosen] != item["tool"]:
             misses.append(f"{item['tool']} <- {names[chosen]}: {item['intent']}")
     accuracy = 1 - len(misses) / len(intents)
+    EVAL_SUMMARY.append(
+        f"tool-selection eval: accuracy {accuracy:.3f} ({len(intents) - len(misses)}/"
+        f"{len(intents)} intents, TF-IDF nearest description), CI floor {FLOOR}"
+    )
     print(
         f"\ntool-selection accuracy (TF-IDF nearest description): {accuracy:.3f} "
         f"over {len(intents)} intents; misses:\n  " + "\n  ".join(misses)
@@ -129,5 +134,9 @@ def test_no_two_descriptions_overlap():
         for i, j in combinations(range(len(names)), 2)
     }
     worst = max(overlaps, key=overlaps.get)
+    EVAL_SUMMARY.append(
+        f"tool-selection eval: largest description overlap {worst[0]}/{worst[1]} "
+        f"{overlaps[worst]:.3f}, bound {MAX_OVERLAP}"
+    )
     print(f"\nlargest description overlap: {worst} {overlaps[worst]:.3f}")
     assert overlaps[worst] < MAX_OVERLAP, worst
