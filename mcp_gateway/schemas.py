@@ -363,7 +363,7 @@ CONFIGURE_THREAD_OUT = output(
     {
         "action": {"type": "string"},
         "thread": THREAD,
-        "threads": {"type": "array", "maxItems": threads.LIST_MAX, "items": THREAD},
+        "threads": {"type": "array", "maxItems": threads.THREADS_MAX, "items": THREAD},
         "proposals": {"type": "array", "maxItems": threads.LIST_MAX, "items": PROPOSAL},
         "proposal": PROPOSAL
         | {"properties": PROPOSAL["properties"] | {"state": {"type": "string"}}},
@@ -383,7 +383,7 @@ DESCRIBE_OUT = output(
                 "names": {"type": "array", "items": {"type": "string"}},
             }
         ),
-        "threads": {"type": "array", "maxItems": threads.LIST_MAX, "items": THREAD},
+        "threads": {"type": "array", "maxItems": threads.THREADS_MAX, "items": THREAD},
         "memoriesByType": {"type": "object", "additionalProperties": {"type": "integer"}},
         "memoriesByStatus": {"type": "object", "additionalProperties": {"type": "integer"}},
         "commitmentsByStatus": {"type": "object", "additionalProperties": {"type": "integer"}},

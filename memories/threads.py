@@ -147,8 +147,8 @@ def decide_proposal(*, owner, proposal_id: object, accept: bool) -> ThreadMember
 
 
 def list_threads(*, owner) -> list[Thread]:
-    """The tenant's threads (pinned first, then by name) with member and open-proposal counts of
-    current memories."""
+    """All the tenant's threads (at most THREADS_MAX exist; pinned first, then by name) with
+    member and open-proposal counts of current memories."""
     current = Q(memberships__memory__valid_to__isnull=True)
     return list(
         Thread.objects.filter(owner=owner)
@@ -160,7 +160,7 @@ def list_threads(*, owner) -> list[Thread]:
                 "memberships", filter=current & Q(memberships__state=MembershipState.PROPOSED)
             ),
         )
-        .order_by("-pinned", "name")[:LIST_MAX]
+        .order_by("-pinned", "name")[:THREADS_MAX]
     )
 
 
