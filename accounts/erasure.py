@@ -25,7 +25,7 @@ from oauth2_provider.models import (
 )
 
 from accounts.models import ErasureRecord
-from memories.models import ERASED, ERASED_SCOPE, Memory
+from memories.models import ERASED, ERASED_SCOPE, Memory, Thread
 
 
 @dataclass
@@ -45,6 +45,12 @@ def _erase_memories(user, now) -> dict[str, int]:
         project=Case(When(project__isnull=True, then=Value(None)), default=Value(ERASED)),
     )
     return {"memories": rewritten}
+
+
+def _erase_threads(user, now) -> dict[str, int]:
+    """Thread names are tenant-written text. Memberships and proposals hold only ids, state and a
+    similarity figure, so they stay (like the supersession chain of the memories)."""
+    return {"threads": Thread.objects.filter(owner=user).update(name=ERASED)}
 
 
 def _revoke_oauth(user, now) -> dict[str, int]:
@@ -81,7 +87,7 @@ def _deactivate(user, now) -> dict[str, int]:
 
 # In order. Other apps' tenant text joins this list (e.g. thread names), so the tests that prove
 # erasure complete and atomic cover every step.
-ERASURE_STEPS: list[Callable] = [_erase_memories, _revoke_oauth, _deactivate]
+ERASURE_STEPS: list[Callable] = [_erase_memories, _erase_threads, _revoke_oauth, _deactivate]
 
 
 def erase_account(*, user, requested_by_staff=None) -> ErasureResult:

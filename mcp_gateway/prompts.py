@@ -4,27 +4,154 @@
     async get_prompt(principal, name, arguments) -> mcp_types.GetPromptResult
     async complete_prompt_argument(principal, prompt, argument, prefix) -> list[str]  (<= 100)
 
-(Filled in by the tools issue.)"""
+Prompts are user-chosen templates (MCP "Prompts": user-controlled), so they only render text that
+steers the agent to the right tools; they read no memories. Completion of their scope, project
+and thread arguments does read the tenant's own live data, so it needs memory:read and returns
+nothing without it.
+"""
 
 from __future__ import annotations
 
+import json
+
 import mcp_types as types
+from asgiref.sync import sync_to_async
+from django.conf import settings
 from mcp.shared.exceptions import MCPError
 
 from mcp_gateway.principal import Principal
+from memories import bounds
+from memories.briefing import MODES
+from memories.environment import FACETS, facet_values
+from memories.errors import InvalidInput
+
+_FOCUS = [
+    types.PromptArgument(
+        name="scope", description="Limit to one scope (kebab-case).", required=False
+    ),
+    types.PromptArgument(name="project", description="Limit to one project.", required=False),
+    types.PromptArgument(name="thread", description="Limit to one thread.", required=False),
+]
+PROMPTS = [
+    types.Prompt(
+        name="briefing",
+        title="Session briefing",
+        description=(
+            "Start a session oriented: the agent calls the briefing tool (optionally for one "
+            "scope, project or thread) and summarises open commitments, blockers and decisions."
+        ),
+        arguments=[
+            *_FOCUS,
+            types.PromptArgument(
+                name="mode", description="brief (default) or full.", required=False
+            ),
+        ],
+    ),
+    types.Prompt(
+        name="debrief",
+        title="Session debrief",
+        description=(
+            "End a session cleanly: the agent stores what was decided, promised, learned or "
+            "blocked, revises outdated memories and resolves finished commitments."
+        ),
+        arguments=list(_FOCUS),
+    ),
+]
+_ARGUMENTS = {prompt.name: {arg.name for arg in prompt.arguments or []} for prompt in PROMPTS}
 
 
 def prompt_definitions() -> list[types.Prompt]:
-    return []
+    return list(PROMPTS)
+
+
+def _focus(arguments: dict[str, str]) -> tuple[str, str | None]:
+    """The (selector, value) the arguments name: at most one of scope, project, thread."""
+    given = [(kind, arguments[kind]) for kind in FACETS if arguments.get(kind)]
+    if len(given) > 1:
+        raise InvalidInput(given[1][0], "give at most one of scope, project and thread")
+    if not given:
+        return "all", None
+    kind, value = given[0]
+    cleaners = {
+        "scope": bounds.clean_scope,
+        "project": lambda v: bounds.clean_text("project", v, maximum=bounds.PROJECT_MAX),
+        "thread": lambda v: bounds.clean_thread_name(v, "thread"),
+    }
+    return kind, cleaners[kind](value)
+
+
+def _briefing_text(arguments: dict[str, str]) -> str:
+    selector, value = _focus(arguments)
+    mode = arguments.get("mode") or "brief"
+    if mode not in MODES:
+        raise InvalidInput("mode", f"must be one of: {', '.join(MODES)}")
+    call = {"selector": selector, "mode": mode} | ({"value": value} if value else {})
+    focus = f" for {selector} '{value}'" if value else ""
+    return (
+        f"Start this session by calling the `briefing` tool with {json.dumps(call)}{focus}.\n"
+        "Then tell me, briefly: overdue and open commitments (with due dates), current blockers, "
+        "recent decisions I should keep in mind, and preferences that affect how you work. "
+        "Use `get_memories` only when an excerpt is marked truncated and you need the full text."
+    )
+
+
+def _debrief_text(arguments: dict[str, str]) -> str:
+    selector, value = _focus(arguments)
+    where = ""
+    if selector in ("scope", "project"):
+        where = f' Pass "{selector}": "{value}" to every `remember` call.'
+    elif selector == "thread":
+        where = (
+            f" Then add the new memories to the thread '{value}' with `configure_thread` "
+            '(action "add_members").'
+        )
+    return (
+        "Before we stop, save what this session produced so the next one can pick it up.\n"
+        "1. `search` first, so you do not store what is already there.\n"
+        "2. `remember` each new decision, commitment (with dueAt when there is a deadline), "
+        "blocker, fact, preference or pattern as its own short memory with a clear topic."
+        f"{where}\n"
+        "3. `revise` memories this session made outdated; `archive` ones that no longer matter.\n"
+        "4. `resolve` commitments that were finished (resolved) or are waiting on someone.\n"
+        "5. Accept or reject thread proposals returned by `remember` with `configure_thread`."
+    )
+
+
+_RENDER = {"briefing": _briefing_text, "debrief": _debrief_text}
 
 
 async def get_prompt(
     principal: Principal, name: str, arguments: dict | None
 ) -> types.GetPromptResult:
-    raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown prompt: {name}")
+    render = _RENDER.get(name)
+    if render is None:
+        raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown prompt: {name[:64]}")
+    arguments = arguments or {}
+    unknown = sorted(set(arguments) - _ARGUMENTS[name])
+    if unknown:
+        raise MCPError(code=types.INVALID_PARAMS, message=f"{unknown[0][:64]}: unknown argument")
+    try:
+        text = render(arguments)
+    except InvalidInput as error:
+        raise MCPError(code=types.INVALID_PARAMS, message=str(error)) from None
+    prompt = next(p for p in PROMPTS if p.name == name)
+    return types.GetPromptResult(
+        description=prompt.description,
+        messages=[
+            types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))
+        ],
+    )
 
 
 async def complete_prompt_argument(
     principal: Principal, prompt: str, argument: str, prefix: str
 ) -> list[str]:
-    return []
+    """Values for a prompt argument from the tenant's own live data, prefix-matched, <= 100."""
+    if not principal.can(settings.MEMORY_READ_SCOPE) or argument not in _ARGUMENTS.get(prompt, ()):
+        return []
+    prefix = (prefix or "")[:100]
+    if argument == "mode":
+        return [mode for mode in MODES if mode.startswith(prefix)]
+    return await sync_to_async(facet_values, thread_sensitive=True)(
+        owner_id=principal.user_id, facet=argument, prefix=prefix
+    )

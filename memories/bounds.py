@@ -3,8 +3,10 @@ before any write). The database repeats the essential ones as CHECK constraints.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterable
+from datetime import datetime
 
 from memories.errors import InvalidInput
 
@@ -14,6 +16,7 @@ TAG_MAX = 64
 TAGS_MAX = 32
 SCOPE_MAX = 64
 PROJECT_MAX = 256
+THREAD_NAME_MAX = 100
 DEFAULT_SCOPE = "personal"
 SCOPE_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 SCOPE_PATTERN_SQL = r"^[a-z0-9]+(-[a-z0-9]+)*$"
@@ -35,6 +38,11 @@ def _text(field: str, value: object, *, maximum: int, minimum: int = 1) -> str:
             f"got {len(value)}",
         )
     return value
+
+
+def clean_text(field: str, value: object, *, maximum: int) -> str:
+    """Any other caller text (a search query, a handoff label): trimmed, 1..maximum."""
+    return _text(field, value, maximum=maximum)
 
 
 def clean_content(value: object) -> str:
@@ -76,3 +84,27 @@ def clean_tags(value: object) -> list[str]:
     if len(tags) > TAGS_MAX:
         raise InvalidInput("tags", f"at most {TAGS_MAX} tags; got {len(tags)}")
     return tags
+
+
+def clean_thread_name(value: object, field: str = "name") -> str:
+    return _text(field, value, maximum=THREAD_NAME_MAX)
+
+
+def clean_datetime(field: str, value: object) -> datetime:
+    """An instant from caller input: an aware datetime or an ISO 8601 string with an offset."""
+    if isinstance(value, str) and len(value) <= 40:
+        with contextlib.suppress(ValueError):
+            value = datetime.fromisoformat(value)
+    if not isinstance(value, datetime):
+        raise InvalidInput(field, "must be an ISO 8601 date-time, e.g. 2026-12-31T17:00:00Z")
+    if value.tzinfo is None:
+        raise InvalidInput(field, "must include a UTC offset, e.g. 2026-12-31T17:00:00Z")
+    return value
+
+
+def clean_due_at(value: object, *, memory_type: str) -> datetime | None:
+    if value is None:
+        return None
+    if memory_type != "commitment":
+        raise InvalidInput("dueAt", "only a commitment can have a due date")
+    return clean_datetime("dueAt", value)

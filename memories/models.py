@@ -1,7 +1,8 @@
-"""The Memory: append-only. Substance (content, topic, tags, type, scope, project, recorded_at)
-is fixed at insert; only lifecycle columns (status, valid_to, commitment_status) ever move.
-Revising inserts a successor with a new id. The trigger in migration 0002 enforces this in the
-database; account erasure is the one permitted rewrite of substance (to ERASED)."""
+"""The Memory: append-only. Substance (content, topic, tags, type, scope, project, recorded_at,
+due_at) is fixed at insert; only lifecycle columns (status, valid_to, commitment_status) ever move.
+Revising inserts a successor with a new id. The trigger of migration 0002 (extended to due_at in
+0005) enforces this in the database; account erasure is the one permitted rewrite of substance
+(to ERASED)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import F, Q
-from django.db.models.functions import MD5, Length
+from django.db.models.functions import MD5, Length, Lower
+from django.utils import timezone
 
 from memories import bounds
 
@@ -101,6 +103,9 @@ class Memory(models.Model):
     project = models.CharField(max_length=bounds.PROJECT_MAX, null=True, blank=True)
     tags = ArrayField(models.CharField(max_length=bounds.TAG_MAX), default=list, blank=True)
     recorded_at = models.DateTimeField()
+    due_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a commitment is due; set once, at insert."
+    )
     predecessor = models.OneToOneField(
         "self",
         on_delete=models.PROTECT,
@@ -122,10 +127,12 @@ class Memory(models.Model):
         verbose_name_plural = "memories"
         indexes = [
             models.Index(fields=["owner", "-recorded_at"], name="memory_owner_recent"),
+            # Covering: briefing and handoff count their sections with index-only scans.
             models.Index(
                 fields=["owner", "memory_type", "-recorded_at"],
                 name="memory_owner_type_current",
                 condition=Q(valid_to__isnull=True),
+                include=["status", "commitment_status", "due_at", "id"],
             ),
         ]
         constraints = [
@@ -174,6 +181,10 @@ class Memory(models.Model):
                 name="memory_not_own_predecessor", condition=~Q(predecessor=F("id"))
             ),
             models.CheckConstraint(
+                name="memory_due_at_only_on_commitments",
+                condition=Q(due_at__isnull=True) | Q(memory_type=MemoryType.COMMITMENT),
+            ),
+            models.CheckConstraint(
                 name="memory_valid_to_after_recorded",
                 condition=Q(valid_to__isnull=True) | Q(valid_to__gte=F("recorded_at")),
             ),
@@ -190,3 +201,59 @@ class Memory(models.Model):
     @property
     def is_current(self) -> bool:
         return self.valid_to is None
+
+
+class Thread(models.Model):
+    """A named, curated group of memories. The name is tenant-written text: account erasure
+    overwrites it (accounts.erasure)."""
+
+    id = models.UUIDField(primary_key=True, default=new_memory_id, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="threads"
+    )
+    name = models.CharField(max_length=bounds.THREAD_NAME_MAX)
+    pinned = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            # Names are unique per tenant, case-insensitively; erased names (all alike) are exempt.
+            models.UniqueConstraint(
+                F("owner"), Lower("name"), name="thread_unique_name", condition=~Q(name=ERASED)
+            ),
+            models.CheckConstraint(name="thread_name_not_empty", condition=Q(name__regex=r"\S")),
+        ]
+
+    def __str__(self) -> str:
+        return f"thread {self.id}"  # never the name: tenant text stays out of logs
+
+
+class MembershipState(models.TextChoices):
+    PROPOSED = "proposed"  # suggested by the server; not a member until accepted
+    MEMBER = "member"
+    REJECTED = "rejected"  # remembered so the same proposal is not made again
+
+
+class ThreadMembership(models.Model):
+    """A memory in a thread, or a proposal that it belongs there. The server creates only
+    `proposed` rows; only the tenant (configure_thread) makes a memory a `member`."""
+
+    id = models.UUIDField(primary_key=True, default=new_memory_id, editable=False)
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="memberships")
+    memory = models.ForeignKey(Memory, on_delete=models.PROTECT, related_name="memberships")
+    state = models.CharField(max_length=8, choices=MembershipState.choices)
+    similarity = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["thread", "memory"], name="membership_unique"),
+            models.CheckConstraint(
+                name="membership_state_valid", condition=Q(state__in=MembershipState.values)
+            ),
+        ]
+        indexes = [models.Index(fields=["memory", "state"], name="membership_memory_state")]
+
+    def __str__(self) -> str:
+        return f"{self.state} {self.memory_id} in {self.thread_id}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
@@ -59,7 +60,7 @@ def _clean_memory_type(value: object) -> str:
     return value  # type: ignore[return-value]
 
 
-def _lock_live_owner(owner) -> None:
+def lock_live_owner(owner) -> None:
     """Serialize with erase_account (which takes FOR UPDATE on the same row): a write either
     completes before an erasure and is erased by it, or sees the account inactive."""
     with connection.cursor() as cursor:
@@ -115,6 +116,7 @@ class MemoryFields:
     scope: str
     project: str | None
     tags: list[str]
+    due_at: datetime | None = None
 
     @classmethod
     def clean(
@@ -126,14 +128,17 @@ class MemoryFields:
         scope: object = None,
         project: object = None,
         tags: object = None,
+        due_at: object = None,
     ) -> MemoryFields:
+        cleaned_type = _clean_memory_type(memory_type)
         return cls(
-            memory_type=_clean_memory_type(memory_type),
+            memory_type=cleaned_type,
             topic=bounds.clean_topic(topic),
             content=bounds.clean_content(content),
             scope=bounds.clean_scope(scope),
             project=bounds.clean_project(project),
             tags=bounds.clean_tags(tags),
+            due_at=bounds.clean_due_at(due_at, memory_type=cleaned_type),
         )
 
 
@@ -154,6 +159,7 @@ def _new_memory(owner, fields: MemoryFields, *, predecessor: Memory | None = Non
         recorded_at=timezone.now(),
         predecessor=predecessor,
         commitment_status=commitment_status,
+        due_at=fields.due_at,
     )
 
 
@@ -166,9 +172,10 @@ def remember(
     scope: object = None,
     project: object = None,
     tags: object = None,
+    due_at: object = None,
 ) -> Memory:
     """Store one new memory. The same content already current for this tenant is a
-    DuplicateMemory; a commitment starts `open`."""
+    DuplicateMemory; a commitment starts `open` (and may carry a due date)."""
     fields = MemoryFields.clean(
         memory_type=memory_type,
         topic=topic,
@@ -176,11 +183,12 @@ def remember(
         scope=scope,
         project=project,
         tags=tags,
+        due_at=due_at,
     )
     memory = _new_memory(owner, fields)
     try:
         with transaction.atomic():
-            _lock_live_owner(owner)
+            lock_live_owner(owner)
             return _insert(memory)
     except _LostInsert as lost:
         raise _explain_lost_insert(lost) from None
@@ -196,6 +204,7 @@ def revise_memory(
     scope: object = _UNSET,
     project: object = _UNSET,
     tags: object = _UNSET,
+    due_at: object = _UNSET,
 ) -> Memory:
     """Supersede a memory: close the predecessor (valid_to) and insert a successor with a new id
     pointing back to it. Fields not given are carried over. Revising a memory that is already
@@ -211,6 +220,7 @@ def revise_memory(
                 "scope": scope,
                 "project": project,
                 "tags": tags,
+                "due_at": due_at,
             },
         )
     except _LostInsert as lost:
@@ -219,7 +229,7 @@ def revise_memory(
 
 def _revise(*, owner, predecessor_id: object, content: object, given: dict) -> Memory:
     with transaction.atomic():
-        _lock_live_owner(owner)
+        lock_live_owner(owner)
         parsed = parse_memory_id(predecessor_id)
         predecessor = (
             Memory.objects.select_for_update().filter(owner=owner, id=parsed).first()
@@ -234,8 +244,14 @@ def _revise(*, owner, predecessor_id: object, content: object, given: dict) -> M
         inherited = {
             name: getattr(predecessor, name) if value is _UNSET else value
             for name, value in given.items()
+            if name != "due_at"
         }
-        fields = MemoryFields.clean(content=content, **inherited)
+        due_at = given["due_at"]
+        if due_at is _UNSET:
+            # A due date carries over only while the memory stays a commitment.
+            commitment = inherited["memory_type"] == MemoryType.COMMITMENT
+            due_at = predecessor.due_at if commitment else None
+        fields = MemoryFields.clean(content=content, due_at=due_at, **inherited)
         successor = _new_memory(owner, fields, predecessor=predecessor)
         predecessor.valid_to = successor.recorded_at
         predecessor.save(update_fields=["valid_to"])

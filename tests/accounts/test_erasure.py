@@ -14,8 +14,9 @@ from oauth2_provider.models import (
 from accounts import erasure
 from accounts.erasure import erase_account
 from accounts.models import ErasureRecord
-from memories.models import Memory
+from memories.models import Memory, Thread, ThreadMembership
 from memories.services import remember, revise_memory
+from memories.threads import add_members, create_thread
 from tests.factories import AccessTokenFactory, GrantFactory, MemoryFactory, RefreshTokenFactory
 
 AccessToken = get_access_token_model()
@@ -35,7 +36,10 @@ def populated(tenant):
         scope="work",
     )
     revise_memory(owner=tenant, predecessor_id=first.id, content="Buy ACME in Q3")
-    remember(owner=tenant, memory_type="commitment", topic="call", content="Call Alice")
+    call = remember(owner=tenant, memory_type="commitment", topic="call", content="Call Alice")
+    create_thread(owner=tenant, name="Falcon deal")
+    add_members(owner=tenant, name="Falcon deal", memory_ids=[call.id])
+    create_thread(owner=tenant, name="Alice follow-ups", pinned=True)
     AccessTokenFactory(user=tenant)
     RefreshTokenFactory(user=tenant)
     GrantFactory(user=tenant)
@@ -68,6 +72,22 @@ def test_no_tenant_text_survives_anywhere_in_the_memories_table(populated):
             ["ACME|Alice|secret|falcon|m&a|work"],
         )
         assert cursor.fetchone()[0] == 0
+        cursor.execute(
+            "SELECT count(*) FROM memories_thread t WHERE t::text ~* %s", ["Alice|falcon|deal"]
+        )
+        assert cursor.fetchone()[0] == 0
+
+
+def test_overwrites_thread_names_and_keeps_other_tenants_threads(populated, other_tenant):
+    neighbour = create_thread(owner=other_tenant, name="Falcon deal")
+    erase_account(user=populated)
+    assert sorted(Thread.objects.filter(owner=populated).values_list("name", "pinned")) == [
+        ("[erased]", False),
+        ("[erased]", True),
+    ]
+    assert ThreadMembership.objects.filter(thread__owner=populated).count() == 1
+    neighbour.refresh_from_db()
+    assert neighbour.name == "Falcon deal"
 
 
 def test_revokes_every_oauth_credential_and_deactivates(populated):
@@ -81,6 +101,7 @@ def test_revokes_every_oauth_credential_and_deactivates(populated):
     assert populated.username == f"erased-{populated.pk}" and populated.email == ""
     assert result.counts == {
         "memories": 3,
+        "threads": 2,
         "oauth_access_tokens": 2,  # one standalone, one paired with the refresh token
         "oauth_refresh_tokens": 1,
         "oauth_grants": 1,
@@ -113,6 +134,7 @@ def test_a_second_call_changes_nothing_and_says_so(populated):
 def test_a_failure_midway_changes_nothing(populated, monkeypatch, failing_step):
     before_memories = sorted(Memory.objects.filter(owner=populated).values_list("content", "topic"))
     tokens_before = AccessToken.objects.filter(user=populated).count()
+    threads_before = sorted(Thread.objects.filter(owner=populated).values_list("name", flat=True))
 
     def explode(user, now):
         raise RuntimeError("injected failure")
@@ -128,6 +150,10 @@ def test_a_failure_midway_changes_nothing(populated, monkeypatch, failing_step):
         == before_memories
     )
     assert AccessToken.objects.filter(user=populated).count() == tokens_before
+    assert (
+        sorted(Thread.objects.filter(owner=populated).values_list("name", flat=True))
+        == threads_before
+    )
     assert not RefreshToken.objects.filter(user=populated, revoked__isnull=False).exists()
     populated.refresh_from_db()
     assert populated.is_active and populated.erased_at is None

@@ -1,0 +1,391 @@
+"""JSON Schemas of the tool inputs and outputs (JSON Schema 2020-12, the MCP default dialect).
+
+Inputs are strict: `additionalProperties: false` and every bound declared, so a client sees the
+limits before calling. The same schema validates every call on the server too
+(mcp_gateway.tools), because not every transport path validates arguments. The bounds come from
+the domain modules, so a schema and the service it fronts cannot disagree.
+"""
+
+from __future__ import annotations
+
+from memories import bounds, briefing, handoff, reading, search, threads
+from memories.models import CommitmentStatus, MemoryType
+
+MEMORY_TYPES = list(MemoryType.values)
+ID = {"type": "string", "minLength": 1, "maxLength": 64, "description": "A memory id (UUID)."}
+DATETIME = {
+    "type": "string",
+    "format": "date-time",
+    "maxLength": 40,
+    "description": "ISO 8601 with an offset, e.g. 2026-12-31T17:00:00Z.",
+}
+NULLABLE_DATETIME = {"type": ["string", "null"], "format": "date-time"}
+SCOPE = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": bounds.SCOPE_MAX,
+    "pattern": bounds.SCOPE_PATTERN.pattern,
+    "description": f"kebab-case, default '{bounds.DEFAULT_SCOPE}'.",
+}
+PROJECT = {"type": "string", "minLength": 1, "maxLength": bounds.PROJECT_MAX}
+THREAD_NAME = {"type": "string", "minLength": 1, "maxLength": bounds.THREAD_NAME_MAX}
+TOPIC = {"type": "string", "minLength": 1, "maxLength": bounds.TOPIC_MAX}
+CONTENT = {"type": "string", "minLength": 1, "maxLength": bounds.CONTENT_MAX}
+TAGS = {
+    "type": "array",
+    "maxItems": bounds.TAGS_MAX,
+    "items": {"type": "string", "minLength": 1, "maxLength": bounds.TAG_MAX},
+}
+SELECTOR = {
+    "selector": {
+        "type": "string",
+        "enum": list(briefing.SELECTOR_KINDS),
+        "default": "all",
+        "description": "What to cover: everything, or one scope, project or thread.",
+    },
+    "value": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": bounds.PROJECT_MAX,
+        "description": "The scope, project or thread name; omit for 'all'.",
+    },
+}
+
+
+def strict(properties: dict, required: tuple[str, ...] = ()) -> dict:
+    schema: dict = {"type": "object", "properties": properties, "additionalProperties": False}
+    if required:
+        schema["required"] = list(required)
+    return schema
+
+
+def output(properties: dict, required: tuple[str, ...] | None = None) -> dict:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(required if required is not None else properties),
+    }
+
+
+MEMORY_REF = output(
+    {
+        "id": {"type": "string"},
+        "uri": {"type": "string"},
+        "memoryType": {"type": "string", "enum": MEMORY_TYPES},
+        "topic": {"type": "string"},
+        "status": {"type": "string"},
+        "commitmentStatus": {"type": ["string", "null"]},
+        "validTo": NULLABLE_DATETIME,
+    }
+)
+EXCERPT_ITEM = output(
+    {
+        "id": {"type": "string"},
+        "uri": {"type": "string"},
+        "memoryType": {"type": "string"},
+        "topic": {"type": "string"},
+        "excerpt": {"type": "string", "maxLength": 600},
+        "truncated": {"type": "boolean"},
+        "contentLength": {"type": "integer"},
+        "scope": {"type": "string"},
+        "project": {"type": ["string", "null"]},
+        "recordedAt": {"type": "string", "format": "date-time"},
+        "commitmentStatus": {"type": ["string", "null"]},
+        "dueAt": NULLABLE_DATETIME,
+        "overdue": {"type": "boolean"},
+    }
+)
+
+
+def section(max_items: int) -> dict:
+    return output(
+        {
+            "count": {"type": "integer", "minimum": 0},
+            "truncated": {"type": "boolean"},
+            "items": {"type": "array", "maxItems": max_items, "items": EXCERPT_ITEM},
+        }
+    )
+
+
+PROPOSAL = output(
+    {
+        "proposalId": {"type": "string"},
+        "thread": {"type": "string"},
+        "memoryId": {"type": "string"},
+        "similarity": {"type": ["number", "null"]},
+    }
+)
+THREAD = output(
+    {
+        "name": {"type": "string"},
+        "pinned": {"type": "boolean"},
+        "memberCount": {"type": "integer"},
+        "proposalCount": {"type": "integer"},
+    },
+    required=("name", "pinned"),
+)
+
+REMEMBER_IN = strict(
+    {
+        "memoryType": {"type": "string", "enum": MEMORY_TYPES},
+        "topic": TOPIC,
+        "content": CONTENT,
+        "scope": SCOPE,
+        "project": PROJECT,
+        "tags": TAGS,
+        "dueAt": DATETIME | {"description": "Only for commitments: when it is due."},
+    },
+    required=("memoryType", "topic", "content"),
+)
+REMEMBER_OUT = output(
+    {
+        "memory": MEMORY_REF,
+        "proposals": {
+            "type": "array",
+            "maxItems": threads.PROPOSALS_PER_MEMORY_MAX,
+            "items": PROPOSAL,
+        },
+    }
+)
+
+SEARCH_IN = strict(
+    {
+        "query": {"type": "string", "minLength": 1, "maxLength": search.QUERY_MAX},
+        "limit": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": search.MAX_LIMIT,
+            "default": search.DEFAULT_LIMIT,
+        },
+        "memoryTypes": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": len(MEMORY_TYPES),
+            "uniqueItems": True,
+            "items": {"type": "string", "enum": MEMORY_TYPES},
+        },
+        "scope": SCOPE,
+        "project": PROJECT,
+        "thread": THREAD_NAME,
+        "status": {
+            "type": "string",
+            "enum": list(search.STATUS_FILTERS),
+            "description": "Default 'active' ('any' when asOf is given).",
+        },
+        "recordedAfter": DATETIME,
+        "recordedBefore": DATETIME,
+        "asOf": DATETIME | {"description": "Search what was current at this instant."},
+        "cursor": {"type": "string", "minLength": 1, "maxLength": search.CURSOR_MAX},
+    },
+    required=("query",),
+)
+SEARCH_OUT = output(
+    {
+        "hits": {
+            "type": "array",
+            "maxItems": search.MAX_LIMIT,
+            "items": output(
+                EXCERPT_ITEM["properties"]
+                | {
+                    "score": {"type": "number"},
+                    "status": {"type": "string"},
+                    "validTo": NULLABLE_DATETIME,
+                },
+                required=(
+                    "id",
+                    "uri",
+                    "memoryType",
+                    "topic",
+                    "excerpt",
+                    "truncated",
+                    "contentLength",
+                    "score",
+                ),
+            ),
+        },
+        "count": {"type": "integer"},
+        "hasMore": {"type": "boolean"},
+        "nextCursor": {"type": ["string", "null"]},
+    }
+)
+
+GET_MEMORIES_IN = strict(
+    {
+        "ids": {"type": "array", "minItems": 1, "maxItems": reading.IDS_MAX, "items": ID},
+        "maxChars": {
+            "type": "integer",
+            "minimum": reading.BUDGET_MIN,
+            "maximum": reading.BUDGET_MAX,
+            "default": reading.DEFAULT_BUDGET,
+            "description": "Character budget for all bodies of this call together.",
+        },
+    },
+    required=("ids",),
+)
+GET_MEMORIES_OUT = output(
+    {
+        "memories": {
+            "type": "array",
+            "maxItems": reading.IDS_MAX,
+            "items": output(
+                {
+                    "id": {"type": "string"},
+                    "uri": {"type": "string"},
+                    "memoryType": {"type": "string"},
+                    "topic": {"type": "string"},
+                    "content": {"type": ["string", "null"]},
+                    "contentWithheld": {"type": "boolean"},
+                    "contentLength": {"type": "integer"},
+                    "scope": {"type": "string"},
+                    "project": {"type": ["string", "null"]},
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                    "recordedAt": {"type": "string", "format": "date-time"},
+                    "status": {"type": "string"},
+                    "validTo": NULLABLE_DATETIME,
+                    "commitmentStatus": {"type": ["string", "null"]},
+                    "dueAt": NULLABLE_DATETIME,
+                    "predecessorId": {"type": ["string", "null"]},
+                    "successorId": {"type": ["string", "null"]},
+                }
+            ),
+        },
+        "count": {"type": "integer"},
+        "notFound": {"type": "array", "maxItems": reading.IDS_MAX, "items": {"type": "string"}},
+        "withheldForBudget": {
+            "type": "array",
+            "maxItems": reading.IDS_MAX,
+            "items": {"type": "string"},
+        },
+        "note": {"type": ["string", "null"]},
+    }
+)
+
+REVISE_IN = strict(
+    {
+        "predecessorId": ID,
+        "content": CONTENT,
+        "memoryType": {"type": "string", "enum": MEMORY_TYPES},
+        "topic": TOPIC,
+        "scope": SCOPE,
+        "project": PROJECT,
+        "tags": TAGS,
+        "dueAt": DATETIME,
+    },
+    required=("predecessorId", "content"),
+)
+REVISE_OUT = output({"memory": MEMORY_REF, "predecessorId": {"type": "string"}})
+ARCHIVE_IN = strict({"memoryId": ID}, required=("memoryId",))
+ARCHIVE_OUT = output({"memory": MEMORY_REF})
+RESOLVE_IN = strict(
+    {"memoryId": ID, "status": {"type": "string", "enum": list(CommitmentStatus.values)}},
+    required=("memoryId", "status"),
+)
+RESOLVE_OUT = output({"memory": MEMORY_REF})
+
+BRIEFING_IN = strict(
+    SELECTOR | {"mode": {"type": "string", "enum": list(briefing.MODES), "default": "brief"}}
+)
+BRIEFING_OUT = output(
+    {
+        "selector": {"type": "object"},
+        "mode": {"type": "string"},
+        "generatedAt": {"type": "string", "format": "date-time"},
+        "sections": output(
+            {
+                spec.name: section(max(briefing.ITEMS.values()))
+                for spec in briefing.BRIEFING_SECTIONS
+            }
+        ),
+        "pinnedThreads": output(
+            {
+                "count": {"type": "integer"},
+                "truncated": {"type": "boolean"},
+                "items": {
+                    "type": "array",
+                    "maxItems": briefing.PINNED_THREADS_MAX,
+                    "items": THREAD,
+                },
+            }
+        ),
+    }
+)
+HANDOFF_IN = strict(
+    SELECTOR
+    | {
+        "sectionLimit": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": handoff.MAX_ITEMS,
+            "default": handoff.DEFAULT_ITEMS,
+        },
+        "generatedFor": {"type": "string", "minLength": 1, "maxLength": handoff.GENERATED_FOR_MAX},
+    }
+)
+HANDOFF_OUT = output(
+    {
+        "selector": {"type": "object"},
+        "generatedFor": {"type": ["string", "null"]},
+        "generatedAt": {"type": "string", "format": "date-time"},
+        "sections": output(
+            {spec.name: section(handoff.MAX_ITEMS) for spec in handoff.HANDOFF_SECTIONS}
+        ),
+    }
+)
+
+THREAD_ACTIONS = (
+    "list",
+    "create",
+    "rename",
+    "pin",
+    "unpin",
+    "add_members",
+    "remove_members",
+    "accept_proposal",
+    "reject_proposal",
+)
+CONFIGURE_THREAD_IN = strict(
+    {
+        "action": {"type": "string", "enum": list(THREAD_ACTIONS)},
+        "name": THREAD_NAME | {"description": "The thread (all actions but list and *_proposal)."},
+        "newName": THREAD_NAME | {"description": "For rename."},
+        "memoryIds": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": threads.MEMBERS_PER_CALL_MAX,
+            "items": ID,
+            "description": "For add_members and remove_members.",
+        },
+        "proposalId": ID | {"description": "For accept_proposal and reject_proposal."},
+    },
+    required=("action",),
+)
+CONFIGURE_THREAD_OUT = output(
+    {
+        "action": {"type": "string"},
+        "thread": THREAD,
+        "threads": {"type": "array", "maxItems": threads.THREADS_MAX, "items": THREAD},
+        "proposals": {"type": "array", "maxItems": threads.LIST_MAX, "items": PROPOSAL},
+        "proposal": PROPOSAL
+        | {"properties": PROPOSAL["properties"] | {"state": {"type": "string"}}},
+    },
+    required=("action",),
+)
+DESCRIBE_IN = strict({})
+DESCRIBE_OUT = output(
+    {
+        "server": output({"name": {"type": "string"}, "version": {"type": "string"}}),
+        "tools": {"type": "array", "items": {"type": "string"}},
+        "scopes": {"type": "array", "items": {"type": "string"}},
+        "memoryScopes": {"type": "array", "items": {"type": "string"}},
+        "projects": output(
+            {
+                "count": {"type": "integer"},
+                "names": {"type": "array", "items": {"type": "string"}},
+            }
+        ),
+        "threads": {"type": "array", "maxItems": threads.THREADS_MAX, "items": THREAD},
+        "memoriesByType": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "memoriesByStatus": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "commitmentsByStatus": {"type": "object", "additionalProperties": {"type": "integer"}},
+    }
+)

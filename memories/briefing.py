@@ -1,0 +1,244 @@
+"""The session briefing: what an agent needs at the start of a session, in one bounded read.
+
+Each section reports the exact number of matching memories and at most a few items (excerpts,
+never full bodies). All sections come from one UNION ALL statement, pinned threads from a second.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db import connection
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from memories import bounds
+from memories.errors import InvalidInput, NotFound
+from memories.excerpts import excerpt
+from memories.models import MembershipState, Thread
+
+SELECTOR_KINDS = ("all", "scope", "project", "thread")
+MODES = ("brief", "full")
+ITEMS = {"brief": 3, "full": 10}
+EXCERPT = {"brief": 200, "full": 600}
+RECENT_DECISION_DAYS = 30
+PINNED_THREADS_MAX = 10
+
+LIVE = "m.owner_id = %(owner)s AND m.valid_to IS NULL AND m.status = 'active'"
+OPEN_COMMITMENT = "m.memory_type = 'commitment' AND m.commitment_status IN ('open', 'waiting')"
+
+
+@dataclass(frozen=True)
+class Selector:
+    """Which part of the tenant's memories a briefing or handoff covers."""
+
+    kind: str = "all"
+    value: str | None = None
+
+    @classmethod
+    def clean(cls, kind: object = None, value: object = None) -> Selector:
+        kind = kind or "all"
+        if kind not in SELECTOR_KINDS:
+            raise InvalidInput("selector", f"must be one of: {', '.join(SELECTOR_KINDS)}")
+        if kind == "all":
+            if value is not None:
+                raise InvalidInput("value", "must be omitted when selector is 'all'")
+            return cls()
+        if value is None:
+            raise InvalidInput("value", f"is required when selector is '{kind}'")
+        if kind == "scope" and (
+            not isinstance(value, str) or not bounds.SCOPE_PATTERN.match(value)
+        ):
+            raise InvalidInput("value", "a scope is kebab-case: lowercase letters and digits")
+        cleaned = {
+            "scope": bounds.clean_scope,
+            "project": lambda v: bounds.clean_text("value", v, maximum=bounds.PROJECT_MAX),
+            "thread": lambda v: bounds.clean_thread_name(v, "value"),
+        }[kind](value)
+        return cls(kind=kind, value=cleaned)
+
+    def sql(self, owner_id: int, params: dict) -> str:
+        """An extra WHERE clause on memories `m` (empty for 'all')."""
+        if self.kind == "all":
+            return ""
+        if self.kind == "thread":
+            thread_id = (
+                Thread.objects.filter(owner_id=owner_id, name__iexact=self.value)
+                .values_list("id", flat=True)
+                .first()
+            )
+            if thread_id is None:
+                raise NotFound(f"thread '{self.value}'")
+            params["selector"] = thread_id
+            return (
+                " AND EXISTS (SELECT 1 FROM memories_threadmembership ms WHERE ms.memory_id = m.id"
+                " AND ms.thread_id = %(selector)s AND ms.state = 'member')"
+            )
+        params["selector"] = self.value
+        return f" AND m.{self.kind} = %(selector)s"
+
+
+@dataclass(frozen=True)
+class SectionSpec:
+    name: str
+    where: str
+    order: str
+
+
+@dataclass(frozen=True)
+class SectionItem:
+    id: uuid.UUID
+    memory_type: str
+    topic: str
+    excerpt: str
+    truncated: bool
+    content_length: int
+    scope: str
+    project: str | None
+    recorded_at: datetime
+    commitment_status: str | None
+    due_at: datetime | None
+    overdue: bool
+
+    @property
+    def resource_uri(self) -> str:
+        return f"threengram://memory/{self.id}"
+
+
+@dataclass
+class Section:
+    count: int = 0
+    items: list[SectionItem] = field(default_factory=list)
+
+    @property
+    def truncated(self) -> bool:
+        return self.count > len(self.items)
+
+
+def read_sections(
+    *,
+    owner_id: int,
+    selector: Selector,
+    specs: list[SectionSpec],
+    items: int,
+    excerpt_max: int,
+    now: datetime,
+) -> dict[str, Section]:
+    """Exact counts and the first `items` rows of each section, in one statement."""
+    params: dict = {"owner": owner_id, "now": now, "items": items, "fetch": excerpt_max + 1}
+    narrow = selector.sql(owner_id, params)
+    # Only module constants are formatted in; every value is a bound parameter. Both the count
+    # and the choice of the first items read only the covering memory_owner_type_current index
+    # (index-only scans); content is fetched for the chosen items alone.
+    parts = [
+        f"""(SELECT '{spec.name}' AS section, m.id, m.memory_type, m.topic,
+                   left(m.content, %(fetch)s), m.content_length, m.scope, m.project,
+                   m.recorded_at, m.commitment_status, m.due_at,
+                   (SELECT count(*) FROM memories_memory m
+                    WHERE {LIVE}{narrow} AND {spec.where}) AS total
+            FROM memories_memory m
+            JOIN (SELECT m.id FROM memories_memory m
+                  WHERE {LIVE}{narrow} AND {spec.where}
+                  ORDER BY {spec.order}
+                  LIMIT %(items)s) top ON top.id = m.id
+            ORDER BY {spec.order})"""  # noqa: S608
+        for spec in specs
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute("\nUNION ALL\n".join(parts), params)
+        rows = cursor.fetchall()
+    sections = {spec.name: Section() for spec in specs}
+    for row in rows:
+        section = sections[row[0]]
+        section.count = row[11]
+        cut = excerpt(row[4], excerpt_max)
+        section.items.append(
+            SectionItem(
+                id=row[1],
+                memory_type=row[2],
+                topic=row[3],
+                excerpt=cut.text,
+                truncated=cut.truncated,
+                content_length=row[5],
+                scope=row[6],
+                project=row[7],
+                recorded_at=row[8],
+                commitment_status=row[9],
+                due_at=row[10],
+                overdue=row[10] is not None and row[10] < now and row[9] in ("open", "waiting"),
+            )
+        )
+    return sections
+
+
+BRIEFING_SECTIONS = [
+    SectionSpec(
+        "openCommitments", OPEN_COMMITMENT, "m.due_at ASC NULLS LAST, m.recorded_at DESC, m.id DESC"
+    ),
+    SectionSpec("overdue", f"{OPEN_COMMITMENT} AND m.due_at < %(now)s", "m.due_at ASC, m.id DESC"),
+    SectionSpec("blockers", "m.memory_type = 'blocker'", "m.recorded_at DESC, m.id DESC"),
+    SectionSpec(
+        "recentDecisions",
+        f"m.memory_type = 'decision' AND m.recorded_at >= %(now)s - interval "
+        f"'{RECENT_DECISION_DAYS} days'",
+        "m.recorded_at DESC, m.id DESC",
+    ),
+    SectionSpec("preferences", "m.memory_type = 'preference'", "m.recorded_at DESC, m.id DESC"),
+]
+
+
+@dataclass(frozen=True)
+class PinnedThread:
+    name: str
+    member_count: int
+
+
+@dataclass
+class Briefing:
+    selector: Selector
+    mode: str
+    generated_at: datetime
+    sections: dict[str, Section]
+    pinned_threads: list[PinnedThread]
+    pinned_thread_count: int
+
+
+def briefing(*, owner_id: int, selector: Selector, mode: str = "brief") -> Briefing:
+    if mode not in MODES:
+        raise InvalidInput("mode", f"must be one of: {', '.join(MODES)}")
+    now = timezone.now()
+    sections = read_sections(
+        owner_id=owner_id,
+        selector=selector,
+        specs=BRIEFING_SECTIONS,
+        items=ITEMS[mode],
+        excerpt_max=EXCERPT[mode],
+        now=now,
+    )
+    # At most THREADS_MAX pinned threads exist, so all are read and counted here.
+    pinned = list(
+        Thread.objects.filter(owner_id=owner_id, pinned=True)
+        .annotate(
+            members=Count(
+                "memberships",
+                filter=Q(
+                    memberships__state=MembershipState.MEMBER,
+                    memberships__memory__valid_to__isnull=True,
+                ),
+            )
+        )
+        .order_by("name")
+        .values_list("name", "members")
+    )
+    return Briefing(
+        selector=selector,
+        mode=mode,
+        generated_at=now,
+        sections=sections,
+        pinned_threads=[
+            PinnedThread(name, members) for name, members in pinned[:PINNED_THREADS_MAX]
+        ],
+        pinned_thread_count=len(pinned),
+    )

@@ -1,0 +1,96 @@
+"""What describe_environment reports about a tenant's own data: projects, threads and counts.
+Two statements; every list is bounded."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import connection
+
+from memories.models import ERASED, Memory, Thread
+from memories.threads import LIST_MAX
+
+PROJECTS_MAX = 100
+
+
+@dataclass
+class EnvironmentStats:
+    current_by_type: dict[str, int]
+    by_status: dict[str, int]  # active, archived (current), superseded
+    commitments_by_status: dict[str, int]
+    projects: list[str]
+    projects_total: int
+    scopes: list[str]
+
+
+def environment_stats(*, owner_id: int) -> EnvironmentStats:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT memory_type, status, commitment_status, valid_to IS NULL, count(*)
+            FROM memories_memory WHERE owner_id = %s
+            GROUP BY 1, 2, 3, 4
+            """,
+            [owner_id],
+        )
+        groups = cursor.fetchall()
+        cursor.execute(
+            """
+            SELECT 'project', project, count(*) OVER () FROM (
+                SELECT DISTINCT project FROM memories_memory
+                WHERE owner_id = %(owner)s AND valid_to IS NULL AND project IS NOT NULL
+            ) p
+            UNION ALL
+            SELECT 'scope', scope, 0 FROM (
+                SELECT DISTINCT scope FROM memories_memory
+                WHERE owner_id = %(owner)s AND valid_to IS NULL
+            ) s
+            ORDER BY 1, 2
+            """,
+            {"owner": owner_id},
+        )
+        facets = cursor.fetchall()
+    stats = EnvironmentStats({}, {"active": 0, "archived": 0, "superseded": 0}, {}, [], 0, [])
+    for memory_type, status, commitment_status, current, count in groups:
+        if not current:
+            stats.by_status["superseded"] += count
+            continue
+        stats.by_status[status] += count
+        stats.current_by_type[memory_type] = stats.current_by_type.get(memory_type, 0) + count
+        if commitment_status:
+            stats.commitments_by_status[commitment_status] = (
+                stats.commitments_by_status.get(commitment_status, 0) + count
+            )
+    for kind, value, total in facets:
+        if kind == "project":
+            stats.projects_total = total
+            if len(stats.projects) < PROJECTS_MAX:
+                stats.projects.append(value)
+        elif len(stats.scopes) < LIST_MAX:
+            stats.scopes.append(value)
+    return stats
+
+
+COMPLETION_MAX = 100  # MCP completion/complete: at most 100 values per response
+FACETS = ("scope", "project", "thread")
+
+
+def facet_values(*, owner_id: int, facet: str, prefix: str) -> list[str]:
+    """The tenant's own scopes, projects (of current memories) or thread names starting with
+    `prefix` (case-insensitive), sorted, at most COMPLETION_MAX."""
+    if facet == "thread":
+        return list(
+            Thread.objects.filter(owner_id=owner_id, name__istartswith=prefix)
+            .exclude(name=ERASED)
+            .order_by("name")
+            .values_list("name", flat=True)[:COMPLETION_MAX]
+        )
+    if facet not in ("scope", "project"):
+        raise ValueError(facet)
+    return list(
+        Memory.objects.filter(owner_id=owner_id, valid_to__isnull=True)
+        .filter(**{f"{facet}__istartswith": prefix, f"{facet}__isnull": False})
+        .order_by(facet)
+        .values_list(facet, flat=True)
+        .distinct()[:COMPLETION_MAX]
+    )

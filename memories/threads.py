@@ -1,0 +1,263 @@
+"""Threads: named, curated groups of a tenant's memories, and the server's membership proposals.
+
+The server only ever *proposes* (a `proposed` membership row); a memory becomes a member only
+when the tenant adds it or accepts the proposal. A rejected proposal is kept so it is not made
+again. Every function takes the owner and looks threads and memories up within that owner, so an
+unknown id and another tenant's id fail alike (NotFound).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from memories import bounds, services
+from memories.errors import Conflict, InvalidInput, NotFound
+from memories.models import MembershipState, Memory, Thread, ThreadMembership
+
+THREADS_MAX = 200  # per tenant: keeps proposals, listings and describe_environment bounded
+MEMBERS_PER_CALL_MAX = 20
+LIST_MAX = 100
+PROPOSALS_PER_MEMORY_MAX = 3
+# A new memory is proposed for a thread when one of the thread's current members has the same
+# project and a topic at least this similar (pg_trgm similarity, 0..1).
+PROPOSAL_TOPIC_SIMILARITY = 0.45
+PROPOSAL_MEMBERS_COMPARED = 300  # the most recently added members
+
+
+@dataclass(frozen=True)
+class Proposal:
+    id: uuid.UUID
+    thread: str
+    memory_id: uuid.UUID
+    similarity: float
+
+
+def _thread(owner, name: object, *, lock: bool = False) -> Thread:
+    cleaned = bounds.clean_thread_name(name)
+    threads = Thread.objects.filter(owner=owner, name__iexact=cleaned)
+    thread = (threads.select_for_update() if lock else threads).first()
+    if thread is None:
+        raise NotFound(f"thread '{cleaned}'")
+    return thread
+
+
+def _owned_memory_ids(owner, memory_ids: Sequence[object]) -> list[uuid.UUID]:
+    if not 1 <= len(memory_ids) <= MEMBERS_PER_CALL_MAX:
+        raise InvalidInput(
+            "memoryIds", f"give 1 to {MEMBERS_PER_CALL_MAX} ids; got {len(memory_ids)}"
+        )
+    parsed = [services.parse_memory_id(value) for value in memory_ids]
+    found = set(
+        Memory.objects.filter(owner=owner, id__in=[p for p in parsed if p]).values_list(
+            "id", flat=True
+        )
+    )
+    missing = [str(raw) for raw, p in zip(memory_ids, parsed, strict=True) if p not in found]
+    if missing:
+        raise NotFound(f"memory {', '.join(missing[:5])}")
+    return [p for p in parsed if p is not None]
+
+
+def create_thread(*, owner, name: object, pinned: bool = False) -> Thread:
+    cleaned = bounds.clean_thread_name(name)
+    with transaction.atomic():
+        services.lock_live_owner(owner)  # serialize with erasure, as memory writes do
+        if Thread.objects.filter(owner=owner).count() >= THREADS_MAX:
+            raise Conflict(f"at most {THREADS_MAX} threads per account")
+        try:
+            with transaction.atomic():
+                return Thread.objects.create(owner=owner, name=cleaned, pinned=pinned)
+        except IntegrityError:
+            raise Conflict(f"a thread named '{cleaned}' already exists") from None
+
+
+def rename_thread(*, owner, name: object, new_name: object) -> Thread:
+    cleaned = bounds.clean_thread_name(new_name, "newName")
+    with transaction.atomic():
+        services.lock_live_owner(owner)  # a name written after an erasure would survive it
+        thread = _thread(owner, name, lock=True)
+        thread.name = cleaned
+        try:
+            with transaction.atomic():
+                thread.save(update_fields=["name"])
+        except IntegrityError:
+            raise Conflict(f"a thread named '{cleaned}' already exists") from None
+        return thread
+
+
+def set_pinned(*, owner, name: object, pinned: bool) -> Thread:
+    with transaction.atomic():
+        thread = _thread(owner, name, lock=True)
+        if thread.pinned != pinned:
+            thread.pinned = pinned
+            thread.save(update_fields=["pinned"])
+        return thread
+
+
+def add_members(*, owner, name: object, memory_ids: Sequence[object]) -> Thread:
+    """Make memories members (accepting any open proposal for them). Idempotent."""
+    with transaction.atomic():
+        thread = _thread(owner, name, lock=True)
+        now = timezone.now()
+        for memory_id in _owned_memory_ids(owner, memory_ids):
+            ThreadMembership.objects.update_or_create(
+                thread=thread,
+                memory_id=memory_id,
+                defaults={"state": MembershipState.MEMBER, "decided_at": now},
+            )
+        return thread
+
+
+def remove_members(*, owner, name: object, memory_ids: Sequence[object]) -> Thread:
+    """Take memories out of a thread. The row is kept as `rejected`, so the server does not
+    propose them again."""
+    with transaction.atomic():
+        thread = _thread(owner, name, lock=True)
+        ids = _owned_memory_ids(owner, memory_ids)
+        thread.memberships.filter(memory_id__in=ids).update(
+            state=MembershipState.REJECTED, decided_at=timezone.now()
+        )
+        return thread
+
+
+def decide_proposal(*, owner, proposal_id: object, accept: bool) -> ThreadMembership:
+    """Accept or reject an open proposal. A decided, unknown or foreign id is NotFound."""
+    parsed = services.parse_memory_id(proposal_id)
+    with transaction.atomic():
+        proposal = (
+            ThreadMembership.objects.select_for_update()
+            .select_related("thread")
+            .filter(id=parsed, thread__owner=owner, state=MembershipState.PROPOSED)
+            .first()
+            if parsed
+            else None
+        )
+        if proposal is None:
+            raise NotFound(f"open proposal {proposal_id}")
+        proposal.state = MembershipState.MEMBER if accept else MembershipState.REJECTED
+        proposal.decided_at = timezone.now()
+        proposal.save(update_fields=["state", "decided_at"])
+        return proposal
+
+
+def list_threads(*, owner) -> list[Thread]:
+    """All the tenant's threads (at most THREADS_MAX exist; pinned first, then by name) with
+    member and open-proposal counts of current memories."""
+    current = Q(memberships__memory__valid_to__isnull=True)
+    return list(
+        Thread.objects.filter(owner=owner)
+        .annotate(
+            member_count=Count(
+                "memberships", filter=current & Q(memberships__state=MembershipState.MEMBER)
+            ),
+            proposal_count=Count(
+                "memberships", filter=current & Q(memberships__state=MembershipState.PROPOSED)
+            ),
+        )
+        .order_by("-pinned", "name")[:THREADS_MAX]
+    )
+
+
+def open_proposals(*, owner, limit: int = LIST_MAX) -> list[Proposal]:
+    rows = (
+        ThreadMembership.objects.filter(
+            thread__owner=owner,
+            state=MembershipState.PROPOSED,
+            memory__valid_to__isnull=True,
+        )
+        .order_by("-created_at")
+        .values_list("id", "thread__name", "memory_id", "similarity")[:limit]
+    )
+    return [Proposal(*row) for row in rows]
+
+
+def propose_memberships(memory: Memory) -> list[Proposal]:
+    """Propose `memory` for the threads it plausibly belongs to: a thread with a current member
+    in the same project whose topic is similar (pg_trgm), among the tenant's
+    PROPOSAL_MEMBERS_COMPARED most recently added members. One statement; a thread that already
+    has any membership row for this memory is skipped (so rejections stick)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO memories_threadmembership
+                (id, thread_id, memory_id, state, similarity, created_at)
+            SELECT gen_random_uuid(), best.thread_id, %(memory)s, 'proposed', best.sim, now()
+            FROM (
+                SELECT recent.thread_id, max(similarity(recent.topic, %(topic)s)) AS sim
+                FROM (
+                    -- Bounded work per write: only the most recently added members are
+                    -- compared, chosen from the small membership rows before any memory row
+                    -- is read.
+                    SELECT added.thread_id, m.topic
+                    FROM (
+                        SELECT ms.thread_id, ms.memory_id
+                        FROM memories_threadmembership ms
+                        JOIN memories_thread t ON t.id = ms.thread_id AND t.owner_id = %(owner)s
+                        WHERE ms.state = 'member'
+                        ORDER BY ms.decided_at DESC
+                        LIMIT %(members)s
+                    ) added
+                    JOIN memories_memory m ON m.id = added.memory_id
+                    WHERE m.valid_to IS NULL AND m.project IS NOT DISTINCT FROM %(project)s
+                ) recent
+                WHERE similarity(recent.topic, %(topic)s) >= %(floor)s
+                GROUP BY recent.thread_id
+                ORDER BY sim DESC
+                LIMIT %(limit)s
+            ) best
+            WHERE NOT EXISTS (
+                SELECT 1 FROM memories_threadmembership done
+                WHERE done.thread_id = best.thread_id AND done.memory_id = %(memory)s
+            )
+            RETURNING id, thread_id, similarity
+            """,
+            {
+                "memory": memory.id,
+                "topic": memory.topic,
+                "owner": memory.owner_id,
+                "project": memory.project,
+                "floor": PROPOSAL_TOPIC_SIMILARITY,
+                "limit": PROPOSALS_PER_MEMORY_MAX,
+                "members": PROPOSAL_MEMBERS_COMPARED,
+            },
+        )
+        rows = cursor.fetchall()
+    names = dict(Thread.objects.filter(id__in=[row[1] for row in rows]).values_list("id", "name"))
+    return [
+        Proposal(id=row[0], thread=names[row[1]], memory_id=memory.id, similarity=round(row[2], 3))
+        for row in rows
+    ]
+
+
+def remember_and_propose(*, owner, **fields) -> tuple[Memory, list[Proposal]]:
+    """`services.remember`, then membership proposals for the new memory, in one transaction."""
+    with transaction.atomic():
+        memory = services.remember(owner=owner, **fields)
+        return memory, propose_memberships(memory)
+
+
+def revise_and_inherit(*, owner, predecessor_id: object, **fields) -> Memory:
+    """`services.revise_memory`; the successor joins every thread its predecessor was a member
+    of (the same memory, revised, stays in its threads), in the same transaction."""
+    with transaction.atomic():
+        successor = services.revise_memory(owner=owner, predecessor_id=predecessor_id, **fields)
+        ThreadMembership.objects.bulk_create(
+            [
+                ThreadMembership(
+                    thread_id=thread_id,
+                    memory=successor,
+                    state=MembershipState.MEMBER,
+                    decided_at=successor.recorded_at,
+                )
+                for thread_id in ThreadMembership.objects.filter(
+                    memory_id=successor.predecessor_id, state=MembershipState.MEMBER
+                ).values_list("thread_id", flat=True)
+            ]
+        )
+        return successor

@@ -1,0 +1,138 @@
+"""Data generator for scripts/bench_tools.py: a separate benchmark database with 1,000 tenants and
+1,000,000 memories (the largest tenant 100,000), written with set-based SQL (INSERT ... SELECT
+generate_series), so it takes minutes, not hours.
+
+    .venv/bin/python scripts/bench_data.py [--memories 1000000] [--tenants 1000]
+
+Text is synthetic: words drawn from a 4,000-word pseudo vocabulary with a skewed distribution
+(word rank = 4000 * u^1.3 for content, u^1.5 for topics, u uniform): the most common word is in
+about 7 % of memories, like a frequent content word of real notes once stopwords are removed,
+and most words are in well under 1 %. The
+database is `threengram_bench` on the embedded server (or BENCH_DATABASE_URL); it is dropped and
+recreated on every run. Never point it at a database you care about.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+BENCH_DATABASE = "threengram_bench_tools"  # not the foundation benchmark's database
+
+GENERATE = """
+-- Word k of a 4,000-word pseudo vocabulary: 5 to 8 letters from md5(k) over a 16-letter
+-- alphabet, so words share trigrams about as unevenly as real ones do (a tiny syllable
+-- alphabet would make every trigram common and every fuzzy match expensive).
+CREATE FUNCTION pg_temp.bench_word(k int) RETURNS text IMMUTABLE LANGUAGE sql AS $$
+    SELECT translate(substr(md5(k::text), 1, 5 + k %% 4), '0123456789', 'ghijklmnop')
+$$;
+
+INSERT INTO accounts_user (password, is_superuser, username, first_name, last_name, email,
+                           is_staff, is_active, date_joined)
+SELECT '!', false, 'bench' || g, '', '', 'bench' || g || '@example.com', false, true, now()
+FROM generate_series(1, %(tenants)s) g;
+
+-- Tenant 1 holds %(largest)s memories, the rest share the remainder evenly.
+INSERT INTO memories_memory (id, owner_id, content, content_length, memory_type, topic, scope,
+                             project, tags, recorded_at, status, valid_to, commitment_status,
+                             due_at)
+SELECT uuidv7(), owner_id, content, char_length(content), memory_type, topic,
+       (ARRAY['personal','work','home-lab','research'])[1 + (g %% 4)],
+       CASE WHEN g %% 3 = 0 THEN NULL ELSE 'project-' || (g %% 25) END,
+       ARRAY['t' || (g %% 50)], recorded_at,
+       -- Divided by 12 first: independent of memory_type, which cycles with g %% 12.
+       CASE WHEN (g / 12) %% 20 = 3 THEN 'archived' ELSE 'active' END,
+       CASE WHEN (g / 12) %% 10 = 5 THEN recorded_at + interval '1 day' END,
+       CASE WHEN memory_type = 'commitment'
+            THEN (ARRAY['open','open','waiting','resolved','resolved','expired'])[1 + (g / 12) %% 6]
+       END,
+       CASE WHEN memory_type = 'commitment' AND (g / 12) %% 2 = 0
+            THEN now() + ((g / 24) %% 60 - 30) * interval '1 day' END
+FROM (
+    SELECT g,
+           CASE WHEN g <= %(largest)s THEN u.first_id
+                ELSE u.first_id + 1 + ((g - %(largest)s) %% (%(tenants)s - 1)) END AS owner_id,
+           (ARRAY['note','note','note','fact','fact','decision','decision','commitment',
+                  'preference','blocker','pattern','event'])[1 + (g %% 12)] AS memory_type,
+           now() - (random() * 365) * interval '1 day' AS recorded_at,
+           -- i.n keeps each aggregate at the inner level (so it runs per row).
+           (SELECT string_agg(
+                       pg_temp.bench_word(floor(4000 * power(random(), 1.5))::int + 0 * i.n), ' ')
+              FROM generate_series(1, 3 + (g %% 3)) AS i(n)) AS topic,
+           (SELECT string_agg(
+                       pg_temp.bench_word(floor(4000 * power(random(), 1.3))::int + 0 * i.n), ' ')
+              FROM generate_series(1, 15 + (g %% 60)) AS i(n)) || ' #' || g AS content
+    FROM generate_series(1, %(memories)s) g,
+         (SELECT min(id) AS first_id FROM accounts_user WHERE username LIKE 'bench%%') u
+) rows;
+"""
+
+
+def bench_url() -> str:
+    url = os.environ.get("BENCH_DATABASE_URL")
+    if url:
+        return url
+    from threengram.embedded_db import start
+
+    return make_conninfo(start(database="postgres"), dbname=BENCH_DATABASE)
+
+
+def recreate(url: str) -> None:
+    admin = make_conninfo(url, dbname="postgres")
+    name = conninfo_to_dict(url)["dbname"]
+    with psycopg.connect(admin, autocommit=True) as connection:
+        connection.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
+        connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--memories", type=int, default=1_000_000)
+    parser.add_argument("--tenants", type=int, default=1_000)
+    parser.add_argument("--largest", type=int, default=100_000)
+    options = parser.parse_args()
+    url = bench_url()
+    recreate(url)
+    env = os.environ | {"DATABASE_URL": url, "SECRET_KEY": "bench-only", "DEBUG": "0"}
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True
+    )
+    started = time.monotonic()
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute("SET maintenance_work_mem = '512MB'")
+        # Building the search indexes once after the load is far faster than maintaining them
+        # row by row; they are recreated exactly as migration 0003 defines them.
+        connection.execute("DROP INDEX memory_search")
+        params = {
+            "memories": options.memories,
+            "tenants": options.tenants,
+            "largest": options.largest,
+        }
+        for statement in GENERATE.split(";\n\n"):
+            connection.execute(statement, params)
+        loaded = time.monotonic()
+        connection.execute(
+            "CREATE INDEX memory_search ON memories_memory USING gin (search_vector)"
+        )
+        connection.execute("VACUUM ANALYZE")
+        count = connection.execute("SELECT count(*) FROM memories_memory").fetchone()[0]
+    print(
+        f"{count} memories for {options.tenants} tenants in {BENCH_DATABASE}: "
+        f"load {loaded - started:.0f} s, indexes {time.monotonic() - loaded:.0f} s"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,225 @@
+"""Server time of the tools at 1,000,000 memories (issue 5 figures).
+
+    .venv/bin/python scripts/bench_data.py      # once: builds threengram_bench_tools (~5 min)
+    .venv/bin/python scripts/bench_tools.py [--calls 300]
+
+Calls `mcp_gateway.tools.call_tool` in-process, exactly as the MCP server does after auth (schema
+validation, scope check, service, JSON encoding), and times each call. Targets: search p95 <= 25
+ms, get_memories of 20 ids p95 <= 10 ms, briefing p95 <= 25 ms; remember is timed too (it writes
+a few hundred rows into the benchmark database). The baseline measured in the same run is
+`SELECT 1` through the same path (thread-sensitive executor + Django connection): the fixed cost
+every tool call pays before doing any work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import os
+import random
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from psycopg.conninfo import make_conninfo
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from scripts.bench_data import BENCH_DATABASE  # noqa: E402
+
+
+def word(k: int) -> str:
+    """Word k of the generator's pseudo vocabulary (scripts/bench_data.py, bench_word)."""
+    letters = hashlib.md5(str(k).encode(), usedforsecurity=False).hexdigest()[: 5 + k % 4]
+    return letters.translate(str.maketrans("0123456789", "ghijklmnop"))
+
+
+def setup() -> None:
+    if "BENCH_DATABASE_URL" in os.environ:
+        url = os.environ["BENCH_DATABASE_URL"]
+    else:
+        from threengram.embedded_db import start
+
+        url = make_conninfo(start(database="postgres"), dbname=BENCH_DATABASE)
+    os.environ.update(DATABASE_URL=url, SECRET_KEY="bench-only", DEBUG="0")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "threengram.settings")
+    import django
+
+    django.setup()
+
+
+def percentiles(samples: list[float]) -> str:
+    ordered = sorted(samples)
+    q = statistics.quantiles(ordered, n=100, method="inclusive")
+    return f"{len(ordered):5d} {q[49]:8.2f} {q[94]:8.2f} {q[98]:8.2f} {ordered[-1]:8.2f}"
+
+
+async def timed(label: str, calls, results: dict) -> None:
+    from mcp_gateway.tools import call_tool
+
+    samples = []
+    for principal, name, arguments in calls:
+        started = time.perf_counter()
+        result = await call_tool(principal, name, arguments)
+        samples.append((time.perf_counter() - started) * 1000)
+        assert not result.is_error, result.content[0].text
+    results[label] = samples
+
+
+async def main(calls: int, seed: int) -> None:
+    from asgiref.sync import sync_to_async
+    from django.db import connection
+
+    from mcp_gateway.principal import Principal
+    from memories.models import Memory
+
+    rng = random.Random(seed)  # noqa: S311 - reproducible sampling, not security
+
+    def tenants() -> tuple[int, list[int]]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT owner_id, count(*) FROM memories_memory GROUP BY 1 ORDER BY 2 DESC"
+            )
+            rows = cursor.fetchall()
+        return rows[0][0], [row[0] for row in rows[1:]]
+
+    largest, others = await sync_to_async(tenants, thread_sensitive=True)()
+
+    def threads_for(owner_id: int) -> list[tuple[str, str]]:
+        """20 threads of 100 recent members each (one project per thread) for the largest tenant,
+        so remember's proposal check has real work; returns (project, member topic) pairs."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                """
+                INSERT INTO memories_thread (id, owner_id, name, pinned, created_at)
+                SELECT gen_random_uuid(), %(owner)s, 'bench thread ' || n, n <= 3, now()
+                FROM generate_series(1, 20) n
+                ON CONFLICT DO NOTHING;
+                """,
+                {"owner": owner_id},
+            )
+            cursor.execute(
+                """
+                INSERT INTO memories_threadmembership
+                    (id, thread_id, memory_id, state, created_at, decided_at)
+                SELECT gen_random_uuid(), t.id, m.id, 'member', now(), now()
+                FROM (SELECT id, substr(name, 14)::int AS n FROM memories_thread
+                      WHERE owner_id = %(owner)s) t
+                JOIN LATERAL (SELECT id FROM memories_memory
+                              WHERE owner_id = %(owner)s AND valid_to IS NULL
+                                AND project = 'project-' || t.n
+                              ORDER BY recorded_at DESC LIMIT 100) m ON true
+                ON CONFLICT DO NOTHING
+                """,
+                {"owner": owner_id},
+            )
+            cursor.execute(
+                """
+                SELECT m.project, m.topic FROM memories_threadmembership ms
+                JOIN memories_memory m ON m.id = ms.memory_id
+                JOIN memories_thread t ON t.id = ms.thread_id AND t.owner_id = %(owner)s
+                """,
+                {"owner": owner_id},
+            )
+            return cursor.fetchall()
+
+    member_topics = await sync_to_async(threads_for, thread_sensitive=True)(largest)
+    sample_others = rng.sample(others, 50)
+
+    def principal(user_id: int) -> Principal:
+        return Principal(user_id, frozenset({"memory:read", "memory:write"}), "bench")
+
+    def ids_of(owner_id: int) -> list[str]:
+        rows = Memory.objects.filter(owner_id=owner_id).values_list("id", flat=True)
+        return [str(i) for i in rows[:2000]]
+
+    pools = {
+        owner: await sync_to_async(ids_of, thread_sensitive=True)(owner)
+        for owner in [largest, *sample_others]
+    }
+
+    def query() -> str:
+        # Words drawn as the generator draws content words (so common words are queried more), one
+        # word in two queries of three, two words in the third.
+        words = [word(int(4000 * rng.random() ** 1.3)) for _ in range(rng.choice((1, 1, 2)))]
+        return " ".join(words)
+
+    def remember_arguments() -> dict:
+        # A near-copy of a thread member's topic in its project: the largest tenant's 20
+        # threads get proposals; other tenants have no threads.
+        project, topic = rng.choice(member_topics)
+        return {
+            "memoryType": "note",
+            "topic": topic + " follow-up",
+            "content": f"benchmark write {uuid.uuid4()}",
+            "project": project,
+        }
+
+    def plan(owner_for) -> dict[str, list]:
+        return {
+            "search": [
+                (principal(owner_for()), "search", {"query": query()}) for _ in range(calls)
+            ],
+            "search, type filter, limit 25": [
+                (
+                    principal(owner_for()),
+                    "search",
+                    {"query": query(), "memoryTypes": ["decision", "fact"], "limit": 25},
+                )
+                for _ in range(calls)
+            ],
+            "get_memories, 20 ids": [
+                (principal(o := owner_for()), "get_memories", {"ids": rng.sample(pools[o], 20)})
+                for _ in range(calls)
+            ],
+            "briefing, brief": [(principal(owner_for()), "briefing", {}) for _ in range(calls)],
+            "remember (+ thread proposals)": [
+                (principal(owner_for()), "remember", remember_arguments()) for _ in range(calls)
+            ],
+            "briefing, full": [
+                (principal(owner_for()), "briefing", {"mode": "full"}) for _ in range(calls)
+            ],
+        }
+
+    async def baseline(owner: int) -> list[float]:
+        def select_one() -> None:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+
+        samples = []
+        for _ in range(calls):
+            started = time.perf_counter()
+            await sync_to_async(select_one, thread_sensitive=True)()
+            samples.append((time.perf_counter() - started) * 1000)
+        return samples
+
+    results: dict[str, list[float]] = {}
+    for who, owner_for in [
+        ("largest tenant (100,000 memories)", lambda: largest),
+        ("50 other tenants (~900 memories each)", lambda: rng.choice(sample_others)),
+    ]:
+        # Warm up caches and the connection with calls of their own, then measure.
+        warm_up = plan(owner_for)
+        for label, batch in plan(owner_for).items():
+            await timed("warm-up", warm_up[label][:20], {})
+            await timed(f"{who} | {label}", batch, results)
+    results["baseline | SELECT 1 via the same executor"] = await baseline(largest)
+
+    total = await Memory.objects.acount()
+    print(f"{total:,} memories; {calls} calls per row; times in ms (server time, in-process)")
+    print(f"{'tenant | call':70s} {'n':>5s} {'p50':>8s} {'p95':>8s} {'p99':>8s} {'max':>8s}")
+    for label, samples in results.items():
+        print(f"{label:70s} {percentiles(samples)}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=5)
+    options = parser.parse_args()
+    setup()
+    asyncio.run(main(options.calls, options.seed))

@@ -1,0 +1,103 @@
+"""Prompts `briefing` and `debrief`, and completion of their arguments from the tenant's data."""
+
+import re
+
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from mcp_gateway.prompts import complete_prompt_argument, get_prompt, prompt_definitions
+from mcp_gateway.tools import TOOLS
+from tests.mcp_gateway.tools.conftest import ok, principal_for
+
+pytestmark = pytest.mark.anyio
+
+
+def test_two_prompts_with_documented_arguments():
+    prompts = {prompt.name: prompt for prompt in prompt_definitions()}
+    assert set(prompts) == {"briefing", "debrief"}
+    assert [a.name for a in prompts["briefing"].arguments] == ["scope", "project", "thread", "mode"]
+    assert all(not a.required for p in prompts.values() for a in p.arguments)
+
+
+async def test_briefing_prompt_names_the_tool_call(agent):
+    result = await get_prompt(agent, "briefing", {"project": "atlas", "mode": "full"})
+    text = result.messages[0].content.text
+    assert '{"selector": "project", "mode": "full", "value": "atlas"}' in text
+    assert "`briefing`" in text
+    plain = (await get_prompt(agent, "briefing", None)).messages[0].content.text
+    assert '{"selector": "all", "mode": "brief"}' in plain
+
+
+async def test_debrief_prompt_mentions_only_real_tools(agent):
+    text = (await get_prompt(agent, "debrief", {"thread": "launch"})).messages[0].content.text
+    mentioned = set(re.findall(r"`(\w+)`", text))
+    assert len(mentioned) >= 5 and mentioned <= {spec.name for spec in TOOLS}
+    assert "'launch'" in text and "add_members" in text
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "message"),
+    [
+        ("nope", {}, "Unknown prompt: nope"),
+        ("debrief", {"scope": "Work Notes"}, "invalid_input: scope: must be kebab-case"),
+        ("debrief", {"colour": "red"}, "colour: unknown argument"),
+        ("briefing", {"mode": "long"}, "invalid_input: mode: must be one of: brief, full"),
+        ("briefing", {"scope": "a", "project": "b"}, "invalid_input: project: give at most one"),
+        ("debrief", {"thread": "t" * 101}, "invalid_input: thread: must be at most 100"),
+    ],
+)
+async def test_bad_prompt_arguments_are_invalid_params(agent, name, arguments, message):
+    with pytest.raises(MCPError) as raised:
+        await get_prompt(agent, name, arguments)
+    assert raised.value.error.code == -32602
+    assert raised.value.error.message.startswith(message)
+
+
+async def test_completion_offers_own_live_values_by_prefix(agent, other_agent):
+    for scope, project in [("work", "atlas"), ("web", "apollo"), ("home", None)]:
+        await ok(
+            agent,
+            "remember",
+            {"memoryType": "note", "topic": "t", "content": f"{scope} note", "scope": scope}
+            | ({"project": project} if project else {}),
+        )
+    await ok(
+        other_agent,
+        "remember",
+        {
+            "memoryType": "note",
+            "topic": "t",
+            "content": "x",
+            "scope": "wonder",
+            "project": "aardvark",
+        },
+    )
+    await ok(agent, "configure_thread", {"action": "create", "name": "Launch"})
+    await ok(agent, "configure_thread", {"action": "create", "name": "legal"})
+    assert await complete_prompt_argument(agent, "debrief", "scope", "w") == ["web", "work"]
+    assert await complete_prompt_argument(agent, "briefing", "scope", "") == ["home", "web", "work"]
+    assert await complete_prompt_argument(agent, "briefing", "project", "A") == ["apollo", "atlas"]
+    assert await complete_prompt_argument(agent, "debrief", "thread", "l") == ["Launch", "legal"]
+    assert await complete_prompt_argument(agent, "briefing", "mode", "f") == ["full"]
+    assert await complete_prompt_argument(agent, "debrief", "mode", "") == []  # not its argument
+    assert await complete_prompt_argument(agent, "nope", "scope", "") == []
+
+
+async def test_completion_is_capped_at_100(agent, owner):
+    from asgiref.sync import sync_to_async
+
+    from memories.models import Thread
+
+    await sync_to_async(Thread.objects.bulk_create)(
+        [Thread(owner=owner, name=f"thread {n:03}") for n in range(150)]
+    )
+    values = await complete_prompt_argument(agent, "debrief", "thread", "thr")
+    assert len(values) == 100 and values[0] == "thread 000"
+
+
+async def test_completion_gives_nothing_without_read_scope(owner):
+    writer = principal_for(owner, {"memory:write"})
+    await ok(
+        writer, "remember", {"memoryType": "note", "topic": "t", "content": "c", "scope": "work"}
+    )
+    assert await complete_prompt_argument(writer, "debrief", "scope", "") == []

@@ -1,0 +1,599 @@
+"""The tool surface, called the way the MCP server calls it: call_tool(principal, name, args)."""
+
+import json
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from jsonschema import Draft202012Validator
+
+from mcp_gateway.tools import TOOLS, tool_definitions
+from memories.models import Memory
+from tests.mcp_gateway.tools.conftest import fails, ok, principal_for
+from threengram.observability import VERSION
+
+pytestmark = pytest.mark.anyio
+
+READ_TOOLS = {"search", "get_memories", "briefing", "handoff", "describe_environment"}
+WRITE_TOOLS = {"remember", "revise", "archive", "resolve", "configure_thread"}
+
+
+async def remember(agent, **fields) -> dict:
+    arguments = {"memoryType": "note", "topic": "topic", "content": "content"} | fields
+    return (await ok(agent, "remember", arguments))["memory"]
+
+
+# --- catalogue ---------------------------------------------------------------------------
+
+
+def test_every_tool_is_described_strict_and_annotated():
+    tools = tool_definitions()
+    assert {tool.name for tool in tools} == READ_TOOLS | WRITE_TOOLS
+    for tool in tools:
+        assert tool.title and len(tool.description) > 120
+        Draft202012Validator.check_schema(tool.input_schema)
+        Draft202012Validator.check_schema(tool.output_schema)
+        assert tool.input_schema["additionalProperties"] is False
+        for name, prop in tool.input_schema["properties"].items():
+            if prop["type"] == "string":
+                assert "maxLength" in prop or "enum" in prop, (tool.name, name)
+            if prop["type"] == "array":
+                assert "maxItems" in prop, (tool.name, name)
+            if prop["type"] == "integer":
+                assert "maximum" in prop and "minimum" in prop, (tool.name, name)
+        hints = tool.annotations
+        assert hints.open_world_hint is False
+        assert hints.read_only_hint is (tool.name in READ_TOOLS)
+
+
+async def test_unknown_tool_is_a_tool_error(agent):
+    assert (await fails(agent, "drop_tables")).startswith("not_found: unknown tool")
+
+
+# --- scope, fail-closed --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", TOOLS, ids=lambda spec: spec.name)
+async def test_each_tool_refuses_a_token_without_its_scope(spec, owner):
+    needed = "memory:read" if spec.name in READ_TOOLS else "memory:write"
+    other = {"memory:read", "memory:write"} - {needed}
+    for scopes in (set(), other):
+        text = await fails(principal_for(owner, scopes), spec.name, {})
+        assert text == f"insufficient_scope: this tool needs the {needed} scope"
+    assert await Memory.objects.acount() == 0
+
+
+async def test_read_only_token_cannot_write_but_can_list_threads(owner):
+    reader = principal_for(owner, {"memory:read"})
+    await fails(reader, "configure_thread", {"action": "create", "name": "x"})
+    assert (await ok(reader, "configure_thread", {"action": "list"}))["threads"] == []
+
+
+# --- strict input, bounds ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "expected"),
+    [
+        ("describe_environment", {"verbose": True}, "invalid_input: verbose: unknown field"),
+        ("search", {"query": "x", "limit": 5, "sort": "asc"}, "invalid_input: sort: unknown field"),
+        ("remember", {"memoryType": "note", "topic": "t"}, "invalid_input: content: is required"),
+        (
+            "remember",
+            {"memoryType": "note", "topic": "t", "content": "x" * 2001},
+            "invalid_input: content: must be at most 2000 characters; got 2001",
+        ),
+        (
+            "remember",
+            {"memoryType": "note", "topic": "t" * 257, "content": "c"},
+            "invalid_input: topic: must be at most 256 characters; got 257",
+        ),
+        (
+            "remember",
+            {"memoryType": "note", "topic": "t", "content": "c", "tags": ["a"] * 33},
+            "invalid_input: tags: at most 32 items; got 33",
+        ),
+        (
+            "remember",
+            {"memoryType": "note", "topic": "t", "content": "c", "scope": "Work Notes"},
+            "invalid_input: scope: must match the pattern",
+        ),
+        (
+            "remember",
+            {"memoryType": "idea", "topic": "t", "content": "c"},
+            "invalid_input: memoryType: must be one of: decision, commitment",
+        ),
+        (
+            "remember",
+            {"memoryType": "note", "topic": "t", "content": "c", "dueAt": "2027-01-01T00:00:00Z"},
+            "invalid_input: dueAt: only a commitment can have a due date",
+        ),
+        (
+            "remember",
+            {"memoryType": "commitment", "topic": "t", "content": "c", "dueAt": "tomorrow"},
+            "invalid_input: dueAt: must be an ISO 8601 date-time",
+        ),
+        ("search", {"query": "x", "limit": 26}, "invalid_input: limit: must be at most 25; got 26"),
+        ("search", {"query": "x", "limit": 0}, "invalid_input: limit: must be at least 1; got 0"),
+        ("search", {"query": "q" * 501}, "invalid_input: query: must be at most 500 characters"),
+        ("search", {"query": "   "}, "invalid_input: query: must be at least 1 character(s)"),
+        (
+            "search",
+            {
+                "query": "x",
+                "recordedAfter": "2026-02-01T00:00:00Z",
+                "recordedBefore": "2026-01-01T00:00:00Z",
+            },
+            "invalid_input: recordedAfter: must not be later than recordedBefore",
+        ),
+        ("get_memories", {"ids": []}, "invalid_input: ids: at least 1 item(s)"),
+        ("get_memories", {"ids": ["a"] * 21}, "invalid_input: ids: at most 20 items; got 21"),
+        (
+            "get_memories",
+            {"ids": ["a"], "maxChars": 100},
+            "invalid_input: maxChars: must be at least 2000; got 100",
+        ),
+        ("briefing", {"mode": "long"}, "invalid_input: mode: must be one of: brief, full"),
+        (
+            "briefing",
+            {"selector": "scope"},
+            "invalid_input: value: is required when selector is 'scope'",
+        ),
+        (
+            "handoff",
+            {"sectionLimit": 26},
+            "invalid_input: sectionLimit: must be at most 25; got 26",
+        ),
+        (
+            "configure_thread",
+            {"action": "create", "name": "n" * 101},
+            "invalid_input: name: must be at most 100 characters; got 101",
+        ),
+        (
+            "configure_thread",
+            {"action": "rename", "name": "a"},
+            "invalid_input: newName: is required",
+        ),
+        (
+            "configure_thread",
+            {"action": "add_members", "name": "a", "memoryIds": ["x"] * 21},
+            "invalid_input: memoryIds: at most 20 items; got 21",
+        ),
+        ("resolve", {"memoryId": "x", "status": "done"}, "invalid_input: status: must be one of"),
+    ],
+)
+async def test_bad_input_is_refused_naming_field_and_limit(agent, tool, arguments, expected):
+    assert (await fails(agent, tool, arguments)).startswith(expected)
+    assert await Memory.objects.acount() == 0
+
+
+# --- remember, revise, archive, resolve ----------------------------------------------------
+
+
+async def test_remember_returns_id_and_resource_uri(agent, owner):
+    memory = await remember(agent, memoryType="commitment", topic="Report", content="Send it")
+    assert memory["uri"] == f"threengram://memory/{memory['id']}"
+    assert memory["commitmentStatus"] == "open"
+    stored = await Memory.objects.aget(id=memory["id"])
+    assert stored.owner_id == owner.pk and stored.content == "Send it"
+
+
+async def test_remember_refuses_duplicate_content(agent):
+    first = await remember(agent, content="the same words")
+    text = await fails(
+        agent, "remember", {"memoryType": "fact", "topic": "x", "content": "the same words"}
+    )
+    assert text == f"duplicate_memory: the same content is already stored as memory {first['id']}"
+
+
+async def test_revise_supersedes_and_a_second_revise_conflicts(agent):
+    first = await remember(agent, content="v1", topic="plan")
+    result = await ok(agent, "revise", {"predecessorId": first["id"], "content": "v2"})
+    assert result["predecessorId"] == first["id"] and result["memory"]["id"] != first["id"]
+    assert result["memory"]["topic"] == "plan"  # carried over
+    text = await fails(agent, "revise", {"predecessorId": first["id"], "content": "v3"})
+    assert text.startswith("conflict: ")
+
+
+async def test_archive_is_idempotent(agent):
+    memory = await remember(agent)
+    for _ in range(2):
+        archived = await ok(agent, "archive", {"memoryId": memory["id"]})
+        assert archived["memory"]["status"] == "archived"
+
+
+async def test_resolve_moves_a_commitment_and_refuses_illegal_moves(agent):
+    commitment = await remember(agent, memoryType="commitment", content="ship it")
+    done = await ok(agent, "resolve", {"memoryId": commitment["id"], "status": "resolved"})
+    assert done["memory"]["commitmentStatus"] == "resolved"
+    text = await fails(agent, "resolve", {"memoryId": commitment["id"], "status": "waiting"})
+    assert text == "invalid_transition: a commitment cannot move from 'resolved' to 'waiting'"
+    note = await remember(agent, content="not a commitment")
+    text = await fails(agent, "resolve", {"memoryId": note["id"], "status": "resolved"})
+    assert text.startswith("invalid_input: memoryId: ")
+
+
+# --- unknown and foreign ids are indistinguishable ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("revise", lambda i: {"predecessorId": i, "content": "taken over"}),
+        ("archive", lambda i: {"memoryId": i}),
+        ("resolve", lambda i: {"memoryId": i, "status": "resolved"}),
+    ],
+)
+async def test_foreign_and_unknown_ids_fail_alike(agent, other_agent, tool, arguments):
+    foreign = await remember(other_agent, memoryType="commitment", content="theirs")
+    unknown = str(uuid.uuid4())
+    foreign_text = await fails(agent, tool, arguments(foreign["id"]))
+    unknown_text = await fails(agent, tool, arguments(unknown))
+    assert foreign_text == f"not_found: memory {foreign['id']}"
+    assert unknown_text == f"not_found: memory {unknown}"
+    assert (await fails(agent, tool, arguments("not-a-uuid"))) == "not_found: memory not-a-uuid"
+    theirs = await Memory.objects.aget(id=foreign["id"])
+    assert (theirs.status, theirs.commitment_status, theirs.valid_to) == ("active", "open", None)
+
+
+async def test_get_memories_puts_foreign_unknown_and_malformed_ids_in_not_found(agent, other_agent):
+    mine = await remember(agent, content="mine")
+    foreign = await remember(other_agent, content="theirs")
+    unknown = str(uuid.uuid4())
+    result = await ok(agent, "get_memories", {"ids": [mine["id"], foreign["id"], unknown, "zzz"]})
+    assert [m["id"] for m in result["memories"]] == [mine["id"]]
+    assert result["notFound"] == [foreign["id"], unknown, "zzz"]
+    assert "theirs" not in json.dumps(result)
+
+
+async def test_thread_membership_refuses_foreign_memories(agent, other_agent):
+    foreign = await remember(other_agent, content="theirs")
+    await ok(agent, "configure_thread", {"action": "create", "name": "mine"})
+    text = await fails(
+        agent,
+        "configure_thread",
+        {"action": "add_members", "name": "mine", "memoryIds": [foreign["id"]]},
+    )
+    assert text == f"not_found: memory {foreign['id']}"
+    # Their thread names are not reachable either.
+    await ok(other_agent, "configure_thread", {"action": "create", "name": "secret"})
+    text = await fails(agent, "configure_thread", {"action": "pin", "name": "secret"})
+    assert text == "not_found: thread 'secret'"
+
+
+# --- get_memories --------------------------------------------------------------------------
+
+
+async def test_get_memories_returns_bodies_lifecycle_and_links(agent):
+    first = await remember(agent, content="old text", tags=["a", "b"])
+    successor = (await ok(agent, "revise", {"predecessorId": first["id"], "content": "new text"}))[
+        "memory"
+    ]
+    result = await ok(agent, "get_memories", {"ids": [first["id"], successor["id"], first["id"]]})
+    old, new = result["memories"]
+    assert result["count"] == 2 and result["notFound"] == []
+    assert (old["content"], old["successorId"], old["tags"]) == (
+        "old text",
+        successor["id"],
+        ["a", "b"],
+    )
+    assert old["validTo"] is not None and new["validTo"] is None
+    assert new["predecessorId"] == first["id"] and new["successorId"] is None
+
+
+async def test_get_memories_withholds_bodies_beyond_the_budget(agent, owner):
+    ids = [
+        str(
+            (
+                await Memory.objects.acreate(
+                    owner=owner,
+                    memory_type="note",
+                    topic=f"long {n}",
+                    content=f"{n}" + "x" * 1999,
+                    content_length=2000,
+                    recorded_at=timezone.now(),
+                )
+            ).id
+        )
+        for n in range(3)
+    ]
+    result = await ok(agent, "get_memories", {"ids": ids, "maxChars": 5000})
+    assert [m["contentWithheld"] for m in result["memories"]] == [False, False, True]
+    assert result["memories"][2]["content"] is None
+    assert result["memories"][2]["contentLength"] == 2000
+    assert result["withheldForBudget"] == [ids[2]]
+    assert "budget" in result["note"]
+
+
+# --- briefing and handoff ------------------------------------------------------------------
+
+
+async def test_briefing_counts_exactly_and_bounds_items(agent, owner):
+    now = timezone.now()
+    for n in range(5):
+        await remember(agent, memoryType="decision", topic=f"decision {n}", content=f"we chose {n}")
+    await remember(
+        agent,
+        memoryType="commitment",
+        topic="late",
+        content="overdue thing",
+        dueAt=(now - timedelta(days=1)).isoformat(),
+    )
+    await remember(
+        agent,
+        memoryType="commitment",
+        topic="later",
+        content="future thing",
+        dueAt=(now + timedelta(days=3)).isoformat(),
+    )
+    await remember(agent, memoryType="blocker", topic="ci", content="CI is red", scope="work")
+    await remember(agent, memoryType="preference", topic="style", content="x" * 900)
+    done = await remember(agent, memoryType="commitment", topic="done", content="done thing")
+    await ok(agent, "resolve", {"memoryId": done["id"], "status": "resolved"})
+
+    brief = await ok(agent, "briefing", {})
+    sections = brief["sections"]
+    assert sections["recentDecisions"]["count"] == 5
+    assert (
+        len(sections["recentDecisions"]["items"]) == 3 and sections["recentDecisions"]["truncated"]
+    )
+    assert sections["openCommitments"]["count"] == 2
+    assert [i["topic"] for i in sections["overdue"]["items"]] == ["late"]
+    assert sections["overdue"]["items"][0]["overdue"] is True
+    preference = sections["preferences"]["items"][0]
+    assert preference["truncated"] and len(preference["excerpt"]) == 200
+    assert preference["contentLength"] == 900
+
+    full = await ok(agent, "briefing", {"mode": "full"})
+    assert len(full["sections"]["recentDecisions"]["items"]) == 5
+    assert len(full["sections"]["preferences"]["items"][0]["excerpt"]) == 600
+
+    scoped = await ok(agent, "briefing", {"selector": "scope", "value": "work"})
+    assert scoped["sections"]["blockers"]["count"] == 1
+    assert scoped["sections"]["recentDecisions"]["count"] == 0
+
+
+async def test_briefing_lists_pinned_threads_and_selects_by_thread(agent):
+    member = await remember(agent, memoryType="decision", topic="api", content="REST it is")
+    await remember(agent, memoryType="decision", topic="ui", content="dark mode")
+    await ok(agent, "configure_thread", {"action": "create", "name": "API"})
+    await ok(
+        agent,
+        "configure_thread",
+        {"action": "add_members", "name": "api", "memoryIds": [member["id"]]},
+    )
+    await ok(agent, "configure_thread", {"action": "pin", "name": "API"})
+    brief = await ok(agent, "briefing", {"selector": "thread", "value": "api"})
+    assert brief["pinnedThreads"]["items"] == [
+        {"name": "API", "pinned": True, "memberCount": 1, "proposalCount": 0}
+    ]
+    assert [i["id"] for i in brief["sections"]["recentDecisions"]["items"]] == [member["id"]]
+    assert (await fails(agent, "briefing", {"selector": "thread", "value": "nope"})) == (
+        "not_found: thread 'nope'"
+    )
+
+
+async def test_handoff_flags_truncated_sections_and_excerpts(agent, other_agent):
+    for n in range(4):
+        await remember(
+            agent, memoryType="decision", topic=f"d{n}", content=f"decided {n} " + "y" * 700
+        )
+    await remember(agent, memoryType="commitment", topic="todo", content="write docs")
+    await remember(other_agent, memoryType="decision", topic="theirs", content="not yours")
+    result = await ok(agent, "handoff", {"sectionLimit": 2, "generatedFor": "night shift"})
+    decisions = result["sections"]["decisions"]
+    assert (decisions["count"], len(decisions["items"]), decisions["truncated"]) == (4, 2, True)
+    assert all(len(i["excerpt"]) == 600 and i["truncated"] for i in decisions["items"])
+    assert result["sections"]["commitments"]["truncated"] is False
+    assert result["generatedFor"] == "night shift"
+    assert "not yours" not in json.dumps(result)
+
+
+# --- threads -------------------------------------------------------------------------------
+
+
+async def test_thread_lifecycle(agent):
+    created = await ok(agent, "configure_thread", {"action": "create", "name": "Launch"})
+    assert created["thread"] == {"name": "Launch", "pinned": False}
+    text = await fails(agent, "configure_thread", {"action": "create", "name": "launch"})
+    assert text == "conflict: a thread named 'launch' already exists"
+    await ok(
+        agent, "configure_thread", {"action": "rename", "name": "launch", "newName": "Go-live"}
+    )
+    memory = await remember(agent, content="date is May 1")
+    await ok(
+        agent,
+        "configure_thread",
+        {"action": "add_members", "name": "go-live", "memoryIds": [memory["id"]]},
+    )
+    listed = await ok(agent, "configure_thread", {"action": "list"})
+    assert listed["threads"] == [
+        {"name": "Go-live", "pinned": False, "memberCount": 1, "proposalCount": 0}
+    ]
+    await ok(
+        agent,
+        "configure_thread",
+        {"action": "remove_members", "name": "Go-live", "memoryIds": [memory["id"]]},
+    )
+    listed = await ok(agent, "configure_thread", {"action": "list"})
+    assert listed["threads"][0]["memberCount"] == 0
+
+
+async def test_server_proposes_membership_and_applies_it_only_on_acceptance(agent):
+    seed = await remember(
+        agent, topic="payment gateway retries", content="retry 3 times", project="shop"
+    )
+    await ok(agent, "configure_thread", {"action": "create", "name": "payments"})
+    await ok(
+        agent,
+        "configure_thread",
+        {"action": "add_members", "name": "payments", "memoryIds": [seed["id"]]},
+    )
+
+    unrelated = await ok(
+        agent,
+        "remember",
+        {"memoryType": "note", "topic": "holiday plans", "content": "Alps", "project": "shop"},
+    )
+    other_project = await ok(
+        agent,
+        "remember",
+        {"memoryType": "note", "topic": "payment gateway retry", "content": "x", "project": "blog"},
+    )
+    assert unrelated["proposals"] == [] and other_project["proposals"] == []
+
+    related = await ok(
+        agent,
+        "remember",
+        {
+            "memoryType": "note",
+            "topic": "payment gateway retry limits",
+            "content": "cap at 5",
+            "project": "shop",
+        },
+    )
+    [proposal] = related["proposals"]
+    assert proposal["thread"] == "payments" and proposal["memoryId"] == related["memory"]["id"]
+    listed = await ok(agent, "configure_thread", {"action": "list"})
+    assert listed["threads"][0]["memberCount"] == 1  # not applied yet
+    assert [p["proposalId"] for p in listed["proposals"]] == [proposal["proposalId"]]
+
+    accepted = await ok(
+        agent,
+        "configure_thread",
+        {"action": "accept_proposal", "proposalId": proposal["proposalId"]},
+    )
+    assert accepted["proposal"]["state"] == "member"
+    again = await fails(
+        agent,
+        "configure_thread",
+        {"action": "accept_proposal", "proposalId": proposal["proposalId"]},
+    )
+    assert again == f"not_found: open proposal {proposal['proposalId']}"
+    listed = await ok(agent, "configure_thread", {"action": "list"})
+    assert listed["threads"][0]["memberCount"] == 2 and listed["proposals"] == []
+
+
+async def test_rejected_proposal_is_not_applied(agent, other_agent):
+    seed = await remember(agent, topic="release checklist", content="tag, build, ship")
+    await ok(agent, "configure_thread", {"action": "create", "name": "release"})
+    await ok(
+        agent,
+        "configure_thread",
+        {"action": "add_members", "name": "release", "memoryIds": [seed["id"]]},
+    )
+    related = await ok(
+        agent,
+        "remember",
+        {"memoryType": "note", "topic": "release checklist v2", "content": "sign too"},
+    )
+    proposal_id = related["proposals"][0]["proposalId"]
+    assert (
+        await fails(
+            other_agent,
+            "configure_thread",
+            {"action": "reject_proposal", "proposalId": proposal_id},
+        )
+    ) == (f"not_found: open proposal {proposal_id}")
+    rejected = await ok(
+        agent, "configure_thread", {"action": "reject_proposal", "proposalId": proposal_id}
+    )
+    assert rejected["proposal"]["state"] == "rejected"
+    listed = await ok(agent, "configure_thread", {"action": "list"})
+    assert listed["threads"][0]["memberCount"] == 1
+
+
+async def test_a_revised_member_stays_in_its_thread(agent):
+    memory = await remember(agent, content="v1")
+    await ok(agent, "configure_thread", {"action": "create", "name": "t"})
+    await ok(
+        agent,
+        "configure_thread",
+        {"action": "add_members", "name": "t", "memoryIds": [memory["id"]]},
+    )
+    await ok(agent, "revise", {"predecessorId": memory["id"], "content": "v2"})
+    listed = await ok(agent, "configure_thread", {"action": "list"})
+    assert listed["threads"][0]["memberCount"] == 1  # the current version, not the closed one
+    hits = await ok(agent, "search", {"query": "v2", "thread": "t"})
+    assert [h["excerpt"] for h in hits["hits"]] == ["v2"]
+
+
+# --- describe_environment ------------------------------------------------------------------
+
+
+async def test_describe_environment_reports_own_data_and_no_secrets(agent, other_agent, settings):
+    await remember(agent, memoryType="commitment", content="c1", project="alpha", scope="work")
+    first = await remember(agent, content="n1")
+    await ok(agent, "revise", {"predecessorId": first["id"], "content": "n2"})
+    await remember(other_agent, content="x", project="their-project")
+    await ok(agent, "configure_thread", {"action": "create", "name": "ideas"})
+    env = await ok(agent, "describe_environment")
+    assert env["tools"] == [spec.name for spec in TOOLS]
+    assert env["server"] == {"name": "threengram", "version": VERSION}
+    assert env["scopes"] == ["memory:read", "memory:write"]
+    assert env["projects"] == {"count": 1, "names": ["alpha"]}
+    assert env["memoryScopes"] == ["personal", "work"]
+    assert env["memoriesByType"] == {"commitment": 1, "note": 1}
+    assert env["memoriesByStatus"] == {"active": 2, "archived": 0, "superseded": 1}
+    assert env["commitmentsByStatus"] == {"open": 1}
+    assert [t["name"] for t in env["threads"]] == ["ideas"]
+    text = json.dumps(env)
+    assert settings.SECRET_KEY not in text and "postgres" not in text.lower()
+
+
+# --- unexpected failures -------------------------------------------------------------------
+
+
+async def test_unexpected_error_is_generic_and_logs_no_content(agent, monkeypatch, caplog):
+    from memories import threads
+
+    def explode(**kwargs):
+        raise RuntimeError(f"boom with {kwargs['content']}")
+
+    monkeypatch.setattr(threads, "remember_and_propose", explode)
+    text = await fails(
+        agent, "remember", {"memoryType": "note", "topic": "t", "content": "TOP SECRET"}
+    )
+    assert text.startswith("internal_error:")
+    assert "TOP SECRET" not in caplog.text and "RuntimeError" in caplog.text
+
+
+async def test_search_never_returns_another_tenants_memory(agent, stranger):
+    await Memory.objects.acreate(
+        owner=stranger,
+        memory_type="note",
+        topic="theirs",
+        content="zebra crossing",
+        content_length=14,
+        recorded_at=timezone.now(),
+    )
+    assert (await ok(agent, "search", {"query": "zebra"}))["hits"] == []
+
+
+async def test_search_pages_with_next_cursor_bound_to_the_query(agent):
+    for n in range(7):
+        await remember(agent, topic=f"retro {n}", content=f"sprint retro notes number {n}")
+    first = await ok(agent, "search", {"query": "sprint retro", "limit": 4})
+    assert (first["count"], first["hasMore"]) == (4, True)
+    second = await ok(
+        agent, "search", {"query": "sprint retro", "limit": 4, "cursor": first["nextCursor"]}
+    )
+    assert (second["count"], second["hasMore"], second["nextCursor"]) == (3, False, None)
+    ids = [h["id"] for h in first["hits"] + second["hits"]]
+    assert len(set(ids)) == 7
+    text = await fails(agent, "search", {"query": "retro", "cursor": first["nextCursor"]})
+    assert text.startswith("invalid_input: cursor: was issued for a different query")
+    assert all(h["uri"] == f"threengram://memory/{h['id']}" for h in first["hits"])
+
+
+async def test_search_hits_carry_due_dates_and_the_overdue_flag(agent):
+    past = (timezone.now() - timedelta(hours=1)).isoformat()
+    late = await remember(
+        agent, memoryType="commitment", topic="invoice", content="pay invoice", dueAt=past
+    )
+    [hit] = (await ok(agent, "search", {"query": "invoice"}))["hits"]
+    assert (hit["id"], hit["overdue"], hit["commitmentStatus"]) == (late["id"], True, "open")
+    await ok(agent, "resolve", {"memoryId": late["id"], "status": "resolved"})
+    [hit] = (await ok(agent, "search", {"query": "invoice"}))["hits"]
+    assert hit["overdue"] is False and hit["dueAt"] is not None

@@ -1,0 +1,167 @@
+"""Search quality and paging, on the real PostgreSQL full-text and trigram machinery."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from memories.errors import InvalidInput, NotFound
+from memories.search import SCORE_FLOOR, clean_filters, search
+from memories.services import archive_memory, remember, revise_memory
+from tests.factories import MemoryFactory
+
+
+def run(owner, query, **kwargs):
+    limit = kwargs.pop("limit", 5)
+    cursor = kwargs.pop("cursor", None)
+    return search(
+        owner_id=owner.pk, query=query, filters=clean_filters(**kwargs), limit=limit, cursor=cursor
+    )
+
+
+@pytest.fixture
+def corpus(tenant):
+    notes = [
+        ("decision", "Database", "We chose PostgreSQL 18 for the memory store."),
+        ("fact", "Coffee", "The office café serves espresso until 4 pm."),
+        ("preference", "Editor", "Prefers Neovim with a dark theme."),
+        ("note", "Deploy", "Deploys go out on Tuesdays after the database backup."),
+        ("blocker", "Payments", "Stripe webhooks fail signature checks in staging."),
+    ]
+    return {
+        topic: remember(owner=tenant, memory_type=kind, topic=topic, content=content)
+        for kind, topic, content in notes
+    }
+
+
+def test_the_relevant_memory_ranks_first(tenant, corpus):
+    hits = run(tenant, "postgresql database").hits
+    assert hits[0].id == corpus["Database"].id
+    # The topic match ranks the database decision above the deploy note that mentions databases.
+    assert [hit.id for hit in run(tenant, "database").hits][:2] == [
+        corpus["Database"].id,
+        corpus["Deploy"].id,
+    ]
+
+
+def test_accents_do_not_matter(tenant, corpus):
+    assert [hit.id for hit in run(tenant, "cafe").hits] == [corpus["Coffee"].id]
+    assert [hit.id for hit in run(tenant, "CAFÉ Espresso").hits] == [corpus["Coffee"].id]
+
+
+def test_stemming_matches_word_forms(tenant, corpus):
+    assert [hit.id for hit in run(tenant, "deploying").hits] == [corpus["Deploy"].id]
+
+
+def test_nonsense_returns_no_hits(tenant, corpus):
+    for query in ("xylophone quasar", "zzzz", "the of and"):
+        assert run(tenant, query).hits == [], query
+
+
+def test_topic_typos_still_find_by_trigram(tenant, corpus):
+    hits = run(tenant, "Paymnts").hits
+    assert [hit.id for hit in hits] == [corpus["Payments"].id]
+    assert hits[0].score >= SCORE_FLOOR
+
+
+def test_web_search_syntax(tenant, corpus):
+    assert run(tenant, '"dark theme"').hits[0].id == corpus["Editor"].id
+    assert run(tenant, '"theme dark"').hits == []
+    ids = {hit.id for hit in run(tenant, "espresso or stripe").hits}
+    assert ids == {corpus["Coffee"].id, corpus["Payments"].id}
+    assert [hit.id for hit in run(tenant, "database -backup").hits] == [corpus["Database"].id]
+
+
+def test_only_the_owners_current_active_memories_by_default(tenant, other_tenant, corpus):
+    MemoryFactory(owner=other_tenant, topic="Database", content="Their PostgreSQL cluster")
+    revise_memory(owner=tenant, predecessor_id=corpus["Editor"].id, content="Prefers Helix now.")
+    archive_memory(owner=tenant, memory_id=corpus["Payments"].id)
+    assert [h.id for h in run(tenant, "postgresql").hits] == [corpus["Database"].id]
+    assert run(tenant, "neovim").hits == []  # superseded
+    assert run(tenant, "stripe").hits == []  # archived
+    assert [h.id for h in run(tenant, "stripe", status="archived").hits] == [corpus["Payments"].id]
+
+
+def test_as_of_searches_what_was_current_then(tenant, corpus):
+    before = timezone.now()
+    successor = revise_memory(owner=tenant, predecessor_id=corpus["Editor"].id, content="Helix.")
+    assert [h.id for h in run(tenant, "neovim", as_of=before.isoformat()).hits] == [
+        corpus["Editor"].id
+    ]
+    assert run(tenant, "helix", as_of=before.isoformat()).hits == []
+    assert [h.id for h in run(tenant, "helix").hits] == [successor.id]
+
+
+def test_filters_narrow(tenant, corpus):
+    remember(owner=tenant, memory_type="note", topic="db", content="database index", scope="work")
+    remember(owner=tenant, memory_type="fact", topic="x", content="database size", project="atlas")
+    assert {h.memory_type for h in run(tenant, "database", memory_types=["decision"]).hits} == {
+        "decision"
+    }
+    assert [h.topic for h in run(tenant, "database", scope="work").hits] == ["db"]
+    assert [h.project for h in run(tenant, "database", project="atlas").hits] == ["atlas"]
+    later = (timezone.now() + timedelta(minutes=1)).isoformat()
+    assert run(tenant, "database", recorded_after=later).hits == []
+    with pytest.raises(NotFound):
+        run(tenant, "database", thread="no such thread")
+
+
+def test_excerpt_is_cut_at_600_with_an_ellipsis(tenant):
+    body = "alpha " + "word " * 300
+    memory = remember(owner=tenant, memory_type="note", topic="long", content=body)
+    [hit] = run(tenant, "alpha").hits
+    assert hit.id == memory.id and hit.truncated and hit.content_length == len(body.strip())
+    assert len(hit.excerpt) <= 600 and hit.excerpt.endswith("\u2026")
+    short = remember(owner=tenant, memory_type="note", topic="short", content="beta words")
+    [hit] = run(tenant, "beta").hits
+    assert (hit.id, hit.excerpt, hit.truncated) == (short.id, "beta words", False)
+
+
+def test_cursor_pages_through_every_hit_once_in_order(tenant):
+    now = timezone.now()
+    for n in range(23):
+        MemoryFactory(
+            owner=tenant,
+            topic=f"entry {n}",
+            content=f"shared keyword {'extra ' * (n % 4)}{n}",
+            recorded_at=now - timedelta(minutes=n),
+        )
+    first = run(tenant, "shared keyword", limit=25)
+    seen, cursor, pages = [], None, 0
+    while True:
+        page = run(tenant, "shared keyword", limit=5, cursor=cursor)
+        seen += [hit.id for hit in page.hits]
+        pages += 1
+        if page.next_cursor is None:
+            break
+        # A memory written mid-walk does not shift or repeat what follows.
+        MemoryFactory(owner=tenant, topic="late", content=f"shared keyword late {pages}")
+        cursor = page.next_cursor
+    assert pages == 5
+    assert seen == [hit.id for hit in first.hits][:23]
+    assert len(set(seen)) == 23
+
+
+def test_cursor_is_bound_to_its_query_and_filters(tenant):
+    for n in range(3):
+        MemoryFactory(owner=tenant, content=f"bound cursor {n}")
+    cursor = run(tenant, "bound cursor", limit=1).next_cursor
+    assert cursor
+    with pytest.raises(InvalidInput, match="cursor: was issued for a different query"):
+        run(tenant, "bound", limit=1, cursor=cursor)
+    with pytest.raises(InvalidInput, match="cursor: was issued for a different query"):
+        run(tenant, "bound cursor", limit=1, cursor=cursor, scope="work")
+    with pytest.raises(InvalidInput, match="cursor: is not a cursor this server issued"):
+        run(tenant, "bound cursor", limit=1, cursor=cursor[:-2] + "xx")
+
+
+def test_the_topic_fallback_pages_too(tenant):
+    for n in range(5):
+        MemoryFactory(owner=tenant, topic=f"Kubernetes cluster {n}", content=f"node pool {n}")
+    MemoryFactory(owner=tenant, topic="Lunch", content="kubernetes is not lunch")
+    first = run(tenant, "Kubernets clustr", limit=3)  # typos: no word matches
+    assert len(first.hits) == 3 and first.next_cursor
+    second = run(tenant, "Kubernets clustr", limit=3, cursor=first.next_cursor)
+    topics = [hit.topic for hit in first.hits + second.hits]
+    assert sorted(topics) == [f"Kubernetes cluster {n}" for n in range(5)]
+    assert second.next_cursor is None

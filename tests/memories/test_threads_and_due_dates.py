@@ -1,0 +1,75 @@
+"""Database guards and service rules added with the tool surface: due dates are substance, a
+thread membership never crosses tenants, proposals never apply themselves."""
+
+from datetime import timedelta
+
+import pytest
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from accounts.erasure import erase_account
+from memories.errors import AccountInactive
+from memories.models import MembershipState, Memory, ThreadMembership
+from memories.services import remember, revise_memory
+from memories.threads import add_members, create_thread, remember_and_propose, rename_thread
+
+
+def test_due_date_is_fixed_at_insert(tenant):
+    due = timezone.now() + timedelta(days=2)
+    memory = remember(owner=tenant, memory_type="commitment", topic="t", content="c", due_at=due)
+    with pytest.raises(IntegrityError, match="due_at of memory"), transaction.atomic():
+        Memory.objects.filter(pk=memory.pk).update(due_at=due + timedelta(days=1))
+
+
+def test_only_commitments_have_due_dates_in_the_database(tenant):
+    with pytest.raises(IntegrityError, match="memory_due_at_only_on_commitments"):
+        Memory.objects.create(
+            owner=tenant,
+            memory_type="note",
+            topic="t",
+            content="c",
+            content_length=1,
+            recorded_at=timezone.now(),
+            due_at=timezone.now(),
+        )
+
+
+def test_revise_carries_the_due_date_while_it_stays_a_commitment(tenant):
+    due = timezone.now() + timedelta(days=2)
+    first = remember(owner=tenant, memory_type="commitment", topic="t", content="v1", due_at=due)
+    second = revise_memory(owner=tenant, predecessor_id=first.id, content="v2")
+    assert second.due_at == due and second.commitment_status == "open"
+    later = due + timedelta(days=5)
+    third = revise_memory(owner=tenant, predecessor_id=second.id, content="v3", due_at=later)
+    assert third.due_at == later
+    note = revise_memory(owner=tenant, predecessor_id=third.id, content="v4", memory_type="note")
+    assert note.due_at is None
+
+
+def test_a_membership_cannot_join_two_tenants(tenant, other_tenant):
+    thread = create_thread(owner=tenant, name="mine")
+    theirs = remember(owner=other_tenant, memory_type="note", topic="t", content="theirs")
+    with pytest.raises(IntegrityError, match="same owner"), transaction.atomic():
+        ThreadMembership.objects.create(thread=thread, memory=theirs, state="member")
+
+
+def test_proposals_stay_proposals_and_rejections_stick(tenant):
+    seed = remember(owner=tenant, memory_type="note", topic="quarterly budget", content="a")
+    add_members(
+        owner=tenant, name=create_thread(owner=tenant, name="budget").name, memory_ids=[seed.id]
+    )
+    memory, proposals = remember_and_propose(
+        owner=tenant, memory_type="note", topic="quarterly budget review", content="b"
+    )
+    assert [p.thread for p in proposals] == ["budget"]
+    row = ThreadMembership.objects.get(memory=memory)
+    assert row.state == MembershipState.PROPOSED and row.decided_at is None
+
+
+def test_an_erased_account_cannot_name_threads_again(tenant):
+    create_thread(owner=tenant, name="before")
+    erase_account(user=tenant)
+    with pytest.raises(AccountInactive):
+        create_thread(owner=tenant, name="after")
+    with pytest.raises(AccountInactive):
+        rename_thread(owner=tenant, name="[erased]", new_name="after")
