@@ -20,7 +20,7 @@ urlpatterns = [
         name="oauth-server-metadata",
     ),
     path("oauth/authorize/", oauth_views.McpAuthorizationView.as_view(), name="authorize"),
-    path("oauth/token/", dot_views.TokenView.as_view(), name="token"),
+    path("oauth/token/", oauth_views.McpTokenView.as_view(), name="token"),
     path("oauth/revoke/", dot_views.RevokeTokenView.as_view(), name="revoke-token"),
     path("oauth/register/", oauth_views.McpClientRegistrationView.as_view(), name="dcr-register"),
     # RFC 7592 management of a registration, authenticated by its (expiring) registration token.

@@ -15,14 +15,14 @@ from oauth2_provider.compat import login_not_required
 # DOT's own helper for RFC 9207 (private, but DOT is pinned): replaces any `iss` and appends ours.
 from oauth2_provider.oauth2_backends import _add_iss_to_redirect
 from oauth2_provider.settings import oauth2_settings
-from oauth2_provider.views import AuthorizationView, DynamicClientRegistrationView
+from oauth2_provider.views import AuthorizationView, DynamicClientRegistrationView, TokenView
 
 from accounts.oauth_registration import (
     client_metadata_problem,
     is_loopback_host,
     registration_window,
 )
-from accounts.rate_limit import client_ip
+from accounts.rate_limit import FixedWindow, client_ip, too_many_requests
 
 
 class McpAuthorizationView(AuthorizationView):
@@ -84,16 +84,7 @@ class McpClientRegistrationView(DynamicClientRegistrationView):
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
         retry_after = registration_window().hit(client_ip(request))
         if retry_after:
-            response = JsonResponse(
-                {
-                    "error": "too_many_requests",
-                    "error_description": "Too many client registrations from this address; "
-                    f"retry after {retry_after} seconds.",
-                },
-                status=429,
-            )
-            response["Retry-After"] = str(retry_after)
-            return response
+            return too_many_requests(retry_after, "client registrations")
         try:
             metadata = json.loads(request.body)
         except ValueError:
@@ -103,4 +94,22 @@ class McpClientRegistrationView(DynamicClientRegistrationView):
             if problem:
                 error, description = problem
                 return JsonResponse({"error": error, "error_description": description}, status=400)
+        return super().post(request, *args, **kwargs)
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+@method_decorator(login_not_required, name="dispatch")
+class McpTokenView(TokenView):
+    """DOT's token endpoint, rate-limited per client IP: every request counts, granted or not,
+    so guessing authorization codes or refresh tokens is bounded too."""
+
+    def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        window = FixedWindow(
+            name="oauth-token",
+            limit=settings.OAUTH_TOKEN_RATE,
+            window=settings.OAUTH_TOKEN_RATE_WINDOW,
+        )
+        retry_after = window.hit(client_ip(request))
+        if retry_after:
+            return too_many_requests(retry_after, "token requests")
         return super().post(request, *args, **kwargs)

@@ -1,7 +1,8 @@
-"""Fixed-window counters in the Django cache, for throttling by client IP or username.
+"""Fixed-window counters in the Django cache, for throttling by client IP, username or user.
 
 The counters live in the default cache. With several server processes, configure a shared cache
 (CACHES) so that every process sees the same counts; the local-memory default counts per process.
+A refusal is HTTP 429 with Retry-After (RFC 6585 §4, RFC 9110 §10.2.3).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import time
 from dataclasses import dataclass
 
 from django.core.cache import cache
-from django.http import HttpRequest
+from django.http import HttpRequest, JsonResponse
 
 
 def client_ip(request: HttpRequest) -> str:
@@ -57,3 +58,17 @@ class FixedWindow:
 
     def reset(self, subject: str) -> None:
         cache.delete(self._key(subject)[0])
+
+
+def too_many_requests(retry_after: int, what: str) -> JsonResponse:
+    """The 429 answer of the OAuth endpoints, in their JSON error format (RFC 6749 §5.2 shape)."""
+    response = JsonResponse(
+        {
+            "error": "too_many_requests",
+            "error_description": f"Too many {what} from this address; "
+            f"retry after {retry_after} seconds.",
+        },
+        status=429,
+    )
+    response["Retry-After"] = str(retry_after)
+    return response

@@ -29,6 +29,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from accounts.rate_limit import FixedWindow
 from mcp_gateway import auth
 from mcp_gateway.resources import memory_id_in
 from mcp_gateway.server import build_server, log_failure
@@ -97,6 +98,22 @@ def _jsonrpc_error(code: int, message: str) -> bytes:
     return json.dumps(
         {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
     ).encode()
+
+
+def _rate_limited(user_id: int) -> int | None:
+    """Count one request of this user; the seconds to wait when over MCP_RATE_LIMIT, else None.
+
+    After authentication, so the tenant is the token's user (all of its tokens share one budget)
+    and unauthenticated floods cannot spend a user's budget. The counter is in Django's cache,
+    called directly from the event loop: the local-memory default costs microseconds and no
+    database hit; a shared cache (CACHE_URL, redis or memcached) makes the limit hold across
+    server processes at one round trip to it."""
+    if settings.MCP_RATE_LIMIT <= 0:
+        return None
+    window = FixedWindow(
+        name="mcp", limit=settings.MCP_RATE_LIMIT, window=settings.MCP_RATE_LIMIT_WINDOW
+    )
+    return window.hit(str(user_id))
 
 
 class GatewayRouter:
@@ -184,6 +201,20 @@ class GatewayRouter:
                 403,
                 "insufficient_scope",
                 f"Required scope: {settings.MEMORY_READ_SCOPE}",
+            )
+            return
+        retry_after = _rate_limited(principal.user_id)
+        if retry_after:
+            await _drain(receive)
+            body = {
+                "error": "too_many_requests",
+                "error_description": f"Rate limit reached; retry after {retry_after} seconds.",
+            }
+            await _respond(
+                send,
+                429,
+                json.dumps(body).encode(),
+                [_JSON, (b"retry-after", str(retry_after).encode())],
             )
             return
         reset = auth.current_principal.set(principal)

@@ -138,8 +138,11 @@ STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 
-# Shared state for the log-in throttle (accounts/throttle.py). The default local-memory cache is
-# per process: with several server processes set CACHE_URL (e.g. a database or redis cache).
+# Shared state for the log-in throttle (accounts/throttle.py) and the rate limits
+# (accounts/rate_limit.py). The default local-memory cache is per process: with several server
+# processes set CACHE_URL to a shared cache (e.g. redis://… or memcached), or each process counts
+# on its own and a client gets up to N times the limit. A database cache works but costs the
+# /mcp rate limit a database round trip per request: prefer redis or memcached there.
 CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
 
 # --- Accounts pages ----------------------------------------------------------------------------
@@ -187,6 +190,14 @@ MEMORY_RESOURCE_CACHE_TTL_MS = env.int("MEMORY_RESOURCE_CACHE_TTL_MS", default=2
 MCP_CATALOG_CACHE_TTL_MS = env.int("MCP_CATALOG_CACHE_TTL_MS", default=60 * 60 * 1000)
 MEMORY_READ_SCOPE = "memory:read"
 MEMORY_WRITE_SCOPE = "memory:write"
+# Requests to /mcp allowed per user (the token's user, all of its tokens together) and window;
+# past it, HTTP 429 with Retry-After. Generous on purpose: 6,000 a minute is 100 requests a
+# second sustained by one account, above what one tenant gets of this server's measured
+# throughput on a 2-core VM (docs/performance.md), so agents and the benchmarks, which spread
+# their load over many tenants, are not throttled. 0 disables the limit (a benchmark that drives
+# one tenant flat out sets MCP_RATE_LIMIT=0).
+MCP_RATE_LIMIT = env.int("MCP_RATE_LIMIT", default=6000)
+MCP_RATE_LIMIT_WINDOW = env.int("MCP_RATE_LIMIT_WINDOW", default=60)
 
 # --- OAuth 2.1 authorization server (django-oauth-toolkit; see accounts/oauth_*.py) -----------
 # The issuer is the bare public origin: the RFC 9728 metadata of /mcp names it in
@@ -196,6 +207,11 @@ OAUTH_ISSUER = PUBLIC_BASE_URL
 # Anonymous dynamic client registrations (RFC 7591) allowed per client IP and window.
 OAUTH_REGISTRATION_RATE = env.int("OAUTH_REGISTRATION_RATE", default=10)
 OAUTH_REGISTRATION_RATE_WINDOW = env.int("OAUTH_REGISTRATION_RATE_WINDOW", default=3600)
+# Token endpoint requests (code exchanges and refreshes) allowed per client IP and window: a
+# client refreshes about once an hour, so 60 a minute leaves room for many clients behind one
+# address while bounding guessing of codes and refresh tokens.
+OAUTH_TOKEN_RATE = env.int("OAUTH_TOKEN_RATE", default=60)
+OAUTH_TOKEN_RATE_WINDOW = env.int("OAUTH_TOKEN_RATE_WINDOW", default=60)
 
 OAUTH2_PROVIDER = {
     "SCOPES": {

@@ -148,3 +148,17 @@ def test_stale_unused_registrations_are_deleted_and_used_ones_kept(client, tenan
     remaining = set(Application.objects.values_list("pk", flat=True))
     assert remaining == {in_use.pk, refreshable.pk, recent.pk, manual.pk}
     assert unused.pk not in remaining
+
+
+def test_token_endpoint_is_rate_limited_per_ip(client, settings):
+    settings.OAUTH_TOKEN_RATE = 3
+    form = {"grant_type": "authorization_code", "code": "guess", "client_id": "nobody"}
+    for _ in range(3):
+        response = client.post("/oauth/token/", form, REMOTE_ADDR="192.0.2.50")
+        assert response.status_code in (400, 401), response.content  # refused, but answered
+    response = client.post("/oauth/token/", form, REMOTE_ADDR="192.0.2.50")
+    assert response.status_code == 429
+    assert response.json()["error"] == "too_many_requests"
+    assert 0 < int(response["Retry-After"]) <= settings.OAUTH_TOKEN_RATE_WINDOW
+    # Another address is not affected.
+    assert client.post("/oauth/token/", form, REMOTE_ADDR="192.0.2.51").status_code != 429

@@ -1,0 +1,127 @@
+"""Per-user rate limit of /mcp (issue 7 item 5): HTTP 429 with Retry-After once a user has used
+up MCP_RATE_LIMIT requests in the window, checked after authentication and before any handler."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import httpx2
+import pytest
+from django.core.cache import cache
+
+from memories.models import Memory
+from tests.factories import UserFactory
+from tests.mcp_gateway.conftest import (
+    asgi_transport,
+    free_port,
+    make_token,
+    run_sync,
+    start_server,
+    stop_server,
+)
+from tests.mcp_gateway.test_asgi import auth_header, modern
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def http(asgi_app):
+    cache.clear()
+    async with httpx2.AsyncClient(
+        transport=asgi_transport(asgi_app), base_url="http://localhost"
+    ) as c:
+        yield c
+    cache.clear()
+
+
+async def _new_token() -> str:
+    return await run_sync(lambda: make_token(UserFactory()))
+
+
+def _remember(token: str, content: str):
+    return modern(
+        "tools/call",
+        {
+            "name": "remember",
+            "arguments": {"content": content, "memoryType": "fact", "topic": "limits"},
+        },
+        name="remember",
+        **auth_header(token),
+    )
+
+
+async def test_over_the_limit_is_429_with_retry_after_and_runs_nothing(
+    http, transactional_db, settings
+):
+    settings.MCP_RATE_LIMIT = 3
+    settings.MCP_RATE_LIMIT_WINDOW = 60
+    tenant = await run_sync(UserFactory)
+    # Two tokens of one user share one budget: the limit is per user, not per token.
+    tokens = [await run_sync(make_token, tenant), await run_sync(make_token, tenant)]
+    for attempt in range(3):
+        headers, body = _remember(tokens[attempt % 2], f"note {attempt}")
+        response = await http.post("/mcp", headers=headers, content=body)
+        assert response.status_code == 200, response.text
+    headers, body = _remember(tokens[1], "one too many")
+    response = await http.post("/mcp", headers=headers, content=body)
+    assert response.status_code == 429
+    assert 0 < int(response.headers["retry-after"]) <= 60
+    assert response.json()["error"] == "too_many_requests"
+    # The refused call did nothing.
+    assert await run_sync(lambda: Memory.objects.filter(owner=tenant).count()) == 3
+
+    # Another user is not affected.
+    headers, body = _remember(await _new_token(), "someone else")
+    assert (await http.post("/mcp", headers=headers, content=body)).status_code == 200
+
+
+async def test_unauthenticated_requests_do_not_spend_a_users_budget(
+    http, transactional_db, settings
+):
+    settings.MCP_RATE_LIMIT = 2
+    token = await _new_token()
+    for _ in range(5):
+        headers, body = modern("tools/list", **auth_header("not-a-real-token"))
+        assert (await http.post("/mcp", headers=headers, content=body)).status_code == 401
+    headers, body = modern("tools/list", **auth_header(token))
+    assert (await http.post("/mcp", headers=headers, content=body)).status_code == 200
+
+
+async def test_zero_disables_the_limit(http, transactional_db, settings):
+    settings.MCP_RATE_LIMIT = 0
+    token = await _new_token()
+    for _ in range(20):
+        headers, body = modern("tools/list", **auth_header(token))
+        assert (await http.post("/mcp", headers=headers, content=body)).status_code == 200
+
+
+@pytest.mark.live
+def test_the_limit_holds_across_server_processes_with_a_shared_cache(transactional_db):
+    """Two uvicorn processes on one shared cache (here Django's file cache; redis or memcached in
+    production): a client alternating between them gets 429 after the limit, not twice it."""
+    token = make_token(UserFactory())
+    servers = []
+    with tempfile.TemporaryDirectory() as folder:
+        env = {"CACHE_URL": f"filecache://{folder}/cache", "MCP_RATE_LIMIT": "4"}
+        try:
+            for name in ("a", "b"):
+                port = free_port()
+                command = [
+                    *(sys.executable, "-m", "uvicorn", "--host", "127.0.0.1"),
+                    *("--port", str(port), "--log-level", "warning"),
+                    "threengram.asgi:application",
+                ]
+                servers.append(start_server(command, port, Path(folder) / f"{name}.log", env))
+            statuses = []
+            for attempt in range(6):
+                headers, body = modern("tools/list", **auth_header(token))
+                server = servers[attempt % 2]
+                response = httpx2.post(server.mcp_url, headers=headers, content=body, timeout=30)
+                statuses.append(response.status_code)
+            assert statuses == [200, 200, 200, 200, 429, 429], statuses
+            assert "Traceback" not in servers[0].output() + servers[1].output()
+        finally:
+            for server in servers:
+                stop_server(server)
