@@ -26,6 +26,7 @@ from oauth2_provider.models import (
 
 from accounts.models import ErasureRecord
 from memories.models import ERASED, ERASED_SCOPE, Memory, Thread
+from threengram import tenancy
 
 
 @dataclass
@@ -94,7 +95,9 @@ def erase_account(*, user, requested_by_staff=None) -> ErasureResult:
     """Erase `user`'s account. `requested_by_staff` is the staff member who asked, or None when
     the account holder asked. A second call changes nothing and reports already_erased."""
     User = get_user_model()
-    with transaction.atomic():
+    # Row-level security (threengram/tenancy.py): the erasure acts for the erased account, which
+    # may not be the requesting staff member's; its rows are the only tenant rows it touches.
+    with tenancy.acting_for(user.pk), transaction.atomic():
         locked = User.objects.select_for_update().get(pk=user.pk)
         if locked.erased_at is not None:
             return ErasureResult(record=locked.erasure_record, already_erased=True)

@@ -34,7 +34,7 @@ from mcp_gateway import auth
 from mcp_gateway.resources import memory_id_in
 from mcp_gateway.server import build_server, log_failure
 from memories import access
-from threengram import asyncdb
+from threengram import asyncdb, tenancy
 from threengram.observability import new_request_id, request_id_var, tenant_id_var
 
 logger = logging.getLogger(__name__)
@@ -181,7 +181,9 @@ class GatewayRouter:
         if scheme.lower() != "bearer" or not token:
             await self._deny(receive, send, 401, None, "Authentication required")
             return
-        read_ids = self._resource_read_ids(scope)
+        # With row-level security the token check cannot read memories in the same statement
+        # (the tenant is only known from its result): two round trips then.
+        read_ids = None if tenancy.enabled() else self._resource_read_ids(scope)
         memories: dict = {}
         try:
             if read_ids is None:
@@ -219,6 +221,7 @@ class GatewayRouter:
             return
         reset = auth.current_principal.set(principal)
         tenant_token = tenant_id_var.set(str(principal.user_id))
+        rls_token = tenancy.current_tenant.set(principal.user_id)
         try:
             await self.startup()
             if read_ids is None:
@@ -233,6 +236,7 @@ class GatewayRouter:
         except Exception:
             await self._internal_error(receive, send, 500, "MCP transport")
         finally:
+            tenancy.current_tenant.reset(rls_token)
             tenant_id_var.reset(tenant_token)
             auth.current_principal.reset(reset)
 

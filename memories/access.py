@@ -131,7 +131,7 @@ async def read_owned_memories(
     prefetched = _prefetched.get()
     if prefetched is not None and prefetched[:2] == (owner_id, tuple(parsed)):
         return dict(prefetched[2])
-    async with asyncdb.connection() as conn:
+    async with asyncdb.tenant_connection(owner_id) as conn:
         cursor = await conn.execute(_READ_SQL, (owner_id, parsed))
         rows = await cursor.fetchall()
     return memories_from_rows(rows)

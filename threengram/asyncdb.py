@@ -20,6 +20,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import psycopg
+import psycopg.sql
 from django.conf import settings
 from django.db import connections
 from psycopg_pool import AsyncConnectionPool
@@ -69,6 +70,7 @@ async def _get_pool() -> AsyncConnectionPool:
             size = settings.ASYNC_DATABASE_POOL_MAX
             pool = AsyncConnectionPool(
                 kwargs=kwargs,
+                configure=_configure,
                 min_size=min(settings.ASYNC_DATABASE_POOL_MIN, size),
                 max_size=size,
                 timeout=settings.ASYNC_DATABASE_POOL_TIMEOUT,
@@ -80,16 +82,41 @@ async def _get_pool() -> AsyncConnectionPool:
     return _pool
 
 
+async def _configure(conn: psycopg.AsyncConnection) -> None:
+    """Row-level security (threengram/tenancy.py): act as the application role, if configured."""
+    role = settings.DATABASE_APP_ROLE
+    if role:
+        await conn.execute(psycopg.sql.SQL("SET ROLE {}").format(psycopg.sql.Identifier(role)))
+
+
 @asynccontextmanager
 async def connection() -> AsyncIterator[psycopg.AsyncConnection]:
-    """An autocommit connection for a few statements; give it back promptly."""
+    """An autocommit connection for a few statements; give it back promptly. It sees no rows
+    of the tenant tables when row-level security is on: use `tenant_connection` for those."""
     if settings.ASYNC_DATABASE_POOL_MAX <= 0:
         async with await psycopg.AsyncConnection.connect(**connection_kwargs()) as conn:
+            await _configure(conn)
             yield conn
         return
     pool = await _get_pool()
     async with pool.connection() as conn:
         yield conn
+
+
+@asynccontextmanager
+async def tenant_connection(tenant_id: int) -> AsyncIterator[psycopg.AsyncConnection]:
+    """A connection whose statements act for `tenant_id` under row-level security: a
+    transaction that starts with a transaction-local `set_config` (no setting outlives it, so a
+    pooled connection never carries a tenant to its next user). Without RLS, `connection()`."""
+    async with connection() as conn:
+        if not settings.DATABASE_APP_ROLE:
+            yield conn
+            return
+        async with conn.transaction():
+            await conn.execute(
+                "SELECT set_config('threengram.tenant_id', %s, true)", (str(int(tenant_id)),)
+            )
+            yield conn
 
 
 async def close() -> None:

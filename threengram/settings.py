@@ -59,6 +59,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Row-level security: the logged-in user is the tenant (threengram/tenancy.py).
+    "threengram.tenancy.TenantMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
@@ -111,6 +113,11 @@ if not DATABASE_URL:
 
     DATABASE_URL = start_embedded_postgres()
 DATABASES = {"default": _database_from_url(DATABASE_URL)}
+# Row-level security (threengram/tenancy.py): the role the server processes act as, subject to
+# the tenant policies of migration memories/0007. "" (the default) = connect as the configured
+# user, i.e. the owner, whom the policies do not bind. "threengram_app" turns the second wall on.
+# Run `manage.py migrate` and benchmark seeding without it (they need the owner).
+DATABASE_APP_ROLE = env.str("DATABASE_APP_ROLE", default="")
 # Native asyncio connections for the MCP hot path (threengram/asyncdb.py), per server process.
 # 0 = no pool, a connection per use (the test settings).
 ASYNC_DATABASE_POOL_MIN = env.int("ASYNC_DATABASE_POOL_MIN", default=2)

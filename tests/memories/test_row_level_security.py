@@ -1,0 +1,164 @@
+"""Row-level security, the second wall of tenant isolation (threengram/tenancy.py, migration
+memories/0007): as the application role, a query that forgets the tenant filter still sees
+nothing of another tenant, and nothing at all without a tenant."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from django.db import connection, connections
+from django.test import override_settings
+
+from accounts.erasure import erase_account
+from memories import services, threads
+from memories.models import ERASED, Memory, Thread, ThreadMembership
+from tests.factories import MemoryFactory, UserFactory
+from tests.mcp_gateway.conftest import subprocess_database_url
+from threengram import tenancy
+
+ROLE = tenancy.APP_ROLE
+
+
+@pytest.fixture
+def two_tenants(transactional_db):
+    """Rows of two tenants, written as the owner (RLS does not bind it)."""
+    tenant, other = UserFactory(), UserFactory()
+    for owner in (tenant, other):
+        memory = MemoryFactory(owner=owner, content=f"secret of {owner.username}")
+        threads.create_thread(owner=owner, name="work")
+        threads.add_members(owner=owner, name="work", memory_ids=[str(memory.id)])
+    return tenant, other
+
+
+@pytest.fixture
+def app_role_sql(transactional_db) -> Iterator[psycopg.Connection]:
+    """A plain connection acting as the application role, as a server process does."""
+    with psycopg.connect(subprocess_database_url(), autocommit=True) as conn:
+        conn.execute(f"SET ROLE {ROLE}")
+        yield conn
+
+
+@pytest.fixture
+def orm_as_app_role(transactional_db) -> Iterator[None]:
+    """The ORM with DATABASE_APP_ROLE on: new connections become the app role. Closed before
+    the test database is flushed (as the owner: the app role may not TRUNCATE memories)."""
+    connections.close_all()
+    try:
+        with override_settings(DATABASE_APP_ROLE=ROLE):
+            yield
+            connections.close_all()
+    finally:
+        connections.close_all()
+
+
+def _count(conn: psycopg.Connection, table: str) -> int:
+    return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+
+def _set_tenant(conn: psycopg.Connection, tenant_id: int | None) -> None:
+    conn.execute(tenancy.SET_TENANT_SQL, (tenancy.tenant_text(tenant_id), False))
+
+
+def test_the_app_role_is_neither_superuser_nor_owner_nor_bypassing_rls(app_role_sql):
+    superuser, bypass = app_role_sql.execute(
+        "SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user"
+    ).fetchone()
+    assert (superuser, bypass) == (False, False)
+    owner = app_role_sql.execute(
+        "SELECT tableowner FROM pg_tables WHERE tablename = 'memories_memory'"
+    ).fetchone()[0]
+    assert owner != ROLE
+    privileges = app_role_sql.execute(
+        "SELECT has_table_privilege('memories_memory', 'DELETE'), "
+        "has_table_privilege('memories_memory', 'TRUNCATE'), "
+        "has_table_privilege('memories_memory', 'INSERT')"
+    ).fetchone()
+    assert privileges == (False, False, True)
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        app_role_sql.execute("TRUNCATE memories_memory")
+
+
+TENANT_TABLES = ("memories_memory", "memories_thread", "memories_threadmembership")
+
+
+def test_without_a_tenant_no_rows_at_all(two_tenants, app_role_sql):
+    _set_tenant(app_role_sql, None)
+    for table in TENANT_TABLES:
+        assert _count(app_role_sql, table) == 0, table
+
+
+def test_a_query_without_tenant_filter_sees_only_the_current_tenant(two_tenants, app_role_sql):
+    tenant, other = two_tenants
+    _set_tenant(app_role_sql, tenant.pk)
+    owners = app_role_sql.execute("SELECT DISTINCT owner_id FROM memories_memory").fetchall()
+    assert owners == [(tenant.pk,)]
+    assert app_role_sql.execute("SELECT DISTINCT owner_id FROM memories_thread").fetchall() == [
+        (tenant.pk,)
+    ]
+    assert _count(app_role_sql, "memories_threadmembership") == 1
+    contents = [row[0] for row in app_role_sql.execute("SELECT content FROM memories_memory")]
+    assert contents == [f"secret of {tenant.username}"]
+    # Writes are held to the tenant too: another tenant's rows cannot be changed or created.
+    updated = app_role_sql.execute(
+        "UPDATE memories_memory SET status = 'archived' WHERE owner_id = %s", (other.pk,)
+    )
+    assert updated.rowcount == 0
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):  # the policy's WITH CHECK
+        app_role_sql.execute(
+            "INSERT INTO memories_thread (id, owner_id, name, pinned, created_at) "
+            "VALUES (gen_random_uuid(), %s, 'planted', false, now())",
+            (other.pk,),
+        )
+
+
+def test_orm_query_that_forgets_the_filter_sees_only_the_tenant(two_tenants, orm_as_app_role):
+    tenant, other = two_tenants
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_user")
+        assert cursor.fetchone()[0] == ROLE
+    assert Memory.objects.count() == 0  # no tenant: fail closed
+    with tenancy.acting_for(tenant.pk):
+        assert set(Memory.objects.values_list("owner_id", flat=True)) == {tenant.pk}
+        assert set(Thread.objects.values_list("owner_id", flat=True)) == {tenant.pk}
+        assert ThreadMembership.objects.count() == 1
+        # The services work as the app role.
+        services.remember(owner=tenant, memory_type="fact", topic="rls", content="new fact")
+        assert Memory.objects.count() == 2
+    with tenancy.acting_for(other.pk):
+        assert list(Memory.objects.values_list("content", flat=True)) == [
+            f"secret of {other.username}"
+        ]
+    with tenancy.all_tenants():  # the explicit cross-tenant path (staff admin)
+        assert Memory.objects.count() == 3
+    assert Memory.objects.count() == 0  # and it ends with its transaction
+
+
+def test_a_rolled_back_tenant_switch_leaves_no_stale_tenant(two_tenants, orm_as_app_role):
+    from django.db import transaction
+
+    tenant, other = two_tenants
+    with tenancy.acting_for(tenant.pk):
+        assert Memory.objects.count() == 1  # committed: the connection acts for `tenant`
+    with tenancy.acting_for(other.pk):
+        try:
+            with transaction.atomic():
+                assert Memory.objects.get().owner_id == other.pk
+                raise RuntimeError("roll back")
+        except RuntimeError:
+            pass
+        # The switch to `other` was rolled back with the transaction; still `other` here.
+        assert Memory.objects.get().owner_id == other.pk
+
+
+def test_erasure_works_as_the_app_role(two_tenants, orm_as_app_role):
+    tenant, other = two_tenants
+    staff = UserFactory(is_staff=True)
+    with tenancy.acting_for(staff.pk):  # a staff member asks, in the admin, for `tenant`
+        result = erase_account(user=tenant, requested_by_staff=staff)
+    assert result.counts["memories"] == 1
+    with tenancy.all_tenants():
+        assert Memory.objects.get(owner=tenant).content == ERASED
+        assert Thread.objects.get(owner=tenant).name == ERASED
+        assert Memory.objects.get(owner=other).content == f"secret of {other.username}"

@@ -1,0 +1,119 @@
+"""PostgreSQL row-level security: the second wall of tenant isolation (issue 7 item 4).
+
+The first wall is the application: every query filters on the verified principal. The second is
+PostgreSQL itself: the tenant tables (memories_memory, memories_thread,
+memories_threadmembership) carry a policy that shows and accepts only the rows of the tenant
+named by the `threengram.tenant_id` setting, and nothing when it is unset (fail closed). It
+binds only a role subject to it: with `DATABASE_APP_ROLE` set (the role `threengram_app` that
+migration memories/0007 creates: no superuser, not the owner, no BYPASSRLS, no DELETE or
+TRUNCATE on memories_memory), every connection of a server process switches to that role
+(`SET ROLE`), the ORM's through `enter_app_role` below, the gateway's async pool through
+`threengram.asyncdb`.
+
+Where the tenant comes from: `current_tenant`, a context variable set from the verified principal
+only (the MCP router after the token check, `TenantMiddleware` after Django's authentication,
+`acting_for` in services that act for a given account such as erasure). Before every ORM
+statement an execute wrapper makes the connection's `threengram.tenant_id` equal to it (one extra
+`set_config` when it changed; inside a transaction it is re-applied until a statement outside
+one has committed it, so a rolled-back change can never leave a stale tenant in force). The
+gateway's own statements set it transaction-locally (`set_config(..., true)`).
+
+The one path past the wall, `all_tenants()`, is explicit and narrow: `SET LOCAL ROLE NONE` in a
+transaction, i.e. the session's own (owner) role until that transaction ends. It is used by the
+staff admin. Migrations and the benchmarks' seeding run as the owner: run them without
+DATABASE_APP_ROLE.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db.backends.base.base import NO_DB_ALIAS, BaseDatabaseWrapper
+from django.db.backends.signals import connection_created
+from django.dispatch import receiver
+from django.http import HttpRequest, HttpResponse
+
+APP_ROLE = "threengram_app"
+TENANT_SETTING = "threengram.tenant_id"
+SET_TENANT_SQL = "SELECT set_config('threengram.tenant_id', %s, %s)"
+
+current_tenant: ContextVar[int | None] = ContextVar("current_tenant", default=None)
+
+
+def enabled() -> bool:
+    return bool(settings.DATABASE_APP_ROLE)
+
+
+def tenant_text(tenant: int | None) -> str:
+    return "" if tenant is None else str(int(tenant))
+
+
+@contextmanager
+def acting_for(user_id: int) -> Iterator[None]:
+    """Statements in this block see and write only `user_id`'s rows of the tenant tables."""
+    token = current_tenant.set(user_id)
+    try:
+        yield
+    finally:
+        current_tenant.reset(token)
+
+
+@contextmanager
+def all_tenants(using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
+    """A transaction past row-level security, for legitimate cross-tenant work (staff admin).
+    The application's own checks (staff only) stay in force; only the second wall is lifted."""
+    with transaction.atomic(using=using):
+        if enabled():
+            with connections[using].cursor() as cursor:
+                cursor.execute("SET LOCAL ROLE NONE")
+        yield
+
+
+def _apply_tenant(
+    execute: Callable, sql: str, params: Any, many: bool, context: dict[str, Any]
+) -> Any:
+    connection = context["connection"]
+    wanted = tenant_text(current_tenant.get())
+    if getattr(connection, "threengram_tenant", None) != wanted:
+        with connection.connection.cursor() as cursor:  # the raw cursor: no wrapper recursion
+            cursor.execute(SET_TENANT_SQL, (wanted, False))
+        # Outside a transaction the change is committed; inside one a rollback would undo it.
+        connection.threengram_tenant = None if connection.in_atomic_block else wanted
+    return execute(sql, params, many, context)
+
+
+@receiver(connection_created)
+def enter_app_role(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
+    """Each new ORM connection of a server process becomes the app role (not the nodb
+    connection Django uses to create databases)."""
+    if not enabled() or connection.alias == NO_DB_ALIAS or connection.vendor != "postgresql":
+        return
+    with connection.connection.cursor() as cursor:
+        cursor.execute(f'SET ROLE "{settings.DATABASE_APP_ROLE}"')
+    connection.threengram_tenant = None
+    if _apply_tenant not in connection.execute_wrappers:
+        connection.execute_wrappers.append(_apply_tenant)
+
+
+class TenantMiddleware:
+    """The site's tenant is the logged-in user (after AuthenticationMiddleware); a staff member
+    in the admin works across tenants through `all_tenants`."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if not enabled():
+            return self.get_response(request)
+        user = request.user
+        tenant = user.pk if user.is_authenticated else None
+        with acting_for(tenant):
+            if tenant is not None and user.is_staff and request.path.startswith("/admin/"):
+                with all_tenants():
+                    return self.get_response(request)
+            return self.get_response(request)
