@@ -17,6 +17,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from memories.models import Memory
+from threengram import tenancy
 
 EXPORT_FORMAT = "threengram-memories-export"
 EXPORT_VERSION = 1
@@ -63,11 +64,14 @@ async def export_memories_json(
     )
     count = 0
     pieces: list[str] = []
-    async for row in rows.aiterator(chunk_size=chunk_rows):
-        row["uri"] = f"threengram://memory/{row['id']}"
-        pieces.append(("\n" if count == 0 else ",\n") + _dumps(row))
-        count += 1
-        if len(pieces) >= chunk_rows:
-            yield "".join(pieces)
-            pieces = []
+    # Row-level security: the body is produced after the view (and TenantMiddleware) returned,
+    # so the generator names its tenant itself (threengram/tenancy.py).
+    with tenancy.acting_for(owner_id):
+        async for row in rows.aiterator(chunk_size=chunk_rows):
+            row["uri"] = f"threengram://memory/{row['id']}"
+            pieces.append(("\n" if count == 0 else ",\n") + _dumps(row))
+            count += 1
+            if len(pieces) >= chunk_rows:
+                yield "".join(pieces)
+                pieces = []
     yield "".join(pieces) + f'\n], "memory_count": {count}}}\n'

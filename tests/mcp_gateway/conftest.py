@@ -180,6 +180,9 @@ def start_server(command: list[str], port: int, log: Path, extra_env: dict | Non
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "threengram.settings",
         "DATABASE_URL": subprocess_database_url(),
+        # Live servers run behind row-level security, as the application role does in
+        # production (threengram/tenancy.py): every end-to-end test exercises the second wall.
+        "DATABASE_APP_ROLE": "threengram_app",
         "SECRET_KEY": "live-test-secret-key-not-for-any-deployment",
         "DEBUG": "0",
         "SECURE_SSL_REDIRECT": "0",

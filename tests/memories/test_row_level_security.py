@@ -162,3 +162,22 @@ def test_erasure_works_as_the_app_role(two_tenants, orm_as_app_role):
         assert Memory.objects.get(owner=tenant).content == ERASED
         assert Thread.objects.get(owner=tenant).name == ERASED
         assert Memory.objects.get(owner=other).content == f"secret of {other.username}"
+
+
+def test_site_pages_and_staff_admin_as_the_app_role(two_tenants, orm_as_app_role, client):
+    """The site's tenant is the logged-in user; the staff admin is the explicit cross-tenant
+    path (TenantMiddleware)."""
+    tenant, other = two_tenants
+    client.force_login(tenant)
+    page = client.get("/memories/").content.decode()
+    assert f"secret of {tenant.username}" in page
+    assert f"secret of {other.username}" not in page
+    with tenancy.all_tenants():
+        foreign_id = Memory.objects.get(owner=other).id
+    assert client.get(f"/memories/{foreign_id}/").status_code == 404
+
+    staff = UserFactory(is_staff=True, is_superuser=True)
+    client.force_login(staff)
+    changelist = client.get("/admin/memories/memory/")
+    assert changelist.status_code == 200
+    assert changelist.context["cl"].result_count == 2  # both tenants' memories

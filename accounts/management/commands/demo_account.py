@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand
 
 from memories.models import Memory
 from memories.services import remember
+from threengram import tenancy
 
 DEMO_MEMORIES = [
     ("decision", "storage", "We keep memories append-only: revise inserts a successor."),
@@ -30,7 +31,8 @@ class Command(BaseCommand):
         user.set_password(password)
         user.is_active = True
         user.save()
-        if not Memory.objects.owned_by(user).exists():
-            for memory_type, topic, content in DEMO_MEMORIES:
-                remember(owner=user, memory_type=memory_type, topic=topic, content=content)
+        with tenancy.acting_for(user.pk):  # row-level security, when DATABASE_APP_ROLE is set
+            if not Memory.objects.owned_by(user).exists():
+                for memory_type, topic, content in DEMO_MEMORIES:
+                    remember(owner=user, memory_type=memory_type, topic=topic, content=content)
         self.stdout.write(f"demo login: username 'demo', password '{password}'")
