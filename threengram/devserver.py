@@ -41,12 +41,18 @@ def main() -> None:
     env = dict(os.environ)
     if command == "serve":
         _write_dotenv()
+    embedded = not env.get("DATABASE_URL")
     env["DATABASE_URL"] = _database_url()
     python = sys.executable
     if command == "serve":
+        # Migrations run as the database owner; the server as the row-level-security role
+        # (threengram/tenancy.py), which the migrations create on the embedded database.
+        owner_env = {**env, "DATABASE_APP_ROLE": ""}
         for step in (["migrate", "--no-input", "-v", "0"], ["demo_account"]):
-            if subprocess.run([python, "manage.py", *step], env=env, cwd=ROOT).returncode:
+            if subprocess.run([python, "manage.py", *step], env=owner_env, cwd=ROOT).returncode:
                 sys.exit(1)
+        if embedded:
+            env.setdefault("DATABASE_APP_ROLE", "threengram_app")
         host = os.environ.get("HOST", "127.0.0.1")
         port = os.environ.get("PORT", "8000")
         print(f"serving on http://{host}:{port}/ (MCP endpoint /mcp); Ctrl-C stops", flush=True)
