@@ -78,26 +78,36 @@ def _apply_tenant(
     execute: Callable, sql: str, params: Any, many: bool, context: dict[str, Any]
 ) -> Any:
     connection = context["connection"]
+    # What the session holds is tracked on the psycopg connection itself: with Django's
+    # connection pool one physical session serves many Django connections in turn.
+    session = connection.connection
     wanted = tenant_text(current_tenant.get())
-    if getattr(connection, "threengram_tenant", None) != wanted:
-        with connection.connection.cursor() as cursor:  # the raw cursor: no wrapper recursion
+    if getattr(session, "threengram_tenant", None) != wanted:
+        with session.cursor() as cursor:  # the raw cursor: no wrapper recursion
             cursor.execute(SET_TENANT_SQL, (wanted, False))
         # Outside a transaction the change is committed; inside one a rollback would undo it.
-        connection.threengram_tenant = None if connection.in_atomic_block else wanted
+        session.threengram_tenant = None if connection.in_atomic_block else wanted
     return execute(sql, params, many, context)
 
 
 @receiver(connection_created)
 def enter_app_role(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
-    """Each new ORM connection of a server process becomes the app role (not the nodb
-    connection Django uses to create databases)."""
-    if not enabled() or connection.alias == NO_DB_ALIAS or connection.vendor != "postgresql":
+    """Each ORM connection of a server process acts as the app role (not the nodb connection
+    Django uses to create databases). Runs on every checkout from Django's pool; the SET ROLE
+    only once per physical session."""
+    if connection.alias == NO_DB_ALIAS or connection.vendor != "postgresql":
         return
-    with connection.connection.cursor() as cursor:
-        cursor.execute(f'SET ROLE "{settings.DATABASE_APP_ROLE}"')
-    connection.threengram_tenant = None
-    if _apply_tenant not in connection.execute_wrappers:
+    session = connection.connection
+    role = settings.DATABASE_APP_ROLE
+    if getattr(session, "threengram_role", "") != role:
+        with session.cursor() as cursor:
+            cursor.execute(f'SET ROLE "{role}"' if role else "RESET ROLE")
+        session.threengram_role = role
+        session.threengram_tenant = None
+    if role and _apply_tenant not in connection.execute_wrappers:
         connection.execute_wrappers.append(_apply_tenant)
+    elif not role and _apply_tenant in connection.execute_wrappers:
+        connection.execute_wrappers.remove(_apply_tenant)
 
 
 class TenantMiddleware:

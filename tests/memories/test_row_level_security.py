@@ -181,3 +181,25 @@ def test_site_pages_and_staff_admin_as_the_app_role(two_tenants, orm_as_app_role
     changelist = client.get("/admin/memories/memory/")
     assert changelist.status_code == 200
     assert changelist.context["cl"].result_count == 2  # both tenants' memories
+
+
+def test_every_table_with_a_tenant_column_is_under_row_level_security(app_role_sql):
+    """A new tenant table must add its policy in its migration (docs/security.md)."""
+    rows = app_role_sql.execute(
+        "SELECT c.relname, c.relrowsecurity FROM pg_class c "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = current_schema() "
+        "JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'owner_id' "
+        "WHERE c.relkind = 'r'"
+    ).fetchall()
+    assert {"memories_memory", "memories_thread"} <= {name for name, _ in rows}
+    assert [name for name, secured in rows if not secured] == []
+
+
+def test_no_tenant_survives_a_pooled_connection(two_tenants, orm_as_app_role):
+    """Django's pool hands the same PostgreSQL session to the next request: it must not act
+    for the previous request's tenant."""
+    tenant, _other = two_tenants
+    with tenancy.acting_for(tenant.pk):
+        assert Memory.objects.count() == 1
+    connection.close()  # back to the pool, as at the end of a request
+    assert Memory.objects.count() == 0
