@@ -13,6 +13,7 @@ Cases, each on uvicorn (h11/asyncio, as installed) and daphne (the README's serv
   minimal-read      the SDK minimal server, resources/read           (the baseline)
   gateway-read      the gateway, resources/read: token check + gate   (the figure)
   gateway-catalog   the gateway, resources/templates/list: token check only (a step)
+  gateway-read-rls  gateway-read with row-level security on (DATABASE_APP_ROLE=threengram_app)
 plus both reads on the legacy 2025-11-25 wire. Prints a Markdown table for docs/performance.md.
 """
 
@@ -66,10 +67,16 @@ def database_url() -> str:
     return start(database=DATABASE)
 
 
-def server_env(url: str) -> dict[str, str]:
+def server_env(url: str, app_role: str = "") -> dict[str, str]:
     return {
         **os.environ,
         "DATABASE_URL": url,
+        # One token drives all the load here: the per-user rate limit (docs/security.md) would
+        # refuse it, so the benchmark turns it off explicitly.
+        "MCP_RATE_LIMIT": "0",
+        # Row-level security: "" = the owner (migrations, seeding and the main cases),
+        # "threengram_app" for the gateway-read-rls case.
+        "DATABASE_APP_ROLE": app_role,
         "DJANGO_SETTINGS_MODULE": "threengram.settings",
         "SECRET_KEY": secrets.token_urlsafe(40),
         "DEBUG": "0",
@@ -234,13 +241,22 @@ def main() -> int:
                 BENCH,
                 logs,
             )
-            servers += [gateway, minimal]
+            gateway_rls = start(
+                f"gateway-rls-{kind}",
+                [*commands[kind], "threengram.asgi:application"],
+                server_env(url, app_role="threengram_app"),
+                ROOT,
+                logs,
+            )
+            servers += [gateway, minimal, gateway_rls]
             for wire in ("2026-07-28", "2025-11-25"):
                 short = "2026" if wire.startswith("2026") else "2025"
                 common = {"MCP_WIRE": wire}
                 cases.append({"name": f"minimal-read {kind} {short}", "server": minimal,
                               "env": {**common, "MCP_URIS": "perf://doc/1"}})  # fmt: skip
                 cases.append({"name": f"gateway-read {kind} {short}", "server": gateway,
+                              "env": {**common, "MCP_URIS": uris, "TOKEN": TOKEN}})  # fmt: skip
+                cases.append({"name": f"gateway-read-rls {kind} {short}", "server": gateway_rls,
                               "env": {**common, "MCP_URIS": uris, "TOKEN": TOKEN}})  # fmt: skip
             cases.append({"name": f"gateway-catalog {kind} 2026", "server": gateway,
                           "env": {"MCP_WIRE": "2026-07-28", "TOKEN": TOKEN,
@@ -284,6 +300,22 @@ def main() -> int:
                 for g, m in zip(
                     results[f"gateway-read {kind} {wire}"],
                     results[f"minimal-read {kind} {wire}"],
+                    strict=True,
+                )
+            ]
+            print(
+                f"| {kind}, {wire} wire | {statistics.median(ratios):.2f} "
+                f"({min(ratios):.2f}-{max(ratios):.2f}) |"
+            )
+    print("\n| ratio gateway-read-rls / gateway-read, per round | median (min-max) |")
+    print("|---|---|")
+    for kind in args.servers.split(","):
+        for wire in ("2026", "2025"):
+            ratios = [
+                r["rps"] / g["rps"]
+                for r, g in zip(
+                    results[f"gateway-read-rls {kind} {wire}"],
+                    results[f"gateway-read {kind} {wire}"],
                     strict=True,
                 )
             ]

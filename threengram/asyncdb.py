@@ -105,14 +105,18 @@ async def connection() -> AsyncIterator[psycopg.AsyncConnection]:
 
 @asynccontextmanager
 async def tenant_connection(tenant_id: int) -> AsyncIterator[psycopg.AsyncConnection]:
-    """A connection whose statements act for `tenant_id` under row-level security: a
-    transaction that starts with a transaction-local `set_config` (no setting outlives it, so a
-    pooled connection never carries a tenant to its next user). Without RLS, `connection()`."""
+    """A connection whose next statement acts for `tenant_id` under row-level security.
+
+    The transaction-local `set_config` and the caller's statement go out in one pipeline: up to
+    the pipeline's sync (the caller's first fetch) they run in one implicit transaction, so the
+    setting applies to that statement and to nothing after it: a pooled connection never
+    carries a tenant to its next user, and a second statement after a fetch sees no rows (fail
+    closed). One round trip, as without RLS. Without RLS, `connection()`."""
     async with connection() as conn:
         if not settings.DATABASE_APP_ROLE:
             yield conn
             return
-        async with conn.transaction():
+        async with conn.pipeline():
             await conn.execute(
                 "SELECT set_config('threengram.tenant_id', %s, true)", (str(int(tenant_id)),)
             )

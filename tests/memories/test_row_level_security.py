@@ -203,3 +203,29 @@ def test_no_tenant_survives_a_pooled_connection(two_tenants, orm_as_app_role):
         assert Memory.objects.count() == 1
     connection.close()  # back to the pool, as at the end of a request
     assert Memory.objects.count() == 0
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_the_gateway_pool_acts_for_one_statement_only(two_tenants, anyio_backend):
+    """The gateway's async pool (threengram.asyncdb): the tenant applies to the gated statement
+    and never to the pooled session's next user."""
+    from threengram import asyncdb
+
+    tenant, _other = two_tenants
+    with override_settings(
+        DATABASE_APP_ROLE=ROLE, ASYNC_DATABASE_POOL_MAX=1, ASYNC_DATABASE_POOL_MIN=1
+    ):
+        try:
+            async with asyncdb.tenant_connection(tenant.pk) as conn:
+                cursor = await conn.execute("SELECT DISTINCT owner_id FROM memories_memory")
+                assert await cursor.fetchall() == [(tenant.pk,)]
+            async with asyncdb.connection() as conn:  # the same (only) pooled session
+                cursor = await conn.execute(
+                    "SELECT current_user, count(*) FROM memories_memory GROUP BY 1"
+                )
+                assert await cursor.fetchall() == []  # no tenant: no rows at all
+                cursor = await conn.execute("SELECT current_user")
+                assert (await cursor.fetchone())[0] == ROLE
+        finally:
+            await asyncdb.close()
