@@ -84,8 +84,21 @@ TEMPLATES = [
 ]
 
 
+# A slow database must not make every request slow: each statement is cancelled after
+# DATABASE_STATEMENT_TIMEOUT_MS and each lock wait after DATABASE_LOCK_TIMEOUT_MS (0 = off), and
+# the request gets a retryable 503 (threengram/dbfaults.py). Sent as libpq startup options, so
+# they hold for both pools (Django's and threengram/asyncdb.py's). Long maintenance (a migration
+# that builds an index on a large table) runs with DATABASE_STATEMENT_TIMEOUT_MS=0.
+DATABASE_STATEMENT_TIMEOUT_MS = env.int("DATABASE_STATEMENT_TIMEOUT_MS", default=5000)
+DATABASE_LOCK_TIMEOUT_MS = env.int("DATABASE_LOCK_TIMEOUT_MS", default=2000)
+
+
 def _database_from_url(url: str) -> dict:
     params = conninfo_to_dict(url)
+    params["options"] = (
+        f"{params.get('options', '')} -c statement_timeout={DATABASE_STATEMENT_TIMEOUT_MS}"
+        f" -c lock_timeout={DATABASE_LOCK_TIMEOUT_MS}"
+    ).strip()
     return {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": params.pop("dbname", "threengram"),
