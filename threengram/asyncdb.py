@@ -72,6 +72,7 @@ async def _get_pool() -> AsyncConnectionPool:
                 min_size=min(settings.ASYNC_DATABASE_POOL_MIN, size),
                 max_size=size,
                 timeout=settings.ASYNC_DATABASE_POOL_TIMEOUT,
+                reconnect_timeout=settings.DATABASE_RECONNECT_TIMEOUT,
                 open=False,
                 name="threengram-async",
             )

@@ -91,6 +91,11 @@ TEMPLATES = [
 # that builds an index on a large table) runs with DATABASE_STATEMENT_TIMEOUT_MS=0.
 DATABASE_STATEMENT_TIMEOUT_MS = env.int("DATABASE_STATEMENT_TIMEOUT_MS", default=5000)
 DATABASE_LOCK_TIMEOUT_MS = env.int("DATABASE_LOCK_TIMEOUT_MS", default=2000)
+# How long a pool keeps retrying a lost connection in the background (psycopg_pool, with backoff
+# from 1 s, doubling) before it gives up and connects again on the next request instead. Short:
+# after a database restart the next request reconnects at once rather than waiting out a backoff
+# grown during the outage (docs/operations.md).
+DATABASE_RECONNECT_TIMEOUT = env.float("DATABASE_RECONNECT_TIMEOUT", default=2.0)
 
 
 def _database_from_url(url: str) -> dict:
@@ -113,6 +118,7 @@ def _database_from_url(url: str) -> dict:
                 "min_size": env.int("DATABASE_POOL_MIN", default=2),
                 "max_size": env.int("DATABASE_POOL_MAX", default=10),
                 "timeout": env.float("DATABASE_POOL_TIMEOUT", default=5.0),
+                "reconnect_timeout": DATABASE_RECONNECT_TIMEOUT,
             },
         },
     }
