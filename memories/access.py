@@ -45,6 +45,7 @@ class MemoryRow:
     commitment_status: str | None
     tags: tuple[str, ...]
     predecessor_id: uuid.UUID | None
+    due_at: datetime | None
 
     @property
     def resource_uri(self) -> str:
@@ -69,6 +70,7 @@ COLUMNS = (
     "commitment_status",
     "tags",
     "predecessor_id",
+    "due_at",
 )
 
 
@@ -95,7 +97,7 @@ def memories_from_rows(rows: Sequence[Sequence]) -> dict[uuid.UUID, MemoryRow]:
     """`rows` hold the COLUMNS, in order; rows of NULLs (an outer join that found nothing) are
     skipped."""
     return {
-        row[0]: MemoryRow(*row[:11], tuple(row[11] or ()), row[12])
+        row[0]: MemoryRow(*row[:11], tuple(row[11] or ()), *row[12:14])
         for row in rows
         if row[0] is not None
     }

@@ -136,7 +136,12 @@ def main() -> int:
         env["NODE_OPTIONS"] = f"--import {preload} {env.get('NODE_OPTIONS', '')}"
     failed = []
     skip = set()
-    if not _lists_tools(args.url, env.get("MCP_CONFORMANCE_BEARER")):
+    try:
+        lists_tools = _lists_tools(args.url, env.get("MCP_CONFORMANCE_BEARER"))
+    except httpx2.HTTPError as exc:
+        print(f"cannot list the server's tools ({exc}); is MCP_CONFORMANCE_BEARER a valid token?")
+        return 1
+    if not lists_tools:
         print("skipping http-header-validation: the server lists no tools yet", flush=True)
         skip.add("http-header-validation")
     for version, scenarios in SCENARIOS.items():

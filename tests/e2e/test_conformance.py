@@ -37,3 +37,5 @@ def test_conformance_suite_passes_on_both_wires(live_daphne, conformance_token, 
     assert completed.returncode == 0, report
     assert "== 2026-07-28" in report and "server-caching: 7 ok" in report
     assert "server-sep-2164-resource-not-found: 4 ok, 0 not ok" in report
+    # Runs once the server lists tools (its Mcp-Name cases are tools/call requests).
+    assert "server-http-header-validation: 14 ok, 0 not ok" in report

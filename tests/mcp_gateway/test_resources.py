@@ -83,6 +83,7 @@ def test_serializer_ignores_lifecycle_fields():
         recorded_at=timezone.now(),
         tags=("a",),
         predecessor_id=None,
+        due_at=None,
     )
     open_row = MemoryRow(**common, status="active", valid_to=None, commitment_status="open")
     closed_row = MemoryRow(

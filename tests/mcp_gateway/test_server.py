@@ -148,7 +148,7 @@ async def test_orm_using_handlers_get_a_django_request_context(asgi_app, seeded,
     thread) and close its connection at the end, as Django does for a view."""
     import threading
 
-    from asgiref.sync import sync_to_async
+    from asgiref.sync import SyncToAsync, sync_to_async
     from django.db import connection
 
     from accounts.models import User
@@ -159,13 +159,16 @@ async def test_orm_using_handlers_get_a_django_request_context(asgi_app, seeded,
         seen["exists"] = await User.objects.filter(pk=principal.user_id).aexists()
         seen["thread"] = await sync_to_async(threading.get_ident)()
         seen["connection_open"] = await sync_to_async(lambda: connection.connection is not None)()
+        seen["context"] = SyncToAsync.thread_sensitive_context.get(None)
         return types.CallToolResult(content=[types.TextContent(type="text", text="ok")])
 
     monkeypatch.setattr(tools, "call_tool", call_tool)
     async with mcp_client(IN_PROCESS_URL, seeded.token, transport=asgi_transport(asgi_app)) as c:
         await c.call_tool("any", {})
-        first_thread = seen["thread"]
+        first_context = seen["context"]
         await c.call_tool("any", {})
     assert seen["exists"] is True and seen["connection_open"] is True
     assert seen["thread"] != threading.get_ident()
-    assert first_thread != seen["thread"]  # a fresh thread per request, like Django's handler
+    # A fresh ThreadSensitiveContext (own worker thread) per request, like Django's handler.
+    assert first_context is not None and seen["context"] is not None
+    assert first_context is not seen["context"]

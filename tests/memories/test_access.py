@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from memories.access import MemoryRow, read_owned_memories
 from tests.factories import MemoryFactory, UserFactory
@@ -39,7 +41,9 @@ def corpus(transactional_db):
     return {
         "owner": owner,
         "mine": MemoryFactory(owner=owner, tags=["a", "b"], project="p"),
-        "also_mine": MemoryFactory(owner=owner, memory_type="commitment"),
+        "also_mine": MemoryFactory(
+            owner=owner, memory_type="commitment", due_at=timezone.now() + timedelta(days=2)
+        ),
         "theirs": MemoryFactory(owner=other),
     }
 
@@ -57,6 +61,7 @@ async def test_returns_only_the_owners_memories(corpus):
         expected = getattr(mine, name)
         assert getattr(row, name) == (tuple(expected) if name == "tags" else expected), name
     assert found[also_mine.id].commitment_status == "open"
+    assert found[also_mine.id].due_at == also_mine.due_at is not None
     assert row.resource_uri == f"threengram://memory/{mine.id}" and row.is_current
 
 
