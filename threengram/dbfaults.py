@@ -33,6 +33,7 @@ MESSAGE = "Database unavailable, retry"
 # At most one round of pool checks per this many seconds per process.
 _CHECK_INTERVAL_SECONDS = 0.5
 _last_check = 0.0
+_checks: set[asyncio.Task] = set()
 
 
 def is_unavailable(exc: BaseException | None) -> bool:
@@ -72,7 +73,9 @@ def mark_unavailable() -> None:
     if now - _last_check < _CHECK_INTERVAL_SECONDS:
         return
     _last_check = now
-    asyncio.get_running_loop().create_task(_check_pools())
+    task = asyncio.get_running_loop().create_task(_check_pools())
+    _checks.add(task)  # the loop keeps only weak references to tasks
+    task.add_done_callback(_checks.discard)
 
 
 async def _check_pools() -> None:
