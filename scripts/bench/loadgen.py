@@ -175,8 +175,9 @@ async def _run_client(
     deadline: float,
     budget: list[int],
     result: Result,
+    stop: asyncio.Event,
 ) -> None:
-    while time.monotonic() < deadline and budget[0] > 0:
+    while time.monotonic() < deadline and budget[0] > 0 and not stop.is_set():
         budget[0] -= 1
         label, headers, body, context = client.next_operation()
         started = time.monotonic()
@@ -210,9 +211,12 @@ async def run_load(
     seed: int = 7,
     timeout: float = 30.0,
     mix: dict[str, int] = MIX,
+    stop: asyncio.Event | None = None,
 ) -> Result:
     """`clients` concurrent clients (client i uses tenant i mod len, and server URL i mod len)
-    for `duration` seconds or `max_requests` requests in all, whichever comes first."""
+    for `duration` seconds or `max_requests` requests in all or until `stop` is set, whichever
+    comes first."""
+    stop = stop or asyncio.Event()
     urls = [urls] if isinstance(urls, str) else urls
     result = Result()
     budget = [max_requests]
@@ -229,6 +233,7 @@ async def run_load(
                     deadline,
                     budget,
                     result,
+                    stop,
                 )
                 for i in range(clients)
             )

@@ -30,7 +30,7 @@ from tests.mcp_gateway.conftest import ROOT, free_port, start_server, stop_serve
 pytestmark = [pytest.mark.anyio, pytest.mark.live]
 
 DATABASE = "threengram_faults"
-POOL_TIMEOUT_SECONDS = 1.0
+POOL_TIMEOUT_SECONDS = 2.0
 STATEMENT_TIMEOUT_MS = 1000
 TENANTS = 8
 
@@ -122,6 +122,7 @@ def faults_env():
                 {
                     "DATABASE_URL": postgres.url,
                     "DATABASE_POOL_TIMEOUT": str(POOL_TIMEOUT_SECONDS),
+                    "ASYNC_DATABASE_POOL_MAX": "8",
                     "DATABASE_STATEMENT_TIMEOUT_MS": str(STATEMENT_TIMEOUT_MS),
                     "DATABASE_LOCK_TIMEOUT_MS": "0",  # lock waits count against the statement
                 },
@@ -156,15 +157,20 @@ async def test_load_held_no_errors_and_every_acknowledged_write_stored(faults_en
 async def test_postgres_restart_fails_fast_recovers_and_loses_nothing(faults_env):
     postgres, daphne, tenants = faults_env
 
+    stop_load = asyncio.Event()
+
     async def restart() -> tuple[float, float]:
         await asyncio.sleep(1.5)
         down = time.monotonic()
         await asyncio.to_thread(postgres.pg_ctl, "-m", "fast", "stop")
         await asyncio.sleep(1.0)  # an outage, not only a blip
         await asyncio.to_thread(postgres.start)
-        return down, time.monotonic()
+        up = time.monotonic()
+        await asyncio.sleep(6.0)  # the 5 s allowed for recovery, and 1 s of load after it
+        stop_load.set()
+        return down, up
 
-    load = loadgen.run_load(daphne.mcp_url, tenants, clients=8, duration=9.5)
+    load = loadgen.run_load(daphne.mcp_url, tenants, clients=8, duration=60, stop=stop_load)
     result, (down, up) = await asyncio.gather(load, restart())
 
     errors = result.errors
