@@ -13,6 +13,7 @@ from oauth2_provider.models import (
 
 from accounts.erasure import erase_account
 from accounts.models import ErasureRecord, User
+from memories.admin import ReadOnlyAdminMixin
 
 
 @admin.register(User)
@@ -54,7 +55,7 @@ class UserAdmin(DjangoUserAdmin):
 
 
 @admin.register(ErasureRecord)
-class ErasureRecordAdmin(admin.ModelAdmin):
+class ErasureRecordAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Read-only audit trail: staff can list and filter, never add, edit or delete."""
 
     list_display = ("account_id", "erased_at", "requested_by", "staff_member", "counts")
@@ -67,15 +68,6 @@ class ErasureRecordAdmin(admin.ModelAdmin):
     date_hierarchy = "erased_at"
     list_select_related = ("staff_member",)
     readonly_fields = ("account", "erased_at", "requested_by", "staff_member", "counts")
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 # --- OAuth: DOT's admin classes with every secret kept off the page ------------------------------

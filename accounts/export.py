@@ -16,7 +16,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import F
 from django.utils import timezone
 
-from memories.models import Memory
+from memories.models import MembershipState, Memory, Thread
 
 EXPORT_FORMAT = "threengram-memories-export"
 EXPORT_VERSION = 1
@@ -37,6 +37,7 @@ FIELDS = (
     "status",
     "valid_to",
     "commitment_status",
+    "due_at",
 )
 
 
@@ -70,4 +71,19 @@ async def export_memories_json(
         if len(pieces) >= chunk_rows:
             yield "".join(pieces)
             pieces = []
-    yield "".join(pieces) + f'\n], "memory_count": {count}}}\n'
+    threads = [thread async for thread in _threads(owner_id)]
+    yield "".join(pieces) + f'\n], "memory_count": {count}, "threads": {_dumps(threads)}}}\n'
+
+
+async def _threads(owner_id: int) -> AsyncIterator[dict]:
+    """The tenant's threads (at most a few hundred) with their accepted members' ids."""
+    queryset = Thread.objects.filter(owner_id=owner_id).order_by("created_at")
+    async for thread in queryset:
+        members = thread.memberships.filter(state=MembershipState.MEMBER).order_by("created_at")
+        yield {
+            "id": thread.id,
+            "name": thread.name,
+            "pinned": thread.pinned,
+            "created_at": thread.created_at,
+            "members": [member async for member in members.values_list("memory_id", flat=True)],
+        }

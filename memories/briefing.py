@@ -17,7 +17,7 @@ from django.utils import timezone
 from memories import bounds
 from memories.errors import InvalidInput, NotFound
 from memories.excerpts import excerpt
-from memories.models import MembershipState, Thread
+from memories.models import MembershipState, Thread, is_overdue
 
 SELECTOR_KINDS = ("all", "scope", "project", "thread")
 MODES = ("brief", "full")
@@ -167,7 +167,7 @@ def read_sections(
                 recorded_at=row[8],
                 commitment_status=row[9],
                 due_at=row[10],
-                overdue=row[10] is not None and row[10] < now and row[9] in ("open", "waiting"),
+                overdue=is_overdue(due_at=row[10], commitment_status=row[9], now=now),
             )
         )
     return sections

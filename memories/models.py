@@ -62,6 +62,14 @@ COMMITMENT_TRANSITIONS: dict[str, frozenset[str]] = {
 }
 
 
+UNSETTLED_COMMITMENT_STATES = frozenset({CommitmentStatus.OPEN, CommitmentStatus.WAITING})
+
+
+def is_overdue(*, due_at: datetime | None, commitment_status: str | None, now: datetime) -> bool:
+    """A commitment still open or waiting whose due time has passed."""
+    return due_at is not None and due_at < now and commitment_status in UNSETTLED_COMMITMENT_STATES
+
+
 class MemoryQuerySet(models.QuerySet):
     def owned_by(self, owner) -> MemoryQuerySet:
         """Only this tenant's memories: the start of every read path."""

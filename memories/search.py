@@ -36,7 +36,7 @@ from django.utils import timezone
 from memories import bounds
 from memories.errors import InvalidInput, NotFound
 from memories.excerpts import SEARCH_EXCERPT_MAX, excerpt
-from memories.models import MemoryType, Status, Thread
+from memories.models import MemoryType, Status, Thread, is_overdue
 
 DEFAULT_LIMIT = 5
 MAX_LIMIT = 25
@@ -329,7 +329,7 @@ def search(
                 valid_to=row[10],
                 score=float(row[11]),
                 due_at=row[12],
-                overdue=row[12] is not None and row[12] < now and row[8] in ("open", "waiting"),
+                overdue=is_overdue(due_at=row[12], commitment_status=row[8], now=now),
             )
         )
     if len(rows) > limit:

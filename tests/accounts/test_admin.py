@@ -51,3 +51,19 @@ def test_memories_are_read_only_and_erased_rows_show_the_sentinel(admin_client, 
         ).status_code
         == 403
     )
+
+
+def test_threads_are_listed_read_only_and_erased_names_show_the_sentinel(admin_client, tenant):
+    from memories.models import Thread
+
+    thread = Thread.objects.create(owner=tenant, name="acquisition plans")
+    erase_account(user=tenant)
+    listing = admin_client.get(reverse("admin:memories_thread_changelist")).text
+    assert "[erased]" in listing and "acquisition plans" not in listing
+    assert admin_client.get(reverse("admin:memories_thread_add")).status_code == 403
+    assert (
+        admin_client.post(
+            reverse("admin:memories_thread_delete", args=[thread.pk]), {"post": "yes"}
+        ).status_code
+        == 403
+    )

@@ -9,6 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from accounts import export
+from memories.models import MembershipState, Thread, ThreadMembership
 from memories.services import archive_memory, remember, revise_memory
 from tests.factories import MemoryFactory
 
@@ -131,6 +132,20 @@ def test_export_has_every_memory_with_lifecycle_and_links(client, tenant, other_
     assert by_id[str(archived.id)]["status"] == "archived"
     assert by_id[str(first.id)]["content"] == "Use SQLite"
     assert by_id[str(first.id)]["uri"] == f"threengram://memory/{first.id}"
+    assert document["threads"] == []
+
+
+def test_export_includes_threads_with_their_members(client, tenant, other_tenant, history):
+    first, _second, third, _archived = history
+    thread = Thread.objects.create(owner=tenant, name="launch", pinned=True)
+    ThreadMembership.objects.create(thread=thread, memory=third, state=MembershipState.MEMBER)
+    ThreadMembership.objects.create(thread=thread, memory=first, state=MembershipState.PROPOSED)
+    Thread.objects.create(owner=other_tenant, name="their thread")
+    client.force_login(tenant)
+    document = json.loads(b"".join(_collect(client.get(reverse("accounts:export_memories")))))
+    assert [(t["name"], t["pinned"], t["members"]) for t in document["threads"]] == [
+        ("launch", True, [str(third.id)])
+    ]
 
 
 def test_export_streams_from_an_async_iterator_in_bounded_pieces(client, tenant, monkeypatch):
