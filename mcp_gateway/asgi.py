@@ -34,7 +34,7 @@ from mcp_gateway import auth
 from mcp_gateway.resources import memory_id_in
 from mcp_gateway.server import build_server, log_failure
 from memories import access
-from threengram import asyncdb, tenancy
+from threengram import asyncdb, dbfaults, tenancy
 from threengram.observability import new_request_id, request_id_var, tenant_id_var
 
 logger = logging.getLogger(__name__)
@@ -50,6 +50,7 @@ METADATA_PATHS = frozenset(
 MAX_REQUEST_BODY_BYTES = 1024 * 1024
 
 _JSON = (b"content-type", b"application/json")
+_RETRY_AFTER = (b"retry-after", str(dbfaults.RETRY_AFTER_SECONDS).encode())
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -94,10 +95,11 @@ async def _drain(receive: Receive) -> None:
         more = message.get("more_body", False)
 
 
-def _jsonrpc_error(code: int, message: str) -> bytes:
-    return json.dumps(
-        {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
-    ).encode()
+def _jsonrpc_error(code: int, message: str, data: dict | None = None) -> bytes:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
 
 
 def _rate_limited(user_id: int) -> int | None:
@@ -190,8 +192,23 @@ class GatewayRouter:
                 principal = await auth.authenticate(token)
             else:
                 principal, memories = await auth.authenticate_and_read(token, read_ids)
-        except Exception:
-            await self._internal_error(receive, send, 503, "bearer token check")
+        except Exception as exc:
+            if dbfaults.is_unavailable(exc):
+                logger.warning("MCP bearer token check: database unavailable")
+                dbfaults.mark_unavailable()
+                await _drain(receive)
+                await _respond(
+                    send,
+                    503,
+                    _jsonrpc_error(
+                        types.INTERNAL_ERROR,
+                        f"{dbfaults.MESSAGE} (request id {request_id_var.get()})",
+                        {"retryable": True, "retryAfterSeconds": dbfaults.RETRY_AFTER_SECONDS},
+                    ),
+                    [_JSON, _RETRY_AFTER],
+                )
+            else:
+                await self._internal_error(receive, send, 503, "bearer token check")
             return
         if principal is None:
             await self._deny(receive, send, 401, "invalid_token", "Invalid or expired token")
@@ -222,21 +239,33 @@ class GatewayRouter:
         reset = auth.current_principal.set(principal)
         tenant_token = tenant_id_var.set(str(principal.user_id))
         rls_token = tenancy.current_tenant.set(principal.user_id)
+        outcome = dbfaults.Outcome()
+        outcome_token = dbfaults.request_outcome.set(outcome)
+
+        async def send_with_status(message: dict) -> None:
+            # A handler that met a database outage (threengram.dbfaults) answered a JSON-RPC
+            # error; the HTTP status says "retryable" too, for clients and proxies.
+            if message["type"] == "http.response.start" and outcome.unavailable:
+                headers = [(k, v) for k, v in message.get("headers", []) if k != b"retry-after"]
+                message = {**message, "status": 503, "headers": [*headers, _RETRY_AFTER]}
+            await send(message)
+
         try:
             await self.startup()
             if read_ids is None:
-                await self.session_manager.handle_request(scope, receive, send)
+                await self.session_manager.handle_request(scope, receive, send_with_status)
             else:
                 with access.prefetched_for_request(
                     owner_id=principal.user_id, ids=read_ids, memories=memories
                 ):
-                    await self.session_manager.handle_request(scope, receive, send)
+                    await self.session_manager.handle_request(scope, receive, send_with_status)
         except ClientDisconnect:
             logger.debug("MCP client disconnected before its request was read")
         except Exception:
             await self._internal_error(receive, send, 500, "MCP transport")
         finally:
             tenancy.current_tenant.reset(rls_token)
+            dbfaults.request_outcome.reset(outcome_token)
             tenant_id_var.reset(tenant_token)
             auth.current_principal.reset(reset)
 

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from mcp_gateway import prompts, resources, tools
 from mcp_gateway.auth import require_principal
 from mcp_gateway.orm import orm_request_context
+from threengram import dbfaults
 from threengram.observability import new_request_id, request_id_var
 
 logger = logging.getLogger(__name__)
@@ -110,6 +111,15 @@ async def hide_internal_errors(ctx: ServerRequestContext, call_next: CallNext) -
         request_id = request_id_var.get()  # set by the router (threengram.observability)
         if request_id == "-":  # no router in front (in-process use)
             request_id = new_request_id()
+        if dbfaults.is_unavailable(exc):
+            # Retryable, not a bug: no stack in the log, the router answers 503 + Retry-After.
+            logger.warning("MCP %s: database unavailable, request id %s", ctx.method, request_id)
+            dbfaults.mark_unavailable()
+            raise MCPError(
+                code=types.INTERNAL_ERROR,
+                message=f"{dbfaults.MESSAGE} (request id {request_id})",
+                data={"retryable": True, "retryAfterSeconds": dbfaults.RETRY_AFTER_SECONDS},
+            ) from None
         log_failure(f"MCP {ctx.method}", request_id, exc)
         raise MCPError(
             code=types.INTERNAL_ERROR, message=f"Internal error (request id {request_id})"

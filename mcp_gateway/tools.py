@@ -35,6 +35,7 @@ from memories.handoff import DEFAULT_ITEMS as HANDOFF_DEFAULT_ITEMS
 from memories.handoff import handoff as build_handoff
 from memories.models import Memory
 from memories.services import archive_memory, resolve_commitment
+from threengram import dbfaults
 from threengram.observability import VERSION
 
 logger = logging.getLogger(__name__)
@@ -654,6 +655,8 @@ async def call_tool(
     except _InvalidArguments as error:
         return _error(f"invalid_input: {error}")
     except Exception as error:
+        if dbfaults.is_unavailable(error):
+            raise  # a retryable protocol error (503), not a tool failure: mcp_gateway.server
         # Type only: an exception's message can quote stored content (e.g. a constraint DETAIL).
         logger.error("tool %s failed: %s", spec.name, type(error).__name__)
         return _error("internal_error: the server could not complete this call; try again")

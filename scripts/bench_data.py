@@ -72,7 +72,7 @@ FROM (
            (SELECT string_agg(
                        pg_temp.bench_word(floor(4000 * power(random(), 1.3))::int + 0 * i.n), ' ')
               FROM generate_series(1, 15 + (g %% 60)) AS i(n)) || ' #' || g AS content
-    FROM generate_series(1, %(memories)s) g,
+    FROM generate_series(%(first)s::int, %(last)s::int) g,
          (SELECT min(id) AS first_id FROM accounts_user WHERE username LIKE 'bench%%') u
 ) rows;
 """
@@ -115,13 +115,12 @@ def main() -> None:
         # Building the search indexes once after the load is far faster than maintaining them
         # row by row; they are recreated exactly as migration 0003 defines them.
         connection.execute("DROP INDEX memory_search")
-        params = {
-            "memories": options.memories,
-            "tenants": options.tenants,
-            "largest": options.largest,
-        }
-        for statement in GENERATE.split(";\n\n"):
-            connection.execute(statement, params)
+        generate(
+            connection,
+            memories=options.memories,
+            tenants=options.tenants,
+            largest=options.largest,
+        )
         loaded = time.monotonic()
         connection.execute(
             "CREATE INDEX memory_search ON memories_memory USING gin (search_vector)"
@@ -132,6 +131,30 @@ def main() -> None:
         f"{count} memories for {options.tenants} tenants in {BENCH_DATABASE}: "
         f"load {loaded - started:.0f} s, indexes {time.monotonic() - loaded:.0f} s"
     )
+
+
+def generate(
+    connection: psycopg.Connection,
+    *,
+    memories: int,
+    tenants: int,
+    largest: int,
+    chunk: int = 20_000,
+) -> None:
+    """Insert the tenants and memories on `connection` (migrated, autocommit), `chunk` memories
+    per statement, with a progress bar on stderr."""
+    create_function, insert_tenants, insert_memories = GENERATE.split(";\n\n")
+    params = {"memories": memories, "tenants": tenants, "largest": largest}
+    connection.execute(create_function, params)
+    connection.execute(insert_tenants, params)
+    for first in range(1, memories + 1, chunk):
+        last = min(first + chunk - 1, memories)
+        connection.execute(insert_memories, params | {"first": first, "last": last})
+        done = last / memories
+        bar = "#" * int(done * 40)
+        sys.stderr.write(f"\rcorpus [{bar:<40}] {last:,}/{memories:,} memories")
+        sys.stderr.flush()
+    sys.stderr.write("\n")
 
 
 if __name__ == "__main__":

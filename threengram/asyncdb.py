@@ -74,6 +74,7 @@ async def _get_pool() -> AsyncConnectionPool:
                 min_size=min(settings.ASYNC_DATABASE_POOL_MIN, size),
                 max_size=size,
                 timeout=settings.ASYNC_DATABASE_POOL_TIMEOUT,
+                reconnect_timeout=settings.DATABASE_RECONNECT_TIMEOUT,
                 open=False,
                 name="threengram-async",
             )
@@ -129,3 +130,11 @@ async def close() -> None:
     pool, _pool = _pool, None
     if pool is not None:
         await pool.close()
+
+
+async def check_pool() -> None:
+    """Drop this process's dead idle connections now (threengram/dbfaults.py: after a database
+    restart), instead of letting one request fail on each of them."""
+    pool = _pool
+    if pool is not None and _pool_loop is asyncio.get_running_loop():
+        await pool.check()

@@ -86,8 +86,26 @@ TEMPLATES = [
 ]
 
 
+# A slow database must not make every request slow: each statement is cancelled after
+# DATABASE_STATEMENT_TIMEOUT_MS and each lock wait after DATABASE_LOCK_TIMEOUT_MS (0 = off), and
+# the request gets a retryable 503 (threengram/dbfaults.py). Sent as libpq startup options, so
+# they hold for both pools (Django's and threengram/asyncdb.py's). Long maintenance (a migration
+# that builds an index on a large table) runs with DATABASE_STATEMENT_TIMEOUT_MS=0.
+DATABASE_STATEMENT_TIMEOUT_MS = env.int("DATABASE_STATEMENT_TIMEOUT_MS", default=5000)
+DATABASE_LOCK_TIMEOUT_MS = env.int("DATABASE_LOCK_TIMEOUT_MS", default=2000)
+# How long a pool keeps retrying a lost connection in the background (psycopg_pool, with backoff
+# from 1 s, doubling) before it gives up and connects again on the next request instead. Short:
+# after a database restart the next request reconnects at once rather than waiting out a backoff
+# grown during the outage (docs/operations.md).
+DATABASE_RECONNECT_TIMEOUT = env.float("DATABASE_RECONNECT_TIMEOUT", default=2.0)
+
+
 def _database_from_url(url: str) -> dict:
     params = conninfo_to_dict(url)
+    params["options"] = (
+        f"{params.get('options', '')} -c statement_timeout={DATABASE_STATEMENT_TIMEOUT_MS}"
+        f" -c lock_timeout={DATABASE_LOCK_TIMEOUT_MS}"
+    ).strip()
     return {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": params.pop("dbname", "threengram"),
@@ -102,6 +120,7 @@ def _database_from_url(url: str) -> dict:
                 "min_size": env.int("DATABASE_POOL_MIN", default=2),
                 "max_size": env.int("DATABASE_POOL_MAX", default=10),
                 "timeout": env.float("DATABASE_POOL_TIMEOUT", default=5.0),
+                "reconnect_timeout": DATABASE_RECONNECT_TIMEOUT,
             },
         },
     }

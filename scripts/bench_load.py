@@ -1,0 +1,320 @@
+#!/usr/bin/env python3
+"""The one load benchmark: mixed MCP traffic from many tenants over HTTP, with the gateway
+issue's baseline (the MCP SDK's minimal server) measured in the same run.
+
+    .venv/bin/python scripts/bench_load.py [--workers 2] [--clients 16] [--duration 20]
+    .venv/bin/python scripts/bench_load.py --held    # 64 clients x 60 s; exit 1 on any error
+
+1. Corpus: its own database `threengram_bench_load` on the embedded PostgreSQL (or on the server
+   of BENCH_DATABASE_URL), generated with scripts/bench_data.py (progress bar) and reused while it
+   holds --memories memories (--fresh regenerates it).
+2. Tokens: a real django-oauth-toolkit AccessToken per tenant, resource = [MCP_RESOURCE_URL],
+   scopes memory:read memory:write.
+3. Servers, on 127.0.0.1 only: N single-process uvicorn servers (--workers N, own ports; load
+   generator client i talks to server i mod N) of the gateway (threengram.asgi:application,
+   production settings), and as many of the SDK's minimal stateless server
+   (scripts/bench/minimal_server.py, no auth, no database, ~1 KB body). Not `uvicorn --workers`:
+   its worker processes answer on the inherited socket without TCP_NODELAY, which adds Linux's
+   ~40 ms delayed ACK to every response (measured: 45 ms p50 for the minimal server, 1.2 ms as a
+   single process). Behind a proxy (scripts/round_robin_proxy.py) the same N processes serve one
+   address.
+4. Phases, same load generator (scripts/bench/loadgen.py, raw JSON-RPC on the 2026-07-28 wire):
+   minimal server resources/read (the baseline), gateway resources/read only, gateway mixed
+   (resources/read, search, get_memories, remember, revise). Then every acknowledged remember and
+   revise is checked row by row in the database.
+Prints a Markdown table: requests/s, p50/p95/p99 (successful requests) per method, errors, and
+the peak resident memory of all server processes (sampled every 0.5 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import psycopg  # noqa: E402
+from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: E402
+
+from scripts import bench_data  # noqa: E402
+from scripts.bench import loadgen  # noqa: E402
+
+DATABASE = "threengram_bench_load"
+PUBLIC_BASE_URL = "http://127.0.0.1:8000"  # tokens name PUBLIC_BASE_URL/mcp; Host is 127.0.0.1
+READS_PER_TENANT = 50
+
+
+def database_url(fresh: bool, memories: int, tenants: int) -> str:
+    url = os.environ.get("BENCH_DATABASE_URL")
+    if not url:
+        from threengram.embedded_db import start
+
+        url = make_conninfo(start(database="postgres"), dbname=DATABASE)
+    admin = make_conninfo(url, dbname="postgres")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        exists = conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", (conninfo_to_dict(url)["dbname"],)
+        ).fetchone()
+    if exists and not fresh:
+        with psycopg.connect(url) as conn:
+            count = conn.execute("SELECT count(*) FROM memories_memory").fetchone()[0]
+        if count >= memories:
+            print(f"corpus: reusing {count:,} memories in {DATABASE}", flush=True)
+            return url
+    bench_data.recreate(url)
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "-v", "0"],
+        cwd=ROOT,
+        # Migrations may build indexes on a whole corpus: no statement timeout for them.
+        env=server_env(url) | {"DATABASE_STATEMENT_TIMEOUT_MS": "0"},
+        check=True,
+    )
+    started = time.monotonic()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SET maintenance_work_mem = '512MB'")
+        conn.execute("DROP INDEX memory_search")  # rebuilt once after the load (bench_data)
+        bench_data.generate(
+            conn, memories=memories, tenants=tenants, largest=max(memories // 10, 1)
+        )
+        conn.execute("CREATE INDEX memory_search ON memories_memory USING gin (search_vector)")
+        conn.execute("VACUUM ANALYZE")
+    print(f"corpus: {memories:,} memories generated in {time.monotonic() - started:.0f} s")
+    return url
+
+
+def server_env(url: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "DATABASE_URL": url,
+        "DJANGO_SETTINGS_MODULE": "threengram.settings",
+        "THREENGRAM_ENV_FILE": "",
+        "SECRET_KEY": secrets.token_urlsafe(40),
+        "DEBUG": "0",
+        "SECURE_SSL_REDIRECT": "0",
+        "PUBLIC_BASE_URL": PUBLIC_BASE_URL,
+        "LOG_LEVEL": "WARNING",
+    }
+
+
+def mint_tenants(url: str, count: int) -> list[loadgen.Tenant]:
+    """One real DOT access token per tenant (the tenants of the corpus with the most memories
+    after the largest one), and the ids of memories each one reads."""
+    os.environ.update(server_env(url))
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.utils import timezone
+    from oauth2_provider.models import AccessToken, Application
+
+    from accounts.models import User
+
+    application, _ = Application.objects.get_or_create(
+        name="bench-load",
+        defaults={
+            "client_type": Application.CLIENT_PUBLIC,
+            "authorization_grant_type": Application.GRANT_AUTHORIZATION_CODE,
+            "redirect_uris": "http://127.0.0.1/callback",
+        },
+    )
+    tenants = []
+    users = User.objects.filter(username__startswith="bench").order_by("id")[:count]
+    for user in users:
+        raw = f"bench-load-{secrets.token_urlsafe(24)}"
+        AccessToken.objects.create(
+            user=user,
+            application=application,
+            token=raw,
+            scope=f"{settings.MEMORY_READ_SCOPE} {settings.MEMORY_WRITE_SCOPE}",
+            resource=[settings.MCP_RESOURCE_URL],
+            expires=timezone.now() + timedelta(hours=2),
+        )
+        ids = [
+            str(memory_id)
+            for memory_id in user.memories.filter(valid_to__isnull=True)
+            .order_by("?")
+            .values_list("id", flat=True)[:READS_PER_TENANT]
+        ]
+        tenants.append(loadgen.Tenant(token=raw, memory_ids=ids))
+    return tenants
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_servers(app: str, count: int, env: dict, logs: Path, app_dir: Path = ROOT):
+    """`count` single-process uvicorn servers on their own ports (see the module docstring)."""
+    processes, urls = [], []
+    for number in range(count):
+        port = free_port()
+        log = logs / f"{app.split(':')[0]}-{number}.log"
+        command = [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port),
+                   "--log-level", "warning", "--no-access-log",
+                   "--app-dir", str(app_dir), app]  # fmt: skip
+        processes.append(
+            subprocess.Popen(
+                command, cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT
+            )
+        )
+        urls.append(f"http://127.0.0.1:{port}/mcp")
+    for process, url in zip(processes, urls, strict=True):
+        port = int(url.split(":")[2].split("/")[0])
+        deadline = time.monotonic() + 60
+        while True:
+            if process.poll() is not None or time.monotonic() > deadline:
+                stop(processes)
+                sys.exit(f"{app} did not start; logs in {logs}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    break
+            except OSError:
+                time.sleep(0.2)
+    return processes, urls
+
+
+def stop(processes: list[subprocess.Popen]) -> None:
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def tree_rss_kib(pid: int) -> int:
+    """Resident memory of a process and all its descendants (Linux /proc)."""
+    total, stack = 0, [pid]
+    while stack:
+        current = stack.pop()
+        try:
+            status = Path(f"/proc/{current}/status").read_text()
+            total += int(next(x for x in status.splitlines() if x.startswith("VmRSS")).split()[1])
+            for task in Path(f"/proc/{current}/task").iterdir():
+                stack += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, StopIteration):
+            continue
+    return total
+
+
+async def measure(coroutine, processes: list) -> tuple[loadgen.Result, int]:
+    peak = 0
+
+    async def sample() -> None:
+        nonlocal peak
+        while True:
+            peak = max(peak, sum(tree_rss_kib(process.pid) for process in processes))
+            await asyncio.sleep(0.5)
+
+    sampler = asyncio.create_task(sample())
+    try:
+        result = await coroutine
+    finally:
+        sampler.cancel()
+    return result, peak
+
+
+def table(title: str, rows: list[dict], rss_kib: int) -> str:
+    lines = [
+        f"### {title}",
+        "",
+        "| method | requests | req/s | p50 ms | p95 ms | p99 ms | errors |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['method']} | {r['count']:,} | {r['rps']:.0f} | {r['p50']:.1f} | "
+            f"{r['p95']:.1f} | {r['p99']:.1f} | {r['errors']} |"
+        )
+    lines.append(f"\nserver processes' peak RSS: {rss_kib / 1024:.0f} MiB")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=2, help="uvicorn worker processes")
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--duration", type=float, default=20, help="seconds of mixed load")
+    parser.add_argument("--baseline-duration", type=float, default=10)
+    parser.add_argument("--memories", type=int, default=100_000)
+    parser.add_argument("--tenants", type=int, default=200)
+    parser.add_argument("--fresh", action="store_true", help="regenerate the corpus")
+    parser.add_argument(
+        "--held", action="store_true", help="64 clients x 60 s mixed; exit 1 on any error or loss"
+    )
+    args = parser.parse_args()
+    if args.held:
+        args.clients, args.duration = 64, 60
+    url = database_url(args.fresh, args.memories, args.tenants)
+    tenants = mint_tenants(url, args.clients)
+    logs = Path(tempfile.mkdtemp(prefix="bench-load-"))
+    env = server_env(url)
+    print(
+        f"{args.workers} uvicorn workers, {args.clients} clients, {len(tenants)} tenants; "
+        f"server logs in {logs}",
+        flush=True,
+    )
+    output = []
+    minimal, minimal_urls = start_servers(
+        "minimal_server:app", args.workers, env, logs, ROOT / "scripts" / "bench"
+    )
+    try:
+        reads = loadgen.run_reads(
+            minimal_urls, ["perf://doc/1"], clients=args.clients, duration=args.baseline_duration
+        )
+        result, rss = asyncio.run(measure(reads, minimal))
+        output.append(
+            table("baseline: SDK minimal server, resources/read", loadgen.summary_rows(result), rss)
+        )
+    finally:
+        stop(minimal)
+    gateway, gateway_urls = start_servers("threengram.asgi:application", args.workers, env, logs)
+    try:
+        read_only = loadgen.run_load(
+            gateway_urls,
+            tenants,
+            clients=args.clients,
+            duration=args.baseline_duration,
+            mix={"resources/read": 1},
+        )
+        result, rss = asyncio.run(measure(read_only, gateway))
+        output.append(table("gateway, resources/read only", loadgen.summary_rows(result), rss))
+        mixed = loadgen.run_load(
+            gateway_urls, tenants, clients=args.clients, duration=args.duration
+        )
+        result, rss = asyncio.run(measure(mixed, gateway))
+        output.append(table("gateway, mixed traffic", loadgen.summary_rows(result), rss))
+    finally:
+        stop(gateway)
+    with psycopg.connect(url) as conn:
+        problems = loadgen.verify_acks(conn, result.acks)
+    writes = sum(1 for ack in result.acks if ack.kind == "remember"), len(result.acks)
+    output.append(
+        f"\nacknowledged writes checked row by row: {writes[1]:,} "
+        f"({writes[0]:,} remember, {writes[1] - writes[0]:,} revise); problems: {len(problems)}"
+    )
+    for problem in problems[:20]:
+        output.append(f"  {problem}")
+    errors = result.errors
+    for sample in errors[:10]:
+        output.append(f"  error: {sample.method} {sample.error}")
+    print("\n\n".join(output))
+    if args.held and (errors or problems):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""Database outages and overload: a retryable answer for the client, recovery without a restart.
+
+What the client sees (docs/operations.md): while PostgreSQL is unreachable, restarting, or too
+slow (a statement or lock wait cut off by DATABASE_STATEMENT_TIMEOUT_MS / DATABASE_LOCK_TIMEOUT_MS,
+or no pooled connection within DATABASE_POOL_TIMEOUT), an MCP request gets HTTP 503 with
+`Retry-After` (RFC 9110 §15.6.4, §10.2.3) and a JSON-RPC -32603 error whose message says
+"Database unavailable, retry" and whose `data` says `{"retryable": true}`. Nothing was written by
+such a request, or everything was: each write is one transaction.
+
+Recovery: after PostgreSQL restarts, every idle pooled connection is dead, but a pool only finds
+out when a request uses one (and fails). The first failure therefore checks every idle
+connection of both pools (psycopg_pool's `check()`: a dead one is dropped and replaced), so the
+outage does not cost one failed request per pooled connection after the database is back
+(tests/e2e/test_load_and_faults_live.py: no failure once it was back).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+import psycopg
+from django.db import InterfaceError, OperationalError, connections
+
+from threengram import asyncdb
+
+logger = logging.getLogger(__name__)
+
+RETRY_AFTER_SECONDS = 1
+MESSAGE = "Database unavailable, retry"
+# At most one round of pool checks per this many seconds per process.
+_CHECK_INTERVAL_SECONDS = 0.5
+_last_check = 0.0
+_checks: set[asyncio.Task] = set()
+
+
+def is_unavailable(exc: BaseException | None) -> bool:
+    """True for errors that say "the database cannot answer now" (connection lost or refused,
+    pool timeout, statement or lock timeout, serialization failure), through Django's wrappers."""
+    seen = 0
+    while exc is not None and seen < 10:
+        # psycopg_pool.PoolTimeout, QueryCanceled, LockNotAvailable, AdminShutdown,
+        # SerializationFailure and DeadlockDetected are all psycopg OperationalErrors.
+        if isinstance(
+            exc,
+            OperationalError | InterfaceError | psycopg.OperationalError | psycopg.InterfaceError,
+        ):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
+@dataclass
+class Outcome:
+    """Per-request flag the router reads to turn the reply into a 503 (handlers run in tasks
+    that copy the request's context, so the flag is a shared mutable object, not a value)."""
+
+    unavailable: bool = False
+
+
+request_outcome: ContextVar[Outcome | None] = ContextVar("request_outcome", default=None)
+
+
+def mark_unavailable() -> None:
+    """Record the failure for this request's reply and drop dead pooled connections."""
+    outcome = request_outcome.get()
+    if outcome is not None:
+        outcome.unavailable = True
+    global _last_check
+    now = time.monotonic()
+    if now - _last_check < _CHECK_INTERVAL_SECONDS:
+        return
+    _last_check = now
+    task = asyncio.get_running_loop().create_task(_check_pools())
+    _checks.add(task)  # the loop keeps only weak references to tasks
+    task.add_done_callback(_checks.discard)
+
+
+async def _check_pools() -> None:
+    try:
+        await asyncdb.check_pool()
+        pool = connections["default"].pool  # Django's psycopg pool (None without pooling)
+        if pool is not None:
+            await asyncio.to_thread(pool.check)
+    except Exception as exc:  # a check that fails now is retried on the next failure
+        logger.warning("database pool check failed: %s", type(exc).__name__)
