@@ -17,6 +17,7 @@ import asyncio
 import json
 import logging
 import sys
+import time
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -38,6 +39,7 @@ from threengram import asyncdb, dbfaults, tenancy
 from threengram.observability import new_request_id, request_id_var, tenant_id_var
 
 logger = logging.getLogger(__name__)
+access_logger = logging.getLogger("threengram.access")
 
 MCP_PATH = "/mcp"
 # RFC 9728 §3.1: path-inserted form for the resource PUBLIC_BASE_URL/mcp, plus the root form
@@ -161,11 +163,39 @@ class GatewayRouter:
     # --- /mcp ----------------------------------------------------------------------------
     async def _mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
         # The site's request id (threengram.observability), so log records of one request can be
-        # followed across the site and the gateway; errors quote it to the client.
-        request_token = request_id_var.set(new_request_id(_header(scope, b"x-request-id")))
+        # followed across the site and the gateway; errors quote it to the client, and the
+        # response echoes it in X-Request-ID.
+        request_id = new_request_id(_header(scope, b"x-request-id"))
+        request_token = request_id_var.set(request_id)
+        started = time.perf_counter()
+        seen = {"status": 0, "tenant_id": "-"}
+
+        async def send_with_request_id(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                seen["status"] = message["status"]
+                seen["tenant_id"] = tenant_id_var.get()
+                headers = [*message.get("headers", []), (b"x-request-id", request_id.encode())]
+                message = {**message, "headers": headers}
+            await send(message)
+
         try:
-            await self._authenticated_mcp(scope, receive, send)
+            await self._authenticated_mcp(scope, receive, send_with_request_id)
         finally:
+            if settings.MCP_ACCESS_LOG:
+                # One line per request: ids, the MCP method (2026 wire header; the legacy wire
+                # names it only in the body, which is never logged), status and latency.
+                access_logger.info(
+                    "mcp",
+                    extra={
+                        "request_id": request_id,
+                        "tenant_id": seen["tenant_id"],
+                        "method": scope.get("method"),
+                        "path": MCP_PATH,
+                        "mcp_method": (_header(scope, b"mcp-method") or "-")[:64],
+                        "status": seen["status"],
+                        "latency_ms": round((time.perf_counter() - started) * 1000, 2),
+                    },
+                )
             request_id_var.reset(request_token)
 
     async def _authenticated_mcp(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -214,6 +214,8 @@ SECURE_CSP = {
 # the catalogs change on deployment. Two separate settings so tuning one never retunes the other.
 MEMORY_RESOURCE_CACHE_TTL_MS = env.int("MEMORY_RESOURCE_CACHE_TTL_MS", default=24 * 60 * 60 * 1000)
 MCP_CATALOG_CACHE_TTL_MS = env.int("MCP_CATALOG_CACHE_TTL_MS", default=60 * 60 * 1000)
+# One JSON access line per /mcp request (ids, MCP method, status, latency; never bodies).
+MCP_ACCESS_LOG = env.bool("MCP_ACCESS_LOG", default=True)
 MEMORY_READ_SCOPE = "memory:read"
 MEMORY_WRITE_SCOPE = "memory:write"
 # Requests to /mcp allowed per user (the token's user, all of its tokens together) and window;

@@ -248,3 +248,28 @@ async def test_token_check_failure_is_generic_and_logged(http, monkeypatch, capl
 async def test_other_paths_go_to_django(http, transactional_db):
     assert (await http.get("/admin/login/")).status_code == 200
     assert (await http.get("/mcp/")).status_code == 404  # no trailing-slash alias
+
+
+async def test_every_mcp_request_gets_one_access_line_without_content(http, seeded, caplog):
+    caplog.set_level(logging.INFO, logger="threengram.access")
+    uri = f"threengram://memory/{seeded.memory.id}"
+    headers, body = modern("resources/read", {"uri": uri}, name=uri, **auth_header(seeded.token))
+    response = await http.post("/mcp", headers=headers, content=body)
+    assert response.status_code == 200
+    lines = [r for r in caplog.records if r.name == "threengram.access"]
+    assert len(lines) == 1
+    line = lines[0]
+    assert line.request_id == response.headers["x-request-id"]
+    assert line.tenant_id == str(seeded.tenant.pk)
+    assert (line.method, line.mcp_method, line.status) == ("POST", "resources/read", 200)
+    assert line.latency_ms >= 0
+    assert seeded.memory.content not in caplog.text and seeded.token not in caplog.text
+
+
+async def test_refused_requests_are_logged_too(http, caplog):
+    caplog.set_level(logging.INFO, logger="threengram.access")
+    headers, body = modern("tools/list", **auth_header("not-a-token"))
+    response = await http.post("/mcp", headers=headers, content=body)
+    line = next(r for r in caplog.records if r.name == "threengram.access")
+    assert (response.status_code, line.status, line.tenant_id) == (401, 401, "-")
+    assert "not-a-token" not in caplog.text
