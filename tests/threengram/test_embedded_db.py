@@ -19,12 +19,13 @@ RUN = textwrap.dedent(
     with psycopg.connect(url, autocommit=True) as connection:
         connection.execute("CREATE TABLE IF NOT EXISTS runs (n int)")
         connection.execute("INSERT INTO runs VALUES (1)")
+        print(connection.execute("SHOW shared_buffers").fetchone()[0])
         print(connection.execute("SELECT count(*) FROM runs").fetchone()[0])
     """
 )
 
 
-def run_once(pgdata: Path) -> int:
+def run_once(pgdata: Path) -> tuple[int, str]:
     result = subprocess.run(
         [sys.executable, "-c", RUN, str(pgdata)],
         capture_output=True,
@@ -33,15 +34,17 @@ def run_once(pgdata: Path) -> int:
         cwd=Path(__file__).resolve().parents[2],
     )
     assert result.returncode == 0, result.stderr
-    return int(result.stdout.strip().splitlines()[-1])
+    *_, shared_buffers, count = result.stdout.strip().splitlines()
+    return int(count), shared_buffers
 
 
 def test_created_reused_and_stopped(tmp_path):
     pgdata = tmp_path / "pgdata"
-    assert run_once(pgdata) == 1
+    assert run_once(pgdata)[0] == 1
     assert (pgdata / "PG_VERSION").read_text().strip() == "18"
     assert not (pgdata / "postmaster.pid").exists(), "server still running after the process exit"
-    assert run_once(pgdata) == 2  # same data folder, data kept
+    # Same data folder, data kept; the memory setting written at the first start now applies.
+    assert run_once(pgdata) == (2, "1GB")
     assert not (pgdata / "postmaster.pid").exists()
 
 
