@@ -311,7 +311,8 @@ LOGGING = {
     },
     "handlers": {
         "console": {
-            "class": "logging.StreamHandler",
+            # stderr, written from a background thread (never blocks the event loop)
+            "()": "threengram.observability.BackgroundStreamHandler",
             "formatter": env.str("LOG_FORMAT", default="json"),
         }
     },

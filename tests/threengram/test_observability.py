@@ -48,3 +48,26 @@ def test_access_log_is_json_with_request_and_tenant_ids(client, tenant, caplog):
 @pytest.mark.parametrize("path", ["/health", "/ready", "/version"])
 def test_probes_are_plain_json(client, db, path):
     assert client.get(path)["Content-Type"] == "application/json"
+
+
+def test_background_handler_keeps_the_request_ids_of_the_logging_thread():
+    import io
+
+    from threengram.observability import BackgroundStreamHandler, request_id_var
+
+    handler = BackgroundStreamHandler()
+    stream = io.StringIO()
+    handler.target.setStream(stream)
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger("test.background")
+    logger.addHandler(handler)
+    token = request_id_var.set("req-1234abcd")
+    try:
+        logger.error("failed", exc_info=ValueError("boom"))
+    finally:
+        request_id_var.reset(token)
+        logger.removeHandler(handler)
+        handler.close()  # drains the queue
+    line = json.loads(stream.getvalue())
+    assert line["request_id"] == "req-1234abcd"
+    assert "ValueError: boom" in line["exception"]
