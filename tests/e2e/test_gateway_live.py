@@ -12,24 +12,9 @@ from django.conf import settings
 from mcp.shared.exceptions import MCPError
 
 from accounts.erasure import erase_account
-from tests.mcp_gateway.conftest import Recorder, mcp_client, run_sync
+from tests.mcp_gateway.conftest import IMMUTABLE_BODY_KEYS, Recorder, mcp_client, run_sync
 
 pytestmark = [pytest.mark.anyio, pytest.mark.live]
-
-BODY_KEYS = {
-    "id",
-    "content",
-    "contentLength",
-    "memoryType",
-    "topic",
-    "scope",
-    "project",
-    "recordedAt",
-}
-
-
-def uri_of(memory) -> str:
-    return f"threengram://memory/{memory.id}"
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -40,12 +25,12 @@ async def test_read_and_catalogs_on_both_wires(live_daphne, seeded, mode):
         listing = await c.list_resources()
         await c.list_tools()
         await c.list_prompts()
-        read = await c.read_resource(uri_of(seeded.memory))
+        read = await c.read_resource(seeded.memory.resource_uri)
         version = c.protocol_version
     assert [t.uri_template for t in templates.resource_templates] == ["threengram://memory/{id}"]
     assert listing.resources == []
     body = json.loads(read.contents[0].text)
-    assert set(body) == BODY_KEYS
+    assert set(body) == IMMUTABLE_BODY_KEYS
     assert body["id"] == str(seeded.memory.id)
     assert body["content"] == seeded.memory.content
     wire_read = recorder.results[-1]
@@ -67,11 +52,11 @@ async def test_read_and_catalogs_on_both_wires(live_daphne, seeded, mode):
 async def test_second_read_within_ttl_sends_no_request(live_daphne, seeded):
     recorder = Recorder()
     async with mcp_client(live_daphne.mcp_url, seeded.token, recorder=recorder) as c:
-        first = await c.read_resource(uri_of(seeded.memory))
+        first = await c.read_resource(seeded.memory.resource_uri)
         sent_after_first = list(recorder.methods)
-        second = await c.read_resource(uri_of(seeded.memory))
+        second = await c.read_resource(seeded.memory.resource_uri)
         sent_after_second = list(recorder.methods)
-        bypass = await c.read_resource(uri_of(seeded.memory), cache_mode="bypass")
+        bypass = await c.read_resource(seeded.memory.resource_uri, cache_mode="bypass")
     assert sent_after_first[-1] == "resources/read"
     assert sent_after_second == sent_after_first  # served from the client's cache
     assert recorder.methods[-1] == "resources/read"  # a bypass does go to the server
@@ -81,8 +66,8 @@ async def test_second_read_within_ttl_sends_no_request(live_daphne, seeded):
 async def test_legacy_client_does_not_cache(live_daphne, seeded):
     recorder = Recorder()
     async with mcp_client(live_daphne.mcp_url, seeded.token, mode="legacy", recorder=recorder) as c:
-        await c.read_resource(uri_of(seeded.memory))
-        await c.read_resource(uri_of(seeded.memory))
+        await c.read_resource(seeded.memory.resource_uri)
+        await c.read_resource(seeded.memory.resource_uri)
     assert len(recorder.methods) == 4  # initialize, initialized, read, read
 
 
@@ -90,7 +75,7 @@ async def test_legacy_client_does_not_cache(live_daphne, seeded):
 async def test_not_found_is_the_same_for_missing_foreign_and_malformed(live_daphne, seeded, mode):
     uris = [
         f"threengram://memory/{uuid.uuid4()}",
-        uri_of(seeded.foreign_memory),
+        seeded.foreign_memory.resource_uri,
         "threengram://memory/0000",
     ]
     errors = []
@@ -143,7 +128,7 @@ def raw_requests(uri: str) -> list[tuple[dict, dict]]:
 
 
 async def test_erased_account_gets_401_on_every_method(live_daphne, seeded):
-    uri = uri_of(seeded.memory)
+    uri = seeded.memory.resource_uri
     async with mcp_client(live_daphne.mcp_url, seeded.token) as c:
         await c.read_resource(uri)
     await run_sync(erase_account, user=seeded.tenant)
@@ -162,7 +147,7 @@ async def test_erased_account_gets_401_on_every_method(live_daphne, seeded):
                 await c.read_resource(uri)
     # The other tenant is unaffected.
     async with mcp_client(live_daphne.mcp_url, seeded.other_token) as c:
-        assert (await c.read_resource(uri_of(seeded.foreign_memory))).contents
+        assert (await c.read_resource(seeded.foreign_memory.resource_uri)).contents
 
 
 async def test_protected_resource_metadata_and_challenge(live_daphne):
@@ -179,7 +164,7 @@ async def test_protected_resource_metadata_and_challenge(live_daphne):
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_uvicorn_serves_the_same_application(live_uvicorn, seeded, mode):
     async with mcp_client(live_uvicorn.mcp_url, seeded.token, mode=mode) as c:
-        read = await c.read_resource(uri_of(seeded.memory))
+        read = await c.read_resource(seeded.memory.resource_uri)
         with pytest.raises(MCPError):
-            await c.read_resource(uri_of(seeded.foreign_memory))
+            await c.read_resource(seeded.foreign_memory.resource_uri)
     assert json.loads(read.contents[0].text)["id"] == str(seeded.memory.id)

@@ -248,3 +248,17 @@ def live_uvicorn(django_db_setup, django_db_blocker) -> Iterator[LiveServer]:
             yield server
         finally:
             stop_server(server)
+
+
+# The seed design's whitelist for the body of threengram://memory/{id}. Changing this set is a
+# design change (see mcp_gateway/resources.py), so both the in-process and the live tests pin it.
+IMMUTABLE_BODY_KEYS = {
+    "id",
+    "content",
+    "contentLength",
+    "memoryType",
+    "topic",
+    "scope",
+    "project",
+    "recordedAt",
+}

@@ -19,6 +19,7 @@ from memories import access
 from memories.access import MemoryRow
 from memories.services import archive_memory, revise_memory
 from tests.mcp_gateway.conftest import (
+    IMMUTABLE_BODY_KEYS,
     IN_PROCESS_URL,
     Recorder,
     asgi_transport,
@@ -28,28 +29,12 @@ from tests.mcp_gateway.conftest import (
 
 pytestmark = pytest.mark.anyio
 
-# The seed design's whitelist. Changing this set is a design change (see resources.py).
-IMMUTABLE_BODY_KEYS = {
-    "id",
-    "content",
-    "contentLength",
-    "memoryType",
-    "topic",
-    "scope",
-    "project",
-    "recordedAt",
-}
-
-
-def uri_of(memory) -> str:
-    return f"threengram://memory/{memory.id}"
-
 
 async def test_body_is_exactly_the_immutable_fields(asgi_app, seeded):
     async with mcp_client(IN_PROCESS_URL, seeded.token, transport=asgi_transport(asgi_app)) as c:
-        result = await c.read_resource(uri_of(seeded.memory))
+        result = await c.read_resource(seeded.memory.resource_uri)
     (content,) = result.contents
-    assert content.uri == uri_of(seeded.memory)
+    assert content.uri == seeded.memory.resource_uri
     assert content.mime_type == "application/json"
     body = json.loads(content.text)
     assert set(body) == IMMUTABLE_BODY_KEYS
@@ -101,7 +86,7 @@ async def test_read_carries_private_long_lived_hint(asgi_app, seeded):
         IN_PROCESS_URL, seeded.token, transport=transport, recorder=recorder
     ) as c:
         assert c.protocol_version == "2026-07-28"
-        result = await c.read_resource(uri_of(seeded.memory))
+        result = await c.read_resource(seeded.memory.resource_uri)
     assert result.ttl_ms == settings.MEMORY_RESOURCE_CACHE_TTL_MS == 24 * 3600 * 1000
     assert result.cache_scope == "private"
     wire = recorder.results[-1]
@@ -116,11 +101,11 @@ async def test_legacy_wire_gets_no_cache_fields(asgi_app, seeded):
         IN_PROCESS_URL, seeded.token, mode="legacy", transport=transport, recorder=recorder
     ) as c:
         assert c.protocol_version == "2025-11-25"
-        await c.read_resource(uri_of(seeded.memory))
+        await c.read_resource(seeded.memory.resource_uri)
         await c.list_resource_templates()
         await c.list_resources()
     read, templates, listing = recorder.results[-3:]
-    assert read["contents"][0]["uri"] == uri_of(seeded.memory)
+    assert read["contents"][0]["uri"] == seeded.memory.resource_uri
     assert templates["resourceTemplates"][0]["uriTemplate"] == "threengram://memory/{id}"
     assert listing == {"resources": []}
     for wire in (read, templates, listing):
@@ -131,14 +116,18 @@ async def test_superseded_and_archived_bodies_stay_byte_identical(asgi_app, seed
     memory = seeded.memory
     transport = asgi_transport(asgi_app)
     async with mcp_client(IN_PROCESS_URL, seeded.token, transport=transport) as c:
-        before = (await c.read_resource(uri_of(memory))).contents[0].text
+        before = (await c.read_resource(memory.resource_uri)).contents[0].text
         successor = await run_sync(
             revise_memory, owner=seeded.tenant, predecessor_id=memory.id, content="newer decision"
         )
-        superseded = (await c.read_resource(uri_of(memory), cache_mode="bypass")).contents[0].text
-        live = (await c.read_resource(uri_of(successor))).contents[0].text
+        superseded = (
+            (await c.read_resource(memory.resource_uri, cache_mode="bypass")).contents[0].text
+        )
+        live = (await c.read_resource(successor.resource_uri)).contents[0].text
         await run_sync(archive_memory, owner=seeded.tenant, memory_id=successor.id)
-        archived = (await c.read_resource(uri_of(successor), cache_mode="bypass")).contents[0].text
+        archived = (
+            (await c.read_resource(successor.resource_uri, cache_mode="bypass")).contents[0].text
+        )
     assert superseded == before
     assert archived == live
     assert json.loads(archived)["content"] == "newer decision"
@@ -184,7 +173,7 @@ async def test_missing_foreign_and_malformed_ids_are_indistinguishable(
     monkeypatch.setattr(access.asyncdb, "connection", spying_connection)
     uris = [
         f"threengram://memory/{uuid.uuid4()}",  # missing
-        uri_of(seeded.foreign_memory),  # another tenant's
+        seeded.foreign_memory.resource_uri,  # another tenant's
         "threengram://memory/not-a-uuid",  # malformed
     ]
     errors = []
@@ -225,7 +214,7 @@ async def test_read_scope_is_enforced_in_the_handler(seeded, principal):
     try:
         async with Client(build_server()) as c:
             with pytest.raises(MCPError) as caught:
-                await c.read_resource(uri_of(seeded.memory))
+                await c.read_resource(seeded.memory.resource_uri)
     finally:
         current_principal.reset(token)
     assert "content" not in str(caught.value.error)
@@ -239,7 +228,7 @@ async def test_read_with_read_scope_in_process(seeded):
     token = current_principal.set(principal)
     try:
         async with Client(build_server()) as c:
-            result = await c.read_resource(uri_of(seeded.memory))
+            result = await c.read_resource(seeded.memory.resource_uri)
     finally:
         current_principal.reset(token)
     assert json.loads(result.contents[0].text)["id"] == str(seeded.memory.id)
@@ -273,11 +262,11 @@ async def test_round_trips_per_read(asgi_app, seeded, monkeypatch, mode, fused):
         IN_PROCESS_URL, seeded.token, mode=mode, transport=asgi_transport(asgi_app)
     ) as c:
         monkeypatch.setattr(asyncdb, "connection", counting_connection)
-        result = await c.read_resource(uri_of(seeded.memory), cache_mode="bypass")
+        result = await c.read_resource(seeded.memory.resource_uri, cache_mode="bypass")
         read_statements = list(executed)
         # The router's prefetch is for this request only: a foreign id reads nothing.
         with pytest.raises(MCPError):
-            await c.read_resource(uri_of(seeded.foreign_memory))
+            await c.read_resource(seeded.foreign_memory.resource_uri)
     assert json.loads(result.contents[0].text)["id"] == str(seeded.memory.id)
     reads = [sql for sql in read_statements if "memories_memory" in sql]
     assert len(reads) == 1
