@@ -1,7 +1,8 @@
 """Browser tests: pytest-playwright driving Debian's Chromium against a live daphne process.
 
 - Chromium comes from Debian (`apt-get install chromium`), never from `playwright install`: the
-  session fixture below installs it when /usr/bin/chromium is missing (CI runs as root).
+  session fixture `chromium_executable` (tests/conftest.py) installs it when missing (CI runs
+  as root).
 - The server is a real daphne subprocess on a free port, using the pytest-django test database
   (the `transactional_db` data is committed, so the other process sees it). DEBUG=1 there, so
   the cookies work over plain http.
@@ -13,7 +14,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -27,7 +27,6 @@ from psycopg.conninfo import make_conninfo
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts" / "browser"
-CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -42,17 +41,6 @@ PHONE = {"width": 390, "height": 844}
 def pytest_collection_modifyitems(config, items):
     browser_dir = Path(__file__).parent
     items.sort(key=lambda item: Path(item.path).is_relative_to(browser_dir))
-
-
-@pytest.fixture(scope="session")
-def chromium_executable() -> str:
-    if not Path(CHROMIUM).exists():
-        if shutil.which("apt-get") is None:
-            pytest.fail(f"{CHROMIUM} is missing and apt-get is not available to install it")
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
-        subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=True, env=env)
-    return CHROMIUM
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,6 @@ the client (Content-Security-Policy `form-action` applies to that redirect)."""
 
 from __future__ import annotations
 
-import shutil
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
@@ -14,12 +13,9 @@ from django.shortcuts import resolve_url
 from tests.accounts.oauth_helpers import REDIRECT_URI, pkce_pair
 from tests.factories import PASSWORD, ApplicationFactory, UserFactory
 
-CHROMIUM = shutil.which("chromium")
-
 pytestmark = [
     pytest.mark.live,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed"),
 ]
 
 
@@ -37,14 +33,14 @@ def _authorization_url(base_url: str, application, challenge: str) -> str:
     return f"{base_url}/oauth/authorize/?{urlencode(params)}"
 
 
-def _consent(base_url: str, url: str, username: str, button: str) -> tuple[str, str]:
+def _consent(chromium: str, base_url: str, url: str, username: str, button: str) -> tuple[str, str]:
     """Log in, read the consent page, press `button`; return (consent text, client callback)."""
     from playwright.sync_api import sync_playwright
 
     callbacks: list[str] = []
     login_path = resolve_url(settings.LOGIN_URL)
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         page = browser.new_page()
         page.set_default_timeout(10_000)
         # The client's loopback listener: answer the callback like a native client would.
@@ -65,13 +61,13 @@ def _consent(base_url: str, url: str, username: str, button: str) -> tuple[str, 
     return text, callbacks[0]
 
 
-def test_allow_in_chromium_sends_the_code_to_the_client(oauth_server):
+def test_allow_in_chromium_sends_the_code_to_the_client(oauth_server, chromium_executable):
     application = ApplicationFactory(name="Claude Code", redirect_uris=REDIRECT_URI)
     user = UserFactory()
     _, challenge = pkce_pair()
     url = _authorization_url(oauth_server.url, application, challenge)
 
-    text, callback = _consent(oauth_server.url, url, user.username, "Allow")
+    text, callback = _consent(chromium_executable, oauth_server.url, url, user.username, "Allow")
 
     assert "Claude Code" in text
     assert "127.0.0.1" in text
@@ -82,13 +78,13 @@ def test_allow_in_chromium_sends_the_code_to_the_client(oauth_server):
     assert query["code"][0]
 
 
-def test_deny_in_chromium_sends_access_denied_to_the_client(oauth_server):
+def test_deny_in_chromium_sends_access_denied_to_the_client(oauth_server, chromium_executable):
     application = ApplicationFactory(redirect_uris=REDIRECT_URI)
     user = UserFactory()
     _, challenge = pkce_pair()
     url = _authorization_url(oauth_server.url, application, challenge)
 
-    _, callback = _consent(oauth_server.url, url, user.username, "Deny")
+    _, callback = _consent(chromium_executable, oauth_server.url, url, user.username, "Deny")
 
     query = parse_qs(urlsplit(callback).query)
     assert query["error"] == ["access_denied"]
