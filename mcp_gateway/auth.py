@@ -7,9 +7,12 @@ access control"). Nothing is cached between requests: a revoked token, or an era
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import hashlib
 import uuid
 from contextvars import ContextVar
+from dataclasses import dataclass
 
 import mcp_types as types
 from django.conf import settings
@@ -22,66 +25,134 @@ from memories import access
 from memories.access import MemoryRow
 from threengram import asyncdb
 
-# One statement per request: the token by its checksum (DOT 3 stores sha256(token) in the unique
-# `token_checksum` column and may blank the plaintext column, RFC 9700 token storage), unexpired,
-# of an active, non-erased user, and issued for this resource server: RFC 8707 §2 audience —
-# `resource` must name MCP_RESOURCE_URL. An empty `resource` means "unrestricted" to DOT; here it
-# fails closed (MCP authorization spec: servers MUST validate the token's intended audience).
-_TOKEN_FROM = (
-    f"FROM {get_access_token_model()._meta.db_table} t "
+# The token by its checksum (DOT 3 stores sha256(token) in the unique `token_checksum` column and
+# may blank the plaintext column, RFC 9700 token storage), unexpired, of an active, non-erased
+# user, and issued for this resource server: RFC 8707 §2 audience — `resource` must name
+# MCP_RESOURCE_URL. An empty `resource` means "unrestricted" to DOT; here it fails closed (MCP
+# authorization spec: servers MUST validate the token's intended audience).
+#
+# One statement checks the tokens of every request that reached this point in the same turn of
+# the event loop (`_TokenChecks`), each row of `q` being one request (`n`) and at most one memory
+# id it reads along: the access gate's own statement joined in with owner = that request's token
+# user, so a `resources/read` costs no second round trip (docs/performance.md). A request with
+# no row was refused; otherwise it has one row per memory found, or one row of NULL memory.
+_CHECK_SQL = (
+    "SELECT q.n, t.user_id, t.scope, a.client_id, gate.* "  # noqa: S608 (constants)
+    "FROM unnest(%s::int[], %s::text[], %s::uuid[]) AS q(n, checksum, memory_id) "
+    f"JOIN {get_access_token_model()._meta.db_table} t ON t.token_checksum = q.checksum "
     f"JOIN {get_user_model()._meta.db_table} u ON u.id = t.user_id "
     f"LEFT JOIN {get_application_model()._meta.db_table} a ON a.id = t.application_id "
-)
-_TOKEN_WHERE = (
-    "WHERE t.token_checksum = %s AND t.expires > now() "
-    "AND u.is_active AND u.erased_at IS NULL "
+    "LEFT JOIN LATERAL ("
+    + access.owned_memories_sql("t.user_id", ids="ARRAY[q.memory_id]")
+    + ") gate ON true "
+    "WHERE t.expires > now() AND u.is_active AND u.erased_at IS NULL "
     "AND t.resource @> jsonb_build_array(%s::text)"
 )
-_TOKEN_SQL = "SELECT t.user_id, t.scope, a.client_id " + _TOKEN_FROM + _TOKEN_WHERE
-# The same check with the access gate's own statement joined in, owner = the token's user: a
-# `resources/read` costs one round trip to PostgreSQL instead of two (docs/performance.md).
-# No row: the token is refused. Otherwise one row per memory found (or one row of NULLs).
-_TOKEN_AND_READ_SQL = (
-    "SELECT t.user_id, t.scope, a.client_id, gate.* "
-    + _TOKEN_FROM
-    + f"LEFT JOIN LATERAL ({access.owned_memories_sql('t.user_id')}) gate ON true "
-    + _TOKEN_WHERE
-)
+
+
+@dataclass(slots=True)
+class _Check:
+    checksum: str
+    memory_ids: list[uuid.UUID]
+    future: asyncio.Future[list[tuple]]
+
+
+class _TokenChecks:
+    """Coalesces the token checks of concurrent requests into one statement.
+
+    On this kind of machine a PostgreSQL round trip costs the sender far more CPU than the
+    lookup costs the server (waking the backend; docs/performance.md), so under load the checks
+    that arrive in the same turn of the event loop share one: each request still gets its own
+    verdict from its own token, in its own rows. A lone request waits for nothing but the end of
+    the current loop turn. Nothing is cached: every request is checked against the table."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pending: list[_Check] = []
+        self._running: set[asyncio.Task[None]] = set()
+
+    async def check(self, checksum: str, memory_ids: list[uuid.UUID]) -> list[tuple]:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:  # a new event loop (tests): nothing carries over
+            self._loop, self._pending = loop, []
+        if not self._pending:
+            # An empty context: the batch serves many requests, and belongs to none of them
+            # (their request ids must not tag its log records).
+            loop.call_soon(self._flush, context=contextvars.Context())
+        check = _Check(checksum, memory_ids, loop.create_future())
+        self._pending.append(check)
+        return await check.future
+
+    def _flush(self) -> None:
+        batch, self._pending = self._pending, []
+        task = asyncio.get_running_loop().create_task(self._run(batch))
+        self._running.add(task)  # the loop keeps only weak references to tasks
+        task.add_done_callback(self._running.discard)
+
+    async def _run(self, batch: list[_Check]) -> None:
+        numbers, checksums, memory_ids = [], [], []
+        for number, check in enumerate(batch):
+            for memory_id in check.memory_ids or [None]:
+                numbers.append(number)
+                checksums.append(check.checksum)
+                memory_ids.append(memory_id)
+        try:
+            async with asyncdb.connection() as conn:
+                cursor = await conn.execute(
+                    _CHECK_SQL, (numbers, checksums, memory_ids, settings.MCP_RESOURCE_URL)
+                )
+                rows = await cursor.fetchall()
+        except BaseException as exc:
+            # Every waiting request answers for itself (503 on an outage); none is left hanging.
+            for check in batch:
+                if not check.future.done():
+                    if isinstance(exc, asyncio.CancelledError):
+                        check.future.cancel()
+                    else:
+                        check.future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        results: list[list[tuple]] = [[] for _ in batch]
+        for row in rows:
+            results[row[0]].append(row[1:])
+        for check, result in zip(batch, results, strict=True):
+            if not check.future.done():  # a request cancelled meanwhile (client gone)
+                check.future.set_result(result)
+
+
+_token_checks = _TokenChecks()
 
 # Set by the router (mcp_gateway.asgi) for the duration of one request; read by the handlers.
 current_principal: ContextVar[Principal | None] = ContextVar("current_principal", default=None)
 
 
+def _checksum(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def _principal(row: tuple) -> Principal:
+    user_id, scope, client_id = row[:3]
+    return Principal(user_id=user_id, scopes=frozenset(scope.split()), client_id=client_id or "")
+
+
 async def authenticate(token: str) -> Principal | None:
     """The principal of a valid bearer token, or None (unknown, expired, revoked, wrong audience,
     inactive or erased user)."""
-    checksum = hashlib.sha256(token.encode("utf-8")).hexdigest()
-    async with asyncdb.connection() as conn:
-        cursor = await conn.execute(_TOKEN_SQL, (checksum, settings.MCP_RESOURCE_URL))
-        row = await cursor.fetchone()
-    if row is None:
-        return None
-    user_id, scope, client_id = row
-    return Principal(user_id=user_id, scopes=frozenset(scope.split()), client_id=client_id or "")
+    rows = await _token_checks.check(_checksum(token), [])
+    return _principal(rows[0]) if rows else None
 
 
 async def authenticate_and_read(
     token: str, ids: list[uuid.UUID]
 ) -> tuple[Principal | None, dict[uuid.UUID, MemoryRow]]:
     """`authenticate`, and the token owner's memories among `ids` read by the access gate's
-    statement, in one round trip. The memories are only for the same request's gate call
+    statement, in the same round trip. The memories are only for the same request's gate call
     (`access.prefetched_for_request`), and only once the token has been accepted."""
-    checksum = hashlib.sha256(token.encode("utf-8")).hexdigest()
-    async with asyncdb.connection() as conn:
-        cursor = await conn.execute(_TOKEN_AND_READ_SQL, (ids, checksum, settings.MCP_RESOURCE_URL))
-        rows = await cursor.fetchall()
+    rows = await _token_checks.check(_checksum(token), ids)
     if not rows:
         return None, {}
-    user_id, scope, client_id = rows[0][:3]
-    principal = Principal(
-        user_id=user_id, scopes=frozenset(scope.split()), client_id=client_id or ""
-    )
-    return principal, access.memories_from_rows([row[3:] for row in rows])
+    return _principal(rows[0]), access.memories_from_rows([row[3:] for row in rows])
 
 
 def require_principal(scope: str) -> Principal:

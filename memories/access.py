@@ -74,13 +74,13 @@ COLUMNS = (
 )
 
 
-def owned_memories_sql(owner: str) -> str:
+def owned_memories_sql(owner: str, ids: str = "%s") -> str:
     """The gate's statement; `owner` is the SQL for the owner's id (a placeholder, or a column
-    of a verified token). Its one parameter is the id array. The owner is part of the WHERE
-    clause, so a foreign id is exactly as absent as a missing one."""
+    of a verified token), `ids` the SQL for the id array (a placeholder by default). The owner
+    is part of the WHERE clause, so a foreign id is exactly as absent as a missing one."""
     return (
         f"SELECT {', '.join(COLUMNS)} FROM {Memory._meta.db_table} "  # noqa: S608 (constants)
-        f"WHERE owner_id = {owner} AND id = ANY(%s)"
+        f"WHERE owner_id = {owner} AND id = ANY({ids})"
     )
 
 

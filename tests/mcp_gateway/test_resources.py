@@ -159,8 +159,12 @@ async def test_missing_foreign_and_malformed_ids_are_indistinguishable(
             self.conn = conn
 
         async def execute(self, sql, params):
-            if "memories_memory" in sql:  # the gate's read (the token check shares the pool)
-                statements.append((sql, tuple(type(p).__name__ for p in params), len(params[1])))
+            # The gate's statement: alone, or inside a token check that reads a memory along.
+            if "accesstoken" not in sql or any(params[2]):
+                shape = tuple(
+                    (type(p).__name__, len(p) if isinstance(p, list) else 0) for p in params
+                )
+                statements.append((sql, shape))
             return await self.conn.execute(sql, params)
 
     from contextlib import asynccontextmanager
@@ -180,13 +184,17 @@ async def test_missing_foreign_and_malformed_ids_are_indistinguishable(
     async with mcp_client(
         IN_PROCESS_URL, seeded.token, mode=mode, transport=asgi_transport(asgi_app)
     ) as c:
+        statements.clear()  # the client's discovery or handshake: a token check of its own
         for uri in uris:
             with pytest.raises(MCPError) as caught:
                 await c.read_resource(uri)
             errors.append(caught.value.error)
     assert {(e.code, e.message) for e in errors} == {(-32602, "Resource not found")}
     assert [e.data for e in errors] == [{"uri": uri} for uri in uris]
+    # The same statement, with parameters of the same shapes, reads for each of the three: the
+    # fused token check on the 2026 wire, the gate's own statement on the legacy wire.
     assert len(statements) == 3 and len(set(statements)) == 1
+    assert ("accesstoken" in statements[0][0]) is (mode == "auto")
 
 
 async def test_foreign_scheme_and_shapes_are_invalid_params(asgi_app, seeded):
@@ -252,7 +260,7 @@ async def test_round_trips_per_read(asgi_app, seeded, monkeypatch, mode, fused):
             original = conn.execute
 
             async def execute(sql, params=None):
-                executed.append(sql)
+                executed.append((sql, params))
                 return await original(sql, params)
 
             conn.execute = execute
@@ -268,8 +276,11 @@ async def test_round_trips_per_read(asgi_app, seeded, monkeypatch, mode, fused):
         with pytest.raises(MCPError):
             await c.read_resource(seeded.foreign_memory.resource_uri)
     assert json.loads(result.contents[0].text)["id"] == str(seeded.memory.id)
-    reads = [sql for sql in read_statements if "memories_memory" in sql]
-    assert len(reads) == 1
-    assert ("accesstoken" in reads[0]) is fused
+    assert "accesstoken" in read_statements[0][0]  # the token check comes first, always
+    checks = [params for sql, params in read_statements if "accesstoken" in sql]
+    gate_reads = [params for sql, params in read_statements if "accesstoken" not in sql]
+    read_along = [memory_ids for _n, _checksums, memory_ids, _audience in checks if any(memory_ids)]
     if fused:
-        assert len(read_statements) == 1
+        assert read_along == [[seeded.memory.id]] and gate_reads == []
+    else:
+        assert read_along == [] and gate_reads == [(seeded.tenant.pk, [seeded.memory.id])]
