@@ -213,9 +213,7 @@ class GatewayRouter:
         if scheme.lower() != "bearer" or not token:
             await self._deny(receive, send, 401, None, "Authentication required")
             return
-        # With row-level security the token check cannot read memories in the same statement
-        # (the tenant is only known from its result): two round trips then.
-        read_ids = None if tenancy.enabled() else self._resource_read_ids(scope)
+        read_ids = self._resource_read_ids(scope)
         memories: dict = {}
         try:
             if read_ids is None:

@@ -15,6 +15,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 
 import mcp_types as types
+import psycopg
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from mcp.shared.exceptions import MCPError
@@ -23,7 +24,7 @@ from oauth2_provider.models import get_access_token_model, get_application_model
 from mcp_gateway.principal import Principal
 from memories import access
 from memories.access import MemoryRow
-from threengram import asyncdb
+from threengram import asyncdb, tenancy
 
 # The token by its checksum (DOT 3 stores sha256(token) in the unique `token_checksum` column and
 # may blank the plaintext column, RFC 9700 token storage), unexpired, of an active, non-erased
@@ -31,6 +32,15 @@ from threengram import asyncdb
 # MCP_RESOURCE_URL. An empty `resource` means "unrestricted" to DOT; here it fails closed (MCP
 # authorization spec: servers MUST validate the token's intended audience).
 #
+_TOKEN_TABLES = (
+    f"{get_access_token_model()._meta.db_table} t "
+    f"JOIN {get_user_model()._meta.db_table} u ON u.id = t.user_id "
+)
+_VALID_TOKEN = (
+    "t.expires > now() AND u.is_active AND u.erased_at IS NULL "
+    "AND t.resource @> jsonb_build_array(%s::text)"
+)
+
 # One statement checks the tokens of every request that reached this point in the same turn of
 # the event loop (`_TokenChecks`), each row of `q` being one request (`n`) and at most one memory
 # id it reads along: the access gate's own statement joined in with owner = that request's token
@@ -39,14 +49,21 @@ from threengram import asyncdb
 _CHECK_SQL = (
     "SELECT q.n, t.user_id, t.scope, a.client_id, gate.* "  # noqa: S608 (constants)
     "FROM unnest(%s::int[], %s::text[], %s::uuid[]) AS q(n, checksum, memory_id) "
-    f"JOIN {get_access_token_model()._meta.db_table} t ON t.token_checksum = q.checksum "
-    f"JOIN {get_user_model()._meta.db_table} u ON u.id = t.user_id "
+    f"JOIN {_TOKEN_TABLES} ON t.token_checksum = q.checksum "
     f"LEFT JOIN {get_application_model()._meta.db_table} a ON a.id = t.application_id "
     "LEFT JOIN LATERAL ("
     + access.owned_memories_sql("t.user_id", ids="ARRAY[q.memory_id]")
-    + ") gate ON true "
-    "WHERE t.expires > now() AND u.is_active AND u.erased_at IS NULL "
-    "AND t.resource @> jsonb_build_array(%s::text)"
+    + f") gate ON true WHERE {_VALID_TOKEN}"
+)
+# With row-level security (threengram/tenancy.py) one statement cannot read for several tenants:
+# each request's check runs after this one, which sets the tenant from the same token, inside
+# PostgreSQL (no verified token: no tenant, no rows). A request's pair, and the whole batch, go
+# out in one pipeline: one implicit transaction, so each `set_config(..., true)` holds for the
+# statement after it and nothing outlives the batch; still one round trip.
+_SET_TENANT_FROM_TOKEN_SQL = (
+    "SELECT set_config('threengram.tenant_id', coalesce(("  # noqa: S608 (constants)
+    f"SELECT t.user_id::text FROM {_TOKEN_TABLES} "
+    f"WHERE t.token_checksum = %s AND {_VALID_TOKEN}), ''), true)"
 )
 
 
@@ -90,18 +107,14 @@ class _TokenChecks:
         task.add_done_callback(self._running.discard)
 
     async def _run(self, batch: list[_Check]) -> None:
-        numbers, checksums, memory_ids = [], [], []
-        for number, check in enumerate(batch):
-            for memory_id in check.memory_ids or [None]:
-                numbers.append(number)
-                checksums.append(check.checksum)
-                memory_ids.append(memory_id)
+        audience = settings.MCP_RESOURCE_URL
         try:
             async with asyncdb.connection() as conn:
-                cursor = await conn.execute(
-                    _CHECK_SQL, (numbers, checksums, memory_ids, settings.MCP_RESOURCE_URL)
-                )
-                rows = await cursor.fetchall()
+                if tenancy.enabled():
+                    rows = await self._check_each_as_its_tenant(conn, batch, audience)
+                else:
+                    cursor = await conn.execute(_CHECK_SQL, (*self._arrays(batch), audience))
+                    rows = await cursor.fetchall()
         except BaseException as exc:
             # Every waiting request answers for itself (503 on an outage); none is left hanging.
             for check in batch:
@@ -119,6 +132,29 @@ class _TokenChecks:
         for check, result in zip(batch, results, strict=True):
             if not check.future.done():  # a request cancelled meanwhile (client gone)
                 check.future.set_result(result)
+
+    @staticmethod
+    def _arrays(batch: list[_Check], first: int = 0) -> tuple[list, list, list]:
+        """`q` of _CHECK_SQL: request numbers, checksums and memory ids, one row per id."""
+        numbers, checksums, memory_ids = [], [], []
+        for number, check in enumerate(batch, start=first):
+            for memory_id in check.memory_ids or [None]:
+                numbers.append(number)
+                checksums.append(check.checksum)
+                memory_ids.append(memory_id)
+        return numbers, checksums, memory_ids
+
+    async def _check_each_as_its_tenant(
+        self, conn: psycopg.AsyncConnection, batch: list[_Check], audience: str
+    ) -> list[tuple]:
+        async with conn.pipeline():
+            cursors = []
+            for number, check in enumerate(batch):
+                await conn.execute(_SET_TENANT_FROM_TOKEN_SQL, (check.checksum, audience))
+                arrays = self._arrays([check], first=number)
+                cursors.append(await conn.execute(_CHECK_SQL, (*arrays, audience)))
+            # The first fetch syncs the pipeline: every statement is sent by then.
+            return [row for cursor in cursors for row in await cursor.fetchall()]
 
 
 _token_checks = _TokenChecks()

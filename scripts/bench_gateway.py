@@ -219,7 +219,12 @@ def main() -> int:
     python = sys.executable
     commands = {
         "uvicorn": [python, "-m", "uvicorn", "--host", "127.0.0.1", "--port", "{port}",
-                    "--log-level", "warning", "--no-access-log"],
+                    "--log-level", "warning", "--no-access-log", "--loop", "asyncio",
+                    "--http", "h11"],
+        # uvicorn's C parts (`uvicorn[standard]`): uvloop's event loop, httptools' HTTP parser.
+        "uvicorn-uvloop": [python, "-m", "uvicorn", "--host", "127.0.0.1", "--port", "{port}",
+                           "--log-level", "warning", "--no-access-log", "--loop", "uvloop",
+                           "--http", "httptools"],
         "daphne": [python, "-m", "daphne", "-b", "127.0.0.1", "-p", "{port}", "-v", "0"],
     }  # fmt: skip
     cases = []
@@ -236,7 +241,7 @@ def main() -> int:
             )
             minimal = start(
                 f"minimal-{kind}",
-                [*commands[kind], "minimal_server:" + ("app" if kind == "uvicorn" else "lazy_app")],
+                [*commands[kind], "minimal_server:" + ("lazy_app" if kind == "daphne" else "app")],
                 {**os.environ, "PYTHONPATH": str(BENCH)},
                 BENCH,
                 logs,

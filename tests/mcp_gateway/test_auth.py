@@ -1,5 +1,6 @@
-"""The bearer-token check (mcp_gateway.auth): concurrent requests share one statement, and each
-still gets the verdict of its own token and only its own tenant's memories."""
+"""The bearer-token check (mcp_gateway.auth): concurrent requests share one round trip, and each
+still gets the verdict of its own token and only its own tenant's memories — as the owner role,
+and as the application role under row-level security (threengram/tenancy.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import uuid
 from contextlib import asynccontextmanager
 
 import pytest
+from django.test import override_settings
 from django.utils import timezone
 
 from mcp_gateway import auth
 from memories.access import NIL_ID
 from tests.factories import UserFactory
 from tests.mcp_gateway.conftest import make_token, run_sync
+from threengram import tenancy
 
 pytestmark = pytest.mark.anyio
 
@@ -40,8 +43,32 @@ def statements(monkeypatch) -> list[tuple[str, tuple]]:
     return sent
 
 
-async def test_concurrent_checks_share_one_statement_and_keep_their_own_verdicts(
-    seeded, statements
+@pytest.fixture(params=["owner role", "app role under RLS"])
+def database_role(request, seeded) -> str:
+    """The role the gateway's connections act as (after `seeded` wrote its rows as the owner)."""
+    role = tenancy.APP_ROLE if request.param == "app role under RLS" else ""
+    with override_settings(DATABASE_APP_ROLE=role):
+        yield role
+
+
+@pytest.fixture
+def connections_opened(monkeypatch) -> list[int]:
+    """How many connections (round trips, here) the token check used."""
+    opened: list[int] = []
+    real_connection = auth.asyncdb.connection
+
+    @asynccontextmanager
+    async def counting_connection():
+        opened.append(1)
+        async with real_connection() as conn:
+            yield conn
+
+    monkeypatch.setattr(auth.asyncdb, "connection", counting_connection)
+    return opened
+
+
+async def test_concurrent_checks_share_one_round_trip_and_keep_their_own_verdicts(
+    seeded, database_role, connections_opened
 ):
     expired = await run_sync(
         lambda: make_token(UserFactory(), expires=timezone.now() - timezone.timedelta(seconds=1))
@@ -57,13 +84,39 @@ async def test_concurrent_checks_share_one_statement_and_keep_their_own_verdicts
         auth.authenticate("not-a-real-token"),
     )
 
-    assert len(statements) == 1
+    assert len(connections_opened) == 1
     assert mine.user_id == seeded.tenant.pk and set(mine_rows) == {seeded.memory.id}
     assert mine_rows[seeded.memory.id].content == seeded.memory.content
     assert cross.user_id == seeded.other_tenant.pk and cross_rows == {}
     assert refused == (None, {})
     assert lone.user_id == seeded.other_tenant.pk
     assert unknown is None
+
+
+async def test_under_rls_the_check_reads_nothing_without_its_tenant(seeded):
+    """The second wall is really up: the fused statement alone, as the application role with no
+    tenant set, still accepts the token but reads none of its owner's memories."""
+    with override_settings(DATABASE_APP_ROLE=tenancy.APP_ROLE):
+        async with auth.asyncdb.connection() as conn:
+            arrays = auth._TokenChecks._arrays(
+                [auth._Check(auth._checksum(seeded.token), [seeded.memory.id], None)]
+            )
+            cursor = await conn.execute(auth._CHECK_SQL, (*arrays, auth.settings.MCP_RESOURCE_URL))
+            rows = await cursor.fetchall()
+    ((_n, user_id, *_token, memory_id),) = [row[:5] for row in rows]
+    assert user_id == seeded.tenant.pk and memory_id is None
+
+
+async def test_concurrent_checks_share_one_statement(seeded, statements):
+    """As the owner role (no RLS), the whole batch is a single statement."""
+    await asyncio.gather(
+        auth.authenticate_and_read(seeded.token, [seeded.memory.id]),
+        auth.authenticate_and_read(seeded.other_token, [seeded.foreign_memory.id]),
+        auth.authenticate(seeded.token),
+    )
+    ((_sql, (numbers, _checksums, memory_ids, _audience)),) = statements
+    assert numbers == [0, 1, 2]
+    assert memory_ids == [seeded.memory.id, seeded.foreign_memory.id, None]
 
 
 async def test_missing_foreign_and_malformed_ids_look_alike_in_a_batch(seeded, statements):
