@@ -28,6 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "threengram.settings")
+# The domain services are called directly, for no tenant: as the owner, past row-level security.
+os.environ.setdefault("DATABASE_APP_ROLE", "")
 os.environ.setdefault("DEBUG", "1")
 BENCH_DB = "threengram_bench"
 

@@ -132,11 +132,11 @@ if not DATABASE_URL:
 
     DATABASE_URL = start_embedded_postgres()
 DATABASES = {"default": _database_from_url(DATABASE_URL)}
-# Row-level security (threengram/tenancy.py): the role the server processes act as, subject to
-# the tenant policies of migration memories/0007. "" (the default) = connect as the configured
-# user, i.e. the owner, whom the policies do not bind. "threengram_app" turns the second wall on.
-# Run `manage.py migrate` and benchmark seeding without it (they need the owner).
-DATABASE_APP_ROLE = env.str("DATABASE_APP_ROLE", default="")
+# Row-level security (threengram/tenancy.py): the role every connection acts as, subject to the
+# tenant policies of migration memories/0007 — the second wall of tenant isolation, on by
+# default (fail closed). "" = act as the configured user, i.e. the owner, whom the policies do
+# not bind: only for operators' scripts. `manage.py migrate` always runs as the owner.
+DATABASE_APP_ROLE = env.str("DATABASE_APP_ROLE", default="threengram_app")
 # Native asyncio connections for the MCP hot path (threengram/asyncdb.py), per server process.
 # 0 = no pool, a connection per use (the test settings).
 ASYNC_DATABASE_POOL_MIN = env.int("ASYNC_DATABASE_POOL_MIN", default=2)

@@ -4,9 +4,9 @@ The first wall is the application: every query filters on the verified principal
 PostgreSQL itself: the tenant tables (memories_memory, memories_thread,
 memories_threadmembership) carry a policy that shows and accepts only the rows of the tenant
 named by the `threengram.tenant_id` setting, and nothing when it is unset (fail closed). It
-binds only a role subject to it: with `DATABASE_APP_ROLE` set (the role `threengram_app` that
-migration memories/0007 creates: no superuser, not the owner, no BYPASSRLS, no DELETE or
-TRUNCATE on memories_memory), every connection of a server process switches to that role
+binds only a role subject to it: with `DATABASE_APP_ROLE` set (by default, to the role
+`threengram_app` that migration memories/0007 creates: no superuser, not the owner, no
+BYPASSRLS, no DELETE or TRUNCATE on memories_memory), every connection switches to that role
 (`SET ROLE`), the ORM's through `enter_app_role` below, the gateway's async pool through
 `threengram.asyncdb`.
 
@@ -18,10 +18,10 @@ statement an execute wrapper makes the connection's `threengram.tenant_id` equal
 one has committed it, so a rolled-back change can never leave a stale tenant in force). The
 gateway's own statements set it transaction-locally (`set_config(..., true)`).
 
-The one path past the wall, `all_tenants()`, is explicit and narrow: `SET LOCAL ROLE NONE` in a
-transaction, i.e. the session's own (owner) role until that transaction ends. It is used by the
-staff admin. Migrations and the benchmarks' seeding run as the owner: run them without
-DATABASE_APP_ROLE.
+The paths past the wall are explicit and narrow: `all_tenants()`, `SET LOCAL ROLE NONE` in a
+transaction, i.e. the session's own (owner) role until that transaction ends, used by the staff
+admin; and `as_owner()`, used by `manage.py migrate` (schema changes need the owner). The
+benchmarks seed their corpora as the owner.
 """
 
 from __future__ import annotations
@@ -43,10 +43,26 @@ TENANT_SETTING = "threengram.tenant_id"
 SET_TENANT_SQL = "SELECT set_config('threengram.tenant_id', %s, %s)"
 
 current_tenant: ContextVar[int | None] = ContextVar("current_tenant", default=None)
+_as_owner: ContextVar[bool] = ContextVar("as_owner", default=False)
 
 
 def enabled() -> bool:
-    return bool(settings.DATABASE_APP_ROLE)
+    return bool(settings.DATABASE_APP_ROLE) and not _as_owner.get()
+
+
+@contextmanager
+def as_owner() -> Iterator[None]:
+    """ORM connections opened in this block act as the configured (owner) role, past row-level
+    security: for schema changes (`manage.py migrate`, memories/management/commands/migrate.py),
+    which the application role may not make. Open connections are closed on the way in and out,
+    so none carries the wrong role across the boundary."""
+    connections.close_all()
+    token = _as_owner.set(True)
+    try:
+        yield
+    finally:
+        connections.close_all()
+        _as_owner.reset(token)
 
 
 def tenant_text(tenant: int | None) -> str:
@@ -98,7 +114,7 @@ def enter_app_role(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) 
     if connection.alias == NO_DB_ALIAS or connection.vendor != "postgresql":
         return
     session = connection.connection
-    role = settings.DATABASE_APP_ROLE
+    role = settings.DATABASE_APP_ROLE if enabled() else ""
     if getattr(session, "threengram_role", "") != role:
         with session.cursor() as cursor:
             cursor.execute(f'SET ROLE "{role}"' if role else "RESET ROLE")

@@ -15,3 +15,8 @@ WHITENOISE_AUTOREFRESH = True
 
 # Each async test runs on its own event loop: no pooled connection may outlive it.
 ASYNC_DATABASE_POOL_MAX = 0
+
+# In-process tests write their fixtures as the owner (factories act for no tenant); the live
+# server processes of the end-to-end and browser tests run as the application role, as in
+# production, and tests/memories/test_row_level_security.py switches it on where it tests it.
+DATABASE_APP_ROLE = os.environ.get("DATABASE_APP_ROLE", "")

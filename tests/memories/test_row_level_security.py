@@ -229,3 +229,24 @@ async def test_the_gateway_pool_acts_for_one_statement_only(two_tenants, anyio_b
                 assert (await cursor.fetchone())[0] == ROLE
         finally:
             await asyncdb.close()
+
+
+def _current_user() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_user")
+        return cursor.fetchone()[0]
+
+
+def test_migrate_runs_as_the_owner_while_the_app_role_is_configured(orm_as_app_role, monkeypatch):
+    """Schema changes need the owner; the server's role is back once `migrate` is done."""
+    from django.core.management import call_command
+    from django.core.management.commands.migrate import Command as DjangoMigrateCommand
+
+    seen: list[str] = []
+    monkeypatch.setattr(
+        DjangoMigrateCommand, "handle", lambda self, *args, **options: seen.append(_current_user())
+    )
+    assert _current_user() == ROLE
+    call_command("migrate", verbosity=0)
+    assert seen and seen[0] != ROLE
+    assert _current_user() == ROLE

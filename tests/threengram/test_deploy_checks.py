@@ -1,11 +1,16 @@
 """`manage.py check --deploy` is clean with DEBUG off and the documented production variables,
-and refuses to start without a SECRET_KEY."""
+refuses to start without a SECRET_KEY, and production connections act as the row-level-security
+role unless told otherwise."""
 
 import os
 import secrets
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from tests.mcp_gateway.conftest import subprocess_database_url
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -14,7 +19,14 @@ def manage(*args: str, **env: str) -> subprocess.CompletedProcess:
     environment = {
         key: value
         for key, value in os.environ.items()
-        if key not in ("DEBUG", "SECRET_KEY", "SECURE_SSL_REDIRECT", "DJANGO_SETTINGS_MODULE")
+        if key
+        not in (
+            "DEBUG",
+            "SECRET_KEY",
+            "SECURE_SSL_REDIRECT",
+            "DJANGO_SETTINGS_MODULE",
+            "DATABASE_APP_ROLE",
+        )
     }
     environment.update(THREENGRAM_ENV_FILE="", DJANGO_SETTINGS_MODULE="threengram.settings", **env)
     return subprocess.run(
@@ -52,3 +64,22 @@ def test_production_refuses_to_start_without_a_secret_key():
     result = manage("check", **{**PRODUCTION, "SECRET_KEY": ""})
     assert result.returncode != 0
     assert "SECRET_KEY must be set when DEBUG is off" in result.stderr
+
+
+CURRENT_USER = (
+    "from django.db import connection\n"
+    "with connection.cursor() as cursor:\n"
+    "    cursor.execute('SELECT current_user')\n"
+    "    print('acting as', cursor.fetchone()[0])"
+)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_production_connections_act_as_the_row_level_security_role_by_default():
+    url = subprocess_database_url()
+    result = manage("shell", "-c", CURRENT_USER, DATABASE_URL=url, **PRODUCTION)
+    assert "acting as threengram_app" in result.stdout, result.stdout + result.stderr
+    opted_out = manage(
+        "shell", "-c", CURRENT_USER, DATABASE_URL=url, DATABASE_APP_ROLE="", **PRODUCTION
+    )
+    assert "acting as threengram_app" not in opted_out.stdout
