@@ -18,12 +18,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from contextvars import ContextVar
 from dataclasses import dataclass
 
 import psycopg
 from django.db import InterfaceError, OperationalError, connections
+from django.http import HttpRequest, HttpResponse
+from django.template.loader import render_to_string
+from django.views import defaults
 
 from threengram import asyncdb
 
@@ -88,3 +92,14 @@ async def _check_pools() -> None:
             await asyncio.to_thread(pool.check)
     except Exception as exc:  # a check that fails now is retried on the next failure
         logger.warning("database pool check failed: %s", type(exc).__name__)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """The site's handler500. A page that failed because the database cannot answer now gets the
+    same retryable answer as /mcp: 503 with `Retry-After` (RFC 9110 §15.6.4) and a page saying
+    so, rendered without touching the database. Anything else is Django's plain 500."""
+    if is_unavailable(sys.exc_info()[1]):
+        response = HttpResponse(render_to_string("503.html"), status=503)
+        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        return response
+    return defaults.server_error(request)

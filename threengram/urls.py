@@ -12,3 +12,6 @@ urlpatterns = [
     # OAuth 2.1 authorization server for MCP clients (RFC 8414 metadata at the root).
     path("", include("accounts.oauth_urls")),
 ]
+
+# A database outage is a 503 + Retry-After page, not a 500 (threengram/dbfaults.py).
+handler500 = "threengram.dbfaults.server_error"
