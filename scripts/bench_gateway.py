@@ -9,12 +9,14 @@ Needs `wrk` (Debian: apt-get install -y wrk). Uses its own database, `threengram
 on the embedded PostgreSQL (or on the server of DATABASE_URL), seeded once with INSERT ... SELECT
 generate_series and reused afterwards. Every server runs one process on 127.0.0.1; rounds are
 interleaved so that the machine's drift hits every case alike; ratios are taken within a round.
-Cases, each on uvicorn (h11/asyncio, as installed) and daphne (the README's server):
+Servers (--servers): uvicorn-uvloop (uvicorn with uvloop and httptools, what it picks by default
+here), uvicorn (pure-Python asyncio + h11) and daphne (the README's server). Cases on each:
   minimal-read      the SDK minimal server, resources/read           (the baseline)
-  gateway-read      the gateway, resources/read: token check + gate   (the figure)
+  gateway-read      the gateway, resources/read: token check + gate, acting as the table owner
+  gateway-read-rls  the same with row-level security (DATABASE_APP_ROLE=threengram_app, the
+                    settings default since 2026-12-02)
   gateway-catalog   the gateway, resources/templates/list: token check only (a step)
-  gateway-read-rls  gateway-read with row-level security on (DATABASE_APP_ROLE=threengram_app)
-plus both reads on the legacy 2025-11-25 wire. Prints a Markdown table for docs/performance.md.
+plus the reads on the legacy 2025-11-25 wire. Prints Markdown tables for docs/performance.md.
 """
 
 from __future__ import annotations
@@ -208,7 +210,7 @@ def main() -> int:
     parser.add_argument("--duration", type=int, default=8, help="seconds per measured run")
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--servers", default="uvicorn,daphne")
+    parser.add_argument("--servers", default="uvicorn-uvloop,uvicorn,daphne")
     args = parser.parse_args()
     if not shutil.which("wrk"):
         sys.exit("wrk not found: apt-get install -y wrk")
@@ -296,38 +298,27 @@ def main() -> int:
             f"{max(rps):.0f}) | {statistics.median(r['p50'] for r in runs):.1f} | "
             f"{statistics.median(r['p99'] for r in runs):.1f} ({max(r['p99'] for r in runs):.1f}) |"
         )
-    print("\n| ratio gateway-read / minimal-read, per round | median (min-max) |")
-    print("|---|---|")
-    for kind in args.servers.split(","):
-        for wire in ("2026", "2025"):
-            ratios = [
-                g["rps"] / m["rps"]
-                for g, m in zip(
-                    results[f"gateway-read {kind} {wire}"],
-                    results[f"minimal-read {kind} {wire}"],
-                    strict=True,
+    for numerator, denominator in (
+        ("gateway-read", "minimal-read"),
+        ("gateway-read-rls", "minimal-read"),
+        ("gateway-read-rls", "gateway-read"),
+    ):
+        print(f"\n| ratio {numerator} / {denominator}, per round | median (min-max) |")
+        print("|---|---|")
+        for kind in args.servers.split(","):
+            for wire in ("2026", "2025"):
+                ratios = [
+                    n["rps"] / d["rps"]
+                    for n, d in zip(
+                        results[f"{numerator} {kind} {wire}"],
+                        results[f"{denominator} {kind} {wire}"],
+                        strict=True,
+                    )
+                ]
+                print(
+                    f"| {kind}, {wire} wire | {statistics.median(ratios):.2f} "
+                    f"({min(ratios):.2f}-{max(ratios):.2f}) |"
                 )
-            ]
-            print(
-                f"| {kind}, {wire} wire | {statistics.median(ratios):.2f} "
-                f"({min(ratios):.2f}-{max(ratios):.2f}) |"
-            )
-    print("\n| ratio gateway-read-rls / gateway-read, per round | median (min-max) |")
-    print("|---|---|")
-    for kind in args.servers.split(","):
-        for wire in ("2026", "2025"):
-            ratios = [
-                r["rps"] / g["rps"]
-                for r, g in zip(
-                    results[f"gateway-read-rls {kind} {wire}"],
-                    results[f"gateway-read {kind} {wire}"],
-                    strict=True,
-                )
-            ]
-            print(
-                f"| {kind}, {wire} wire | {statistics.median(ratios):.2f} "
-                f"({min(ratios):.2f}-{max(ratios):.2f}) |"
-            )
     return 0
 
 

@@ -75,6 +75,28 @@ def seeded(transactional_db) -> Seeded:
     )
 
 
+@pytest.fixture
+def sent_statements(monkeypatch) -> list[tuple[str, object]]:
+    """Every (sql, params) the gateway's native connections (threengram.asyncdb) send."""
+    sent: list[tuple[str, object]] = []
+    real_connection = asyncdb.connection
+
+    @asynccontextmanager
+    async def recording_connection():
+        async with real_connection() as conn:
+            original = conn.execute
+
+            async def execute(sql, params=None):
+                sent.append((sql, params))
+                return await original(sql, params)
+
+            conn.execute = execute
+            yield conn
+
+    monkeypatch.setattr(asyncdb, "connection", recording_connection)
+    return sent
+
+
 @dataclass
 class Recorder:
     """Records the Mcp-Method header (or "-") of every HTTP request a client sends, and the

@@ -21,28 +21,6 @@ from threengram import tenancy
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def statements(monkeypatch) -> list[tuple[str, tuple]]:
-    """Every statement the token check sends to PostgreSQL."""
-    sent: list[tuple[str, tuple]] = []
-    real_connection = auth.asyncdb.connection
-
-    @asynccontextmanager
-    async def recording_connection():
-        async with real_connection() as conn:
-            original = conn.execute
-
-            async def execute(sql, params=None):
-                sent.append((sql, params))
-                return await original(sql, params)
-
-            conn.execute = execute
-            yield conn
-
-    monkeypatch.setattr(auth.asyncdb, "connection", recording_connection)
-    return sent
-
-
 @pytest.fixture(params=["owner role", "app role under RLS"])
 def database_role(request, seeded) -> str:
     """The role the gateway's connections act as (after `seeded` wrote its rows as the owner)."""
@@ -107,19 +85,19 @@ async def test_under_rls_the_check_reads_nothing_without_its_tenant(seeded):
     assert user_id == seeded.tenant.pk and memory_id is None
 
 
-async def test_concurrent_checks_share_one_statement(seeded, statements):
+async def test_concurrent_checks_share_one_statement(seeded, sent_statements):
     """As the owner role (no RLS), the whole batch is a single statement."""
     await asyncio.gather(
         auth.authenticate_and_read(seeded.token, [seeded.memory.id]),
         auth.authenticate_and_read(seeded.other_token, [seeded.foreign_memory.id]),
         auth.authenticate(seeded.token),
     )
-    ((_sql, (numbers, _checksums, memory_ids, _audience)),) = statements
+    ((_sql, (numbers, _checksums, memory_ids, _audience)),) = sent_statements
     assert numbers == [0, 1, 2]
     assert memory_ids == [seeded.memory.id, seeded.foreign_memory.id, None]
 
 
-async def test_missing_foreign_and_malformed_ids_look_alike_in_a_batch(seeded, statements):
+async def test_missing_foreign_and_malformed_ids_look_alike_in_a_batch(seeded, sent_statements):
     results = await asyncio.gather(
         auth.authenticate_and_read(seeded.token, [uuid.uuid4()]),
         auth.authenticate_and_read(seeded.token, [seeded.foreign_memory.id]),
@@ -129,11 +107,11 @@ async def test_missing_foreign_and_malformed_ids_look_alike_in_a_batch(seeded, s
     assert {principal.user_id for principal, _ in results} == {seeded.tenant.pk}
 
 
-async def test_checks_in_separate_loop_turns_are_separate_statements(seeded, statements):
+async def test_checks_in_separate_loop_turns_are_separate_statements(seeded, sent_statements):
     first = await auth.authenticate(seeded.token)
     second = await auth.authenticate(seeded.other_token)
     assert (first.user_id, second.user_id) == (seeded.tenant.pk, seeded.other_tenant.pk)
-    assert len(statements) == 2
+    assert len(sent_statements) == 2
 
 
 async def test_a_failed_statement_fails_every_request_of_the_batch(seeded, monkeypatch):
@@ -154,7 +132,7 @@ async def test_a_failed_statement_fails_every_request_of_the_batch(seeded, monke
     assert (await auth.authenticate(seeded.token)).user_id == seeded.tenant.pk
 
 
-async def test_a_cancelled_request_does_not_disturb_its_batch(seeded, statements):
+async def test_a_cancelled_request_does_not_disturb_its_batch(seeded, sent_statements):
     cancelled = asyncio.ensure_future(auth.authenticate(seeded.other_token))
     kept = asyncio.ensure_future(auth.authenticate(seeded.token))
     await asyncio.sleep(0)  # both are now waiting for the same statement
@@ -162,4 +140,4 @@ async def test_a_cancelled_request_does_not_disturb_its_batch(seeded, statements
     assert (await kept).user_id == seeded.tenant.pk
     with pytest.raises(asyncio.CancelledError):
         await cancelled
-    assert len(statements) == 1
+    assert len(sent_statements) == 1

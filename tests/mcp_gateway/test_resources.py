@@ -243,35 +243,16 @@ async def test_read_with_read_scope_in_process(seeded):
 
 
 @pytest.mark.parametrize(("mode", "fused"), [("auto", True), ("legacy", False)])
-async def test_round_trips_per_read(asgi_app, seeded, monkeypatch, mode, fused):
+async def test_round_trips_per_read(asgi_app, seeded, sent_statements, mode, fused):
     """The hot path's budget: on the 2026 wire the token check and the gate's read are one
     statement (the router reads along; Mcp-Name names the URI); the legacy wire has no such
     header, so it checks the token, then reads."""
-    from contextlib import asynccontextmanager
-
-    from threengram import asyncdb
-
-    executed = []
-    real_connection = asyncdb.connection
-
-    @asynccontextmanager
-    async def counting_connection():
-        async with real_connection() as conn:
-            original = conn.execute
-
-            async def execute(sql, params=None):
-                executed.append((sql, params))
-                return await original(sql, params)
-
-            conn.execute = execute
-            yield conn
-
     async with mcp_client(
         IN_PROCESS_URL, seeded.token, mode=mode, transport=asgi_transport(asgi_app)
     ) as c:
-        monkeypatch.setattr(asyncdb, "connection", counting_connection)
+        sent_statements.clear()  # the client's discovery or handshake
         result = await c.read_resource(seeded.memory.resource_uri, cache_mode="bypass")
-        read_statements = list(executed)
+        read_statements = list(sent_statements)
         # The router's prefetch is for this request only: a foreign id reads nothing.
         with pytest.raises(MCPError):
             await c.read_resource(seeded.foreign_memory.resource_uri)
