@@ -118,6 +118,7 @@ def mint_tenants(url: str, count: int) -> list[loadgen.Tenant]:
     from oauth2_provider.models import AccessToken, Application
 
     from accounts.models import User
+    from threengram import tenancy
 
     application, _ = Application.objects.get_or_create(
         name="bench-load",
@@ -139,12 +140,13 @@ def mint_tenants(url: str, count: int) -> list[loadgen.Tenant]:
             resource=[settings.MCP_RESOURCE_URL],
             expires=timezone.now() + timedelta(hours=2),
         )
-        ids = [
-            str(memory_id)
-            for memory_id in user.memories.filter(valid_to__isnull=True)
-            .order_by("?")
-            .values_list("id", flat=True)[:READS_PER_TENANT]
-        ]
+        with tenancy.acting_for(user.pk):  # row-level security is on (production settings)
+            ids = [
+                str(memory_id)
+                for memory_id in user.memories.filter(valid_to__isnull=True)
+                .order_by("?")
+                .values_list("id", flat=True)[:READS_PER_TENANT]
+            ]
         tenants.append(loadgen.Tenant(token=raw, memory_ids=ids))
     return tenants
 
