@@ -57,7 +57,7 @@ _CHECK_SQL = (
 )
 # With row-level security (threengram/tenancy.py) one statement cannot read for several tenants:
 # each request's check runs after this one, which sets the tenant from the same token, inside
-# PostgreSQL (no verified token: no tenant, no rows). A request's pair, and the whole batch, go
+# PostgreSQL (no verified token: no tenant, no rows). A token's pair, and the whole batch, go
 # out in one pipeline: one implicit transaction, so each `set_config(..., true)` holds for the
 # statement after it and nothing outlives the batch; still one round trip.
 _SET_TENANT_FROM_TOKEN_SQL = (
@@ -111,9 +111,10 @@ class _TokenChecks:
         try:
             async with asyncdb.connection() as conn:
                 if tenancy.enabled():
-                    rows = await self._check_each_as_its_tenant(conn, batch, audience)
+                    rows = await self._check_each_token_as_its_tenant(conn, batch, audience)
                 else:
-                    cursor = await conn.execute(_CHECK_SQL, (*self._arrays(batch), audience))
+                    numbered = list(enumerate(batch))
+                    cursor = await conn.execute(_CHECK_SQL, (*self._arrays(numbered), audience))
                     rows = await cursor.fetchall()
         except BaseException as exc:
             # Every waiting request answers for itself (503 on an outage); none is left hanging.
@@ -134,24 +135,29 @@ class _TokenChecks:
                 check.future.set_result(result)
 
     @staticmethod
-    def _arrays(batch: list[_Check], first: int = 0) -> tuple[list, list, list]:
+    def _arrays(numbered: list[tuple[int, _Check]]) -> tuple[list, list, list]:
         """`q` of _CHECK_SQL: request numbers, checksums and memory ids, one row per id."""
         numbers, checksums, memory_ids = [], [], []
-        for number, check in enumerate(batch, start=first):
+        for number, check in numbered:
             for memory_id in check.memory_ids or [None]:
                 numbers.append(number)
                 checksums.append(check.checksum)
                 memory_ids.append(memory_id)
         return numbers, checksums, memory_ids
 
-    async def _check_each_as_its_tenant(
+    async def _check_each_token_as_its_tenant(
         self, conn: psycopg.AsyncConnection, batch: list[_Check], audience: str
     ) -> list[tuple]:
+        # The requests of one token (an agent reading several memories at once) share its pair
+        # of statements: one tenant, one check.
+        by_token: dict[str, list[tuple[int, _Check]]] = {}
+        for number, check in enumerate(batch):
+            by_token.setdefault(check.checksum, []).append((number, check))
         async with conn.pipeline():
             cursors = []
-            for number, check in enumerate(batch):
-                await conn.execute(_SET_TENANT_FROM_TOKEN_SQL, (check.checksum, audience))
-                arrays = self._arrays([check], first=number)
+            for checksum, numbered in by_token.items():
+                await conn.execute(_SET_TENANT_FROM_TOKEN_SQL, (checksum, audience))
+                arrays = self._arrays(numbered)
                 cursors.append(await conn.execute(_CHECK_SQL, (*arrays, audience)))
             # The first fetch syncs the pipeline: every statement is sent by then.
             return [row for cursor in cursors for row in await cursor.fetchall()]

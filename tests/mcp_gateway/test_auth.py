@@ -77,7 +77,7 @@ async def test_under_rls_the_check_reads_nothing_without_its_tenant(seeded):
     with override_settings(DATABASE_APP_ROLE=tenancy.APP_ROLE):
         async with auth.asyncdb.connection() as conn:
             arrays = auth._TokenChecks._arrays(
-                [auth._Check(auth._checksum(seeded.token), [seeded.memory.id], None)]
+                [(0, auth._Check(auth._checksum(seeded.token), [seeded.memory.id], None))]
             )
             cursor = await conn.execute(auth._CHECK_SQL, (*arrays, auth.settings.MCP_RESOURCE_URL))
             rows = await cursor.fetchall()
@@ -141,3 +141,18 @@ async def test_a_cancelled_request_does_not_disturb_its_batch(seeded, sent_state
     with pytest.raises(asyncio.CancelledError):
         await cancelled
     assert len(sent_statements) == 1
+
+
+async def test_under_rls_the_requests_of_one_token_share_its_statements(seeded, sent_statements):
+    other_memory_id = seeded.foreign_memory.id
+    with override_settings(DATABASE_APP_ROLE=tenancy.APP_ROLE):
+        (_, first), (_, second), (_, foreign) = await asyncio.gather(
+            auth.authenticate_and_read(seeded.token, [seeded.memory.id]),
+            auth.authenticate_and_read(seeded.token, [uuid.uuid4()]),
+            auth.authenticate_and_read(seeded.other_token, [other_memory_id]),
+        )
+    assert set(first) == {seeded.memory.id} and second == {}
+    assert set(foreign) == {other_memory_id}
+    # Two tokens: a tenant setting and a check for each, whatever the number of requests.
+    kinds = ["set tenant" if "set_config" in sql else "check" for sql, _ in sent_statements]
+    assert kinds == ["set tenant", "check"] * 2
