@@ -16,7 +16,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import F
 from django.utils import timezone
 
-from memories.models import MembershipState, Memory, Thread
+from memories.models import MembershipState, Memory, Thread, memory_resource_uri
 from threengram import tenancy
 
 EXPORT_FORMAT = "threengram-memories-export"
@@ -69,7 +69,7 @@ async def export_memories_json(
     # so the generator names its tenant itself (threengram/tenancy.py).
     with tenancy.acting_for(owner_id):
         async for row in rows.aiterator(chunk_size=chunk_rows):
-            row["uri"] = f"threengram://memory/{row['id']}"
+            row["uri"] = memory_resource_uri(row["id"])
             pieces.append(("\n" if count == 0 else ",\n") + _dumps(row))
             count += 1
             if len(pieces) >= chunk_rows:

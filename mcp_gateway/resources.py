@@ -19,8 +19,8 @@ from mcp.shared.uri_template import UriTemplate
 
 from mcp_gateway.auth import require_principal
 from memories.access import MemoryRow, read_owned_memories
+from memories.models import MEMORY_URI_TEMPLATE
 
-MEMORY_URI_TEMPLATE = "threengram://memory/{id}"
 _TEMPLATE = UriTemplate.parse(MEMORY_URI_TEMPLATE)
 MIME_TYPE = "application/json"
 

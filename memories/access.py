@@ -21,7 +21,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 
-from memories.models import Memory
+from memories.models import Memory, MemoryResource
 from memories.services import parse_memory_id
 from threengram import asyncdb
 
@@ -29,7 +29,7 @@ NIL_ID = uuid.UUID(int=0)
 
 
 @dataclass(frozen=True, slots=True)
-class MemoryRow:
+class MemoryRow(MemoryResource):
     """One memory as read by the gate. Field names match `memories.models.Memory`."""
 
     id: uuid.UUID
@@ -46,10 +46,6 @@ class MemoryRow:
     tags: tuple[str, ...]
     predecessor_id: uuid.UUID | None
     due_at: datetime | None
-
-    @property
-    def resource_uri(self) -> str:
-        return f"threengram://memory/{self.id}"
 
     @property
     def is_current(self) -> bool:

@@ -17,7 +17,7 @@ from django.utils import timezone
 from memories import bounds
 from memories.errors import InvalidInput, NotFound
 from memories.excerpts import excerpt
-from memories.models import MembershipState, Thread, is_overdue
+from memories.models import MembershipState, MemoryResource, Thread, is_overdue
 
 SELECTOR_KINDS = ("all", "scope", "project", "thread")
 MODES = ("brief", "full")
@@ -88,7 +88,7 @@ class SectionSpec:
 
 
 @dataclass(frozen=True)
-class SectionItem:
+class SectionItem(MemoryResource):
     id: uuid.UUID
     memory_type: str
     topic: str
@@ -101,10 +101,6 @@ class SectionItem:
     commitment_status: str | None
     due_at: datetime | None
     overdue: bool
-
-    @property
-    def resource_uri(self) -> str:
-        return f"threengram://memory/{self.id}"
 
 
 @dataclass

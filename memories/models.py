@@ -19,6 +19,26 @@ from django.utils import timezone
 
 from memories import bounds
 
+# The MCP resource of one memory (mcp_gateway.resources serves it; docs/design.md).
+MEMORY_URI_TEMPLATE = "threengram://memory/{id}"
+
+
+def memory_resource_uri(memory_id: object) -> str:
+    return MEMORY_URI_TEMPLATE.format(id=memory_id)
+
+
+class MemoryResource:
+    """Anything with a memory `id` (the model, and the rows and results read from it) names its
+    resource the same way."""
+
+    __slots__ = ()
+    id: uuid.UUID
+
+    @property
+    def resource_uri(self) -> str:
+        return memory_resource_uri(self.id)
+
+
 ERASED = "[erased]"
 ERASED_SCOPE = "erased"
 
@@ -97,7 +117,7 @@ class MemoryQuerySet(models.QuerySet):
         )
 
 
-class Memory(models.Model):
+class Memory(MemoryResource, models.Model):
     id = models.UUIDField(primary_key=True, default=new_memory_id, editable=False)
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="memories"
@@ -201,10 +221,6 @@ class Memory(models.Model):
     def __str__(self) -> str:
         # Never the content: __str__ ends up in logs and admin lists.
         return f"{self.memory_type} {self.id}"
-
-    @property
-    def resource_uri(self) -> str:
-        return f"threengram://memory/{self.id}"
 
     @property
     def is_current(self) -> bool:

@@ -10,7 +10,7 @@ from datetime import datetime
 
 from memories.access import read_owned_memories
 from memories.errors import InvalidInput
-from memories.models import Memory
+from memories.models import Memory, MemoryResource
 from memories.services import parse_memory_id
 
 IDS_MAX = 20
@@ -20,7 +20,7 @@ BUDGET_MAX = 40_000  # 20 x CONTENT_MAX: the largest any call could need
 
 
 @dataclass(frozen=True)
-class ReadMemory:
+class ReadMemory(MemoryResource):
     id: uuid.UUID
     memory_type: str
     topic: str
@@ -36,10 +36,6 @@ class ReadMemory:
     due_at: datetime | None
     predecessor_id: uuid.UUID | None
     successor_id: uuid.UUID | None
-
-    @property
-    def resource_uri(self) -> str:
-        return f"threengram://memory/{self.id}"
 
 
 @dataclass

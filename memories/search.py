@@ -36,7 +36,7 @@ from django.utils import timezone
 from memories import bounds
 from memories.errors import InvalidInput, NotFound
 from memories.excerpts import SEARCH_EXCERPT_MAX, excerpt
-from memories.models import MemoryType, Status, Thread, is_overdue
+from memories.models import MemoryResource, MemoryType, Status, Thread, is_overdue
 
 DEFAULT_LIMIT = 5
 MAX_LIMIT = 25
@@ -85,7 +85,7 @@ class SearchFilters:
 
 
 @dataclass(frozen=True)
-class SearchHit:
+class SearchHit(MemoryResource):
     id: uuid.UUID
     memory_type: str
     topic: str
@@ -101,10 +101,6 @@ class SearchHit:
     score: float
     due_at: datetime | None
     overdue: bool
-
-    @property
-    def resource_uri(self) -> str:
-        return f"threengram://memory/{self.id}"
 
 
 @dataclass
