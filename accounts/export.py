@@ -61,7 +61,7 @@ async def export_memories_json(
     rows = (
         Memory.objects.filter(owner_id=owner_id)
         .order_by("recorded_at", "id")
-        .values(*FIELDS, supersedes=F("predecessor_id"), superseded_by=F("successor__id"))
+        .values(*FIELDS, supersedes=F("predecessor_id"), superseded_by=F("successors__id"))
     )
     count = 0
     pieces: list[str] = []

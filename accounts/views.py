@@ -8,6 +8,7 @@ from django.contrib.auth import login, logout
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
+from django.db.models import F
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse_lazy
@@ -123,7 +124,7 @@ def memory_list(request: HttpRequest) -> HttpResponse:
         error = f"Search text is limited to {SEARCH_MAX} characters; it was not applied."
     elif query:
         memories = memories.containing(query)
-    memories = memories.select_related("predecessor", "successor").order_by("-recorded_at", "-id")
+    memories = memories.annotate(successor_id=F("successors__id")).order_by("-recorded_at", "-id")
     page = Paginator(memories, MEMORIES_PER_PAGE).get_page(request.GET.get("page"))
     return render(
         request,

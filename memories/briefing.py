@@ -11,13 +11,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import Count, Q
 from django.utils import timezone
 
 from memories import bounds
 from memories.errors import InvalidInput, NotFound
 from memories.excerpts import excerpt
-from memories.models import MembershipState, MemoryResource, Thread, is_overdue
+from memories.models import MemoryResource, Thread, is_overdue
 
 SELECTOR_KINDS = ("all", "scope", "project", "thread")
 MODES = ("brief", "full")
@@ -73,7 +72,8 @@ class Selector:
                 raise NotFound(f"thread '{self.value}'")
             params["selector"] = thread_id
             return (
-                " AND EXISTS (SELECT 1 FROM memories_threadmembership ms WHERE ms.memory_id = m.id"
+                " AND EXISTS (SELECT 1 FROM memories_threadmembership ms"
+                " WHERE ms.owner_id = m.owner_id AND ms.memory_id = m.id"
                 " AND ms.thread_id = %(selector)s AND ms.state = 'member')"
             )
         params["selector"] = self.value
@@ -138,7 +138,7 @@ def read_sections(
             JOIN (SELECT m.id FROM memories_memory m
                   WHERE {LIVE}{narrow} AND {spec.where}
                   ORDER BY {spec.order}
-                  LIMIT %(items)s) top ON top.id = m.id
+                  LIMIT %(items)s) top ON m.owner_id = %(owner)s AND m.id = top.id
             ORDER BY {spec.order})"""  # noqa: S608
         for spec in specs
     ]
@@ -216,17 +216,9 @@ def briefing(*, owner_id: int, selector: Selector, mode: str = "brief") -> Brief
     # At most THREADS_MAX pinned threads exist, so all are read and counted here.
     pinned = list(
         Thread.objects.filter(owner_id=owner_id, pinned=True)
-        .annotate(
-            members=Count(
-                "memberships",
-                filter=Q(
-                    memberships__state=MembershipState.MEMBER,
-                    memberships__memory__valid_to__isnull=True,
-                ),
-            )
-        )
+        .with_counts()
         .order_by("name")
-        .values_list("name", "members")
+        .values_list("name", "member_count")
     )
     return Briefing(
         selector=selector,

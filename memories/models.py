@@ -2,7 +2,16 @@
 due_at) is fixed at insert; only lifecycle columns (status, valid_to, commitment_status) ever move.
 Revising inserts a successor with a new id. The trigger of migration 0002 (extended to due_at in
 0005) enforces this in the database; account erasure is the one permitted rewrite of substance
-(to ERASED)."""
+(to ERASED).
+
+Every key carries the tenant (migration 0008, docs/operations.md "Past one database"). In the
+database the primary keys are `(owner_id, id)`, and the links between tenant rows (a memory's
+predecessor, a membership's thread and memory) are composite foreign keys on `(owner_id, …)`, so
+PostgreSQL itself refuses a link across tenants, and a distributed PostgreSQL (Citus, by owner)
+can keep every key, constraint and join on one shard. The ORM still knows a row by its `id`
+alone: ids are UUIDv7, unique by construction, and Django's admin does not take composite
+primary keys. The relations are `ForeignObject`s over `(owner, …)` (memories.fields), so the
+ORM's joins carry the owner too."""
 
 from __future__ import annotations
 
@@ -10,7 +19,6 @@ import uuid
 from datetime import datetime
 
 import uuid_utils.compat
-from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import F, Q
@@ -18,6 +26,7 @@ from django.db.models.functions import MD5, Length, Lower
 from django.utils import timezone
 
 from memories import bounds
+from memories.fields import same_owner_link, tenant_owner
 
 # The MCP resource of one memory (mcp_gateway.resources serves it; docs/design.md).
 MEMORY_URI_TEMPLATE = "threengram://memory/{id}"
@@ -117,11 +126,22 @@ class MemoryQuerySet(models.QuerySet):
         )
 
 
-class Memory(MemoryResource, models.Model):
+class TenantRow(models.Model):
+    """A row of a tenant table, whose database primary key is (owner_id, id)."""
+
+    class Meta:
+        abstract = True
+
+    def _do_update(self, base_qs, *args, **kwargs):
+        # Django's save() updates a row by `id`; naming the owner too matches the primary key
+        # (owner_id, id), so the update uses it, and a distributed database routes it to the
+        # tenant's shard.
+        return super()._do_update(base_qs.filter(owner_id=self.owner_id), *args, **kwargs)
+
+
+class Memory(MemoryResource, TenantRow):
     id = models.UUIDField(primary_key=True, default=new_memory_id, editable=False)
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="memories"
-    )
+    owner = tenant_owner("memories")
     # --- substance: fixed at insert ---------------------------------------------------------
     content = models.TextField()
     content_length = models.PositiveIntegerField(help_text="Unicode code points in content.")
@@ -134,13 +154,17 @@ class Memory(MemoryResource, models.Model):
     due_at = models.DateTimeField(
         null=True, blank=True, help_text="When a commitment is due; set once, at insert."
     )
-    predecessor = models.OneToOneField(
+    predecessor_id = models.UUIDField(
+        null=True, blank=True, editable=False, help_text="Set once, at insert."
+    )
+    predecessor = same_owner_link(
         "self",
+        "predecessor_id",
         on_delete=models.PROTECT,
         null=True,
         blank=True,
-        related_name="successor",
-        help_text="The memory this one supersedes; set once, at insert.",
+        related_name="successors",
+        help_text="The memory this one supersedes (same owner).",
     )
     # --- lifecycle: the only columns that move -------------------------------------------
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.ACTIVE)
@@ -164,8 +188,11 @@ class Memory(MemoryResource, models.Model):
             ),
         ]
         constraints = [
-            # A OneToOneField already makes predecessor unique: at most one successor each, so
-            # of two concurrent revisions of one memory exactly one can commit.
+            # At most one successor each, so of two concurrent revisions of one memory exactly
+            # one can commit.
+            models.UniqueConstraint(
+                fields=["owner", "predecessor_id"], name="memory_one_successor"
+            ),
             models.UniqueConstraint(
                 F("owner"),
                 MD5("content"),
@@ -206,7 +233,7 @@ class Memory(MemoryResource, models.Model):
                 ),
             ),
             models.CheckConstraint(
-                name="memory_not_own_predecessor", condition=~Q(predecessor=F("id"))
+                name="memory_not_own_predecessor", condition=~Q(predecessor_id=F("id"))
             ),
             models.CheckConstraint(
                 name="memory_due_at_only_on_commitments",
@@ -227,17 +254,45 @@ class Memory(MemoryResource, models.Model):
         return self.valid_to is None
 
 
-class Thread(models.Model):
+class _RowCount(models.Subquery):
+    template = "(SELECT count(*) FROM (%(subquery)s) counted)"
+    output_field = models.IntegerField()
+
+
+class ThreadQuerySet(models.QuerySet):
+    def with_counts(self) -> ThreadQuerySet:
+        """`member_count` and `proposal_count`: the thread's members and open proposals among
+        current memories. Counted in subqueries: the GROUP BY that Count() over a join writes
+        names only `id`, which PostgreSQL does not take as the key, since the primary key is
+        (owner_id, id)."""
+        return self.annotate(
+            member_count=_memberships_of_current_memories(MembershipState.MEMBER),
+            proposal_count=_memberships_of_current_memories(MembershipState.PROPOSED),
+        )
+
+
+def _memberships_of_current_memories(state: str) -> _RowCount:
+    return _RowCount(
+        ThreadMembership.objects.filter(
+            owner=models.OuterRef("owner"),
+            thread_id=models.OuterRef("id"),
+            state=state,
+            memory__valid_to__isnull=True,
+        ).values("id")
+    )
+
+
+class Thread(TenantRow):
     """A named, curated group of memories. The name is tenant-written text: account erasure
     overwrites it (accounts.erasure)."""
 
     id = models.UUIDField(primary_key=True, default=new_memory_id, editable=False)
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="threads"
-    )
+    owner = tenant_owner("threads")
     name = models.CharField(max_length=bounds.THREAD_NAME_MAX)
     pinned = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now)
+
+    objects = ThreadQuerySet.as_manager()
 
     class Meta:
         constraints = [
@@ -258,13 +313,21 @@ class MembershipState(models.TextChoices):
     REJECTED = "rejected"  # remembered so the same proposal is not made again
 
 
-class ThreadMembership(models.Model):
+class ThreadMembership(TenantRow):
     """A memory in a thread, or a proposal that it belongs there. The server creates only
     `proposed` rows; only the tenant (configure_thread) makes a memory a `member`."""
 
     id = models.UUIDField(primary_key=True, default=new_memory_id, editable=False)
-    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="memberships")
-    memory = models.ForeignKey(Memory, on_delete=models.PROTECT, related_name="memberships")
+    # The tenant of both the thread and the memory: the composite foreign keys make it one.
+    owner = tenant_owner("+")
+    thread_id = models.UUIDField()
+    thread = same_owner_link(
+        Thread, "thread_id", on_delete=models.CASCADE, related_name="memberships"
+    )
+    memory_id = models.UUIDField()
+    memory = same_owner_link(
+        Memory, "memory_id", on_delete=models.PROTECT, related_name="memberships"
+    )
     state = models.CharField(max_length=8, choices=MembershipState.choices)
     similarity = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
@@ -272,12 +335,16 @@ class ThreadMembership(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["thread", "memory"], name="membership_unique"),
+            models.UniqueConstraint(
+                fields=["owner", "thread_id", "memory_id"], name="membership_unique"
+            ),
             models.CheckConstraint(
                 name="membership_state_valid", condition=Q(state__in=MembershipState.values)
             ),
         ]
-        indexes = [models.Index(fields=["memory", "state"], name="membership_memory_state")]
+        indexes = [
+            models.Index(fields=["owner", "memory_id", "state"], name="membership_memory_state")
+        ]
 
     def __str__(self) -> str:
         return f"{self.state} {self.memory_id} in {self.thread_id}"

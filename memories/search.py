@@ -227,7 +227,8 @@ def _where(filters: SearchFilters, owner_id: int, params: dict) -> str:
         if thread_id is None:
             raise NotFound(f"thread '{filters.thread}'")
         clauses.append(
-            "EXISTS (SELECT 1 FROM memories_threadmembership ms WHERE ms.memory_id = m.id"
+            "EXISTS (SELECT 1 FROM memories_threadmembership ms"
+            " WHERE ms.owner_id = m.owner_id AND ms.memory_id = m.id"
             " AND ms.thread_id = %(thread)s AND ms.state = 'member')"
         )
         params["thread"] = thread_id

@@ -85,7 +85,7 @@ def _insert(memory: Memory) -> Memory:
         memory.save(force_insert=True)
     except IntegrityError as error:
         constraint = getattr(getattr(error.__cause__, "diag", None), "constraint_name", None)
-        if constraint in ("memory_unique_live_content", "memories_memory_predecessor_id_key"):
+        if constraint in ("memory_unique_live_content", "memory_one_successor"):
             raise _LostInsert(constraint, memory) from None
         raise
     return memory
@@ -94,7 +94,7 @@ def _insert(memory: Memory) -> Memory:
 def _explain_lost_insert(lost: _LostInsert) -> DomainError:
     """After the rollback: the domain error for a lost insert, naming the winner if any."""
     memory = lost.memory
-    if lost.constraint == "memories_memory_predecessor_id_key":
+    if lost.constraint == "memory_one_successor":
         return Conflict(f"memory {memory.predecessor_id} is already superseded")
     existing = (
         Memory.objects.owned_by(memory.owner_id)

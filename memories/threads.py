@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Count, Q
 from django.utils import timezone
 
 from memories import bounds, services
@@ -133,7 +132,7 @@ def decide_proposal(*, owner, proposal_id: object, accept: bool) -> ThreadMember
         proposal = (
             ThreadMembership.objects.select_for_update()
             .select_related("thread")
-            .filter(id=parsed, thread__owner=owner, state=MembershipState.PROPOSED)
+            .filter(owner=owner, id=parsed, state=MembershipState.PROPOSED)
             .first()
             if parsed
             else None
@@ -149,25 +148,15 @@ def decide_proposal(*, owner, proposal_id: object, accept: bool) -> ThreadMember
 def list_threads(*, owner) -> list[Thread]:
     """All the tenant's threads (at most THREADS_MAX exist; pinned first, then by name) with
     member and open-proposal counts of current memories."""
-    current = Q(memberships__memory__valid_to__isnull=True)
     return list(
-        Thread.objects.filter(owner=owner)
-        .annotate(
-            member_count=Count(
-                "memberships", filter=current & Q(memberships__state=MembershipState.MEMBER)
-            ),
-            proposal_count=Count(
-                "memberships", filter=current & Q(memberships__state=MembershipState.PROPOSED)
-            ),
-        )
-        .order_by("-pinned", "name")[:THREADS_MAX]
+        Thread.objects.filter(owner=owner).with_counts().order_by("-pinned", "name")[:THREADS_MAX]
     )
 
 
 def open_proposals(*, owner, limit: int = LIST_MAX) -> list[Proposal]:
     rows = (
         ThreadMembership.objects.filter(
-            thread__owner=owner,
+            owner=owner,
             state=MembershipState.PROPOSED,
             memory__valid_to__isnull=True,
         )
@@ -186,8 +175,9 @@ def propose_memberships(memory: Memory) -> list[Proposal]:
         cursor.execute(
             """
             INSERT INTO memories_threadmembership
-                (id, thread_id, memory_id, state, similarity, created_at)
-            SELECT gen_random_uuid(), best.thread_id, %(memory)s, 'proposed', best.sim, now()
+                (id, owner_id, thread_id, memory_id, state, similarity, created_at)
+            SELECT gen_random_uuid(), %(owner)s, best.thread_id, %(memory)s, 'proposed',
+                   best.sim, now()
             FROM (
                 SELECT recent.thread_id, max(similarity(recent.topic, %(topic)s)) AS sim
                 FROM (
@@ -198,12 +188,12 @@ def propose_memberships(memory: Memory) -> list[Proposal]:
                     FROM (
                         SELECT ms.thread_id, ms.memory_id
                         FROM memories_threadmembership ms
-                        JOIN memories_thread t ON t.id = ms.thread_id AND t.owner_id = %(owner)s
-                        WHERE ms.state = 'member'
+                        WHERE ms.owner_id = %(owner)s AND ms.state = 'member'
                         ORDER BY ms.decided_at DESC
                         LIMIT %(members)s
                     ) added
-                    JOIN memories_memory m ON m.id = added.memory_id
+                    JOIN memories_memory m
+                      ON m.owner_id = %(owner)s AND m.id = added.memory_id
                     WHERE m.valid_to IS NULL AND m.project IS NOT DISTINCT FROM %(project)s
                 ) recent
                 WHERE similarity(recent.topic, %(topic)s) >= %(floor)s
@@ -213,7 +203,8 @@ def propose_memberships(memory: Memory) -> list[Proposal]:
             ) best
             WHERE NOT EXISTS (
                 SELECT 1 FROM memories_threadmembership done
-                WHERE done.thread_id = best.thread_id AND done.memory_id = %(memory)s
+                WHERE done.owner_id = %(owner)s AND done.thread_id = best.thread_id
+                  AND done.memory_id = %(memory)s
             )
             RETURNING id, thread_id, similarity
             """,
@@ -228,7 +219,8 @@ def propose_memberships(memory: Memory) -> list[Proposal]:
             },
         )
         rows = cursor.fetchall()
-    names = dict(Thread.objects.filter(id__in=[row[1] for row in rows]).values_list("id", "name"))
+    threads = Thread.objects.filter(owner_id=memory.owner_id, id__in=[row[1] for row in rows])
+    names = dict(threads.values_list("id", "name"))
     return [
         Proposal(id=row[0], thread=names[row[1]], memory_id=memory.id, similarity=round(row[2], 3))
         for row in rows
@@ -256,7 +248,7 @@ def revise_and_inherit(*, owner, predecessor_id: object, **fields) -> Memory:
                     decided_at=successor.recorded_at,
                 )
                 for thread_id in ThreadMembership.objects.filter(
-                    memory_id=successor.predecessor_id, state=MembershipState.MEMBER
+                    owner=owner, memory_id=successor.predecessor_id, state=MembershipState.MEMBER
                 ).values_list("thread_id", flat=True)
             ]
         )

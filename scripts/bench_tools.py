@@ -107,8 +107,8 @@ async def main(calls: int, seed: int) -> None:
             cursor.execute(
                 """
                 INSERT INTO memories_threadmembership
-                    (id, thread_id, memory_id, state, created_at, decided_at)
-                SELECT gen_random_uuid(), t.id, m.id, 'member', now(), now()
+                    (id, owner_id, thread_id, memory_id, state, created_at, decided_at)
+                SELECT gen_random_uuid(), %(owner)s, t.id, m.id, 'member', now(), now()
                 FROM (SELECT id, substr(name, 14)::int AS n FROM memories_thread
                       WHERE owner_id = %(owner)s) t
                 JOIN LATERAL (SELECT id FROM memories_memory
@@ -122,8 +122,8 @@ async def main(calls: int, seed: int) -> None:
             cursor.execute(
                 """
                 SELECT m.project, m.topic FROM memories_threadmembership ms
-                JOIN memories_memory m ON m.id = ms.memory_id
-                JOIN memories_thread t ON t.id = ms.thread_id AND t.owner_id = %(owner)s
+                JOIN memories_memory m ON m.owner_id = ms.owner_id AND m.id = ms.memory_id
+                WHERE ms.owner_id = %(owner)s
                 """,
                 {"owner": owner_id},
             )

@@ -53,6 +53,30 @@ async def test_body_is_exactly_the_immutable_fields(asgi_app, seeded):
     assert "cache" not in content.text and "active" not in content.text
 
 
+async def test_the_read_can_run_apart_from_the_token_check(
+    asgi_app, seeded, sent_statements, settings
+):
+    """MCP_READ_WITH_TOKEN_CHECK off (tenant tables distributed by owner, docs/operations.md):
+    the token check reads no memory, the access gate reads it on its own with the owner as a
+    constant, and the client gets the same bytes."""
+    transport = asgi_transport(asgi_app)
+    async with mcp_client(IN_PROCESS_URL, seeded.token, transport=transport) as c:
+        together = (await c.read_resource(seeded.memory.resource_uri)).contents[0].text
+    gate_alone = access.owned_memories_sql("%s")
+    # The client's last request is the read (before it: server/discover, a check alone).
+    _, (_, _, ids_read_along, _) = sent_statements[-1]
+    assert ids_read_along == [seeded.memory.id]
+
+    settings.MCP_READ_WITH_TOKEN_CHECK = False
+    sent_statements.clear()
+    async with mcp_client(IN_PROCESS_URL, seeded.token, transport=transport) as c:
+        apart = (await c.read_resource(seeded.memory.resource_uri)).contents[0].text
+    (_, (_, _, ids_read_along, _)), (read_sql, read_params) = sent_statements[-2:]
+    assert ids_read_along == [None]
+    assert (read_sql, read_params) == (gate_alone, (seeded.tenant.pk, [seeded.memory.id]))
+    assert apart == together
+
+
 def test_serializer_ignores_lifecycle_fields():
     """Two rows differing only in lifecycle state serialize to the same bytes."""
     from django.utils import timezone

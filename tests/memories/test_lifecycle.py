@@ -92,7 +92,7 @@ class TestRevise:
         new = revise_memory(owner=tenant, predecessor_id=old.id, content="Use PostgreSQL")
         old.refresh_from_db()
         assert new.id != old.id
-        assert new.predecessor_id == old.id and old.successor == new
+        assert new.predecessor_id == old.id and list(old.successors.all()) == [new]
         assert old.valid_to == new.recorded_at
         assert substance(old) == before  # the predecessor's substance is untouched
         assert (new.topic, new.memory_type, new.tags, new.content) == (

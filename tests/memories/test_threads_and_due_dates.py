@@ -1,5 +1,5 @@
-"""Database guards and service rules added with the tool surface: due dates are substance, a
-thread membership never crosses tenants, proposals never apply themselves."""
+"""Database guards and service rules added with the tool surface: due dates are substance,
+proposals never apply themselves. (A membership never crosses tenants: test_tenant_keys.)"""
 
 from datetime import timedelta
 
@@ -44,13 +44,6 @@ def test_revise_carries_the_due_date_while_it_stays_a_commitment(tenant):
     assert third.due_at == later
     note = revise_memory(owner=tenant, predecessor_id=third.id, content="v4", memory_type="note")
     assert note.due_at is None
-
-
-def test_a_membership_cannot_join_two_tenants(tenant, other_tenant):
-    thread = create_thread(owner=tenant, name="mine")
-    theirs = remember(owner=other_tenant, memory_type="note", topic="t", content="theirs")
-    with pytest.raises(IntegrityError, match="same owner"), transaction.atomic():
-        ThreadMembership.objects.create(thread=thread, memory=theirs, state="member")
 
 
 def test_proposals_stay_proposals_and_rejections_stick(tenant):

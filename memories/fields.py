@@ -1,0 +1,54 @@
+"""The fields that keep the tenant in every key (migration 0008, docs/operations.md).
+
+In the database the tenant tables' primary keys are `(owner_id, id)`, and a link from one tenant
+row to another is a composite foreign key `(owner_id, <column>) -> (owner_id, id)`. In Django such
+a link is a `ForeignObject` over the same pair of columns, so the ORM's joins name the owner too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.db.models.fields.related_descriptors import ForwardManyToOneDescriptor
+
+
+def tenant_owner(related_name: str) -> models.ForeignKey:
+    """The owner column of a tenant table. No index of its own: the primary key (owner_id, id)
+    leads with it."""
+    return models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        related_name=related_name,
+        db_index=False,
+    )
+
+
+class _SameOwnerDescriptor(ForwardManyToOneDescriptor):
+    def __set__(self, instance: models.Model, value: models.Model | None) -> None:
+        if value is None:
+            # A plain ForeignObject would clear every column of the link, the owner included.
+            for local, _remote in self.field.related_fields:
+                if local.name != "owner":
+                    setattr(instance, local.attname, None)
+            self.field.set_cached_value(instance, None)
+            return
+        owner_id = instance.__dict__.get("owner_id")
+        if owner_id is not None and value.owner_id != owner_id:
+            raise ValueError(
+                f"{instance._meta.object_name}.{self.field.name} must be a row of the same owner"
+            )
+        super().__set__(instance, value)
+
+
+class SameOwnerLink(models.ForeignObject):
+    """A link to another row of the same tenant. Assigning it never moves the row to another
+    owner: None clears only the link's own column, and a row of another owner is refused."""
+
+    forward_related_accessor_class = _SameOwnerDescriptor
+
+
+def same_owner_link(to: str | type[models.Model], column: str, **options: Any) -> SameOwnerLink:
+    """`(owner, column) -> (owner, id)` of `to`."""
+    return SameOwnerLink(to, from_fields=["owner", column], to_fields=["owner", "id"], **options)
