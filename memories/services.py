@@ -142,7 +142,13 @@ class MemoryFields:
         )
 
 
-def _new_memory(owner, fields: MemoryFields, *, predecessor: Memory | None = None) -> Memory:
+def _new_memory(
+    owner,
+    fields: MemoryFields,
+    *,
+    predecessor: Memory | None = None,
+    recorded_at: datetime | None = None,
+) -> Memory:
     commitment_status = None
     if fields.memory_type == MemoryType.COMMITMENT:
         carried = predecessor.commitment_status if predecessor is not None else None
@@ -156,7 +162,7 @@ def _new_memory(owner, fields: MemoryFields, *, predecessor: Memory | None = Non
         scope=fields.scope,
         project=fields.project,
         tags=fields.tags,
-        recorded_at=timezone.now(),
+        recorded_at=recorded_at or timezone.now(),
         predecessor=predecessor,
         commitment_status=commitment_status,
         due_at=fields.due_at,
@@ -227,19 +233,30 @@ def revise_memory(
         raise _explain_lost_insert(lost) from None
 
 
+# Closes a current memory and reads it back in one statement; the row lock it takes makes a
+# concurrent revision of the same memory wait, then find it closed (0 rows: Conflict).
+_CLOSE_SQL = (
+    f"UPDATE {Memory._meta.db_table} SET valid_to = %s "  # noqa: S608 (constants)
+    "WHERE owner_id = %s AND id = %s AND valid_to IS NULL "
+    f"RETURNING {', '.join(field.column for field in Memory._meta.concrete_fields)}"
+)
+
+
+def _close(owner, predecessor_id: object, at: datetime) -> Memory:
+    parsed = parse_memory_id(predecessor_id)
+    closed = next(iter(Memory.objects.raw(_CLOSE_SQL, [at, owner.pk, parsed])), None)
+    if closed is None:
+        if parsed and Memory.objects.filter(owner=owner, id=parsed).exists():
+            raise Conflict(f"memory {parsed} is already superseded")
+        raise NotFound(f"memory {predecessor_id}")
+    return closed
+
+
 def _revise(*, owner, predecessor_id: object, content: object, given: dict) -> Memory:
     with transaction.atomic():
         lock_live_owner(owner)
-        parsed = parse_memory_id(predecessor_id)
-        predecessor = (
-            Memory.objects.select_for_update().filter(owner=owner, id=parsed).first()
-            if parsed
-            else None
-        )
-        if predecessor is None:
-            raise NotFound(f"memory {predecessor_id}")
-        if predecessor.valid_to is not None:
-            raise Conflict(f"memory {predecessor.id} is already superseded")
+        now = timezone.now()
+        predecessor = _close(owner, predecessor_id, now)
 
         inherited = {
             name: getattr(predecessor, name) if value is _UNSET else value
@@ -252,10 +269,7 @@ def _revise(*, owner, predecessor_id: object, content: object, given: dict) -> M
             commitment = inherited["memory_type"] == MemoryType.COMMITMENT
             due_at = predecessor.due_at if commitment else None
         fields = MemoryFields.clean(content=content, due_at=due_at, **inherited)
-        successor = _new_memory(owner, fields, predecessor=predecessor)
-        predecessor.valid_to = successor.recorded_at
-        predecessor.save(update_fields=["valid_to"])
-        return _insert(successor)
+        return _insert(_new_memory(owner, fields, predecessor=predecessor, recorded_at=now))
 
 
 def archive_memory(*, owner, memory_id: object) -> Memory:
