@@ -215,8 +215,8 @@ def briefing(*, owner_id: int, selector: Selector, mode: str = "brief") -> Brief
     )
     # At most THREADS_MAX pinned threads exist, so all are read and counted here.
     pinned = list(
-        Thread.objects.filter(owner_id=owner_id, pinned=True)
-        .with_counts()
+        Thread.objects.owned_with_counts(owner_id)
+        .filter(pinned=True)
         .order_by("name")
         .values_list("name", "member_count")
     )

@@ -260,21 +260,23 @@ class _RowCount(models.Subquery):
 
 
 class ThreadQuerySet(models.QuerySet):
-    def with_counts(self) -> ThreadQuerySet:
-        """`member_count` and `proposal_count`: the thread's members and open proposals among
-        current memories. Counted in subqueries: the GROUP BY that Count() over a join writes
-        names only `id`, which PostgreSQL does not take as the key, since the primary key is
-        (owner_id, id)."""
-        return self.annotate(
-            member_count=_memberships_of_current_memories(MembershipState.MEMBER),
-            proposal_count=_memberships_of_current_memories(MembershipState.PROPOSED),
+    def owned_with_counts(self, owner_id: int) -> ThreadQuerySet:
+        """The owner's threads, with `member_count` and `proposal_count`: members and open
+        proposals among current memories. Counted in subqueries (the GROUP BY that Count() over
+        a join writes names only `id`, which PostgreSQL does not take as the key, since the
+        primary key is (owner_id, id)) that name the owner as a constant: correlated to the
+        thread's owner instead, the planner assumed an average tenant and hash-joined all of a
+        100,000-memory tenant's rows, 69 ms where probing its members takes under 1 ms."""
+        return self.filter(owner_id=owner_id).annotate(
+            member_count=_memberships_of_current_memories(owner_id, MembershipState.MEMBER),
+            proposal_count=_memberships_of_current_memories(owner_id, MembershipState.PROPOSED),
         )
 
 
-def _memberships_of_current_memories(state: str) -> _RowCount:
+def _memberships_of_current_memories(owner_id: int, state: str) -> _RowCount:
     return _RowCount(
         ThreadMembership.objects.filter(
-            owner=models.OuterRef("owner"),
+            owner_id=owner_id,
             thread_id=models.OuterRef("id"),
             state=state,
             memory__valid_to__isnull=True,

@@ -149,7 +149,7 @@ def list_threads(*, owner) -> list[Thread]:
     """All the tenant's threads (at most THREADS_MAX exist; pinned first, then by name) with
     member and open-proposal counts of current memories."""
     return list(
-        Thread.objects.filter(owner=owner).with_counts().order_by("-pinned", "name")[:THREADS_MAX]
+        Thread.objects.owned_with_counts(owner.pk).order_by("-pinned", "name")[:THREADS_MAX]
     )
 
 
