@@ -55,6 +55,13 @@ def setup() -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)  # a corpus built before a schema change catches up
+    from django.db import connection
+
+    # Every run starts from vacuumed tables: the writes of earlier runs leave pages that are not
+    # all-visible, and briefing's index-only scans then visit the heap (measured: 1,304 heap
+    # fetches against 529, its statement 20.8 ms against 9.0 ms).
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM (ANALYZE) memories_memory, memories_threadmembership")
 
 
 def percentiles(samples: list[float]) -> str:
