@@ -13,6 +13,7 @@ from django.test import override_settings
 
 from accounts.erasure import erase_account
 from memories import services, threads
+from memories.errors import NotFound
 from memories.models import ERASED, Memory, Thread, ThreadMembership
 from tests.factories import MemoryFactory, UserFactory
 from tests.mcp_gateway.conftest import subprocess_database_url
@@ -162,6 +163,32 @@ def test_erasure_works_as_the_app_role(two_tenants, orm_as_app_role):
         assert Memory.objects.get(owner=tenant).content == ERASED
         assert Thread.objects.get(owner=tenant).name == ERASED
         assert Memory.objects.get(owner=other).content == f"secret of {other.username}"
+
+
+def test_the_write_paths_work_as_the_app_role(two_tenants, orm_as_app_role):
+    """remember (with proposals), revise (its one UPDATE … RETURNING, and the thread it inherits),
+    archive and the thread listing, each acting for its tenant only."""
+    tenant, other = two_tenants
+    with tenancy.all_tenants():
+        theirs = Memory.objects.get(owner=other)
+    with tenancy.acting_for(tenant.pk):
+        first = Memory.objects.get()
+        successor = threads.revise_and_inherit(
+            owner=tenant, predecessor_id=str(first.id), content="revised"
+        )
+        memory, _ = threads.remember_and_propose(
+            owner=tenant, memory_type="note", topic="t", content="new"
+        )
+        services.archive_memory(owner=tenant, memory_id=memory.id)
+        (work,) = threads.list_threads(owner=tenant)
+        assert work.member_count == 1  # the successor, in its predecessor's place
+        assert ThreadMembership.objects.get(memory_id=successor.id).owner_id == tenant.pk
+        with pytest.raises(NotFound):  # the other tenant's memory: as if missing
+            services.revise_memory(owner=tenant, predecessor_id=str(theirs.id), content="x")
+    with tenancy.all_tenants():
+        assert Memory.objects.get(id=first.id).valid_to == successor.recorded_at
+        theirs.refresh_from_db()
+        assert theirs.valid_to is None
 
 
 def test_site_pages_and_staff_admin_as_the_app_role(two_tenants, orm_as_app_role, client):
