@@ -25,7 +25,8 @@ class MemoryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_filter = ("memory_type", "status", ("valid_to", admin.EmptyFieldListFilter))
     list_select_related = ("owner",)
     show_full_result_count = False  # no COUNT(*) over millions of rows per page view
-    readonly_fields = [field.name for field in Memory._meta.fields]
+    # The columns (predecessor_id among them), not the two-column predecessor link.
+    readonly_fields = [field.name for field in Memory._meta.concrete_fields]
 
 
 @admin.register(Thread)

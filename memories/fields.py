@@ -3,6 +3,15 @@
 In the database the tenant tables' primary keys are `(owner_id, id)`, and a link from one tenant
 row to another is a composite foreign key `(owner_id, <column>) -> (owner_id, id)`. In Django such
 a link is a `ForeignObject` over the same pair of columns, so the ORM's joins name the owner too.
+
+What a two-column `ForeignObject` does not do like a ForeignKey (Django 6.1, checked):
+- `exclude()` / `~Q()` across a reverse link (`memberships__…`, `successors__…`) builds its
+  NOT EXISTS on the owner column alone and returns wrong rows: write
+  `~Exists(Model.objects.filter(owner_id=OuterRef("owner_id"), <column>=OuterRef("id"), …))`;
+- `annotate(Count(…))` over a join groups by `id` alone, which PostgreSQL refuses now that the key
+  is (owner_id, id): count in a subquery (`ThreadQuerySet.owned_with_counts`);
+- filter, update and `values()` by the link itself want the pair: use the `<column>` field
+  (`predecessor_id=…`, `memory_id__in=…`).
 """
 
 from __future__ import annotations
@@ -34,7 +43,9 @@ class _SameOwnerDescriptor(ForwardManyToOneDescriptor):
                     setattr(instance, local.attname, None)
             self.field.set_cached_value(instance, None)
             return
-        owner_id = instance.__dict__.get("owner_id")
+        # getattr, not __dict__: a row loaded without its owner (.only()/.defer()) loads it here
+        # rather than skipping the check.
+        owner_id = getattr(instance, "owner_id", None)
         if owner_id is not None and value.owner_id != owner_id:
             raise ValueError(
                 f"{instance._meta.object_name}.{self.field.name} must be a row of the same owner"
@@ -50,5 +61,8 @@ class SameOwnerLink(models.ForeignObject):
 
 
 def same_owner_link(to: str | type[models.Model], column: str, **options: Any) -> SameOwnerLink:
-    """`(owner, column) -> (owner, id)` of `to`."""
-    return SameOwnerLink(to, from_fields=["owner", column], to_fields=["owner", "id"], **options)
+    """`(owner, column) -> (owner, id)` of `to`. Not serialized (dumpdata/loaddata): its columns,
+    `owner` and `column`, are, and the link itself would be written as the row's __str__."""
+    return SameOwnerLink(
+        to, from_fields=["owner", column], to_fields=["owner", "id"], serialize=False, **options
+    )

@@ -11,7 +11,8 @@ PostgreSQL itself refuses a link across tenants, and a distributed PostgreSQL (C
 can keep every key, constraint and join on one shard. The ORM still knows a row by its `id`
 alone: ids are UUIDv7, unique by construction, and Django's admin does not take composite
 primary keys. The relations are `ForeignObject`s over `(owner, …)` (memories.fields), so the
-ORM's joins carry the owner too."""
+ORM's joins carry the owner too; memories/fields.py lists what such a relation does not do like a
+ForeignKey (exclude across it, Count over it)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from datetime import datetime
 
 import uuid_utils.compat
 from django.contrib.postgres.fields import ArrayField
-from django.db import models
+from django.db import DatabaseError, models
 from django.db.models import F, Q
 from django.db.models.functions import MD5, Length, Lower
 from django.utils import timezone
@@ -136,7 +137,14 @@ class TenantRow(models.Model):
         # Django's save() updates a row by `id`; naming the owner too matches the primary key
         # (owner_id, id), so the update uses it, and a distributed database routes it to the
         # tenant's shard.
-        return super()._do_update(base_qs.filter(owner_id=self.owner_id), *args, **kwargs)
+        updated = super()._do_update(base_qs.filter(owner_id=self.owner_id), *args, **kwargs)
+        if not updated:
+            # Django would fall back to an INSERT: with a changed owner, a second row of the
+            # same id under another tenant. An owner never changes; a stored row is not lost.
+            raise DatabaseError(
+                f"{self._meta.object_name} {self.pk} has no row of owner {self.owner_id} to update"
+            )
+        return updated
 
 
 class Memory(MemoryResource, TenantRow):

@@ -244,9 +244,11 @@ _CLOSE_SQL = (
 
 def _close(owner, predecessor_id: object, at: datetime) -> Memory:
     parsed = parse_memory_id(predecessor_id)
+    if parsed is None:
+        raise NotFound(f"memory {predecessor_id}")
     closed = next(iter(Memory.objects.raw(_CLOSE_SQL, [at, owner.pk, parsed])), None)
     if closed is None:
-        if parsed and Memory.objects.filter(owner=owner, id=parsed).exists():
+        if Memory.objects.filter(owner=owner, id=parsed).exists():
             raise Conflict(f"memory {parsed} is already superseded")
         raise NotFound(f"memory {predecessor_id}")
     return closed

@@ -198,6 +198,7 @@ class Migration(migrations.Migration):
                     model_name="memory",
                     name="predecessor",
                     field=memories.fields.SameOwnerLink(
+                        serialize=False,
                         blank=True,
                         from_fields=("owner", "predecessor_id"),
                         help_text="The memory this one supersedes (same owner).",
@@ -222,6 +223,7 @@ class Migration(migrations.Migration):
                     model_name="threadmembership",
                     name="memory",
                     field=memories.fields.SameOwnerLink(
+                        serialize=False,
                         from_fields=("owner", "memory_id"),
                         on_delete=django.db.models.deletion.PROTECT,
                         related_name="memberships",
@@ -233,6 +235,7 @@ class Migration(migrations.Migration):
                     model_name="threadmembership",
                     name="thread",
                     field=memories.fields.SameOwnerLink(
+                        serialize=False,
                         from_fields=("owner", "thread_id"),
                         on_delete=django.db.models.deletion.CASCADE,
                         related_name="memberships",

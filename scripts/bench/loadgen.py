@@ -326,7 +326,8 @@ def verify_acks(connection, acks: list[Ack]) -> list[str]:
         str(row[0]): row[1:]
         for row in connection.execute(
             "SELECT p.id, p.valid_to IS NOT NULL, "
-            "(SELECT count(*) FROM memories_memory s WHERE s.predecessor_id = p.id) "
+            "(SELECT count(*) FROM memories_memory s "
+            "WHERE s.owner_id = p.owner_id AND s.predecessor_id = p.id) "
             "FROM memories_memory p WHERE p.id = ANY(%s)",
             (predecessors,),
         ).fetchall()

@@ -85,7 +85,7 @@ def test_overwrites_thread_names_and_keeps_other_tenants_threads(populated, othe
         ("[erased]", False),
         ("[erased]", True),
     ]
-    assert ThreadMembership.objects.filter(thread__owner=populated).count() == 1
+    assert ThreadMembership.objects.filter(owner=populated).count() == 1
     neighbour.refresh_from_db()
     assert neighbour.name == "Falcon deal"
 

@@ -3,7 +3,8 @@ rows all carry `owner_id`, so PostgreSQL refuses a link across tenants and a dat
 by owner (Citus) can keep every key and join on one shard."""
 
 import pytest
-from django.db import IntegrityError, connection, transaction
+from django.core import serializers
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from memories.models import Memory, Thread, ThreadMembership
@@ -114,6 +115,33 @@ def test_the_orm_refuses_to_link_rows_of_two_tenants(tenant, other_tenant):
         ThreadMembership(thread=thread, memory=theirs, state="member")
     with pytest.raises(ValueError, match="must be a row of the same owner"):
         Memory(owner=tenant, predecessor=theirs)
+
+
+def test_a_row_loaded_without_its_owner_is_still_checked(tenant, other_tenant):
+    thread = create_thread(owner=tenant, name="mine")
+    mine = MemoryFactory(owner=tenant)
+    ThreadMembership.objects.create(thread=thread, memory=mine, state="member")
+    partial = ThreadMembership.objects.only("id", "state").get()
+    with pytest.raises(ValueError, match="must be a row of the same owner"):
+        partial.memory = MemoryFactory(owner=other_tenant)
+
+
+def test_a_save_never_moves_a_row_to_another_owner(tenant, other_tenant):
+    thread = create_thread(owner=tenant, name="mine")
+    thread.owner = other_tenant
+    with pytest.raises(DatabaseError, match="has no row of owner"), transaction.atomic():
+        thread.save()
+    assert list(Thread.objects.values_list("owner_id", flat=True)) == [tenant.id]
+
+
+def test_rows_round_trip_through_django_serialization(tenant):
+    first = remember(owner=tenant, memory_type="note", topic="t", content="v1")
+    second = Memory.objects.create(
+        owner=tenant, memory_type="note", topic="t", content="v2", content_length=2,
+        recorded_at=first.recorded_at, predecessor=first,
+    )  # fmt: skip
+    (loaded,) = serializers.deserialize("json", serializers.serialize("json", [second]))
+    assert (loaded.object.owner_id, loaded.object.predecessor_id) == (tenant.id, first.id)
 
 
 def test_unlinking_keeps_the_owner(tenant):
