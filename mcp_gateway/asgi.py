@@ -303,9 +303,9 @@ class GatewayRouter:
         token check. The routing headers are trusted only this far: the SDK rejects a request
         whose `Mcp-Method`/`Mcp-Name` differ from its body (-32020) before any handler runs, and
         the handler's gate call uses the prefetch only for the very same owner and ids."""
-        if not settings.MCP_READ_WITH_TOKEN_CHECK or _header(scope, b"mcp-method") != (
-            "resources/read"
-        ):
+        if not settings.MCP_READ_WITH_TOKEN_CHECK:
+            return None  # the read runs on its own (a database distributed by owner)
+        if _header(scope, b"mcp-method") != "resources/read":
             return None
         if _header(scope, b"mcp-protocol-version") in HANDSHAKE_PROTOCOL_VERSIONS:
             return None
