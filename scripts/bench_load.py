@@ -268,7 +268,8 @@ def main() -> None:
     url = database_url(args.fresh, args.memories, args.tenants)
     tenants = mint_tenants(url, args.clients)
     logs = Path(tempfile.mkdtemp(prefix="bench-load-"))
-    env = server_env(url)
+    # The servers log at the default level (INFO): one access line per request, as in production.
+    env = server_env(url) | {"LOG_LEVEL": "INFO"}
     print(
         f"{args.workers} uvicorn workers, {args.clients} clients, {len(tenants)} tenants; "
         f"server logs in {logs}",

@@ -7,14 +7,16 @@ bodies or headers other than the request id.
 
 from __future__ import annotations
 
+import collections
 import contextvars
 import json
 import logging
-import logging.handlers
-import queue
+import sys
+import threading
 import time
 import uuid
 from importlib.metadata import PackageNotFoundError, version
+from typing import TextIO
 
 from django.db import DatabaseError, connection
 from django.db.migrations.executor import MigrationExecutor
@@ -24,6 +26,14 @@ request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id
 tenant_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("tenant_id", default="-")
 
 _STANDARD_ATTRS = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+
+# No formatter here prints a record's thread, process or asyncio task names, and collecting them
+# costs every record (the Python logging HOWTO, "Optimization"); the gateway logs one record per
+# request.
+logging.logThreads = False
+logging.logProcesses = False
+logging.logMultiprocessing = False
+logging.logAsyncioTasks = False
 
 
 class JsonFormatter(logging.Formatter):
@@ -50,36 +60,78 @@ class JsonFormatter(logging.Formatter):
 JsonFormatter.converter = time.gmtime
 
 
-class BackgroundStreamHandler(logging.handlers.QueueHandler):
-    """Writes log records to stderr from a background thread. Every /mcp request logs an access
-    line; formatting it and writing it from the event loop cost ~11 % of resources/read
-    throughput and doubled its p99 (docs/performance.md, "Gateway"). The queue hands the record
-    over; the listener thread formats (JsonFormatter) and writes it."""
+class BackgroundStreamHandler(logging.Handler):
+    """Writes log records to a stream (stderr) from a background thread, in batches.
 
-    def __init__(self) -> None:
-        super().__init__(queue.SimpleQueue())
-        self.target = logging.StreamHandler()
-        self.listener = logging.handlers.QueueListener(self.queue, self.target)
-        self.listener.start()
+    Every /mcp request logs an access line. Writing it from the event loop cost ~11 % of
+    resources/read throughput; handing each record to a thread through a queue cost more still
+    (~160 µs of CPU per request on the 2-core VM of docs/performance.md): every record woke the
+    thread, and each wake-up is a GIL hand-over. So records wait in a deque (no wake-up) and the
+    writer formats and writes them every `flush_interval` seconds, one write per batch. A record
+    of level WARNING or above is written at once. Lines are at most `flush_interval` late, and
+    `close()` (logging.shutdown, at exit) writes what is left."""
 
-    def close(self) -> None:
-        # logging.shutdown() (at exit) closes every handler: drain the queue first, once.
-        if self.listener._thread is not None:
-            self.listener.stop()
-        super().close()
+    FLUSH_INTERVAL = 0.1
 
-    def setFormatter(self, fmt: logging.Formatter | None) -> None:
-        self.target.setFormatter(fmt)
+    def __init__(self, stream: TextIO | None = None, flush_interval: float = FLUSH_INTERVAL):
+        super().__init__()
+        self.stream = stream if stream is not None else sys.stderr
+        self.flush_interval = flush_interval
+        self._pending: collections.deque[logging.LogRecord] = collections.deque()
+        self._has_pending = threading.Event()
+        self._write_now = threading.Event()
+        self._write_lock = threading.Lock()
+        self._closed = False
+        self._writer = threading.Thread(target=self._write_batches, name="log-writer", daemon=True)
+        self._writer.start()
 
-    def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
-        # In-process queue: hand over the record itself. The base class would format it here (on
-        # the event loop) and drop exc_info, which the JSON formatter needs on the other side.
-        # The request's ids live in context variables of this thread: pin them on the record.
+    def emit(self, record: logging.LogRecord) -> None:
+        # The request's ids live in context variables of the emitting thread: pin them on the
+        # record before it changes threads.
         if not hasattr(record, "request_id"):
             record.request_id = request_id_var.get()
         if not hasattr(record, "tenant_id"):
             record.tenant_id = tenant_id_var.get()
-        return record
+        self._pending.append(record)
+        if record.levelno >= logging.WARNING:
+            self._write_now.set()
+        if not self._has_pending.is_set():
+            self._has_pending.set()
+
+    def _write_batches(self) -> None:
+        while not self._closed:
+            self._has_pending.wait()
+            self._write_now.wait(self.flush_interval)  # let a batch gather
+            # Cleared before the batch is taken: a record appended from here on sets it again.
+            self._has_pending.clear()
+            self._write_now.clear()
+            self.flush()
+
+    def flush(self) -> None:
+        with self._write_lock:
+            lines = []
+            while self._pending:
+                record = self._pending.popleft()
+                try:
+                    lines.append(self.format(record) + "\n")
+                except Exception:
+                    self.handleError(record)
+            if lines:
+                try:
+                    self.stream.write("".join(lines))
+                    self.stream.flush()
+                except Exception:  # noqa: S110 (a log line that cannot be written is dropped)
+                    pass
+
+    def close(self) -> None:
+        # logging.shutdown() (at exit) closes every handler: write what is left, once.
+        self._closed = True
+        self._has_pending.set()
+        self._write_now.set()
+        if self._writer.is_alive() and self._writer is not threading.current_thread():
+            self._writer.join(timeout=5)
+        self.flush()
+        super().close()
 
 
 def new_request_id(incoming: str | None = None) -> str:

@@ -1,7 +1,9 @@
 """Operability: health probes, version, and structured access logs without tenant text."""
 
+import io
 import json
 import logging
+import time
 
 import pytest
 
@@ -50,24 +52,77 @@ def test_probes_are_plain_json(client, db, path):
     assert client.get(path)["Content-Type"] == "application/json"
 
 
-def test_background_handler_keeps_the_request_ids_of_the_logging_thread():
-    import io
+def _background_logger(handler) -> logging.Logger:
+    from threengram.observability import JsonFormatter
 
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger(f"test.background.{id(handler)}")
+    logger.propagate = False
+    logger.addHandler(handler)
+    return logger
+
+
+def _lines(stream) -> list[dict]:
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+def _wait_for(condition, seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_background_handler_keeps_the_request_ids_of_the_logging_thread():
     from threengram.observability import BackgroundStreamHandler, request_id_var
 
-    handler = BackgroundStreamHandler()
     stream = io.StringIO()
-    handler.target.setStream(stream)
-    handler.setFormatter(JsonFormatter())
-    logger = logging.getLogger("test.background")
-    logger.addHandler(handler)
+    handler = BackgroundStreamHandler(stream)
+    logger = _background_logger(handler)
     token = request_id_var.set("req-1234abcd")
     try:
         logger.error("failed", exc_info=ValueError("boom"))
     finally:
         request_id_var.reset(token)
-        logger.removeHandler(handler)
-        handler.close()  # drains the queue
-    line = json.loads(stream.getvalue())
+        handler.close()
+    (line,) = _lines(stream)
     assert line["request_id"] == "req-1234abcd"
     assert "ValueError: boom" in line["exception"]
+
+
+def test_background_handler_writes_access_lines_in_batches_and_in_order():
+    from threengram.observability import BackgroundStreamHandler
+
+    stream = io.StringIO()
+    handler = BackgroundStreamHandler(stream, flush_interval=0.5)
+    logger = _background_logger(handler)
+    try:
+        for number in range(200):
+            logger.info("request", extra={"number": number})
+        # Not written line by line as they come: the writer waits for the batch.
+        assert stream.getvalue() == ""
+        assert _wait_for(lambda: len(_lines(stream)) == 200)
+        assert [line["number"] for line in _lines(stream)] == list(range(200))
+    finally:
+        handler.close()
+
+
+def test_background_handler_writes_warnings_at_once_and_the_rest_on_close():
+    from threengram.observability import BackgroundStreamHandler
+
+    stream = io.StringIO()
+    handler = BackgroundStreamHandler(stream, flush_interval=3600)
+    logger = _background_logger(handler)
+    logger.info("before")
+    logger.warning("database unavailable")
+    # The warning does not wait an hour, and takes the lines before it along.
+    assert _wait_for(lambda: len(_lines(stream)) == 2)
+    logger.info("last words")
+    handler.close()  # logging.shutdown() at exit
+    assert [line["message"] for line in _lines(stream)] == [
+        "before",
+        "database unavailable",
+        "last words",
+    ]
