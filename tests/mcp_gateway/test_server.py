@@ -7,7 +7,9 @@ import logging
 import mcp_types as types
 import pytest
 from django.conf import settings
+from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.shared.exceptions import MCPError
+from opentelemetry import trace as trace_api
 
 from mcp_gateway import prompts, server, tools
 from tests.mcp_gateway.conftest import IN_PROCESS_URL, Recorder, asgi_transport, mcp_client
@@ -172,3 +174,22 @@ async def test_orm_using_handlers_get_a_django_request_context(asgi_app, seeded,
     # A fresh ThreadSensitiveContext (own worker thread) per request, like Django's handler.
     assert first_context is not None and seen["context"] is not None
     assert first_context is not seen["context"]
+
+
+class _InstalledTracerProvider(trace_api.TracerProvider):
+    """What an OpenTelemetry SDK (or `opentelemetry-instrument`) installs."""
+
+    def get_tracer(self, *args, **kwargs) -> trace_api.Tracer:
+        return trace_api.NoOpTracer()
+
+
+def test_spans_cost_nothing_until_a_tracer_provider_is_installed(monkeypatch):
+    # No OpenTelemetry SDK here: the SDK's span-per-message middleware would only burn CPU.
+    assert not server.tracing_configured()
+    assert not any(isinstance(m, OpenTelemetryMiddleware) for m in server.build_server().middleware)
+
+    monkeypatch.setattr(trace_api, "get_tracer_provider", _InstalledTracerProvider)
+    assert server.tracing_configured()
+    middleware = server.build_server().middleware
+    assert any(isinstance(m, OpenTelemetryMiddleware) for m in middleware)
+    assert middleware[-1] is server.hide_internal_errors  # still the innermost
