@@ -46,12 +46,19 @@ class FixedWindow:
     def hit(self, subject: str) -> int | None:
         """Count one event; return the seconds to wait if it went over the limit, else None."""
         key, remaining = self._key(subject)
-        cache.add(key, 0, timeout=self.window)
+        # One cache call in the common case (the /mcp hot path counts every request): the
+        # window's counter exists.
         try:
             count = cache.incr(key)
-        except ValueError:  # expired between add and incr
-            cache.set(key, 1, timeout=self.window)
-            count = 1
+        except ValueError:  # the window's first event
+            if cache.add(key, 1, timeout=self.window):
+                count = 1
+            else:  # another request (or process) created it meanwhile
+                try:
+                    count = cache.incr(key)
+                except ValueError:  # ... and it expired since: a new window
+                    cache.set(key, 1, timeout=self.window)
+                    count = 1
         if count > self.limit:
             return max(remaining, 1)
         return None

@@ -16,6 +16,8 @@ here), uvicorn (pure-Python asyncio + h11) and daphne (the README's server). Cas
   gateway-read-rls  the same with row-level security (DATABASE_APP_ROLE=threengram_app, the
                     settings default since 2026-12-02)
   gateway-catalog   the gateway, resources/templates/list: token check only (a step)
+  gateway-read-rls-old  with --baseline-tree DIR: gateway-read-rls served by the code in DIR
+                    (e.g. `git worktree add DIR <commit>`), to measure a change in the same rounds
 plus the reads on the legacy 2025-11-25 wire. Prints Markdown tables for docs/performance.md.
 """
 
@@ -73,9 +75,9 @@ def server_env(url: str, app_role: str = "") -> dict[str, str]:
     return {
         **os.environ,
         "DATABASE_URL": url,
-        # One token drives all the load here: the per-user rate limit (docs/security.md) would
-        # refuse it, so the benchmark turns it off explicitly.
-        "MCP_RATE_LIMIT": "0",
+        # One token drives all the load here: the default per-user rate limit (docs/security.md)
+        # would refuse it. A limit it never reaches keeps the counting on every request.
+        "MCP_RATE_LIMIT": "1000000000",
         # Row-level security: "" = the owner (migrations, seeding and the main cases),
         # "threengram_app" for the gateway-read-rls case.
         "DATABASE_APP_ROLE": app_role,
@@ -213,6 +215,12 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--servers", default="uvicorn-uvloop,uvicorn,daphne")
+    parser.add_argument(
+        "--baseline-tree",
+        type=Path,
+        help="a checkout of older code (git worktree): its gateway runs as gateway-read-rls-old, "
+        "in the same rounds, on the same database (same migrations required)",
+    )
     args = parser.parse_args()
     if not shutil.which("wrk"):
         sys.exit("wrk not found: apt-get install -y wrk")
@@ -258,6 +266,16 @@ def main() -> int:
                 logs,
             )
             servers += [gateway, minimal, gateway_rls]
+            old = None
+            if args.baseline_tree:
+                old = start(
+                    f"gateway-rls-old-{kind}",
+                    [*commands[kind], "threengram.asgi:application"],
+                    server_env(url, app_role="threengram_app"),
+                    args.baseline_tree.resolve(),
+                    logs,
+                )
+                servers.append(old)
             for wire in ("2026-07-28", "2025-11-25"):
                 short = "2026" if wire.startswith("2026") else "2025"
                 common = {"MCP_WIRE": wire}
@@ -267,6 +285,9 @@ def main() -> int:
                               "env": {**common, "MCP_URIS": uris, "TOKEN": TOKEN}})  # fmt: skip
                 cases.append({"name": f"gateway-read-rls {kind} {short}", "server": gateway_rls,
                               "env": {**common, "MCP_URIS": uris, "TOKEN": TOKEN}})  # fmt: skip
+                if old and short == "2026":
+                    cases.append({"name": f"gateway-read-rls-old {kind} {short}", "server": old,
+                                  "env": {**common, "MCP_URIS": uris, "TOKEN": TOKEN}})  # fmt: skip
             cases.append({"name": f"gateway-catalog {kind} 2026", "server": gateway,
                           "env": {"MCP_WIRE": "2026-07-28", "TOKEN": TOKEN,
                                   "MCP_METHOD": "resources/templates/list"}})  # fmt: skip
@@ -304,11 +325,14 @@ def main() -> int:
         ("gateway-read", "minimal-read"),
         ("gateway-read-rls", "minimal-read"),
         ("gateway-read-rls", "gateway-read"),
+        *([("gateway-read-rls-old", "minimal-read")] if args.baseline_tree else []),
     ):
         print(f"\n| ratio {numerator} / {denominator}, per round | median (min-max) |")
         print("|---|---|")
         for kind in args.servers.split(","):
             for wire in ("2026", "2025"):
+                if f"{numerator} {kind} {wire}" not in results:
+                    continue
                 ratios = [
                     n["rps"] / d["rps"]
                     for n, d in zip(
