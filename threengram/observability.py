@@ -11,10 +11,10 @@ import collections
 import contextvars
 import json
 import logging
+import os
 import sys
 import threading
 import time
-import uuid
 from importlib.metadata import PackageNotFoundError, version
 from typing import TextIO
 
@@ -27,9 +27,10 @@ tenant_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("tenant_id",
 
 _STANDARD_ATTRS = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
-# No formatter here prints a record's thread, process or asyncio task names, and collecting them
-# costs every record (the Python logging HOWTO, "Optimization"); the gateway logs one record per
-# request.
+# No formatter here prints a record's source line, thread, process or asyncio task name, and
+# collecting them costs every record (the Python logging HOWTO, "Optimization"); the gateway logs
+# one record per request. Exceptions keep their tracebacks.
+logging._srcfile = None
 logging.logThreads = False
 logging.logProcesses = False
 logging.logMultiprocessing = False
@@ -138,7 +139,7 @@ def new_request_id(incoming: str | None = None) -> str:
     """Reuse a well-formed incoming X-Request-ID (from a proxy), else mint one."""
     if incoming and 8 <= len(incoming) <= 64 and incoming.replace("-", "").isalnum():
         return incoming
-    return uuid.uuid4().hex
+    return os.urandom(16).hex()  # the format of uuid4().hex, at half the cost
 
 
 class RequestIdMiddleware:

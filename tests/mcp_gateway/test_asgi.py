@@ -154,6 +154,18 @@ async def test_foreign_host_and_origin_are_refused(http, seeded):
     assert response.status_code == 200
 
 
+async def test_the_host_check_follows_allowed_hosts(http, seeded, settings):
+    headers, body = modern("resources/templates/list", **auth_header(seeded.token))
+    assert (await http.post("/mcp", headers=headers, content=body)).status_code == 200
+    settings.ALLOWED_HOSTS = ["memory.example.com"]  # the answers above are not kept
+    response = await http.post("/mcp", headers=headers, content=body)
+    assert response.status_code == 421
+    response = await http.post(
+        "/mcp", headers={**headers, "host": "memory.example.com"}, content=body
+    )
+    assert response.status_code == 200
+
+
 async def test_transport_errors_are_json_rpc_errors_not_500(http, seeded):
     token = auth_header(seeded.token)
     uri = f"threengram://memory/{seeded.memory.id}"
