@@ -75,6 +75,20 @@ def seeded(transactional_db) -> Seeded:
     )
 
 
+def readable_check_params(sql: str, params):
+    """The token check's columns go as comma-separated texts (mcp_gateway.auth): as lists here,
+    request numbers as ints and memory ids as UUIDs (None where a request reads none)."""
+    if "accesstoken" not in sql or "string_to_array" not in sql:
+        return params
+    numbers, checksums, memory_ids, *rest = params
+    return (
+        [int(number) for number in numbers.split(",")],
+        checksums.split(","),
+        [uuid.UUID(memory_id) if memory_id else None for memory_id in memory_ids.split(",")],
+        *rest,
+    )
+
+
 @pytest.fixture
 def sent_statements(monkeypatch) -> list[tuple[str, object]]:
     """Every (sql, params) the gateway's native connections (threengram.asyncdb) send."""
@@ -87,7 +101,7 @@ def sent_statements(monkeypatch) -> list[tuple[str, object]]:
             original = conn.execute
 
             async def execute(sql, params=None):
-                sent.append((sql, params))
+                sent.append((sql, readable_check_params(sql, params)))
                 return await original(sql, params)
 
             conn.execute = execute

@@ -24,6 +24,7 @@ from tests.mcp_gateway.conftest import (
     Recorder,
     asgi_transport,
     mcp_client,
+    readable_check_params,
     run_sync,
 )
 
@@ -184,9 +185,10 @@ async def test_missing_foreign_and_malformed_ids_are_indistinguishable(
 
         async def execute(self, sql, params):
             # The gate's statement: alone, or inside a token check that reads a memory along.
-            if "accesstoken" not in sql or any(params[2]):
+            readable = readable_check_params(sql, params)
+            if "accesstoken" not in sql or any(readable[2]):
                 shape = tuple(
-                    (type(p).__name__, len(p) if isinstance(p, list) else 0) for p in params
+                    (type(p).__name__, len(p) if isinstance(p, list) else 0) for p in readable
                 )
                 statements.append((sql, shape))
             return await self.conn.execute(sql, params)
