@@ -58,11 +58,20 @@ _JSON = (b"content-type", b"application/json")
 _RETRY_AFTER = (b"retry-after", str(dbfaults.RETRY_AFTER_SECONDS).encode())
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope["headers"]:
-        if key == name:
-            return value.decode("latin-1")
-    return None
+Headers = dict[bytes, bytes]
+
+
+def _headers(scope: Scope) -> Headers:
+    """The request's headers by (lower-case) name, read once; the first of a repeated one."""
+    headers: Headers = {}
+    for name, value in scope["headers"]:
+        headers.setdefault(name, value)
+    return headers
+
+
+def _header(headers: Headers, name: bytes) -> str | None:
+    value = headers.get(name)
+    return None if value is None else value.decode("latin-1")
 
 
 def _host_allowed(host: str | None) -> bool:
@@ -177,21 +186,38 @@ class GatewayRouter:
         # The site's request id (threengram.observability), so log records of one request can be
         # followed across the site and the gateway; errors quote it to the client, and the
         # response echoes it in X-Request-ID.
-        request_id = new_request_id(_header(scope, b"x-request-id"))
+        headers = _headers(scope)
+        request_id = new_request_id(_header(headers, b"x-request-id"))
         request_token = request_id_var.set(request_id)
         started = time.perf_counter()
         seen = {"status": 0, "tenant_id": "-"}
+        outcome = dbfaults.Outcome()
+        outcome_token = dbfaults.request_outcome.set(outcome)
 
         async def send_with_request_id(message: dict) -> None:
             if message["type"] == "http.response.start":
-                seen["status"] = message["status"]
+                status = message["status"]
+                response_headers = message.get("headers", [])
+                if outcome.unavailable:
+                    # A handler that met a database outage (threengram.dbfaults) answered a
+                    # JSON-RPC error; the HTTP status says "retryable" too, for clients and
+                    # proxies.
+                    status = 503
+                    response_headers = [
+                        *(h for h in response_headers if h[0] != b"retry-after"),
+                        _RETRY_AFTER,
+                    ]
+                seen["status"] = status
                 seen["tenant_id"] = tenant_id_var.get()
-                headers = [*message.get("headers", []), (b"x-request-id", request_id.encode())]
-                message = {**message, "headers": headers}
+                message = {
+                    **message,
+                    "status": status,
+                    "headers": [*response_headers, (b"x-request-id", request_id.encode())],
+                }
             await send(message)
 
         try:
-            await self._authenticated_mcp(scope, receive, send_with_request_id)
+            await self._authenticated_mcp(scope, headers, receive, send_with_request_id)
         finally:
             if settings.MCP_ACCESS_LOG:
                 # One line per request: ids, the MCP method (2026 wire header; the legacy wire
@@ -203,29 +229,32 @@ class GatewayRouter:
                         "tenant_id": seen["tenant_id"],
                         "method": scope.get("method"),
                         "path": MCP_PATH,
-                        "mcp_method": (_header(scope, b"mcp-method") or "-")[:64],
+                        "mcp_method": (_header(headers, b"mcp-method") or "-")[:64],
                         "status": seen["status"],
                         "latency_ms": round((time.perf_counter() - started) * 1000, 2),
                     },
                 )
+            dbfaults.request_outcome.reset(outcome_token)
             request_id_var.reset(request_token)
 
-    async def _authenticated_mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if not _host_allowed(_header(scope, b"host")):
+    async def _authenticated_mcp(
+        self, scope: Scope, headers: Headers, receive: Receive, send: Send
+    ) -> None:
+        if not _host_allowed(_header(headers, b"host")):
             await _drain(receive)
             await _respond(send, 421, b"Invalid Host header")
             return
-        if not _origin_allowed(_header(scope, b"origin")):
+        if not _origin_allowed(_header(headers, b"origin")):
             await _drain(receive)
             await _respond(send, 403, b"Invalid Origin header")
             return
-        authorization = _header(scope, b"authorization") or ""
+        authorization = _header(headers, b"authorization") or ""
         scheme, _, token = authorization.partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
             await self._deny(receive, send, 401, None, "Authentication required")
             return
-        read_ids = self._resource_read_ids(scope)
+        read_ids = self._resource_read_ids(headers)
         memories: dict = {}
         try:
             if read_ids is None:
@@ -279,49 +308,37 @@ class GatewayRouter:
         reset = auth.current_principal.set(principal)
         tenant_token = tenant_id_var.set(str(principal.user_id))
         rls_token = tenancy.current_tenant.set(principal.user_id)
-        outcome = dbfaults.Outcome()
-        outcome_token = dbfaults.request_outcome.set(outcome)
-
-        async def send_with_status(message: dict) -> None:
-            # A handler that met a database outage (threengram.dbfaults) answered a JSON-RPC
-            # error; the HTTP status says "retryable" too, for clients and proxies.
-            if message["type"] == "http.response.start" and outcome.unavailable:
-                headers = [(k, v) for k, v in message.get("headers", []) if k != b"retry-after"]
-                message = {**message, "status": 503, "headers": [*headers, _RETRY_AFTER]}
-            await send(message)
-
         try:
             await self.startup()
             if read_ids is None:
-                await self.session_manager.handle_request(scope, receive, send_with_status)
+                await self.session_manager.handle_request(scope, receive, send)
             else:
                 with access.prefetched_for_request(
                     owner_id=principal.user_id, ids=read_ids, memories=memories
                 ):
-                    await self.session_manager.handle_request(scope, receive, send_with_status)
+                    await self.session_manager.handle_request(scope, receive, send)
         except ClientDisconnect:
             logger.debug("MCP client disconnected before its request was read")
         except Exception:
             await self._internal_error(receive, send, 500, "MCP transport")
         finally:
             tenancy.current_tenant.reset(rls_token)
-            dbfaults.request_outcome.reset(outcome_token)
             tenant_id_var.reset(tenant_token)
             auth.current_principal.reset(reset)
 
     @staticmethod
-    def _resource_read_ids(scope: Scope) -> list | None:
+    def _resource_read_ids(headers: Headers) -> list | None:
         """For a 2026-07-28 `resources/read` of a memory URI, the ids to read along with the
         token check. The routing headers are trusted only this far: the SDK rejects a request
         whose `Mcp-Method`/`Mcp-Name` differ from its body (-32020) before any handler runs, and
         the handler's gate call uses the prefetch only for the very same owner and ids."""
         if not settings.MCP_READ_WITH_TOKEN_CHECK:
             return None  # the read runs on its own (a database distributed by owner)
-        if _header(scope, b"mcp-method") != "resources/read":
+        if _header(headers, b"mcp-method") != "resources/read":
             return None
-        if _header(scope, b"mcp-protocol-version") in HANDSHAKE_PROTOCOL_VERSIONS:
+        if _header(headers, b"mcp-protocol-version") in HANDSHAKE_PROTOCOL_VERSIONS:
             return None
-        memory_id = memory_id_in(_header(scope, b"mcp-name") or "")
+        memory_id = memory_id_in(_header(headers, b"mcp-name") or "")
         return None if memory_id is None else access.parse_ids([memory_id])
 
     async def _deny(
