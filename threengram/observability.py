@@ -12,9 +12,11 @@ import contextvars
 import json
 import logging
 import os
+import select
 import sys
 import threading
 import time
+import weakref
 from importlib.metadata import PackageNotFoundError, version
 from typing import TextIO
 
@@ -29,7 +31,8 @@ _STANDARD_ATTRS = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
 # No formatter here prints a record's source line, thread, process or asyncio task name, and
 # collecting them costs every record (the Python logging HOWTO, "Optimization"); the gateway logs
-# one record per request. Exceptions keep their tracebacks.
+# one record per request. These switches are process-wide: any formatter of this process shows
+# "(unknown file)" for the source and None for those names. Exceptions keep their tracebacks.
 logging._srcfile = None
 logging.logThreads = False
 logging.logProcesses = False
@@ -68,23 +71,39 @@ class BackgroundStreamHandler(logging.Handler):
     resources/read throughput; handing each record to a thread through a queue cost more still
     (~160 µs of CPU per request on the 2-core VM of docs/performance.md): every record woke the
     thread, and each wake-up is a GIL hand-over. So records wait in a deque (no wake-up) and the
-    writer formats and writes them every `flush_interval` seconds, one write per batch. A record
+    writer formats and writes them every `flush_interval` seconds, a few writes per batch. A record
     of level WARNING or above is written at once. Lines are at most `flush_interval` late, and
     `close()` (logging.shutdown, at exit) writes what is left."""
 
     FLUSH_INTERVAL = 0.1
 
-    def __init__(self, stream: TextIO | None = None, flush_interval: float = FLUSH_INTERVAL):
+    def __init__(
+        self, stream: TextIO | None = None, flush_interval: float = FLUSH_INTERVAL
+    ) -> None:
         super().__init__()
         self.stream = stream if stream is not None else sys.stderr
         self.flush_interval = flush_interval
         self._pending: collections.deque[logging.LogRecord] = collections.deque()
+        self._closed = False
+        self._start_writer()
+        # A forked child (gunicorn --preload, say) inherits no running thread: start its own,
+        # without the parent's pending records, which the parent writes.
+        handler = weakref.ref(self)
+        os.register_at_fork(
+            after_in_child=lambda: (h := handler()) is not None and h._restart_after_fork()
+        )
+
+    def _start_writer(self) -> None:
         self._has_pending = threading.Event()
         self._write_now = threading.Event()
         self._write_lock = threading.Lock()
-        self._closed = False
         self._writer = threading.Thread(target=self._write_batches, name="log-writer", daemon=True)
         self._writer.start()
+
+    def _restart_after_fork(self) -> None:
+        self._pending.clear()
+        if not self._closed:
+            self._start_writer()
 
     def emit(self, record: logging.LogRecord) -> None:
         # The request's ids live in context variables of the emitting thread: pin them on the
@@ -94,6 +113,9 @@ class BackgroundStreamHandler(logging.Handler):
         if not hasattr(record, "tenant_id"):
             record.tenant_id = tenant_id_var.get()
         self._pending.append(record)
+        if self._closed:  # logged during or after shutdown: no writer to wait for
+            self.flush()
+            return
         if record.levelno >= logging.WARNING:
             self._write_now.set()
         if not self._has_pending.is_set():
@@ -110,19 +132,31 @@ class BackgroundStreamHandler(logging.Handler):
 
     def flush(self) -> None:
         with self._write_lock:
-            lines = []
+            chunk: list[str] = []
+            size = 0
             while self._pending:
                 record = self._pending.popleft()
                 try:
-                    lines.append(self.format(record) + "\n")
+                    line = self.format(record) + "\n"
                 except Exception:
                     self.handleError(record)
-            if lines:
-                try:
-                    self.stream.write("".join(lines))
-                    self.stream.flush()
-                except Exception:  # noqa: S110 (a log line that cannot be written is dropped)
-                    pass
+                    continue
+                # Several processes may share one stderr pipe (uvicorn --workers, a container):
+                # a write of at most PIPE_BUF bytes is atomic there, so lines never interleave.
+                if chunk and size + len(line) > select.PIPE_BUF:
+                    self._write(chunk)
+                    chunk, size = [], 0
+                chunk.append(line)
+                size += len(line)
+            if chunk:
+                self._write(chunk)
+
+    def _write(self, lines: list[str]) -> None:
+        try:
+            self.stream.write("".join(lines))
+            self.stream.flush()
+        except Exception:  # noqa: S110 (a log line that cannot be written is dropped)
+            pass
 
     def close(self) -> None:
         # logging.shutdown() (at exit) closes every handler: write what is left, once.
@@ -130,7 +164,7 @@ class BackgroundStreamHandler(logging.Handler):
         self._has_pending.set()
         self._write_now.set()
         if self._writer.is_alive() and self._writer is not threading.current_thread():
-            self._writer.join(timeout=5)
+            self._writer.join()
         self.flush()
         super().close()
 
@@ -139,7 +173,7 @@ def new_request_id(incoming: str | None = None) -> str:
     """Reuse a well-formed incoming X-Request-ID (from a proxy), else mint one."""
     if incoming and 8 <= len(incoming) <= 64 and incoming.replace("-", "").isalnum():
         return incoming
-    return os.urandom(16).hex()  # the format of uuid4().hex, at half the cost
+    return os.urandom(16).hex()  # 32 hex digits, as uuid4().hex, at half the cost
 
 
 class RequestIdMiddleware:

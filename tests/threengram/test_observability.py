@@ -3,6 +3,7 @@
 import io
 import json
 import logging
+import select
 import time
 
 import pytest
@@ -86,26 +87,42 @@ def test_background_handler_keeps_the_request_ids_of_the_logging_thread():
         logger.error("failed", exc_info=ValueError("boom"))
     finally:
         request_id_var.reset(token)
+        logger.removeHandler(handler)
         handler.close()
     (line,) = _lines(stream)
     assert line["request_id"] == "req-1234abcd"
     assert "ValueError: boom" in line["exception"]
 
 
+class _RecordingStream(io.StringIO):
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.writes.append(text)
+        return super().write(text)
+
+
 def test_background_handler_writes_access_lines_in_batches_and_in_order():
     from threengram.observability import BackgroundStreamHandler
 
-    stream = io.StringIO()
+    stream = _RecordingStream()
     handler = BackgroundStreamHandler(stream, flush_interval=0.5)
     logger = _background_logger(handler)
     try:
         for number in range(200):
-            logger.info("request", extra={"number": number})
+            logger.info("request", extra={"number": number, "padding": "x" * 100})
         # Not written line by line as they come: the writer waits for the batch.
         assert stream.getvalue() == ""
         assert _wait_for(lambda: len(_lines(stream)) == 200)
         assert [line["number"] for line in _lines(stream)] == list(range(200))
+        # Whole lines, at most PIPE_BUF bytes per write: atomic on a pipe that several
+        # processes share, so their lines never interleave.
+        assert 1 < len(stream.writes) < 200
+        assert all(w.endswith("\n") and len(w.encode()) <= select.PIPE_BUF for w in stream.writes)
     finally:
+        logger.removeHandler(handler)
         handler.close()
 
 
@@ -115,14 +132,20 @@ def test_background_handler_writes_warnings_at_once_and_the_rest_on_close():
     stream = io.StringIO()
     handler = BackgroundStreamHandler(stream, flush_interval=3600)
     logger = _background_logger(handler)
-    logger.info("before")
-    logger.warning("database unavailable")
-    # The warning does not wait an hour, and takes the lines before it along.
-    assert _wait_for(lambda: len(_lines(stream)) == 2)
-    logger.info("last words")
-    handler.close()  # logging.shutdown() at exit
-    assert [line["message"] for line in _lines(stream)] == [
-        "before",
-        "database unavailable",
-        "last words",
-    ]
+    try:
+        logger.info("before")
+        logger.warning("database unavailable")
+        # The warning does not wait an hour, and takes the lines before it along.
+        assert _wait_for(lambda: len(_lines(stream)) == 2)
+        logger.info("last words")
+        handler.close()  # logging.shutdown() at exit
+        logger.info("after the end")  # no writer left: written at once
+        assert [line["message"] for line in _lines(stream)] == [
+            "before",
+            "database unavailable",
+            "last words",
+            "after the end",
+        ]
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
