@@ -132,7 +132,7 @@ def _rate_limited(user_id: int) -> int | None:
     and unauthenticated floods cannot spend a user's budget. The counter is in Django's cache,
     called directly from the event loop: the local-memory default costs microseconds and no
     database hit; a shared cache (CACHE_URL, redis or memcached) makes the limit hold across
-    server processes at one round trip to it."""
+    server processes at one or two round trips to it (memcached: one; redis: EXISTS, INCR)."""
     if settings.MCP_RATE_LIMIT <= 0:
         return None
     window = FixedWindow(

@@ -49,7 +49,7 @@ _VALID_TOKEN = (
 _CHECK_SQL = (
     "SELECT q.n, t.user_id, t.scope, a.client_id, gate.* "  # noqa: S608 (constants)
     "FROM unnest(string_to_array(%s, ',')::int[], string_to_array(%s, ',')::text[], "
-    "string_to_array(%s, ',', '')::uuid[]) AS q(n, checksum, memory_id) "
+    "string_to_array(%s, ',', '-')::uuid[]) AS q(n, checksum, memory_id) "
     f"JOIN {_TOKEN_TABLES} ON t.token_checksum = q.checksum "
     f"LEFT JOIN {get_application_model()._meta.db_table} a ON a.id = t.application_id "
     "LEFT JOIN LATERAL ("
@@ -142,13 +142,14 @@ class _TokenChecks:
 
         Each column goes as one comma-separated text: psycopg dumps a list parameter element by
         element in Python, which cost ~50-100 µs per batch (docs/performance.md). No value can
-        hold a comma: numbers, hex digests, and UUIDs already parsed; '' is NULL (no memory)."""
+        hold a comma: numbers, hex digests, and UUIDs already parsed; '-' is NULL (no memory), so
+        the three columns always have as many elements."""
         numbers, checksums, memory_ids = [], [], []
         for number, check in numbered:
             for memory_id in check.memory_ids or [None]:
                 numbers.append(str(number))
                 checksums.append(check.checksum)
-                memory_ids.append("" if memory_id is None else str(memory_id))
+                memory_ids.append("-" if memory_id is None else str(memory_id))
         return ",".join(numbers), ",".join(checksums), ",".join(memory_ids)
 
     async def _check_each_token_as_its_tenant(

@@ -14,7 +14,7 @@ from typing import Any
 import mcp_types as types
 from django.conf import settings
 from mcp.server import CacheHint, Server, ServerRequestContext
-from mcp.server._otel import OpenTelemetryMiddleware
+from mcp.server._otel import OpenTelemetryMiddleware  # private module: mcp is pinned (2.3.0)
 from mcp.server.context import CallNext, HandlerResult
 from mcp.shared.exceptions import MCPError
 from opentelemetry import trace

@@ -75,7 +75,7 @@ def seeded(transactional_db) -> Seeded:
     )
 
 
-def readable_check_params(sql: str, params):
+def readable_check_params(sql: str, params: tuple | None) -> tuple | None:
     """The token check's columns go as comma-separated texts (mcp_gateway.auth): as lists here,
     request numbers as ints and memory ids as UUIDs (None where a request reads none)."""
     if "accesstoken" not in sql or "string_to_array" not in sql:
@@ -84,7 +84,7 @@ def readable_check_params(sql: str, params):
     return (
         [int(number) for number in numbers.split(",")],
         checksums.split(","),
-        [uuid.UUID(memory_id) if memory_id else None for memory_id in memory_ids.split(",")],
+        [None if memory_id == "-" else uuid.UUID(memory_id) for memory_id in memory_ids.split(",")],
         *rest,
     )
 

@@ -7,10 +7,11 @@ import json
 import logging
 
 import httpx2
+import psycopg
 import pytest
 from django.conf import settings
 
-from mcp_gateway import auth
+from mcp_gateway import auth, resources
 from mcp_gateway.asgi import MAX_REQUEST_BODY_BYTES
 from tests.mcp_gateway.conftest import asgi_transport, make_token
 
@@ -255,6 +256,32 @@ async def test_token_check_failure_is_generic_and_logged(http, monkeypatch, capl
     assert error["code"] == -32603 and detail not in error["message"]
     assert error["message"] == "Internal error (request id proxy-req-0123456789)"
     assert "proxy-req-0123456789" in caplog.text and detail not in caplog.text
+
+
+async def test_a_handler_meeting_a_database_outage_answers_503_retryable(
+    http, seeded, monkeypatch, caplog
+):
+    """The JSON-RPC error says retryable; the HTTP status and Retry-After say it to proxies."""
+
+    async def database_down(**kwargs):
+        raise psycopg.OperationalError("connection to server failed")
+
+    monkeypatch.setattr(resources, "read_owned_memories", database_down)
+    caplog.set_level(logging.INFO, logger="threengram.access")
+    uri = f"threengram://memory/{seeded.memory.id}"
+    # The legacy wire: the handler reads on its own, after the token check.
+    headers = {**auth_header(seeded.token), "content-type": "application/json",
+               "accept": "application/json, text/event-stream",
+               "mcp-protocol-version": "2025-11-25"}  # fmt: skip
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": 7, "method": "resources/read", "params": {"uri": uri}}
+    )
+    response = await http.post("/mcp", headers=headers, content=body)
+    assert response.status_code == 503
+    assert response.headers.get_list("retry-after") == ["1"]
+    assert response.json()["error"]["data"]["retryable"] is True
+    (line,) = [r for r in caplog.records if r.name == "threengram.access"]
+    assert line.status == 503 and line.request_id == response.headers["x-request-id"]
 
 
 async def test_other_paths_go_to_django(http, transactional_db):
