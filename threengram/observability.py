@@ -143,11 +143,12 @@ class BackgroundStreamHandler(logging.Handler):
                     continue
                 # Several processes may share one stderr pipe (uvicorn --workers, a container):
                 # a write of at most PIPE_BUF bytes is atomic there, so lines never interleave.
-                if chunk and size + len(line) > select.PIPE_BUF:
+                length = len(line) if line.isascii() else len(line.encode())  # PIPE_BUF is bytes
+                if chunk and size + length > select.PIPE_BUF:
                     self._write(chunk)
                     chunk, size = [], 0
                 chunk.append(line)
-                size += len(line)
+                size += length
             if chunk:
                 self._write(chunk)
 
