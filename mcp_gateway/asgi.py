@@ -33,7 +33,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from accounts.rate_limit import FixedWindow
+from accounts.rate_limit import FixedWindow, event_loop_cache
 from mcp_gateway import auth
 from mcp_gateway.resources import memory_id_in
 from mcp_gateway.server import build_server, log_failure
@@ -136,7 +136,10 @@ def _rate_limited(user_id: int) -> int | None:
     if settings.MCP_RATE_LIMIT <= 0:
         return None
     window = FixedWindow(
-        name="mcp", limit=settings.MCP_RATE_LIMIT, window=settings.MCP_RATE_LIMIT_WINDOW
+        name="mcp",
+        limit=settings.MCP_RATE_LIMIT,
+        window=settings.MCP_RATE_LIMIT_WINDOW,
+        store=event_loop_cache(),
     )
     return window.hit(str(user_id))
 
