@@ -44,24 +44,32 @@ class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, request/tenant ids, and any
     `extra=` fields the caller passed (method, status, latency_ms, ...)."""
 
+    # The formatted second of the last record: the gateway logs a line per request, and
+    # strftime for each cost more than the rest of the time stamp.
+    _second: tuple[int, str] = (-1, "")
+
     def format(self, record: logging.LogRecord) -> str:
+        second = int(record.created)
+        cached = self._second
+        if cached[0] != second:
+            cached = self._second = (
+                second,
+                time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)),
+            )
         entry = {
-            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
+            "time": f"{cached[1]}.{int(record.msecs):03d}Z",
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),
             "request_id": getattr(record, "request_id", None) or request_id_var.get(),
             "tenant_id": getattr(record, "tenant_id", None) or tenant_id_var.get(),
         }
-        for key, value in vars(record).items():
+        for key, value in record.__dict__.items():
             if key not in _STANDARD_ATTRS and key not in entry:
                 entry[key] = value
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str)
-
-
-JsonFormatter.converter = time.gmtime
 
 
 class BackgroundStreamHandler(logging.Handler):

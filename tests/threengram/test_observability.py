@@ -48,6 +48,20 @@ def test_access_log_is_json_with_request_and_tenant_ids(client, tenant, caplog):
     assert "secret-memory-text" not in json.dumps(line)
 
 
+def test_log_time_is_utc_with_milliseconds_for_every_second():
+    formatter = JsonFormatter()
+    times = []
+    for created in (1_800_000_000.25, 1_800_000_000.5, 1_800_000_061.125):
+        record = logging.makeLogRecord({"msg": "m", "levelname": "INFO"})
+        record.created, record.msecs = created, (created - int(created)) * 1000
+        times.append(json.loads(formatter.format(record))["time"])
+    assert times == [
+        "2027-01-15T08:00:00.250Z",
+        "2027-01-15T08:00:00.500Z",
+        "2027-01-15T08:01:01.125Z",
+    ]
+
+
 @pytest.mark.parametrize("path", ["/health", "/ready", "/version"])
 def test_probes_are_plain_json(client, db, path):
     assert client.get(path)["Content-Type"] == "application/json"
