@@ -33,7 +33,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from accounts.rate_limit import FixedWindow, event_loop_cache
+from accounts.rate_limit import FixedWindow, event_loop_counter_store
 from mcp_gateway import auth
 from mcp_gateway.resources import memory_id_in
 from mcp_gateway.server import build_server, log_failure
@@ -129,17 +129,17 @@ def _rate_limited(user_id: int) -> int | None:
     """Count one request of this user; the seconds to wait when over MCP_RATE_LIMIT, else None.
 
     After authentication, so the tenant is the token's user (all of its tokens share one budget)
-    and unauthenticated floods cannot spend a user's budget. The counter is in Django's cache,
-    called directly from the event loop: the local-memory default costs microseconds and no
-    database hit; a shared cache (CACHE_URL, redis or memcached) makes the limit hold across
-    server processes at one or two round trips to it (memcached: one; redis: EXISTS, INCR)."""
+    and unauthenticated floods cannot spend a user's budget. Counted from the event loop: with
+    the local-memory default cache, in this process's memory (microseconds, no database hit);
+    with a shared cache (CACHE_URL, redis or memcached) the limit holds across server processes
+    at one or two round trips to it (memcached: one; redis: EXISTS, INCR)."""
     if settings.MCP_RATE_LIMIT <= 0:
         return None
     window = FixedWindow(
         name="mcp",
         limit=settings.MCP_RATE_LIMIT,
         window=settings.MCP_RATE_LIMIT_WINDOW,
-        store=event_loop_cache(),
+        store=event_loop_counter_store(),
     )
     return window.hit(str(user_id))
 
@@ -330,7 +330,7 @@ class GatewayRouter:
             auth.current_principal.reset(reset)
 
     @staticmethod
-    def _resource_read_ids(headers: Headers) -> list | None:
+    def _resource_read_ids(headers: Headers) -> list[str] | None:
         """For a 2026-07-28 `resources/read` of a memory URI, the ids to read along with the
         token check. The routing headers are trusted only this far: the SDK rejects a request
         whose `Mcp-Method`/`Mcp-Name` differ from its body (-32020) before any handler runs, and
@@ -342,7 +342,7 @@ class GatewayRouter:
         if _header(headers, b"mcp-protocol-version") in HANDSHAKE_PROTOCOL_VERSIONS:
             return None
         memory_id = memory_id_in(_header(headers, b"mcp-name") or "")
-        return None if memory_id is None else access.parse_ids([memory_id])
+        return None if memory_id is None else [memory_id]
 
     async def _deny(
         self, receive: Receive, send: Send, status: int, error: str | None, description: str

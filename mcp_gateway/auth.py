@@ -11,6 +11,7 @@ import asyncio
 import contextvars
 import hashlib
 import uuid
+from collections.abc import Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 
@@ -193,12 +194,12 @@ async def authenticate(token: str) -> Principal | None:
 
 
 async def authenticate_and_read(
-    token: str, ids: list[uuid.UUID]
+    token: str, ids: Sequence[object]
 ) -> tuple[Principal | None, dict[uuid.UUID, MemoryRow]]:
     """`authenticate`, and the token owner's memories among `ids` read by the access gate's
     statement, in the same round trip. The memories are only for the same request's gate call
     (`access.prefetched_for_request`), and only once the token has been accepted."""
-    rows = await _token_checks.check(_checksum(token), ids)
+    rows = await _token_checks.check(_checksum(token), access.parse_ids(ids))
     if not rows:
         return None, {}
     return _principal(rows[0]), access.memories_from_rows([row[3:] for row in rows])

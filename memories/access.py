@@ -99,17 +99,18 @@ def memories_from_rows(rows: Sequence[Sequence]) -> dict[uuid.UUID, MemoryRow]:
     }
 
 
-_prefetched: ContextVar[tuple[int, tuple[uuid.UUID, ...], dict] | None] = ContextVar(
+_prefetched: ContextVar[tuple[int, tuple[object, ...], dict] | None] = ContextVar(
     "prefetched_owned_memories", default=None
 )
 
 
 @contextmanager
 def prefetched_for_request(
-    *, owner_id: int, ids: Sequence[uuid.UUID], memories: dict[uuid.UUID, MemoryRow]
+    *, owner_id: int, ids: Sequence[object], memories: dict[uuid.UUID, MemoryRow]
 ) -> Iterator[None]:
     """Within this block, `read_owned_memories(owner_id=owner_id, ids=<the same ids>)` answers
-    with `memories`, the result of the gate's own statement run moments before."""
+    with `memories`, the result of the gate's own statement run moments before for
+    `parse_ids(ids)`. The ids as given, unparsed: equal ids parse alike."""
     token = _prefetched.set((owner_id, tuple(ids), memories))
     try:
         yield
@@ -123,12 +124,12 @@ async def read_owned_memories(
     """The owner's memories among `ids`, keyed by id. Missing, malformed and foreign ids are
     simply absent from the result: callers cannot tell them apart, and neither can a timer,
     since all three run the same single query."""
+    prefetched = _prefetched.get()
+    if prefetched is not None and prefetched[:2] == (owner_id, tuple(ids)):
+        return dict(prefetched[2])
     parsed = parse_ids(ids)
     if not parsed:
         return {}
-    prefetched = _prefetched.get()
-    if prefetched is not None and prefetched[:2] == (owner_id, tuple(parsed)):
-        return dict(prefetched[2])
     async with asyncdb.tenant_connection(owner_id) as conn:
         cursor = await conn.execute(_READ_SQL, (owner_id, parsed))
         rows = await cursor.fetchall()

@@ -1,14 +1,15 @@
 """Fixed-window counters (accounts/rate_limit.py) when requests or processes race on a window,
-and the per-thread backend that the /mcp router counts in."""
+and the store that the /mcp router counts in from the event loop."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 
-from django.core.cache import cache
+import pytest
+from django.core.cache.backends.dummy import DummyCache
 
-from accounts.rate_limit import FixedWindow, event_loop_cache
+from accounts.rate_limit import FixedWindow, LocalCounts, event_loop_counter_store, local_counts
 
 
 class RacingCache:
@@ -55,32 +56,55 @@ def test_a_counter_gone_again_starts_a_new_window_at_one():
     assert store.counter == 1
 
 
-def test_requests_on_one_event_loop_share_one_backend_that_counts_with_the_default_cache():
-    cache.clear()
-
-    async def backend_of_a_request():  # each task runs in a context of its own, as a request
-        return event_loop_cache()
+def test_requests_on_one_event_loop_share_one_store():
+    async def store_of_a_request():  # each task runs in a context of its own, as a request
+        return event_loop_counter_store()
 
     async def two_requests():
-        return await asyncio.gather(backend_of_a_request(), backend_of_a_request())
+        return await asyncio.gather(store_of_a_request(), store_of_a_request())
 
     first, second = asyncio.run(two_requests())
     assert first is second
-    window = FixedWindow(name="shared", limit=2, window=60, store=first)
-    window.hit("tenant")
-    window.hit("tenant")
-    # The same counters as the default cache's: a limit reached here is seen (and reset) there.
-    assert FixedWindow(name="shared", limit=2, window=60).retry_after("tenant") is not None
-    cache.clear()
-    assert window.hit("tenant") is None
+    # The default cache is the per-process local-memory one: so are these counts.
+    assert first is local_counts
 
 
-def test_each_thread_and_each_caches_setting_gets_its_own_backend(settings):
-    here = event_loop_cache()
+def test_with_a_shared_cache_each_thread_counts_through_its_own_backend_of_it(settings):
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.dummy.DummyCache"}}
+    here = event_loop_counter_store()
     elsewhere = []
-    thread = threading.Thread(target=lambda: elsewhere.append(event_loop_cache()))
+    thread = threading.Thread(target=lambda: elsewhere.append(event_loop_counter_store()))
     thread.start()
     thread.join()
+    assert isinstance(here, DummyCache)
+    assert isinstance(elsewhere[0], DummyCache)
     assert elsewhere[0] is not here
-    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.dummy.DummyCache"}}
-    assert type(event_loop_cache()).__name__ == "DummyCache"
+    assert event_loop_counter_store() is here
+
+
+def test_local_counts_limit_each_subject_and_window_and_reset():
+    counts = LocalCounts()
+    window = FixedWindow(name="local", limit=2, window=60, store=counts)
+    assert window.hit("tenant") is None
+    assert window.hit("tenant") is None
+    assert 0 < window.hit("tenant") <= 60  # the third event of the window
+    assert window.retry_after("tenant") is not None
+    assert window.hit("other tenant") is None
+    window.reset("tenant")
+    assert window.hit("tenant") is None
+    counts.clear()
+    assert window.retry_after("tenant") is None
+
+
+def test_local_counts_expire_and_are_swept(monkeypatch):
+    counts = LocalCounts()
+    monkeypatch.setattr(LocalCounts, "SWEEP_AT", 3)
+    counts.add("old", 5, timeout=0)  # expired at once
+    assert counts.get("old", 0) == 0
+    with pytest.raises(ValueError):
+        counts.incr("old")
+    assert counts.add("old", 1, timeout=60)  # a new window may start on an expired key
+    counts.add("gone", 1, timeout=0)
+    counts.add("live", 1, timeout=60)
+    counts.add("new", 1, timeout=60)  # the fourth entry: the expired one is dropped first
+    assert set(counts._counts) == {"old", "live", "new"}
