@@ -16,7 +16,6 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 
 import mcp_types as types
-import psycopg
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from mcp.shared.exceptions import MCPError
@@ -37,35 +36,43 @@ _TOKEN_TABLES = (
     f"{get_access_token_model()._meta.db_table} t "
     f"JOIN {get_user_model()._meta.db_table} u ON u.id = t.user_id "
 )
-_VALID_TOKEN = (
-    "t.expires > now() AND u.is_active AND u.erased_at IS NULL "
-    "AND t.resource @> jsonb_build_array(%s::text)"
-)
+
+
+def _valid_token(audience: str) -> str:
+    return (
+        "t.expires > now() AND u.is_active AND u.erased_at IS NULL "
+        f"AND t.resource @> jsonb_build_array({audience}::text)"
+    )
+
 
 # One statement checks the tokens of every request that reached this point in the same turn of
 # the event loop (`_TokenChecks`), each row of `q` being one request (`n`) and at most one memory
 # id it reads along: the access gate's own statement joined in with owner = that request's token
 # user, so a `resources/read` costs no second round trip (docs/performance.md). A request with
 # no row was refused; otherwise it has one row per memory found, or one row of NULL memory.
-_CHECK_SQL = (
+# Parameters: request numbers, checksums, memory ids (`_TokenChecks._arrays`), audience.
+CHECK_TOKENS = asyncdb.prepared_statement(
+    "threengram_check_tokens",
     "SELECT q.n, t.user_id, t.scope, a.client_id, gate.* "  # noqa: S608 (constants)
-    "FROM unnest(string_to_array(%s, ',')::int[], string_to_array(%s, ',')::text[], "
-    "string_to_array(%s, ',', '-')::uuid[]) AS q(n, checksum, memory_id) "
+    "FROM unnest(string_to_array($1, ',')::int[], string_to_array($2, ',')::text[], "
+    "string_to_array($3, ',', '-')::uuid[]) AS q(n, checksum, memory_id) "
     f"JOIN {_TOKEN_TABLES} ON t.token_checksum = q.checksum "
     f"LEFT JOIN {get_application_model()._meta.db_table} a ON a.id = t.application_id "
     "LEFT JOIN LATERAL ("
     + access.owned_memories_sql("t.user_id", ids="ARRAY[q.memory_id]")
-    + f") gate ON true WHERE {_VALID_TOKEN}"
+    + f") gate ON true WHERE {_valid_token('$4')}",
 )
 # With row-level security (threengram/tenancy.py) one statement cannot read for several tenants:
-# each request's check runs after this one, which sets the tenant from the same token, inside
-# PostgreSQL (no verified token: no tenant, no rows). A token's pair, and the whole batch, go
-# out in one pipeline: one implicit transaction, so each `set_config(..., true)` holds for the
-# statement after it and nothing outlives the batch; still one round trip.
-_SET_TENANT_FROM_TOKEN_SQL = (
+# each token's check runs after this one, which sets the tenant from the same token, inside
+# PostgreSQL (no verified token: no tenant, no rows). The whole batch is one message, one
+# implicit transaction (`asyncdb.execute_prepared`), so each `set_config(..., true)` holds for
+# the statement after it and nothing outlives the batch; still one round trip.
+# Parameters: checksum, audience.
+SET_TENANT_FROM_TOKEN = asyncdb.prepared_statement(
+    "threengram_set_tenant_from_token",
     "SELECT set_config('threengram.tenant_id', coalesce(("  # noqa: S608 (constants)
     f"SELECT t.user_id::text FROM {_TOKEN_TABLES} "
-    f"WHERE t.token_checksum = %s AND {_VALID_TOKEN}), ''), true)"
+    f"WHERE t.token_checksum = $1 AND {_valid_token('$2')}), ''), true)",
 )
 
 
@@ -112,13 +119,9 @@ class _TokenChecks:
     async def _run(self, batch: list[_Check]) -> None:
         audience = settings.MCP_RESOURCE_URL
         try:
+            statements = self._statements(batch, audience)
             async with asyncdb.connection() as conn:
-                if tenancy.enabled():
-                    rows = await self._check_each_token_as_its_tenant(conn, batch, audience)
-                else:
-                    numbered = list(enumerate(batch))
-                    cursor = await conn.execute(_CHECK_SQL, (*self._arrays(numbered), audience))
-                    rows = await cursor.fetchall()
+                results = await asyncdb.execute_prepared(conn, statements)
         except BaseException as exc:
             # Every waiting request answers for itself (503 on an outage); none is left hanging.
             for check in batch:
@@ -130,16 +133,18 @@ class _TokenChecks:
             if not isinstance(exc, Exception):
                 raise
             return
-        results: list[list[tuple]] = [[] for _ in batch]
-        for row in rows:
-            results[row[0]].append(row[1:])
-        for check, result in zip(batch, results, strict=True):
+        verdicts: list[list[tuple]] = [[] for _ in batch]
+        for (statement, _), rows in zip(statements, results, strict=True):
+            if statement == CHECK_TOKENS:
+                for row in rows:
+                    verdicts[row[0]].append(row[1:])
+        for check, result in zip(batch, verdicts, strict=True):
             if not check.future.done():  # a request cancelled meanwhile (client gone)
                 check.future.set_result(result)
 
     @staticmethod
     def _arrays(numbered: list[tuple[int, _Check]]) -> tuple[str, str, str]:
-        """`q` of _CHECK_SQL: request numbers, checksums and memory ids, one row per id.
+        """`q` of CHECK_TOKENS: request numbers, checksums and memory ids, one row per id.
 
         Each column goes as one comma-separated text: psycopg dumps a list parameter element by
         element in Python, which cost ~50-100 µs per batch (docs/performance.md). No value can
@@ -153,22 +158,21 @@ class _TokenChecks:
                 memory_ids.append("-" if memory_id is None else str(memory_id))
         return ",".join(numbers), ",".join(checksums), ",".join(memory_ids)
 
-    async def _check_each_token_as_its_tenant(
-        self, conn: psycopg.AsyncConnection, batch: list[_Check], audience: str
-    ) -> list[tuple]:
-        # The requests of one token (an agent reading several memories at once) share its pair
-        # of statements: one tenant, one check.
+    @classmethod
+    def _statements(cls, batch: list[_Check], audience: str) -> list[tuple[str, tuple[str, ...]]]:
+        """One check for the whole batch; under row-level security one tenant setting and one
+        check per token instead, the requests of one token (an agent reading several memories
+        at once) sharing its pair."""
+        if not tenancy.enabled():
+            return [(CHECK_TOKENS, (*cls._arrays(list(enumerate(batch))), audience))]
         by_token: dict[str, list[tuple[int, _Check]]] = {}
         for number, check in enumerate(batch):
             by_token.setdefault(check.checksum, []).append((number, check))
-        async with conn.pipeline():
-            cursors = []
-            for checksum, numbered in by_token.items():
-                await conn.execute(_SET_TENANT_FROM_TOKEN_SQL, (checksum, audience))
-                arrays = self._arrays(numbered)
-                cursors.append(await conn.execute(_CHECK_SQL, (*arrays, audience)))
-            # The first fetch syncs the pipeline: every statement is sent by then.
-            return [row for cursor in cursors for row in await cursor.fetchall()]
+        statements = []
+        for checksum, numbered in by_token.items():
+            statements.append((SET_TENANT_FROM_TOKEN, (checksum, audience)))
+            statements.append((CHECK_TOKENS, (*cls._arrays(numbered), audience)))
+        return statements
 
 
 _token_checks = _TokenChecks()

@@ -15,7 +15,9 @@ do this, because each async test runs on its own event loop and nothing may outl
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import re
+import weakref
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -29,6 +31,14 @@ from psycopg_pool import AsyncConnectionPool
 _DJANGO_ONLY_OPTIONS = frozenset(
     {"pool", "server_side_binding", "assume_role", "isolation_level", "cursor_factory", "context"}
 )
+
+# Statements every connection prepares (PREPARE name AS sql), by name: see `execute_prepared`.
+_prepared_statements: dict[str, str] = {}
+# What each open connection has prepared so far.
+_prepared_on: weakref.WeakKeyDictionary[psycopg.AsyncConnection, frozenset[str]] = (
+    weakref.WeakKeyDictionary()
+)
+_STATEMENT_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 _pool: AsyncConnectionPool | None = None
 _pool_loop: asyncio.AbstractEventLoop | None = None
@@ -84,10 +94,62 @@ async def _get_pool() -> AsyncConnectionPool:
 
 
 async def _configure(conn: psycopg.AsyncConnection) -> None:
-    """Row-level security (threengram/tenancy.py): act as the application role, if configured."""
+    """Row-level security (threengram/tenancy.py): act as the application role, if configured.
+    Then prepare the registered statements (`prepared_statement`)."""
     role = settings.DATABASE_APP_ROLE
     if role:
         await conn.execute(psycopg.sql.SQL("SET ROLE {}").format(psycopg.sql.Identifier(role)))
+    await _prepare_missing(conn)
+
+
+async def _prepare_missing(conn: psycopg.AsyncConnection) -> None:
+    done = _prepared_on.get(conn, frozenset())
+    missing = [
+        f"PREPARE {name} AS {sql}" for name, sql in _prepared_statements.items() if name not in done
+    ]
+    if missing:  # one round trip: without parameters psycopg sends a simple query
+        await conn.execute("; ".join(missing))
+    _prepared_on[conn] = frozenset(_prepared_statements)
+
+
+def prepared_statement(name: str, sql: str) -> str:
+    """Register `sql`, with PostgreSQL's `$1, $2, …` parameters, to be prepared as `name` on
+    every connection of this module; return the name, for `execute_prepared`."""
+    if not _STATEMENT_NAME.fullmatch(name):
+        raise ValueError(f"not a plain lower-case SQL name: {name!r}")
+    if _prepared_statements.setdefault(name, sql) != sql:
+        raise ValueError(f"{name} is already prepared as another statement")
+    return name
+
+
+async def execute_prepared(
+    conn: psycopg.AsyncConnection, calls: Sequence[tuple[str, Sequence[object]]]
+) -> list[list[tuple]]:
+    """Run prepared statements, `(name, arguments)` each, in one round trip and one transaction;
+    return the rows of each.
+
+    They go as one simple-query message of `EXECUTE name(…)` statements, the arguments bound as
+    literals by psycopg's client-side cursor. PostgreSQL runs a multi-statement simple query as
+    one implicit transaction (protocol docs, "Multiple Statements in a Simple Query"), so a
+    `set_config(…, true)` holds for the statements after it and ends with the message, and a
+    failure rolls back all of them. Why not the extended protocol's pipeline: psycopg spends an
+    event-loop wait on each statement sent in pipeline mode, and another on the sync; this costs
+    one send and one read, about half the client CPU per batch (docs/performance.md). The
+    statements were prepared when the connection opened: no planning per call."""
+    if any(name not in _prepared_on.get(conn, ()) for name, _ in calls):
+        await _prepare_missing(conn)  # registered after this connection opened
+    cursor = psycopg.AsyncClientCursor(conn)
+    query = "; ".join(
+        f"EXECUTE {name}({', '.join(['%s'] * len(arguments))})" if arguments else f"EXECUTE {name}"
+        for name, arguments in calls
+    )
+    await cursor.execute(query, [argument for _, arguments in calls for argument in arguments])
+    results = []
+    for index in range(len(calls)):
+        if index:
+            cursor.nextset()
+        results.append(await cursor.fetchall())
+    return results
 
 
 @asynccontextmanager

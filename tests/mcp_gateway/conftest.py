@@ -27,6 +27,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from psycopg.conninfo import make_conninfo
 
+from mcp_gateway import auth
 from tests.factories import AccessTokenFactory, MemoryFactory, UserFactory
 from threengram import asyncdb
 
@@ -75,10 +76,10 @@ def seeded(transactional_db) -> Seeded:
     )
 
 
-def readable_check_params(sql: str, params: tuple | None) -> tuple | None:
+def readable_check_params(statement: str, params: tuple | None) -> tuple | None:
     """The token check's columns go as comma-separated texts (mcp_gateway.auth): as lists here,
     request numbers as ints and memory ids as UUIDs (None where a request reads none)."""
-    if "accesstoken" not in sql or "string_to_array" not in sql:
+    if statement != f"EXECUTE {auth.CHECK_TOKENS}":
         return params
     numbers, checksums, memory_ids, *rest = params
     return (
@@ -91,9 +92,10 @@ def readable_check_params(sql: str, params: tuple | None) -> tuple | None:
 
 @pytest.fixture
 def sent_statements(monkeypatch) -> list[tuple[str, object]]:
-    """Every (sql, params) the gateway's native connections (threengram.asyncdb) send."""
+    """Every statement the gateway's native connections (threengram.asyncdb) send: (sql, params)
+    of each `execute`, and ("EXECUTE name", arguments) of each prepared statement."""
     sent: list[tuple[str, object]] = []
-    real_connection = asyncdb.connection
+    real_connection, real_execute_prepared = asyncdb.connection, asyncdb.execute_prepared
 
     @asynccontextmanager
     async def recording_connection():
@@ -101,13 +103,19 @@ def sent_statements(monkeypatch) -> list[tuple[str, object]]:
             original = conn.execute
 
             async def execute(sql, params=None):
-                sent.append((sql, readable_check_params(sql, params)))
+                sent.append((sql, params))
                 return await original(sql, params)
 
             conn.execute = execute
             yield conn
 
+    async def recording_execute_prepared(conn, calls):
+        for name, arguments in calls:
+            sent.append((f"EXECUTE {name}", readable_check_params(f"EXECUTE {name}", arguments)))
+        return await real_execute_prepared(conn, calls)
+
     monkeypatch.setattr(asyncdb, "connection", recording_connection)
+    monkeypatch.setattr(asyncdb, "execute_prepared", recording_execute_prepared)
     return sent
 
 

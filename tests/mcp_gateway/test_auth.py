@@ -79,8 +79,9 @@ async def test_under_rls_the_check_reads_nothing_without_its_tenant(seeded):
             arrays = auth._TokenChecks._arrays(
                 [(0, auth._Check(auth._checksum(seeded.token), [seeded.memory.id], None))]
             )
-            cursor = await conn.execute(auth._CHECK_SQL, (*arrays, auth.settings.MCP_RESOURCE_URL))
-            rows = await cursor.fetchall()
+            (rows,) = await auth.asyncdb.execute_prepared(
+                conn, [(auth.CHECK_TOKENS, (*arrays, auth.settings.MCP_RESOURCE_URL))]
+            )
     ((_n, user_id, *_token, memory_id),) = [row[:5] for row in rows]
     assert user_id == seeded.tenant.pk and memory_id is None
 
@@ -154,5 +155,5 @@ async def test_under_rls_the_requests_of_one_token_share_its_statements(seeded, 
     assert set(first) == {seeded.memory.id} and second == {}
     assert set(foreign) == {other_memory_id}
     # Two tokens: a tenant setting and a check for each, whatever the number of requests.
-    kinds = ["set tenant" if "set_config" in sql else "check" for sql, _ in sent_statements]
-    assert kinds == ["set tenant", "check"] * 2
+    kinds = [sql for sql, _ in sent_statements]
+    assert kinds == [f"EXECUTE {auth.SET_TENANT_FROM_TOKEN}", f"EXECUTE {auth.CHECK_TOKENS}"] * 2

@@ -11,7 +11,7 @@ from django.conf import settings
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from mcp_gateway import resources
+from mcp_gateway import auth, resources
 from mcp_gateway.auth import current_principal
 from mcp_gateway.principal import Principal
 from mcp_gateway.server import build_server
@@ -24,7 +24,6 @@ from tests.mcp_gateway.conftest import (
     Recorder,
     asgi_transport,
     mcp_client,
-    readable_check_params,
     run_sync,
 )
 
@@ -173,34 +172,10 @@ async def test_templates_and_empty_list(asgi_app, seeded):
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_missing_foreign_and_malformed_ids_are_indistinguishable(
-    asgi_app, seeded, monkeypatch, mode
+    asgi_app, seeded, sent_statements, mode
 ):
     """Same error, same code path, same SQL: the URI is no existence oracle."""
-    statements = []
-    real_connection = access.asyncdb.connection
-
-    class Spy:
-        def __init__(self, conn):
-            self.conn = conn
-
-        async def execute(self, sql, params):
-            # The gate's statement: alone, or inside a token check that reads a memory along.
-            readable = readable_check_params(sql, params)
-            if "accesstoken" not in sql or any(readable[2]):
-                shape = tuple(
-                    (type(p).__name__, len(p) if isinstance(p, list) else 0) for p in readable
-                )
-                statements.append((sql, shape))
-            return await self.conn.execute(sql, params)
-
-    from contextlib import asynccontextmanager
-
-    @asynccontextmanager
-    async def spying_connection():
-        async with real_connection() as conn:
-            yield Spy(conn)
-
-    monkeypatch.setattr(access.asyncdb, "connection", spying_connection)
+    check = f"EXECUTE {auth.CHECK_TOKENS}"
     uris = [
         f"threengram://memory/{uuid.uuid4()}",  # missing
         seeded.foreign_memory.resource_uri,  # another tenant's
@@ -210,17 +185,23 @@ async def test_missing_foreign_and_malformed_ids_are_indistinguishable(
     async with mcp_client(
         IN_PROCESS_URL, seeded.token, mode=mode, transport=asgi_transport(asgi_app)
     ) as c:
-        statements.clear()  # the client's discovery or handshake: a token check of its own
+        sent_statements.clear()  # the client's discovery or handshake: a token check of its own
         for uri in uris:
             with pytest.raises(MCPError) as caught:
                 await c.read_resource(uri)
             errors.append(caught.value.error)
     assert {(e.code, e.message) for e in errors} == {(-32602, "Resource not found")}
     assert [e.data for e in errors] == [{"uri": uri} for uri in uris]
+    # The gate's statement: alone, or inside a token check that reads a memory along.
+    reads = [
+        (sql, tuple((type(p).__name__, len(p) if isinstance(p, list) else 0) for p in params))
+        for sql, params in sent_statements
+        if sql != check or any(params[2])
+    ]
     # The same statement, with parameters of the same shapes, reads for each of the three: the
     # fused token check on the 2026 wire, the gate's own statement on the legacy wire.
-    assert len(statements) == 3 and len(set(statements)) == 1
-    assert ("accesstoken" in statements[0][0]) is (mode == "auto")
+    assert len(reads) == 3 and len(set(reads)) == 1
+    assert (reads[0][0] == check) is (mode == "auto")
 
 
 async def test_foreign_scheme_and_shapes_are_invalid_params(asgi_app, seeded):
@@ -283,9 +264,10 @@ async def test_round_trips_per_read(asgi_app, seeded, sent_statements, mode, fus
         with pytest.raises(MCPError):
             await c.read_resource(seeded.foreign_memory.resource_uri)
     assert json.loads(result.contents[0].text)["id"] == str(seeded.memory.id)
-    assert "accesstoken" in read_statements[0][0]  # the token check comes first, always
-    checks = [params for sql, params in read_statements if "accesstoken" in sql]
-    gate_reads = [params for sql, params in read_statements if "accesstoken" not in sql]
+    check = f"EXECUTE {auth.CHECK_TOKENS}"
+    assert read_statements[0][0] == check  # the token check comes first, always
+    checks = [params for sql, params in read_statements if sql == check]
+    gate_reads = [params for sql, params in read_statements if sql != check]
     read_along = [memory_ids for _n, _checksums, memory_ids, _audience in checks if any(memory_ids)]
     if fused:
         assert read_along == [[seeded.memory.id]] and gate_reads == []
