@@ -39,6 +39,7 @@ _prepared_on: weakref.WeakKeyDictionary[psycopg.AsyncConnection, frozenset[str]]
     weakref.WeakKeyDictionary()
 )
 _STATEMENT_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_PARAMETER = re.compile(r"\$(\d+)")
 
 _pool: AsyncConnectionPool | None = None
 _pool_loop: asyncio.AbstractEventLoop | None = None
@@ -99,7 +100,10 @@ async def _configure(conn: psycopg.AsyncConnection) -> None:
     role = settings.DATABASE_APP_ROLE
     if role:
         await conn.execute(psycopg.sql.SQL("SET ROLE {}").format(psycopg.sql.Identifier(role)))
-    await _prepare_missing(conn)
+    if settings.ASYNC_DATABASE_PREPARE:
+        await _prepare_missing(conn)
+    else:
+        conn.prepare_threshold = None  # psycopg's automatic preparation, too
 
 
 async def _prepare_missing(conn: psycopg.AsyncConnection) -> None:
@@ -113,13 +117,28 @@ async def _prepare_missing(conn: psycopg.AsyncConnection) -> None:
 
 
 def prepared_statement(name: str, sql: str) -> str:
-    """Register `sql`, with PostgreSQL's `$1, $2, …` parameters, to be prepared as `name` on
-    every connection of this module; return the name, for `execute_prepared`."""
+    """Register `sql`, with PostgreSQL's `$1, $2, …` parameters (and no `$n` in its literals),
+    to be prepared as `name` on every connection of this module; return the name, for
+    `execute_prepared`."""
     if not _STATEMENT_NAME.fullmatch(name):
         raise ValueError(f"not a plain lower-case SQL name: {name!r}")
     if _prepared_statements.setdefault(name, sql) != sql:
         raise ValueError(f"{name} is already prepared as another statement")
     return name
+
+
+def _sql_of(index: int, name: str, arguments: Sequence[object]) -> str:
+    if not settings.ASYNC_DATABASE_PREPARE:
+        # Behind a transaction pooler (PgBouncer in transaction mode) a connection's PREPAREd
+        # statements are not there on the next transaction: send the statement itself, planned
+        # per call (docs/operations.md).
+        return _PARAMETER.sub(
+            lambda number: f"%(s{index}p{number[1]})s",
+            _prepared_statements[name].replace("%", "%%"),
+        )
+    if not arguments:
+        return f"EXECUTE {name}"
+    return f"EXECUTE {name}({', '.join(f'%(s{index}p{n})s' for n in range(1, len(arguments) + 1))})"
 
 
 async def execute_prepared(
@@ -136,14 +155,22 @@ async def execute_prepared(
     event-loop wait on each statement sent in pipeline mode, and another on the sync; this costs
     one send and one read, about half the client CPU per batch (docs/performance.md). The
     statements were prepared when the connection opened: no planning per call."""
-    if any(name not in _prepared_on.get(conn, ()) for name, _ in calls):
+    if settings.ASYNC_DATABASE_PREPARE and any(
+        name not in _prepared_on.get(conn, ()) for name, _ in calls
+    ):
         await _prepare_missing(conn)  # registered after this connection opened
     cursor = psycopg.AsyncClientCursor(conn)
     query = "; ".join(
-        f"EXECUTE {name}({', '.join(['%s'] * len(arguments))})" if arguments else f"EXECUTE {name}"
-        for name, arguments in calls
+        _sql_of(index, name, arguments) for index, (name, arguments) in enumerate(calls)
     )
-    await cursor.execute(query, [argument for _, arguments in calls for argument in arguments])
+    await cursor.execute(
+        query,
+        {
+            f"s{index}p{number}": argument
+            for index, (_, arguments) in enumerate(calls)
+            for number, argument in enumerate(arguments, start=1)
+        },
+    )
     results = []
     for index in range(len(calls)):
         if index:

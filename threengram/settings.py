@@ -142,6 +142,11 @@ DATABASE_APP_ROLE = env.str("DATABASE_APP_ROLE", default="threengram_app")
 ASYNC_DATABASE_POOL_MIN = env.int("ASYNC_DATABASE_POOL_MIN", default=2)
 ASYNC_DATABASE_POOL_MAX = env.int("ASYNC_DATABASE_POOL_MAX", default=8)
 ASYNC_DATABASE_POOL_TIMEOUT = env.float("DATABASE_POOL_TIMEOUT", default=5.0)
+# Prepare the hot statements once per connection (SQL PREPARE, and psycopg's automatic
+# protocol-level preparation). False behind a transaction pooler that does not keep a
+# connection's prepared statements between transactions (PgBouncer in transaction mode): the
+# statements are then sent whole and planned on every call (docs/operations.md).
+ASYNC_DATABASE_PREPARE = env.bool("ASYNC_DATABASE_PREPARE", default=True)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_USER_MODEL = "accounts.User"

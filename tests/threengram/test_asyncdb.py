@@ -1,5 +1,6 @@
 """Prepared statements run together (threengram.asyncdb.execute_prepared): one message, one
-transaction, arguments bound safely, nothing left on the connection afterwards."""
+transaction, arguments bound safely, nothing left on the connection afterwards; the same
+behind a transaction pooler, where nothing may be prepared."""
 
 from __future__ import annotations
 
@@ -23,6 +24,14 @@ DIVIDE = asyncdb.prepared_statement("threengram_test_divide", "SELECT 1 / $1::in
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(autouse=True, params=["prepared", "inline (transaction pooler)"])
+def prepare_mode(request, settings) -> str:
+    """Both ways of sending: EXECUTE of statements prepared per connection, or the statements
+    themselves (ASYNC_DATABASE_PREPARE = False, behind PgBouncer in transaction mode)."""
+    settings.ASYNC_DATABASE_PREPARE = request.param == "prepared"
+    return request.param
 
 
 async def test_each_statement_gets_its_own_rows_and_arguments_stay_data(db):
@@ -66,3 +75,13 @@ def test_statement_names_are_plain_and_unique():
     with pytest.raises(ValueError, match="already"):
         asyncdb.prepared_statement(ECHO, "SELECT 2")
     assert asyncdb.prepared_statement(ECHO, "SELECT $1::text, $2::text") == ECHO
+
+
+async def test_behind_a_transaction_pooler_nothing_is_prepared(db, prepare_mode):
+    async with asyncdb.connection() as conn:
+        await asyncdb.execute_prepared(conn, [(ECHO, ("a", "b"))])
+        cursor = await conn.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'threengram%%'"
+        )
+        ((prepared,),) = await cursor.fetchall()
+    assert (prepared > 0) is (prepare_mode == "prepared")
