@@ -85,7 +85,7 @@ class _Check:
 
 class _TokenChecks:
     """Coalesces the token checks of concurrent requests into one round trip: one statement, or
-    under row-level security one pipeline of a tenant setting and a check per token.
+    under row-level security a tenant setting and a check per token, all in one message.
 
     On this kind of machine a PostgreSQL round trip costs the sender far more CPU than the
     lookup costs the server (waking the backend; docs/performance.md), so under load the checks
