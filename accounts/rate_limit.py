@@ -88,7 +88,7 @@ class LocalCounts:
     SWEEP_AT = 10_000  # entries; expired windows are dropped when a new one would pass this
 
     def __init__(self) -> None:
-        self._counts: dict[str, tuple[int, float]] = {}  # key -> (count, expiry, monotonic)
+        self._counts: dict[str, tuple[int, float]] = {}  # key -> (count, monotonic expiry)
         self._lock = threading.Lock()
 
     def _live(self, key: str, now: float) -> tuple[int, float] | None:
