@@ -70,9 +70,9 @@ COLUMNS = (
 )
 
 
-def owned_memories_sql(owner: str, ids: str = "%s") -> str:
+def owned_memories_sql(owner: str, ids: str) -> str:
     """The gate's statement; `owner` is the SQL for the owner's id (a placeholder, or a column
-    of a verified token), `ids` the SQL for the id array (a placeholder by default). The owner
+    of a verified token), `ids` the SQL for the id array. The owner
     is part of the WHERE clause, so a foreign id is exactly as absent as a missing one."""
     return (
         f"SELECT {', '.join(COLUMNS)} FROM {Memory._meta.db_table} "  # noqa: S608 (constants)
@@ -80,7 +80,11 @@ def owned_memories_sql(owner: str, ids: str = "%s") -> str:
     )
 
 
-_READ_SQL = owned_memories_sql("%s")
+# Parameters: owner id, memory ids as one comma-separated text (UUIDs, already parsed).
+READ_OWNED = asyncdb.prepared_statement(
+    "threengram_read_owned_memories",
+    owned_memories_sql("$1", ids="string_to_array($2, ',')::uuid[]"),
+)
 
 
 def parse_ids(ids: Sequence[object]) -> list[uuid.UUID]:
@@ -130,7 +134,7 @@ async def read_owned_memories(
     parsed = parse_ids(ids)
     if not parsed:
         return {}
-    async with asyncdb.tenant_connection(owner_id) as conn:
-        cursor = await conn.execute(_READ_SQL, (owner_id, parsed))
-        rows = await cursor.fetchall()
+    read = (READ_OWNED, (owner_id, ",".join(map(str, parsed))))
+    async with asyncdb.connection() as conn:
+        *_, rows = await asyncdb.execute_prepared(conn, asyncdb.as_tenant(owner_id, [read]))
     return memories_from_rows(rows)

@@ -182,7 +182,8 @@ async def execute_prepared(
 @asynccontextmanager
 async def connection() -> AsyncIterator[psycopg.AsyncConnection]:
     """An autocommit connection for a few statements; give it back promptly. It sees no rows
-    of the tenant tables when row-level security is on: use `tenant_connection` for those."""
+    of the tenant tables when row-level security is on: read those with `execute_prepared` and
+    `as_tenant`."""
     if settings.ASYNC_DATABASE_POOL_MAX <= 0:
         async with await psycopg.AsyncConnection.connect(**connection_kwargs()) as conn:
             await _configure(conn)
@@ -193,24 +194,23 @@ async def connection() -> AsyncIterator[psycopg.AsyncConnection]:
         yield conn
 
 
-@asynccontextmanager
-async def tenant_connection(tenant_id: int) -> AsyncIterator[psycopg.AsyncConnection]:
-    """A connection whose next statement acts for `tenant_id` under row-level security.
+SET_TENANT = prepared_statement(
+    "threengram_set_tenant", "SELECT set_config('threengram.tenant_id', $1, true)"
+)
 
-    The transaction-local `set_config` and the caller's statement go out in one pipeline: up to
-    the pipeline's sync (the caller's first fetch) they run in one implicit transaction, so the
-    setting applies to that statement and to nothing after it: a pooled connection never
-    carries a tenant to its next user, and a second statement after a fetch sees no rows (fail
-    closed). One round trip, as without RLS. Without RLS, `connection()`."""
-    async with connection() as conn:
-        if not settings.DATABASE_APP_ROLE:
-            yield conn
-            return
-        async with conn.pipeline():
-            await conn.execute(
-                "SELECT set_config('threengram.tenant_id', %s, true)", (str(int(tenant_id)),)
-            )
-            yield conn
+
+def as_tenant(
+    tenant_id: int, calls: Sequence[tuple[str, Sequence[object]]]
+) -> list[tuple[str, Sequence[object]]]:
+    """`calls` for `execute_prepared`, acting for `tenant_id` under row-level security.
+
+    The transaction-local `set_config` goes first in the same message, one implicit transaction:
+    it applies to these statements and to nothing after them, so a pooled connection never
+    carries a tenant to its next user (fail closed). One round trip, as without RLS. Without
+    RLS (no application role configured), `calls` as they are."""
+    if not settings.DATABASE_APP_ROLE:
+        return list(calls)
+    return [(SET_TENANT, (str(int(tenant_id)),)), *calls]
 
 
 async def close() -> None:

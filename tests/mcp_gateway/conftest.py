@@ -28,6 +28,7 @@ from mcp.client.streamable_http import streamable_http_client
 from psycopg.conninfo import make_conninfo
 
 from mcp_gateway import auth
+from memories import access
 from tests.factories import AccessTokenFactory, MemoryFactory, UserFactory
 from threengram import asyncdb
 
@@ -78,7 +79,11 @@ def seeded(transactional_db) -> Seeded:
 
 def readable_check_params(statement: str, params: tuple | None) -> tuple | None:
     """The token check's columns go as comma-separated texts (mcp_gateway.auth): as lists here,
-    request numbers as ints and memory ids as UUIDs (None where a request reads none)."""
+    request numbers as ints and memory ids as UUIDs (None where a request reads none); so do
+    the ids of the gate's own read (memories.access)."""
+    if statement == f"EXECUTE {access.READ_OWNED}":
+        owner_id, memory_ids = params
+        return owner_id, [uuid.UUID(memory_id) for memory_id in memory_ids.split(",")]
     if statement != f"EXECUTE {auth.CHECK_TOKENS}":
         return params
     numbers, checksums, memory_ids, *rest = params

@@ -62,18 +62,19 @@ async def test_the_read_can_run_apart_from_the_token_check(
     transport = asgi_transport(asgi_app)
     async with mcp_client(IN_PROCESS_URL, seeded.token, transport=transport) as c:
         together = (await c.read_resource(seeded.memory.resource_uri)).contents[0].text
-    gate_alone = access.owned_memories_sql("%s")
+    check, gate_alone = f"EXECUTE {auth.CHECK_TOKENS}", f"EXECUTE {access.READ_OWNED}"
     # The client's last request is the read (before it: server/discover, a check alone).
-    _, (_, _, ids_read_along, _) = sent_statements[-1]
-    assert ids_read_along == [seeded.memory.id]
+    sql, (_, _, ids_read_along, _) = sent_statements[-1]
+    assert (sql, ids_read_along) == (check, [seeded.memory.id])
 
     settings.MCP_READ_WITH_TOKEN_CHECK = False
     sent_statements.clear()
     async with mcp_client(IN_PROCESS_URL, seeded.token, transport=transport) as c:
         apart = (await c.read_resource(seeded.memory.resource_uri)).contents[0].text
-    (_, (_, _, ids_read_along, _)), (read_sql, read_params) = sent_statements[-2:]
-    assert ids_read_along == [None]
-    assert (read_sql, read_params) == (gate_alone, (seeded.tenant.pk, [seeded.memory.id]))
+    checks = [params for sql, params in sent_statements if sql == check]
+    reads = [params for sql, params in sent_statements if sql == gate_alone]
+    assert checks[-1][2] == [None]  # the read's token check reads nothing along
+    assert reads == [(seeded.tenant.pk, [seeded.memory.id])]
     assert apart == together
 
 
@@ -175,7 +176,7 @@ async def test_missing_foreign_and_malformed_ids_are_indistinguishable(
     asgi_app, seeded, sent_statements, mode
 ):
     """Same error, same code path, same SQL: the URI is no existence oracle."""
-    check = f"EXECUTE {auth.CHECK_TOKENS}"
+    check, gate_alone = f"EXECUTE {auth.CHECK_TOKENS}", f"EXECUTE {access.READ_OWNED}"
     uris = [
         f"threengram://memory/{uuid.uuid4()}",  # missing
         seeded.foreign_memory.resource_uri,  # another tenant's
@@ -196,7 +197,7 @@ async def test_missing_foreign_and_malformed_ids_are_indistinguishable(
     reads = [
         (sql, tuple((type(p).__name__, len(p) if isinstance(p, list) else 0) for p in params))
         for sql, params in sent_statements
-        if sql != check or any(params[2])
+        if sql == gate_alone or (sql == check and any(params[2]))
     ]
     # The same statement, with parameters of the same shapes, reads for each of the three: the
     # fused token check on the 2026 wire, the gate's own statement on the legacy wire.
@@ -264,10 +265,10 @@ async def test_round_trips_per_read(asgi_app, seeded, sent_statements, mode, fus
         with pytest.raises(MCPError):
             await c.read_resource(seeded.foreign_memory.resource_uri)
     assert json.loads(result.contents[0].text)["id"] == str(seeded.memory.id)
-    check = f"EXECUTE {auth.CHECK_TOKENS}"
+    check, gate_alone = f"EXECUTE {auth.CHECK_TOKENS}", f"EXECUTE {access.READ_OWNED}"
     assert read_statements[0][0] == check  # the token check comes first, always
     checks = [params for sql, params in read_statements if sql == check]
-    gate_reads = [params for sql, params in read_statements if sql != check]
+    gate_reads = [params for sql, params in read_statements if sql == gate_alone]
     read_along = [memory_ids for _n, _checksums, memory_ids, _audience in checks if any(memory_ids)]
     if fused:
         assert read_along == [[seeded.memory.id]] and gate_reads == []

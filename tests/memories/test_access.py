@@ -6,10 +6,12 @@ import uuid
 from datetime import timedelta
 
 import pytest
+from django.test import override_settings
 from django.utils import timezone
 
 from memories.access import MemoryRow, prefetched_for_request, read_owned_memories
 from tests.factories import MemoryFactory, UserFactory
+from threengram import tenancy
 
 pytestmark = pytest.mark.anyio
 
@@ -82,3 +84,14 @@ async def test_a_prefetch_answers_only_the_same_owner_and_ids(corpus):
     # Outside the block the prefetch is gone.
     found = await read_owned_memories(owner_id=owner.pk, ids=[str(mine.id)])
     assert isinstance(found[mine.id], MemoryRow)
+
+
+async def test_under_row_level_security_the_gate_reads_as_the_owner_it_is_given(corpus):
+    """The gate's read sets its tenant in the same message (threengram.asyncdb.as_tenant): the
+    owner's rows are visible to it, another tenant's stay absent."""
+    owner, mine, theirs = corpus["owner"], corpus["mine"], corpus["theirs"]
+    with override_settings(DATABASE_APP_ROLE=tenancy.APP_ROLE):
+        found = await read_owned_memories(owner_id=owner.pk, ids=[str(mine.id), str(theirs.id)])
+        as_them = await read_owned_memories(owner_id=theirs.owner_id, ids=[str(mine.id)])
+    assert set(found) == {mine.id}
+    assert as_them == {}

@@ -17,7 +17,7 @@ from memories.errors import NotFound
 from memories.models import ERASED, Memory, Thread, ThreadMembership
 from tests.factories import MemoryFactory, UserFactory
 from tests.mcp_gateway.conftest import subprocess_database_url
-from threengram import tenancy
+from threengram import asyncdb, tenancy
 
 ROLE = tenancy.APP_ROLE
 
@@ -232,21 +232,26 @@ def test_no_tenant_survives_a_pooled_connection(two_tenants, orm_as_app_role):
     assert Memory.objects.count() == 0
 
 
+OWNERS_SEEN = asyncdb.prepared_statement(
+    "threengram_test_owners_seen", "SELECT DISTINCT owner_id FROM memories_memory"
+)
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_the_gateway_pool_acts_for_one_statement_only(two_tenants, anyio_backend):
     """The gateway's async pool (threengram.asyncdb): the tenant applies to the gated statement
     and never to the pooled session's next user."""
-    from threengram import asyncdb
-
     tenant, _other = two_tenants
     with override_settings(
         DATABASE_APP_ROLE=ROLE, ASYNC_DATABASE_POOL_MAX=1, ASYNC_DATABASE_POOL_MIN=1
     ):
         try:
-            async with asyncdb.tenant_connection(tenant.pk) as conn:
-                cursor = await conn.execute("SELECT DISTINCT owner_id FROM memories_memory")
-                assert await cursor.fetchall() == [(tenant.pk,)]
+            async with asyncdb.connection() as conn:
+                *_, owners = await asyncdb.execute_prepared(
+                    conn, asyncdb.as_tenant(tenant.pk, [(OWNERS_SEEN, ())])
+                )
+                assert owners == [(tenant.pk,)]
             async with asyncdb.connection() as conn:  # the same (only) pooled session
                 cursor = await conn.execute(
                     "SELECT current_user, count(*) FROM memories_memory GROUP BY 1"
