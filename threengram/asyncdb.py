@@ -15,6 +15,7 @@ do this, because each async test runs on its own event loop and nothing may outl
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 import weakref
 from collections.abc import AsyncIterator, Sequence
@@ -127,8 +128,11 @@ def prepared_statement(name: str, sql: str) -> str:
     return name
 
 
-def _sql_of(index: int, name: str, arguments: Sequence[object]) -> str:
-    if not settings.ASYNC_DATABASE_PREPARE:
+@functools.lru_cache(maxsize=256)  # the same few statements, batch after batch
+def _sql_of(index: int, name: str, arity: int, prepared: bool) -> str:
+    """Statement `index` of a message: `EXECUTE name(…)`, or with `prepared` False the
+    statement itself; its arguments are the named placeholders `s{index}p{n}`."""
+    if not prepared:
         # Behind a transaction pooler (PgBouncer in transaction mode) a connection's PREPAREd
         # statements are not there on the next transaction: send the statement itself, planned
         # per call (docs/operations.md).
@@ -136,9 +140,9 @@ def _sql_of(index: int, name: str, arguments: Sequence[object]) -> str:
             lambda number: f"%(s{index}p{number[1]})s",
             _prepared_statements[name].replace("%", "%%"),
         )
-    if not arguments:
+    if not arity:
         return f"EXECUTE {name}"
-    return f"EXECUTE {name}({', '.join(f'%(s{index}p{n})s' for n in range(1, len(arguments) + 1))})"
+    return f"EXECUTE {name}({', '.join(f'%(s{index}p{n})s' for n in range(1, arity + 1))})"
 
 
 async def execute_prepared(
@@ -155,13 +159,13 @@ async def execute_prepared(
     event-loop wait on each statement sent in pipeline mode, and another on the sync; this costs
     one send and one read, about half the client CPU per batch (docs/performance.md). The
     statements were prepared when the connection opened: no planning per call."""
-    if settings.ASYNC_DATABASE_PREPARE and any(
-        name not in _prepared_on.get(conn, ()) for name, _ in calls
-    ):
+    prepared = settings.ASYNC_DATABASE_PREPARE
+    if prepared and any(name not in _prepared_on.get(conn, ()) for name, _ in calls):
         await _prepare_missing(conn)  # registered after this connection opened
     cursor = psycopg.AsyncClientCursor(conn)
     query = "; ".join(
-        _sql_of(index, name, arguments) for index, (name, arguments) in enumerate(calls)
+        _sql_of(index, name, len(arguments), prepared)
+        for index, (name, arguments) in enumerate(calls)
     )
     await cursor.execute(
         query,
