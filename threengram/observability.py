@@ -23,6 +23,7 @@ from typing import TextIO
 from django.db import DatabaseError, connection
 from django.db.migrations.executor import MigrationExecutor
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from starlette.requests import ClientDisconnect
 
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 tenant_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("tenant_id", default="-")
@@ -70,6 +71,16 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str)
+
+
+class DropClientDisconnect(logging.Filter):
+    """Drops the MCP SDK's ERROR, with a stack trace, for a client that hung up before its
+    request body was read ("Error handling POST request", legacy-wire transport). Nothing failed
+    on the server; the router logs such a request on the 2026 wire at DEBUG. The access line
+    still records the request."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], ClientDisconnect))
 
 
 class BackgroundStreamHandler(logging.Handler):

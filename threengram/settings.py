@@ -319,6 +319,7 @@ LOGGING = {
         "json": {"()": "threengram.observability.JsonFormatter"},
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
     },
+    "filters": {"client_gone": {"()": "threengram.observability.DropClientDisconnect"}},
     "handlers": {
         "console": {
             # stderr, written from a background thread (never blocks the event loop)
@@ -332,5 +333,8 @@ LOGGING = {
         # The access line comes from RequestIdMiddleware (with request id and tenant id).
         "django.server": {"level": "WARNING"},
         "daphne.access": {"level": "WARNING"},
+        # The SDK's legacy-wire transport says "Terminating session: None" at INFO after every
+        # stateless request (its only INFO line): a second line per request, with nothing in it.
+        "mcp.server.streamable_http": {"level": "WARNING", "filters": ["client_gone"]},
     },
 }

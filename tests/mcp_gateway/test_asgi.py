@@ -312,3 +312,59 @@ async def test_refused_requests_are_logged_too(http, caplog):
     line = next(r for r in caplog.records if r.name == "threengram.access")
     assert (response.status_code, line.status, line.tenant_id) == (401, 401, "-")
     assert "not-a-token" not in caplog.text
+
+
+def legacy(method: str, params: dict | None = None, **headers) -> tuple[dict, str]:
+    """Headers and body of a stateless 2025-11-25 request, as the SDK client sends them."""
+    body = {"jsonrpc": "2.0", "id": 9, "method": method, "params": params or {}}
+    base = {
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2025-11-25",
+    }
+    return {**base, **headers}, json.dumps(body)
+
+
+async def test_a_legacy_request_logs_its_access_line_and_nothing_else(http, seeded, caplog):
+    caplog.set_level(logging.DEBUG)
+    uri = f"threengram://memory/{seeded.memory.id}"
+    headers, body = legacy("resources/read", {"uri": uri}, **auth_header(seeded.token))
+    await http.post("/mcp", headers=headers, content=body)  # the first starts the SDK (a line)
+    caplog.clear()
+    response = await http.post("/mcp", headers=headers, content=body)
+    assert response.status_code == 200
+    server_side = [
+        r.name for r in caplog.records if r.levelno >= logging.INFO and r.name != "httpx2"
+    ]
+    assert server_side == ["threengram.access"]
+
+
+async def test_a_client_gone_before_its_body_is_read_is_no_error(asgi_app, seeded, caplog):
+    caplog.set_level(logging.DEBUG)
+    headers, _ = legacy("tools/list", **auth_header(seeded.token))
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/mcp",
+        "raw_path": b"/mcp",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"localhost")]
+        + [(name.encode(), value.encode()) for name, value in headers.items()],
+        "client": ("127.0.0.1", 50000),
+        "server": ("localhost", 80),
+    }
+
+    async def receive() -> dict:
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict) -> None:
+        pass
+
+    await asgi_app(scope, receive, send)
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    (line,) = [r for r in caplog.records if r.name == "threengram.access"]
+    assert line.tenant_id == str(seeded.tenant.pk)
