@@ -7,8 +7,6 @@ access control"). Nothing is cached between requests: a revoked token, or an era
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import hashlib
 import uuid
 from collections.abc import Sequence
@@ -80,67 +78,28 @@ SET_TENANT_FROM_TOKEN = asyncdb.prepared_statement(
 class _Check:
     checksum: str
     memory_ids: list[uuid.UUID]
-    future: asyncio.Future[list[tuple]]
 
 
-class _TokenChecks:
-    """Coalesces the token checks of concurrent requests into one round trip: one statement, or
-    under row-level security a tenant setting and a check per token, all in one message.
-
-    On this kind of machine a PostgreSQL round trip costs the sender far more CPU than the
-    lookup costs the server (waking the backend; docs/performance.md), so under load the checks
-    that arrive in the same turn of the event loop share one: each request still gets its own
-    verdict from its own token, in its own rows. A lone request waits for nothing but the end of
-    the current loop turn. Nothing is cached: every request is checked against the table."""
-
-    def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._pending: list[_Check] = []
-        self._running: set[asyncio.Task[None]] = set()
+class _TokenChecks(asyncdb.LoopTurnBatch[_Check, list[tuple]]):
+    """The token checks of the requests that arrive in the same turn of the event loop, as one
+    statement (`asyncdb.LoopTurnBatch`: a round trip costs the sender far more CPU than the
+    lookup costs the server), or under row-level security a tenant setting and a check per
+    token, all in one message. Each request still gets its own verdict from its own token, in
+    its own rows. Nothing is cached: every request is checked against the table."""
 
     async def check(self, checksum: str, memory_ids: list[uuid.UUID]) -> list[tuple]:
-        loop = asyncio.get_running_loop()
-        if self._loop is not loop:  # a new event loop (tests): nothing carries over
-            self._loop, self._pending = loop, []
-        if not self._pending:
-            # An empty context: the batch serves many requests, and belongs to none of them
-            # (their request ids must not tag its log records).
-            loop.call_soon(self._flush, context=contextvars.Context())
-        check = _Check(checksum, memory_ids, loop.create_future())
-        self._pending.append(check)
-        return await check.future
+        return await self.submit(_Check(checksum, memory_ids))
 
-    def _flush(self) -> None:
-        batch, self._pending = self._pending, []
-        task = asyncio.get_running_loop().create_task(self._run(batch))
-        self._running.add(task)  # the loop keeps only weak references to tasks
-        task.add_done_callback(self._running.discard)
-
-    async def _run(self, batch: list[_Check]) -> None:
-        audience = settings.MCP_RESOURCE_URL
-        try:
-            statements = self._statements(batch, audience)
-            async with asyncdb.connection() as conn:
-                results = await asyncdb.execute_prepared(conn, statements)
-        except BaseException as exc:
-            # Every waiting request answers for itself (503 on an outage); none is left hanging.
-            for check in batch:
-                if not check.future.done():
-                    if isinstance(exc, asyncio.CancelledError):
-                        check.future.cancel()
-                    else:
-                        check.future.set_exception(exc)
-            if not isinstance(exc, Exception):
-                raise
-            return
+    async def run(self, batch: list[_Check]) -> list[list[tuple]]:
+        statements = self._statements(batch, settings.MCP_RESOURCE_URL)
+        async with asyncdb.connection() as conn:
+            results = await asyncdb.execute_prepared(conn, statements)
         verdicts: list[list[tuple]] = [[] for _ in batch]
         for (statement, _), rows in zip(statements, results, strict=True):
             if statement == CHECK_TOKENS:
                 for row in rows:
                     verdicts[row[0]].append(row[1:])
-        for check, result in zip(batch, verdicts, strict=True):
-            if not check.future.done():  # a request cancelled meanwhile (client gone)
-                check.future.set_result(result)
+        return verdicts
 
     @staticmethod
     def _arrays(numbered: list[tuple[int, _Check]]) -> tuple[str, str, str]:

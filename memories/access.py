@@ -135,6 +135,5 @@ async def read_owned_memories(
     if not parsed:
         return {}
     read = (READ_OWNED, (owner_id, ",".join(map(str, parsed))))
-    async with asyncdb.connection() as conn:
-        *_, rows = await asyncdb.execute_prepared(conn, asyncdb.as_tenant(owner_id, [read]))
+    (rows,) = await asyncdb.run_as_tenant(owner_id, [read])
     return memories_from_rows(rows)

@@ -77,7 +77,7 @@ async def test_under_rls_the_check_reads_nothing_without_its_tenant(seeded):
     with override_settings(DATABASE_APP_ROLE=tenancy.APP_ROLE):
         async with auth.asyncdb.connection() as conn:
             arrays = auth._TokenChecks._arrays(
-                [(0, auth._Check(auth._checksum(seeded.token), [seeded.memory.id], None))]
+                [(0, auth._Check(auth._checksum(seeded.token), [seeded.memory.id]))]
             )
             (rows,) = await auth.asyncdb.execute_prepared(
                 conn, [(auth.CHECK_TOKENS, (*arrays, auth.settings.MCP_RESOURCE_URL))]

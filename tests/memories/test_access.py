@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import timedelta
 
@@ -9,9 +10,9 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from memories.access import MemoryRow, prefetched_for_request, read_owned_memories
+from memories.access import READ_OWNED, MemoryRow, prefetched_for_request, read_owned_memories
 from tests.factories import MemoryFactory, UserFactory
-from threengram import tenancy
+from threengram import asyncdb, tenancy
 
 pytestmark = pytest.mark.anyio
 
@@ -95,3 +96,46 @@ async def test_under_row_level_security_the_gate_reads_as_the_owner_it_is_given(
         as_them = await read_owned_memories(owner_id=theirs.owner_id, ids=[str(mine.id)])
     assert set(found) == {mine.id}
     assert as_them == {}
+
+
+@pytest.fixture
+def messages(monkeypatch) -> list[list[str]]:
+    """The statement names of each message the gate's native connections send."""
+    sent: list[list[str]] = []
+    real_execute_prepared = asyncdb.execute_prepared
+
+    async def recording_execute_prepared(conn, calls):
+        sent.append([name for name, _ in calls])
+        return await real_execute_prepared(conn, calls)
+
+    monkeypatch.setattr(asyncdb, "execute_prepared", recording_execute_prepared)
+    return sent
+
+
+async def test_concurrent_reads_share_one_message_each_as_its_own_tenant(corpus, messages):
+    """Reads that reach the gate in the same turn of the event loop go to PostgreSQL together
+    (threengram.asyncdb.run_as_tenant), each after its own tenant setting: every request sees
+    its owner's rows and nothing of the other's, in whatever order they were batched."""
+    owner, mine, theirs = corpus["owner"], corpus["mine"], corpus["theirs"]
+    both = [str(mine.id), str(theirs.id)]
+    with override_settings(DATABASE_APP_ROLE=tenancy.APP_ROLE):
+        as_owner, as_other, as_owner_again = await asyncio.gather(
+            read_owned_memories(owner_id=owner.pk, ids=both),
+            read_owned_memories(owner_id=theirs.owner_id, ids=both),
+            read_owned_memories(owner_id=owner.pk, ids=[str(theirs.id)]),
+        )
+    assert set(as_owner) == {mine.id}
+    assert set(as_other) == {theirs.id}
+    assert as_owner_again == {}
+    assert messages == [[asyncdb.SET_TENANT, READ_OWNED] * 3]
+
+
+async def test_a_read_alone_is_not_kept_waiting_for_company(corpus, messages):
+    owner, mine = corpus["owner"], corpus["mine"]
+    with override_settings(DATABASE_APP_ROLE=tenancy.APP_ROLE):
+        first = await read_owned_memories(owner_id=owner.pk, ids=[str(mine.id)])
+        second = await asyncio.wait_for(
+            read_owned_memories(owner_id=owner.pk, ids=[str(mine.id)]), timeout=5
+        )
+    assert set(first) == set(second) == {mine.id}
+    assert messages == [[asyncdb.SET_TENANT, READ_OWNED]] * 2

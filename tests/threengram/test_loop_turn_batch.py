@@ -1,0 +1,57 @@
+"""Requests that reach a query in the same turn of the event loop share one message
+(threengram.asyncdb.LoopTurnBatch): each still gets its own answer, or its own error."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from threengram.asyncdb import LoopTurnBatch
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class Doubling(LoopTurnBatch[int, int]):
+    """Doubles each item; a batch holding 13 fails as a whole, as a failed message would."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[list[int]] = []
+
+    async def run(self, items: list[int]) -> list[int]:
+        self.batches.append(items)
+        await asyncio.sleep(0)  # a round trip
+        if 13 in items:
+            raise ValueError("the message failed")
+        return [item * 2 for item in items]
+
+
+async def test_one_turns_items_run_together_and_each_gets_its_own_result():
+    batch = Doubling()
+    assert await asyncio.gather(*(batch.submit(item) for item in (1, 2, 3))) == [2, 4, 6]
+    assert await batch.submit(5) == 10  # alone: no waiting for company
+    assert batch.batches == [[1, 2, 3], [5]]
+
+
+async def test_a_failed_batch_fails_every_caller_in_it_and_not_the_next():
+    batch = Doubling()
+    results = await asyncio.gather(batch.submit(1), batch.submit(13), return_exceptions=True)
+    assert [type(result) for result in results] == [ValueError, ValueError]
+    assert await batch.submit(4) == 8
+
+
+async def test_a_caller_that_gives_up_leaves_the_others_their_answers():
+    batch = Doubling()
+    leaving = asyncio.ensure_future(batch.submit(1))
+    staying = asyncio.ensure_future(batch.submit(2))
+    await asyncio.sleep(0)  # both submitted
+    leaving.cancel()
+    assert await staying == 4
+    assert leaving.cancelled()
+    assert batch.batches == [[1, 2]]
