@@ -90,11 +90,11 @@ class _TokenChecks(asyncdb.LoopTurnBatch[_Check, list[tuple]]):
     async def check(self, checksum: str, memory_ids: list[uuid.UUID]) -> list[tuple]:
         return await self.submit(_Check(checksum, memory_ids))
 
-    async def run(self, batch: list[_Check]) -> list[list[tuple]]:
-        statements = self._statements(batch, settings.MCP_RESOURCE_URL)
+    async def run(self, items: list[_Check]) -> list[list[tuple]]:
+        statements = self._statements(items, settings.MCP_RESOURCE_URL)
         async with asyncdb.connection() as conn:
             results = await asyncdb.execute_prepared(conn, statements)
-        verdicts: list[list[tuple]] = [[] for _ in batch]
+        verdicts: list[list[tuple]] = [[] for _ in items]
         for (statement, _), rows in zip(statements, results, strict=True):
             if statement == CHECK_TOKENS:
                 for row in rows:

@@ -247,6 +247,8 @@ class LoopTurnBatch[Item, Result]:
     async def _run_batch(self, batch: list[tuple[Item, asyncio.Future[Result]]]) -> None:
         try:
             results = await self.run([item for item, _ in batch])
+            if len(results) != len(batch):  # a waiter without its result would wait forever
+                raise RuntimeError(f"{len(results)} results for {len(batch)} items")
         except BaseException as exc:
             # Every waiting request answers for itself (503 on an outage); none is left hanging.
             for _, future in batch:
@@ -289,17 +291,20 @@ async def run_as_tenant(tenant_id: int, calls: Sequence[Call]) -> list[list[tupl
     message (`LoopTurnBatch`), one implicit transaction: under row-level security each
     request's calls come right after their own tenant setting, so they see that tenant's rows
     and no other's; without it, the statements themselves must name the owner. If one
-    statement of the message fails, every request in it gets the error."""
-    return await _tenant_calls.submit((tenant_id, list(calls)))
+    statement of the message fails, every request in it gets the error, including those whose
+    own statements were fine."""
+    # Checked here, in the caller: inside the batch a bad id would fail the whole message.
+    return await _tenant_calls.submit((int(tenant_id), list(calls)))
 
 
 def as_tenant(tenant_id: int, calls: Sequence[Call]) -> list[Call]:
     """`calls` for `execute_prepared`, acting for `tenant_id` under row-level security.
 
     The transaction-local `set_config` goes first in the same message, one implicit transaction:
-    it applies to these statements and to nothing after them, so a pooled connection never
-    carries a tenant to its next user (fail closed). One round trip, as without RLS. Without
-    RLS (no application role configured), `calls` as they are."""
+    it applies to these statements and ends with the message, so a pooled connection never
+    carries a tenant to its next user (fail closed); in a message shared by several requests
+    (`run_as_tenant`) each request's calls start with a setting of their own. One round trip,
+    as without RLS. Without RLS (no application role configured), `calls` as they are."""
     if not settings.DATABASE_APP_ROLE:
         return list(calls)
     return [(SET_TENANT, (str(int(tenant_id)),)), *calls]

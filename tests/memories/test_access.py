@@ -130,6 +130,19 @@ async def test_concurrent_reads_share_one_message_each_as_its_own_tenant(corpus,
     assert messages == [[asyncdb.SET_TENANT, READ_OWNED] * 3]
 
 
+async def test_a_bad_owner_id_fails_its_own_read_only(corpus, messages):
+    owner, mine = corpus["owner"], corpus["mine"]
+    with override_settings(DATABASE_APP_ROLE=tenancy.APP_ROLE):
+        good, bad = await asyncio.gather(
+            read_owned_memories(owner_id=owner.pk, ids=[str(mine.id)]),
+            read_owned_memories(owner_id="1; RESET ROLE", ids=[str(mine.id)]),
+            return_exceptions=True,
+        )
+    assert set(good) == {mine.id}
+    assert isinstance(bad, ValueError)
+    assert messages == [[asyncdb.SET_TENANT, READ_OWNED]]
+
+
 async def test_a_read_alone_is_not_kept_waiting_for_company(corpus, messages):
     owner, mine = corpus["owner"], corpus["mine"]
     with override_settings(DATABASE_APP_ROLE=tenancy.APP_ROLE):

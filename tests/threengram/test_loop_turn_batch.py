@@ -17,8 +17,17 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+# A bug here leaves a caller waiting forever: every wait is bounded, so the test fails instead.
+LONG_ENOUGH = 5
+
+
+def within(awaitable):
+    return asyncio.wait_for(awaitable, LONG_ENOUGH)
+
+
 class Doubling(LoopTurnBatch[int, int]):
-    """Doubles each item; a batch holding 13 fails as a whole, as a failed message would."""
+    """Doubles each item; a batch holding 13 fails as a whole, as a failed message would, and
+    one holding 7 answers one item short."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -29,21 +38,29 @@ class Doubling(LoopTurnBatch[int, int]):
         await asyncio.sleep(0)  # a round trip
         if 13 in items:
             raise ValueError("the message failed")
-        return [item * 2 for item in items]
+        return [item * 2 for item in items if item != 7]
 
 
 async def test_one_turns_items_run_together_and_each_gets_its_own_result():
     batch = Doubling()
-    assert await asyncio.gather(*(batch.submit(item) for item in (1, 2, 3))) == [2, 4, 6]
-    assert await batch.submit(5) == 10  # alone: no waiting for company
+    assert await within(asyncio.gather(*(batch.submit(item) for item in (1, 2, 3)))) == [2, 4, 6]
+    assert await asyncio.wait_for(batch.submit(5), 0.5) == 10  # alone: no waiting for company
     assert batch.batches == [[1, 2, 3], [5]]
 
 
 async def test_a_failed_batch_fails_every_caller_in_it_and_not_the_next():
     batch = Doubling()
-    results = await asyncio.gather(batch.submit(1), batch.submit(13), return_exceptions=True)
+    results = await within(
+        asyncio.gather(batch.submit(1), batch.submit(13), return_exceptions=True)
+    )
     assert [type(result) for result in results] == [ValueError, ValueError]
-    assert await batch.submit(4) == 8
+    assert await within(batch.submit(4)) == 8
+
+
+async def test_a_batch_answered_short_fails_every_caller_instead_of_leaving_one_waiting():
+    batch = Doubling()
+    results = await within(asyncio.gather(batch.submit(1), batch.submit(7), return_exceptions=True))
+    assert [type(result) for result in results] == [RuntimeError, RuntimeError]
 
 
 async def test_a_caller_that_gives_up_leaves_the_others_their_answers():
@@ -52,6 +69,6 @@ async def test_a_caller_that_gives_up_leaves_the_others_their_answers():
     staying = asyncio.ensure_future(batch.submit(2))
     await asyncio.sleep(0)  # both submitted
     leaving.cancel()
-    assert await staying == 4
+    assert await within(staying) == 4
     assert leaving.cancelled()
     assert batch.batches == [[1, 2]]
