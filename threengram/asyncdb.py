@@ -19,6 +19,7 @@ import contextvars
 import functools
 import re
 import weakref
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -42,6 +43,8 @@ _prepared_on: weakref.WeakKeyDictionary[psycopg.AsyncConnection, frozenset[str]]
 )
 _STATEMENT_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _PARAMETER = re.compile(r"\$(\d+)")
+
+Call = tuple[str, Sequence[object]]  # (prepared statement name, arguments)
 
 _pool: AsyncConnectionPool | None = None
 _pool_loop: asyncio.AbstractEventLoop | None = None
@@ -147,7 +150,7 @@ def _sql_of(index: int, name: str, arity: int, prepared: bool) -> str:
 
 
 async def execute_prepared(
-    conn: psycopg.AsyncConnection, calls: Sequence[tuple[str, Sequence[object]]]
+    conn: psycopg.AsyncConnection, calls: Sequence[Call]
 ) -> list[list[tuple]]:
     """Run prepared statements, `(name, arguments)` each, in one round trip and one transaction;
     return the rows of each.
@@ -187,8 +190,7 @@ async def execute_prepared(
 @asynccontextmanager
 async def connection() -> AsyncIterator[psycopg.AsyncConnection]:
     """An autocommit connection for a few statements; give it back promptly. It sees no rows
-    of the tenant tables when row-level security is on: read those with `execute_prepared` and
-    `as_tenant`."""
+    of the tenant tables when row-level security is on: read those with `run_as_tenant`."""
     if settings.ASYNC_DATABASE_POOL_MAX <= 0:
         async with await psycopg.AsyncConnection.connect(**connection_kwargs()) as conn:
             await _configure(conn)
@@ -204,10 +206,7 @@ SET_TENANT = prepared_statement(
 )
 
 
-Call = tuple[str, Sequence[object]]  # (prepared statement name, arguments)
-
-
-class LoopTurnBatch[Item, Result]:
+class LoopTurnBatch[Item, Result](ABC):
     """Runs together the items that callers submit in the same turn of the event loop.
 
     On the 2-core VM of docs/performance.md a PostgreSQL round trip costs the sender far more
@@ -222,9 +221,9 @@ class LoopTurnBatch[Item, Result]:
         self._pending: list[tuple[Item, asyncio.Future[Result]]] = []
         self._running: set[asyncio.Task[None]] = set()
 
+    @abstractmethod
     async def run(self, items: list[Item]) -> list[Result]:
         """The result of each item, in order."""
-        raise NotImplementedError
 
     async def submit(self, item: Item) -> Result:
         loop = asyncio.get_running_loop()
