@@ -25,8 +25,8 @@ from oauth2_provider.models import (
 )
 
 from accounts.models import ErasureRecord
+from memories import tenancy
 from memories.models import ERASED, ERASED_SCOPE, Memory, Thread
-from threengram import tenancy
 
 
 @dataclass
@@ -95,7 +95,7 @@ def erase_account(*, user, requested_by_staff=None) -> ErasureResult:
     """Erase `user`'s account. `requested_by_staff` is the staff member who asked, or None when
     the account holder asked. A second call changes nothing and reports already_erased."""
     User = get_user_model()
-    # Row-level security (threengram/tenancy.py): the erasure acts for the erased account, which
+    # Row-level security (memories/tenancy.py): the erasure acts for the erased account, which
     # may not be the requesting staff member's; its rows are the only tenant rows it touches.
     with tenancy.acting_for(user.pk), transaction.atomic():
         locked = User.objects.select_for_update().get(pk=user.pk)

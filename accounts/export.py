@@ -16,8 +16,8 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import F
 from django.utils import timezone
 
+from memories import tenancy
 from memories.models import MembershipState, Memory, Thread, memory_resource_uri
-from threengram import tenancy
 
 EXPORT_FORMAT = "threengram-memories-export"
 EXPORT_VERSION = 1
@@ -66,7 +66,7 @@ async def export_memories_json(
     count = 0
     pieces: list[str] = []
     # Row-level security: the body is produced after the view (and TenantMiddleware) returned,
-    # so the generator names its tenant itself (threengram/tenancy.py).
+    # so the generator names its tenant itself (memories/tenancy.py).
     with tenancy.acting_for(owner_id):
         async for row in rows.aiterator(chunk_size=chunk_rows):
             row["uri"] = memory_resource_uri(row["id"])

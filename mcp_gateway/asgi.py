@@ -34,12 +34,12 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from accounts.rate_limit import FixedWindow, event_loop_counter_store
+from infra import asyncdb, dbfaults
+from infra.observability import new_request_id, request_id_var, tenant_id_var
 from mcp_gateway import auth
 from mcp_gateway.resources import memory_id_in
 from mcp_gateway.server import build_server, log_failure
-from memories import access
-from threengram import asyncdb, dbfaults, tenancy
-from threengram.observability import new_request_id, request_id_var, tenant_id_var
+from memories import access, tenancy
 
 logger = logging.getLogger(__name__)
 access_logger = logging.getLogger("threengram.access")
@@ -186,7 +186,7 @@ class GatewayRouter:
 
     # --- /mcp ----------------------------------------------------------------------------
     async def _mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
-        # The site's request id (threengram.observability), so log records of one request can be
+        # The site's request id (infra.observability), so log records of one request can be
         # followed across the site and the gateway; errors quote it to the client, and the
         # response echoes it in X-Request-ID.
         headers = _headers(scope)
@@ -202,7 +202,7 @@ class GatewayRouter:
                 status = message["status"]
                 response_headers = message.get("headers", [])
                 if outcome.unavailable:
-                    # A handler that met a database outage (threengram.dbfaults) answered a
+                    # A handler that met a database outage (infra.dbfaults) answered a
                     # JSON-RPC error; the HTTP status says "retryable" too, for clients and
                     # proxies.
                     status = 503

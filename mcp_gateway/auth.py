@@ -19,10 +19,10 @@ from django.contrib.auth import get_user_model
 from mcp.shared.exceptions import MCPError
 from oauth2_provider.models import get_access_token_model, get_application_model
 
+from infra import asyncdb
 from mcp_gateway.principal import Principal
-from memories import access
+from memories import access, tenancy
 from memories.access import MemoryRow
-from threengram import asyncdb, tenancy
 
 # The token by its checksum (DOT 3 stores sha256(token) in the unique `token_checksum` column and
 # may blank the plaintext column, RFC 9700 token storage), unexpired, of an active, non-erased
@@ -60,7 +60,7 @@ CHECK_TOKENS = asyncdb.prepared_statement(
     + access.owned_memories_sql("t.user_id", ids="ARRAY[q.memory_id]")
     + f") gate ON true WHERE {_valid_token('$4')}",
 )
-# With row-level security (threengram/tenancy.py) one statement cannot read for several tenants:
+# With row-level security (memories/tenancy.py) one statement cannot read for several tenants:
 # each token's check runs after this one, which sets the tenant from the same token, inside
 # PostgreSQL (no verified token: no tenant, no rows). The whole batch is one message, one
 # implicit transaction (`asyncdb.execute_prepared`), so each `set_config(..., true)` holds for
@@ -68,7 +68,7 @@ CHECK_TOKENS = asyncdb.prepared_statement(
 # Parameters: checksum, audience.
 SET_TENANT_FROM_TOKEN = asyncdb.prepared_statement(
     "threengram_set_tenant_from_token",
-    "SELECT set_config('threengram.tenant_id', coalesce(("  # noqa: S608 (constants)
+    f"SELECT set_config('{asyncdb.TENANT_SETTING}', coalesce(("  # noqa: S608 (constants)
     f"SELECT t.user_id::text FROM {_TOKEN_TABLES} "
     f"WHERE t.token_checksum = $1 AND {_valid_token('$2')}), ''), true)",
 )

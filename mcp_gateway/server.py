@@ -20,11 +20,11 @@ from mcp.shared.exceptions import MCPError
 from opentelemetry import trace
 from pydantic import ValidationError
 
+from infra import dbfaults
+from infra.observability import new_request_id, request_id_var
 from mcp_gateway import prompts, resources, tools
 from mcp_gateway.auth import require_principal
 from mcp_gateway.orm import orm_request_context
-from threengram import dbfaults
-from threengram.observability import new_request_id, request_id_var
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ async def hide_internal_errors(ctx: ServerRequestContext, call_next: CallNext) -
     except (MCPError, ValidationError):
         raise
     except Exception as exc:
-        request_id = request_id_var.get()  # set by the router (threengram.observability)
+        request_id = request_id_var.get()  # set by the router (infra.observability)
         if request_id == "-":  # no router in front (in-process use)
             request_id = new_request_id()
         if dbfaults.is_unavailable(exc):

@@ -25,6 +25,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from jsonschema import Draft202012Validator
 
+from infra import dbfaults
+from infra.observability import VERSION
 from mcp_gateway import schemas
 from mcp_gateway.principal import Principal
 from memories import environment, reading, search, threads
@@ -35,8 +37,6 @@ from memories.handoff import DEFAULT_ITEMS as HANDOFF_DEFAULT_ITEMS
 from memories.handoff import handoff as build_handoff
 from memories.models import Memory
 from memories.services import archive_memory, resolve_commitment
-from threengram import dbfaults
-from threengram.observability import VERSION
 
 logger = logging.getLogger(__name__)
 

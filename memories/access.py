@@ -2,7 +2,7 @@
 `threengram://memory/{id}` resource and the `get_memories` tool, so both answer alike for
 missing, malformed and foreign ids (seed design, "Authorization").
 
-It reads with native async psycopg (threengram.asyncdb), not the async ORM: it sits on the
+It reads with native async psycopg (infra.asyncdb), not the async ORM: it sits on the
 resource-read hot path, where an ORM thread hop costs as much as the query (docs/performance.md).
 Rows come back as `MemoryRow`, an immutable snapshot with the Memory model's attribute names.
 
@@ -21,9 +21,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 
+from infra import asyncdb
 from memories.models import Memory, MemoryResource
 from memories.services import parse_memory_id
-from threengram import asyncdb
 
 NIL_ID = uuid.UUID(int=0)
 

@@ -7,4 +7,4 @@ class MemoriesConfig(AppConfig):
 
     def ready(self) -> None:
         # Registers the connection_created receiver of row-level security (DATABASE_APP_ROLE).
-        from threengram import tenancy  # noqa: F401
+        from memories import tenancy  # noqa: F401

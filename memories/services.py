@@ -7,6 +7,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
@@ -63,8 +64,14 @@ def _clean_memory_type(value: object) -> str:
 def lock_live_owner(owner) -> None:
     """Serialize with erase_account (which takes FOR UPDATE on the same row): a write either
     completes before an erasure and is erased by it, or sees the account inactive."""
+    # FOR SHARE has no ORM spelling; the table and key come from the user model, whichever it is.
+    meta = get_user_model()._meta
     with connection.cursor() as cursor:
-        cursor.execute("SELECT is_active FROM accounts_user WHERE id = %s FOR SHARE", [owner.pk])
+        cursor.execute(
+            f"SELECT is_active FROM {connection.ops.quote_name(meta.db_table)} "  # noqa: S608
+            f"WHERE {connection.ops.quote_name(meta.pk.column)} = %s FOR SHARE",
+            [owner.pk],
+        )
         row = cursor.fetchone()
     if row is None or not row[0]:
         raise AccountInactive("this account is deactivated")

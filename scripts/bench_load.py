@@ -123,7 +123,7 @@ def mint_tenants(url: str, count: int) -> list[loadgen.Tenant]:
     from oauth2_provider.models import AccessToken, Application
 
     from accounts.models import User
-    from threengram import tenancy
+    from memories import tenancy
 
     application, _ = Application.objects.get_or_create(
         name="bench-load",

@@ -46,7 +46,7 @@ def main() -> None:
     python = sys.executable
     if command == "serve":
         # Migrations run as the database owner; the server as the row-level-security role
-        # (threengram/tenancy.py), which the migrations create on the embedded database.
+        # (memories/tenancy.py), which the migrations create on the embedded database.
         owner_env = {**env, "DATABASE_APP_ROLE": ""}
         for step in (["migrate", "--no-input", "-v", "0"], ["demo_account"]):
             if subprocess.run([python, "manage.py", *step], env=owner_env, cwd=ROOT).returncode:

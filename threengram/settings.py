@@ -51,7 +51,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "threengram.observability.RequestIdMiddleware",
+    "infra.observability.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Serves /static/ from the app server (no separate web server or build step needed).
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -59,8 +59,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    # Row-level security: the logged-in user is the tenant (threengram/tenancy.py).
-    "threengram.tenancy.TenantMiddleware",
+    # Row-level security: the logged-in user is the tenant (memories/tenancy.py).
+    "memories.tenancy.TenantMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
@@ -88,8 +88,8 @@ TEMPLATES = [
 
 # A slow database must not make every request slow: each statement is cancelled after
 # DATABASE_STATEMENT_TIMEOUT_MS and each lock wait after DATABASE_LOCK_TIMEOUT_MS (0 = off), and
-# the request gets a retryable 503 (threengram/dbfaults.py). Sent as libpq startup options, so
-# they hold for both pools (Django's and threengram/asyncdb.py's). Long maintenance (a migration
+# the request gets a retryable 503 (infra/dbfaults.py). Sent as libpq startup options, so
+# they hold for both pools (Django's and infra/asyncdb.py's). Long maintenance (a migration
 # that builds an index on a large table) runs with DATABASE_STATEMENT_TIMEOUT_MS=0.
 DATABASE_STATEMENT_TIMEOUT_MS = env.int("DATABASE_STATEMENT_TIMEOUT_MS", default=5000)
 DATABASE_LOCK_TIMEOUT_MS = env.int("DATABASE_LOCK_TIMEOUT_MS", default=2000)
@@ -132,12 +132,12 @@ if not DATABASE_URL:
 
     DATABASE_URL = start_embedded_postgres()
 DATABASES = {"default": _database_from_url(DATABASE_URL)}
-# Row-level security (threengram/tenancy.py): the role every connection acts as, subject to the
+# Row-level security (memories/tenancy.py): the role every connection acts as, subject to the
 # tenant policies of migration memories/0007 — the second wall of tenant isolation, on by
 # default (fail closed). "" = act as the configured user, i.e. the owner, whom the policies do
 # not bind: only for operators' scripts. `manage.py migrate` always runs as the owner.
 DATABASE_APP_ROLE = env.str("DATABASE_APP_ROLE", default="threengram_app")
-# Native asyncio connections for the MCP hot path (threengram/asyncdb.py), per server process.
+# Native asyncio connections for the MCP hot path (infra/asyncdb.py), per server process.
 # 0 = no pool, a connection per use (the test settings).
 ASYNC_DATABASE_POOL_MIN = env.int("ASYNC_DATABASE_POOL_MIN", default=2)
 ASYNC_DATABASE_POOL_MAX = env.int("ASYNC_DATABASE_POOL_MAX", default=8)
@@ -316,14 +316,14 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
-        "json": {"()": "threengram.observability.JsonFormatter"},
+        "json": {"()": "infra.observability.JsonFormatter"},
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
     },
-    "filters": {"client_gone": {"()": "threengram.observability.DropClientDisconnect"}},
+    "filters": {"client_gone": {"()": "infra.observability.DropClientDisconnect"}},
     "handlers": {
         "console": {
             # stderr, written from a background thread (never blocks the event loop)
-            "()": "threengram.observability.BackgroundStreamHandler",
+            "()": "infra.observability.BackgroundStreamHandler",
             "formatter": env.str("LOG_FORMAT", default="json"),
         }
     },

@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from threengram import observability
+from infra import observability
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -13,5 +13,5 @@ urlpatterns = [
     path("", include("accounts.oauth_urls")),
 ]
 
-# A database outage is a 503 + Retry-After page, not a 500 (threengram/dbfaults.py).
-handler500 = "threengram.dbfaults.server_error"
+# A database outage is a 503 + Retry-After page, not a 500 (infra/dbfaults.py).
+handler500 = "infra.dbfaults.server_error"

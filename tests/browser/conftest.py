@@ -91,7 +91,7 @@ def daphne_server(browser_type_launch_args, transactional_db):
         "DJANGO_SETTINGS_MODULE": "threengram.test_settings",
         "DATABASE_URL": _database_url(),
         # Live servers run behind row-level security, as the application role does in
-        # production (threengram/tenancy.py): every end-to-end test exercises the second wall.
+        # production (memories/tenancy.py): every end-to-end test exercises the second wall.
         "DATABASE_APP_ROLE": "threengram_app",
         "DEBUG": "1",
         "PUBLIC_BASE_URL": url,

@@ -44,7 +44,7 @@ from django.utils import timezone
 from oauth2_provider.models import AccessToken
 from accounts.models import User
 from memories.services import remember
-from threengram.tenancy import acting_for
+from memories.tenancy import acting_for
 out = []
 for n in range(%d):
     user = User.objects.create_user(username=f"fault{n}", password=secrets.token_urlsafe(12))

@@ -27,10 +27,10 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from psycopg.conninfo import make_conninfo
 
+from infra import asyncdb
 from mcp_gateway import auth
 from memories import access
 from tests.factories import AccessTokenFactory, MemoryFactory, UserFactory
-from threengram import asyncdb
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -97,7 +97,7 @@ def readable_check_params(statement: str, params: tuple | None) -> tuple | None:
 
 @pytest.fixture
 def sent_statements(monkeypatch) -> list[tuple[str, object]]:
-    """Every statement the gateway's native connections (threengram.asyncdb) send: (sql, params)
+    """Every statement the gateway's native connections (infra.asyncdb) send: (sql, params)
     of each `execute`, and ("EXECUTE name", arguments) of each prepared statement."""
     sent: list[tuple[str, object]] = []
     real_connection, real_execute_prepared = asyncdb.connection, asyncdb.execute_prepared
@@ -230,7 +230,7 @@ def start_server(command: list[str], port: int, log: Path, extra_env: dict | Non
         "DJANGO_SETTINGS_MODULE": "threengram.settings",
         "DATABASE_URL": subprocess_database_url(),
         # Live servers run behind row-level security, as the application role does in
-        # production (threengram/tenancy.py): every end-to-end test exercises the second wall.
+        # production (memories/tenancy.py): every end-to-end test exercises the second wall.
         "DATABASE_APP_ROLE": "threengram_app",
         "SECRET_KEY": "live-test-secret-key-not-for-any-deployment",
         "DEBUG": "0",

@@ -1,6 +1,6 @@
 """The bearer-token check (mcp_gateway.auth): concurrent requests share one round trip, and each
 still gets the verdict of its own token and only its own tenant's memories — as the owner role,
-and as the application role under row-level security (threengram/tenancy.py)."""
+and as the application role under row-level security (memories/tenancy.py)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from django.test import override_settings
 from django.utils import timezone
 
 from mcp_gateway import auth
+from memories import tenancy
 from memories.access import NIL_ID
 from tests.factories import UserFactory
 from tests.mcp_gateway.conftest import make_token, run_sync
-from threengram import tenancy
 
 pytestmark = pytest.mark.anyio
 

@@ -10,9 +10,10 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
+from infra import asyncdb
+from memories import tenancy
 from memories.access import READ_OWNED, MemoryRow, prefetched_for_request, read_owned_memories
 from tests.factories import MemoryFactory, UserFactory
-from threengram import asyncdb, tenancy
 
 pytestmark = pytest.mark.anyio
 
@@ -88,7 +89,7 @@ async def test_a_prefetch_answers_only_the_same_owner_and_ids(corpus):
 
 
 async def test_under_row_level_security_the_gate_reads_as_the_owner_it_is_given(corpus):
-    """The gate's read sets its tenant in the same message (threengram.asyncdb.as_tenant): the
+    """The gate's read sets its tenant in the same message (infra.asyncdb.as_tenant): the
     owner's rows are visible to it, another tenant's stay absent."""
     owner, mine, theirs = corpus["owner"], corpus["mine"], corpus["theirs"]
     with override_settings(DATABASE_APP_ROLE=tenancy.APP_ROLE):
@@ -114,7 +115,7 @@ def messages(monkeypatch) -> list[list[str]]:
 
 async def test_concurrent_reads_share_one_message_each_as_its_own_tenant(corpus, messages):
     """Reads that reach the gate in the same turn of the event loop go to PostgreSQL together
-    (threengram.asyncdb.run_as_tenant), each after its own tenant setting: every request sees
+    (infra.asyncdb.run_as_tenant), each after its own tenant setting: every request sees
     its owner's rows and nothing of the other's, in whatever order they were batched."""
     owner, mine, theirs = corpus["owner"], corpus["mine"], corpus["theirs"]
     both = [str(mine.id), str(theirs.id)]

@@ -1,4 +1,4 @@
-"""Row-level security, the second wall of tenant isolation (threengram/tenancy.py, migration
+"""Row-level security, the second wall of tenant isolation (memories/tenancy.py, migration
 memories/0007): as the application role, a query that forgets the tenant filter still sees
 nothing of another tenant, and nothing at all without a tenant."""
 
@@ -12,12 +12,12 @@ from django.db import connection, connections
 from django.test import override_settings
 
 from accounts.erasure import erase_account
-from memories import services, threads
+from infra import asyncdb
+from memories import services, tenancy, threads
 from memories.errors import NotFound
 from memories.models import ERASED, Memory, Thread, ThreadMembership
 from tests.factories import MemoryFactory, UserFactory
 from tests.mcp_gateway.conftest import subprocess_database_url
-from threengram import asyncdb, tenancy
 
 ROLE = tenancy.APP_ROLE
 
@@ -240,7 +240,7 @@ OWNERS_SEEN = asyncdb.prepared_statement(
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_the_gateway_pool_acts_for_one_statement_only(two_tenants, anyio_backend):
-    """The gateway's async pool (threengram.asyncdb): the tenant applies to the gated statement
+    """The gateway's async pool (infra.asyncdb): the tenant applies to the gated statement
     and never to the pooled session's next user."""
     tenant, _other = two_tenants
     with override_settings(

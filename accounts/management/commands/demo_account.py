@@ -5,9 +5,9 @@ import os
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
+from memories import tenancy
 from memories.models import Memory
 from memories.services import remember
-from threengram import tenancy
 
 DEMO_MEMORIES = [
     ("decision", "storage", "We keep memories append-only: revise inserts a successor."),

@@ -1,14 +1,14 @@
 """`manage.py migrate`, always as the database owner.
 
 The server's connections act as the row-level-security role (DATABASE_APP_ROLE, on by default;
-threengram/tenancy.py), which may not change the schema, and which migration memories/0007
+memories/tenancy.py), which may not change the schema, and which migration memories/0007
 creates in the first place. Django's own command, run inside `tenancy.as_owner()`."""
 
 from typing import Any
 
 from django.core.management.commands.migrate import Command as DjangoMigrateCommand
 
-from threengram import tenancy
+from memories import tenancy
 
 
 class Command(DjangoMigrateCommand):

@@ -72,7 +72,7 @@ def oauth_server(django_db_setup, django_db_blocker):
         "DJANGO_SETTINGS_MODULE": "threengram.test_settings",
         "DATABASE_URL": database_url,
         # Live servers run behind row-level security, as the application role does in
-        # production (threengram/tenancy.py): every end-to-end test exercises the second wall.
+        # production (memories/tenancy.py): every end-to-end test exercises the second wall.
         "DATABASE_APP_ROLE": "threengram_app",
         "PUBLIC_BASE_URL": url,
         "SECURE_SSL_REDIRECT": "0",

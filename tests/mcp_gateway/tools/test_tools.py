@@ -8,10 +8,10 @@ import pytest
 from django.utils import timezone
 from jsonschema import Draft202012Validator
 
+from infra.observability import VERSION
 from mcp_gateway.tools import TOOLS, tool_definitions
 from memories.models import Memory
 from tests.mcp_gateway.tools.conftest import fails, ok, principal_for
-from threengram.observability import VERSION
 
 pytestmark = pytest.mark.anyio
 

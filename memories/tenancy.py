@@ -8,7 +8,7 @@ binds only a role subject to it: with `DATABASE_APP_ROLE` set (by default, to th
 `threengram_app` that migration memories/0007 creates: no superuser, not the owner, no
 BYPASSRLS, no DELETE or TRUNCATE on memories_memory), every connection switches to that role
 (`SET ROLE`), the ORM's through `enter_app_role` below, the gateway's async pool through
-`threengram.asyncdb`.
+`infra.asyncdb`.
 
 Where the tenant comes from: `current_tenant`, a context variable set from the verified principal
 only (the MCP router after the token check, `TenantMiddleware` after Django's authentication,
@@ -38,9 +38,10 @@ from django.db.backends.signals import connection_created
 from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 
+from infra import asyncdb
+
 APP_ROLE = "threengram_app"
-TENANT_SETTING = "threengram.tenant_id"
-SET_TENANT_SQL = "SELECT set_config('threengram.tenant_id', %s, %s)"
+SET_TENANT_SQL = f"SELECT set_config('{asyncdb.TENANT_SETTING}', %s, %s)"
 
 current_tenant: ContextVar[int | None] = ContextVar("current_tenant", default=None)
 _as_owner: ContextVar[bool] = ContextVar("as_owner", default=False)

@@ -29,7 +29,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
 from django.views import defaults
 
-from threengram import asyncdb
+from infra import asyncdb
 
 logger = logging.getLogger(__name__)
 

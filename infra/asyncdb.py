@@ -100,7 +100,7 @@ async def _get_pool() -> AsyncConnectionPool:
 
 
 async def _configure(conn: psycopg.AsyncConnection) -> None:
-    """Row-level security (threengram/tenancy.py): act as the application role, if configured.
+    """Row-level security (memories/tenancy.py): act as the application role, if configured.
     Then prepare the registered statements (`prepared_statement`)."""
     role = settings.DATABASE_APP_ROLE
     if role:
@@ -201,8 +201,13 @@ async def connection() -> AsyncIterator[psycopg.AsyncConnection]:
         yield conn
 
 
+# The PostgreSQL setting that names the tenant for row-level security: the tenant policies of
+# migrations memories/0007 and 0008 compare each row's owner with it. Every statement that sets
+# it builds its SQL from this name.
+TENANT_SETTING = "threengram.tenant_id"
+
 SET_TENANT = prepared_statement(
-    "threengram_set_tenant", "SELECT set_config('threengram.tenant_id', $1, true)"
+    "threengram_set_tenant", f"SELECT set_config('{TENANT_SETTING}', $1, true)"
 )
 
 
@@ -318,7 +323,7 @@ async def close() -> None:
 
 
 async def check_pool() -> None:
-    """Drop this process's dead idle connections now (threengram/dbfaults.py: after a database
+    """Drop this process's dead idle connections now (infra/dbfaults.py: after a database
     restart), instead of letting one request fail on each of them."""
     pool = _pool
     if pool is not None and _pool_loop is asyncio.get_running_loop():

@@ -1,5 +1,5 @@
 """Pages during a database outage: 503 with Retry-After and a page that says to retry, never a
-stack trace; other failures stay a plain 500 (threengram/dbfaults.py `server_error`)."""
+stack trace; other failures stay a plain 500 (infra/dbfaults.py `server_error`)."""
 
 import pytest
 from django.contrib.sessions.backends.db import SessionStore

@@ -1,5 +1,5 @@
 """Requests that reach a query in the same turn of the event loop share one message
-(threengram.asyncdb.LoopTurnBatch): each still gets its own answer, or its own error."""
+(infra.asyncdb.LoopTurnBatch): each still gets its own answer, or its own error."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from threengram.asyncdb import LoopTurnBatch
+from infra.asyncdb import LoopTurnBatch
 
 pytestmark = pytest.mark.anyio
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from threengram.observability import VERSION, JsonFormatter
+from infra.observability import VERSION, JsonFormatter
 
 
 def test_health_needs_no_database(client):
@@ -68,7 +68,7 @@ def test_probes_are_plain_json(client, db, path):
 
 
 def _background_logger(handler) -> logging.Logger:
-    from threengram.observability import JsonFormatter
+    from infra.observability import JsonFormatter
 
     handler.setFormatter(JsonFormatter())
     logger = logging.getLogger(f"test.background.{id(handler)}")
@@ -91,7 +91,7 @@ def _wait_for(condition, seconds: float = 5.0) -> bool:
 
 
 def test_background_handler_keeps_the_request_ids_of_the_logging_thread():
-    from threengram.observability import BackgroundStreamHandler, request_id_var
+    from infra.observability import BackgroundStreamHandler, request_id_var
 
     stream = io.StringIO()
     handler = BackgroundStreamHandler(stream)
@@ -119,7 +119,7 @@ class _RecordingStream(io.StringIO):
 
 
 def test_background_handler_writes_access_lines_in_batches_and_in_order():
-    from threengram.observability import BackgroundStreamHandler
+    from infra.observability import BackgroundStreamHandler
 
     stream = _RecordingStream()
     handler = BackgroundStreamHandler(stream, flush_interval=0.5)
@@ -141,7 +141,7 @@ def test_background_handler_writes_access_lines_in_batches_and_in_order():
 
 
 def test_background_handler_writes_warnings_at_once_and_the_rest_on_close():
-    from threengram.observability import BackgroundStreamHandler
+    from infra.observability import BackgroundStreamHandler
 
     stream = io.StringIO()
     handler = BackgroundStreamHandler(stream, flush_interval=3600)

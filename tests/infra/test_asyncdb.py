@@ -1,4 +1,4 @@
-"""Prepared statements run together (threengram.asyncdb.execute_prepared): one message, one
+"""Prepared statements run together (infra.asyncdb.execute_prepared): one message, one
 transaction, arguments bound safely, nothing left on the connection afterwards; the same
 behind a transaction pooler, where nothing may be prepared."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from threengram import asyncdb
+from infra import asyncdb
 
 pytestmark = pytest.mark.anyio
 

@@ -1,0 +1,7 @@
+"""Infrastructure the apps share: the native async PostgreSQL pool and its batching (`asyncdb`),
+the mapping of database faults to retryable answers (`dbfaults`), and structured logging with the
+health probes (`observability`).
+
+Nothing here knows the domain: this package imports no app (memories, accounts, mcp_gateway) and
+no wiring (threengram); tests/test_architecture.py enforces it.
+"""
