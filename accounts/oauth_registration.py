@@ -19,11 +19,22 @@ from django.db import transaction
 from django.utils import timezone
 from oauth2_provider.cimd import CIMDError, SafeMetadataFetcher
 from oauth2_provider.models import get_application_model
+from oauth2_provider.settings import oauth2_settings
 
 from accounts.rate_limit import FixedWindow
+from memories.bounds import text_problem_in
 
-ALLOWED_GRANT_TYPES = {"authorization_code", "refresh_token"}
 ALLOWED_RESPONSE_TYPES = {"code"}
+CLIENT_NAME_MAX = 100  # shown on the consent page
+SCOPE_MAX = 1_000
+# Scopes a client may name besides this server's own: OIDC's `openid` and `offline_access`
+# (OIDC Core §11), which MCP clients commonly send and which this server ignores.
+IGNORED_SCOPES = {"openid", "offline_access"}
+
+
+def allowed_grant_types() -> set[str]:
+    """What the RFC 8414 metadata advertises, and nothing else."""
+    return set(oauth2_settings.OAUTH2_GRANT_TYPES_SUPPORTED)
 
 
 def is_loopback_host(host: str) -> bool:
@@ -39,6 +50,9 @@ def redirect_uri_problem(uri: Any) -> str | None:
     """Why `uri` may not be registered, or None if it may."""
     if not isinstance(uri, str):
         return "each redirect_uri must be a string"
+    # DOT stores the URIs space-separated: one with white space in it would register two.
+    if any(character.isspace() for character in uri):
+        return f"redirect_uri {uri!r} must not contain white space"
     try:
         parts = urlsplit(uri)
         host = parts.hostname
@@ -53,32 +67,75 @@ def redirect_uri_problem(uri: Any) -> str | None:
     return f"redirect_uri {uri!r}: the scheme must be https (or http on a loopback host)"
 
 
+def _refused_values(metadata: dict[str, Any], field: str, default: list, allowed: set) -> list:
+    values = metadata.get(field, default)
+    if not isinstance(values, list):
+        return [values]
+    return sorted({repr(v) for v in values if not isinstance(v, str) or v not in allowed})
+
+
 def client_metadata_problem(metadata: dict[str, Any]) -> tuple[str, str] | None:
     """(RFC 7591 §3.2.2 error code, description) when the metadata asks for more than an MCP
-    client may have, else None. DOT validates the shape and everything else."""
+    client may have, else None. Applied to registrations (POST), to updates of a registration
+    (RFC 7592 PUT: the same rules, or an update would undo them) and to Client ID Metadata
+    Documents. DOT validates the shape and everything else."""
+    problem = text_problem_in(metadata)
+    if problem:
+        return "invalid_client_metadata", problem
     redirect_uris = metadata.get("redirect_uris", [])
     if isinstance(redirect_uris, list):
         for uri in redirect_uris:
             problem = redirect_uri_problem(uri)
             if problem:
                 return "invalid_redirect_uri", problem
-    grant_types = metadata.get("grant_types", ["authorization_code"])
-    if isinstance(grant_types, list):
-        refused = sorted({g for g in grant_types if isinstance(g, str)} - ALLOWED_GRANT_TYPES)
-        if refused:
-            return (
-                "invalid_client_metadata",
-                f"grant_types {refused} are not supported; only authorization_code and "
-                "refresh_token are",
-            )
-    response_types = metadata.get("response_types", ["code"])
-    if isinstance(response_types, list):
-        refused = sorted({r for r in response_types if isinstance(r, str)} - ALLOWED_RESPONSE_TYPES)
-        if refused:
-            return (
-                "invalid_client_metadata",
-                f"response_types {refused} are not supported; only code is",
-            )
+    allowed = allowed_grant_types()
+    refused = _refused_values(metadata, "grant_types", ["authorization_code"], allowed)
+    if refused:
+        return (
+            "invalid_client_metadata",
+            f"grant_types {', '.join(refused)} not supported; only {', '.join(sorted(allowed))}",
+        )
+    refused = _refused_values(metadata, "response_types", ["code"], ALLOWED_RESPONSE_TYPES)
+    if refused:
+        return (
+            "invalid_client_metadata",
+            f"response_types {', '.join(refused)} not supported; only code",
+        )
+    methods = set(oauth2_settings.OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED)
+    method = metadata.get("token_endpoint_auth_method", "client_secret_basic")
+    if not isinstance(method, str) or method not in methods:
+        return (
+            "invalid_client_metadata",
+            f"token_endpoint_auth_method {method!r} not supported; "
+            f"only {', '.join(sorted(methods))}",
+        )
+    name = metadata.get("client_name", "")
+    if not isinstance(name, str) or len(name) > CLIENT_NAME_MAX:
+        return (
+            "invalid_client_metadata",
+            f"client_name must be a string of at most {CLIENT_NAME_MAX} characters",
+        )
+    return _scope_problem(metadata.get("scope"))
+
+
+def _scope_problem(scope: Any) -> tuple[str, str] | None:
+    """RFC 7591 §2 `scope`: space-separated values this server knows (DOT keeps no per-client
+    scope: what a client gets is decided by the user on the consent page)."""
+    if scope is None:
+        return None
+    if not isinstance(scope, str) or len(scope) > SCOPE_MAX:
+        return (
+            "invalid_client_metadata",
+            f"scope must be a string of at most {SCOPE_MAX} characters",
+        )
+    known = set(oauth2_settings.SCOPES) | IGNORED_SCOPES
+    unknown = sorted(set(scope.split()) - known)
+    if unknown:
+        supported = ", ".join(sorted(oauth2_settings.SCOPES))
+        return (
+            "invalid_client_metadata",
+            f"scope {', '.join(unknown)} not supported; only {supported}",
+        )
     return None
 
 

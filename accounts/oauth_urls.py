@@ -26,7 +26,7 @@ urlpatterns = [
     # RFC 7592 management of a registration, authenticated by its (expiring) registration token.
     path(
         "oauth/register/<str:client_id>/",
-        dot_views.DynamicClientRegistrationManagementView.as_view(),
+        oauth_views.McpClientManagementView.as_view(),
         name="dcr-register-management",
     ),
 ]

@@ -15,7 +15,12 @@ from oauth2_provider.compat import login_not_required
 # DOT's own helper for RFC 9207 (private, but DOT is pinned): replaces any `iss` and appends ours.
 from oauth2_provider.oauth2_backends import _add_iss_to_redirect
 from oauth2_provider.settings import oauth2_settings
-from oauth2_provider.views import AuthorizationView, DynamicClientRegistrationView, TokenView
+from oauth2_provider.views import (
+    AuthorizationView,
+    DynamicClientRegistrationManagementView,
+    DynamicClientRegistrationView,
+    TokenView,
+)
 
 from accounts.oauth_registration import (
     client_metadata_problem,
@@ -75,6 +80,26 @@ class McpAuthorizationView(AuthorizationView):
         return super().redirect(_add_iss_to_redirect(redirect_to, issuer), application)
 
 
+def _policy_refusal(request: HttpRequest) -> HttpResponse | None:
+    """The registration policy's 400 for this request's client metadata, or None."""
+    try:
+        metadata = json.loads(request.body)
+    except ValueError:
+        return None  # DOT answers malformed bodies with invalid_client_metadata
+    if not isinstance(metadata, dict):
+        return None
+    problem = client_metadata_problem(metadata)
+    if problem is None:
+        return None
+    error, description = problem
+    return JsonResponse({"error": error, "error_description": description}, status=400)
+
+
+def _registration_rate_refusal(request: HttpRequest) -> HttpResponse | None:
+    retry_after = registration_window().hit(client_ip(request))
+    return too_many_requests(retry_after, "client registrations") if retry_after else None
+
+
 @method_decorator(csrf_exempt, name="dispatch")
 @method_decorator(login_not_required, name="dispatch")
 class McpClientRegistrationView(DynamicClientRegistrationView):
@@ -82,26 +107,36 @@ class McpClientRegistrationView(DynamicClientRegistrationView):
     limited to what an MCP client needs (accounts/oauth_registration.py)."""
 
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        retry_after = registration_window().hit(client_ip(request))
-        if retry_after:
-            return too_many_requests(retry_after, "client registrations")
-        try:
-            metadata = json.loads(request.body)
-        except ValueError:
-            metadata = None  # DOT answers malformed bodies with invalid_client_metadata
-        if isinstance(metadata, dict):
-            problem = client_metadata_problem(metadata)
-            if problem:
-                error, description = problem
-                return JsonResponse({"error": error, "error_description": description}, status=400)
-        return super().post(request, *args, **kwargs)
+        refusal = _registration_rate_refusal(request) or _policy_refusal(request)
+        return refusal or super().post(request, *args, **kwargs)
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+@method_decorator(login_not_required, name="dispatch")
+class McpClientManagementView(DynamicClientRegistrationManagementView):
+    """RFC 7592 read, update and delete of a registration, by its registration access token.
+    An update replaces the client's metadata (RFC 7592 §2.2), so it passes the same policy and
+    the same rate limit as a registration: otherwise one PUT would turn a registered client into
+    one that redirects anywhere or uses a grant this server does not offer."""
+
+    def put(self, request: HttpRequest, client_id: str, *args, **kwargs) -> HttpResponse:
+        refusal = _registration_rate_refusal(request)
+        if refusal:
+            return refusal
+        # Authenticated first, so that a request without the registration token learns nothing
+        # about the policy; DOT authenticates again in its own put().
+        auth = self._authenticate_registration_request(request, client_id)
+        if isinstance(auth, HttpResponse):
+            return auth
+        return _policy_refusal(request) or super().put(request, client_id, *args, **kwargs)
 
 
 @method_decorator(csrf_exempt, name="dispatch")
 @method_decorator(login_not_required, name="dispatch")
 class McpTokenView(TokenView):
-    """DOT's token endpoint, rate-limited per client IP: every request counts, granted or not,
-    so guessing authorization codes or refresh tokens is bounded too."""
+    """DOT's token endpoint, rate-limited per client IP (every request counts, granted or not,
+    so guessing authorization codes or refresh tokens is bounded too), and open only to the
+    grant types the RFC 8414 metadata advertises."""
 
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
         window = FixedWindow(
@@ -112,4 +147,18 @@ class McpTokenView(TokenView):
         retry_after = window.hit(client_ip(request))
         if retry_after:
             return too_many_requests(retry_after, "token requests")
+        # oauthlib and DOT serve every grant type a client is registered for (DOT even answers
+        # device-code polls before oauthlib sees them); the registration policy keeps dynamic
+        # clients to the advertised ones, and this keeps every client, however it was created,
+        # to them (RFC 6749 §5.2 unsupported_grant_type).
+        grant_type = request.POST.get("grant_type")
+        if grant_type and grant_type not in oauth2_settings.OAUTH2_GRANT_TYPES_SUPPORTED:
+            return JsonResponse(
+                {
+                    "error": "unsupported_grant_type",
+                    "error_description": f"grant_type must be one of "
+                    f"{', '.join(oauth2_settings.OAUTH2_GRANT_TYPES_SUPPORTED)}",
+                },
+                status=400,
+            )
         return super().post(request, *args, **kwargs)

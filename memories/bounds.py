@@ -20,13 +20,44 @@ THREAD_NAME_MAX = 100
 DEFAULT_SCOPE = "personal"
 SCOPE_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 SCOPE_PATTERN_SQL = r"^[a-z0-9]+(-[a-z0-9]+)*$"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def unstorable_text(value: str) -> str | None:
+    """Why PostgreSQL cannot store `value` as text, or None: its text types refuse NUL, and a
+    lone surrogate (which JSON's \\uXXXX escapes can produce) has no UTF-8 encoding."""
+    if "\x00" in value:
+        return "must not contain NUL characters"
+    if _SURROGATE.search(value):
+        return "must not contain lone surrogates (invalid Unicode)"
+    return None
+
+
+def text_problem_in(value: object, path: str = "") -> str | None:
+    """The first string inside `value` (nested lists and objects, keys included) that cannot be
+    stored, as '<path>: <why>', or None."""
+    if isinstance(value, str):
+        problem = unstorable_text(value)
+        return f"{path or 'value'}: {problem}" if problem else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            key_path = f"{path}.{key}" if path else str(key)
+            if isinstance(key, str) and (problem := unstorable_text(key)):
+                return f"{path or 'object'} key {key!r}: {problem}"
+            if problem := text_problem_in(item, key_path):
+                return problem
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            if problem := text_problem_in(item, f"{path}[{index}]"):
+                return problem
+    return None
 
 
 def _text(field: str, value: object, *, maximum: int, minimum: int = 1) -> str:
     if not isinstance(value, str):
         raise InvalidInput(field, "must be a string")
-    if "\x00" in value:
-        raise InvalidInput(field, "must not contain NUL characters")
+    if problem := unstorable_text(value):
+        raise InvalidInput(field, problem)
     value = value.strip()
     # len() counts Unicode code points, which is what the limits are stated in.
     if len(value) < minimum:

@@ -242,8 +242,11 @@ MCP_RATE_LIMIT_WINDOW = env.int("MCP_RATE_LIMIT_WINDOW", default=60)
 # `authorization_servers`, and MCP clients require the RFC 8414 `issuer` to be that exact string
 # (RFC 8414 §3.3) and the RFC 9207 `iss` of every authorization response to equal it.
 OAUTH_ISSUER = PUBLIC_BASE_URL
-# Anonymous dynamic client registrations (RFC 7591) allowed per client IP and window.
-OAUTH_REGISTRATION_RATE = env.int("OAUTH_REGISTRATION_RATE", default=10)
+# Anonymous dynamic client registrations (RFC 7591) and updates of them (RFC 7592) allowed per
+# client IP and window. Some MCP clients register anew on every connection, and one machine may
+# run several of them (an editor, a CLI agent, a desktop app): 60 an hour leaves them room while
+# bounding how fast one address can fill the client table.
+OAUTH_REGISTRATION_RATE = env.int("OAUTH_REGISTRATION_RATE", default=60)
 OAUTH_REGISTRATION_RATE_WINDOW = env.int("OAUTH_REGISTRATION_RATE_WINDOW", default=3600)
 # Token endpoint requests (code exchanges and refreshes) allowed per client IP and window: a
 # client refreshes about once an hour, so 60 a minute leaves room for many clients behind one

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import time
 
 import pytest
 from django.core.cache import cache
@@ -69,29 +70,73 @@ def test_registration_access_token_expires_and_is_stored_hashed(client):
     assert timezone.timedelta(days=6, hours=23) < lifetime <= timezone.timedelta(days=7)
 
 
-@pytest.mark.parametrize(
-    ("metadata", "error", "named"),
-    [
-        ({"redirect_uris": ["http://evil.example.com/cb"]}, "invalid_redirect_uri", "loopback"),
-        (
-            {"redirect_uris": ["https://ok.example.com/cb", "http://10.0.0.7/cb"]},
-            "invalid_redirect_uri",
-            "loopback",
-        ),
-        ({"redirect_uris": ["cursor://anysphere/callback"]}, "invalid_redirect_uri", "https"),
-        ({"redirect_uris": ["javascript:alert(1)"]}, "invalid_redirect_uri", "https"),
-        ({"grant_types": ["implicit"]}, "invalid_client_metadata", "implicit"),
-        ({"grant_types": ["password"]}, "invalid_client_metadata", "password"),
-        (
-            {"grant_types": ["client_credentials"], "redirect_uris": []},
-            "invalid_client_metadata",
-            "client_credentials",
-        ),
-        ({"response_types": ["token"]}, "invalid_client_metadata", "token"),
-        ({"redirect_uris": []}, "invalid_client_metadata", "redirect_uris"),
-        ({"token_endpoint_auth_method": "private_key_jwt"}, "invalid_client_metadata", "jwt"),
-    ],
-)
+def _update(client, registration: dict, remote_addr="127.0.0.1", **metadata):
+    """RFC 7592 §2.2: PUT the full metadata to the registration's URI with its token."""
+    body = {
+        "client_id": registration["client_id"],
+        "client_name": "Claude",
+        "redirect_uris": ["https://claude.ai/api/mcp/auth_callback"],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": "none",
+        **metadata,
+    }
+    return client.put(
+        f"/oauth/register/{registration['client_id']}/",
+        body,
+        content_type="application/json",
+        REMOTE_ADDR=remote_addr,
+        HTTP_AUTHORIZATION=f"Bearer {registration['registration_access_token']}",
+    )
+
+
+# One row per rule of the registration policy (accounts/oauth_registration.py).
+POLICY_VIOLATIONS = [
+    ({"redirect_uris": ["http://evil.example.com/cb"]}, "invalid_redirect_uri", "loopback"),
+    (
+        {"redirect_uris": ["https://ok.example.com/cb", "http://10.0.0.7/cb"]},
+        "invalid_redirect_uri",
+        "loopback",
+    ),
+    ({"redirect_uris": ["cursor://anysphere/callback"]}, "invalid_redirect_uri", "https"),
+    ({"redirect_uris": ["javascript:alert(1)"]}, "invalid_redirect_uri", "https"),
+    # Stored space-separated, this one URI would register a second, plain-http one.
+    (
+        {"redirect_uris": ["https://ok.example.com/cb http://evil.example.com/cb"]},
+        "invalid_redirect_uri",
+        "white space",
+    ),
+    ({"grant_types": ["implicit"]}, "invalid_client_metadata", "implicit"),
+    ({"grant_types": ["password"]}, "invalid_client_metadata", "password"),
+    (
+        {"grant_types": ["client_credentials"], "redirect_uris": []},
+        "invalid_client_metadata",
+        "client_credentials",
+    ),
+    (
+        {"grant_types": ["authorization_code", "urn:ietf:params:oauth:grant-type:device_code"]},
+        "invalid_client_metadata",
+        "device_code",
+    ),
+    ({"response_types": ["token"]}, "invalid_client_metadata", "token"),
+    ({"redirect_uris": []}, "invalid_client_metadata", "redirect_uris"),
+    ({"token_endpoint_auth_method": "private_key_jwt"}, "invalid_client_metadata", "jwt"),
+    ({"token_endpoint_auth_method": ["none"]}, "invalid_client_metadata", "auth_method"),
+    ({"scope": "memory:read admin"}, "invalid_client_metadata", "admin"),
+    ({"scope": ["memory:read"]}, "invalid_client_metadata", "scope"),
+    ({"client_name": "x" * 101}, "invalid_client_metadata", "100 characters"),
+    ({"client_name": 7}, "invalid_client_metadata", "client_name"),
+    ({"client_name": "Cl\x00aude"}, "invalid_client_metadata", "NUL"),
+    ({"client_name": "Cl\ud800aude"}, "invalid_client_metadata", "surrogate"),
+    ({"logo_uri": ["https://x.example/\x00"]}, "invalid_client_metadata", "logo_uri[0]"),
+]
+
+
+def _violation_ids():
+    return [f"{sorted(m)[0]}-{named}" for m, _error, named in POLICY_VIOLATIONS]
+
+
+@pytest.mark.parametrize(("metadata", "error", "named"), POLICY_VIOLATIONS, ids=_violation_ids())
 def test_registration_beyond_what_an_mcp_client_needs_is_refused(client, metadata, error, named):
     response = _register(client, **metadata)
     assert response.status_code == 400
@@ -99,6 +144,47 @@ def test_registration_beyond_what_an_mcp_client_needs_is_refused(client, metadat
     assert named in response.json()["error_description"]
     assert Application.objects.count() == 0
     assert AccessToken.objects.count() == 0
+
+
+@pytest.mark.parametrize(("metadata", "error", "named"), POLICY_VIOLATIONS, ids=_violation_ids())
+def test_an_update_beyond_what_an_mcp_client_needs_is_refused_and_changes_nothing(
+    client, metadata, error, named
+):
+    registration = _register(client).json()
+    before = Application.objects.get(client_id=registration["client_id"])
+    response = _update(client, registration, **metadata)
+    assert response.status_code == 400, response.content
+    assert response.json()["error"] == error
+    assert named in response.json()["error_description"]
+    after = Application.objects.get(client_id=registration["client_id"])
+    assert (after.redirect_uris, after.authorization_grant_type, after.client_type, after.name) == (
+        before.redirect_uris,
+        before.authorization_grant_type,
+        before.client_type,
+        before.name,
+    )
+
+
+def test_an_update_within_the_policy_is_applied(client):
+    registration = _register(client).json()
+    response = _update(
+        client,
+        registration,
+        client_name="Claude (renamed)",
+        redirect_uris=["http://127.0.0.1:40000/cb"],
+        scope="memory:read memory:write offline_access",
+    )
+    assert response.status_code == 200, response.content
+    application = Application.objects.get(client_id=registration["client_id"])
+    assert application.name == "Claude (renamed)"
+    assert application.redirect_uris == "http://127.0.0.1:40000/cb"
+
+
+def test_an_update_without_the_registration_token_is_refused_before_the_policy(client):
+    registration = _register(client).json()
+    registration["registration_access_token"] = "not-the-token"
+    response = _update(client, registration, redirect_uris=["http://evil.example.com/cb"])
+    assert response.status_code == 401
 
 
 def test_malformed_registration_body_is_refused(client):
@@ -115,10 +201,39 @@ def test_registration_is_rate_limited_per_ip(client, settings):
     response = _register(client)
     assert response.status_code == 429
     assert response.json()["error"] == "too_many_requests"
-    assert 0 < int(response["Retry-After"]) <= settings.OAUTH_REGISTRATION_RATE_WINDOW
     assert Application.objects.count() == 3
     # Another address is not affected.
     assert _register(client, remote_addr="198.51.100.7").status_code == 201
+
+
+def test_retry_after_is_the_time_until_the_window_frees(client, settings):
+    settings.OAUTH_REGISTRATION_RATE = 1
+    window = settings.OAUTH_REGISTRATION_RATE_WINDOW
+    assert _register(client).status_code == 201
+    response = _register(client)
+    now = time.time()
+    assert response.status_code == 429
+    # Fixed windows start at multiples of the window length.
+    assert abs(int(response["Retry-After"]) - (window - now % window)) <= 2
+
+
+def test_the_default_rate_leaves_room_for_several_clients_on_one_machine(client):
+    for _ in range(60):
+        assert _register(client).status_code == 201
+    assert _register(client).status_code == 429
+
+
+def test_updates_share_the_registration_rate(client, settings):
+    settings.OAUTH_REGISTRATION_RATE = 3
+    registration = _register(client).json()
+    for name in ("one", "two"):
+        response = _update(client, registration, client_name=name)
+        assert response.status_code == 200
+        registration = response.json()  # the registration token rotates on every update
+    response = _update(client, registration, client_name="three")
+    assert response.status_code == 429
+    assert response.json()["error"] == "too_many_requests"
+    assert Application.objects.get(client_id=registration["client_id"]).name == "two"
 
 
 def test_rejected_registrations_count_against_the_rate(client, settings):
@@ -126,6 +241,48 @@ def test_rejected_registrations_count_against_the_rate(client, settings):
     for _ in range(2):
         assert _register(client, redirect_uris=["http://evil.example.com/"]).status_code == 400
     assert _register(client).status_code == 429
+
+
+@pytest.mark.parametrize(
+    ("grant_type", "registered_as", "extra"),
+    [
+        ("client_credentials", "client-credentials", {}),
+        ("password", "password", {"username": "tenant", "password": "x"}),
+        (
+            "urn:ietf:params:oauth:grant-type:device_code",
+            "authorization-code",
+            {"device_code": "x"},
+        ),
+        ("implicit", "implicit", {}),
+    ],
+)
+def test_grant_types_the_metadata_does_not_advertise_are_refused_for_every_client(
+    client, grant_type, registered_as, extra
+):
+    """Even for a client whose registration allows the grant (here created by staff)."""
+    from tests.factories import ApplicationFactory, UserFactory
+
+    UserFactory(username="tenant")
+    application = ApplicationFactory(
+        client_type="confidential",
+        authorization_grant_type=registered_as,
+        client_secret="a-client-secret-of-some-length",
+        redirect_uris="https://app.example.com/cb",
+    )
+    advertised = client.get("/.well-known/oauth-authorization-server").json()
+    assert grant_type not in advertised["grant_types_supported"]
+    response = client.post(
+        "/oauth/token/",
+        {
+            "grant_type": grant_type,
+            "client_id": application.client_id,
+            "client_secret": "a-client-secret-of-some-length",
+            **extra,
+        },
+    )
+    assert response.status_code == 400, response.content
+    assert response.json()["error"] == "unsupported_grant_type"
+    assert AccessToken.objects.count() == 0
 
 
 def test_stale_unused_registrations_are_deleted_and_used_ones_kept(client, tenant):
