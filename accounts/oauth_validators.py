@@ -24,6 +24,8 @@ from oauthlib.oauth2 import Server
 from oauthlib.oauth2.rfc6749 import errors
 from oauthlib.oauth2.rfc6749.grant_types.authorization_code import code_challenge_method_s256
 
+from memories.bounds import unstorable_text
+
 
 def _requested_resources(request) -> list[str]:
     """All `resource` values of an authorization request (RFC 8707 allows repeats; oauthlib keeps
@@ -84,6 +86,13 @@ class McpAuthorizationServer(Server):
 
 
 class McpOAuth2Validator(OAuth2Validator):
+    def _load_application(self, client_id, request):
+        # A client_id PostgreSQL cannot hold names no client. Form parameters never get here
+        # (accounts.middleware refuses them); HTTP Basic credentials are decoded by DOT itself.
+        if not isinstance(client_id, str) or unstorable_text(client_id):
+            return None
+        return super()._load_application(client_id, request)
+
     def _check_and_set_request_resource(self, request) -> None:
         # Last line of defence, at save time (inside DOT's transaction, before the code is
         # invalidated): whatever DOT resolved — inherited from a grant or refresh token, or

@@ -147,6 +147,11 @@ async def complete_prompt_argument(
     principal: Principal, prompt: str, argument: str, prefix: str
 ) -> list[str]:
     """Values for a prompt argument from the tenant's own live data, prefix-matched, <= 100."""
+    problem = bounds.text_problem_in(
+        {"ref.name": prompt, "argument.name": argument, "argument.value": prefix}
+    )
+    if problem:
+        raise MCPError(code=types.INVALID_PARAMS, message=f"invalid_input: {problem}")
     if not principal.can(settings.MEMORY_READ_SCOPE) or argument not in _ARGUMENTS.get(prompt, ()):
         return []
     prefix = (prefix or "")[:100]

@@ -30,6 +30,7 @@ from infra.observability import VERSION
 from mcp_gateway import schemas
 from mcp_gateway.principal import Principal
 from memories import environment, reading, search, threads
+from memories.bounds import text_problem_in
 from memories.briefing import Briefing, Section, Selector
 from memories.briefing import briefing as build_briefing
 from memories.errors import DomainError
@@ -645,7 +646,9 @@ async def call_tool(
     arguments = arguments if arguments is not None else {}
     if not isinstance(arguments, dict):
         return _error("invalid_input: arguments: must be an object")
-    problem = _schema_error(spec, arguments)
+    # One walk over every string, however deeply nested, before any handler: PostgreSQL refuses
+    # NUL and lone surrogates anywhere in a statement, whichever field carries them.
+    problem = text_problem_in(arguments) or _schema_error(spec, arguments)
     if problem is not None:
         return _error(f"invalid_input: {problem}")
     try:

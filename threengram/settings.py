@@ -55,6 +55,9 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Serves /static/ from the app server (no separate web server or build step needed).
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # NUL and lone surrogates are refused (400) before sessions, log-in or any view look them
+    # up in the database (accounts/middleware.py).
+    "accounts.middleware.UnstorableTextMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

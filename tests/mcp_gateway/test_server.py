@@ -193,3 +193,32 @@ def test_spans_cost_nothing_until_a_tracer_provider_is_installed(monkeypatch):
     middleware = server.build_server().middleware
     assert any(isinstance(m, OpenTelemetryMiddleware) for m in middleware)
     assert middleware[-1] is server.hide_internal_errors  # still the innermost
+
+
+@pytest.mark.parametrize(
+    ("argument", "named"),
+    [
+        ({"name": "project", "value": "th\u0000"}, "argument.value: must not contain NUL"),
+        ({"name": "project", "value": "\ud83d"}, "argument.value: must not contain lone"),
+        ({"name": "pro\udc00ject", "value": ""}, "argument.name: must not contain lone"),
+    ],
+)
+async def test_completion_text_postgresql_cannot_store_is_invalid_params(
+    asgi_app, seeded, argument, named
+):
+    import httpx2
+
+    from tests.mcp_gateway.test_asgi import auth_header, modern
+
+    headers, body = modern(
+        "completion/complete",
+        {"ref": {"type": "ref/prompt", "name": "briefing"}, "argument": argument},
+        **auth_header(seeded.token),
+    )
+    async with httpx2.AsyncClient(
+        transport=asgi_transport(asgi_app), base_url="http://localhost"
+    ) as http:
+        response = await http.post("/mcp", headers=headers, content=body)
+    error = response.json()["error"]
+    assert error["code"] == types.INVALID_PARAMS, error
+    assert error["message"].startswith(f"invalid_input: {named}"), error

@@ -168,6 +168,42 @@ async def test_bad_input_is_refused_naming_field_and_limit(agent, tool, argument
     assert await Memory.objects.acount() == 0
 
 
+@pytest.mark.parametrize(
+    ("tool", "arguments", "expected"),
+    [
+        (
+            "remember",
+            {"memoryType": "note", "topic": "t", "content": "a\ud800b"},
+            "invalid_input: content: must not contain lone surrogates",
+        ),
+        (
+            "remember",
+            {"memoryType": "note", "topic": "t\x00", "content": "text"},
+            "invalid_input: topic: must not contain NUL",
+        ),
+        (
+            "remember",
+            {"memoryType": "note", "topic": "t", "content": "x", "tags": ["ok", "b\udfff"]},
+            "invalid_input: tags[1]: must not contain lone surrogates",
+        ),
+        ("search", {"query": "\udc00"}, "invalid_input: query: must not contain lone surrogates"),
+        ("search", {"query": "x", "project": "p\x00"}, "invalid_input: project: must not"),
+        (
+            "configure_thread",
+            {"action": "add_members", "name": "a", "memoryIds": ["\x00"]},
+            "invalid_input: memoryIds[0]: must not contain NUL",
+        ),
+        # Unknown fields too: the walk runs before the schema, over every string.
+        ("search", {"query": "x", "\ud800": 1}, "invalid_input: object key"),
+    ],
+)
+async def test_text_postgresql_cannot_store_is_refused_naming_the_field(
+    agent, tool, arguments, expected
+):
+    assert (await fails(agent, tool, arguments)).startswith(expected)
+    assert await Memory.objects.acount() == 0
+
+
 # --- remember, revise, archive, resolve ----------------------------------------------------
 
 

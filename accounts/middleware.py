@@ -1,0 +1,51 @@
+"""Text PostgreSQL cannot store is refused where it enters the site, before any view runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.template.loader import render_to_string
+
+from memories.bounds import unstorable_text
+
+# The OAuth endpoints that clients (not people) call answer in their JSON error format.
+OAUTH_JSON_PREFIXES = ("/oauth/token/", "/oauth/revoke/", "/oauth/register/")
+
+
+def unstorable_part(request: HttpRequest) -> str | None:
+    """'<where>: <why>' for the first piece of the request's text that PostgreSQL could not
+    store (NUL, a lone surrogate), or None. The path, the query, form fields and cookies are
+    what pages and OAuth endpoints read; JSON bodies are checked by the views that parse them
+    (accounts/oauth_registration.py)."""
+    if problem := unstorable_text(request.path):
+        return f"path: {problem}"
+    sources = [("query parameter", request.GET), ("cookie", request.COOKIES)]
+    if request.method == "POST":
+        sources.append(("form field", request.POST))
+    for kind, data in sources:
+        items = data.lists() if hasattr(data, "lists") else ((k, [v]) for k, v in data.items())
+        for key, values in items:
+            for text in (key, *values):
+                if problem := unstorable_text(text):
+                    return f"{kind} {key[:40]!r}: {problem}"
+    return None
+
+
+class UnstorableTextMiddleware:
+    """400 for a request carrying NUL or a lone surrogate: otherwise a form field, a query
+    parameter, an OAuth parameter or a session cookie reaches a database lookup, and PostgreSQL
+    refuses the statement (a 500). OAuth endpoints answer `invalid_request` (RFC 6749 §5.2)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        problem = unstorable_part(request)
+        if problem is None:
+            return self.get_response(request)
+        if request.path.startswith(OAUTH_JSON_PREFIXES):
+            return JsonResponse(
+                {"error": "invalid_request", "error_description": problem}, status=400
+            )
+        return HttpResponse(render_to_string("400.html", {"problem": problem}), status=400)

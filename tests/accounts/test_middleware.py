@@ -1,0 +1,122 @@
+"""NUL and lone surrogates are refused where they enter the site (accounts/middleware.py):
+a clear 400, `invalid_request` on the OAuth endpoints, never a 500 from PostgreSQL."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from django.test import Client
+
+from tests.factories import ApplicationFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def client():
+    return Client(raise_request_exception=False)
+
+
+@pytest.mark.parametrize(
+    ("path", "form", "named"),
+    [
+        (
+            "/oauth/token/",
+            {"grant_type": "authorization_code", "client_id": "a\x00b"},
+            "'client_id'",
+        ),
+        ("/oauth/token/", {"grant_type": "authorization_code", "code": "a\x00b"}, "'code'"),
+        ("/oauth/token/", {"grant_type": "refresh_token", "refresh_token": "\x00"}, "refresh"),
+        ("/oauth/revoke/", {"client_id": "a\x00b", "token": "t"}, "'client_id'"),
+        ("/oauth/revoke/", {"client_id": "c", "token": "t\x00"}, "'token'"),
+        ("/oauth/token/", {"grant_type\x00": "x"}, "grant_type"),
+    ],
+)
+def test_oauth_parameters_with_nul_are_invalid_request(client, path, form, named):
+    response = client.post(path, form)
+    assert response.status_code == 400
+    body = response.json()
+    assert body["error"] == "invalid_request"
+    assert named in body["error_description"] and "NUL" in body["error_description"]
+
+
+def test_a_nul_in_http_basic_client_credentials_names_no_client(client):
+    application = ApplicationFactory()
+    credentials = base64.b64encode(f"{application.client_id}%00:secret".encode()).decode()
+    response = client.post(
+        "/oauth/token/",
+        {"grant_type": "authorization_code", "code": "x"},
+        HTTP_AUTHORIZATION=f"Basic {credentials}",
+    )
+    assert response.status_code == 401
+    assert response.json()["error"] == "invalid_client"
+
+
+def test_authorization_request_with_nul_is_a_400_page(client, tenant):
+    client.force_login(tenant)
+    response = client.get("/oauth/authorize/", {"client_id": "a\x00b", "response_type": "code"})
+    assert response.status_code == 400
+    assert "client_id" in response.text and "NUL" in response.text
+
+
+def test_registration_json_with_nul_or_a_lone_surrogate_is_refused(client):
+    for name in ('"Cl\\u0000aude"', '"Cl\\ud800aude"'):
+        body = '{"client_name": ' + name + ', "redirect_uris": ["https://a.example/cb"]}'
+        response = client.post("/oauth/register/", body, content_type="application/json")
+        assert response.status_code == 400
+        assert response.json()["error"] == "invalid_client_metadata"
+        assert "client_name" in response.json()["error_description"]
+
+
+@pytest.mark.parametrize(
+    ("path", "data"),
+    [
+        ("/memories/", {"q": "\x00"}),
+        ("/memories/", {"page": "1\x00"}),
+        ("/memories/?show=all&q=%00", None),
+        ("/admin/memories/memory/", {"q": "\x00"}),
+    ],
+)
+def test_query_parameters_with_nul_are_a_400_page(client, tenant, path, data):
+    tenant.is_staff = tenant.is_superuser = True
+    tenant.save()
+    client.force_login(tenant)
+    response = client.get(path, data)
+    assert response.status_code == 400
+    assert "must not contain NUL characters" in response.text
+    assert "Traceback" not in response.text
+
+
+@pytest.mark.parametrize(
+    ("path", "form"),
+    [
+        ("/login/", {"username": "a\x00b", "password": "x"}),
+        ("/admin/login/", {"username": "admin", "password": "x\x00"}),
+        ("/signup/", {"username": "ada\x00", "password1": "x", "password2": "x"}),
+    ],
+)
+def test_form_fields_with_nul_are_a_400_page(client, path, form):
+    response = client.post(path, form)
+    assert response.status_code == 400
+    assert "form field" in response.text
+
+
+def test_logged_in_forms_with_nul_change_nothing(client, tenant):
+    client.force_login(tenant)
+    response = client.post("/account/delete/", {"password": "\x00"})
+    assert response.status_code == 400
+    tenant.refresh_from_db()
+    assert tenant.erased_at is None
+
+
+def test_a_session_cookie_with_nul_is_a_400_not_a_database_error(client):
+    # http.cookies unquotes octal escapes: "\000" in a quoted cookie value becomes NUL.
+    response = client.get("/login/", HTTP_COOKIE='sessionid="abcdefgh\\000ijkl"')
+    assert response.status_code == 400
+    assert "cookie" in response.text
+
+
+def test_a_path_with_nul_is_a_400(client):
+    response = client.get("/memories/%00/")
+    assert response.status_code == 400
