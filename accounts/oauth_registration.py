@@ -70,7 +70,7 @@ def redirect_uri_problem(uri: Any) -> str | None:
 def _refused_values(metadata: dict[str, Any], field: str, default: list, allowed: set) -> list:
     values = metadata.get(field, default)
     if not isinstance(values, list):
-        return [values]
+        return [repr(values)]
     return sorted({repr(v) for v in values if not isinstance(v, str) or v not in allowed})
 
 

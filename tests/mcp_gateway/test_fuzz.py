@@ -7,7 +7,9 @@ only the 401 wall). The real ASGI application runs in-process over httpx2's ASGI
 event loop and one small connection pool serve every case so that thousands fit in a CI run.
 
 The property: never a 5xx; a JSON reply is a well-formed JSON-RPC response (result xor error
-with an integer code) or an OAuth-style HTTP error; no reply carries a stack trace.
+with an integer code, never -32603) or an OAuth-style HTTP error; a tool error is never
+`internal_error` (NUL and lone surrogates in any argument, nested ones too, are `invalid_input`);
+no reply carries a stack trace.
 `FUZZ_EXAMPLES` (environment) sets the number of cases; 10,000 by default.
 """
 
@@ -96,6 +98,7 @@ def _value_for(schema: dict) -> st.SearchStrategy:
         if kind == "string":
             options.append(
                 hostile_text
+                | st.sampled_from(["\x00", "a\ud800", "\udfff" * 3, "ok\x00ok"])
                 | st.uuids().map(str)
                 | st.just(REAL_ID)
                 | st.sampled_from(["2026-12-02T10:00:00Z", "2026-13-45T99:00:00", "x" * 20_001])
@@ -149,8 +152,14 @@ def params(draw: st.DrawFn, method: str, wire: str) -> object:
             st.dictionaries(st.sampled_from(["scope", "project", "thread", "mode"]), scalars)
         )
     elif method == "completion/complete":
-        value["ref"] = draw(json_values)
-        value["argument"] = draw(json_values)
+        if draw(st.booleans()):  # a prompt argument, as clients ask, with hostile text
+            prompt_name = st.sampled_from(["briefing", "debrief"]) | hostile_text
+            argument_name = st.sampled_from(["scope", "project", "thread", "mode"]) | hostile_text
+            value["ref"] = {"type": "ref/prompt", "name": draw(prompt_name)}
+            value["argument"] = {"name": draw(argument_name), "value": draw(hostile_text)}
+        else:
+            value["ref"] = draw(json_values)
+            value["argument"] = draw(json_values)
     else:
         value.update(draw(st.dictionaries(hostile_text, json_values, max_size=3)))
     if draw(st.booleans()):
@@ -228,7 +237,12 @@ def wellformed_requests(draw: st.DrawFn) -> tuple[dict[str, bytes], bytes, str]:
     params and tool arguments: these get past the transport to the handlers."""
     wire = draw(st.sampled_from(["2026-07-28", "2025-11-25"]))
     method = draw(
-        st.sampled_from(["tools/call"] * 6 + ["resources/read"] * 2 + ["prompts/get"] + METHODS)
+        st.sampled_from(
+            ["tools/call"] * 6
+            + ["resources/read"] * 2
+            + ["prompts/get", "completion/complete"]
+            + METHODS
+        )
     )
     message_params = draw(params(method, wire))
     if isinstance(message_params, dict) and wire == "2026-07-28":
@@ -280,7 +294,13 @@ def _check(response: httpx2.Response, case: object) -> str:
         return f"jsonrpc error {error['code']}"
     assert response.status_code == 200, case
     if isinstance(body["result"], dict) and "isError" in body["result"]:
-        return "tool result" + (" (error)" if body["result"]["isError"] else "")
+        if body["result"]["isError"]:
+            # A tool's internal_error is the tool-result face of a 500: hostile arguments must
+            # get invalid_input (or another domain error), never this.
+            text = body["result"]["content"][0]["text"]
+            assert not text.startswith("internal_error"), (text, case)
+            return "tool result (error)"
+        return "tool result"
     return "jsonrpc result"
 
 
