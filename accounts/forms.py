@@ -1,46 +1,84 @@
-"""Forms of the account pages. Django's auth forms do the work; these add throttling, sign-up
-and the password re-check before erasure."""
+"""Forms of the account pages. Django's auth forms do the work; these add the log-in throttle to
+every password check, sign-up and the password re-check before erasure."""
 
 from __future__ import annotations
 
-from django import forms
-from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.contrib.auth.forms import AuthenticationForm, UserCreationForm
-from django.core.exceptions import ValidationError
+import math
+from collections.abc import Callable
+from typing import TypeVar
 
-from accounts.throttle import clear_login_failures, login_is_throttled, record_login_failure
+from django import forms
+from django.contrib.admin.forms import AdminAuthenticationForm
+from django.contrib.auth import get_user_model
+from django.contrib.auth.forms import AuthenticationForm, PasswordChangeForm, UserCreationForm
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest
+
+from accounts.throttle import login_retry_after, record_login_failure, record_login_success
+from mcp_gateway.rate_limit import client_ip
 
 THROTTLED_MESSAGE = (
-    "Too many failed log-in attempts for this account or from your network. "
-    "Wait %(minutes)d minutes, then try again."
+    "Too many failed password attempts for this account or from your network. "
+    "Wait %(minutes)d minute(s), then try again."
 )
+T = TypeVar("T")
 
 
-class ThrottledAuthenticationForm(AuthenticationForm):
-    """Django's log-in form, refusing to check any password once the username or the client IP
-    has too many recent failures."""
+class ThrottledPasswordCheck:
+    """For every form that checks a password: refuse without checking once the log-in throttle
+    (accounts/throttle.py) says so, and count the outcome otherwise. `retry_after` tells the view
+    how long to wait (its 429 carries it as Retry-After)."""
 
-    def clean(self):
-        username = self.cleaned_data.get("username") or ""
-        ip = self.request.META.get("REMOTE_ADDR", "") if self.request else ""
-        if login_is_throttled(username=username, ip=ip):
+    retry_after: int | None = None
+
+    def throttled_check(
+        self, request: HttpRequest | None, username: str, check: Callable[[], T]
+    ) -> T:
+        ip = client_ip(request) if request is not None else "unknown"
+        self.retry_after = login_retry_after(username=username, ip=ip)
+        if self.retry_after:
             raise ValidationError(
                 THROTTLED_MESSAGE,
                 code="throttled",
-                params={"minutes": max(1, settings.LOGIN_FAILURE_WINDOW_SECONDS // 60)},
+                params={"minutes": math.ceil(self.retry_after / 60)},
             )
         try:
-            cleaned = super().clean()
+            result = check()
         except ValidationError:
             record_login_failure(username=username, ip=ip)
             raise
-        clear_login_failures(username=username)
-        return cleaned
+        record_login_success(username=username, ip=ip)
+        return result
 
-    @property
-    def is_throttled(self) -> bool:
-        return any(error.code == "throttled" for error in self.non_field_errors().as_data())
+
+class ThrottledAuthenticationForm(ThrottledPasswordCheck, AuthenticationForm):
+    """Django's log-in form behind the log-in throttle."""
+
+    def clean(self):
+        username = self.cleaned_data.get("username") or ""
+        return self.throttled_check(self.request, username, super().clean)
+
+
+class ThrottledAdminAuthenticationForm(ThrottledPasswordCheck, AdminAuthenticationForm):
+    """The admin's log-in form (staff only) behind the same throttle."""
+
+    def clean(self):
+        username = self.cleaned_data.get("username") or ""
+        return self.throttled_check(self.request, username, super().clean)
+
+
+class ThrottledPasswordChangeForm(ThrottledPasswordCheck, PasswordChangeForm):
+    """The old password is a password check like a log-in: a left-open session must not allow
+    unlimited guessing of it."""
+
+    def __init__(self, user, *args, request: HttpRequest | None = None, **kwargs) -> None:
+        super().__init__(user, *args, **kwargs)
+        self.request = request
+
+    def clean_old_password(self) -> str:
+        return self.throttled_check(
+            self.request, self.user.get_username(), super().clean_old_password
+        )
 
 
 class SignUpForm(UserCreationForm):
@@ -60,7 +98,7 @@ class SignUpForm(UserCreationForm):
         return username
 
 
-class DeleteAccountForm(forms.Form):
+class DeleteAccountForm(ThrottledPasswordCheck, forms.Form):
     """Asks for the password again: erasure cannot be undone, so a left-open session is not
     enough to trigger it."""
 
@@ -70,12 +108,19 @@ class DeleteAccountForm(forms.Form):
         widget=forms.PasswordInput(attrs={"autocomplete": "current-password"}),
     )
 
-    def __init__(self, *args, user, **kwargs) -> None:
+    def __init__(self, *args, user, request: HttpRequest | None = None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.user = user
+        self.request = request
 
     def clean_password(self) -> str:
         password = self.cleaned_data["password"]
-        if not self.user.check_password(password):
-            raise ValidationError("That is not your password. Nothing was deleted.", code="wrong")
-        return password
+
+        def check() -> str:
+            if not self.user.check_password(password):
+                raise ValidationError(
+                    "That is not your password. Nothing was deleted.", code="wrong"
+                )
+            return password
+
+        return self.throttled_check(self.request, self.user.get_username(), check)

@@ -27,7 +27,7 @@ from accounts.oauth_registration import (
     is_loopback_host,
     registration_window,
 )
-from accounts.rate_limit import FixedWindow, client_ip, too_many_requests
+from mcp_gateway.rate_limit import FixedWindow, client_ip
 
 
 class McpAuthorizationView(AuthorizationView):
@@ -78,6 +78,20 @@ class McpAuthorizationView(AuthorizationView):
         # foreign resource) included; DOT adds it to successful responses only.
         issuer = oauth2_settings.oauth2_authorization_server_issuer(self.request)
         return super().redirect(_add_iss_to_redirect(redirect_to, issuer), application)
+
+
+def too_many_requests(retry_after: int, what: str) -> JsonResponse:
+    """The 429 answer of the OAuth endpoints, in their JSON error format (RFC 6749 §5.2 shape)."""
+    response = JsonResponse(
+        {
+            "error": "too_many_requests",
+            "error_description": f"Too many {what} from this address; "
+            f"retry after {retry_after} seconds.",
+        },
+        status=429,
+    )
+    response["Retry-After"] = str(retry_after)
+    return response
 
 
 def _policy_refusal(request: HttpRequest) -> HttpResponse | None:

@@ -1,9 +1,17 @@
-"""Failed log-in throttling, per username and per client IP, in Django's cache.
+"""The log-in throttle: every form that checks a password (log-in, the admin's log-in, the
+password change and the account deletion re-checks) shares one budget of failures, counted in
+the server's fixed windows (mcp_gateway/rate_limit.py).
 
-A fixed window per key: the first failure starts a window of LOGIN_FAILURE_WINDOW_SECONDS; once a
-key has reached its limit, every attempt on it is refused without checking the password (so a
-locked-out guesser learns nothing) until the window ends. Usernames are case-folded so `Alice`
-and `alice` share one budget. A successful log-in clears that username's count, never the IP's.
+Three counts, each LOGIN_FAILURE_WINDOW_SECONDS long:
+- per (account, address): LOGIN_FAILURES_PER_ACCOUNT_ADDRESS, the everyday limit on guessing;
+- per address, whichever accounts it tries: LOGIN_FAILURES_PER_IP (password spraying);
+- per account, from every address: LOGIN_FAILURES_PER_ACCOUNT, a higher ceiling against guessing
+  spread over many addresses. It does not apply from an address the account has logged in from
+  recently, so a stranger's wrong guesses cannot lock the owner out from their own address.
+Once a count is used up, attempts are refused without checking the password (a locked-out
+guesser learns nothing) until its window ends. Usernames are case-folded, so `Alice` and `alice`
+share one budget. Success clears the (account, address) count only: clearing more would hand a
+guesser a fresh budget whenever the owner logs in.
 """
 
 from __future__ import annotations
@@ -13,37 +21,44 @@ import hashlib
 from django.conf import settings
 from django.core.cache import cache
 
+from mcp_gateway.rate_limit import FixedWindow
 
-def _key(kind: str, value: str) -> str:
+KNOWN_ADDRESS_SECONDS = 30 * 24 * 3600
+
+
+def _window(name: str, limit: int) -> FixedWindow:
+    return FixedWindow(name=name, limit=limit, window=settings.LOGIN_FAILURE_WINDOW_SECONDS)
+
+
+def _windows(username: str, ip: str) -> list[tuple[FixedWindow, str]]:
+    account = username.casefold()
+    per_pair = _window("login-account-address", settings.LOGIN_FAILURES_PER_ACCOUNT_ADDRESS)
+    per_address = _window("login-address", settings.LOGIN_FAILURES_PER_IP)
+    per_account = _window("login-account", settings.LOGIN_FAILURES_PER_ACCOUNT)
+    return [(per_pair, f"{account}\n{ip}"), (per_address, ip), (per_account, account)]
+
+
+def _known_address_key(username: str, ip: str) -> str:
     # Hashed: cache keys must be short and safe for every backend, and usernames are free text.
-    digest = hashlib.sha256(value.casefold().encode()).hexdigest()
-    return f"login-failures:{kind}:{digest}"
+    digest = hashlib.sha256(f"{username.casefold()}\n{ip}".encode()).hexdigest()
+    return f"login-known-address:{digest}"
 
 
-def _keys(*, username: str, ip: str) -> dict[str, tuple[str, int]]:
-    return {
-        "username": (_key("username", username), settings.LOGIN_FAILURES_PER_USERNAME),
-        "ip": (_key("ip", ip), settings.LOGIN_FAILURES_PER_IP),
-    }
-
-
-def login_is_throttled(*, username: str, ip: str) -> bool:
-    """True when this username or this IP has used up its failed attempts for the window."""
-    return any(
-        cache.get(key, 0) >= limit for key, limit in _keys(username=username, ip=ip).values()
-    )
+def login_retry_after(*, username: str, ip: str) -> int | None:
+    """Seconds until this username may try a password again from this address, or None."""
+    windows = _windows(username, ip)
+    if cache.get(_known_address_key(username, ip)):
+        windows = windows[:2]  # the owner's own address: the account-wide ceiling does not apply
+    waits = [wait for window, subject in windows if (wait := window.retry_after(subject))]
+    return max(waits, default=None)
 
 
 def record_login_failure(*, username: str, ip: str) -> None:
-    window = settings.LOGIN_FAILURE_WINDOW_SECONDS
-    for key, _limit in _keys(username=username, ip=ip).values():
-        # add() starts the window only if the key is absent; incr() keeps the original expiry.
-        if not cache.add(key, 1, timeout=window):
-            try:
-                cache.incr(key)
-            except ValueError:  # expired between add() and incr(): start a new window
-                cache.add(key, 1, timeout=window)
+    for window, subject in _windows(username, ip):
+        window.hit(subject)
 
 
-def clear_login_failures(*, username: str) -> None:
-    cache.delete(_key("username", username))
+def record_login_success(*, username: str, ip: str) -> None:
+    window, subject = _windows(username, ip)[0]
+    window.reset(subject)
+    cache.set(_known_address_key(username, ip), True, timeout=KNOWN_ADDRESS_SECONDS)

@@ -18,7 +18,12 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from accounts.connected_apps import connected_apps_for, revoke_app_access
 from accounts.erasure import erase_account
 from accounts.export import export_memories_json
-from accounts.forms import DeleteAccountForm, SignUpForm, ThrottledAuthenticationForm
+from accounts.forms import (
+    DeleteAccountForm,
+    SignUpForm,
+    ThrottledAuthenticationForm,
+    ThrottledPasswordChangeForm,
+)
 from memories.access import NIL_ID
 from memories.models import Memory
 from memories.services import parse_memory_id
@@ -49,9 +54,17 @@ def signup(request: HttpRequest) -> HttpResponse:
     return render(request, "accounts/signup.html", {"form": form, "nav": "signup"})
 
 
+def throttled(response: HttpResponse, form) -> HttpResponse:
+    """A form refused by the log-in throttle is answered 429 Too Many Requests (RFC 6585 §4)
+    with Retry-After, the form and a message saying how long to wait."""
+    if getattr(form, "retry_after", None):
+        response.status_code = 429
+        response["Retry-After"] = str(form.retry_after)
+    return response
+
+
 class LoginView(auth_views.LoginView):
-    """Django's log-in view with throttled failures. A throttled attempt is answered 429 Too Many
-    Requests (RFC 6585 §4) with the form and a message saying how long to wait."""
+    """Django's log-in view behind the log-in throttle."""
 
     form_class = ThrottledAuthenticationForm
     redirect_authenticated_user = True
@@ -61,11 +74,7 @@ class LoginView(auth_views.LoginView):
         return super().get_context_data(signup_enabled=settings.SIGNUP_ENABLED, **kwargs)
 
     def form_invalid(self, form):
-        response = super().form_invalid(form)
-        if form.is_throttled:
-            response.status_code = 429
-            response["Retry-After"] = str(settings.LOGIN_FAILURE_WINDOW_SECONDS)
-        return response
+        return throttled(super().form_invalid(form), form)
 
 
 class LogoutView(auth_views.LogoutView):
@@ -75,8 +84,15 @@ class LogoutView(auth_views.LogoutView):
 
 
 class PasswordChangeView(auth_views.PasswordChangeView):
+    form_class = ThrottledPasswordChangeForm
     success_url = reverse_lazy("accounts:password_change_done")
     extra_context = {"nav": "account"}
+
+    def get_form_kwargs(self):
+        return {**super().get_form_kwargs(), "request": self.request}
+
+    def form_invalid(self, form):
+        return throttled(super().form_invalid(form), form)
 
 
 class PasswordChangeDoneView(auth_views.PasswordChangeDoneView):
@@ -192,12 +208,13 @@ def account(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def delete_account(request: HttpRequest) -> HttpResponse:
-    form = DeleteAccountForm(request.POST or None, user=request.user)
+    form = DeleteAccountForm(request.POST or None, user=request.user, request=request)
     if request.method == "POST" and form.is_valid():
         erase_account(user=request.user)
         logout(request)
         return redirect("accounts:account_deleted")
-    return render(request, "accounts/delete_account.html", {"form": form, "nav": "account"})
+    page = render(request, "accounts/delete_account.html", {"form": form, "nav": "account"})
+    return throttled(page, form)
 
 
 @require_GET

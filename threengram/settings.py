@@ -37,7 +37,8 @@ ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[:
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    # Django's admin, with the throttled log-in (accounts/admin_site.py).
+    "accounts.admin_site.StaffAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -172,8 +173,8 @@ STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 
-# Shared state for the log-in throttle (accounts/throttle.py) and the rate limits
-# (accounts/rate_limit.py). The default local-memory cache is per process: with several server
+# Shared state for the rate limits and the log-in throttle (mcp_gateway/rate_limit.py,
+# accounts/throttle.py). The default local-memory cache is per process: with several server
 # processes set CACHE_URL to a shared cache (e.g. redis://… or memcached), or each process counts
 # on its own and a client gets up to N times the limit. A database cache works but costs the
 # /mcp rate limit a database round trip per request: prefer redis or memcached there.
@@ -181,10 +182,13 @@ CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
 
 # --- Accounts pages ----------------------------------------------------------------------------
 SIGNUP_ENABLED = env.bool("SIGNUP_ENABLED", default=True)
-# Failed log-ins allowed per window, per username and per client IP, before further attempts are
-# refused (HTTP 429) until the window ends.
-LOGIN_FAILURES_PER_USERNAME = env.int("LOGIN_FAILURES_PER_USERNAME", default=5)
+# Failed password checks (log-in, admin log-in, password change, account deletion) allowed per
+# window before further attempts are refused (HTTP 429) until the window ends: per account and
+# client address, per address, and per account from all addresses except those the account
+# recently logged in from (accounts/throttle.py).
+LOGIN_FAILURES_PER_ACCOUNT_ADDRESS = env.int("LOGIN_FAILURES_PER_ACCOUNT_ADDRESS", default=5)
 LOGIN_FAILURES_PER_IP = env.int("LOGIN_FAILURES_PER_IP", default=20)
+LOGIN_FAILURES_PER_ACCOUNT = env.int("LOGIN_FAILURES_PER_ACCOUNT", default=50)
 LOGIN_FAILURE_WINDOW_SECONDS = env.int("LOGIN_FAILURE_WINDOW_SECONDS", default=15 * 60)
 
 # --- Security (production defaults; DEBUG relaxes only what cannot work over plain http) -----

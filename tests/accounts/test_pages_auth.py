@@ -1,5 +1,7 @@
 """Sign-up, log-in (throttled), log-out and password change, through the real views."""
 
+import time
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
@@ -84,16 +86,31 @@ def test_wrong_password_says_so_without_naming_which_part_was_wrong(client, tena
     assert "Please enter a correct username and password" in response.text
 
 
-def test_failed_log_ins_are_throttled_per_username(client, tenant, settings):
-    settings.LOGIN_FAILURES_PER_USERNAME = 3
-    for attempt in range(3):
-        _login(client, tenant.username, "wrong", ip=f"198.51.100.{attempt}")
-    # Even the right password, from yet another address, is refused without being checked.
-    response = _login(client, tenant.username.upper(), PASSWORD, ip="198.51.100.99")
+def test_failed_log_ins_are_throttled_per_account_and_address(client, tenant, settings):
+    settings.LOGIN_FAILURES_PER_ACCOUNT_ADDRESS = 3
+    for _ in range(3):
+        _login(client, tenant.username, "wrong", ip="198.51.100.1")
+    # Even the right password is refused from there, without being checked.
+    response = _login(client, tenant.username.upper(), PASSWORD, ip="198.51.100.1")
     assert response.status_code == 429
-    assert response["Retry-After"] == str(settings.LOGIN_FAILURE_WINDOW_SECONDS)
-    assert "Too many failed log-in attempts" in response.text
+    window = settings.LOGIN_FAILURE_WINDOW_SECONDS
+    assert abs(int(response["Retry-After"]) - (window - time.time() % window)) <= 2
+    assert "Too many failed password attempts" in response.text
     assert "_auth_user_id" not in client.session
+    # The owner, from their own address, is not locked out by a stranger's guesses.
+    assert _login(client, tenant.username, PASSWORD, ip="203.0.113.7").status_code == 302
+
+
+def test_the_account_wide_ceiling_spares_addresses_the_owner_logged_in_from(
+    client, tenant, settings
+):
+    settings.LOGIN_FAILURES_PER_ACCOUNT = 4
+    assert _login(client, tenant.username, PASSWORD, ip="203.0.113.7").status_code == 302
+    client.post(reverse("accounts:logout"))
+    for attempt in range(4):  # guesses spread over many addresses
+        _login(client, tenant.username, "wrong", ip=f"198.51.100.{attempt}")
+    assert _login(client, tenant.username, PASSWORD, ip="198.51.100.99").status_code == 429
+    assert _login(client, tenant.username, PASSWORD, ip="203.0.113.7").status_code == 302
     # Another account is unaffected.
     other = UserFactory()
     assert _login(client, other.username, PASSWORD, ip="198.51.100.99").status_code == 302
@@ -107,8 +124,8 @@ def test_failed_log_ins_are_throttled_per_ip(client, tenant, settings):
     assert _login(client, tenant.username, PASSWORD, ip="192.0.2.2").status_code == 302
 
 
-def test_a_successful_log_in_clears_the_username_count(client, tenant, settings):
-    settings.LOGIN_FAILURES_PER_USERNAME = 3
+def test_a_successful_log_in_clears_the_count_of_its_address(client, tenant, settings):
+    settings.LOGIN_FAILURES_PER_ACCOUNT_ADDRESS = 3
     _login(client, tenant.username, "wrong")
     _login(client, tenant.username, "wrong")
     assert _login(client, tenant.username, PASSWORD).status_code == 302
@@ -116,6 +133,57 @@ def test_a_successful_log_in_clears_the_username_count(client, tenant, settings)
     _login(client, tenant.username, "wrong")
     _login(client, tenant.username, "wrong")
     assert _login(client, tenant.username, PASSWORD).status_code == 302
+
+
+@pytest.mark.django_db
+def test_the_admin_log_in_is_throttled_with_the_same_budget(client, settings):
+    settings.LOGIN_FAILURES_PER_ACCOUNT_ADDRESS = 5
+    staff = UserFactory(is_staff=True, is_superuser=True)
+    for _ in range(3):
+        _login(client, staff.username, "wrong", ip="198.51.100.5")
+    for _ in range(2):
+        response = client.post(
+            "/admin/login/",
+            {"username": staff.username, "password": "wrong"},
+            REMOTE_ADDR="198.51.100.5",
+        )
+        assert response.status_code == 200
+    response = client.post(
+        "/admin/login/",
+        {"username": staff.username, "password": PASSWORD},
+        REMOTE_ADDR="198.51.100.5",
+    )
+    assert response.status_code == 429
+    assert int(response["Retry-After"]) > 0
+    assert "Too many failed password attempts" in response.text
+    assert "_auth_user_id" not in client.session
+    # The admin still refuses non-staff, throttled or not.
+    tenant = UserFactory()
+    response = client.post("/admin/login/", {"username": tenant.username, "password": PASSWORD})
+    assert response.status_code == 200 and "_auth_user_id" not in client.session
+
+
+def _change_password(client, old: str, ip: str = "203.0.113.7"):
+    return client.post(
+        reverse("accounts:password_change"),
+        {"old_password": old, "new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD},
+        REMOTE_ADDR=ip,
+    )
+
+
+def test_the_password_change_re_check_is_throttled(client, tenant, settings):
+    settings.LOGIN_FAILURES_PER_ACCOUNT_ADDRESS = 5
+    client.force_login(tenant)
+    for _ in range(5):
+        assert _change_password(client, "wrong").status_code == 200
+    response = _change_password(client, PASSWORD)
+    assert response.status_code == 429
+    assert "Too many failed password attempts" in response.text
+    tenant.refresh_from_db()
+    assert tenant.check_password(PASSWORD)
+    # The count is the log-in's: the same account cannot log in from that address either.
+    client.logout()
+    assert _login(client, tenant.username, PASSWORD).status_code == 429
 
 
 def test_password_change(client, tenant):

@@ -59,3 +59,19 @@ def test_delete_needs_a_login(client, db):
     response = client.post(reverse("accounts:delete_account"), {"password": PASSWORD})
     assert response.status_code == 302 and "/login/" in response["Location"]
     assert not ErasureRecord.objects.exists()
+
+
+def test_the_password_re_check_is_throttled(client, tenant, settings):
+    settings.LOGIN_FAILURES_PER_ACCOUNT_ADDRESS = 5
+    MemoryFactory(owner=tenant, content="keep me")
+    client.force_login(tenant)
+    for _ in range(5):
+        response = client.post(reverse("accounts:delete_account"), {"password": "nope"})
+        assert response.status_code == 200
+    response = client.post(reverse("accounts:delete_account"), {"password": PASSWORD})
+    assert response.status_code == 429
+    assert int(response["Retry-After"]) > 0
+    assert "Too many failed password attempts" in response.text
+    tenant.refresh_from_db()
+    assert tenant.erased_at is None and tenant.is_active
+    assert not ErasureRecord.objects.exists()

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from accounts.rate_limit import local_counts
+from mcp_gateway.rate_limit import local_counts
 from memories.models import Memory
 from tests.factories import UserFactory
 from tests.mcp_gateway.conftest import (

@@ -1,9 +1,12 @@
-"""Fixed-window counters in the Django cache, for throttling by client IP, username or user.
+"""The one fixed-window limiter of the server: the /mcp per-user limit (counted from the event
+loop), the OAuth token and registration endpoints (per client address) and the log-in throttle
+(accounts/throttle.py).
 
-The counters live in the default cache. With several server processes, configure a shared cache
-(CACHES) so that every process sees the same counts; the local-memory default counts per process
-(and the /mcp limit, counted from the event loop, then counts in `local_counts`, per process
-as well).
+A window is a fixed interval aligned to multiples of its length; an event counts in the window it
+falls in, and a subject past the limit waits until that window ends. The counters live in the
+default cache. With several server processes, configure a shared cache (CACHES) so that every
+process sees the same counts; the local-memory default counts per process (and the /mcp limit,
+counted from the event loop, then counts in `local_counts`, per process as well).
 A refusal is HTTP 429 with Retry-After (RFC 6585 §4, RFC 9110 §10.2.3).
 """
 
@@ -18,7 +21,7 @@ from django.core.cache import DEFAULT_CACHE_ALIAS, BaseCache, cache, caches
 from django.core.cache.backends.locmem import LocMemCache
 from django.core.signals import setting_changed
 from django.dispatch import receiver
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest
 
 
 def client_ip(request: HttpRequest) -> str:
@@ -163,17 +166,3 @@ def _forget_event_loop_caches(*, setting: str, **kwargs: object) -> None:
     global _caches_generation
     if setting == "CACHES":
         _caches_generation += 1
-
-
-def too_many_requests(retry_after: int, what: str) -> JsonResponse:
-    """The 429 answer of the OAuth endpoints, in their JSON error format (RFC 6749 §5.2 shape)."""
-    response = JsonResponse(
-        {
-            "error": "too_many_requests",
-            "error_description": f"Too many {what} from this address; "
-            f"retry after {retry_after} seconds.",
-        },
-        status=429,
-    )
-    response["Retry-After"] = str(retry_after)
-    return response
