@@ -16,9 +16,12 @@ grants and tokens. What it leaves open, and this module closes:
 
 from __future__ import annotations
 
+import hashlib
+import uuid
 from urllib.parse import parse_qs
 
 from django.conf import settings
+from oauth2_provider.models import get_refresh_token_model
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauthlib.oauth2 import Server
 from oauthlib.oauth2.rfc6749 import errors
@@ -73,6 +76,13 @@ def require_mcp_resource_if_named(request) -> None:
         check_mcp_resource(named, request)
 
 
+def code_token_family(code: str) -> uuid.UUID:
+    """The refresh-token family of the tokens issued for an authorization code: derived from the
+    code (a one-way digest, so the stored family does not reveal it)."""
+    digest = hashlib.sha256(b"authorization-code-family\n" + code.encode(errors="replace")).digest()
+    return uuid.UUID(bytes=digest[:16], version=4)
+
+
 class McpAuthorizationServer(Server):
     """oauthlib's combined server with the MCP profile's checks, and S256 as the only PKCE
     transform (the pre_auth check refuses `plain` first; this makes the token endpoint agree)."""
@@ -116,8 +126,24 @@ class McpOAuth2Validator(OAuth2Validator):
 
     def validate_code(self, client_id, code, client, request, *args, **kwargs) -> bool:
         if not super().validate_code(client_id, code, client, request, *args, **kwargs):
+            # RFC 6749 §4.1.2: a code used more than once MUST be denied, and the server SHOULD
+            # revoke all tokens previously issued based on it. DOT deletes the grant when the
+            # code is exchanged; the tokens are found through their family, named by the code.
+            # A code that never was names no family, and this revokes nothing.
+            get_refresh_token_model().revoke_family(code_token_family(code))
             return False
         return request.user.is_active
+
+    def _create_refresh_token(self, request, refresh_token_code, access_token, previous):
+        # The first refresh token of a code exchange starts the family named by the code;
+        # rotations inherit it (DOT copies the family of the previous refresh token).
+        refresh_token = super()._create_refresh_token(
+            request, refresh_token_code, access_token, previous
+        )
+        if previous is None and request.grant_type == "authorization_code" and request.code:
+            refresh_token.token_family = code_token_family(request.code)
+            refresh_token.save(update_fields=["token_family"])
+        return refresh_token
 
     def validate_refresh_token(self, refresh_token, client, request, *args, **kwargs) -> bool:
         # A deactivated user's refresh token must not mint new access tokens.

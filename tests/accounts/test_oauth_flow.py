@@ -274,15 +274,35 @@ def test_missing_verifier_is_refused(signed_in, application):
     assert _counts() == (1, 0, 0)
 
 
-def test_reused_code_is_invalid_grant(signed_in, application):
+def test_a_replayed_code_is_refused_and_revokes_every_token_issued_from_it(
+    signed_in, application, tenant
+):
     verifier, challenge = pkce_pair()
     code = get_code(signed_in, application, challenge)
-    assert exchange(signed_in, application, code, verifier).status_code == 200
-    before = _counts()
+    first = exchange(signed_in, application, code, verifier).json()
+    rotated = _refresh(signed_in, application, first["refresh_token"]).json()
+    # Another code of the same user and client: its tokens are not based on the replayed code.
+    other = _tokens(signed_in, application)
+
     response = exchange(signed_in, application, code, verifier)
+
     assert response.status_code == 400
     assert response.json()["error"] == "invalid_grant"
+    for issued in (first, rotated):  # RFC 6749 §4.1.2, including what the code's refresh minted
+        assert not AccessToken.objects.filter(token_checksum=_checksum(issued["access_token"]))
+        assert _refresh(signed_in, application, issued["refresh_token"]).status_code == 400
+    assert AccessToken.objects.filter(token_checksum=_checksum(other["access_token"])).exists()
+    assert _refresh(signed_in, application, other["refresh_token"]).status_code == 200
+
+
+def test_an_unknown_code_revokes_nothing(signed_in, application):
+    _tokens(signed_in, application)
+    before = _counts()
+    revoked = RefreshToken.objects.filter(revoked__isnull=False).count()
+    response = exchange(signed_in, application, "no-such-code", "v" * 43)
+    assert response.json()["error"] == "invalid_grant"
     assert _counts() == before
+    assert RefreshToken.objects.filter(revoked__isnull=False).count() == revoked
 
 
 def test_foreign_redirect_uri_at_the_token_endpoint_is_invalid_grant(signed_in, application):
