@@ -15,7 +15,7 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 
 from accounts.throttle import login_retry_after, record_login_failure, record_login_success
-from mcp_gateway.rate_limit import client_ip
+from infra.rate_limit import client_ip
 
 THROTTLED_MESSAGE = (
     "Too many failed password attempts for this account or from your network. "

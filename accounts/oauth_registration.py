@@ -21,7 +21,7 @@ from oauth2_provider.cimd import CIMDError, SafeMetadataFetcher
 from oauth2_provider.models import get_application_model
 from oauth2_provider.settings import oauth2_settings
 
-from mcp_gateway.rate_limit import FixedWindow
+from infra.rate_limit import FixedWindow
 from memories.bounds import text_problem_in
 
 ALLOWED_RESPONSE_TYPES = {"code"}

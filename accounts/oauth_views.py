@@ -27,7 +27,7 @@ from accounts.oauth_registration import (
     is_loopback_host,
     registration_window,
 )
-from mcp_gateway.rate_limit import FixedWindow, client_ip
+from infra.rate_limit import FixedWindow, client_ip
 
 
 class McpAuthorizationView(AuthorizationView):

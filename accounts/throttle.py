@@ -1,6 +1,6 @@
 """The log-in throttle: every form that checks a password (log-in, the admin's log-in, the
 password change and the account deletion re-checks) shares one budget of failures, counted in
-the server's fixed windows (mcp_gateway/rate_limit.py).
+the server's fixed windows (infra/rate_limit.py).
 
 Three counts, each LOGIN_FAILURE_WINDOW_SECONDS long:
 - per (account, address): LOGIN_FAILURES_PER_ACCOUNT_ADDRESS, the everyday limit on guessing;
@@ -21,7 +21,7 @@ import hashlib
 from django.conf import settings
 from django.core.cache import cache
 
-from mcp_gateway.rate_limit import FixedWindow
+from infra.rate_limit import FixedWindow
 
 KNOWN_ADDRESS_SECONDS = 30 * 24 * 3600
 

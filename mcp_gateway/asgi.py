@@ -35,8 +35,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from infra import asyncdb, dbfaults
 from infra.observability import new_request_id, request_id_var, tenant_id_var
+from infra.rate_limit import FixedWindow, event_loop_counter_store
 from mcp_gateway import auth
-from mcp_gateway.rate_limit import FixedWindow, event_loop_counter_store
 from mcp_gateway.resources import memory_id_in
 from mcp_gateway.server import build_server, log_failure
 from memories import access, tenancy

@@ -173,7 +173,7 @@ STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 
-# Shared state for the rate limits and the log-in throttle (mcp_gateway/rate_limit.py,
+# Shared state for the rate limits and the log-in throttle (infra/rate_limit.py,
 # accounts/throttle.py). The default local-memory cache is per process: with several server
 # processes set CACHE_URL to a shared cache (e.g. redis://… or memcached), or each process counts
 # on its own and a client gets up to N times the limit. A database cache works but costs the

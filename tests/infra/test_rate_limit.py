@@ -1,4 +1,4 @@
-"""Fixed-window counters (mcp_gateway/rate_limit.py) when requests or processes race on a window,
+"""Fixed-window counters (infra/rate_limit.py) when requests or processes race on a window,
 and the store that the /mcp router counts in from the event loop."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import threading
 import pytest
 from django.core.cache.backends.dummy import DummyCache
 
-from mcp_gateway.rate_limit import FixedWindow, LocalCounts, event_loop_counter_store, local_counts
+from infra.rate_limit import FixedWindow, LocalCounts, event_loop_counter_store, local_counts
 
 
 class RacingCache:
