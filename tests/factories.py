@@ -8,7 +8,7 @@ from oauth2_provider.models import (
     get_refresh_token_model,
 )
 
-from memories.models import Memory, MemoryType
+from memories.models import Memory, MemoryType, Thread, ThreadMembership
 
 PASSWORD = "correct horse battery staple"
 
@@ -38,6 +38,24 @@ class MemoryFactory(factory.django.DjangoModelFactory):
     commitment_status = factory.LazyAttribute(
         lambda memory: "open" if memory.memory_type == MemoryType.COMMITMENT else None
     )
+
+
+class ThreadFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Thread
+
+    owner = factory.SubFactory(UserFactory)
+    name = factory.Sequence(lambda n: f"thread {n}")
+
+
+class ThreadMembershipFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = ThreadMembership
+
+    thread = factory.SubFactory(ThreadFactory)
+    owner = factory.SelfAttribute("thread.owner")
+    memory = factory.SubFactory(MemoryFactory, owner=factory.SelfAttribute("..owner"))
+    state = "member"
 
 
 class ApplicationFactory(factory.django.DjangoModelFactory):

@@ -39,11 +39,11 @@ def test_erasure_records_are_read_only(admin_client, tenant):
     )
 
 
-def test_memories_are_read_only_and_erased_rows_show_the_sentinel(admin_client, tenant):
+def test_memories_are_read_only(admin_client, tenant):
     memory = MemoryFactory(owner=tenant, topic="private topic")
     erase_account(user=tenant)
     listing = admin_client.get(reverse("admin:memories_memory_changelist")).text
-    assert "[erased]" in listing and "private topic" not in listing
+    assert str(memory.id) in listing and "private topic" not in listing
     assert admin_client.get(reverse("admin:memories_memory_add")).status_code == 403
     assert (
         admin_client.post(
@@ -53,13 +53,13 @@ def test_memories_are_read_only_and_erased_rows_show_the_sentinel(admin_client, 
     )
 
 
-def test_threads_are_listed_read_only_and_erased_names_show_the_sentinel(admin_client, tenant):
+def test_threads_are_listed_read_only(admin_client, tenant):
     from memories.models import Thread
 
     thread = Thread.objects.create(owner=tenant, name="acquisition plans")
     erase_account(user=tenant)
     listing = admin_client.get(reverse("admin:memories_thread_changelist")).text
-    assert "[erased]" in listing and "acquisition plans" not in listing
+    assert str(thread.id) in listing and "acquisition plans" not in listing
     assert admin_client.get(reverse("admin:memories_thread_add")).status_code == 403
     assert (
         admin_client.post(
