@@ -251,19 +251,47 @@ def health(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
 
 
+class ReadinessCheck:
+    """The readiness answer, computed at most once every `max_age` seconds per process: the
+    probe is public, and the migration planner behind it reads the migration table and loads
+    every migration, so a flood of probes must not become a flood of that work."""
+
+    def __init__(self, max_age: float) -> None:
+        self.max_age = max_age
+        self._answer: tuple[float, int, dict] | None = None  # (monotonic time, status, body)
+        self._lock = threading.Lock()
+
+    def answer(self) -> tuple[int, dict]:
+        with self._lock:  # one check at a time; probes meanwhile wait for its answer
+            if self._answer is None or time.monotonic() - self._answer[0] >= self.max_age:
+                self._answer = (time.monotonic(), *self._check())
+            return self._answer[1], self._answer[2]
+
+    def forget(self) -> None:
+        with self._lock:
+            self._answer = None
+
+    @staticmethod
+    def _check() -> tuple[int, dict]:
+        try:
+            executor = MigrationExecutor(connection)
+            pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
+        except DatabaseError:
+            return 503, {"status": "unavailable", "database": "unreachable"}
+        if pending:
+            body = {"status": "unavailable", "database": "ok", "pending_migrations": len(pending)}
+            return 503, body
+        return 200, {"status": "ready", "database": "ok"}
+
+
+readiness = ReadinessCheck(max_age=5.0)
+
+
 def ready(request: HttpRequest) -> JsonResponse:
-    """Readiness: the database answers and every migration is applied."""
-    try:
-        executor = MigrationExecutor(connection)
-        pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
-    except DatabaseError:
-        return JsonResponse({"status": "unavailable", "database": "unreachable"}, status=503)
-    if pending:
-        return JsonResponse(
-            {"status": "unavailable", "database": "ok", "pending_migrations": len(pending)},
-            status=503,
-        )
-    return JsonResponse({"status": "ready", "database": "ok"})
+    """Readiness: the database answers and every migration is applied (as of at most a few
+    seconds ago)."""
+    status, body = readiness.answer()
+    return JsonResponse(body, status=status)
 
 
 def version_view(request: HttpRequest) -> JsonResponse:

@@ -7,6 +7,7 @@ share one running PostgreSQL, and it is stopped cleanly when the command ends (C
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -40,7 +41,7 @@ def main() -> None:
     command, extra = sys.argv[1], sys.argv[2:]
     env = dict(os.environ)
     if command == "serve":
-        _write_dotenv()
+        _write_dotenv(Path(env.get("THREENGRAM_ENV_FILE") or ROOT / ".env"))
     embedded = not env.get("DATABASE_URL")
     env["DATABASE_URL"] = _database_url()
     python = sys.executable
@@ -48,7 +49,13 @@ def main() -> None:
         # Migrations run as the database owner; the server as the row-level-security role
         # (memories/tenancy.py), which the migrations create on the embedded database.
         owner_env = {**env, "DATABASE_APP_ROLE": ""}
-        for step in (["migrate", "--no-input", "-v", "0"], ["demo_account"]):
+        # DEBUG is off, so the app server serves /static/ from STATIC_ROOT (WhiteNoise).
+        steps = (
+            ["migrate", "--no-input", "-v", "0"],
+            ["demo_account"],
+            ["collectstatic", "--no-input", "-v", "0"],
+        )
+        for step in steps:
             if subprocess.run([python, "manage.py", *step], env=owner_env, cwd=ROOT).returncode:
                 sys.exit(1)
         if embedded:
@@ -68,13 +75,21 @@ def main() -> None:
     sys.exit(code)
 
 
-def _write_dotenv() -> None:
-    """A local .env with DEBUG on and a random SECRET_KEY, written once and git-ignored."""
-    dotenv = ROOT / ".env"
+# What earlier versions wrote: DEBUG on, for a server that is meant to be used, not debugged.
+_OLD_DEFAULT_DOTENV = re.compile(r"DEBUG=1\nSECRET_KEY=[A-Za-z0-9_-]+\n")
+
+
+def _write_dotenv(dotenv: Path) -> None:
+    """A local .env with a random SECRET_KEY, written once and git-ignored. DEBUG stays off (no
+    tracebacks or settings in error pages); set DEBUG=1 in it only to develop. A .env exactly
+    as earlier versions generated it loses its DEBUG=1 line."""
     if not dotenv.exists():
         import secrets
 
-        dotenv.write_text(f"DEBUG=1\nSECRET_KEY={secrets.token_urlsafe(50)}\n")
+        dotenv.write_text(f"SECRET_KEY={secrets.token_urlsafe(50)}\n")
+    elif _OLD_DEFAULT_DOTENV.fullmatch(dotenv.read_text()):
+        dotenv.write_text(dotenv.read_text().removeprefix("DEBUG=1\n"))
+        print(f"{dotenv}: DEBUG=1 removed (generated default); add it back only to develop")
 
 
 if __name__ == "__main__":

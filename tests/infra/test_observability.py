@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from infra.observability import VERSION, JsonFormatter
+from infra.observability import VERSION, JsonFormatter, readiness
 
 
 def test_health_needs_no_database(client):
@@ -17,9 +17,27 @@ def test_health_needs_no_database(client):
 
 
 def test_ready_checks_database_and_migrations(client, db):
+    readiness.forget()
     response = client.get("/ready")
     assert response.status_code == 200
     assert response.json() == {"status": "ready", "database": "ok"}
+
+
+def test_ready_answers_from_a_check_at_most_a_few_seconds_old(
+    client, db, django_assert_num_queries, django_assert_max_num_queries, monkeypatch
+):
+    readiness.forget()
+    assert readiness.max_age <= 10
+    with django_assert_max_num_queries(10) as checked:
+        assert client.get("/ready").status_code == 200
+    assert len(checked) > 0  # the migration planner read the database
+    with django_assert_num_queries(0):  # a flood of probes costs the database nothing
+        for _ in range(50):
+            assert client.get("/ready").json() == {"status": "ready", "database": "ok"}
+    monkeypatch.setattr(readiness, "max_age", 0.0)  # as if the answer had grown old
+    with django_assert_max_num_queries(10) as rechecked:
+        assert client.get("/ready").status_code == 200
+    assert len(rechecked) > 0
 
 
 def test_version(client):

@@ -1,0 +1,138 @@
+"""`python3 scripts/dev.py serve` is a safe default for a person running their own memory
+server: DEBUG off, a generated SECRET_KEY kept in .env, static files served, friendly error
+pages, and log-in working over plain http on this machine (threengram/devserver.py)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+
+import httpx2
+import pytest
+
+from tests.mcp_gateway.conftest import ROOT, free_port, subprocess_database_url
+from threengram import devserver
+
+LEAKS = ("Traceback", "URLconf", "SECRET_KEY", "DATABASE_URL", "settings.py", "site-packages")
+
+
+def test_a_new_dotenv_gets_a_secret_key_and_no_debug(tmp_path):
+    dotenv = tmp_path / ".env"
+    devserver._write_dotenv(dotenv)
+    text = dotenv.read_text()
+    assert re.fullmatch(r"SECRET_KEY=[A-Za-z0-9_-]{60,}\n", text)
+    devserver._write_dotenv(dotenv)
+    assert dotenv.read_text() == text  # kept: sessions survive a restart
+
+
+def test_a_dotenv_as_earlier_versions_wrote_it_loses_debug_and_nothing_else(tmp_path):
+    generated, edited = tmp_path / "generated.env", tmp_path / "edited.env"
+    generated.write_text("DEBUG=1\nSECRET_KEY=abc_DEF-123\n")
+    edited.write_text("DEBUG=1\nSECRET_KEY=abc_DEF-123\nLOG_FORMAT=plain\n")
+    devserver._write_dotenv(generated)
+    devserver._write_dotenv(edited)
+    assert generated.read_text() == "SECRET_KEY=abc_DEF-123\n"
+    assert edited.read_text().startswith("DEBUG=1\n")  # the owner's own choice stays
+
+
+@pytest.fixture
+def served(transactional_db, tmp_path):
+    """The serve command as the README runs it, on the test database and a fresh .env."""
+    port = free_port()
+    unset = {"DEBUG", "SECRET_KEY", "SECURE_SSL_REDIRECT", "DJANGO_SETTINGS_MODULE"}
+    env = {key: value for key, value in os.environ.items() if key not in unset}
+    env.update(
+        THREENGRAM_ENV_FILE=str(tmp_path / ".env"),
+        DATABASE_URL=subprocess_database_url(),
+        PORT=str(port),
+        PUBLIC_BASE_URL=f"http://127.0.0.1:{port}",
+        DEMO_PASSWORD="a demo passphrase for the test",
+        LOG_LEVEL="WARNING",
+    )
+    log = tmp_path / "serve.log"
+    with log.open("wb") as handle:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "threengram.devserver", "serve"],
+            cwd=ROOT,
+            env=env,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            assert process.poll() is None, log.read_text(errors="replace")
+            try:
+                httpx2.get(f"{base}/health", timeout=1)
+                break
+            except httpx2.TransportError:
+                time.sleep(0.2)
+        else:
+            pytest.fail(f"serve did not answer:\n{log.read_text(errors='replace')}")
+        yield base, tmp_path / ".env", log
+    finally:
+        process.terminate()
+        process.wait(20)
+
+
+@pytest.mark.live
+def test_serve_is_safe_and_usable_over_local_http(served):
+    base, dotenv, log = served
+    assert "DEBUG" not in dotenv.read_text() and "SECRET_KEY=" in dotenv.read_text()
+
+    with httpx2.Client(base_url=base, timeout=30) as browser:
+        assert browser.get("/static/css/site.css").status_code == 200
+
+        missing = browser.get("/no/such/page/")
+        assert missing.status_code == 404
+        assert "Not found" in missing.text
+        for leak in LEAKS:
+            assert leak not in missing.text, leak
+
+        page = browser.get("/login/")
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+        response = browser.post(
+            "/login/",
+            data={
+                "csrfmiddlewaretoken": token,
+                "username": "demo",
+                "password": "a demo passphrase for the test",
+            },
+            headers={"Referer": f"{base}/login/"},
+        )
+        assert response.status_code == 302, response.text[:500]
+        session_cookie = response.headers["set-cookie"]
+        assert "sessionid=" in session_cookie and "secure" not in session_cookie.lower()
+        memories = browser.get("/memories/")
+        assert memories.status_code == 200 and "append-only" in memories.text
+    assert "Traceback" not in log.read_text(errors="replace")
+
+
+def test_the_production_settings_keep_secure_cookies_and_https():
+    """The local relaxation follows the public origin: an https origin gets the defaults."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from django.conf import settings; import django; django.setup(); "
+            "print(settings.SESSION_COOKIE_SECURE, settings.CSRF_COOKIE_SECURE, "
+            "settings.SECURE_SSL_REDIRECT, settings.SECURE_HSTS_SECONDS, settings.DEBUG)",
+        ],
+        cwd=ROOT,
+        env={
+            **{k: v for k, v in os.environ.items() if k not in ("DEBUG", "SECURE_SSL_REDIRECT")},
+            "DJANGO_SETTINGS_MODULE": "threengram.settings",
+            "THREENGRAM_ENV_FILE": "",
+            "SECRET_KEY": "x" * 50,
+            "PUBLIC_BASE_URL": "https://memory.example.com",
+            "DATABASE_URL": subprocess_database_url(),
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.stdout.split() == ["True", "True", "True", "31536000", "False"], result.stderr
