@@ -28,7 +28,7 @@ def unstorable_text(value: str) -> str | None:
     lone surrogate (which JSON's \\uXXXX escapes can produce) has no UTF-8 encoding."""
     if "\x00" in value:
         return "must not contain NUL characters"
-    if _SURROGATE.search(value):
+    if not value.isascii() and _SURROGATE.search(value):  # ASCII has none: skip the scan
         return "must not contain lone surrogates (invalid Unicode)"
     return None
 
