@@ -8,12 +8,16 @@ from django.http import HttpRequest, HttpResponse
 
 
 class StaffAdminSite(admin.AdminSite):
-    def login(self, request: HttpRequest, extra_context=None) -> HttpResponse:
-        # Imported here: this module loads with the app registry, before the forms' models.
+    @property
+    def login_form(self):
+        # Imported late: this module loads with the app registry, before the forms' models.
         from accounts.forms import ThrottledAdminAuthenticationForm
-        from accounts.views import throttled
 
-        self.login_form = ThrottledAdminAuthenticationForm
+        return ThrottledAdminAuthenticationForm
+
+    def login(self, request: HttpRequest, extra_context=None) -> HttpResponse:
+        from accounts.views import throttled  # late, as above
+
         response = super().login(request, extra_context)
         form = (getattr(response, "context_data", None) or {}).get("form")
         return throttled(response, form) if form is not None else response

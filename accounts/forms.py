@@ -29,12 +29,11 @@ class ThrottledPasswordCheck:
     (accounts/throttle.py) says so, and count the outcome otherwise. `retry_after` tells the view
     how long to wait (its 429 carries it as Retry-After)."""
 
+    request: HttpRequest | None
     retry_after: int | None = None
 
-    def throttled_check(
-        self, request: HttpRequest | None, username: str, check: Callable[[], T]
-    ) -> T:
-        ip = client_ip(request) if request is not None else "unknown"
+    def throttled_check(self, username: str, check: Callable[[], T]) -> T:
+        ip = client_ip(self.request) if self.request is not None else "unknown"
         self.retry_after = login_retry_after(username=username, ip=ip)
         if self.retry_after:
             raise ValidationError(
@@ -56,7 +55,7 @@ class ThrottledAuthenticationForm(ThrottledPasswordCheck, AuthenticationForm):
 
     def clean(self):
         username = self.cleaned_data.get("username") or ""
-        return self.throttled_check(self.request, username, super().clean)
+        return self.throttled_check(username, super().clean)
 
 
 class ThrottledAdminAuthenticationForm(ThrottledPasswordCheck, AdminAuthenticationForm):
@@ -64,7 +63,7 @@ class ThrottledAdminAuthenticationForm(ThrottledPasswordCheck, AdminAuthenticati
 
     def clean(self):
         username = self.cleaned_data.get("username") or ""
-        return self.throttled_check(self.request, username, super().clean)
+        return self.throttled_check(username, super().clean)
 
 
 class ThrottledPasswordChangeForm(ThrottledPasswordCheck, PasswordChangeForm):
@@ -76,9 +75,7 @@ class ThrottledPasswordChangeForm(ThrottledPasswordCheck, PasswordChangeForm):
         self.request = request
 
     def clean_old_password(self) -> str:
-        return self.throttled_check(
-            self.request, self.user.get_username(), super().clean_old_password
-        )
+        return self.throttled_check(self.user.get_username(), super().clean_old_password)
 
 
 class SignUpForm(UserCreationForm):
@@ -123,4 +120,4 @@ class DeleteAccountForm(ThrottledPasswordCheck, forms.Form):
                 )
             return password
 
-        return self.throttled_check(self.request, self.user.get_username(), check)
+        return self.throttled_check(self.user.get_username(), check)
