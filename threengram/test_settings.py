@@ -5,6 +5,9 @@ import os
 os.environ["THREENGRAM_ENV_FILE"] = ""  # inherited by live-server subprocesses too
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-any-deployment")
 os.environ.setdefault("SECURE_SSL_REDIRECT", "0")
+# Production cookies, although the tests' origin is plain-http loopback (which relaxes them).
+os.environ.setdefault("SESSION_COOKIE_SECURE", "1")
+os.environ.setdefault("CSRF_COOKIE_SECURE", "1")
 
 from threengram.settings import *  # noqa: F403
 

@@ -42,7 +42,14 @@ def test_a_dotenv_as_earlier_versions_wrote_it_loses_debug_and_nothing_else(tmp_
 def served(transactional_db, tmp_path):
     """The serve command as the README runs it, on the test database and a fresh .env."""
     port = free_port()
-    unset = {"DEBUG", "SECRET_KEY", "SECURE_SSL_REDIRECT", "DJANGO_SETTINGS_MODULE"}
+    unset = {
+        "DEBUG",
+        "SECRET_KEY",
+        "SECURE_SSL_REDIRECT",
+        "SESSION_COOKIE_SECURE",
+        "CSRF_COOKIE_SECURE",
+        "DJANGO_SETTINGS_MODULE",
+    }
     env = {key: value for key, value in os.environ.items() if key not in unset}
     env.update(
         THREENGRAM_ENV_FILE=str(tmp_path / ".env"),
@@ -124,7 +131,7 @@ def test_the_production_settings_keep_secure_cookies_and_https():
         ],
         cwd=ROOT,
         env={
-            **{k: v for k, v in os.environ.items() if k not in ("DEBUG", "SECURE_SSL_REDIRECT")},
+            **{k: v for k, v in os.environ.items() if "SECURE" not in k and k != "DEBUG"},
             "DJANGO_SETTINGS_MODULE": "threengram.settings",
             "THREENGRAM_ENV_FILE": "",
             "SECRET_KEY": "x" * 50,
