@@ -74,7 +74,7 @@ def main() -> None:
     extras = ["test"] if command == "test" else []
     _ensure_venv(extras)
     os.chdir(ROOT)
-    os.execv(str(VENV_PYTHON), [str(VENV_PYTHON), "-m", "threengram.devserver", command, *rest])
+    os.execv(str(VENV_PYTHON), [str(VENV_PYTHON), "-m", "scripts.devserver", command, *rest])
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Second stage of scripts/dev.py, run inside .venv: own the database, then serve or test.
+"""Second stage of scripts/dev.py, run inside .venv (`python -m scripts.devserver`, from the
+repository root): own the database, then serve or test.
 
 Holding the embedded server in this parent process means the migrate step, daphne and pytest all
 share one running PostgreSQL, and it is stopped cleanly when the command ends (Ctrl-C included).

@@ -1,6 +1,6 @@
 """`python3 scripts/dev.py serve` is a safe default for a person running their own memory
 server: DEBUG off, a generated SECRET_KEY kept in .env, static files served, friendly error
-pages, and log-in working over plain http on this machine (threengram/devserver.py)."""
+pages, and log-in working over plain http on this machine (scripts/devserver.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import time
 import httpx2
 import pytest
 
+from scripts import devserver
 from tests.mcp_gateway.conftest import ROOT, free_port, subprocess_database_url
-from threengram import devserver
 
 LEAKS = ("Traceback", "URLconf", "SECRET_KEY", "DATABASE_URL", "settings.py", "site-packages")
 
@@ -62,7 +62,7 @@ def served(transactional_db, tmp_path):
     log = tmp_path / "serve.log"
     with log.open("wb") as handle:
         process = subprocess.Popen(
-            [sys.executable, "-m", "threengram.devserver", "serve"],
+            [sys.executable, "-m", "scripts.devserver", "serve"],
             cwd=ROOT,
             env=env,
             stdout=handle,
