@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 
@@ -15,12 +16,16 @@ OAUTH_JSON_PREFIXES = ("/oauth/token/", "/oauth/revoke/", "/oauth/register/")
 
 def unstorable_part(request: HttpRequest) -> str | None:
     """'<where>: <why>' for the first piece of the request's text that PostgreSQL could not
-    store (NUL, a lone surrogate), or None. The path, the query, form fields and cookies are
-    what pages and OAuth endpoints read; JSON bodies are checked by the views that parse them
-    (accounts/oauth_registration.py)."""
+    store (NUL, a lone surrogate), or None. The path, the query, form fields and the session and
+    CSRF cookies are what pages and OAuth endpoints read; JSON bodies are checked by the views
+    that parse them (accounts/oauth_registration.py)."""
     if problem := unstorable_text(request.path):
         return f"path: {problem}"
-    sources = [("query parameter", request.GET), ("cookie", request.COOKIES)]
+    # Only the cookies this site reads: a cookie another site on the same host set must not
+    # lock anyone out of this one.
+    own = (settings.SESSION_COOKIE_NAME, settings.CSRF_COOKIE_NAME)
+    cookies = {name: value for name, value in request.COOKIES.items() if name in own}
+    sources = [("query parameter", request.GET), ("cookie", cookies)]
     if request.method == "POST":
         sources.append(("form field", request.POST))
     for kind, data in sources:

@@ -115,6 +115,8 @@ def test_a_session_cookie_with_nul_is_a_400_not_a_database_error(client):
     response = client.get("/login/", HTTP_COOKIE='sessionid="abcdefgh\\000ijkl"')
     assert response.status_code == 400
     assert "cookie" in response.text
+    # A cookie this site does not read (another app on the same host) is left alone.
+    assert client.get("/login/", HTTP_COOKIE='other="abcdefgh\\000ijkl"').status_code == 200
 
 
 def test_a_path_with_nul_is_a_400(client):
