@@ -69,7 +69,11 @@ def connection_kwargs() -> dict[str, Any]:
     # The hot-path statements are few, prepared after a few executions (psycopg), and have one
     # good plan (primary-key and unique-index lookups). Without this PostgreSQL keeps re-planning
     # them as "custom" plans, which cost far more CPU than executing them (docs/performance.md).
-    kwargs["options"] = f"{kwargs.get('options', '')} -c plan_cache_mode=force_generic_plan".strip()
+    # Timestamps come back in UTC, as on Django's connections: the readable range of a
+    # timestamptz column (memories.fields.BoundedDateTimeField) is stated in UTC.
+    kwargs["options"] = (
+        f"{kwargs.get('options', '')} -c plan_cache_mode=force_generic_plan -c timezone=UTC"
+    ).strip()
     return kwargs
 
 
@@ -219,7 +223,8 @@ class LoopTurnBatch[Item, Result](ABC):
     (its `send`), against a few µs of work. So the requests that reach a query in the same loop
     turn send one message together: `submit(item)` waits for that item's own result of
     `run(items)`. A lone request waits for nothing but the end of the current turn. Nothing is
-    cached or shared between requests beyond the message itself."""
+    cached or shared between requests beyond the message itself, not even a failure: when the
+    batch fails, its items run again one by one and each gets its own result or error."""
 
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -248,25 +253,46 @@ class LoopTurnBatch[Item, Result](ABC):
         self._running.add(task)  # the loop keeps only weak references to tasks
         task.add_done_callback(self._running.discard)
 
+    def isolates(self, exc: Exception) -> bool:
+        """Whether a failed batch of several items is worth running again item by item. Not when
+        the database cannot answer at all (infra/dbfaults.py): each item alone would fail
+        the same way, at the cost of a connection attempt each."""
+        from infra.dbfaults import is_unavailable  # dbfaults imports this module
+
+        return not is_unavailable(exc)
+
     async def _run_batch(self, batch: list[tuple[Item, asyncio.Future[Result]]]) -> None:
         try:
             results = await self.run([item for item, _ in batch])
             if len(results) != len(batch):  # a waiter without its result would wait forever
                 raise RuntimeError(f"{len(results)} results for {len(batch)} items")
+        except Exception as exc:
+            if len(batch) > 1 and self.isolates(exc):
+                # One item (a row that cannot be read, a value the statement refuses) must fail
+                # its own request only, not the others that happened to share its message: each
+                # runs again alone. Nothing of the failed message was kept (one implicit
+                # transaction), and nothing is retried when the batch succeeds.
+                waiting = [member for member in batch if not member[1].done()]
+                await asyncio.gather(*(self._run_batch([member]) for member in waiting))
+                return
+            self._fail(batch, exc)
         except BaseException as exc:
-            # Every waiting request answers for itself (503 on an outage); none is left hanging.
-            for _, future in batch:
-                if not future.done():
-                    if isinstance(exc, asyncio.CancelledError):
-                        future.cancel()
-                    else:
-                        future.set_exception(exc)
-            if not isinstance(exc, Exception):
-                raise
-            return
-        for (_, future), result in zip(batch, results, strict=True):
-            if not future.done():  # a request cancelled meanwhile (client gone)
-                future.set_result(result)
+            self._fail(batch, exc)
+            raise
+        else:
+            for (_, future), result in zip(batch, results, strict=True):
+                if not future.done():  # a request cancelled meanwhile (client gone)
+                    future.set_result(result)
+
+    @staticmethod
+    def _fail(batch: list[tuple[Item, asyncio.Future[Result]]], exc: BaseException) -> None:
+        # Every waiting request answers for itself (503 on an outage); none is left hanging.
+        for _, future in batch:
+            if not future.done():
+                if isinstance(exc, asyncio.CancelledError):
+                    future.cancel()
+                else:
+                    future.set_exception(exc)
 
 
 class _TenantCalls(LoopTurnBatch[tuple[int, list[Call]], list[list[tuple]]]):
@@ -295,8 +321,8 @@ async def run_as_tenant(tenant_id: int, calls: Sequence[Call]) -> list[list[tupl
     message (`LoopTurnBatch`), one implicit transaction: under row-level security each
     request's calls come right after their own tenant setting, so they see that tenant's rows
     and no other's; without it, the statements themselves must name the owner. If one
-    statement of the message fails, every request in it gets the error, including those whose
-    own statements were fine."""
+    statement of the message fails, the requests run again one by one (`LoopTurnBatch`), so
+    only the one whose own statements fail gets the error."""
     # Checked here, in the caller: inside the batch a bad id would fail the whole message.
     return await _tenant_calls.submit((int(tenant_id), list(calls)))
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from infra import asyncdb
+from memories.fields import readable_instant_sql
 from memories.models import Memory, MemoryResource
 from memories.services import parse_memory_id
 
@@ -66,7 +67,7 @@ COLUMNS = (
     "commitment_status",
     "tags",
     "predecessor_id",
-    "due_at",
+    readable_instant_sql("due_at"),
 )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from memories.errors import InvalidInput
 
@@ -20,6 +20,15 @@ THREAD_NAME_MAX = 100
 DEFAULT_SCOPE = "personal"
 SCOPE_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 SCOPE_PATTERN_SQL = r"^[a-z0-9]+(-[a-z0-9]+)*$"
+# Instants from callers, in UTC: years PostgreSQL's timestamptz and Python's datetime both hold
+# whatever offset they are later shown in (year 10000 is a valid timestamptz that psycopg cannot
+# read back), and none before the Unix epoch, which no memory can be due at or recorded before.
+EARLIEST_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST_INSTANT = datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC)
+INSTANT_RANGE = "1970-01-01T00:00:00Z..9999-12-31T23:59:59.999999Z"
+# RFC 3339 §5.6 offsets are hours and minutes; the zones in use span -12:00..+14:00.
+MAX_UTC_OFFSET = timedelta(hours=14)
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -122,15 +131,25 @@ def clean_thread_name(value: object, field: str = "name") -> str:
 
 
 def clean_datetime(field: str, value: object) -> datetime:
-    """An instant from caller input: an aware datetime or an ISO 8601 string with an offset."""
+    """An instant from caller input, an aware datetime or an ISO 8601 string with an offset,
+    in UTC and within EARLIEST_INSTANT..LATEST_INSTANT."""
     if isinstance(value, str) and len(value) <= 40:
         with contextlib.suppress(ValueError):
             value = datetime.fromisoformat(value)
     if not isinstance(value, datetime):
         raise InvalidInput(field, "must be an ISO 8601 date-time, e.g. 2026-12-31T17:00:00Z")
-    if value.tzinfo is None:
+    offset = value.utcoffset()
+    if offset is None:
         raise InvalidInput(field, "must include a UTC offset, e.g. 2026-12-31T17:00:00Z")
-    return value
+    if abs(offset) > MAX_UTC_OFFSET or offset % timedelta(minutes=1):
+        raise InvalidInput(field, "UTC offset must be whole minutes within -14:00..+14:00")
+    try:
+        instant = value.astimezone(UTC)
+    except OverflowError:  # e.g. 9999-12-31T23:00:00-14:00 is in year 10000
+        instant = None
+    if instant is None or not EARLIEST_INSTANT <= instant <= LATEST_INSTANT:
+        raise InvalidInput(field, f"must be within {INSTANT_RANGE} after applying its UTC offset")
+    return instant
 
 
 def clean_due_at(value: object, *, memory_type: str) -> datetime | None:

@@ -16,6 +16,7 @@ from django.utils import timezone
 from memories import bounds
 from memories.errors import InvalidInput, NotFound
 from memories.excerpts import excerpt
+from memories.fields import readable_instant_sql
 from memories.models import MemoryResource, Thread, is_overdue
 
 SELECTOR_KINDS = ("all", "scope", "project", "thread")
@@ -26,6 +27,8 @@ RECENT_DECISION_DAYS = 30
 PINNED_THREADS_MAX = 10
 
 LIVE = "m.owner_id = %(owner)s AND m.valid_to IS NULL AND m.status = 'active'"
+# Read clamped: a due date stored before inputs were bounded must not fail the briefing.
+DUE_AT = readable_instant_sql("m.due_at")
 OPEN_COMMITMENT = "m.memory_type = 'commitment' AND m.commitment_status IN ('open', 'waiting')"
 
 
@@ -131,7 +134,7 @@ def read_sections(
     parts = [
         f"""(SELECT '{spec.name}' AS section, m.id, m.memory_type, m.topic,
                    left(m.content, %(fetch)s), m.content_length, m.scope, m.project,
-                   m.recorded_at, m.commitment_status, m.due_at,
+                   m.recorded_at, m.commitment_status, {DUE_AT},
                    (SELECT count(*) FROM memories_memory m
                     WHERE {LIVE}{narrow} AND {spec.where}) AS total
             FROM memories_memory m

@@ -66,3 +66,34 @@ def same_owner_link(to: str | type[models.Model], column: str, **options: Any) -
     return SameOwnerLink(
         to, from_fields=["owner", column], to_fields=["owner", "id"], serialize=False, **options
     )
+
+
+# The instants Python's datetime (and so psycopg) can hold, in UTC. A timestamptz column holds far
+# more (up to year 294276, and 'infinity'), and psycopg refuses to read such a value back. Inputs
+# are bounded tighter (memories.bounds.clean_datetime); rows stored before that bound existed
+# are read clamped to this range instead of failing every read that meets them.
+READABLE_MIN = "0001-01-01 00:00:00+00"
+READABLE_MAX = "9999-12-31 23:59:59.999999+00"
+
+
+def readable_instant_sql(column: str) -> str:
+    """SQL for `column` clamped to the readable range (connections run in UTC). CASE, not
+    LEAST/GREATEST, which would turn NULL into a bound."""
+    low, high = f"'{READABLE_MIN}'::timestamptz", f"'{READABLE_MAX}'::timestamptz"
+    return (
+        f"CASE WHEN {column} > {high} THEN {high} WHEN {column} < {low} THEN {low} "
+        f"ELSE {column} END"
+    )
+
+
+class ReadableDateTimeField(models.DateTimeField):
+    """A DateTimeField whose every ORM read is clamped to the readable range
+    (`readable_instant_sql`). The same column type and migrations as a DateTimeField."""
+
+    def select_format(self, compiler, sql: str, params):
+        sql, params = super().select_format(compiler, sql, params)
+        return readable_instant_sql(sql), params
+
+    def deconstruct(self):
+        name, _path, args, kwargs = super().deconstruct()
+        return name, "django.db.models.DateTimeField", args, kwargs

@@ -27,7 +27,7 @@ from django.db.models.functions import MD5, Length, Lower
 from django.utils import timezone
 
 from memories import bounds
-from memories.fields import same_owner_link, tenant_owner
+from memories.fields import ReadableDateTimeField, same_owner_link, tenant_owner
 
 # The MCP resource of one memory (mcp_gateway.resources serves it; docs/design.md).
 MEMORY_URI_TEMPLATE = "threengram://memory/{id}"
@@ -159,7 +159,8 @@ class Memory(MemoryResource, TenantRow):
     project = models.CharField(max_length=bounds.PROJECT_MAX, null=True, blank=True)
     tags = ArrayField(models.CharField(max_length=bounds.TAG_MAX), default=list, blank=True)
     recorded_at = models.DateTimeField()
-    due_at = models.DateTimeField(
+    # Caller-given, so possibly stored before inputs were bounded: read clamped.
+    due_at = ReadableDateTimeField(
         null=True, blank=True, help_text="When a commitment is due; set once, at insert."
     )
     predecessor_id = models.UUIDField(

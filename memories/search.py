@@ -36,6 +36,7 @@ from django.utils import timezone
 from memories import bounds
 from memories.errors import InvalidInput, NotFound
 from memories.excerpts import SEARCH_EXCERPT_MAX, excerpt
+from memories.fields import readable_instant_sql
 from memories.models import MemoryResource, MemoryType, Status, Thread, is_overdue
 
 DEFAULT_LIMIT = 5
@@ -163,13 +164,15 @@ _MATCH = {
             WHERE similarity(recent.topic, %(query)s) >= %(topic_min)s
           )""",
 }
+# Read clamped: a due date stored before inputs were bounded must not fail the search.
+_DUE_AT = readable_instant_sql("m.due_at")
 _SQL = """
 SELECT id, memory_type, topic, excerpt, content_length, scope, project, status,
        commitment_status, recorded_at, valid_to, score, due_at
 FROM (
     SELECT m.id, m.memory_type, m.topic, left(m.content, %(excerpt_fetch)s) AS excerpt,
            m.content_length, m.scope, m.project, m.status, m.commitment_status,
-           m.recorded_at, m.valid_to, m.due_at,
+           m.recorded_at, m.valid_to, {due_at} AS due_at,
            round((
                CASE WHEN m.search_vector @@ {tsq}
                     THEN 0.5 + 0.5 * ts_rank_cd(m.search_vector, {tsq}, 32) ELSE 0 END
@@ -294,7 +297,7 @@ def search(
 
     def ranked(mode: str) -> list[tuple]:
         match = _MATCH[mode].format(tsq=_TSQUERY, filters=where)
-        sql = _SQL.format(filters=where, keyset=keyset, tsq=_TSQUERY, match=match)
+        sql = _SQL.format(filters=where, keyset=keyset, tsq=_TSQUERY, match=match, due_at=_DUE_AT)
         with transaction.atomic(), connection.cursor() as db:
             # Enough memory for the bitmap of a common term's matches to stay exact (not lossy),
             # so PostgreSQL need not recheck every row of the pages it touches.

@@ -104,3 +104,23 @@ class GrantFactory(factory.django.DjangoModelFactory):
     redirect_uri = "http://127.0.0.1:33418/callback"
     code_challenge = "x" * 43
     code_challenge_method = "S256"
+
+
+def insert_commitment_due_at(owner, due_at_sql: str, content: str = "stored long ago") -> object:
+    """A commitment written with raw SQL, bypassing the services' bounds, due at the SQL
+    timestamptz literal `due_at_sql` (e.g. year 10000, which a caller could once store through an
+    offset): a row as old data may hold it. Returns its id."""
+    from django.db import connection
+
+    from memories.models import new_memory_id
+
+    memory_id = new_memory_id()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO memories_memory (id, owner_id, content, content_length, memory_type, "
+            "topic, scope, tags, recorded_at, due_at, status, commitment_status) "
+            "VALUES (%s, %s, %s, %s, 'commitment', 'old data', 'personal', '{}', now(), "
+            "%s::timestamptz, 'active', 'open')",
+            [memory_id, owner.pk, content, len(content), due_at_sql],
+        )
+    return memory_id

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import psycopg
 import pytest
 
 from infra.asyncdb import LoopTurnBatch
@@ -48,19 +49,45 @@ async def test_one_turns_items_run_together_and_each_gets_its_own_result():
     assert batch.batches == [[1, 2, 3], [5]]
 
 
-async def test_a_failed_batch_fails_every_caller_in_it_and_not_the_next():
+async def test_a_poisoned_item_fails_only_its_own_caller():
     batch = Doubling()
     results = await within(
-        asyncio.gather(batch.submit(1), batch.submit(13), return_exceptions=True)
+        asyncio.gather(*(batch.submit(item) for item in (1, 13, 3)), return_exceptions=True)
     )
-    assert [type(result) for result in results] == [ValueError, ValueError]
+    assert results[0] == 2 and results[2] == 6
+    assert isinstance(results[1], ValueError)
+    # The failed message, then each item alone.
+    assert batch.batches == [[1, 13, 3], [1], [13], [3]]
     assert await within(batch.submit(4)) == 8
 
 
-async def test_a_batch_answered_short_fails_every_caller_instead_of_leaving_one_waiting():
+async def test_a_healthy_batch_runs_once():
+    batch = Doubling()
+    assert await within(asyncio.gather(batch.submit(1), batch.submit(2))) == [2, 4]
+    assert batch.batches == [[1, 2]]
+
+
+async def test_a_batch_answered_short_fails_only_the_item_answered_short():
     batch = Doubling()
     results = await within(asyncio.gather(batch.submit(1), batch.submit(7), return_exceptions=True))
-    assert [type(result) for result in results] == [RuntimeError, RuntimeError]
+    assert results[0] == 2 and isinstance(results[1], RuntimeError)
+
+
+class Unreachable(LoopTurnBatch[int, int]):
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[list[int]] = []
+
+    async def run(self, items: list[int]) -> list[int]:
+        self.batches.append(items)
+        raise psycopg.OperationalError("connection refused")
+
+
+async def test_an_outage_fails_every_caller_without_running_each_again():
+    batch = Unreachable()
+    results = await within(asyncio.gather(batch.submit(1), batch.submit(2), return_exceptions=True))
+    assert [type(result) for result in results] == [psycopg.OperationalError] * 2
+    assert batch.batches == [[1, 2]]
 
 
 async def test_a_caller_that_gives_up_leaves_the_others_their_answers():

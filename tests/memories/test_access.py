@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
+import psycopg
 import pytest
 from django.test import override_settings
 from django.utils import timezone
@@ -13,7 +14,8 @@ from django.utils import timezone
 from infra import asyncdb
 from memories import tenancy
 from memories.access import READ_OWNED, MemoryRow, prefetched_for_request, read_owned_memories
-from tests.factories import MemoryFactory, UserFactory
+from memories.models import Memory
+from tests.factories import MemoryFactory, UserFactory, insert_commitment_due_at
 
 pytestmark = pytest.mark.anyio
 
@@ -153,3 +155,74 @@ async def test_a_read_alone_is_not_kept_waiting_for_company(corpus, messages):
         )
     assert set(first) == set(second) == {mine.id}
     assert messages == [[asyncdb.SET_TENANT, READ_OWNED]] * 2
+
+
+# Reads a tenant's due dates unclamped: a year-10000 value fails in psycopg as it is read, after
+# PostgreSQL answered, as such a row failed every read that met it before reads were clamped.
+RAW_DUE_DATES = asyncdb.prepared_statement(
+    "threengram_test_raw_due_dates",
+    "SELECT due_at FROM memories_memory WHERE owner_id = $1 AND due_at IS NOT NULL",
+)
+
+
+@pytest.fixture
+def poisoned(transactional_db):
+    """A tenant whose commitment is due in year 10000."""
+    tenant = UserFactory()
+    insert_commitment_due_at(tenant, "10000-01-01 00:00:00+00")
+    return tenant
+
+
+async def test_a_poisoned_read_fails_alone_and_its_batch_mates_get_their_rows(
+    corpus, poisoned, messages
+):
+    owner, mine, theirs = corpus["owner"], corpus["mine"], corpus["theirs"]
+    with override_settings(DATABASE_APP_ROLE=tenancy.APP_ROLE):
+        mine_read, failed, theirs_read = await asyncio.gather(
+            read_owned_memories(owner_id=owner.pk, ids=[str(mine.id)]),
+            asyncdb.run_as_tenant(poisoned.pk, [(RAW_DUE_DATES, (poisoned.pk,))]),
+            read_owned_memories(owner_id=theirs.owner_id, ids=[str(theirs.id)]),
+            return_exceptions=True,
+        )
+    assert set(mine_read) == {mine.id}
+    assert set(theirs_read) == {theirs.id}
+    assert isinstance(failed, psycopg.DataError)
+    # One message for the three, then each alone (in whatever order their connections open).
+    together = [asyncdb.SET_TENANT, READ_OWNED, asyncdb.SET_TENANT, RAW_DUE_DATES]
+    assert messages[0] == [*together, asyncdb.SET_TENANT, READ_OWNED]
+    assert sorted(messages[1:]) == sorted(
+        [[asyncdb.SET_TENANT, READ_OWNED]] * 2 + [[asyncdb.SET_TENANT, RAW_DUE_DATES]]
+    )
+
+
+@pytest.fixture
+def stored_due(request, corpus):
+    """(id, expected read-back) of a commitment of the corpus owner stored due at the SQL
+    literal `request.param[0]`."""
+    stored, read_back = request.param
+    return insert_commitment_due_at(corpus["owner"], stored), read_back
+
+
+@pytest.mark.parametrize(
+    "stored_due",
+    [
+        ("10000-01-01 00:00:00+00", datetime.max.replace(tzinfo=UTC)),
+        ("infinity", datetime.max.replace(tzinfo=UTC)),
+        ("0001-01-01 00:00:00+00 BC", datetime.min.replace(tzinfo=UTC)),
+        ("9999-06-01 12:00:00+00", datetime(9999, 6, 1, 12, tzinfo=UTC)),
+    ],
+    indirect=True,
+)
+async def test_a_due_date_stored_out_of_range_reads_back_clamped(corpus, stored_due):
+    memory_id, read_back = stored_due
+    found = await read_owned_memories(owner_id=corpus["owner"].pk, ids=[str(memory_id)])
+    assert found[memory_id].due_at == read_back
+
+
+@pytest.mark.parametrize(
+    "stored_due", [("10000-01-01 00:00:00+00", datetime.max.replace(tzinfo=UTC))], indirect=True
+)
+def test_the_orm_reads_an_out_of_range_due_date_clamped(stored_due):
+    memory_id, read_back = stored_due
+    assert Memory.objects.get(pk=memory_id).due_at == read_back
+    assert Memory.objects.values_list("due_at", flat=True).get(pk=memory_id) == read_back

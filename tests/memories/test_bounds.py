@@ -1,6 +1,8 @@
 """Every bound on tenant-written fields: enforced on the way in, with a message naming the field
 and the limit, and nothing written."""
 
+from datetime import UTC, datetime
+
 import pytest
 
 from memories.errors import InvalidInput
@@ -73,3 +75,43 @@ def test_limits_themselves_are_accepted(tenant):
     )
     memory.refresh_from_db()
     assert memory.content_length == 2000 and len(memory.tags) == 32
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        # Year 10000 once in UTC: PostgreSQL would store it, psycopg could not read it back.
+        ("9999-12-31T23:59:59-14:00", "within 1970-01-01T00:00:00Z..9999-12-31T23:59:59.999999Z"),
+        ("9999-12-31T23:00:00-01:00", "within 1970-01-01T00:00:00Z..9999-12-31T23:59:59.999999Z"),
+        ("1969-12-31T23:59:59Z", "within 1970-01-01T00:00:00Z..9999-12-31T23:59:59.999999Z"),
+        ("1970-01-01T13:00:00+14:00", "within 1970-01-01T00:00:00Z..9999-12-31T23:59:59.999999Z"),
+        ("0001-01-01T00:00:00Z", "within 1970-01-01T00:00:00Z"),
+        ("2026-06-01T12:00:00+14:01", "UTC offset must be whole minutes within -14:00..+14:00"),
+        ("2026-06-01T12:00:00-15:00", "UTC offset must be whole minutes within -14:00..+14:00"),
+        ("2026-06-01T12:00:00+05:30:15", "UTC offset must be whole minutes"),
+        ("2026-06-01T12:00:00", "must include a UTC offset"),
+    ],
+)
+def test_instants_out_of_range_or_with_odd_offsets_are_refused(tenant, value, fragment):
+    with pytest.raises(InvalidInput) as error:
+        remember_note(tenant, memory_type="commitment", due_at=value)
+    assert error.value.field == "dueAt"
+    assert fragment in str(error.value)
+    assert str(error.value).startswith("invalid_input: dueAt: ")
+    assert not Memory.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("value", "stored"),
+    [
+        ("9999-12-31T23:59:59.999999Z", datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC)),
+        ("9999-12-31T23:59:59+00:00", datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)),
+        ("1970-01-01T00:00:00Z", datetime(1970, 1, 1, tzinfo=UTC)),
+        ("1970-01-01T14:00:00+14:00", datetime(1970, 1, 1, tzinfo=UTC)),
+        ("2026-06-01T00:00:00-12:00", datetime(2026, 6, 1, 12, tzinfo=UTC)),
+        ("2026-06-01T05:30:00+05:30", datetime(2026, 6, 1, tzinfo=UTC)),
+    ],
+)
+def test_instants_at_the_limits_are_stored_and_read_back_in_utc(tenant, value, stored):
+    memory = remember_note(tenant, memory_type="commitment", due_at=value)
+    assert Memory.objects.get(pk=memory.pk).due_at == stored

@@ -114,6 +114,31 @@ async def test_read_only_token_cannot_write_but_can_list_threads(owner):
             {"memoryType": "commitment", "topic": "t", "content": "c", "dueAt": "tomorrow"},
             "invalid_input: dueAt: must be an ISO 8601 date-time",
         ),
+        (
+            "remember",
+            {
+                "memoryType": "commitment",
+                "topic": "t",
+                "content": "c",
+                "dueAt": "9999-12-31T23:59:59-14:00",
+            },
+            "invalid_input: dueAt: must be within 1970-01-01T00:00:00Z..9999-12-31T23:59:59",
+        ),
+        (
+            "search",
+            {"query": "x", "asOf": "1969-12-31T23:59:59Z"},
+            "invalid_input: asOf: must be within 1970-01-01T00:00:00Z..",
+        ),
+        (
+            "search",
+            {"query": "x", "recordedAfter": "2026-01-01T00:00:00+14:30"},
+            "invalid_input: recordedAfter: UTC offset must be whole minutes within -14:00..+14:00",
+        ),
+        (
+            "search",
+            {"query": "x", "recordedBefore": "9999-12-31T23:59:59.999999-00:01"},
+            "invalid_input: recordedBefore: must be within 1970-01-01T00:00:00Z..",
+        ),
         ("search", {"query": "x", "limit": 26}, "invalid_input: limit: must be at most 25; got 26"),
         ("search", {"query": "x", "limit": 0}, "invalid_input: limit: must be at least 1; got 0"),
         ("search", {"query": "q" * 501}, "invalid_input: query: must be at most 500 characters"),
