@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django.contrib.postgres",
+    "threengram",  # only for its system checks (threengram/checks.py)
     "oauth2_provider",
     "accounts",
     "memories",
@@ -132,7 +133,17 @@ def _database_from_url(url: str) -> dict:
 
 
 DATABASE_URL = env.str("DATABASE_URL", default="")
-if not DATABASE_URL:
+# Without DATABASE_URL a development process starts (or attaches to) the embedded PostgreSQL in
+# the checkout's .pgdata/, which stops with the last process using it: never a deployment's
+# database. With DEBUG off that is a configuration error, not a silent fallback
+# (threengram/checks.py says so under `check --deploy` too).
+EMBEDDED_DATABASE = not DATABASE_URL
+if EMBEDDED_DATABASE:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "DATABASE_URL must be set when DEBUG is off: the embedded PostgreSQL is for "
+            "development only (DEBUG=1, or python3 scripts/dev.py serve)."
+        )
     from threengram.embedded_db import start as start_embedded_postgres
 
     DATABASE_URL = start_embedded_postgres()

@@ -8,6 +8,12 @@ os.environ.setdefault("SECURE_SSL_REDIRECT", "0")
 # Production cookies, although the tests' origin is plain-http loopback (which relaxes them).
 os.environ.setdefault("SESSION_COOKIE_SECURE", "1")
 os.environ.setdefault("CSRF_COOKIE_SECURE", "1")
+# The production settings start no database with DEBUG off. The suite, run without a
+# DATABASE_URL (scripts/dev.py test passes the one it started), uses the embedded PostgreSQL.
+if not os.environ.get("DATABASE_URL"):
+    from threengram.embedded_db import start as start_embedded_postgres
+
+    os.environ["DATABASE_URL"] = start_embedded_postgres()
 
 from threengram.settings import *  # noqa: F403
 

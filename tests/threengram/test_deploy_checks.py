@@ -1,6 +1,6 @@
 """`manage.py check --deploy` is clean with DEBUG off and the documented production variables,
-refuses to start without a SECRET_KEY, and production connections act as the row-level-security
-role unless told otherwise."""
+refuses to start without a SECRET_KEY or a DATABASE_URL, and production connections act as the
+row-level-security role unless told otherwise."""
 
 import os
 import secrets
@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.mcp_gateway.conftest import subprocess_database_url
+from threengram.checks import check_database_is_configured
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -64,6 +65,30 @@ def test_production_refuses_to_start_without_a_secret_key():
     result = manage("check", **{**PRODUCTION, "SECRET_KEY": ""})
     assert result.returncode != 0
     assert "SECRET_KEY must be set when DEBUG is off" in result.stderr
+
+
+def test_production_refuses_to_start_an_embedded_database_without_a_database_url():
+    for command in (["check", "--deploy"], ["migrate", "--no-input"]):
+        result = manage(*command, **{**PRODUCTION, "DATABASE_URL": ""})
+        assert result.returncode != 0
+        assert "DATABASE_URL must be set when DEBUG is off" in result.stderr
+        assert "embedded PostgreSQL is for development only" in result.stderr
+
+
+def test_the_deploy_check_names_the_embedded_database(settings):
+    settings.EMBEDDED_DATABASE = True  # DEBUG on without DATABASE_URL: the development fallback
+    [error] = check_database_is_configured()
+    assert error.id == "threengram.E001"
+    assert "DATABASE_URL is unset" in error.msg and "embedded" in error.msg
+    settings.EMBEDDED_DATABASE = False
+    assert check_database_is_configured() == []
+
+
+def test_the_deploy_check_is_registered_for_deploys_only():
+    from django.core.checks.registry import registry
+
+    assert check_database_is_configured in registry.get_checks(include_deployment_checks=True)
+    assert check_database_is_configured not in registry.get_checks()
 
 
 CURRENT_USER = (
