@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlsplit
 
-from django.db import transaction
 from django.db.models import Max, Min, Q
 from django.utils import timezone
 from oauth2_provider.models import (
@@ -26,10 +25,11 @@ from oauth2_provider.models import (
     get_access_token_model,
     get_application_model,
     get_grant_model,
-    get_id_token_model,
     get_refresh_token_model,
 )
 from oauth2_provider.scopes import get_scopes_backend
+
+from accounts.revocation import revoke_oauth_credentials
 
 
 @dataclass(frozen=True)
@@ -115,31 +115,6 @@ def _describe(user, application, now, all_scopes: dict[str, str]) -> ConnectedAp
 
 
 def revoke_app_access(*, user, application) -> dict[str, int]:
-    """Disconnect `application` from `user` at once: delete its access tokens, authorization codes
-    and ID tokens, and mark its refresh tokens revoked (kept as tombstones, which DOT's
-    refresh-token reuse detection needs). One transaction, so the app is never half-connected."""
-    AccessToken = get_access_token_model()
-    RefreshToken = get_refresh_token_model()
-    with transaction.atomic():
-        now = timezone.now()
-        live_refresh = RefreshToken.objects.filter(
-            user=user, application=application, revoked__isnull=True
-        )
-        # Lock refresh tokens before access tokens: the order RefreshToken.revoke() and
-        # rotation use, so a concurrent refresh waits for us instead of deadlocking, and then
-        # finds its refresh token revoked.
-        list(live_refresh.select_for_update().values_list("pk", flat=True))
-        refresh_revoked = live_refresh.update(revoked=now, updated=now, access_token=None)
-        access_deleted, _ = AccessToken.objects.filter(user=user, application=application).delete()
-        grants_deleted, _ = (
-            get_grant_model().objects.filter(user=user, application=application).delete()
-        )
-        id_tokens_deleted, _ = (
-            get_id_token_model().objects.filter(user=user, application=application).delete()
-        )
-    return {
-        "oauth_access_tokens": access_deleted,
-        "oauth_refresh_tokens": refresh_revoked,
-        "oauth_grants": grants_deleted,
-        "oauth_id_tokens": id_tokens_deleted,
-    }
+    """Disconnect `application` from `user` at once (`revoke_oauth_credentials`), so the app is
+    never half-connected."""
+    return revoke_oauth_credentials(user=user, application=application)

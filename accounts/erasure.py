@@ -17,14 +17,9 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Case, Value, When
 from django.utils import timezone
-from oauth2_provider.models import (
-    get_access_token_model,
-    get_grant_model,
-    get_id_token_model,
-    get_refresh_token_model,
-)
 
 from accounts.models import ErasureRecord
+from accounts.revocation import revoke_oauth_credentials
 from memories import tenancy
 from memories.models import ERASED, ERASED_SCOPE, Memory, Thread
 
@@ -55,19 +50,9 @@ def _erase_threads(user, now) -> dict[str, int]:
 
 
 def _revoke_oauth(user, now) -> dict[str, int]:
-    """Delete access tokens, grants and ID tokens; mark refresh tokens revoked (DOT keeps revoked
-    refresh tokens to detect reuse). After this nothing of the user authenticates."""
-    refresh_tokens = get_refresh_token_model().objects.filter(user=user, revoked__isnull=True)
-    revoked_refresh = refresh_tokens.update(revoked=now, access_token=None)
-    access_deleted, _ = get_access_token_model().objects.filter(user=user).delete()
-    grants_deleted, _ = get_grant_model().objects.filter(user=user).delete()
-    id_tokens_deleted, _ = get_id_token_model().objects.filter(user=user).delete()
-    return {
-        "oauth_access_tokens": access_deleted,
-        "oauth_refresh_tokens": revoked_refresh,
-        "oauth_grants": grants_deleted,
-        "oauth_id_tokens": id_tokens_deleted,
-    }
+    """Every OAuth credential of the user, for every app: after this nothing of the user
+    authenticates."""
+    return revoke_oauth_credentials(user=user, at=now)
 
 
 def _deactivate(user, now) -> dict[str, int]:

@@ -13,10 +13,6 @@ class User(AbstractUser):
 
     erased_at = models.DateTimeField(null=True, blank=True, editable=False)
 
-    @property
-    def is_erased(self) -> bool:
-        return self.erased_at is not None
-
 
 class ErasureRecord(models.Model):
     """A content-free audit entry for one account erasure: who, when, on whose request, and how

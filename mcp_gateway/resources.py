@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import json
-from datetime import UTC
 
 import mcp_types as types
 from django.conf import settings
@@ -19,6 +18,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.uri_template import UriTemplate
 
 from mcp_gateway.auth import require_principal
+from mcp_gateway.schemas import utc_datetime
 from memories.access import MemoryRow, read_owned_memories
 from memories.models import MEMORY_URI_TEMPLATE
 
@@ -57,7 +57,7 @@ def memory_resource_body(memory: MemoryRow) -> str:
             "topic": memory.topic,
             "scope": memory.scope,
             "project": memory.project,
-            "recordedAt": memory.recorded_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+            "recordedAt": utc_datetime(memory.recorded_at),
         },
         ensure_ascii=False,
         separators=(",", ":"),

@@ -8,6 +8,8 @@ the domain modules, so a schema and the service it fronts cannot disagree.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from memories import bounds, briefing, handoff, reading, search, threads
 from memories.models import CommitmentStatus, MemoryType
 
@@ -20,6 +22,15 @@ DATETIME = {
     "description": "ISO 8601 with an offset, e.g. 2026-12-31T17:00:00Z.",
 }
 NULLABLE_DATETIME = {"type": ["string", "null"], "format": "date-time"}
+
+
+def utc_datetime(value: datetime | None) -> str | None:
+    """A date-time as every result on the wire carries it: RFC 3339 in UTC, with `Z`."""
+    if value is None:
+        return None
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
 SCOPE = {
     "type": "string",
     "minLength": 1,

@@ -25,11 +25,9 @@ from infra.observability import new_request_id, request_id_var
 from mcp_gateway import prompts, resources, tools
 from mcp_gateway.auth import require_principal
 from mcp_gateway.orm import orm_request_context
+from memories.environment import COMPLETION_MAX
 
 logger = logging.getLogger(__name__)
-
-# MCP 2026-07-28 completion: "Maximum 100 items per response".
-MAX_COMPLETION_VALUES = 100
 
 
 async def list_tools(
@@ -83,7 +81,7 @@ async def complete(
             )
     # ref/resource: the memory template's {id} is deliberately not completable (an id completer
     # would enumerate the tenant's corpus); unknown references get the same empty answer.
-    values = values[:MAX_COMPLETION_VALUES]
+    values = values[:COMPLETION_MAX]
     return types.CompleteResult(
         completion=types.Completion(values=values, total=len(values), has_more=False)
     )

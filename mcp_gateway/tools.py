@@ -17,7 +17,6 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 import mcp_types as types
 from asgiref.sync import sync_to_async
@@ -29,6 +28,7 @@ from infra import dbfaults
 from infra.observability import VERSION
 from mcp_gateway import schemas
 from mcp_gateway.principal import Principal
+from mcp_gateway.schemas import utc_datetime as _iso
 from memories import environment, reading, search, threads
 from memories.bounds import text_problem_in
 from memories.briefing import Briefing, Section, Selector
@@ -57,12 +57,6 @@ class ToolSpec:
     destructive: bool
     idempotent: bool
     handler: Handler
-
-
-def _iso(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _owner(principal: Principal):

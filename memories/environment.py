@@ -71,7 +71,9 @@ def environment_stats(*, owner_id: int) -> EnvironmentStats:
     return stats
 
 
-COMPLETION_MAX = 100  # MCP completion/complete: at most 100 values per response
+# MCP completion (2026-07-28, "completion/complete"): "Maximum 100 items per response". The
+# gateway cuts every completion answer to it; the facet queries below never read more.
+COMPLETION_MAX = 100
 FACETS = ("scope", "project", "thread")
 
 

@@ -120,12 +120,6 @@ class MemoryQuerySet(models.QuerySet):
             Q(content__icontains=text) | Q(topic__icontains=text) | Q(tags__contains=[text])
         )
 
-    def as_of(self, instant: datetime) -> MemoryQuerySet:
-        """What was current at `instant`: recorded by then and not yet superseded."""
-        return self.filter(recorded_at__lte=instant).filter(
-            Q(valid_to__isnull=True) | Q(valid_to__gt=instant)
-        )
-
 
 class TenantRow(models.Model):
     """A row of a tenant table, whose database primary key is (owner_id, id)."""

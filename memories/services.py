@@ -45,16 +45,6 @@ def parse_memory_id(value: object) -> uuid.UUID | None:
         return None
 
 
-def get_owned_memory(*, owner, memory_id: object) -> Memory:
-    """The access gate for one memory: the owner's row, or NotFound for missing, malformed and
-    foreign ids alike."""
-    parsed = parse_memory_id(memory_id)
-    memory = Memory.objects.filter(owner=owner, id=parsed).first() if parsed else None
-    if memory is None:
-        raise NotFound(f"memory {memory_id}")
-    return memory
-
-
 def _clean_memory_type(value: object) -> str:
     if value not in MemoryType.values:
         raise InvalidInput("memoryType", f"must be one of: {', '.join(MemoryType.values)}")

@@ -5,6 +5,7 @@ from oauth2_provider.models import (
     get_access_token_model,
     get_application_model,
     get_grant_model,
+    get_id_token_model,
     get_refresh_token_model,
 )
 
@@ -104,6 +105,16 @@ class GrantFactory(factory.django.DjangoModelFactory):
     redirect_uri = "http://127.0.0.1:33418/callback"
     code_challenge = "x" * 43
     code_challenge_method = "S256"
+
+
+class IDTokenFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = get_id_token_model()
+
+    user = factory.SubFactory(UserFactory)
+    application = factory.SubFactory(ApplicationFactory)
+    scope = "openid"
+    expires = factory.LazyFunction(lambda: timezone.now() + timezone.timedelta(hours=1))
 
 
 def insert_commitment_due_at(owner, due_at_sql: str, content: str = "stored long ago") -> object:

@@ -9,7 +9,6 @@ from memories.errors import Conflict, DuplicateMemory, InvalidInput, InvalidTran
 from memories.models import Memory
 from memories.services import (
     archive_memory,
-    get_owned_memory,
     remember,
     resolve_commitment,
     revise_memory,
@@ -220,7 +219,6 @@ class TestTenantBoundary:
     @pytest.mark.parametrize(
         "operation",
         [
-            lambda owner, memory_id: get_owned_memory(owner=owner, memory_id=memory_id),
             lambda owner, memory_id: revise_memory(
                 owner=owner, predecessor_id=memory_id, content="x"
             ),
@@ -229,7 +227,7 @@ class TestTenantBoundary:
                 owner=owner, memory_id=memory_id, status="resolved"
             ),
         ],
-        ids=["get", "revise", "archive", "resolve"],
+        ids=["revise", "archive", "resolve"],
     )
     def test_identical_not_found(self, tenant, foreign, kind, operation):
         memory_id = {
