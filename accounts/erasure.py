@@ -4,8 +4,8 @@ One transaction: every piece of tenant-written text becomes a sentinel, every OA
 the user is revoked, the account is deactivated and de-identified, and a content-free
 ErasureRecord is written. If any step fails, nothing changes. Design note: the cached
 `threengram://memory/{id}` bodies stay sound because revoking the tokens in this same transaction
-ends every authorization context that could reuse a private cache entry (seed design, "The one
-real exception: PII erasure").
+ends every authorization context that could reuse a private cache entry (docs/design.md,
+"Erasure: the one rewrite of substance").
 """
 
 from __future__ import annotations

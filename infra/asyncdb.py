@@ -165,7 +165,7 @@ async def execute_prepared(
     `set_config(…, true)` holds for the statements after it and ends with the message, and a
     failure rolls back all of them. Why not the extended protocol's pipeline: psycopg spends an
     event-loop wait on each statement sent in pipeline mode, and another on the sync; this costs
-    one send and one read, about half the client CPU per batch (docs/performance.md). The
+    one send and one read, much less client CPU per batch (docs/performance.md). The
     statements were prepared when the connection opened: no planning per call."""
     prepared = settings.ASYNC_DATABASE_PREPARE
     if prepared and any(name not in _prepared_on.get(conn, ()) for name, _ in calls):
@@ -218,10 +218,10 @@ SET_TENANT = prepared_statement(
 class LoopTurnBatch[Item, Result](ABC):
     """Runs together the items that callers submit in the same turn of the event loop.
 
-    On the 2-core VM of docs/performance.md a PostgreSQL round trip costs the sender far more
-    CPU than the statements cost the server: ~250 µs of the event loop's time to wake the backend
-    (its `send`), against a few µs of work. So the requests that reach a query in the same loop
-    turn send one message together: `submit(item)` waits for that item's own result of
+    On a small VM a PostgreSQL round trip costs the sender far more CPU than the statements cost
+    the server: waking the backend (the client's `send`) dominates the event loop's time, the
+    lookups themselves are cheap (docs/performance.md). So the requests that reach a query in the
+    same loop turn send one message together: `submit(item)` waits for that item's own result of
     `run(items)`. A lone request waits for nothing but the end of the current turn. Nothing is
     cached or shared between requests beyond the message itself, not even a failure: when the
     batch fails, its items run again one by one and each gets its own result or error."""

@@ -86,10 +86,10 @@ class DropClientDisconnect(logging.Filter):
 class BackgroundStreamHandler(logging.Handler):
     """Writes log records to a stream (stderr) from a background thread, in batches.
 
-    Every /mcp request logs an access line. Writing it from the event loop cost ~11 % of
-    resources/read throughput; handing each record to a thread through a queue cost more still
-    (~160 µs of CPU per request on the 2-core VM of docs/performance.md): every record woke the
-    thread, and each wake-up is a GIL hand-over. So records wait in a deque (no wake-up) and the
+    Every /mcp request logs an access line. Writing it from the event loop slowed every request
+    (docs/performance.md, "Background log writer"); handing each record to a thread through a
+    queue cost more still: every record woke the thread, and each wake-up is a GIL hand-over.
+    So records wait in a deque (no wake-up) and the
     writer formats and writes them every `flush_interval` seconds, a few writes per batch. A record
     of level WARNING or above is written at once. Lines are at most `flush_interval` late, and
     `close()` (logging.shutdown, at exit) writes what is left."""

@@ -1,8 +1,8 @@
 """Bearer-token authentication of MCP requests against django-oauth-toolkit's tokens.
 
-Every request is checked here, whatever a client cache holds (seed design, "cacheScope is not
-access control"). Nothing is cached between requests: a revoked token, or an erased account
-(erasure deletes its tokens in the same transaction), fails on its very next request.
+Every request is checked here, whatever a client cache holds (docs/design.md, "Authorization":
+`cacheScope` is not access control). Nothing is cached between requests: a revoked token, or an
+erased account (erasure deletes its tokens in the same transaction), fails on its very next request.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ class _TokenChecks(asyncdb.LoopTurnBatch[_Check, list[tuple]]):
         """`q` of CHECK_TOKENS: request numbers, checksums and memory ids, one row per id.
 
         Each column goes as one comma-separated text: psycopg dumps a list parameter element by
-        element in Python, which cost ~50-100 µs per batch (docs/performance.md). No value can
+        element in Python, costly per batch (docs/performance.md). No value can
         hold a comma: numbers, hex digests, and UUIDs already parsed; '-' is NULL (no memory), so
         the three columns always have as many elements."""
         numbers, checksums, memory_ids = [], [], []

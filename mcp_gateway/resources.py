@@ -1,4 +1,4 @@
-"""The `threengram://memory/{id}` resource (docs/design.md, seed design).
+"""The `threengram://memory/{id}` resource (docs/design.md).
 
 One template, no enumeration: `resources/list` is always empty (no firehose of a tenant's corpus,
 no pagination, no subscriptions), and the template's `{id}` is not completable for the same
@@ -41,12 +41,12 @@ MEMORY_TEMPLATE = types.ResourceTemplate(
 def memory_resource_body(memory: MemoryRow) -> str:
     """The resource body: a whitelist of the immutable fields, and nothing else.
 
-    LOAD-BEARING INVARIANT (seed design, "The decision"): the long private TTL is sound only
-    because nothing in this body can go stale. Supersession, archiving and commitment resolution
-    move `status`, `valid_to`, `commitment_status` (and tags are out too); adding any of them here
-    silently turns a correct cache into one that serves wrong answers. Wanting lifecycle state in
-    the resource is choosing a different design: revisit docs/design.md, do not edit this dict.
-    tests/mcp_gateway/test_resources.py pins the exact key set.
+    LOAD-BEARING INVARIANT (docs/design.md, "Why a long-lived cache is correct"): the long private
+    TTL is sound only because nothing in this body can go stale. Supersession, archiving and
+    commitment resolution move `status`, `valid_to`, `commitment_status` (and tags are out too);
+    adding any of them here silently turns a correct cache into one that serves wrong answers.
+    Wanting lifecycle state in the resource is choosing a different design: revisit docs/design.md,
+    do not edit this dict. tests/mcp_gateway/test_resources.py pins the exact key set.
     """
     return json.dumps(
         {

@@ -164,8 +164,8 @@ def build_server() -> Server:
         on_completion=complete,
     )
     if not tracing_configured():
-        # The SDK opens a span per message even when nothing records it: ~20 µs of CPU per
-        # request, about 6 % of a resources/read (docs/performance.md). Its documented opt-out
+        # The SDK opens a span per message even when nothing records it, CPU on every request
+        # for nothing (docs/performance.md). Its documented opt-out
         # is to drop the middleware; it stays whenever a tracer provider is installed.
         server.middleware[:] = [
             middleware

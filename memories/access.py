@@ -1,6 +1,6 @@
 """The access gate for reading memory bodies: one function serves both the
 `threengram://memory/{id}` resource and the `get_memories` tool, so both answer alike for
-missing, malformed and foreign ids (seed design, "Authorization").
+missing, malformed and foreign ids (docs/design.md, "Authorization").
 
 It reads with native async psycopg (infra.asyncdb), not the async ORM: it sits on the
 resource-read hot path, where an ORM thread hop costs as much as the query (docs/performance.md).

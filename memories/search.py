@@ -8,7 +8,7 @@ Ranking (one statement, see `_SQL`):
   search fall back to topics that are trigram-similar to the query (pg_trgm similarity >= 0.3),
   among the TOPIC_FALLBACK_RECENT most recent memories; this catches typos and near-miss topic
   names. A trigram *index* scan was measured and rejected: for a short query it reads posting
-  lists shared by every tenant (~13 ms at 1M rows whatever the tenant's size).
+  lists shared by every tenant, so its cost grows with the whole table, not the tenant.
 - score = 0.5 for a full-text match + 0.5 * ts_rank_cd normalised to 0..1 (rank / (rank + 1))
   + 0.5 * similarity(topic, query). Rounded to 6 places so paging compares exact values.
 - Score floor (SCORE_FLOOR = 0.15): a full-text match always clears it; a topic-only match needs

@@ -1,4 +1,4 @@
-"""PostgreSQL row-level security: the second wall of tenant isolation (issue 7 item 4).
+"""PostgreSQL row-level security: the second wall of tenant isolation.
 
 The first wall is the application: every query filters on the verified principal. The second is
 PostgreSQL itself: the tenant tables (memories_memory, memories_thread,

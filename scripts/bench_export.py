@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Memory used by the JSON export of one account with many memories (issue 6, "Export").
+"""Memory used by the JSON export of one account with many memories (accounts/export.py).
 
     .venv/bin/python scripts/bench_export.py [N]      # N memories, default 100000
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Foundation figures (issue 2), printed as a table:
+"""Foundation figures, printed as a table:
 
 - remember and revise latency with 1,000,000 memories in the table (target p95 < 5 ms each);
 - erasing an account that holds 100,000 memories, in one transaction (target < 10 s).

@@ -14,7 +14,7 @@ here), uvicorn (pure-Python asyncio + h11) and daphne (the README's server). Cas
   minimal-read      the SDK minimal server, resources/read           (the baseline)
   gateway-read      the gateway, resources/read: token check + gate, acting as the table owner
   gateway-read-rls  the same with row-level security (DATABASE_APP_ROLE=threengram_app, the
-                    settings default since 2026-12-02)
+                    settings default)
   gateway-catalog   the gateway, resources/templates/list: token check only (a step)
   gateway-read-rls-old  with --baseline-tree DIR: gateway-read-rls served by the code in DIR
                     (e.g. `git worktree add DIR <commit>`), to measure a change in the same rounds
@@ -46,7 +46,7 @@ PUBLIC_BASE_URL = "http://127.0.0.1:8000"
 TOKEN = "bench-" + "t" * 40
 READ_IDS = 200  # the load reads random memories among this many of the token user's
 TENANTS = 100
-P99_GOAL_MS = 25  # issue 3, at 16 concurrent clients
+P99_GOAL_MS = 25  # the goal at 16 concurrent clients (docs/performance.md)
 
 
 def database_url() -> str:
@@ -87,8 +87,8 @@ def server_env(url: str, app_role: str = "") -> dict[str, str]:
         "DEBUG": "0",
         "SECURE_SSL_REDIRECT": "0",
         "PUBLIC_BASE_URL": PUBLIC_BASE_URL,
-        # The default log level (INFO): one access line per request, as in production. Until
-        # 2026-12-02 22:00 UTC this script set WARNING, which dropped those lines unmeasured.
+        # The default log level (INFO): one access line per request, as in production; a
+        # lower level would drop those lines unmeasured.
         "LOG_LEVEL": "INFO",
     }
 

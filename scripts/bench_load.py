@@ -15,9 +15,8 @@ issue's baseline (the MCP SDK's minimal server) measured in the same run.
    production settings), and as many of the SDK's minimal stateless server
    (scripts/bench/minimal_server.py, no auth, no database, ~1 KB body). Not `uvicorn --workers`:
    its worker processes answer on the inherited socket without TCP_NODELAY, which adds Linux's
-   ~40 ms delayed ACK to every response (measured: 45 ms p50 for the minimal server, 1.2 ms as a
-   single process). Behind a proxy (scripts/round_robin_proxy.py) the same N processes serve one
-   address.
+   delayed ACK to every response (docs/performance.md, "Measured and not kept"). Behind a proxy
+   (scripts/round_robin_proxy.py) the same N processes serve one address.
 4. Phases, same load generator (scripts/bench/loadgen.py, raw JSON-RPC on the 2026-07-28 wire):
    minimal server resources/read (the baseline), gateway resources/read only, gateway mixed
    (resources/read, search, get_memories, remember, revise). Then every acknowledged remember and

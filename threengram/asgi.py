@@ -16,6 +16,6 @@ application = GatewayRouter(django_application)
 
 # Everything loaded so far (Django, the apps, the SDK, pydantic models) lives as long as the
 # process: move it out of the cyclic garbage collector's view. Without this, each full collection
-# walks ~140,000 start-up objects — about 90 ms on the 2-core VM of docs/performance.md, a pause
-# every in-flight request waits for (the p99 of the /mcp benchmark).
+# walks every start-up object, a pause every in-flight request waits for: the p99 of the /mcp
+# benchmark (docs/performance.md, "gc.freeze() after start-up").
 gc.freeze()

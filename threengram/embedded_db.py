@@ -23,7 +23,7 @@ def start(pgdata: Path = PGDATA, database: str = DATABASE_NAME) -> str:
 
     PostgreSQL's default shared_buffers (128 MB) is sized for a shared host; a tenant's search
     over 100,000 memories then reads its index and heap pages from the OS cache on every call
-    (docs/performance.md, "Tools": search p95 40 ms at 128 MB, 20 ms at 1 GB).
+    (docs/performance.md, "shared_buffers 1 GB on the embedded server").
     EMBEDDED_PG_SHARED_BUFFERS (default 1GB) is written with ALTER SYSTEM and, as PostgreSQL
     requires, takes effect from the server's next start."""
     import logging

@@ -1,5 +1,5 @@
 """Row-level security on the tenant tables, and the role the application connects as
-(memories/tenancy.py, issue 7 item 4).
+(memories/tenancy.py).
 
 The policies bind only roles subject to them: the owner that runs migrations (and a superuser)
 is not, so with DATABASE_APP_ROLE unset nothing changes. The role is created when the migrating

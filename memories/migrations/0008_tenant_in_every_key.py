@@ -1,4 +1,4 @@
-"""The tenant in every key (issue 7 item 7; docs/operations.md "Past one database").
+"""The tenant in every key (docs/operations.md "Past one database").
 
 A distributed PostgreSQL (Citus, distributing by `owner_id`) needs the distribution column in
 every primary key, unique constraint and foreign key between distributed tables, and routes a

@@ -299,8 +299,9 @@ def live_uvicorn(django_db_setup, django_db_blocker) -> Iterator[LiveServer]:
             stop_server(server)
 
 
-# The seed design's whitelist for the body of threengram://memory/{id}. Changing this set is a
-# design change (see mcp_gateway/resources.py), so both the in-process and the live tests pin it.
+# The whitelist of docs/design.md ("Why a long-lived cache is correct") for the body of
+# threengram://memory/{id}. Changing this set is a design change (see mcp_gateway/resources.py), so
+# both the in-process and the live tests pin it.
 IMMUTABLE_BODY_KEYS = {
     "id",
     "content",

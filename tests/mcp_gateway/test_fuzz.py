@@ -1,4 +1,4 @@
-"""Hostile input (issue 7 item 5): property-based fuzzing of `/mcp` with hypothesis.
+"""Hostile input: property-based fuzzing of `/mcp` with hypothesis.
 
 Random JSON-RPC shapes, methods, params, routing headers, sizes and unicode (lone surrogates,
 NUL, huge numbers, deep nesting), on both protocol wires, with no token, a bad token or a valid
