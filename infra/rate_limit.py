@@ -85,8 +85,8 @@ class LocalCounts:
 
     What the local-memory cache backend would count (per process, too), without its per-call
     work that counters do not need: checking the key character by character, pickling every
-    value, keeping an LRU order. On the /mcp hot path, which counts every request, that work was
-    ~4 % of the CPU of a `resources/read` (docs/performance.md)."""
+    value, keeping an LRU order: work the /mcp hot path, which counts every request, need not pay
+    (docs/performance.md)."""
 
     SWEEP_AT = 10_000  # entries; expired windows are dropped when a new one would pass this
 
@@ -149,8 +149,8 @@ def event_loop_counter_store() -> BaseCache | LocalCounts:
 
     `django.core.cache.cache` resolves its backend through asgiref's `Local`, which in async code
     keeps one backend per context, and every ASGI request runs in a context of its own: each
-    request built a new backend object (~25 µs of CPU, more than the count itself;
-    docs/performance.md). Requests on one event loop share its thread and never interleave within
+    request built a new backend object, costing more CPU than the count itself
+    (docs/performance.md). Requests on one event loop share its thread and never interleave within
     a cache call (the calls are synchronous), so one backend per thread is safe, as it is for
     Django's own per-thread backends."""
     held = getattr(_event_loop_caches, "held", None)

@@ -1,4 +1,4 @@
-"""Per-user rate limit of /mcp (issue 7 item 5): HTTP 429 with Retry-After once a user has used
+"""Per-user rate limit of /mcp: HTTP 429 with Retry-After once a user has used
 up MCP_RATE_LIMIT requests in the window, checked after authentication and before any handler."""
 
 from __future__ import annotations
