@@ -7,9 +7,16 @@ grants and tokens. What it leaves open, and this module closes:
   while the authorization request is validated, i.e. before the consent page (RFC 9700 §2.1.1;
   MCP "Authorization Code Protection": clients MUST use S256).
 - Every authorization and token request is bound to this server's MCP endpoint: `resource`
-  must be exactly settings.MCP_RESOURCE_URL, else `invalid_target` (RFC 8707 §2; MCP "Resource
+  must name settings.MCP_RESOURCE_URL, else `invalid_target` (RFC 8707 §2; MCP "Resource
   Parameter Implementation"). DOT accepts any syntactically valid resource, and treats a token
-  without one as valid everywhere.
+  without one as valid everywhere. An authorization request without `resource` (clients of
+  older protocol revisions send none) is for this server's MCP endpoint, and a `resource` that
+  names it differently (trailing slash, default port, case of scheme or host) is read as it
+  (`normalised_parameters`): issued tokens always carry the exact MCP_RESOURCE_URL.
+- OpenID Connect scopes that clients send by habit (`openid`, `offline_access`, ...) are
+  dropped, not refused: this server issues no ID token, and a refresh token whether or not
+  `offline_access` was asked for (OIDC Core §11). The token response's `scope` reports what
+  was granted (RFC 6749 §5.1).
 - A deactivated user cannot exchange a code or a refresh token (DOT checks `is_active` only for
   the password grant).
 """
@@ -18,9 +25,10 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 from django.conf import settings
+from django.http import QueryDict
 from oauth2_provider.models import get_refresh_token_model
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauthlib.oauth2 import Server
@@ -28,6 +36,50 @@ from oauthlib.oauth2.rfc6749 import errors
 from oauthlib.oauth2.rfc6749.grant_types.authorization_code import code_challenge_method_s256
 
 from memories.bounds import unstorable_text
+
+# OpenID Connect Core §5.4 and §11 scopes: nothing to grant here (no ID token, no claims), and a
+# refresh token comes with every authorization code anyway.
+IGNORED_SCOPES = frozenset({"openid", "profile", "email", "address", "phone", "offline_access"})
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _comparable(uri: str) -> tuple:
+    """`uri` after RFC 3986 §6.2.2-6.2.3 normalisation (case of scheme and host, default port)
+    and without a trailing slash on its path."""
+    try:
+        parts = urlsplit(uri.strip())
+        port = parts.port
+    except ValueError:
+        return (uri,)
+    scheme = parts.scheme.lower()
+    if port == _DEFAULT_PORTS.get(scheme):
+        port = None
+    return (scheme, (parts.hostname or "").lower(), port, parts.path.rstrip("/"), parts.query)
+
+
+def canonical_resource(uri: str) -> str:
+    """MCP_RESOURCE_URL if `uri` names it, else `uri` as given."""
+    expected = settings.MCP_RESOURCE_URL
+    return expected if _comparable(uri) == _comparable(expected) else uri
+
+
+def normalised_parameters(params: QueryDict, *, default_resource: bool) -> QueryDict | None:
+    """The request parameters with the ignored scopes dropped and every `resource` that names
+    the MCP endpoint in its exact form; with `default_resource`, that resource when none is
+    named. None when nothing changes."""
+    changed = params.copy()
+    if "scope" in params:
+        scopes = [scope for scope in params["scope"].split() if scope not in IGNORED_SCOPES]
+        if scopes:
+            changed["scope"] = " ".join(scopes)
+        else:  # as if no scope was asked for: the default scopes apply
+            del changed["scope"]
+    resources = [canonical_resource(uri) for uri in params.getlist("resource")]
+    if resources:
+        changed.setlist("resource", resources)
+    elif default_resource:
+        changed.setlist("resource", [settings.MCP_RESOURCE_URL])
+    return None if changed == params else changed
 
 
 def _requested_resources(request) -> list[str]:
@@ -43,7 +95,7 @@ def _requested_resources(request) -> list[str]:
 def check_mcp_resource(resources: list[str], request) -> None:
     """RFC 8707 §2: a request must name this server's MCP endpoint, and nothing else."""
     expected = settings.MCP_RESOURCE_URL
-    if resources != [expected]:
+    if [canonical_resource(uri) for uri in resources] != [expected]:
         described = ", ".join(resources) if resources else "none"
         raise errors.CustomOAuth2Error(
             error="invalid_target",
@@ -111,6 +163,7 @@ class McpOAuth2Validator(OAuth2Validator):
         # another resource (e.g. before this profile existed).
         super()._check_and_set_request_resource(request)
         check_mcp_resource(list(request.resource), request)
+        request.resource = [settings.MCP_RESOURCE_URL]
 
     def confirm_redirect_uri(self, client_id, code, redirect_uri, client, request, *args, **kwargs):
         # RFC 6749 §5.2: a redirect_uri that differs from the authorization request's is

@@ -22,16 +22,28 @@ from oauth2_provider.views import (
     TokenView,
 )
 
+from accounts import refresh_grace
 from accounts.oauth_registration import (
     client_metadata_problem,
     is_loopback_host,
     registration_window,
 )
+from accounts.oauth_validators import normalised_parameters
 from infra.rate_limit import FixedWindow, client_ip
 
 
 class McpAuthorizationView(AuthorizationView):
     """Login, then the consent page (templates/oauth2_provider/authorize.html)."""
+
+    def dispatch(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        # Habitual OIDC scopes dropped, `resource` for /mcp in its exact form, or added when
+        # missing (accounts/oauth_validators.py). In the URL itself: oauthlib reads the request
+        # from it, DOT's view from request.GET.
+        query = normalised_parameters(request.GET, default_resource=True)
+        if query is not None:
+            request.GET = query
+            request.META["QUERY_STRING"] = query.urlencode()
+        return super().dispatch(request, *args, **kwargs)
 
     def get(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
         # Consent is asked every time: a client must not skip it with approval_prompt=auto.
@@ -56,6 +68,15 @@ class McpAuthorizationView(AuthorizationView):
                 else ""
             )
             context["resources"] = (context.get("resource") or "").split()
+        scopes = context.get("scopes") or []
+        if settings.MEMORY_WRITE_SCOPE in scopes and settings.MEMORY_READ_SCOPE in scopes:
+            # The person may grant less than the client asks: read-only, as a choice of its own
+            # (MCP clients ask for the whole tool surface; RFC 6749 §3.3 lets the server grant
+            # less, and the token response says what was granted).
+            context["scope_choices"] = [
+                (" ".join(scopes), "Read and write"),
+                (settings.MEMORY_READ_SCOPE, "Read only"),
+            ]
         return context
 
     def render_to_response(self, context, **response_kwargs):
@@ -150,7 +171,8 @@ class McpClientManagementView(DynamicClientRegistrationManagementView):
 class McpTokenView(TokenView):
     """DOT's token endpoint, rate-limited per client IP (every request counts, granted or not,
     so guessing authorization codes or refresh tokens is bounded too), and open only to the
-    grant types the RFC 8414 metadata advertises."""
+    grant types the RFC 8414 metadata advertises. A public client's refresh replayed within the
+    grace period gets the first response again (accounts/refresh_grace.py)."""
 
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
         window = FixedWindow(
@@ -175,4 +197,31 @@ class McpTokenView(TokenView):
                 },
                 status=400,
             )
-        return super().post(request, *args, **kwargs)
+        # Habitual OIDC scopes dropped, `resource` for /mcp in its exact form; a token request
+        # without one inherits the grant's (accounts/oauth_validators.py).
+        body = normalised_parameters(request.POST, default_resource=False)
+        if body is not None:
+            request.POST = body
+        refresh_token = request.POST.get("refresh_token")
+        client_id = request.POST.get("client_id")
+        if (
+            request.POST.get("grant_type") != "refresh_token"
+            or not refresh_token
+            or not client_id
+            or "authorization" in request.headers
+        ):
+            # The grace period is for public clients (client_id in the body, no secret): a
+            # confidential client's replay would skip its authentication.
+            return super().post(request, *args, **kwargs)
+        with refresh_grace.one_at_a_time(refresh_token):
+            replayed = refresh_grace.replay(refresh_token, client_id)
+            if replayed is not None:
+                return HttpResponse(
+                    replayed,
+                    content_type="application/json",
+                    headers={"Cache-Control": "no-store", "Pragma": "no-cache"},
+                )
+            response = super().post(request, *args, **kwargs)
+            if response.status_code == 200:
+                refresh_grace.remember(refresh_token, client_id, response.content)
+            return response

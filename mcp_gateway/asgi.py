@@ -36,7 +36,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from infra import asyncdb, dbfaults
 from infra.observability import new_request_id, request_id_var, tenant_id_var
 from infra.rate_limit import FixedWindow, event_loop_counter_store
-from mcp_gateway import auth
+from mcp_gateway import auth, cors
 from mcp_gateway.resources import memory_id_in
 from mcp_gateway.server import build_server, log_failure
 from memories import access, tenancy
@@ -101,7 +101,9 @@ def _origin_allowed(origin: str | None) -> bool:
 async def _respond(
     send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None
 ) -> None:
-    all_headers = [*(headers or []), (b"content-length", str(len(body)).encode())]
+    all_headers = list(headers or [])
+    if status != 204:  # RFC 9110 §8.6: none in a 204
+        all_headers.append((b"content-length", str(len(body)).encode()))
     await send({"type": "http.response.start", "status": status, "headers": all_headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -196,6 +198,13 @@ class GatewayRouter:
         seen = {"status": 0, "tenant_id": "-"}
         outcome = dbfaults.Outcome()
         outcome_token = dbfaults.request_outcome.set(outcome)
+        shortfall = auth.ScopeShortfall()
+        shortfall_token = auth.scope_shortfall.set(shortfall)
+        # A browser-based client's request, from an origin the CORS policy allows: every answer
+        # (challenges and errors too) carries the CORS headers, or the page cannot read it.
+        origin = _header(headers, b"origin")
+        cross_origin = cors.allowed_origin(origin)
+        cors_headers = cors.response_headers(origin) if cross_origin else []
 
         async def send_with_request_id(message: dict) -> None:
             if message["type"] == "http.response.start":
@@ -210,17 +219,27 @@ class GatewayRouter:
                         *(h for h in response_headers if h[0] != b"retry-after"),
                         _RETRY_AFTER,
                     ]
+                elif shortfall.scope is not None:
+                    # A tool the token's scope does not cover (auth.note_insufficient_scope).
+                    status = 403
+                    response_headers = [*response_headers, self._step_up(shortfall.scope)]
                 seen["status"] = status
                 seen["tenant_id"] = tenant_id_var.get()
                 message = {
                     **message,
                     "status": status,
-                    "headers": [*response_headers, (b"x-request-id", request_id.encode())],
+                    "headers": [
+                        *response_headers,
+                        *cors_headers,
+                        (b"x-request-id", request_id.encode()),
+                    ],
                 }
             await send(message)
 
         try:
-            await self._authenticated_mcp(scope, headers, receive, send_with_request_id)
+            await self._authenticated_mcp(
+                scope, headers, receive, send_with_request_id, cross_origin=cross_origin
+            )
         finally:
             if settings.MCP_ACCESS_LOG:
                 # One line per request: ids, the MCP method (2026 wire header; the legacy wire
@@ -237,19 +256,42 @@ class GatewayRouter:
                         "latency_ms": round((time.perf_counter() - started) * 1000, 2),
                     },
                 )
+            auth.scope_shortfall.reset(shortfall_token)
             dbfaults.request_outcome.reset(outcome_token)
             request_id_var.reset(request_token)
 
+    @staticmethod
+    def _step_up(scope: str) -> tuple[bytes, bytes]:
+        """RFC 6750 §3.1 `insufficient_scope`, naming every scope of the tool surface: the MCP
+        SDKs' step-up re-authorizes with the challenged scope and retries the call."""
+        value = auth.challenge("insufficient_scope", f"This call needs the {scope} scope")
+        return (b"www-authenticate", value.encode())
+
     async def _authenticated_mcp(
-        self, scope: Scope, headers: Headers, receive: Receive, send: Send
+        self, scope: Scope, headers: Headers, receive: Receive, send: Send, *, cross_origin: bool
     ) -> None:
         if not _host_allowed(_header(headers, b"host")):
             await _drain(receive)
             await _respond(send, 421, b"Invalid Host header")
             return
-        if not _origin_allowed(_header(headers, b"origin")):
+        # DNS-rebinding protection (Streamable HTTP transport: servers MUST validate Origin):
+        # an origin the CORS policy allows passes; any other must name one of ALLOWED_HOSTS.
+        if not cross_origin and not _origin_allowed(_header(headers, b"origin")):
             await _drain(receive)
             await _respond(send, 403, b"Invalid Origin header")
+            return
+        if scope["method"] == "OPTIONS" and cross_origin:
+            # A CORS preflight: answered before authentication (a browser sends no credentials
+            # with it, Fetch standard §3.2.2).
+            await _drain(receive)
+            await _respond(send, 204, b"", cors.preflight_headers())
+            return
+        if scope["method"] == "GET":
+            # Streamable HTTP transport: a server that offers no server-initiated stream at the
+            # MCP endpoint answers GET with 405. This server is stateless and sends nothing
+            # unasked, so a client must not hold a stream open waiting.
+            await _drain(receive)
+            await _respond(send, 405, b"", [(b"allow", b"POST")])
             return
         authorization = _header(headers, b"authorization") or ""
         scheme, _, token = authorization.partition(" ")
@@ -380,13 +422,26 @@ class GatewayRouter:
         self, scope: Scope, receive: Receive, send: Send
     ) -> None:
         await _drain(receive)
-        cors = (b"access-control-allow-origin", b"*")
+        # Public metadata: any origin may read it (RFC 9728 §3), with the headers MCP clients
+        # send along.
+        cors_any = (b"access-control-allow-origin", b"*")
         if scope["method"] == "OPTIONS":
             await _respond(
-                send, 204, b"", [cors, (b"access-control-allow-methods", b"GET, OPTIONS")]
+                send,
+                204,
+                b"",
+                [
+                    cors_any,
+                    (b"access-control-allow-methods", b"GET, OPTIONS"),
+                    (
+                        b"access-control-allow-headers",
+                        ", ".join(cors.conf.CORS_ALLOW_HEADERS).encode(),
+                    ),
+                    (b"access-control-max-age", str(cors.conf.CORS_PREFLIGHT_MAX_AGE).encode()),
+                ],
             )
         elif scope["method"] in ("GET", "HEAD"):
-            await _respond(send, 200, self._metadata, [_JSON, cors])
+            await _respond(send, 200, self._metadata, [_JSON, cors_any])
         else:
             await _respond(send, 405, b"", [(b"allow", b"GET, HEAD, OPTIONS")])
 

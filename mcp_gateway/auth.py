@@ -140,6 +140,28 @@ _token_checks = _TokenChecks()
 current_principal: ContextVar[Principal | None] = ContextVar("current_principal", default=None)
 
 
+@dataclass(slots=True)
+class ScopeShortfall:
+    """Per request: the scope a handler found the token lacking, for the router to answer
+    HTTP 403 `insufficient_scope` (handlers run in tasks that copy the request's context, so
+    this is a shared mutable object, not a value)."""
+
+    scope: str | None = None
+
+
+scope_shortfall: ContextVar[ScopeShortfall | None] = ContextVar("scope_shortfall", default=None)
+
+
+def note_insufficient_scope(scope: str) -> None:
+    """The call needs `scope`, which the token lacks: the reply becomes HTTP 403 with an
+    `insufficient_scope` challenge (RFC 6750 §3.1), which MCP clients answer by asking the
+    person for the wider scope and retrying (MCP authorization spec, "Step-Up Authorization
+    Flow"). The handler's own error result stays the body, for clients that do not step up."""
+    shortfall = scope_shortfall.get()
+    if shortfall is not None:
+        shortfall.scope = scope
+
+
 def _checksum(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
@@ -185,6 +207,14 @@ def resource_metadata_url() -> str:
     return f"{settings.PUBLIC_BASE_URL}/.well-known/oauth-protected-resource/mcp"
 
 
+def challenged_scopes() -> str:
+    """The scopes every challenge names: those of the whole tool surface. MCP clients request
+    exactly the challenged scope (MCP authorization spec, "Scope Selection Strategy"), so naming
+    only memory:read would leave every client unable to write; the consent page still lets the
+    person grant read-only."""
+    return f"{settings.MEMORY_READ_SCOPE} {settings.MEMORY_WRITE_SCOPE}"
+
+
 def challenge(error: str | None = None, description: str | None = None) -> str:
     """A `WWW-Authenticate` value (RFC 6750 §3, RFC 9728 §5.1, MCP authorization spec: `scope`
     SHOULD be included). With no credentials at all, RFC 6750 §3.1 says to omit `error`."""
@@ -194,5 +224,5 @@ def challenge(error: str | None = None, description: str | None = None) -> str:
     if description:
         parts.append(f'error_description="{description}"')
     parts.append(f'resource_metadata="{resource_metadata_url()}"')
-    parts.append(f'scope="{settings.MEMORY_READ_SCOPE}"')
+    parts.append(f'scope="{challenged_scopes()}"')
     return "Bearer " + ", ".join(parts)

@@ -26,7 +26,7 @@ from jsonschema import Draft202012Validator
 
 from infra import dbfaults
 from infra.observability import VERSION
-from mcp_gateway import schemas
+from mcp_gateway import auth, schemas
 from mcp_gateway.principal import Principal
 from mcp_gateway.schemas import utc_datetime as _iso
 from memories import environment, reading, search, threads
@@ -636,6 +636,7 @@ async def call_tool(
     if spec.name == "configure_thread" and (arguments or {}).get("action") == "list":
         scope = settings.MEMORY_READ_SCOPE
     if not principal.can(scope):
+        auth.note_insufficient_scope(scope)
         return _error(f"insufficient_scope: this tool needs the {scope} scope")
     arguments = arguments if arguments is not None else {}
     if not isinstance(arguments, dict):

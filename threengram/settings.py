@@ -48,6 +48,7 @@ INSTALLED_APPS = [
     "django.contrib.postgres",
     "threengram",  # only for its system checks (threengram/checks.py)
     "oauth2_provider",
+    "corsheaders",
     "accounts",
     "memories",
     "mcp_gateway",
@@ -56,6 +57,9 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "infra.observability.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # CORS for browser-based MCP clients on the OAuth endpoints (mcp_gateway/cors.py); before
+    # anything that may answer, so its answers carry the headers too.
+    "mcp_gateway.cors.CorsMiddleware",
     # Serves /static/ from the app server (no separate web server or build step needed).
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # NUL and lone surrogates are refused (400) before sessions, log-in or any view look them
@@ -263,6 +267,32 @@ MEMORY_WRITE_SCOPE = "memory:write"
 MCP_RATE_LIMIT = env.int("MCP_RATE_LIMIT", default=6000)
 MCP_RATE_LIMIT_WINDOW = env.int("MCP_RATE_LIMIT_WINDOW", default=60)
 
+# --- CORS for browser-based MCP clients (django-cors-headers; /mcp applies the same policy) --
+# Origins allowed to call /mcp and the OAuth endpoints from a browser: exact origins, and
+# patterns. By default any loopback origin (a client or the MCP Inspector running on this
+# machine), nothing else. Other origins get no CORS headers, and /mcp refuses them unless their
+# host is one of ALLOWED_HOSTS (DNS-rebinding protection, mcp_gateway/asgi.py).
+CORS_ALLOWED_ORIGINS = env.list("CORS_ALLOWED_ORIGINS", default=[])
+CORS_ALLOWED_ORIGIN_REGEXES = env.list(
+    "CORS_ALLOWED_ORIGIN_REGEXES",
+    default=[r"^https?://(localhost|127(\.\d{1,3}){3}|\[::1\])(:\d{1,5})?$"],
+)
+# The OAuth endpoints an MCP client calls; the account pages and the admin stay same-origin.
+CORS_URLS_REGEX = r"^/(\.well-known/|oauth/(token|revoke|register)/)"
+CORS_ALLOW_METHODS = ("GET", "POST", "OPTIONS")
+# What MCP clients send (Streamable HTTP transport, 2025-11-25 and 2026-07-28).
+CORS_ALLOW_HEADERS = (
+    "authorization",
+    "content-type",
+    "mcp-protocol-version",
+    "mcp-method",
+    "mcp-name",
+    "mcp-session-id",
+    "last-event-id",
+)
+# What they read: the challenge (step-up), the session id, and the retry hints.
+CORS_EXPOSE_HEADERS = ("www-authenticate", "mcp-session-id", "retry-after", "x-request-id")
+
 # --- OAuth 2.1 authorization server (django-oauth-toolkit; see accounts/oauth_*.py) -----------
 # The issuer is the bare public origin: the RFC 9728 metadata of /mcp names it in
 # `authorization_servers`, and MCP clients require the RFC 8414 `issuer` to be that exact string
@@ -278,6 +308,11 @@ OAUTH_REGISTRATION_RATE_WINDOW = env.int("OAUTH_REGISTRATION_RATE_WINDOW", defau
 # client refreshes about once an hour, so 60 a minute leaves room for many clients behind one
 # address while bounding guessing of codes and refresh tokens.
 OAUTH_TOKEN_RATE = env.int("OAUTH_TOKEN_RATE", default=60)
+# RFC 9700 §4.14.2: a rotated refresh token used again by the same public client within this
+# many seconds gets the same new tokens (two windows sharing a token store, a retried refresh);
+# after it, reuse revokes the token family. Kept in the cache (CACHE_URL): with several server
+# processes, a shared one, or a retry landing on another process revokes the family.
+OAUTH_REFRESH_GRACE_SECONDS = env.int("OAUTH_REFRESH_GRACE_SECONDS", default=60)
 OAUTH_TOKEN_RATE_WINDOW = env.int("OAUTH_TOKEN_RATE_WINDOW", default=60)
 
 OAUTH2_PROVIDER = {
@@ -308,6 +343,8 @@ OAUTH2_PROVIDER = {
     "ROTATE_REFRESH_TOKEN": True,
     # OAuth 2.1 §4.3.1 / RFC 9700 §4.14.2: replaying a rotated refresh token revokes its family.
     "REFRESH_TOKEN_REUSE_PROTECTION": True,
+    # 0: DOT's grace period needs the previous tokens in plain text (E001 with hashed storage);
+    # accounts/refresh_grace.py gives the same grace with OAUTH_REFRESH_GRACE_SECONDS instead.
     "REFRESH_TOKEN_GRACE_PERIOD_SECONDS": 0,
     # Consent is asked every time; a client cannot skip it with approval_prompt=auto.
     "REQUEST_APPROVAL_PROMPT": "force",

@@ -47,12 +47,18 @@ def redirect_query(response) -> dict[str, list[str]]:
 
 
 def consent_fields(page) -> dict[str, str]:
-    """The hidden fields of the consent form, as a browser would submit them."""
+    """The hidden fields of the consent form and its checked choices, as a browser would submit
+    them unchanged."""
     assert page.status_code == 200, page.content
-    found = re.findall(
-        r'<input type="hidden" name="([^"]+)" value="([^"]*)"', page.content.decode()
-    )
+    text = page.content.decode()
+    found = re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', text)
+    found += re.findall(r'<input type="radio" name="([^"]+)" value="([^"]*)" checked>', text)
     return {name: html.unescape(value) for name, value in found}
+
+
+def scope_choices(page) -> list[str]:
+    """The scopes the consent page offers to grant, in order."""
+    return re.findall(r'<input type="radio" name="scope" value="([^"]*)"', page.content.decode())
 
 
 def get_code(client, application, challenge: str, **overrides) -> str:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+import time
 
 import pytest
 from django.conf import settings
@@ -15,14 +16,17 @@ from oauth2_provider.models import (
     get_refresh_token_model,
 )
 
+from accounts.oauth_validators import canonical_resource
 from tests.accounts.oauth_helpers import (
     REDIRECT_URI,
     authorize_params,
     authorize_url,
+    consent_fields,
     exchange,
     get_code,
     pkce_pair,
     redirect_query,
+    scope_choices,
     token_request,
 )
 from tests.factories import ApplicationFactory
@@ -202,9 +206,7 @@ def test_deny_redirects_with_access_denied_and_issues_nothing(signed_in, applica
         ({"code_challenge": None, "code_challenge_method": None}, "invalid_request"),
         ({"code_challenge_method": "plain"}, "invalid_request"),
         ({"code_challenge_method": None}, "invalid_request"),  # oauthlib reads it as plain
-        ({"resource": None}, "invalid_target"),
         ({"resource": "https://other.example.com/mcp"}, "invalid_target"),
-        ({"resource": f"{settings.MCP_RESOURCE_URL}/"}, "invalid_target"),
         (
             {"resource": [settings.MCP_RESOURCE_URL, "https://other.example.com/api"]},
             "invalid_target",
@@ -375,9 +377,37 @@ def test_refresh_rotates_both_tokens(signed_in, application):
     assert old.revoked is not None
 
 
-def test_reused_refresh_token_revokes_the_whole_family(signed_in, application):
+def test_a_refresh_replayed_within_the_grace_period_gets_the_same_tokens(signed_in, application):
+    """Two windows sharing a token store refresh with the same token (RFC 9700 §4.14.2)."""
+    first = _tokens(signed_in, application)
+    second = _refresh(signed_in, application, first["refresh_token"])
+    again = _refresh(signed_in, application, first["refresh_token"])
+    assert second.status_code == again.status_code == 200
+    assert again.json() == second.json()
+    assert again["Cache-Control"] == "no-store"
+    # Nothing was revoked: the new pair is live and refreshes on.
+    assert AccessToken.objects.filter(
+        token_checksum=_checksum(second.json()["access_token"])
+    ).exists()
+    assert _refresh(signed_in, application, second.json()["refresh_token"]).status_code == 200
+
+
+def test_a_refresh_replayed_by_another_client_revokes_the_family(signed_in, application):
     first = _tokens(signed_in, application)
     second = _refresh(signed_in, application, first["refresh_token"]).json()
+    other = ApplicationFactory(redirect_uris=REDIRECT_URI)
+    response = _refresh(signed_in, other, first["refresh_token"])
+    assert response.status_code == 400
+    assert _refresh(signed_in, application, second["refresh_token"]).status_code == 400
+
+
+def test_reused_refresh_token_after_the_grace_period_revokes_the_whole_family(
+    signed_in, application, settings
+):
+    settings.OAUTH_REFRESH_GRACE_SECONDS = 1
+    first = _tokens(signed_in, application)
+    second = _refresh(signed_in, application, first["refresh_token"]).json()
+    time.sleep(1.2)
     response = _refresh(signed_in, application, first["refresh_token"])
     assert response.status_code == 400
     assert response.json()["error"] == "invalid_grant"
@@ -431,3 +461,93 @@ def test_another_client_cannot_revoke_a_token(signed_in, application):
     other = ApplicationFactory()
     signed_in.post("/oauth/revoke/", {"token": first["access_token"], "client_id": other.client_id})
     assert AccessToken.objects.filter(token_checksum=_checksum(first["access_token"])).exists()
+
+
+# --- what real clients send: scopes and resources read leniently, as the standards allow -----
+
+
+def test_the_consent_page_lets_the_person_grant_read_only(signed_in, application):
+    _, challenge = pkce_pair()
+    page = signed_in.get(authorize_url(authorize_params(application, challenge)))
+    assert scope_choices(page) == ["memory:read memory:write", "memory:read"]
+    assert _tokens(signed_in, application)["scope"] == "memory:read memory:write"
+
+    verifier, challenge = pkce_pair()
+    url = authorize_url(authorize_params(application, challenge))
+    fields = consent_fields(signed_in.get(url))
+    response = signed_in.post(url, {**fields, "scope": "memory:read", "allow": "Authorize"})
+    code = redirect_query(response)["code"][0]
+    body = exchange(signed_in, application, code, verifier).json()
+    assert body["scope"] == "memory:read"
+    access = AccessToken.objects.get(token_checksum=_checksum(body["access_token"]))
+    assert access.scope == "memory:read"
+
+
+def test_a_read_only_request_is_offered_no_choice(signed_in, application):
+    _, challenge = pkce_pair()
+    page = signed_in.get(
+        authorize_url(authorize_params(application, challenge, scope="memory:read"))
+    )
+    assert scope_choices(page) == []
+    assert "Write, revise" not in page.content.decode()
+
+
+@pytest.mark.parametrize(
+    ("asked", "granted"),
+    [
+        ("openid memory:read memory:write offline_access", "memory:read memory:write"),
+        ("memory:read offline_access", "memory:read"),
+        ("openid profile email offline_access", "memory:read"),  # nothing left: the default
+    ],
+)
+def test_oidc_scopes_are_ignored_and_the_grant_says_what_was_granted(
+    signed_in, application, asked, granted
+):
+    body = _tokens(signed_in, application, scope=asked)
+    assert body["scope"] == granted
+    assert body["refresh_token"]  # offline_access or not
+    refreshed = _refresh(signed_in, application, body["refresh_token"], scope=asked)
+    assert refreshed.status_code == 200, refreshed.content
+    assert refreshed.json()["scope"] == granted
+
+
+def test_an_unknown_scope_is_still_refused(signed_in, application):
+    _, challenge = pkce_pair()
+    params = authorize_params(application, challenge, scope="openid memory:admin")
+    assert redirect_query(signed_in.get(authorize_url(params)))["error"] == ["invalid_scope"]
+
+
+@pytest.mark.parametrize(
+    "resource",
+    [
+        None,  # clients of older protocol revisions send none
+        f"{settings.MCP_RESOURCE_URL}/",
+        settings.MCP_RESOURCE_URL.upper().replace("/MCP", "/mcp"),  # case of scheme and host
+    ],
+)
+def test_a_missing_or_differently_written_resource_means_the_mcp_endpoint(
+    signed_in, application, resource
+):
+    verifier, challenge = pkce_pair()
+    code = get_code(signed_in, application, challenge, resource=resource)
+    response = exchange(signed_in, application, code, verifier, resource=resource)
+    assert response.status_code == 200, response.content
+    access = AccessToken.objects.get(token_checksum=_checksum(response.json()["access_token"]))
+    assert access.resource == [settings.MCP_RESOURCE_URL]
+
+
+@pytest.mark.parametrize(
+    ("given", "read_as"),
+    [
+        ("https://memory.example.com/mcp", "https://memory.example.com/mcp"),
+        ("https://memory.example.com:443/mcp/", "https://memory.example.com/mcp"),
+        ("HTTPS://Memory.Example.COM/mcp", "https://memory.example.com/mcp"),
+        ("https://memory.example.com/MCP", "https://memory.example.com/MCP"),  # path: exact
+        ("https://memory.example.com:8443/mcp", "https://memory.example.com:8443/mcp"),
+        ("http://memory.example.com/mcp", "http://memory.example.com/mcp"),
+        ("https://other.example.com/mcp", "https://other.example.com/mcp"),
+    ],
+)
+def test_resources_are_compared_after_normalisation(settings, given, read_as):
+    settings.MCP_RESOURCE_URL = "https://memory.example.com/mcp"
+    assert canonical_resource(given) == read_as

@@ -5,14 +5,20 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 
 import httpx2
 import psycopg
 import pytest
+from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import connections
+from django.shortcuts import resolve_url
 
 from mcp_gateway import auth, resources
 from mcp_gateway.asgi import MAX_REQUEST_BODY_BYTES
+from memories.models import Memory
+from tests.factories import UserFactory
 from tests.mcp_gateway.conftest import asgi_transport, make_token
 
 pytestmark = pytest.mark.anyio
@@ -63,7 +69,8 @@ async def test_no_credentials_get_a_challenge_without_error_code(http):
     challenge = response.headers["www-authenticate"]
     assert challenge.startswith("Bearer ")
     assert f'resource_metadata="{METADATA_URL}"' in challenge
-    assert 'scope="memory:read"' in challenge
+    # Every scope of the tool surface: clients request exactly what the challenge names.
+    assert 'scope="memory:read memory:write"' in challenge
     assert "error" not in challenge  # RFC 6750 §3.1: no error information without credentials
 
 
@@ -120,7 +127,7 @@ async def test_insufficient_scope_is_403_with_scope(http, write_only_token):
     assert response.status_code == 403
     challenge = response.headers["www-authenticate"]
     assert 'error="insufficient_scope"' in challenge
-    assert 'scope="memory:read"' in challenge
+    assert 'scope="memory:read memory:write"' in challenge
     assert f'resource_metadata="{METADATA_URL}"' in challenge
 
 
@@ -368,3 +375,214 @@ async def test_a_client_gone_before_its_body_is_read_is_no_error(asgi_app, seede
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
     (line,) = [r for r in caplog.records if r.name == "threengram.access"]
     assert line.tenant_id == str(seeded.tenant.pk)
+
+
+# --- what real clients need beyond the happy path -----------------------------------------
+# HTTP 403 `insufficient_scope` for a tool the token does not cover (SDK step-up), CORS for
+# browser-based clients under the same policy as the Django endpoints, and 405 for the event
+# stream this stateless server never offers.
+BROWSER_ORIGIN = "http://localhost:6274"  # e.g. the MCP Inspector's web client
+MCP_HEADERS = {
+    "authorization",
+    "content-type",
+    "mcp-protocol-version",
+    "mcp-method",
+    "mcp-name",
+    "mcp-session-id",
+    "last-event-id",
+}
+REMEMBER = {
+    "name": "remember",
+    "arguments": {"memoryType": "note", "topic": "t", "content": "written with a read token"},
+}
+
+
+@pytest.fixture
+def read_only_token(transactional_db) -> str:
+    return make_token(UserFactory(), scope="memory:read")
+
+
+def _listed(header: str) -> set[str]:
+    return {name.strip().lower() for name in header.split(",")}
+
+
+# --- step-up -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("wire", ["2026-07-28", "2025-11-25"])
+async def test_a_write_tool_with_a_read_only_token_is_403_insufficient_scope(
+    http, read_only_token, wire
+):
+    token = auth_header(read_only_token)
+    if wire == "2026-07-28":
+        headers, body = modern("tools/call", REMEMBER, name="remember", **token)
+    else:
+        headers, body = legacy("tools/call", REMEMBER, **token)
+    response = await http.post("/mcp", headers=headers, content=body)
+
+    assert response.status_code == 403
+    challenge = response.headers["www-authenticate"]
+    assert challenge.startswith("Bearer ")
+    assert 'error="insufficient_scope"' in challenge
+    assert 'scope="memory:read memory:write"' in challenge
+    assert f'resource_metadata="{METADATA_URL}"' in challenge
+    # The tool's own error stays the body, for clients that do not step up.
+    result = response.json()["result"]
+    assert result["isError"] is True
+    assert result["content"][0]["text"].startswith("insufficient_scope: ")
+    assert await Memory.objects.acount() == 0
+
+
+async def test_read_tools_and_thread_listing_with_a_read_only_token_are_200(http, read_only_token):
+    token = auth_header(read_only_token)
+    for name, arguments in [("search", {"query": "x"}), ("configure_thread", {"action": "list"})]:
+        headers, body = modern(
+            "tools/call", {"name": name, "arguments": arguments}, name=name, **token
+        )
+        response = await http.post("/mcp", headers=headers, content=body)
+        assert response.status_code == 200, name
+        assert "www-authenticate" not in response.headers
+        assert response.json()["result"]["isError"] is False
+
+
+# --- CORS --------------------------------------------------------------------------------------
+async def test_a_preflight_from_an_allowed_origin_is_204_without_credentials(http):
+    response = await http.options(
+        "/mcp",
+        headers={
+            "origin": BROWSER_ORIGIN,
+            "access-control-request-method": "POST",
+            "access-control-request-headers": ", ".join(sorted(MCP_HEADERS)),
+        },
+    )
+    assert response.status_code == 204
+    assert response.content == b"" and "content-length" not in response.headers
+    assert response.headers["access-control-allow-origin"] == BROWSER_ORIGIN
+    assert _listed(response.headers["access-control-allow-headers"]) >= MCP_HEADERS
+    assert "post" in _listed(response.headers["access-control-allow-methods"])
+    assert "www-authenticate" in _listed(response.headers["access-control-expose-headers"])
+    assert "access-control-allow-credentials" not in response.headers
+
+
+async def test_answers_to_an_allowed_origin_carry_cors_headers_challenges_included(
+    http, read_only_token
+):
+    headers, body = modern("tools/list", origin=BROWSER_ORIGIN)
+    refused = await http.post("/mcp", headers=headers, content=body)
+    assert refused.status_code == 401
+    assert refused.headers["access-control-allow-origin"] == BROWSER_ORIGIN
+    assert "www-authenticate" in _listed(refused.headers["access-control-expose-headers"])
+
+    headers, body = modern("tools/list", origin=BROWSER_ORIGIN, **auth_header(read_only_token))
+    listed = await http.post("/mcp", headers=headers, content=body)
+    assert listed.status_code == 200 and listed.json()["result"]["tools"]
+    assert listed.headers["access-control-allow-origin"] == BROWSER_ORIGIN
+
+
+async def test_answers_without_an_origin_carry_no_cors_headers(http, read_only_token):
+    headers, body = modern("tools/list", **auth_header(read_only_token))
+    response = await http.post("/mcp", headers=headers, content=body)
+    assert response.status_code == 200
+    assert not [name for name in response.headers if name.startswith("access-control-")]
+
+
+async def test_other_origins_meet_the_dns_rebinding_check_as_before(
+    http, read_only_token, settings
+):
+    foreign = "https://evil.example.com"
+    preflight = await http.options(
+        "/mcp", headers={"origin": foreign, "access-control-request-method": "POST"}
+    )
+    assert preflight.status_code == 403
+    assert "access-control-allow-origin" not in preflight.headers
+    headers, body = modern("tools/list", origin=foreign, **auth_header(read_only_token))
+    assert (await http.post("/mcp", headers=headers, content=body)).status_code == 403
+
+    # Not allowed by CORS, but its host is one of ALLOWED_HOSTS: served, without CORS headers.
+    settings.CORS_ALLOWED_ORIGIN_REGEXES = []
+    headers, body = modern("tools/list", origin=BROWSER_ORIGIN, **auth_header(read_only_token))
+    response = await http.post("/mcp", headers=headers, content=body)
+    assert response.status_code == 200
+    assert "access-control-allow-origin" not in response.headers
+
+
+async def test_configured_origins_are_allowed(http, read_only_token, settings):
+    settings.CORS_ALLOWED_ORIGINS = ["https://agents.example.com"]
+    settings.CORS_ALLOWED_ORIGIN_REGEXES = []
+    headers, body = modern(
+        "tools/list", origin="https://agents.example.com", **auth_header(read_only_token)
+    )
+    response = await http.post("/mcp", headers=headers, content=body)
+    assert response.status_code == 200
+    assert response.headers["access-control-allow-origin"] == "https://agents.example.com"
+
+
+@pytest.mark.parametrize(
+    "path", ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"]
+)
+async def test_protected_resource_metadata_allows_the_mcp_headers(http, path):
+    response = await http.options(
+        path,
+        headers={
+            "origin": "https://anywhere.example.com",
+            "access-control-request-method": "GET",
+            "access-control-request-headers": "mcp-protocol-version",
+        },
+    )
+    assert response.status_code == 204
+    assert response.headers["access-control-allow-origin"] == "*"
+    assert _listed(response.headers["access-control-allow-headers"]) >= MCP_HEADERS
+
+
+@pytest.fixture
+async def django_connections_closed():
+    """Django views ran in asgiref's thread: close its connection so the test database can be
+    dropped."""
+    yield
+    await sync_to_async(connections.close_all, thread_sensitive=True)()
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/.well-known/oauth-authorization-server",
+        "/oauth/token/",
+        "/oauth/register/",
+        "/oauth/revoke/",
+    ],
+)
+async def test_the_oauth_endpoints_answer_preflights_under_the_same_policy(
+    http, path, django_connections_closed
+):
+    response = await http.options(
+        path,
+        headers={
+            "origin": BROWSER_ORIGIN,
+            "access-control-request-method": "POST",
+            "access-control-request-headers": "content-type, mcp-protocol-version",
+        },
+    )
+    assert response.status_code == 204
+    assert response.headers["access-control-allow-origin"] == BROWSER_ORIGIN
+    assert _listed(response.headers["access-control-allow-headers"]) >= MCP_HEADERS
+    foreign = await http.options(
+        path,
+        headers={"origin": "https://evil.example.com", "access-control-request-method": "POST"},
+    )
+    assert foreign.headers.get("access-control-allow-origin") in (None, "*")
+
+
+async def test_the_account_pages_are_not_open_to_other_origins(
+    http, transactional_db, django_connections_closed
+):
+    response = await http.get(resolve_url(settings.LOGIN_URL), headers={"origin": BROWSER_ORIGIN})
+    assert response.status_code == 200
+    assert "access-control-allow-origin" not in response.headers
+
+
+# --- GET /mcp ----------------------------------------------------------------------------------
+async def test_get_is_405_at_once(http, read_only_token):
+    started = time.monotonic()
+    for headers in ({}, auth_header(read_only_token)):
+        response = await http.get("/mcp", headers={"accept": "text/event-stream", **headers})
+        assert response.status_code == 405
+        assert response.headers["allow"] == "POST"
+    assert time.monotonic() - started < 5

@@ -113,10 +113,13 @@ class Browser:
     """A person at a browser: logs in, reads the consent page, presses Allow (or Deny), and hands
     the redirect's code/state/iss to the client, as the OS would with a loopback callback."""
 
-    def __init__(self, base_url: str, username: str, *, allow: bool = True) -> None:
+    def __init__(
+        self, base_url: str, username: str, *, allow: bool = True, grant: str | None = None
+    ) -> None:
         self.base_url = base_url
         self.username = username
         self.allow = allow
+        self.grant = grant  # the scope to choose on the consent page; None: the one preselected
         self.http = httpx2.Client(base_url=base_url, follow_redirects=False, timeout=10)
         self.consent_pages: list[str] = []
         self.callback_urls: list[str] = []
@@ -139,6 +142,9 @@ class Browser:
         if response.status_code == 200:
             self.consent_pages.append(response.text)
             fields = _hidden_fields(response.text)
+            if self.grant is not None:
+                assert self.grant in _scope_choices(response.text), response.text
+                fields["scope"] = self.grant
             if self.allow:
                 fields["allow"] = "Authorize"
             response = self.http.post(authorization_url, data=fields)
@@ -148,16 +154,22 @@ class Browser:
 
 
 def _hidden_fields(page: str) -> dict[str, str]:
+    """Hidden fields and checked choices: what a browser submits when nothing is changed."""
     found = re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', page)
+    found += re.findall(r'<input type="radio" name="([^"]+)" value="([^"]*)" checked>', page)
     return {name: html.unescape(value) for name, value in found}
+
+
+def _scope_choices(page: str) -> list[str]:
+    return re.findall(r'<input type="radio" name="scope" value="([^"]*)"', page)
 
 
 @pytest.fixture
 def make_browser(oauth_server):
     browsers: list[Browser] = []
 
-    def make(username: str, *, allow: bool = True) -> Browser:
-        browser = Browser(oauth_server.url, username, allow=allow)
+    def make(username: str, *, allow: bool = True, grant: str | None = None) -> Browser:
+        browser = Browser(oauth_server.url, username, allow=allow, grant=grant)
         browsers.append(browser)
         return browser
 

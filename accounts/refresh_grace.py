@@ -1,0 +1,79 @@
+"""A short grace period for a rotated refresh token (RFC 9700 §4.14.2).
+
+Two windows of one client that share a token store both refresh with the same refresh token,
+moments apart; or a client retries a refresh whose response it never received. Rotation with
+reuse detection would revoke the whole family on the second request and log the person out.
+Within OAUTH_REFRESH_GRACE_SECONDS the second request gets the very response of the first
+instead; after it, a reuse is a reuse and revokes the family, as DOT does.
+
+DOT has such a grace period (REFRESH_TOKEN_GRACE_PERIOD_SECONDS), but it answers with the
+previous tokens read from their table, where this server keeps only checksums
+(COMPLIANT_BCP_RFC9700_TOKEN_STORAGE). So the first response is kept here instead, in the
+Django cache, encrypted with a key derived from the old refresh token itself: only a holder of
+that token can read it, which is exactly who may have it. Refreshes of one token are
+serialized (a PostgreSQL advisory lock held until the first one's tokens are committed and
+kept), so a second request that arrives meanwhile waits for them rather than racing them.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from cryptography.fernet import Fernet, InvalidToken
+from django.conf import settings
+from django.core.cache import cache
+from django.db import connection, transaction
+
+
+def _digest(purpose: bytes, refresh_token: str) -> bytes:
+    return hashlib.sha256(b"threengram refresh grace " + purpose + refresh_token.encode()).digest()
+
+
+def _cache_key(refresh_token: str) -> str:
+    return "oauth-refresh-grace:" + _digest(b"key", refresh_token).hex()
+
+
+def _cipher(refresh_token: str) -> Fernet:
+    return Fernet(base64.urlsafe_b64encode(_digest(b"cipher", refresh_token)))
+
+
+@contextmanager
+def one_at_a_time(refresh_token: str) -> Iterator[None]:
+    """Serialize the refreshes of `refresh_token` until the block's transaction commits."""
+    lock_id = int.from_bytes(_digest(b"lock", refresh_token)[:8], "big", signed=True)
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [lock_id])
+        yield
+
+
+def remember(refresh_token: str, client_id: str, body: bytes) -> None:
+    """Keep the successful response `body` of refreshing `refresh_token` for the grace period."""
+    seconds = settings.OAUTH_REFRESH_GRACE_SECONDS
+    if seconds <= 0:
+        return
+    payload = json.dumps({"client_id": client_id, "body": body.decode()}).encode()
+    cache.set(_cache_key(refresh_token), _cipher(refresh_token).encrypt(payload), seconds)
+
+
+def replay(refresh_token: str, client_id: str) -> bytes | None:
+    """The response of the first refresh of `refresh_token` by the same client, if it was
+    given within the grace period."""
+    if settings.OAUTH_REFRESH_GRACE_SECONDS <= 0:
+        return None
+    kept = cache.get(_cache_key(refresh_token))
+    if kept is None:
+        return None
+    try:
+        payload = json.loads(
+            _cipher(refresh_token).decrypt(kept, ttl=settings.OAUTH_REFRESH_GRACE_SECONDS)
+        )
+    except (InvalidToken, ValueError):
+        return None
+    if payload["client_id"] != client_id:
+        return None
+    return payload["body"].encode()

@@ -1,0 +1,66 @@
+"""One CORS policy for browser-based MCP clients (the Fetch standard's CORS protocol), read from
+django-cors-headers' settings: its middleware applies it to the Django endpoints an MCP client
+calls (OAuth metadata, token, registration, revocation), and the /mcp router applies the same
+to /mcp, which runs no Django middleware.
+
+Only the origins of CORS_ALLOWED_ORIGINS / CORS_ALLOWED_ORIGIN_REGEXES (loopback by default)
+get CORS headers; no credentials (cookies) are ever allowed cross-origin: MCP clients send a
+bearer token, and the account pages are not covered (CORS_URLS_REGEX).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from corsheaders.conf import conf
+from corsheaders.middleware import CorsMiddleware as _CorsMiddleware
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
+
+
+class CorsMiddleware(_CorsMiddleware):
+    """django-cors-headers, answering a preflight 204 No Content (it answers 200)."""
+
+    def check_preflight(self, request: HttpRequest) -> HttpResponseBase | None:
+        response = super().check_preflight(request)
+        if response is not None:
+            response.status_code = 204
+            # RFC 9110 §8.6: no Content-Length in a 204.
+            del response["content-length"]
+        return response
+
+
+_policy = CorsMiddleware(get_response=lambda request: None)
+
+
+def allowed_origin(origin: str | None) -> bool:
+    """Whether `origin` (an Origin header value) may call cross-origin."""
+    if not origin:
+        return False
+    try:
+        url = urlsplit(origin)
+    except ValueError:
+        return False
+    return conf.CORS_ALLOW_ALL_ORIGINS or _policy.origin_found_in_white_lists(origin, url)
+
+
+def response_headers(origin: str) -> list[tuple[bytes, bytes]]:
+    """The CORS headers of an actual response to an allowed `origin`."""
+    headers = [
+        (b"access-control-allow-origin", origin.encode("latin-1")),
+        (b"vary", b"origin"),
+    ]
+    if conf.CORS_EXPOSE_HEADERS:
+        headers.append(
+            (b"access-control-expose-headers", ", ".join(conf.CORS_EXPOSE_HEADERS).encode())
+        )
+    return headers
+
+
+def preflight_headers() -> list[tuple[bytes, bytes]]:
+    """What a 204 answer to a preflight adds to `response_headers`."""
+    return [
+        (b"access-control-allow-methods", ", ".join(conf.CORS_ALLOW_METHODS).encode()),
+        (b"access-control-allow-headers", ", ".join(conf.CORS_ALLOW_HEADERS).encode()),
+        (b"access-control-max-age", str(conf.CORS_PREFLIGHT_MAX_AGE).encode()),
+    ]
