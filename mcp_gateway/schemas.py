@@ -21,7 +21,16 @@ DATETIME = {
     "maxLength": 40,
     "description": "ISO 8601 with an offset, e.g. 2026-12-31T17:00:00Z.",
 }
-NULLABLE_DATETIME = {"type": ["string", "null"], "format": "date-time"}
+
+
+def nullable(json_type: str, **keywords: object) -> dict:
+    """A value of `json_type`, or null. As `anyOf` branches of one type each, not a type array:
+    clients that map tool schemas onto a single-type dialect (e.g. OpenAPI-style function
+    declarations) refuse or drop type arrays; MCP Inspector's `--strict` reports them."""
+    return {"anyOf": [{"type": json_type, **keywords}, {"type": "null"}]}
+
+
+NULLABLE_DATETIME = nullable("string", format="date-time")
 
 
 def utc_datetime(value: datetime | None) -> str | None:
@@ -85,7 +94,7 @@ MEMORY_REF = output(
         "memoryType": {"type": "string", "enum": MEMORY_TYPES},
         "topic": {"type": "string"},
         "status": {"type": "string"},
-        "commitmentStatus": {"type": ["string", "null"]},
+        "commitmentStatus": nullable("string"),
         "validTo": NULLABLE_DATETIME,
     }
 )
@@ -99,9 +108,9 @@ EXCERPT_ITEM = output(
         "truncated": {"type": "boolean"},
         "contentLength": {"type": "integer"},
         "scope": {"type": "string"},
-        "project": {"type": ["string", "null"]},
+        "project": nullable("string"),
         "recordedAt": {"type": "string", "format": "date-time"},
-        "commitmentStatus": {"type": ["string", "null"]},
+        "commitmentStatus": nullable("string"),
         "dueAt": NULLABLE_DATETIME,
         "overdue": {"type": "boolean"},
     }
@@ -123,7 +132,7 @@ PROPOSAL = output(
         "proposalId": {"type": "string"},
         "thread": {"type": "string"},
         "memoryId": {"type": "string"},
-        "similarity": {"type": ["number", "null"]},
+        "similarity": nullable("number"),
     }
 )
 THREAD = output(
@@ -216,7 +225,7 @@ SEARCH_OUT = output(
         },
         "count": {"type": "integer"},
         "hasMore": {"type": "boolean"},
-        "nextCursor": {"type": ["string", "null"]},
+        "nextCursor": nullable("string"),
     }
 )
 
@@ -244,19 +253,19 @@ GET_MEMORIES_OUT = output(
                     "uri": {"type": "string"},
                     "memoryType": {"type": "string"},
                     "topic": {"type": "string"},
-                    "content": {"type": ["string", "null"]},
+                    "content": nullable("string"),
                     "contentWithheld": {"type": "boolean"},
                     "contentLength": {"type": "integer"},
                     "scope": {"type": "string"},
-                    "project": {"type": ["string", "null"]},
+                    "project": nullable("string"),
                     "tags": {"type": "array", "items": {"type": "string"}},
                     "recordedAt": {"type": "string", "format": "date-time"},
                     "status": {"type": "string"},
                     "validTo": NULLABLE_DATETIME,
-                    "commitmentStatus": {"type": ["string", "null"]},
+                    "commitmentStatus": nullable("string"),
                     "dueAt": NULLABLE_DATETIME,
-                    "predecessorId": {"type": ["string", "null"]},
-                    "successorId": {"type": ["string", "null"]},
+                    "predecessorId": nullable("string"),
+                    "successorId": nullable("string"),
                 }
             ),
         },
@@ -267,7 +276,7 @@ GET_MEMORIES_OUT = output(
             "maxItems": reading.IDS_MAX,
             "items": {"type": "string"},
         },
-        "note": {"type": ["string", "null"]},
+        "note": nullable("string"),
     }
 )
 
@@ -335,7 +344,7 @@ HANDOFF_IN = strict(
 HANDOFF_OUT = output(
     {
         "selector": {"type": "object"},
-        "generatedFor": {"type": ["string", "null"]},
+        "generatedFor": nullable("string"),
         "generatedAt": {"type": "string", "format": "date-time"},
         "sections": output(
             {spec.name: section(handoff.MAX_ITEMS) for spec in handoff.HANDOFF_SECTIONS}

@@ -83,7 +83,8 @@ class LiveServer:
 
 
 @pytest.fixture
-def daphne_server(browser_type_launch_args, transactional_db):
+def daphne_server(request, browser_type_launch_args, transactional_db):
+    """The live server; `@pytest.mark.server_env(NAME=value)` adds settings for its process."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     env = {
@@ -98,6 +99,8 @@ def daphne_server(browser_type_launch_args, transactional_db):
         "DATABASE_POOL_MIN": "1",
         "DATABASE_POOL_MAX": "4",
     }
+    marker = request.node.get_closest_marker("server_env")
+    env.update(marker.kwargs if marker else {})
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     log_path = ARTIFACTS / "daphne.log"

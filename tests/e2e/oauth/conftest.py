@@ -114,12 +114,14 @@ class Browser:
     the redirect's code/state/iss to the client, as the OS would with a loopback callback."""
 
     def __init__(
-        self, base_url: str, username: str, *, allow: bool = True, grant: str | None = None
+        self, base_url: str, username: str, *, allow: bool = True, grants: tuple = ()
     ) -> None:
         self.base_url = base_url
         self.username = username
         self.allow = allow
-        self.grant = grant  # the scope to choose on the consent page; None: the one preselected
+        # The scope to choose on each consent page in turn; None or past the end: the one
+        # preselected.
+        self.grants = list(grants)
         self.http = httpx2.Client(base_url=base_url, follow_redirects=False, timeout=10)
         self.consent_pages: list[str] = []
         self.callback_urls: list[str] = []
@@ -142,9 +144,10 @@ class Browser:
         if response.status_code == 200:
             self.consent_pages.append(response.text)
             fields = _hidden_fields(response.text)
-            if self.grant is not None:
-                assert self.grant in _scope_choices(response.text), response.text
-                fields["scope"] = self.grant
+            grant = self.grants.pop(0) if self.grants else None
+            if grant is not None:
+                assert grant in _scope_choices(response.text), response.text
+                fields["scope"] = grant
             if self.allow:
                 fields["allow"] = "Authorize"
             response = self.http.post(authorization_url, data=fields)
@@ -168,8 +171,8 @@ def _scope_choices(page: str) -> list[str]:
 def make_browser(oauth_server):
     browsers: list[Browser] = []
 
-    def make(username: str, *, allow: bool = True, grant: str | None = None) -> Browser:
-        browser = Browser(oauth_server.url, username, allow=allow, grant=grant)
+    def make(username: str, *, allow: bool = True, grants: tuple = ()) -> Browser:
+        browser = Browser(oauth_server.url, username, allow=allow, grants=grants)
         browsers.append(browser)
         return browser
 

@@ -331,6 +331,63 @@ def test_mcp_call_with_the_sdk_client_and_its_oauth_provider(oauth_server, make_
     assert access.user == user and access.resource == [f"{oauth_server.url}/mcp"]
 
 
+def test_the_python_sdk_journey_steps_up_from_a_read_only_grant(oauth_server, make_browser):
+    """The person first grants read-only. `remember` then answers HTTP 403 insufficient_scope;
+    the SDK asks again for the challenged scopes, the person allows writing, and the SDK
+    retries the call, which succeeds. Then search, the resource and the briefing prompt."""
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from memories.models import Memory
+
+    user = UserFactory()
+    browser = make_browser(user.username, grants=("memory:read", None))
+    provider = _provider(oauth_server.url, browser)
+    statuses: list[tuple[str, int]] = []
+
+    async def log_response(response: httpx2.Response) -> None:
+        statuses.append(
+            (f"{response.request.method} {response.request.url.path}", response.status_code)
+        )
+
+    async def journey():
+        async with (
+            httpx2.AsyncClient(
+                auth=provider, timeout=30, event_hooks={"response": [log_response]}
+            ) as http,
+            Client(streamable_http_client(f"{oauth_server.url}/mcp", http_client=http)) as client,
+        ):
+            listed = await client.list_tools()
+            read_only_scope = provider.storage_.tokens.scope
+            remembered = await client.call_tool(
+                "remember",
+                {"memoryType": "decision", "topic": "py sdk", "content": "Step up to write"},
+            )
+            found = await client.call_tool("search", {"query": "step up"})
+            uri = remembered.structured_content["memory"]["uri"]
+            read = await client.read_resource(uri)
+            prompt = await client.get_prompt("briefing", {})
+            return listed, read_only_scope, remembered, found, read, prompt
+
+    listed, read_only_scope, remembered, found, read, prompt = anyio.run(journey)
+
+    assert {tool.name for tool in listed.tools} >= {"remember", "search"}
+    assert read_only_scope == "memory:read"
+    assert ("POST /mcp", 403) in statuses  # the step-up challenge, answered by the SDK
+    first, second = (parse_qs(urlsplit(url).query) for url in provider.authorization_urls)
+    assert first["scope"] == ["memory:read memory:write"]  # what the 401 challenge names
+    assert second["scope"] == ["memory:read memory:write"]  # what the 403 challenge names
+    assert not remembered.is_error, remembered.content[0].text
+    memory = Memory.objects.get(owner=user, content="Step up to write")
+    assert set(_token_row(provider.storage_.tokens.access_token).scope.split()) == {
+        "memory:read",
+        "memory:write",
+    }
+    assert [hit["id"] for hit in found.structured_content["hits"]] == [str(memory.pk)]
+    assert read.contents[0].uri == memory.resource_uri
+    assert prompt.messages[0].content.text
+
+
 def time_in(**delta):
     from django.utils import timezone
 
