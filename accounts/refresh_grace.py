@@ -10,9 +10,11 @@ DOT has such a grace period (REFRESH_TOKEN_GRACE_PERIOD_SECONDS), but it answers
 previous tokens read from their table, where this server keeps only checksums
 (COMPLIANT_BCP_RFC9700_TOKEN_STORAGE). So the first response is kept here instead, in the
 Django cache, encrypted with a key derived from the old refresh token itself: only a holder of
-that token can read it, which is exactly who may have it. Refreshes of one token are
-serialized (a PostgreSQL advisory lock held until the first one's tokens are committed and
-kept), so a second request that arrives meanwhile waits for them rather than racing them.
+that token can read it, which is exactly who may have it. It is given again only while the
+tokens in it are still live (not revoked since, by a code replay, the person or an erasure).
+Refreshes of one token are serialized (a PostgreSQL advisory lock held until the first one's
+tokens are committed and kept), so a second request that arrives meanwhile waits for them
+rather than racing them.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
 from django.core.cache import cache
 from django.db import connection, transaction
+from oauth2_provider.models import get_refresh_token_model
 
 
 def _digest(purpose: bytes, refresh_token: str) -> bytes:
@@ -74,6 +77,20 @@ def replay(refresh_token: str, client_id: str) -> bytes | None:
         )
     except (InvalidToken, ValueError):
         return None
-    if payload["client_id"] != client_id:
+    if payload["client_id"] != client_id or not _still_live(json.loads(payload["body"])):
         return None
     return payload["body"].encode()
+
+
+def _still_live(tokens: dict) -> bool:
+    """Whether the tokens handed out then are still good: revoked since (a replayed code, the
+    person's revocation, an erasure), they must not come back by way of the grace period."""
+    refresh_token = tokens.get("refresh_token")
+    if not refresh_token:
+        return False
+    checksum = hashlib.sha256(refresh_token.encode()).hexdigest()
+    return (
+        get_refresh_token_model()
+        .objects.filter(token_checksum=checksum, revoked__isnull=True, access_token__isnull=False)
+        .exists()
+    )

@@ -392,6 +392,23 @@ def test_a_refresh_replayed_within_the_grace_period_gets_the_same_tokens(signed_
     assert _refresh(signed_in, application, second.json()["refresh_token"]).status_code == 200
 
 
+def test_a_refresh_replayed_within_the_grace_period_after_a_revocation_is_refused(
+    signed_in, application
+):
+    first = _tokens(signed_in, application)
+    second = _refresh(signed_in, application, first["refresh_token"]).json()
+    revoked = signed_in.post(
+        "/oauth/revoke/",
+        {
+            "token": second["refresh_token"],
+            "token_type_hint": "refresh_token",
+            "client_id": application.client_id,
+        },
+    )
+    assert revoked.status_code == 200
+    assert _refresh(signed_in, application, first["refresh_token"]).status_code == 400
+
+
 def test_a_refresh_replayed_by_another_client_revokes_the_family(signed_in, application):
     first = _tokens(signed_in, application)
     second = _refresh(signed_in, application, first["refresh_token"]).json()

@@ -292,6 +292,11 @@ def _check(response: httpx2.Response, case: object) -> str:
         # An internal error is the JSON-RPC face of a 500: a bug, not an answer to bad input.
         assert error["code"] != types.INTERNAL_ERROR, (body, case)
         return f"jsonrpc error {error['code']}"
+    if response.status_code == 403:
+        # A tool the token's scope does not cover: the step-up challenge, the tool's error as body.
+        assert 'error="insufficient_scope"' in response.headers["www-authenticate"], case
+        assert body["result"]["content"][0]["text"].startswith("insufficient_scope"), case
+        return "http 403 step-up"
     assert response.status_code == 200, case
     if isinstance(body["result"], dict) and "isError" in body["result"]:
         if body["result"]["isError"]:
