@@ -15,8 +15,9 @@ issue's baseline (the MCP SDK's minimal server) measured in the same run.
    production settings), and as many of the SDK's minimal stateless server
    (scripts/bench/minimal_server.py, no auth, no database, ~1 KB body). Not `uvicorn --workers`:
    its worker processes answer on the inherited socket without TCP_NODELAY, which adds Linux's
-   delayed ACK to every response (docs/performance.md, "Measured and not kept"). Behind a proxy
-   (scripts/round_robin_proxy.py) the same N processes serve one address.
+   delayed ACK to every response (docs/performance.md, "Measured and not kept"). With --proxy
+   nginx the same N processes serve one address through nginx, configured by deploy/nginx.conf
+   (scripts/scale_out.py; Debian's nginx, installed when missing).
 4. Phases, same load generator (scripts/bench/loadgen.py, raw JSON-RPC on the 2026-07-28 wire):
    minimal server resources/read (the baseline), gateway resources/read only, gateway mixed
    (resources/read, search, get_memories, remember, revise). Then every acknowledged remember and
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import secrets
 import socket
@@ -45,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 import psycopg  # noqa: E402
 from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: E402
 
-from scripts import bench_data  # noqa: E402
+from scripts import bench_data, scale_out  # noqa: E402
 from scripts.bench import loadgen  # noqa: E402
 
 DATABASE = "threengram_bench_load"
@@ -169,6 +171,7 @@ def start_servers(app: str, count: int, env: dict, logs: Path, app_dir: Path = R
         log = logs / f"{app.split(':')[0]}-{number}.log"
         command = [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port),
                    "--log-level", "warning", "--no-access-log",
+                   "--proxy-headers", "--forwarded-allow-ips", "127.0.0.1",
                    "--app-dir", str(app_dir), app]  # fmt: skip
         processes.append(
             subprocess.Popen(
@@ -259,6 +262,12 @@ def main() -> None:
     parser.add_argument("--tenants", type=int, default=200)
     parser.add_argument("--fresh", action="store_true", help="regenerate the corpus")
     parser.add_argument(
+        "--proxy",
+        choices=["none", "nginx"],
+        default="none",
+        help="nginx: the gateway's processes behind deploy/nginx.conf, one address",
+    )
+    parser.add_argument(
         "--held", action="store_true", help="64 clients x 60 s mixed; exit 1 on any error or loss"
     )
     args = parser.parse_args()
@@ -289,7 +298,13 @@ def main() -> None:
     finally:
         stop(minimal)
     gateway, gateway_urls = start_servers("threengram.asgi:application", args.workers, env, logs)
+    proxy = contextlib.ExitStack()
     try:
+        if args.proxy == "nginx":
+            ports = [int(url.split(":")[2].split("/")[0]) for url in gateway_urls]
+            nginx = proxy.enter_context(scale_out.running_nginx(free_port(), ports, logs / "nginx"))
+            gateway_urls = [f"{nginx.url}/mcp"]
+            print(f"behind nginx at {nginx.url} (deploy/nginx.conf)", flush=True)
         read_only = loadgen.run_load(
             gateway_urls,
             tenants,
@@ -305,6 +320,7 @@ def main() -> None:
         result, rss = asyncio.run(measure(mixed, gateway))
         output.append(table("gateway, mixed traffic", loadgen.summary_rows(result), rss))
     finally:
+        proxy.close()
         stop(gateway)
     with psycopg.connect(url) as conn:
         problems = loadgen.verify_acks(conn, result.acks)

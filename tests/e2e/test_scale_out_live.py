@@ -1,22 +1,30 @@
-"""Scale-out shown: two daphne processes behind the round-robin proxy (scripts/round_robin_proxy.py)
-on one PostgreSQL. One SDK client's requests alternate between the processes, and reads, cache
-hints and writes work through either."""
+"""Scale-out on real parts: nginx, configured by deploy/nginx.conf, in front of two uvicorn
+processes on one PostgreSQL. The nginx address is the public origin (PUBLIC_BASE_URL). One SDK
+client's requests are spread over both processes, and reads, cache hints, writes, the OAuth flow
+and the log-in throttle (by the client address nginx saw) all work through it."""
 
 from __future__ import annotations
 
-import itertools
 import json
-import sys
+import re
 import tempfile
+from collections import Counter
 from pathlib import Path
 
+import anyio
 import httpx2
 import pytest
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
 
 from memories.models import Memory
+from scripts import scale_out
+from tests.e2e.oauth.conftest import Browser
+from tests.e2e.oauth.test_sdk_flow import _provider, _token_row
+from tests.factories import PASSWORD, UserFactory
 from tests.mcp_gateway.conftest import (
     Recorder,
     free_port,
+    make_token,
     mcp_client,
     run_sync,
     start_server,
@@ -25,53 +33,73 @@ from tests.mcp_gateway.conftest import (
 
 pytestmark = [pytest.mark.anyio, pytest.mark.live]
 
+FAILURES_PER_ADDRESS = 3
 
-def daphne_command(port: int) -> list[str]:
-    return [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-            "threengram.asgi:application"]  # fmt: skip
+
+class Stack:
+    def __init__(self, nginx: scale_out.Nginx, backends: list) -> None:
+        self.nginx = nginx
+        self.backends = backends
+        self.url = nginx.url
+
+    @property
+    def mcp_url(self) -> str:
+        return f"{self.url}/mcp"
+
+    def upstreams_since(self, line: int) -> list[str]:
+        """The upstream address of each request nginx logged after access-log line `line`."""
+        return [entry.split()[-2] for entry in self.nginx.access_log()[line:]]
 
 
 @pytest.fixture(scope="module")
-def proxied_pair(django_db_setup, django_db_blocker):
-    """Two daphne processes and the proxy in front of them; yields (proxy, backends)."""
+def behind_nginx(django_db_setup, django_db_blocker):
+    """deploy/nginx.conf in front of two uvicorn processes, the nginx origin as public origin."""
     with tempfile.TemporaryDirectory() as folder:
+        port = free_port()
+        public = f"http://127.0.0.1:{port}"
+        env = {
+            "PUBLIC_BASE_URL": public,
+            # The throttle counts in a cache every process shares (docs/operations.md).
+            "CACHE_URL": f"filecache://{folder}/cache",
+            "LOGIN_FAILURES_PER_IP": str(FAILURES_PER_ADDRESS),
+            # Plain http on loopback: the log-in's session and CSRF cookies must come back.
+            "SESSION_COOKIE_SECURE": "0",
+            "CSRF_COOKIE_SECURE": "0",
+        }
         backends = []
         try:
             for number in range(2):
-                port = free_port()
-                log = Path(folder) / f"daphne-{number}.log"
-                backends.append(start_server(daphne_command(port), port, log))
-            port = free_port()
-            command = [sys.executable, "scripts/round_robin_proxy.py", "--port", str(port)]
-            for backend in backends:
-                command += ["--backend", backend.url.replace("localhost", "127.0.0.1")]
-            proxy = start_server(command, port, Path(folder) / "proxy.log")
-            try:
-                yield proxy, backends
-            finally:
-                stop_server(proxy)
+                backend_port = free_port()
+                log = Path(folder) / f"uvicorn-{number}.log"
+                command = scale_out.uvicorn_command(backend_port)
+                backends.append(start_server(command, backend_port, log, env))
+            with scale_out.running_nginx(
+                port,
+                [int(b.url.rsplit(":", 1)[1]) for b in backends],
+                Path(folder) / "nginx",
+            ) as nginx:
+                yield Stack(nginx, backends)
         finally:
             for backend in backends:
                 stop_server(backend)
 
 
-class Upstreams(Recorder):
-    """Also records which backend answered each request (the proxy's X-Upstream header)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.upstreams: list[str] = []
-
-    async def response_hook(self, response: httpx2.Response) -> None:
-        self.upstreams.append(response.headers.get("x-upstream", "-"))
-        await super().response_hook(response)
+def test_the_running_configuration_is_deploy_nginx_conf(behind_nginx):
+    running = (behind_nginx.nginx.runtime_dir / "nginx.conf").read_text()
+    template = (scale_out.DEPLOY / "nginx.conf").read_text()
+    # Outside the filled-in fields (addresses, ports, paths) the text is the deploy/ file's.
+    pattern = re.escape(template)
+    pattern = re.sub(r"@@[A-Z_]+@@", lambda _: "(.+?)", pattern.replace(r"\@\@", "@@"))
+    assert re.fullmatch(pattern, running, flags=re.DOTALL)
+    assert "proxy_buffering off;" in running
 
 
-async def test_one_clients_requests_alternate_between_two_processes(proxied_pair, seeded):
-    proxy, backends = proxied_pair
-    recorder = Upstreams()
+async def test_sdk_client_reads_and_writes_through_nginx_on_both_processes(behind_nginx, seeded):
+    token = await run_sync(make_token, seeded.tenant, resource=[behind_nginx.mcp_url])
+    logged_before = len(behind_nginx.nginx.access_log())
+    recorder = Recorder()
     uri = f"threengram://memory/{seeded.memory.id}"
-    async with mcp_client(proxy.mcp_url, seeded.token, recorder=recorder) as client:
+    async with mcp_client(behind_nginx.mcp_url, token, recorder=recorder) as client:
         first = await client.read_resource(uri)
         sent_after_first = len(recorder.methods)
         second = await client.read_resource(uri)  # within the TTL: from the client's cache
@@ -82,18 +110,18 @@ async def test_one_clients_requests_alternate_between_two_processes(proxied_pair
         )
         memory_id = stored.structured_content["memory"]["id"]
         revised = await client.call_tool(
-            "revise", {"predecessorId": memory_id, "content": "Two processes behind a proxy"}
+            "revise", {"predecessorId": memory_id, "content": "Two processes behind nginx"}
         )
-        found = await client.call_tool("search", {"query": "processes proxy"})
+        found = await client.call_tool("search", {"query": "processes nginx"})
         fetched = await client.call_tool("get_memories", {"ids": [memory_id]})
         read_new = await client.read_resource(
             f"threengram://memory/{revised.structured_content['memory']['id']}"
         )
 
-    ports = {backend.url.rsplit(":", 1)[1] for backend in backends}
-    answered = [upstream.rsplit(":", 1)[1] for upstream in recorder.upstreams]
-    assert len(answered) >= 6 and set(answered) == ports  # both processes answered
-    assert all(a != b for a, b in itertools.pairwise(answered))  # strictly alternating
+    answered = Counter(behind_nginx.upstreams_since(logged_before))
+    ports = {backend.url.rsplit(":", 1)[1] for backend in behind_nginx.backends}
+    assert {address.rsplit(":", 1)[1] for address in answered} == ports  # both processes
+    assert sum(answered.values()) >= 6 and min(answered.values()) >= 2
     assert sent_after_second == sent_after_first  # the second read never left the client
     assert first.contents[0].text == second.contents[0].text
     assert json.loads(first.contents[0].text)["content"] == seeded.memory.content
@@ -104,7 +132,7 @@ async def test_one_clients_requests_alternate_between_two_processes(proxied_pair
         revised.structured_content["memory"]["id"]
     ]
     assert fetched.structured_content["memories"][0]["validTo"] is not None  # superseded
-    assert json.loads(read_new.contents[0].text)["content"] == "Two processes behind a proxy"
+    assert json.loads(read_new.contents[0].text)["content"] == "Two processes behind nginx"
     rows = await run_sync(
         lambda: list(
             Memory.objects.filter(owner=seeded.tenant, topic="scale-out").values_list(
@@ -113,6 +141,91 @@ async def test_one_clients_requests_alternate_between_two_processes(proxied_pair
         )
     )
     assert sorted((content, valid_to is None) for content, valid_to in rows) == [
-        ("Two processes behind a proxy", True),
+        ("Two processes behind nginx", True),
         ("Two processes, one DB", False),
     ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_sdk_oauth_flow_through_nginx(behind_nginx):
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    user = server_user()
+    browser = Browser(behind_nginx.url, user.username)
+    provider = _provider(behind_nginx.url, browser)
+
+    async def flow():
+        async with (
+            httpx2.AsyncClient(auth=provider, timeout=30) as http,
+            Client(streamable_http_client(behind_nginx.mcp_url, http_client=http)) as client,
+        ):
+            return await client.call_tool("search", {"query": "nginx"})
+
+    try:
+        found = anyio.run(flow)
+    finally:
+        browser.close()
+    assert not found.is_error and found.structured_content["hits"] == []
+    access = _token_row(provider.storage_.tokens.access_token)
+    # The token names the public origin, which is nginx's, not a process's own address.
+    assert access.user == user and access.resource == [behind_nginx.mcp_url]
+    assert provider.authorization_urls[0].startswith(f"{behind_nginx.url}/")
+
+
+def server_user():
+    """A user whose password the production settings' hasher checks (the test settings hash
+    with MD5 for speed, which the server processes here do not accept)."""
+    hasher = PBKDF2PasswordHasher()
+    user = UserFactory()
+    user.password = hasher.encode(PASSWORD, hasher.salt(), iterations=1000)
+    user.save(update_fields=["password"])
+    return user
+
+
+def _fail_log_in(url: str, source: str, username: str, headers: dict | None = None) -> int:
+    """One wrong password from the loopback address `source`; the response status."""
+    transport = httpx2.HTTPTransport(local_address=source)
+    with httpx2.Client(base_url=url, transport=transport, timeout=10) as http:
+        page = http.get("/login/")
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)[1]
+        response = http.post(
+            "/login/",
+            data={"csrfmiddlewaretoken": token, "username": username, "password": "wrong"},
+            headers=headers or {},
+        )
+        return response.status_code
+
+
+@pytest.mark.django_db(transaction=True)
+def test_log_in_throttle_counts_the_address_nginx_saw(behind_nginx):
+    user = server_user()
+    url = behind_nginx.url
+    statuses = [_fail_log_in(url, "127.0.0.2", user.username) for _ in range(FAILURES_PER_ADDRESS)]
+    assert statuses == [200] * FAILURES_PER_ADDRESS  # refused, counted
+    assert _fail_log_in(url, "127.0.0.2", user.username) == 429
+    # A header naming another address does not get the client past its own count.
+    forged = {"X-Forwarded-For": "203.0.113.9"}
+    assert _fail_log_in(url, "127.0.0.2", user.username, forged) == 429
+    # Another client of the same proxy is its own address, not nginx's 127.0.0.1.
+    assert _fail_log_in(url, "127.0.0.3", user.username) == 200
+    with httpx2.Client(base_url=url, timeout=10) as http:
+        page = http.get("/login/")
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)[1]
+        ok = http.post(
+            "/login/",
+            data={"csrfmiddlewaretoken": token, "username": user.username, "password": PASSWORD},
+        )
+    assert ok.status_code == 302  # 127.0.0.1 itself was never throttled
+
+
+def test_nginx_refuses_a_body_over_the_apps_limit_before_it_reaches_a_process(behind_nginx):
+    logged_before = len(behind_nginx.nginx.access_log())
+    response = httpx2.post(
+        behind_nginx.mcp_url,
+        content=b"x" * (1024 * 1024 + 1),
+        headers={"Content-Type": "application/json"},
+        timeout=10,
+    )
+    assert response.status_code == 413
+    assert behind_nginx.upstreams_since(logged_before) == ["-"]  # no process was asked

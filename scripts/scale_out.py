@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Run threengram past one process and one database on real parts, configured by deploy/:
+nginx in front of N uvicorn processes (deploy/nginx.conf) and PgBouncer between them and
+PostgreSQL (deploy/pgbouncer.ini).
+
+    python scripts/scale_out.py nginx-conf --listen 127.0.0.1:8080 \\
+        --upstream 127.0.0.1:8001 --upstream 127.0.0.1:8002 --runtime-dir /run/threengram-nginx
+    python scripts/scale_out.py pgbouncer-ini --listen-port 6432 --server-host 127.0.0.1 \\
+        --server-port 5432 --runtime-dir /run/threengram-pgbouncer
+
+print the deploy/ files with their machine-specific fields (between double at-signs:
+addresses, ports, paths) filled in. The scale-out tests and scripts/bench_load.py start the
+same files through the functions below; the Debian packages are installed with apt-get when
+missing (CI runs as root on a fresh machine), as the browser tests do with Chromium.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEPLOY = ROOT / "deploy"
+NGINX = "/usr/sbin/nginx"
+PGBOUNCER = "/usr/sbin/pgbouncer"
+_FIELD = re.compile(r"@@([A-Z_]+)@@")
+
+
+def ensure_debian_package(binary: str, package: str) -> str:
+    """`binary`, installed from Debian's `package` first when it is missing."""
+    if not Path(binary).exists():
+        if shutil.which("apt-get") is None:
+            raise RuntimeError(f"{binary} is missing and apt-get is not available to install it")
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+        subprocess.run(
+            ["apt-get", "install", "-y", "-qq", "--no-install-recommends", package],
+            check=True,
+            env=env,
+        )
+    return binary
+
+
+def render(template: Path, values: dict[str, str]) -> str:
+    """The deploy/ file `template` with its @@NAME@@ fields replaced by `values`; every field
+    must be given (a half-filled configuration is refused here, not by the program)."""
+    text = template.read_text()
+    missing = set(_FIELD.findall(text)) - set(values)
+    if missing:
+        raise ValueError(f"{template.name}: no value for {', '.join(sorted(missing))}")
+    return _FIELD.sub(lambda match: values[match[1]], text)
+
+
+def nginx_conf(listen: str, upstreams: list[str], runtime_dir: Path) -> str:
+    servers = "\n".join(f"        server {address};" for address in upstreams)
+    return render(
+        DEPLOY / "nginx.conf",
+        {"LISTEN": listen, "UPSTREAM_SERVERS": servers, "RUNTIME_DIR": str(runtime_dir)},
+    )
+
+
+def uvicorn_command(port: int, proxy: str = "127.0.0.1") -> list[str]:
+    """One single-process server behind the proxy at address `proxy`, as deploy/nginx.conf
+    describes it."""
+    return [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port),
+            "--proxy-headers", "--forwarded-allow-ips", proxy, "--no-access-log",
+            "--log-level", "warning", "threengram.asgi:application"]  # fmt: skip
+
+
+def wait_for_port(port: int, process: subprocess.Popen, log: Path, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"exited early:\n{log.read_text(errors='replace')}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                process.kill()
+                raise RuntimeError(f"did not listen:\n{log.read_text(errors='replace')}") from None
+            time.sleep(0.05)
+
+
+def stop_process(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(5)
+
+
+@dataclass
+class Nginx:
+    url: str
+    process: subprocess.Popen
+    runtime_dir: Path
+
+    def access_log(self) -> list[str]:
+        path = self.runtime_dir / "access.log"
+        return path.read_text().splitlines() if path.exists() else []
+
+    def error_log(self) -> str:
+        path = self.runtime_dir / "error.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+
+@contextmanager
+def running_nginx(port: int, upstream_ports: list[int], runtime_dir: Path) -> Iterator[Nginx]:
+    """deploy/nginx.conf on 127.0.0.1:`port`, in front of the servers on `upstream_ports`."""
+    binary = ensure_debian_package(NGINX, "nginx")
+    runtime_dir.mkdir(parents=True, exist_ok=True)
+    # Run as root, nginx's workers switch to an unprivileged user that must reach this folder.
+    runtime_dir.chmod(0o755)
+    conf = runtime_dir / "nginx.conf"
+    conf.write_text(
+        nginx_conf(f"127.0.0.1:{port}", [f"127.0.0.1:{p}" for p in upstream_ports], runtime_dir)
+    )
+    log = runtime_dir / "error.log"
+    command = [binary, "-p", str(runtime_dir), "-c", str(conf), "-e", str(log),
+               "-g", "daemon off;"]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        wait_for_port(port, process, log)
+        yield Nginx(url=f"http://127.0.0.1:{port}", process=process, runtime_dir=runtime_dir)
+    finally:
+        stop_process(process)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    nginx = commands.add_parser("nginx-conf", help="print deploy/nginx.conf filled in")
+    nginx.add_argument("--listen", default="127.0.0.1:8080")
+    nginx.add_argument("--upstream", action="append", required=True)
+    nginx.add_argument("--runtime-dir", type=Path, required=True)
+    args = parser.parse_args()
+    if args.command == "nginx-conf":
+        print(nginx_conf(args.listen, args.upstream, args.runtime_dir), end="")
+
+
+if __name__ == "__main__":
+    main()
