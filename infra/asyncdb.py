@@ -71,9 +71,10 @@ def connection_kwargs() -> dict[str, Any]:
     # them as "custom" plans, which cost far more CPU than executing them (docs/performance.md).
     # Timestamps come back in UTC, as on Django's connections: the readable range of a
     # timestamptz column (memories.fields.BoundedDateTimeField) is stated in UTC.
-    kwargs["options"] = (
-        f"{kwargs.get('options', '')} -c plan_cache_mode=force_generic_plan -c timezone=UTC"
-    ).strip()
+    if not settings.DATABASE_TRANSACTION_POOLER:  # there, `_POOLED_PREAMBLE` sets the zone
+        kwargs["options"] = (
+            f"{kwargs.get('options', '')} -c plan_cache_mode=force_generic_plan -c timezone=UTC"
+        ).strip()
     return kwargs
 
 
@@ -107,7 +108,7 @@ async def _configure(conn: psycopg.AsyncConnection) -> None:
     """Row-level security (memories/tenancy.py): act as the application role, if configured.
     Then prepare the registered statements (`prepared_statement`)."""
     role = settings.DATABASE_APP_ROLE
-    if role:
+    if role and not settings.DATABASE_TRANSACTION_POOLER:  # else per message (execute_prepared)
         await conn.execute(psycopg.sql.SQL("SET ROLE {}").format(psycopg.sql.Identifier(role)))
     if settings.ASYNC_DATABASE_PREPARE:
         await _prepare_missing(conn)
@@ -168,6 +169,11 @@ async def execute_prepared(
     one send and one read, much less client CPU per batch (docs/performance.md). The
     statements were prepared when the connection opened: no planning per call."""
     prepared = settings.ASYNC_DATABASE_PREPARE
+    pooled = settings.DATABASE_TRANSACTION_POOLER
+    if pooled:
+        # The message is one transaction on whichever server connection the pooler lends: its
+        # role and time zone are set for that transaction only ("none": the login role).
+        calls = [(_POOLED_PREAMBLE, (settings.DATABASE_APP_ROLE or "none",)), *calls]
     if prepared and any(name not in _prepared_on.get(conn, ()) for name, _ in calls):
         await _prepare_missing(conn)  # registered after this connection opened
     cursor = psycopg.AsyncClientCursor(conn)
@@ -188,7 +194,7 @@ async def execute_prepared(
         if index:
             cursor.nextset()
         results.append(await cursor.fetchall())
-    return results
+    return results[1:] if pooled else results
 
 
 @asynccontextmanager
@@ -210,6 +216,10 @@ async def connection() -> AsyncIterator[psycopg.AsyncConnection]:
 # it builds its SQL from this name.
 TENANT_SETTING = "threengram.tenant_id"
 
+_POOLED_PREAMBLE = prepared_statement(
+    "threengram_pooled_preamble",
+    "SELECT set_config('role', $1, true), set_config('timezone', 'UTC', true)",
+)
 SET_TENANT = prepared_statement(
     "threengram_set_tenant", f"SELECT set_config('{TENANT_SETTING}', $1, true)"
 )

@@ -43,8 +43,13 @@ from infra import asyncdb
 APP_ROLE = "threengram_app"
 SET_TENANT_SQL = f"SELECT set_config('{asyncdb.TENANT_SETTING}', %s, %s)"
 
+SET_LOCAL_ROLE_AND_TENANT_SQL = (
+    f"SELECT set_config('role', %s, true), set_config('{asyncdb.TENANT_SETTING}', %s, true)"
+)
+
 current_tenant: ContextVar[int | None] = ContextVar("current_tenant", default=None)
 _as_owner: ContextVar[bool] = ContextVar("as_owner", default=False)
+_past_wall: ContextVar[bool] = ContextVar("past_wall", default=False)
 
 
 def enabled() -> bool:
@@ -85,16 +90,22 @@ def all_tenants(using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
     """A transaction past row-level security, for legitimate cross-tenant work (staff admin).
     The application's own checks (staff only) stay in force; only the second wall is lifted."""
     with transaction.atomic(using=using):
-        if enabled():
-            with connections[using].cursor() as cursor:
-                cursor.execute("SET LOCAL ROLE NONE")
-        yield
+        token = _past_wall.set(True)
+        try:
+            if enabled():
+                with connections[using].cursor() as cursor:
+                    cursor.execute("SET LOCAL ROLE NONE")
+            yield
+        finally:
+            _past_wall.reset(token)
 
 
 def _apply_tenant(
     execute: Callable, sql: str, params: Any, many: bool, context: dict[str, Any]
 ) -> Any:
     connection = context["connection"]
+    if settings.DATABASE_TRANSACTION_POOLER:
+        return _apply_in_transaction(execute, sql, params, many, context)
     # What the session holds is tracked on the psycopg connection itself: with Django's
     # connection pool one physical session serves many Django connections in turn.
     session = connection.connection
@@ -107,6 +118,23 @@ def _apply_tenant(
     return execute(sql, params, many, context)
 
 
+def _apply_in_transaction(
+    execute: Callable, sql: str, params: Any, many: bool, context: dict[str, Any]
+) -> Any:
+    """Behind a transaction pooler the session is not ours from one transaction to the next:
+    each statement runs in a transaction that sets the role and the tenant for itself
+    (`set_config(…, true)`, undone when it ends), a statement outside one in a transaction of
+    its own. One more round trip per statement; nothing is left on the shared connection."""
+    connection = context["connection"]
+    role = "none" if _past_wall.get() else settings.DATABASE_APP_ROLE
+    if not connection.in_atomic_block:
+        with transaction.atomic(using=connection.alias):
+            return _apply_in_transaction(execute, sql, params, many, context)
+    with connection.connection.cursor() as cursor:  # the raw cursor: no wrapper recursion
+        cursor.execute(SET_LOCAL_ROLE_AND_TENANT_SQL, (role, tenant_text(current_tenant.get())))
+    return execute(sql, params, many, context)
+
+
 @receiver(connection_created)
 def enter_app_role(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
     """Each ORM connection of a server process acts as the app role (not the nodb connection
@@ -116,7 +144,9 @@ def enter_app_role(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) 
         return
     session = connection.connection
     role = settings.DATABASE_APP_ROLE if enabled() else ""
-    if getattr(session, "threengram_role", "") != role:
+    if settings.DATABASE_TRANSACTION_POOLER:
+        pass  # no session state: the role is set in each transaction (_apply_in_transaction)
+    elif getattr(session, "threengram_role", "") != role:
         with session.cursor() as cursor:
             cursor.execute(f'SET ROLE "{role}"' if role else "RESET ROLE")
         session.threengram_role = role

@@ -138,6 +138,83 @@ def running_nginx(port: int, upstream_ports: list[int], runtime_dir: Path) -> It
         stop_process(process)
 
 
+def pgbouncer_ini(
+    listen_addr: str,
+    listen_port: int,
+    server_host: str,
+    server_port: int,
+    runtime_dir: Path,
+    pool_size: int = 20,
+) -> str:
+    return render(
+        DEPLOY / "pgbouncer.ini",
+        {
+            "LISTEN_ADDR": listen_addr,
+            "LISTEN_PORT": str(listen_port),
+            "SERVER_HOST": server_host,
+            "SERVER_PORT": str(server_port),
+            "RUNTIME_DIR": str(runtime_dir),
+            "POOL_SIZE": str(pool_size),
+        },
+    )
+
+
+@dataclass
+class PgBouncer:
+    port: int
+    process: subprocess.Popen
+    runtime_dir: Path
+
+    def conninfo(self, dbname: str, user: str, password: str) -> str:
+        from psycopg.conninfo import make_conninfo
+
+        return make_conninfo(
+            host="127.0.0.1", port=str(self.port), dbname=dbname, user=user, password=password
+        )
+
+    def log(self) -> str:
+        path = self.runtime_dir / "pgbouncer.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+
+@contextmanager
+def running_pgbouncer(
+    port: int,
+    server_host: str,
+    server_port: int,
+    runtime_dir: Path,
+    users: dict[str, str],
+    pool_size: int = 20,
+) -> Iterator[PgBouncer]:
+    """deploy/pgbouncer.ini on 127.0.0.1:`port` in front of the PostgreSQL server at
+    `server_host` (a host or a Unix-socket folder) and `server_port`, with `pool_size` server
+    connections per database and user; `users` are the log-ins (name: password) it accepts and
+    passes on. Its folder's parents must be reachable by the user it runs as (below)."""
+    binary = ensure_debian_package(PGBOUNCER, "pgbouncer")
+    runtime_dir.mkdir(parents=True, exist_ok=True)
+    (runtime_dir / "pgbouncer.ini").write_text(
+        pgbouncer_ini("127.0.0.1", port, server_host, server_port, runtime_dir, pool_size)
+    )
+    userlist = runtime_dir / "userlist.txt"
+    userlist.write_text("".join(f'"{name}" "{secret}"\n' for name, secret in users.items()))
+    userlist.chmod(0o600)
+    command = [binary, str(runtime_dir / "pgbouncer.ini")]
+    if os.geteuid() == 0:
+        # PgBouncer refuses to run as root; it runs as the user that owns the server's socket
+        # folder (the embedded server's), which may connect to it.
+        owner = Path(server_host).owner() if server_host.startswith("/") else "postgres"
+        shutil.chown(runtime_dir, owner)
+        shutil.chown(userlist, owner)
+        command[1:1] = ["-u", owner]
+    log = runtime_dir / "pgbouncer.out"
+    process = subprocess.Popen(command, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    try:
+        wait_for_port(port, process, log)
+        yield PgBouncer(port=port, process=process, runtime_dir=runtime_dir)
+    finally:
+        stop_process(process)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -145,9 +222,22 @@ def main() -> None:
     nginx.add_argument("--listen", default="127.0.0.1:8080")
     nginx.add_argument("--upstream", action="append", required=True)
     nginx.add_argument("--runtime-dir", type=Path, required=True)
+    bouncer = commands.add_parser("pgbouncer-ini", help="print deploy/pgbouncer.ini filled in")
+    bouncer.add_argument("--listen-addr", default="127.0.0.1")
+    bouncer.add_argument("--listen-port", type=int, default=6432)
+    bouncer.add_argument("--server-host", default="127.0.0.1")
+    bouncer.add_argument("--server-port", type=int, default=5432)
+    bouncer.add_argument("--runtime-dir", type=Path, required=True)
+    bouncer.add_argument("--pool-size", type=int, default=20)
     args = parser.parse_args()
     if args.command == "nginx-conf":
         print(nginx_conf(args.listen, args.upstream, args.runtime_dir), end="")
+    elif args.command == "pgbouncer-ini":
+        text = pgbouncer_ini(
+            args.listen_addr, args.listen_port, args.server_host, args.server_port,
+            args.runtime_dir, args.pool_size,
+        )  # fmt: skip
+        print(text, end="")
 
 
 if __name__ == "__main__":

@@ -110,12 +110,22 @@ DATABASE_LOCK_TIMEOUT_MS = env.int("DATABASE_LOCK_TIMEOUT_MS", default=2000)
 DATABASE_RECONNECT_TIMEOUT = env.float("DATABASE_RECONNECT_TIMEOUT", default=2.0)
 
 
+# Behind a transaction pooler (PgBouncer with pool_mode = transaction, deploy/pgbouncer.ini) each
+# transaction may run on another server connection, shared with other clients: nothing may rely
+# on session state or leave any behind. With this on, no libpq startup options are sent (the
+# pooler refuses them; its connect_query sets the timeouts instead), server-side cursors and
+# prepared statements are off, and the role and tenant of row-level security are set inside
+# every transaction (memories/tenancy.py, infra/asyncdb.py).
+DATABASE_TRANSACTION_POOLER = env.bool("DATABASE_TRANSACTION_POOLER", default=False)
+
+
 def _database_from_url(url: str) -> dict:
     params = conninfo_to_dict(url)
-    params["options"] = (
-        f"{params.get('options', '')} -c statement_timeout={DATABASE_STATEMENT_TIMEOUT_MS}"
-        f" -c lock_timeout={DATABASE_LOCK_TIMEOUT_MS}"
-    ).strip()
+    if not DATABASE_TRANSACTION_POOLER:
+        params["options"] = (
+            f"{params.get('options', '')} -c statement_timeout={DATABASE_STATEMENT_TIMEOUT_MS}"
+            f" -c lock_timeout={DATABASE_LOCK_TIMEOUT_MS}"
+        ).strip()
     return {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": params.pop("dbname", "threengram"),
@@ -123,6 +133,9 @@ def _database_from_url(url: str) -> dict:
         "PASSWORD": params.pop("password", ""),
         "HOST": params.pop("host", ""),
         "PORT": params.pop("port", ""),
+        # A named cursor (QuerySet.iterator) lives in its session, which a transaction pooler
+        # does not keep.
+        "DISABLE_SERVER_SIDE_CURSORS": DATABASE_TRANSACTION_POOLER,
         "OPTIONS": {
             **params,
             # psycopg 3 connection pool (Django 5.1+). Sized per server process.
@@ -166,7 +179,9 @@ ASYNC_DATABASE_POOL_TIMEOUT = env.float("DATABASE_POOL_TIMEOUT", default=5.0)
 # protocol-level preparation). False behind a transaction pooler that does not keep a
 # connection's prepared statements between transactions (PgBouncer in transaction mode): the
 # statements are then sent whole and planned on every call (docs/operations.md).
-ASYNC_DATABASE_PREPARE = env.bool("ASYNC_DATABASE_PREPARE", default=True)
+ASYNC_DATABASE_PREPARE = (
+    env.bool("ASYNC_DATABASE_PREPARE", default=True) and not DATABASE_TRANSACTION_POOLER
+)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_USER_MODEL = "accounts.User"

@@ -14,13 +14,13 @@ from pathlib import Path
 import anyio
 import httpx2
 import pytest
-from django.contrib.auth.hashers import PBKDF2PasswordHasher
 
 from memories.models import Memory
 from scripts import scale_out
+from tests.e2e.conftest import server_user
 from tests.e2e.oauth.conftest import Browser
 from tests.e2e.oauth.test_sdk_flow import _provider, _token_row
-from tests.factories import PASSWORD, UserFactory
+from tests.factories import PASSWORD
 from tests.mcp_gateway.conftest import (
     Recorder,
     free_port,
@@ -171,16 +171,6 @@ def test_sdk_oauth_flow_through_nginx(behind_nginx):
     # The token names the public origin, which is nginx's, not a process's own address.
     assert access.user == user and access.resource == [behind_nginx.mcp_url]
     assert provider.authorization_urls[0].startswith(f"{behind_nginx.url}/")
-
-
-def server_user():
-    """A user whose password the production settings' hasher checks (the test settings hash
-    with MD5 for speed, which the server processes here do not accept)."""
-    hasher = PBKDF2PasswordHasher()
-    user = UserFactory()
-    user.password = hasher.encode(PASSWORD, hasher.salt(), iterations=1000)
-    user.save(update_fields=["password"])
-    return user
 
 
 def _fail_log_in(url: str, source: str, username: str, headers: dict | None = None) -> int:
