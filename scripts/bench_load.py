@@ -16,8 +16,11 @@ issue's baseline (the MCP SDK's minimal server) measured in the same run.
    (scripts/bench/minimal_server.py, no auth, no database, ~1 KB body). Not `uvicorn --workers`:
    its worker processes answer on the inherited socket without TCP_NODELAY, which adds Linux's
    delayed ACK to every response (docs/performance.md, "Measured and not kept"). With --proxy
-   nginx the same N processes serve one address through nginx, configured by deploy/nginx.conf
-   (scripts/scale_out.py; Debian's nginx, installed when missing).
+   nginx the same N processes serve one address through nginx, configured by deploy/nginx.conf;
+   with --proxy nginx+pgbouncer they also reach PostgreSQL through PgBouncer in transaction
+   mode, deploy/pgbouncer.ini (scripts/scale_out.py; Debian's packages, installed when
+   missing). --scale-out runs only the mixed traffic, in four set-ups one after the other:
+   1 process direct, N direct, N behind nginx, N behind nginx + PgBouncer.
 4. Phases, same load generator (scripts/bench/loadgen.py, raw JSON-RPC on the 2026-07-28 wire):
    minimal server resources/read (the baseline), gateway resources/read only, gateway mixed
    (resources/read, search, get_memories, remember, revise). Then every acknowledged remember and
@@ -204,6 +207,76 @@ def stop(processes: list[subprocess.Popen]) -> None:
             process.kill()
 
 
+@contextlib.contextmanager
+def gateway_stack(proxy: str, workers: int, url: str, env: dict, logs: Path):
+    """The gateway's `workers` processes, reached directly (`proxy` "none": client i talks to
+    process i mod N), through nginx ("nginx") or through nginx with PgBouncer between the
+    processes and PostgreSQL ("nginx+pgbouncer"), all configured by deploy/. Yields (server
+    processes, the URLs the clients use)."""
+    with contextlib.ExitStack() as stack:
+        folder = Path(tempfile.mkdtemp(prefix=f"{proxy}-", dir=logs))
+        if proxy == "nginx+pgbouncer":
+            # PgBouncer runs as the database server's user (scripts/scale_out.py).
+            logs.chmod(0o755)
+            folder.chmod(0o755)
+            params = conninfo_to_dict(url)
+            secret = secrets.token_urlsafe(16)
+            bouncer = stack.enter_context(
+                scale_out.running_pgbouncer(
+                    free_port(),
+                    params["host"],
+                    int(params.get("port", 5432)),
+                    folder / "pgbouncer",
+                    {params["user"]: secret},
+                )
+            )
+            env = env | {
+                "DATABASE_URL": bouncer.conninfo(params["dbname"], params["user"], secret),
+                "DATABASE_TRANSACTION_POOLER": "1",
+            }
+        processes, urls = start_servers("threengram.asgi:application", workers, env, folder)
+        stack.callback(stop, processes)
+        if proxy != "none":
+            ports = [int(u.split(":")[2].split("/")[0]) for u in urls]
+            nginx = stack.enter_context(
+                scale_out.running_nginx(free_port(), ports, folder / "nginx")
+            )
+            urls = [f"{nginx.url}/mcp"]
+        yield processes, urls
+
+
+def scale_out_figures(args, url: str, tenants: list, env: dict, logs: Path) -> None:
+    """Mixed traffic, same clients and duration, in four set-ups one after the other; a table
+    of each and a summary, every acknowledged write checked after each set-up."""
+    setups = [
+        ("1 process, direct", 1, "none"),
+        (f"{args.workers} processes, direct", args.workers, "none"),
+        (f"{args.workers} processes behind nginx", args.workers, "nginx"),
+        (f"{args.workers} processes behind nginx + PgBouncer", args.workers, "nginx+pgbouncer"),
+    ]
+    output, summary = [], []
+    for title, workers, proxy in setups:
+        print(f"{title} ...", flush=True)
+        with gateway_stack(proxy, workers, url, env, logs) as (processes, urls):
+            mixed = loadgen.run_load(urls, tenants, clients=args.clients, duration=args.duration)
+            result, rss = asyncio.run(measure(mixed, processes))
+        with psycopg.connect(url) as conn:
+            problems = loadgen.verify_acks(conn, result.acks)
+        rows = loadgen.summary_rows(result)
+        output.append(table(title, rows, rss) + f"\nlost or wrong acknowledged writes: "
+                      f"{len(problems)} of {len(result.acks):,}")  # fmt: skip
+        total = rows[-1]
+        summary.append(
+            f"| {title} | {total['rps']:.0f} | {total['p50']:.1f} | {total['p95']:.1f} | "
+            f"{total['p99']:.1f} | {total['errors']} | {len(problems)} |"
+        )
+    print("\n\n".join(output))
+    print(
+        "\n### summary, mixed traffic\n\n| set-up | req/s | p50 ms | p95 ms | p99 ms | errors | "
+        "lost writes |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n" + "\n".join(summary)
+    )
+
+
 def tree_rss_kib(pid: int) -> int:
     """Resident memory of a process and all its descendants (Linux /proc)."""
     total, stack = 0, [pid]
@@ -263,9 +336,15 @@ def main() -> None:
     parser.add_argument("--fresh", action="store_true", help="regenerate the corpus")
     parser.add_argument(
         "--proxy",
-        choices=["none", "nginx"],
+        choices=["none", "nginx", "nginx+pgbouncer"],
         default="none",
-        help="nginx: the gateway's processes behind deploy/nginx.conf, one address",
+        help="the gateway's processes behind deploy/nginx.conf (and deploy/pgbouncer.ini)",
+    )
+    parser.add_argument(
+        "--scale-out",
+        action="store_true",
+        help="mixed traffic only: 1 process direct, N direct, N behind nginx, N behind nginx + "
+        "PgBouncer",
     )
     parser.add_argument(
         "--held", action="store_true", help="64 clients x 60 s mixed; exit 1 on any error or loss"
@@ -283,6 +362,9 @@ def main() -> None:
         f"server logs in {logs}",
         flush=True,
     )
+    if args.scale_out:
+        scale_out_figures(args, url, tenants, env, logs)
+        return
     output = []
     minimal, minimal_urls = start_servers(
         "minimal_server:app", args.workers, env, logs, ROOT / "scripts" / "bench"
@@ -297,14 +379,7 @@ def main() -> None:
         )
     finally:
         stop(minimal)
-    gateway, gateway_urls = start_servers("threengram.asgi:application", args.workers, env, logs)
-    proxy = contextlib.ExitStack()
-    try:
-        if args.proxy == "nginx":
-            ports = [int(url.split(":")[2].split("/")[0]) for url in gateway_urls]
-            nginx = proxy.enter_context(scale_out.running_nginx(free_port(), ports, logs / "nginx"))
-            gateway_urls = [f"{nginx.url}/mcp"]
-            print(f"behind nginx at {nginx.url} (deploy/nginx.conf)", flush=True)
+    with gateway_stack(args.proxy, args.workers, url, env, logs) as (gateway, gateway_urls):
         read_only = loadgen.run_load(
             gateway_urls,
             tenants,
@@ -319,9 +394,6 @@ def main() -> None:
         )
         result, rss = asyncio.run(measure(mixed, gateway))
         output.append(table("gateway, mixed traffic", loadgen.summary_rows(result), rss))
-    finally:
-        proxy.close()
-        stop(gateway)
     with psycopg.connect(url) as conn:
         problems = loadgen.verify_acks(conn, result.acks)
     writes = sum(1 for ack in result.acks if ack.kind == "remember"), len(result.acks)
