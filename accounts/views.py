@@ -24,6 +24,7 @@ from accounts.forms import (
     ThrottledAuthenticationForm,
     ThrottledPasswordChangeForm,
 )
+from memories import replica
 from memories.access import NIL_ID
 from memories.models import Memory
 from memories.services import parse_memory_id
@@ -131,6 +132,11 @@ def revoke_app(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def memory_list(request: HttpRequest) -> HttpResponse:
+    # Browsing may lag the agent's last write by a moment: on the read replica when there is one.
+    return replica.tolerant_read(_memory_list, request)
+
+
+def _memory_list(request: HttpRequest) -> HttpResponse:
     query = request.GET.get("q", "").strip()
     show_all = request.GET.get("show") == "all"
     memories = Memory.objects.owned_by(request.user)

@@ -29,7 +29,7 @@ from infra.observability import VERSION
 from mcp_gateway import auth, schemas
 from mcp_gateway.principal import Principal
 from mcp_gateway.schemas import utc_datetime as _iso
-from memories import environment, reading, search, threads
+from memories import environment, reading, replica, search, threads
 from memories.bounds import text_problem_in
 from memories.briefing import Briefing, Section, Selector
 from memories.briefing import briefing as build_briefing
@@ -127,6 +127,11 @@ def _thread(thread) -> dict:
 # Sync services run in the request's thread-sensitive executor (asgiref): the gateway runs each
 # MCP request in a ThreadSensitiveContext, so each call gets one DB connection thread.
 _db = sync_to_async(lambda function, **kwargs: function(**kwargs), thread_sensitive=True)
+# The same, for read-only services whose results may lag the client's own writes a little: on the
+# read replica when one is configured (memories/replica.py).
+_lag_tolerant_db = sync_to_async(
+    lambda function, **kwargs: replica.tolerant_read(function, **kwargs), thread_sensitive=True
+)
 
 
 async def _remember(principal: Principal, args: dict) -> dict:
@@ -165,7 +170,7 @@ def _search_page(owner_id: int, args: dict) -> search.SearchPage:
 
 
 async def _search(principal: Principal, args: dict) -> dict:
-    page = await _db(_search_page, owner_id=principal.user_id, args=args)
+    page = await _lag_tolerant_db(_search_page, owner_id=principal.user_id, args=args)
     hits = [
         _excerpt_item(hit)
         | {"score": hit.score, "status": hit.status, "validTo": _iso(hit.valid_to)}
@@ -258,7 +263,7 @@ async def _resolve(principal: Principal, args: dict) -> dict:
 
 
 async def _briefing(principal: Principal, args: dict) -> dict:
-    result: Briefing = await _db(
+    result: Briefing = await _lag_tolerant_db(
         build_briefing,
         owner_id=principal.user_id,
         selector=Selector.clean(args.get("selector"), args.get("value")),
@@ -281,7 +286,7 @@ async def _briefing(principal: Principal, args: dict) -> dict:
 
 
 async def _handoff(principal: Principal, args: dict) -> dict:
-    result = await _db(
+    result = await _lag_tolerant_db(
         build_handoff,
         owner_id=principal.user_id,
         selector=Selector.clean(args.get("selector"), args.get("value")),
@@ -346,8 +351,8 @@ async def _configure_thread(principal: Principal, args: dict) -> dict:
 
 
 async def _describe_environment(principal: Principal, args: dict) -> dict:
-    stats = await _db(environment.environment_stats, owner_id=principal.user_id)
-    thread_list = await _db(threads.list_threads, owner=_owner(principal))
+    stats = await _lag_tolerant_db(environment.environment_stats, owner_id=principal.user_id)
+    thread_list = await _lag_tolerant_db(threads.list_threads, owner=_owner(principal))
     return {
         "server": {"name": "threengram", "version": VERSION},
         "tools": [spec.name for spec in TOOLS],

@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.core import signing
-from django.db import connection, transaction
+from django.db import connections, transaction
 from django.utils import timezone
 
-from memories import bounds
+from memories import bounds, replica
 from memories.errors import InvalidInput, NotFound
 from memories.excerpts import SEARCH_EXCERPT_MAX, excerpt
 from memories.fields import readable_instant_sql
@@ -298,7 +298,8 @@ def search(
     def ranked(mode: str) -> list[tuple]:
         match = _MATCH[mode].format(tsq=_TSQUERY, filters=where)
         sql = _SQL.format(filters=where, keyset=keyset, tsq=_TSQUERY, match=match, due_at=_DUE_AT)
-        with transaction.atomic(), connection.cursor() as db:
+        alias = replica.read_alias()
+        with transaction.atomic(using=alias), connections[alias].cursor() as db:
             # Enough memory for the bitmap of a common term's matches to stay exact (not lossy),
             # so PostgreSQL need not recheck every row of the pages it touches.
             db.execute("SET LOCAL work_mem = '32MB'")

