@@ -75,6 +75,8 @@ class ReplicaRouter:
         return REPLICA if _lag_tolerant.get() and configured() else None
 
     def db_for_write(self, model: type, **hints: Any) -> str | None:
+        # Named, not None: Django would otherwise write an object back to the database it was
+        # read from, which for a row read on the replica is a read-only standby.
         return DEFAULT_DB_ALIAS
 
     def allow_relation(self, obj1: Any, obj2: Any, **hints: Any) -> bool:
