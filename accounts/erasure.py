@@ -39,6 +39,8 @@ def _erase_memories(user, now) -> dict[str, int]:
         tags=Case(When(tags=[], then=Value([])), default=Value([ERASED])),
         scope=ERASED_SCOPE,
         project=Case(When(project__isnull=True, then=Value(None)), default=Value(ERASED)),
+        # A vector is derived from the text and could be matched against guesses of it.
+        embedding=None,
     )
     return {"memories": rewritten}
 

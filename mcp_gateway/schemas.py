@@ -208,6 +208,12 @@ SEARCH_OUT = output(
                 EXCERPT_ITEM["properties"]
                 | {
                     "score": {"type": "number"},
+                    "matchedBy": {
+                        "type": "array",
+                        "items": {"type": "string", "enum": ["words", "meaning"]},
+                        "description": "How the memory matched: by the query's words "
+                        "(or the topic's spelling), by meaning, or both.",
+                    },
                     "status": {"type": "string"},
                     "validTo": NULLABLE_DATETIME,
                 },

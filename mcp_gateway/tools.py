@@ -173,7 +173,12 @@ async def _search(principal: Principal, args: dict) -> dict:
     page = await _lag_tolerant_db(_search_page, owner_id=principal.user_id, args=args)
     hits = [
         _excerpt_item(hit)
-        | {"score": hit.score, "status": hit.status, "validTo": _iso(hit.valid_to)}
+        | {
+            "score": hit.score,
+            "matchedBy": list(hit.matched_by),
+            "status": hit.status,
+            "validTo": _iso(hit.valid_to),
+        }
         for hit in page.hits
     ]
     return {

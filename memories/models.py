@@ -25,8 +25,10 @@ from django.db import DatabaseError, models
 from django.db.models import F, Q
 from django.db.models.functions import MD5, Length, Lower
 from django.utils import timezone
+from pgvector.django import HnswIndex, VectorField
 
 from memories import bounds
+from memories.embedding import EMBEDDING_DIMENSIONS
 from memories.fields import ReadableDateTimeField, same_owner_link, tenant_owner
 
 # The MCP resource of one memory (mcp_gateway.resources serves it; docs/design.md).
@@ -121,6 +123,12 @@ class MemoryQuerySet(models.QuerySet):
         )
 
 
+class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
+    def get_queryset(self) -> MemoryQuerySet:
+        # The vector serves search alone (raw SQL); ORM reads need not fetch and parse it.
+        return super().get_queryset().defer("embedding")
+
+
 class TenantRow(models.Model):
     """A row of a tenant table, whose database primary key is (owner_id, id)."""
 
@@ -169,6 +177,10 @@ class Memory(MemoryResource, TenantRow):
         related_name="successors",
         help_text="The memory this one supersedes (same owner).",
     )
+    # --- derived from substance: written with the row, or later by the backfill ------------
+    # A vector may be written into an empty column or cleared (erasure, a change of model),
+    # never changed in place (the append-only trigger, migration 0009). Never served.
+    embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS, null=True, blank=True, editable=False)
     # --- lifecycle: the only columns that move -------------------------------------------
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.ACTIVE)
     valid_to = models.DateTimeField(null=True, blank=True)
@@ -176,7 +188,7 @@ class Memory(MemoryResource, TenantRow):
         max_length=8, choices=CommitmentStatus.choices, null=True, blank=True
     )
 
-    objects = MemoryQuerySet.as_manager()
+    objects = MemoryManager()
 
     class Meta:
         verbose_name_plural = "memories"
@@ -188,6 +200,14 @@ class Memory(MemoryResource, TenantRow):
                 name="memory_owner_type_current",
                 condition=Q(valid_to__isnull=True),
                 include=["status", "commitment_status", "due_at", "id"],
+            ),
+            # Nearest current memories by meaning: keeps a semantic search bounded for a large
+            # tenant (a small one is scanned exactly through memory_owner_recent).
+            HnswIndex(
+                fields=["embedding"],
+                name="memory_embedding_current",
+                opclasses=["vector_cosine_ops"],
+                condition=Q(valid_to__isnull=True),
             ),
         ]
         constraints = [

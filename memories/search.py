@@ -1,22 +1,35 @@
-"""Search over one tenant's memories: PostgreSQL full-text search blended with trigram
-similarity on the topic, recency as the tiebreak, keyset paging with a signed cursor.
+"""Search over one tenant's memories: words and meaning fused into one score, a relevance floor
+so that a question about something never stored finds nothing, and keyset paging with a signed
+cursor.
 
-Ranking (one statement, see `_SQL`):
-- Candidates are the memories matching the full-text query (`websearch_to_tsquery` on the
-  unaccented configuration of migration 0003: every word must match; "quoted phrases", `or` and
-  `-exclusions` work as in a web search engine). Only when no memory matches the words does the
-  search fall back to topics that are trigram-similar to the query (pg_trgm similarity >= 0.3),
-  among the TOPIC_FALLBACK_RECENT most recent memories; this catches typos and near-miss topic
-  names. A trigram *index* scan was measured and rejected: for a short query it reads posting
-  lists shared by every tenant, so its cost grows with the whole table, not the tenant.
-- score = 0.5 for a full-text match + 0.5 * ts_rank_cd normalised to 0..1 (rank / (rank + 1))
-  + 0.5 * similarity(topic, query). Rounded to 6 places so paging compares exact values.
-- Score floor (SCORE_FLOOR = 0.15): a full-text match always clears it; a topic-only match needs
-  similarity >= 0.3. A query that matches nothing this way returns no hits rather than the
-  "closest" noise.
-- Order: score desc, then recorded_at desc (recency breaks ties), then id.
-- Bounded work: when more than CANDIDATES_MAX memories match, only the most recent
-  CANDIDATES_MAX (500) of them are ranked.
+Ranking:
+- Words. The query's significant terms (stop words dropped, stemmed and unaccented by the
+  `threengram_unaccented` configuration) are OR'ed: a memory matching *any* of them is a
+  candidate (the LEXICAL_CANDIDATES most recent such memories, which bounds the work). Each is
+  scored BM25F-style: a term weighs more the fewer of the tenant's memories hold it (IDF), its
+  frequency saturates, long content is length-normalised, and a term in the topic counts
+  TOPIC_WEIGHT times, in the tags or project TAGS_WEIGHT times, a term in the content. The
+  words score is that sum divided by the sum of the query terms' IDFs: 0..1, the share of what
+  the question asks that the memory covers, with rare terms counting most.
+  `"quoted phrases"` and `-exclusions` are required, as in a web search engine.
+- Meaning. The query's embedding (memories/embedding.py) against each memory's: the
+  SEMANTIC_CANDIDATES nearest current memories join the candidates (the HNSW index keeps this
+  bounded for a large tenant), and every candidate gets its cosine similarity.
+- Fusion: score = words + MEANING_WEIGHT * max(0, cosine), rounded to 6 places so paging
+  compares exact values. A hit matches by words or has a cosine of at least MEANING_MATCH_MIN.
+- Abstention: when the best candidate scores under RELEVANCE_FLOOR the search returns no hits:
+  a question whose distinctive words match nothing and whose meaning is not close gets an empty
+  answer rather than the closest noise. The floor is per query, not per hit, so a weaker second
+  or third answer still shows. The weights and the floor were set on the retrieval eval set
+  (tests/memories/retrieval_eval, scripts/eval_search.py).
+- Topic fallback: when the query abstains, topics trigram-similar to the query
+  (pg_trgm similarity >= TOPIC_SIMILARITY_MIN) among the TOPIC_FALLBACK_RECENT most recent
+  memories: this catches typos and near-miss topic names.
+- `matchedBy` of a hit: "words" when a query term (or, in the fallback, the topic's spelling)
+  matched, "meaning" when its cosine reached MEANING_MATCH_MIN.
+- Order: score desc, then recorded_at desc (recency breaks ties), then id. Only current
+  memories are searched unless asOf names another instant, so a superseded memory and its
+  successor are never both hits.
 - Paging: the cursor is signed (django.core.signing, SECRET_KEY) and carries the position, the
   candidate mode and a fingerprint of the query and filters; it is refused for any other query.
 """
@@ -25,6 +38,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import re
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -34,6 +49,7 @@ from django.db import connections, transaction
 from django.utils import timezone
 
 from memories import bounds, replica
+from memories.embedding import embed_query
 from memories.errors import InvalidInput, NotFound
 from memories.excerpts import SEARCH_EXCERPT_MAX, excerpt
 from memories.fields import readable_instant_sql
@@ -42,17 +58,27 @@ from memories.models import MemoryResource, MemoryType, Status, Thread, is_overd
 DEFAULT_LIMIT = 5
 MAX_LIMIT = 25
 QUERY_MAX = 500
-SCORE_FLOOR = 0.15
 CURSOR_MAX = 512
-# When more memories match than this, the most recent ones are ranked: a term that common says
-# little, and the cost of a search stays bounded however large the tenant grows.
-CANDIDATES_MAX = 500
+# Bounded work per search, however large the tenant: the most recent memories matching any term,
+# and the nearest by meaning.
+LEXICAL_CANDIDATES = 1_000
+SEMANTIC_CANDIDATES = 50
+# BM25F (Robertson & Zaragoza, "The Probabilistic Relevance Framework: BM25 and Beyond", 3.3).
+BM25_K1 = 1.2
+BM25_B = 0.75
+TOPIC_WEIGHT = 3.0
+TAGS_WEIGHT = 2.0
+# Fusion and the relevance floor (see the module docstring).
+MEANING_WEIGHT = 0.5
+MEANING_MATCH_MIN = 0.5
+RELEVANCE_FLOOR = 0.25
 # The topic fallback compares the query with the topics of this many most recent memories (all
 # of them for most tenants), so its cost does not grow with the tenant or the table.
 TOPIC_FALLBACK_RECENT = 3_000
 TOPIC_SIMILARITY_MIN = 0.3
 _CURSOR_SALT = "threengram.memories.search-cursor"
 STATUS_FILTERS = ("active", "archived", "any")
+MODES = ("ranked", "topic")
 
 
 @dataclass(frozen=True)
@@ -102,6 +128,7 @@ class SearchHit(MemoryResource):
     score: float
     due_at: datetime | None
     overdue: bool
+    matched_by: tuple[str, ...] = ()
 
 
 @dataclass
@@ -147,50 +174,131 @@ def clean_filters(
     )
 
 
-# Written inline rather than in a CTE: the planner folds it to a constant and can then estimate
-# how many rows a term matches (and pick a plan for common terms that stops early).
-_TSQUERY = "websearch_to_tsquery('threengram_unaccented', %(query)s)"
-# How a memory qualifies as a candidate. "topic" is the fallback when no memory matches the words
-# (a typo, a near-miss on a topic name).
-_MATCH = {
-    "words": "m.search_vector @@ {tsq}",
-    "topic": """m.id IN (
-            SELECT recent.id FROM (
-                SELECT m.id, m.topic FROM memories_memory m
-                WHERE m.owner_id = %(owner)s {filters}
-                ORDER BY m.recorded_at DESC
-                LIMIT %(recent)s
-            ) recent
-            WHERE similarity(recent.topic, %(query)s) >= %(topic_min)s
-          )""",
-}
+_CONFIG = "'threengram_unaccented'"
+_PHRASE = re.compile(r'"([^"]*)"?')
+_EXCLUSION = re.compile(r"(?:^|\s)-(\w[^\s]*)")
 # Read clamped: a due date stored before inputs were bounded must not fail the search.
 _DUE_AT = readable_instant_sql("m.due_at")
-_SQL = """
-SELECT id, memory_type, topic, excerpt, content_length, scope, project, status,
-       commitment_status, recorded_at, valid_to, score, due_at
-FROM (
-    SELECT m.id, m.memory_type, m.topic, left(m.content, %(excerpt_fetch)s) AS excerpt,
-           m.content_length, m.scope, m.project, m.status, m.commitment_status,
-           m.recorded_at, m.valid_to, {due_at} AS due_at,
-           round((
-               CASE WHEN m.search_vector @@ {tsq}
-                    THEN 0.5 + 0.5 * ts_rank_cd(m.search_vector, {tsq}, 32) ELSE 0 END
-               + 0.5 * similarity(m.topic, %(query)s)
-           )::numeric, 6) AS score
-    FROM (
-        SELECT m.* FROM memories_memory m
-        WHERE m.owner_id = %(owner)s
-          AND {match}
-          {filters}
-        ORDER BY m.recorded_at DESC
-        LIMIT %(candidates)s
-    ) m
-) ranked
-WHERE score >= %(floor)s {keyset}
-ORDER BY score DESC, recorded_at DESC, id DESC
-LIMIT %(fetch)s
+_COLUMNS = f"""m.id, m.memory_type, m.topic, left(m.content, %(excerpt_fetch)s), m.content_length,
+       m.scope, m.project, m.status, m.commitment_status, m.recorded_at, m.valid_to, {_DUE_AT}"""
+# Per candidate: the query terms it holds with their weights ("lexeme:AAB ..."; A topic,
+# B content, C tags and project), and its cosine similarity to the query.
+_RANKED_SQL = """
+WITH candidate AS ({candidates})
+SELECT {columns},
+       (SELECT string_agg(t.lexeme || ':' || array_to_string(t.weights, ''), ' ')
+          FROM unnest(m.search_vector) t WHERE t.lexeme = ANY(%(terms)s::text[])),
+       {cosine},
+       (SELECT count(*) FROM (
+            SELECT 1 FROM memories_memory n
+            WHERE n.owner_id = %(owner)s AND n.valid_to IS NULL AND n.recorded_at <= %(snapshot)s
+            LIMIT %(tenant_size_max)s) n)
+FROM memories_memory m
+WHERE m.owner_id = %(owner)s AND m.id IN (SELECT id FROM candidate)
 """
+_LEXICAL = """(SELECT m.id FROM memories_memory m
+      WHERE m.owner_id = %(owner)s AND m.search_vector @@ %(any_term)s::tsquery
+        AND m.recorded_at <= %(snapshot)s {required} {filters}
+      ORDER BY m.recorded_at DESC LIMIT %(lexical_max)s)"""
+_SEMANTIC = """(SELECT m.id FROM memories_memory m
+      WHERE m.owner_id = %(owner)s AND m.embedding IS NOT NULL
+        AND m.recorded_at <= %(snapshot)s {required} {filters}
+      ORDER BY m.embedding <=> %(vector)s::vector LIMIT %(semantic_max)s)"""
+_REQUIRED = f"AND m.search_vector @@ websearch_to_tsquery({_CONFIG}, %(required)s)"
+_TOPIC_SQL = """
+SELECT {columns}, similarity(m.topic, %(query)s) AS similarity
+FROM (
+    SELECT m.* FROM memories_memory m
+    WHERE m.owner_id = %(owner)s AND m.recorded_at <= %(snapshot)s {filters}
+    ORDER BY m.recorded_at DESC
+    LIMIT %(recent)s
+) m
+WHERE similarity(m.topic, %(query)s) >= %(topic_min)s
+"""
+
+
+@dataclass(frozen=True)
+class _Query:
+    terms: tuple[str, ...]  # significant lexemes, deduplicated
+    required: str  # the phrases and exclusions, in web-search syntax ("" for none)
+
+
+def _parse(db, text: str) -> _Query:
+    """The query's OR'ed terms and its required phrases and exclusions."""
+    phrases = [phrase for phrase in _PHRASE.findall(text) if phrase.strip()]
+    rest = _PHRASE.sub(" ", text)
+    exclusions = _EXCLUSION.findall(rest)
+    rest = _EXCLUSION.sub(" ", rest)
+    required = " ".join([f'"{phrase}"' for phrase in phrases] + [f"-{x}" for x in exclusions])
+    db.execute(
+        f"SELECT coalesce(array_agg(lexeme), '{{}}') FROM unnest(to_tsvector({_CONFIG}, %s))",  # noqa: S608 (constant)
+        [" ".join([rest, *phrases])],
+    )
+    return _Query(terms=tuple(db.fetchone()[0]), required=required)
+
+
+def _any_term(terms: tuple[str, ...]) -> str:
+    """A tsquery matching any of `terms`, given as lexemes (not normalised again)."""
+    return " | ".join("'" + term.replace("\\", "\\\\").replace("'", "''") + "'" for term in terms)
+
+
+@dataclass
+class _Candidate:
+    row: tuple
+    term_weights: dict[str, str]
+    cosine: float | None
+    score: float = 0.0
+    matched_by: tuple[str, ...] = ()
+
+
+def _words_scores(candidates: list[_Candidate], terms: tuple[str, ...], tenant_size: int) -> None:
+    """BM25F over the candidates, each divided by the sum of the terms' IDFs (0..1)."""
+    if not terms or not candidates:
+        return
+    total = max(tenant_size, len(candidates), 1)
+    frequency = dict.fromkeys(terms, 0)
+    for candidate in candidates:
+        for term in candidate.term_weights:
+            frequency[term] = frequency.get(term, 0) + 1
+    idf = {
+        term: math.log(1 + (total - count + 0.5) / (count + 0.5))
+        for term, count in frequency.items()
+    }
+    idf_sum = sum(idf[term] for term in terms)
+    lengths = [candidate.row[4] for candidate in candidates]
+    average_length = sum(lengths) / len(lengths)
+    for candidate in candidates:
+        norm = 1 - BM25_B + BM25_B * candidate.row[4] / average_length
+        score = 0.0
+        for term, weights in candidate.term_weights.items():
+            weighted = (
+                TOPIC_WEIGHT * weights.count("A")
+                + TAGS_WEIGHT * weights.count("C")
+                + (weights.count("B") + weights.count("D")) / norm
+            )
+            score += idf[term] * weighted / (BM25_K1 + weighted)
+        candidate.score = score / idf_sum
+
+
+def _fuse(candidate: _Candidate) -> None:
+    cosine = candidate.cosine if candidate.cosine is not None else 0.0
+    words = candidate.score
+    candidate.score = round(words + MEANING_WEIGHT * max(0.0, cosine), 6)
+    candidate.matched_by = tuple(
+        label
+        for label, matched in (("words", words > 0), ("meaning", cosine >= MEANING_MATCH_MIN))
+        if matched
+    )
+
+
+def _term_weights(text: str | None) -> dict[str, str]:
+    if not text:
+        return {}
+    weights = {}
+    for item in text.split(" "):
+        lexeme, _, labels = item.rpartition(":")
+        weights[lexeme] = labels
+    return weights
 
 
 def _where(filters: SearchFilters, owner_id: int, params: dict) -> str:
@@ -238,16 +346,17 @@ def _where(filters: SearchFilters, owner_id: int, params: dict) -> str:
     return "".join(f"\n      AND {clause}" for clause in clauses)
 
 
-def _decode_cursor(cursor: str, fingerprint: str) -> tuple[str, str, datetime, uuid.UUID]:
+def _decode_cursor(cursor: str, fingerprint: str) -> tuple[str, str, datetime, uuid.UUID, datetime]:
     try:
         payload = signing.loads(cursor, salt=_CURSOR_SALT)
-        if payload["m"] not in _MATCH:
+        if payload["m"] not in MODES:
             raise ValueError(payload["m"])
         position = (
             payload["m"],
             payload["s"],
             datetime.fromisoformat(payload["r"]),
             uuid.UUID(payload["i"]),
+            datetime.fromisoformat(payload["t"]),
         )
         bound_to = payload["f"]
     except (signing.BadSignature, KeyError, TypeError, ValueError):
@@ -275,44 +384,45 @@ def search(
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidInput("limit", f"must be between 1 and {MAX_LIMIT}; got {limit}")
     fingerprint = filters.fingerprint(text)
-    params: dict = {
-        "query": text,
-        "owner": owner_id,
-        "floor": SCORE_FLOOR,
-        "fetch": limit + 1,
-        "excerpt_fetch": SEARCH_EXCERPT_MAX + 1,
-        "candidates": CANDIDATES_MAX,
-        "recent": TOPIC_FALLBACK_RECENT,
-        "topic_min": TOPIC_SIMILARITY_MIN,
-    }
-    keyset, mode = "", "words"
+    position = None
     if cursor is not None:
         if len(cursor) > CURSOR_MAX:
             raise InvalidInput("cursor", f"must be at most {CURSOR_MAX} characters")
-        mode, params["k_score"], params["k_recorded"], params["k_id"] = _decode_cursor(
-            cursor, fingerprint
-        )
-        keyset = "AND (score, recorded_at, id) < (%(k_score)s::numeric, %(k_recorded)s, %(k_id)s)"
+        position = _decode_cursor(cursor, fingerprint)
+    params: dict = {
+        "query": text,
+        "owner": owner_id,
+        "excerpt_fetch": SEARCH_EXCERPT_MAX + 1,
+        "lexical_max": LEXICAL_CANDIDATES,
+        "semantic_max": SEMANTIC_CANDIDATES,
+        "tenant_size_max": 10 * LEXICAL_CANDIDATES,
+        "recent": TOPIC_FALLBACK_RECENT,
+        "topic_min": TOPIC_SIMILARITY_MIN,
+        # Later pages rank what the first one saw: a memory written mid-walk neither appears
+        # nor shifts the term statistics (and so the scores) of the rest.
+        "snapshot": position[4] if position else timezone.now(),
+    }
     where = _where(filters, owner_id, params)
-
-    def ranked(mode: str) -> list[tuple]:
-        match = _MATCH[mode].format(tsq=_TSQUERY, filters=where)
-        sql = _SQL.format(filters=where, keyset=keyset, tsq=_TSQUERY, match=match, due_at=_DUE_AT)
-        alias = replica.read_alias()
-        with transaction.atomic(using=alias), connections[alias].cursor() as db:
-            # Enough memory for the bitmap of a common term's matches to stay exact (not lossy),
-            # so PostgreSQL need not recheck every row of the pages it touches.
-            db.execute("SET LOCAL work_mem = '32MB'")
-            db.execute(sql, params)
-            return db.fetchall()
-
-    rows = ranked(mode)
-    if not rows and cursor is None and mode == "words":
-        mode = "topic"
-        rows = ranked(mode)
+    alias = replica.read_alias()
+    with transaction.atomic(using=alias), connections[alias].cursor() as db:
+        # Enough memory for the bitmap of a common term's matches to stay exact (not lossy), and
+        # a filtered nearest-neighbour scan that keeps going until it has enough rows.
+        db.execute("SET LOCAL work_mem = '32MB'")
+        db.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        mode = position[0] if position else "ranked"
+        ranked = _ranked(db, text, where, params) if mode == "ranked" else []
+        if not ranked and position is None:
+            mode = "topic"
+        if mode == "topic":
+            ranked = _topic_matches(db, where, params)
+    ranked.sort(key=lambda c: (c.score, c.row[9], c.row[0]), reverse=True)
+    if position is not None:
+        after = (float(position[1]), position[2], position[3])
+        ranked = [c for c in ranked if (c.score, c.row[9], c.row[0]) < after]
     page = SearchPage()
     now = timezone.now()
-    for row in rows[:limit]:
+    for candidate in ranked[:limit]:
+        row = candidate.row
         cut = excerpt(row[3])  # at most 601 code points fetched: enough to know it was cut
         page.hits.append(
             SearchHit(
@@ -328,21 +438,74 @@ def search(
                 commitment_status=row[8],
                 recorded_at=row[9],
                 valid_to=row[10],
-                score=float(row[11]),
-                due_at=row[12],
-                overdue=is_overdue(due_at=row[12], commitment_status=row[8], now=now),
+                score=candidate.score,
+                due_at=row[11],
+                overdue=is_overdue(due_at=row[11], commitment_status=row[8], now=now),
+                matched_by=candidate.matched_by,
             )
         )
-    if len(rows) > limit:
-        last = rows[limit - 1]
+    if len(ranked) > limit:
+        last = ranked[limit - 1]
         page.next_cursor = signing.dumps(
             {
                 "f": fingerprint,
                 "m": mode,
-                "s": str(last[11]),
-                "r": last[9].isoformat(),
-                "i": str(last[0]),
+                "s": repr(last.score),
+                "r": last.row[9].isoformat(),
+                "i": str(last.row[0]),
+                "t": params["snapshot"].isoformat(),
             },
             salt=_CURSOR_SALT,
         )
     return page
+
+
+def _ranked(db, text: str, where: str, params: dict) -> list[_Candidate]:
+    """Candidates by words and by meaning, fused; none when the best is under the floor."""
+    parsed = _parse(db, text)
+    if not parsed.terms:
+        return []  # only stop words or punctuation: nothing to look for
+    vector = embed_query(text)
+    required = _REQUIRED if parsed.required else ""
+    params |= {
+        "terms": list(parsed.terms),
+        "any_term": _any_term(parsed.terms),
+        "required": parsed.required,
+    }
+    sources = [_LEXICAL.format(required=required, filters=where)]
+    cosine = "NULL::float8"
+    if vector is not None:
+        params["vector"] = "[" + ",".join(f"{x:.6g}" for x in vector) + "]"
+        sources.append(_SEMANTIC.format(required=required, filters=where))
+        cosine = "1 - (m.embedding <=> %(vector)s::vector)"
+    db.execute(
+        _RANKED_SQL.format(candidates=" UNION ".join(sources), columns=_COLUMNS, cosine=cosine),
+        params,
+    )
+    rows = db.fetchall()
+    candidates = [
+        _Candidate(row=row[:12], term_weights=_term_weights(row[12]), cosine=row[13])
+        for row in rows
+    ]
+    tenant_size = rows[0][14] if rows else 0
+    _words_scores(candidates, parsed.terms, tenant_size)
+    for candidate in candidates:
+        _fuse(candidate)
+    hits = [c for c in candidates if c.matched_by]
+    if not hits or max(c.score for c in hits) < RELEVANCE_FLOOR:
+        return []
+    return hits
+
+
+def _topic_matches(db, where: str, params: dict) -> list[_Candidate]:
+    db.execute(_TOPIC_SQL.format(columns=_COLUMNS, filters=where), params)
+    return [
+        _Candidate(
+            row=row[:12],
+            term_weights={},
+            cosine=None,
+            score=round(float(row[12]), 6),
+            matched_by=("words",),
+        )
+        for row in db.fetchall()
+    ]

@@ -12,6 +12,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from memories import bounds
+from memories.embedding import embed_memories, memory_text
 from memories.errors import (
     AccountInactive,
     Conflict,
@@ -150,8 +151,16 @@ def _new_memory(
     if fields.memory_type == MemoryType.COMMITMENT:
         carried = predecessor.commitment_status if predecessor is not None else None
         commitment_status = carried or CommitmentStatus.OPEN
+    [embedding] = embed_memories(
+        [
+            memory_text(
+                topic=fields.topic, content=fields.content, tags=fields.tags, project=fields.project
+            )
+        ]
+    )
     return Memory(
         owner=owner,
+        embedding=embedding,
         content=fields.content,
         content_length=len(fields.content),
         memory_type=fields.memory_type,

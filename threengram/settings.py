@@ -222,6 +222,12 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 # /mcp rate limit a database round trip per request: prefer redis or memcached there.
 CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
 
+# --- Search -------------------------------------------------------------------------------------
+# The model that embeds memories and queries for semantic search (memories/embedding.py):
+# `wordllama` (ships in its wheel), `sentence-transformers:<folder>`, `fastembed:<folder>` or
+# `none` (words only). After a change, `manage.py embed_memories --reembed`.
+SEARCH_EMBEDDER = env.str("SEARCH_EMBEDDER", default="wordllama")
+
 # --- Accounts pages ----------------------------------------------------------------------------
 SIGNUP_ENABLED = env.bool("SIGNUP_ENABLED", default=True)
 # Failed password checks (log-in, admin log-in, password change, account deletion) allowed per

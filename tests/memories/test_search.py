@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from memories.errors import InvalidInput, NotFound
-from memories.search import SCORE_FLOOR, clean_filters, search
+from memories.search import TOPIC_SIMILARITY_MIN, clean_filters, search
 from memories.services import archive_memory, remember, revise_memory
 from tests.factories import MemoryFactory
 
@@ -61,7 +61,7 @@ def test_nonsense_returns_no_hits(tenant, corpus):
 def test_topic_typos_still_find_by_trigram(tenant, corpus):
     hits = run(tenant, "Paymnts").hits
     assert [hit.id for hit in hits] == [corpus["Payments"].id]
-    assert hits[0].score >= SCORE_FLOOR
+    assert hits[0].score >= TOPIC_SIMILARITY_MIN
 
 
 def test_web_search_syntax(tenant, corpus):

@@ -1,0 +1,145 @@
+"""Sentence embeddings for semantic search, computed in-process with no network at run time.
+
+`SEARCH_EMBEDDER` names the model:
+- `wordllama` (default): WordLlama's 256-dimension `l2_supercat` model, whose weights and
+  tokenizer ship inside the pinned `wordllama` wheel, so a fresh install works offline;
+- `sentence-transformers:<folder>` or `fastembed:<folder>`: a model an operator keeps on local
+  disk, through the optional extra of the same name (`pip install -e .[sentence-transformers]`);
+- `none`: no embeddings; search ranks by words only.
+
+Whatever the model, vectors are cut or zero-padded to the column's `EMBEDDING_DIMENSIONS` and
+scaled to unit length, so cosine distance is comparable across memories. Changing the model
+leaves old vectors in another space: `manage.py embed_memories --reembed` rewrites them all.
+The model is loaded once per process (the ASGI application loads it at start-up).
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+EMBEDDING_DIMENSIONS = 256
+# What of a memory is embedded: enough for its meaning; a long tail adds little and costs time.
+EMBEDDED_CHARACTERS_MAX = 2_000
+
+
+class Embedder(Protocol):
+    name: str
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """One row per text, `EMBEDDING_DIMENSIONS` wide, unit length (or all zeros)."""
+        ...
+
+
+def _fit(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    width = vectors.shape[1]
+    if width > EMBEDDING_DIMENSIONS:
+        vectors = vectors[:, :EMBEDDING_DIMENSIONS]
+    elif width < EMBEDDING_DIMENSIONS:
+        vectors = np.pad(vectors, ((0, 0), (0, EMBEDDING_DIMENSIONS - width)))
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms == 0, 1, norms)
+
+
+class WordLlamaEmbedder:
+    name = "wordllama"
+
+    def __init__(self) -> None:
+        import wordllama
+
+        # The wheel keeps its files in `weights/` and `tokenizers/` under the package; pointing
+        # the cache there makes the loader find them instead of trying a download.
+        self._model = wordllama.WordLlama.load(
+            cache_dir=Path(wordllama.__file__).parent, disable_download=True
+        )
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return _fit(self._model.embed(texts, norm=True))
+
+
+class SentenceTransformersEmbedder:
+    def __init__(self, folder: str) -> None:
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as missing:
+            raise ImproperlyConfigured(
+                "SEARCH_EMBEDDER names sentence-transformers, which is not installed: "
+                "pip install -e .[sentence-transformers]"
+            ) from missing
+        self.name = f"sentence-transformers:{folder}"
+        self._model = SentenceTransformer(folder, device="cpu", local_files_only=True)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return _fit(self._model.encode(texts, normalize_embeddings=True))
+
+
+class FastEmbedEmbedder:
+    def __init__(self, folder: str) -> None:
+        try:
+            from fastembed import TextEmbedding
+        except ImportError as missing:
+            raise ImproperlyConfigured(
+                "SEARCH_EMBEDDER names fastembed, which is not installed: "
+                "pip install -e .[fastembed]"
+            ) from missing
+        self.name = f"fastembed:{folder}"
+        self._model = TextEmbedding(specific_model_path=folder, local_files_only=True)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return _fit(np.array(list(self._model.embed(texts))))
+
+
+def load_embedder(spec: str) -> Embedder | None:
+    """The embedder a `SEARCH_EMBEDDER` value names, loaded; None for `none`."""
+    kind, _, folder = spec.partition(":")
+    if kind == "none":
+        return None
+    if kind == "wordllama" and not folder:
+        return WordLlamaEmbedder()
+    if kind == "sentence-transformers" and folder:
+        return SentenceTransformersEmbedder(folder)
+    if kind == "fastembed" and folder:
+        return FastEmbedEmbedder(folder)
+    raise ImproperlyConfigured(
+        f"SEARCH_EMBEDDER={spec!r}: expected wordllama, none, "
+        "sentence-transformers:<model folder> or fastembed:<model folder>"
+    )
+
+
+@functools.cache
+def _embedder_for(spec: str) -> Embedder | None:
+    return load_embedder(spec)
+
+
+def get_embedder() -> Embedder | None:
+    """The process's embedder (loaded on first use, then kept), or None when search is
+    lexical only."""
+    return _embedder_for(settings.SEARCH_EMBEDDER)
+
+
+def memory_text(*, topic: str, content: str, tags: list[str], project: str | None) -> str:
+    """The text of a memory that its vector stands for."""
+    parts = [topic, content[:EMBEDDED_CHARACTERS_MAX], " ".join(tags), project or ""]
+    return "\n".join(part for part in parts if part)
+
+
+def embed_memories(texts: list[str]) -> list[np.ndarray | None]:
+    """A vector per memory text, or None each when no embedder is configured."""
+    embedder = get_embedder()
+    if embedder is None or not texts:
+        return [None] * len(texts)
+    return list(embedder.embed(texts))
+
+
+def embed_query(text: str) -> np.ndarray | None:
+    embedder = get_embedder()
+    if embedder is None:
+        return None
+    vector = embedder.embed([text])[0]
+    return vector if vector.any() else None

@@ -1,0 +1,193 @@
+"""Retrieval quality of `search` on the eval set in tests/memories/retrieval_eval/.
+
+    .venv/bin/python scripts/eval_search.py [--embedder wordllama|none|...]
+
+Stores the set's memories for a new account on the embedded PostgreSQL (a scratch database,
+`threengram_eval`, made afresh each run), applies its revisions, asks every question through
+`mcp_gateway.tools.call_tool` (the real `search` tool: schema, service, JSON) and prints:
+- recall@5: share of questions whose expected memory is among the first 5 hits;
+- MRR@5: mean of 1/rank of the first expected memory within the first 5 (0 when absent);
+- supersession: share of questions about a revised fact whose hits hold the current version
+  and no superseded one ranks above it;
+- abstention: share of questions about things never stored that get no hits;
+- search latency p50 / p95 (ms), per call in-process.
+tests/memories/test_retrieval_eval.py holds floors on the same figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATASET = ROOT / "tests" / "memories" / "retrieval_eval" / "dataset.json"
+EVAL_DATABASE = "threengram_eval"
+K = 5
+
+
+def load_dataset() -> dict:
+    return json.loads(DATASET.read_text())
+
+
+def store_dataset(owner, dataset: dict) -> dict[str, str]:
+    """Remember every memory and apply the revisions in order; the id of each key."""
+    from memories.services import remember, revise_memory
+
+    ids: dict[str, str] = {}
+    for item in dataset["memories"]:
+        memory = remember(
+            owner=owner,
+            memory_type=item["memory_type"],
+            topic=item["topic"],
+            content=item["content"],
+            project=item.get("project"),
+            tags=item.get("tags") or None,
+            due_at=item.get("due_at"),
+        )
+        ids[item["key"]] = str(memory.id)
+    for item in dataset["revisions"]:
+        successor = revise_memory(
+            owner=owner,
+            predecessor_id=ids[item["revises"]],
+            content=item["content"],
+            topic=item["topic"],
+        )
+        ids[item["key"]] = str(successor.id)
+    return ids
+
+
+@dataclass
+class Figures:
+    recall: float
+    mrr: float
+    supersession: float
+    abstention: float
+    latency_p50_ms: float
+    latency_p95_ms: float
+    misses: list[str]
+
+    def lines(self) -> list[str]:
+        return [
+            f"recall@{K}        {self.recall:.3f}",
+            f"MRR@{K}           {self.mrr:.3f}",
+            f"supersession     {self.supersession:.3f}",
+            f"abstention       {self.abstention:.3f}",
+            f"search p50/p95   {self.latency_p50_ms:.1f} / {self.latency_p95_ms:.1f} ms",
+        ]
+
+
+async def evaluate(principal, dataset: dict, ids: dict[str, str]) -> Figures:
+    """Ask every question through the `search` tool and score the answers."""
+    from mcp_gateway.tools import call_tool
+
+    latencies: list[float] = []
+    misses: list[str] = []
+
+    async def ask(question: str) -> list[str]:
+        started = time.perf_counter()
+        result = await call_tool(principal, "search", {"query": question, "limit": K})
+        latencies.append((time.perf_counter() - started) * 1000)
+        if result.is_error:
+            raise AssertionError(f"search failed for {question!r}: {result.content[0].text}")
+        return [hit["id"] for hit in result.structured_content["hits"]]
+
+    reciprocal_ranks = []
+    for item in dataset["questions"]:
+        hits = await ask(item["question"])
+        expected = {ids[key] for key in item["expected"]}
+        rank = next((n for n, hit in enumerate(hits, 1) if hit in expected), None)
+        reciprocal_ranks.append(1 / rank if rank else 0.0)
+        if rank is None:
+            misses.append(f"miss {item['id']}: {item['question']}")
+    current_first = 0
+    for item in dataset["supersession"]:
+        hits = await ask(item["question"])
+        current = ids[item["current"]]
+        superseded = {ids[key] for key in item["superseded"]}
+        if current in hits and not superseded & set(hits[: hits.index(current)]):
+            current_first += 1
+        else:
+            misses.append(f"supersession {item['id']}: {item['question']}")
+    abstained = 0
+    for item in dataset["absent"]:
+        if not await ask(item["question"]):
+            abstained += 1
+        else:
+            misses.append(f"answered absent {item['id']}: {item['question']}")
+    ordered = sorted(latencies)
+    return Figures(
+        recall=sum(1 for r in reciprocal_ranks if r) / len(reciprocal_ranks),
+        mrr=sum(reciprocal_ranks) / len(reciprocal_ranks),
+        supersession=current_first / len(dataset["supersession"]),
+        abstention=abstained / len(dataset["absent"]),
+        latency_p50_ms=statistics.median(ordered),
+        latency_p95_ms=statistics.quantiles(ordered, n=100, method="inclusive")[94],
+        misses=misses,
+    )
+
+
+def _setup(embedder: str) -> None:
+    from psycopg.conninfo import make_conninfo
+
+    sys.path.insert(0, str(ROOT))
+    from threengram.embedded_db import start
+
+    admin_url = start(database="postgres")
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {EVAL_DATABASE} WITH (FORCE)")
+        admin.execute(f"CREATE DATABASE {EVAL_DATABASE}")
+    os.environ.update(
+        DATABASE_URL=make_conninfo(admin_url, dbname=EVAL_DATABASE),
+        SECRET_KEY="eval-only",
+        DEBUG="0",
+        SEARCH_EMBEDDER=embedder,
+        # The services are called directly, for no tenant: as the owner, past row-level security.
+        DATABASE_APP_ROLE="",
+    )
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "threengram.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--embedder", default="wordllama", help="a SEARCH_EMBEDDER value")
+    parser.add_argument("--misses", action="store_true", help="list every miss")
+    args = parser.parse_args()
+    _setup(args.embedder)
+    import asyncio
+
+    from accounts.models import User
+    from mcp_gateway.principal import Principal
+
+    dataset = load_dataset()
+    owner = User.objects.create_user(username="eval", password=None)
+    started = time.perf_counter()
+    ids = store_dataset(owner, dataset)
+    stored_in = time.perf_counter() - started
+    principal = Principal(
+        user_id=owner.pk, scopes=frozenset({"memory:read"}), client_id="eval-search"
+    )
+    figures = asyncio.run(evaluate(principal, dataset, ids))
+    print(f"embedder         {args.embedder}")
+    print(f"stored           {len(ids)} memories and revisions in {stored_in:.1f} s")
+    for line in figures.lines():
+        print(line)
+    if args.misses:
+        print("\n".join(figures.misses))
+
+
+if __name__ == "__main__":
+    main()
