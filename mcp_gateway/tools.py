@@ -397,12 +397,14 @@ TOOLS: list[ToolSpec] = [
         name="search",
         title="Search memories",
         description=(
-            "Find and look up stored memories mentioning some words or a topic, to answer "
-            "questions like 'what did we decide about X' or 'anything about Y': full-text search "
-            '(all words must match; "quoted phrase", or, -exclude) plus fuzzy topic matching, '
-            "best first, weak matches dropped. Filters: memoryTypes, scope, project, thread, "
-            "status, recordedAfter, recordedBefore, asOf (as it stood at a past date). Hits are "
-            "short excerpts; page with nextCursor."
+            "Find and look up stored memories about some words or a topic, to answer "
+            "questions like 'what did we decide about X' or 'anything about Y'. Ask in natural "
+            "language, in your own words: memories matching any of the words or close in "
+            'meaning rank first ("quoted phrase" and -exclude narrow; fuzzy topic matching '
+            "catches typos). No hits means nothing relevant is stored. Each hit says how it "
+            "matched (matchedBy). Filters: memoryTypes, scope, project, thread, status, "
+            "recordedAfter, recordedBefore, asOf (as it stood at a past date). Hits are short "
+            "excerpts; page with nextCursor."
         ),
         input_schema=schemas.SEARCH_IN,
         output_schema=schemas.SEARCH_OUT,

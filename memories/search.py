@@ -64,6 +64,10 @@ CURSOR_MAX = 512
 LEXICAL_CANDIDATES = 1_000
 SEMANTIC_CANDIDATES = 50
 # BM25F (Robertson & Zaragoza, "The Probabilistic Relevance Framework: BM25 and Beyond", 3.3).
+# A new account's handful of memories says little about how rare a word is: below this many, the
+# IDF is computed as if the tenant had this many memories, so a word the question asks about that
+# matches nothing still weighs against the match.
+IDF_TENANT_SIZE_MIN = 100
 BM25_K1 = 1.2
 BM25_B = 0.75
 TOPIC_WEIGHT = 3.0
@@ -255,7 +259,7 @@ def _words_scores(candidates: list[_Candidate], terms: tuple[str, ...], tenant_s
     """BM25F over the candidates, each divided by the sum of the terms' IDFs (0..1)."""
     if not terms or not candidates:
         return
-    total = max(tenant_size, len(candidates), 1)
+    total = max(tenant_size, len(candidates), IDF_TENANT_SIZE_MIN)
     frequency = dict.fromkeys(terms, 0)
     for candidate in candidates:
         for term in candidate.term_weights:

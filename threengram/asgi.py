@@ -14,6 +14,11 @@ from mcp_gateway.asgi import GatewayRouter  # noqa: E402
 
 application = GatewayRouter(django_application)
 
+# The search embedding model is loaded now, once per process, not by the first search.
+from memories.embedding import get_embedder  # noqa: E402
+
+get_embedder()
+
 # Everything loaded so far (Django, the apps, the SDK, pydantic models) lives as long as the
 # process: move it out of the cyclic garbage collector's view. Without this, each full collection
 # walks every start-up object, a pause every in-flight request waits for: the p99 of the /mcp

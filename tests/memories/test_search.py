@@ -64,6 +64,63 @@ def test_topic_typos_still_find_by_trigram(tenant, corpus):
     assert hits[0].score >= TOPIC_SIMILARITY_MIN
 
 
+def test_a_question_in_other_words_finds_the_memory(tenant, corpus):
+    # "Signature checks" and "staging" are not in the question: the asker's own wording.
+    hits = run(tenant, "why do our stripe webhooks keep failing?").hits
+    assert hits[0].id == corpus["Payments"].id
+    assert "words" in hits[0].matched_by
+
+
+def test_meaning_alone_can_match(tenant):
+    colour = remember(
+        owner=tenant, memory_type="preference", topic="Favourite colour", content="Blue."
+    )
+    remember(owner=tenant, memory_type="fact", topic="Lunch", content="Soup on Fridays.")
+    # British and American spelling share no stem: only the embedding sees they mean the same.
+    hits = run(tenant, "favorite color").hits
+    assert [hit.id for hit in hits] == [colour.id]
+    assert hits[0].matched_by == ("meaning",)
+
+
+def test_a_question_about_something_never_stored_gets_no_hits(tenant, corpus):
+    for question in (
+        "which vendor did we pick for sending SMS one-time codes?",
+        "what did we decide about offering a GraphQL endpoint to partners?",
+    ):
+        assert run(tenant, question).hits == [], question
+
+
+def test_memories_without_a_vector_are_found_by_words(tenant):
+    # Rows stored before the embedder existed, or with SEARCH_EMBEDDER=none, until the backfill.
+    unembedded = MemoryFactory(owner=tenant, topic="Backup window", content="Backups at 2 am.")
+    hits = run(tenant, "what is the backup window?").hits
+    assert [hit.id for hit in hits] == [unembedded.id]
+    assert hits[0].matched_by == ("words",)
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["a & | ! :* ' \\", "数据库", "🚀🔥", "-", '"', "x" * 500, "PostgreSQL:*", "(database"],
+)
+def test_any_query_text_gets_a_normal_answer(tenant, corpus, query):
+    run(tenant, query)  # a list of hits, possibly empty; never a database error
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("", "query: "),
+        ("   ", "query: "),
+        ("a\x00b", "query: must not contain NUL characters"),
+        ("\ud800", "query: must not contain lone surrogates"),
+        ("x" * 501, "query: "),
+    ],
+)
+def test_unusable_query_text_is_refused_by_name(tenant, query, message):
+    with pytest.raises(InvalidInput, match=message):
+        run(tenant, query)
+
+
 def test_web_search_syntax(tenant, corpus):
     assert run(tenant, '"dark theme"').hits[0].id == corpus["Editor"].id
     assert run(tenant, '"theme dark"').hits == []
