@@ -209,9 +209,12 @@ class McpTokenView(TokenView):
             or not refresh_token
             or not client_id
             or "authorization" in request.headers
+            or request.POST.get("client_secret")
+            or not refresh_grace.is_public_client(client_id)
         ):
             # The grace period is for public clients (client_id in the body, no secret): a
-            # confidential client's replay would skip its authentication.
+            # replay is given without authenticating the client, so a confidential client's
+            # refresh, with its secret in a header, in the body or left out, always goes to DOT.
             return super().post(request, *args, **kwargs)
         with refresh_grace.one_at_a_time(refresh_token):
             replayed = refresh_grace.replay(refresh_token, client_id)

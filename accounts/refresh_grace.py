@@ -12,6 +12,8 @@ previous tokens read from their table, where this server keeps only checksums
 Django cache, encrypted with a key derived from the old refresh token itself: only a holder of
 that token can read it, which is exactly who may have it. It is given again only while the
 tokens in it are still live (not revoked since, by a code replay, the person or an erasure).
+Only a public client gets it: the replay authenticates no client, so a confidential client's
+refresh always goes through DOT, which checks its secret (and revokes the family on a reuse).
 Refreshes of one token are serialized (a PostgreSQL advisory lock held until the first one's
 tokens are committed and kept), so a second request that arrives meanwhile waits for them
 rather than racing them.
@@ -29,7 +31,7 @@ from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
 from django.core.cache import cache
 from django.db import connection, transaction
-from oauth2_provider.models import get_refresh_token_model
+from oauth2_provider.models import get_application_model, get_refresh_token_model
 
 
 def _digest(purpose: bytes, refresh_token: str) -> bytes:
@@ -52,6 +54,15 @@ def one_at_a_time(refresh_token: str) -> Iterator[None]:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [lock_id])
         yield
+
+
+def is_public_client(client_id: str) -> bool:
+    """Whether `client_id` names a stored public client: one that never authenticates, so a
+    replay to it skips nothing. Any other client's refresh goes through DOT's authentication."""
+    Application = get_application_model()
+    return Application.objects.filter(
+        client_id=client_id, client_type=Application.CLIENT_PUBLIC
+    ).exists()
 
 
 def remember(refresh_token: str, client_id: str, body: bytes) -> None:

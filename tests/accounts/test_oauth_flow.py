@@ -409,6 +409,29 @@ def test_a_refresh_replayed_within_the_grace_period_after_a_revocation_is_refuse
     assert _refresh(signed_in, application, first["refresh_token"]).status_code == 400
 
 
+@pytest.mark.parametrize("secret", [None, "not-the-secret"], ids=["no-secret", "wrong-secret"])
+def test_a_confidential_clients_refresh_replayed_without_its_secret_gets_no_tokens(
+    signed_in, secret
+):
+    """The grace period authenticates no client: a confidential client (client_secret_post)
+    refreshing twice, or a thief with its refresh token but not its secret, gets DOT's answer."""
+    client_secret = "the-confidential-secret-" + "s" * 20
+    application = ApplicationFactory(
+        client_type="confidential", client_secret=client_secret, redirect_uris=REDIRECT_URI
+    )
+    verifier, challenge = pkce_pair()
+    code = get_code(signed_in, application, challenge)
+    first = exchange(signed_in, application, code, verifier, client_secret=client_secret).json()
+    second = _refresh(signed_in, application, first["refresh_token"], client_secret=client_secret)
+    assert second.status_code == 200, second.content
+    before = _counts()
+    again = _refresh(signed_in, application, first["refresh_token"], client_secret=secret)
+    assert again.status_code == 401, again.content
+    assert again.json()["error"] == "invalid_client"
+    assert "access_token" not in again.json()
+    assert _counts() == before
+
+
 def test_a_refresh_replayed_by_another_client_revokes_the_family(signed_in, application):
     first = _tokens(signed_in, application)
     second = _refresh(signed_in, application, first["refresh_token"]).json()
