@@ -95,13 +95,19 @@ def replay(refresh_token: str, client_id: str) -> bytes | None:
 
 def _still_live(tokens: dict) -> bool:
     """Whether the tokens handed out then are still good: revoked since (a replayed code, the
-    person's revocation, an erasure), they must not come back by way of the grace period."""
+    person's revocation, an erasure), or their user deactivated since, they must not come back
+    by way of the grace period."""
     refresh_token = tokens.get("refresh_token")
     if not refresh_token:
         return False
     checksum = hashlib.sha256(refresh_token.encode()).hexdigest()
     return (
         get_refresh_token_model()
-        .objects.filter(token_checksum=checksum, revoked__isnull=True, access_token__isnull=False)
+        .objects.filter(
+            token_checksum=checksum,
+            revoked__isnull=True,
+            access_token__isnull=False,
+            user__is_active=True,
+        )
         .exists()
     )

@@ -409,6 +409,19 @@ def test_a_refresh_replayed_within_the_grace_period_after_a_revocation_is_refuse
     assert _refresh(signed_in, application, first["refresh_token"]).status_code == 400
 
 
+def test_a_refresh_replayed_within_the_grace_period_after_deactivation_is_refused(
+    signed_in, application, tenant
+):
+    first = _tokens(signed_in, application)
+    second = _refresh(signed_in, application, first["refresh_token"])
+    assert second.status_code == 200
+    tenant.is_active = False
+    tenant.save()
+    again = _refresh(signed_in, application, first["refresh_token"])
+    assert again.status_code == 400, again.content
+    assert again.json()["error"] == "invalid_grant"
+
+
 @pytest.mark.parametrize("secret", [None, "not-the-secret"], ids=["no-secret", "wrong-secret"])
 def test_a_confidential_clients_refresh_replayed_without_its_secret_gets_no_tokens(
     signed_in, secret
