@@ -203,7 +203,8 @@ class GatewayRouter:
         # A browser-based client's request, from an origin the CORS policy allows: every answer
         # (challenges and errors too) carries the CORS headers, or the page cannot read it.
         origin = _header(headers, b"origin")
-        cross_origin = cors.allowed_origin(origin)
+        listed_origin = cors.listed_origin(origin)
+        cross_origin = listed_origin or cors.allowed_origin(origin)
         cors_headers = cors.response_headers(origin) if cross_origin else []
 
         async def send_with_request_id(message: dict) -> None:
@@ -238,7 +239,12 @@ class GatewayRouter:
 
         try:
             await self._authenticated_mcp(
-                scope, headers, receive, send_with_request_id, cross_origin=cross_origin
+                scope,
+                headers,
+                receive,
+                send_with_request_id,
+                cross_origin=cross_origin,
+                listed_origin=listed_origin,
             )
         finally:
             if settings.MCP_ACCESS_LOG:
@@ -268,15 +274,24 @@ class GatewayRouter:
         return (b"www-authenticate", value.encode())
 
     async def _authenticated_mcp(
-        self, scope: Scope, headers: Headers, receive: Receive, send: Send, *, cross_origin: bool
+        self,
+        scope: Scope,
+        headers: Headers,
+        receive: Receive,
+        send: Send,
+        *,
+        cross_origin: bool,
+        listed_origin: bool,
     ) -> None:
         if not _host_allowed(_header(headers, b"host")):
             await _drain(receive)
             await _respond(send, 421, b"Invalid Host header")
             return
         # DNS-rebinding protection (Streamable HTTP transport: servers MUST validate Origin):
-        # an origin the CORS policy allows passes; any other must name one of ALLOWED_HOSTS.
-        if not cross_origin and not _origin_allowed(_header(headers, b"origin")):
+        # an origin CORS_ALLOWED_ORIGINS or CORS_ALLOWED_ORIGIN_REGEXES names passes; any other
+        # must name one of ALLOWED_HOSTS. CORS_ALLOW_ALL_ORIGINS trusts no origin in particular,
+        # so it lets none skip this (and `check --deploy` refuses it, threengram/checks.py).
+        if not listed_origin and not _origin_allowed(_header(headers, b"origin")):
             await _drain(receive)
             await _respond(send, 403, b"Invalid Origin header")
             return

@@ -10,7 +10,7 @@ bearer token, and the account pages are not covered (CORS_URLS_REGEX).
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from corsheaders.conf import conf
 from corsheaders.middleware import CorsMiddleware as _CorsMiddleware
@@ -33,15 +33,26 @@ class CorsMiddleware(_CorsMiddleware):
 _policy = CorsMiddleware(get_response=lambda request: None)
 
 
-def allowed_origin(origin: str | None) -> bool:
-    """Whether `origin` (an Origin header value) may call cross-origin."""
+def _parsed(origin: str | None) -> SplitResult | None:
     if not origin:
-        return False
+        return None
     try:
-        url = urlsplit(origin)
+        return urlsplit(origin)
     except ValueError:
-        return False
-    return conf.CORS_ALLOW_ALL_ORIGINS or _policy.origin_found_in_white_lists(origin, url)
+        return None
+
+
+def allowed_origin(origin: str | None) -> bool:
+    """Whether `origin` (an Origin header value) may call cross-origin (gets CORS headers)."""
+    return _parsed(origin) is not None and (conf.CORS_ALLOW_ALL_ORIGINS or listed_origin(origin))
+
+
+def listed_origin(origin: str | None) -> bool:
+    """Whether `origin` is named by CORS_ALLOWED_ORIGINS or matched by
+    CORS_ALLOWED_ORIGIN_REGEXES: a choice of the operator's, origin by origin, unlike
+    CORS_ALLOW_ALL_ORIGINS, which says nothing about any origin's being trusted."""
+    url = _parsed(origin)
+    return url is not None and _policy.origin_found_in_white_lists(origin, url)
 
 
 def response_headers(origin: str) -> list[tuple[bytes, bytes]]:

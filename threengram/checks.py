@@ -20,3 +20,22 @@ def check_database_is_configured(app_configs=None, **kwargs) -> list[Error]:
             )
         ]
     return []
+
+
+@register(Tags.security, deploy=True)
+def check_cors_does_not_allow_every_origin(app_configs=None, **kwargs) -> list[Error]:
+    """CORS_ALLOW_ALL_ORIGINS would let any web page read the answers of the OAuth endpoints a
+    browser-based MCP client calls; such clients' origins are to be named one by one."""
+    if getattr(settings, "CORS_ALLOW_ALL_ORIGINS", False) or getattr(
+        settings, "CORS_ORIGIN_ALLOW_ALL", False
+    ):
+        return [
+            Error(
+                "CORS_ALLOW_ALL_ORIGINS is on: every web page may call the OAuth endpoints "
+                "and /mcp cross-origin.",
+                hint="Turn it off and name the browser-based clients' origins in "
+                "CORS_ALLOWED_ORIGINS or CORS_ALLOWED_ORIGIN_REGEXES (see .env.example).",
+                id="threengram.E002",
+            )
+        ]
+    return []

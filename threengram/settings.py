@@ -303,7 +303,8 @@ MCP_RATE_LIMIT_WINDOW = env.int("MCP_RATE_LIMIT_WINDOW", default=60)
 # Origins allowed to call /mcp and the OAuth endpoints from a browser: exact origins, and
 # patterns. By default any loopback origin (a client or the MCP Inspector running on this
 # machine), nothing else. Other origins get no CORS headers, and /mcp refuses them unless their
-# host is one of ALLOWED_HOSTS (DNS-rebinding protection, mcp_gateway/asgi.py).
+# host is one of ALLOWED_HOSTS (DNS-rebinding protection, mcp_gateway/asgi.py). Not
+# CORS_ALLOW_ALL_ORIGINS: `check --deploy` refuses it (threengram/checks.py).
 CORS_ALLOWED_ORIGINS = env.list("CORS_ALLOWED_ORIGINS", default=[])
 CORS_ALLOWED_ORIGIN_REGEXES = env.list(
     "CORS_ALLOWED_ORIGIN_REGEXES",

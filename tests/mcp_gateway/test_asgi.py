@@ -504,6 +504,29 @@ async def test_other_origins_meet_the_dns_rebinding_check_as_before(
     assert "access-control-allow-origin" not in response.headers
 
 
+async def test_allowing_every_origin_does_not_lift_the_dns_rebinding_check(
+    http, read_only_token, settings
+):
+    """CORS_ALLOW_ALL_ORIGINS names no origin: a foreign one is still refused; one whose host
+    is one of ALLOWED_HOSTS is served, with the CORS headers the setting asks for."""
+    settings.CORS_ALLOW_ALL_ORIGINS = True
+    settings.CORS_ALLOWED_ORIGIN_REGEXES = []
+    foreign = "https://evil.example.com"
+    preflight = await http.options(
+        "/mcp", headers={"origin": foreign, "access-control-request-method": "POST"}
+    )
+    assert preflight.status_code == 403
+    headers, body = modern("tools/list", origin=foreign, **auth_header(read_only_token))
+    refused = await http.post("/mcp", headers=headers, content=body)
+    assert refused.status_code == 403
+    assert refused.content == b"Invalid Origin header"
+
+    headers, body = modern("tools/list", origin=BROWSER_ORIGIN, **auth_header(read_only_token))
+    response = await http.post("/mcp", headers=headers, content=body)
+    assert response.status_code == 200
+    assert response.headers["access-control-allow-origin"] == BROWSER_ORIGIN
+
+
 async def test_configured_origins_are_allowed(http, read_only_token, settings):
     settings.CORS_ALLOWED_ORIGINS = ["https://agents.example.com"]
     settings.CORS_ALLOWED_ORIGIN_REGEXES = []

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.mcp_gateway.conftest import subprocess_database_url
-from threengram.checks import check_database_is_configured
+from threengram.checks import check_cors_does_not_allow_every_origin, check_database_is_configured
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -89,6 +89,23 @@ def test_the_deploy_check_is_registered_for_deploys_only():
 
     assert check_database_is_configured in registry.get_checks(include_deployment_checks=True)
     assert check_database_is_configured not in registry.get_checks()
+
+
+def test_the_deploy_check_refuses_cors_for_every_origin(settings):
+    from django.core.checks import ERROR, run_checks
+    from django.core.checks.registry import registry
+
+    assert check_cors_does_not_allow_every_origin() == []
+    settings.CORS_ALLOW_ALL_ORIGINS = True
+    [error] = [
+        message
+        for message in run_checks(include_deployment_checks=True)
+        if message.id == "threengram.E002"
+    ]
+    assert error.level == ERROR  # `check --deploy` fails on it
+    assert "CORS_ALLOW_ALL_ORIGINS" in error.msg
+    assert "CORS_ALLOWED_ORIGINS" in error.hint
+    assert check_cors_does_not_allow_every_origin not in registry.get_checks()  # deploys only
 
 
 CURRENT_USER = (
