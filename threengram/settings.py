@@ -306,10 +306,11 @@ MCP_RATE_LIMIT_WINDOW = env.int("MCP_RATE_LIMIT_WINDOW", default=60)
 # host is one of ALLOWED_HOSTS (DNS-rebinding protection, mcp_gateway/asgi.py). Not
 # CORS_ALLOW_ALL_ORIGINS: `check --deploy` refuses it (threengram/checks.py).
 CORS_ALLOWED_ORIGINS = env.list("CORS_ALLOWED_ORIGINS", default=[])
-CORS_ALLOWED_ORIGIN_REGEXES = env.list(
+# Patterns are separated by whitespace, not commas: a comma belongs in a pattern ({1,5}).
+CORS_ALLOWED_ORIGIN_REGEXES = env.str(
     "CORS_ALLOWED_ORIGIN_REGEXES",
-    default=[r"^https?://(localhost|127(\.\d{1,3}){3}|\[::1\])(:\d{1,5})?$"],
-)
+    default=r"^https?://(localhost|127(\.\d{1,3}){3}|\[::1\])(:\d{1,5})?$",
+).split()
 # The OAuth endpoints an MCP client calls; the account pages and the admin stay same-origin.
 CORS_URLS_REGEX = r"^/(\.well-known/|oauth/(token|revoke|register)/)"
 CORS_ALLOW_METHODS = ("GET", "POST", "OPTIONS")
