@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import tempfile
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -46,9 +47,17 @@ class Stack:
     def mcp_url(self) -> str:
         return f"{self.url}/mcp"
 
-    def upstreams_since(self, line: int) -> list[str]:
-        """The upstream address of each request nginx logged after access-log line `line`."""
-        return [entry.split()[-2] for entry in self.nginx.access_log()[line:]]
+    def upstreams_since(self, line: int, expected: int) -> list[str]:
+        """The upstream address of each request nginx logged after access-log line `line`, once
+        `expected` such lines are there (or after 5 s). nginx writes a request's line when it
+        is done with the connection's request, which may be after the client has the response
+        (a refused body is drained first), so reading the log at once may miss it."""
+        deadline = time.monotonic() + 5
+        entries = self.nginx.access_log()[line:]
+        while len(entries) < expected and time.monotonic() < deadline:
+            time.sleep(0.05)
+            entries = self.nginx.access_log()[line:]
+        return [entry.split()[-2] for entry in entries]
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +127,8 @@ async def test_sdk_client_reads_and_writes_through_nginx_on_both_processes(behin
             f"threengram://memory/{revised.structured_content['memory']['id']}"
         )
 
-    answered = Counter(behind_nginx.upstreams_since(logged_before))
+    # Every HTTP request the client sent (the recorder saw each) is one access-log line.
+    answered = Counter(behind_nginx.upstreams_since(logged_before, len(recorder.methods)))
     ports = {backend.url.rsplit(":", 1)[1] for backend in behind_nginx.backends}
     assert {address.rsplit(":", 1)[1] for address in answered} == ports  # both processes
     assert sum(answered.values()) >= 6 and min(answered.values()) >= 2
@@ -218,4 +228,4 @@ def test_nginx_refuses_a_body_over_the_apps_limit_before_it_reaches_a_process(be
         timeout=10,
     )
     assert response.status_code == 413
-    assert behind_nginx.upstreams_since(logged_before) == ["-"]  # no process was asked
+    assert behind_nginx.upstreams_since(logged_before, 1) == ["-"]  # no process was asked
