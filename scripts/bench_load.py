@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The one load benchmark: mixed MCP traffic from many tenants over HTTP, with the gateway
-issue's baseline (the MCP SDK's minimal server) measured in the same run.
+"""The one load benchmark: mixed MCP traffic from many tenants over HTTP, with the gateway's
+baseline (the MCP SDK's minimal server) measured in the same run.
 
     .venv/bin/python scripts/bench_load.py [--workers 2] [--clients 16] [--duration 20]
     .venv/bin/python scripts/bench_load.py --held    # 64 clients x 60 s; exit 1 on any error

@@ -1,4 +1,4 @@
-"""Server time of the tools at 1,000,000 memories (issue 5 figures).
+"""Server time of the tools at 1,000,000 memories.
 
     .venv/bin/python scripts/bench_data.py      # once: builds threengram_bench_tools (~5 min)
     .venv/bin/python scripts/bench_tools.py [--calls 300]
