@@ -14,7 +14,7 @@ from django.db import connection
 from django.utils import timezone
 
 from memories import bounds
-from memories.errors import InvalidInput, NotFound
+from memories.errors import InvalidInput
 from memories.excerpts import excerpt
 from memories.fields import readable_instant_sql
 from memories.models import MemoryResource, Thread, is_overdue
@@ -66,18 +66,8 @@ class Selector:
         if self.kind == "all":
             return ""
         if self.kind == "thread":
-            thread_id = (
-                Thread.objects.filter(owner_id=owner_id, name__iexact=self.value)
-                .values_list("id", flat=True)
-                .first()
-            )
-            if thread_id is None:
-                raise NotFound(f"thread '{self.value}'")
-            params["selector"] = thread_id
-            return (
-                " AND EXISTS (SELECT 1 FROM memories_threadmembership ms"
-                " WHERE ms.owner_id = m.owner_id AND ms.memory_id = m.id"
-                " AND ms.thread_id = %(selector)s AND ms.state = 'member')"
+            return " AND " + Thread.objects.members_sql(
+                owner_id, self.value, params, key="selector"
             )
         params["selector"] = self.value
         return f" AND m.{self.kind} = %(selector)s"

@@ -29,6 +29,7 @@ from pgvector.django import HnswIndex, VectorField
 
 from memories import bounds
 from memories.embedding import EMBEDDING_DIMENSIONS
+from memories.errors import NotFound
 from memories.fields import ReadableDateTimeField, same_owner_link, tenant_owner
 
 # The MCP resource of one memory (mcp_gateway.resources serves it; docs/design.md).
@@ -293,6 +294,22 @@ class ThreadQuerySet(models.QuerySet):
         return self.filter(owner_id=owner_id).annotate(
             member_count=_memberships_of_current_memories(owner_id, MembershipState.MEMBER),
             proposal_count=_memberships_of_current_memories(owner_id, MembershipState.PROPOSED),
+        )
+
+    def members_sql(self, owner_id: int, name: str, params: dict, *, key: str) -> str:
+        """A condition on memories `m`: a member of the owner's thread named `name` (any case).
+        The thread's id goes into `params[key]`; an unknown name is NotFound."""
+        thread_id = (
+            self.filter(owner_id=owner_id, name__iexact=name).values_list("id", flat=True).first()
+        )
+        if thread_id is None:
+            raise NotFound(f"thread '{name}'")
+        params[key] = thread_id
+        # `key` is a constant of the caller's, never caller text.
+        return (
+            "EXISTS (SELECT 1 FROM memories_threadmembership ms"  # noqa: S608
+            " WHERE ms.owner_id = m.owner_id AND ms.memory_id = m.id"
+            f" AND ms.thread_id = %({key})s AND ms.state = 'member')"
         )
 
 

@@ -50,7 +50,7 @@ from django.utils import timezone
 
 from memories import bounds, replica
 from memories.embedding import embed_query
-from memories.errors import InvalidInput, NotFound
+from memories.errors import InvalidInput
 from memories.excerpts import SEARCH_EXCERPT_MAX, excerpt
 from memories.fields import readable_instant_sql
 from memories.models import MemoryResource, MemoryType, Status, Thread, is_overdue
@@ -334,19 +334,7 @@ def _where(filters: SearchFilters, owner_id: int, params: dict) -> str:
         clauses.append("m.recorded_at <= %(before)s")
         params["before"] = filters.recorded_before
     if filters.thread is not None:
-        thread_id = (
-            Thread.objects.filter(owner_id=owner_id, name__iexact=filters.thread)
-            .values_list("id", flat=True)
-            .first()
-        )
-        if thread_id is None:
-            raise NotFound(f"thread '{filters.thread}'")
-        clauses.append(
-            "EXISTS (SELECT 1 FROM memories_threadmembership ms"
-            " WHERE ms.owner_id = m.owner_id AND ms.memory_id = m.id"
-            " AND ms.thread_id = %(thread)s AND ms.state = 'member')"
-        )
-        params["thread"] = thread_id
+        clauses.append(Thread.objects.members_sql(owner_id, filters.thread, params, key="thread"))
     return "".join(f"\n      AND {clause}" for clause in clauses)
 
 
