@@ -6,7 +6,6 @@ never full bodies). All sections come from one UNION ALL statement, pinned threa
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -15,9 +14,8 @@ from django.utils import timezone
 
 from memories import bounds
 from memories.errors import InvalidInput
-from memories.excerpts import excerpt
-from memories.fields import readable_instant_sql
-from memories.models import MemoryResource, Thread, is_overdue
+from memories.excerpts import EXCERPT_COLUMNS, MemoryExcerpt
+from memories.models import Thread
 
 SELECTOR_KINDS = ("all", "scope", "project", "thread")
 MODES = ("brief", "full")
@@ -27,8 +25,6 @@ RECENT_DECISION_DAYS = 30
 PINNED_THREADS_MAX = 10
 
 LIVE = "m.owner_id = %(owner)s AND m.valid_to IS NULL AND m.status = 'active'"
-# Read clamped: a due date stored before inputs were bounded must not fail the briefing.
-DUE_AT = readable_instant_sql("m.due_at")
 OPEN_COMMITMENT = "m.memory_type = 'commitment' AND m.commitment_status IN ('open', 'waiting')"
 
 
@@ -80,26 +76,10 @@ class SectionSpec:
     order: str
 
 
-@dataclass(frozen=True)
-class SectionItem(MemoryResource):
-    id: uuid.UUID
-    memory_type: str
-    topic: str
-    excerpt: str
-    truncated: bool
-    content_length: int
-    scope: str
-    project: str | None
-    recorded_at: datetime
-    commitment_status: str | None
-    due_at: datetime | None
-    overdue: bool
-
-
 @dataclass
 class Section:
     count: int = 0
-    items: list[SectionItem] = field(default_factory=list)
+    items: list[MemoryExcerpt] = field(default_factory=list)
 
     @property
     def truncated(self) -> bool:
@@ -116,15 +96,18 @@ def read_sections(
     now: datetime,
 ) -> dict[str, Section]:
     """Exact counts and the first `items` rows of each section, in one statement."""
-    params: dict = {"owner": owner_id, "now": now, "items": items, "fetch": excerpt_max + 1}
+    params: dict = {
+        "owner": owner_id,
+        "now": now,
+        "items": items,
+        "excerpt_fetch": excerpt_max + 1,
+    }
     narrow = selector.sql(owner_id, params)
     # Only module constants are formatted in; every value is a bound parameter. Both the count
     # and the choice of the first items read only the covering memory_owner_type_current index
     # (index-only scans); content is fetched for the chosen items alone.
     parts = [
-        f"""(SELECT '{spec.name}' AS section, m.id, m.memory_type, m.topic,
-                   left(m.content, %(fetch)s), m.content_length, m.scope, m.project,
-                   m.recorded_at, m.commitment_status, {DUE_AT},
+        f"""(SELECT '{spec.name}' AS section, {EXCERPT_COLUMNS},
                    (SELECT count(*) FROM memories_memory m
                     WHERE {LIVE}{narrow} AND {spec.where}) AS total
             FROM memories_memory m
@@ -141,24 +124,8 @@ def read_sections(
     sections = {spec.name: Section() for spec in specs}
     for row in rows:
         section = sections[row[0]]
-        section.count = row[11]
-        cut = excerpt(row[4], excerpt_max)
-        section.items.append(
-            SectionItem(
-                id=row[1],
-                memory_type=row[2],
-                topic=row[3],
-                excerpt=cut.text,
-                truncated=cut.truncated,
-                content_length=row[5],
-                scope=row[6],
-                project=row[7],
-                recorded_at=row[8],
-                commitment_status=row[9],
-                due_at=row[10],
-                overdue=is_overdue(due_at=row[10], commitment_status=row[9], now=now),
-            )
-        )
+        section.count = row[-1]
+        section.items.append(MemoryExcerpt.from_row(row[1:-1], excerpt_max=excerpt_max, now=now))
     return sections
 
 

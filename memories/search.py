@@ -51,9 +51,13 @@ from django.utils import timezone
 from memories import bounds, replica
 from memories.embedding import embed_query
 from memories.errors import InvalidInput
-from memories.excerpts import SEARCH_EXCERPT_MAX, excerpt
-from memories.fields import readable_instant_sql
-from memories.models import MemoryResource, MemoryType, Status, Thread, is_overdue
+from memories.excerpts import (
+    EXCERPT_COLUMN_COUNT,
+    EXCERPT_COLUMNS,
+    SEARCH_EXCERPT_MAX,
+    MemoryExcerpt,
+)
+from memories.models import MemoryType, Status, Thread
 
 DEFAULT_LIMIT = 5
 MAX_LIMIT = 25
@@ -116,22 +120,8 @@ class SearchFilters:
 
 
 @dataclass(frozen=True)
-class SearchHit(MemoryResource):
-    id: uuid.UUID
-    memory_type: str
-    topic: str
-    excerpt: str
-    truncated: bool
-    content_length: int
-    scope: str
-    project: str | None
-    status: str
-    commitment_status: str | None
-    recorded_at: datetime
-    valid_to: datetime | None
+class SearchHit(MemoryExcerpt):
     score: float
-    due_at: datetime | None
-    overdue: bool
     matched_by: tuple[str, ...] = ()
 
 
@@ -181,10 +171,7 @@ def clean_filters(
 _CONFIG = "'threengram_unaccented'"
 _PHRASE = re.compile(r'"([^"]*)"?')
 _EXCLUSION = re.compile(r"(?:^|\s)-(\w[^\s]*)")
-# Read clamped: a due date stored before inputs were bounded must not fail the search.
-_DUE_AT = readable_instant_sql("m.due_at")
-_COLUMNS = f"""m.id, m.memory_type, m.topic, left(m.content, %(excerpt_fetch)s), m.content_length,
-       m.scope, m.project, m.status, m.commitment_status, m.recorded_at, m.valid_to, {_DUE_AT}"""
+_COLUMNS = EXCERPT_COLUMNS
 # Per candidate: the query terms it holds with their weights ("lexeme:AAB ..."; A topic,
 # B content, C tags and project), and its cosine similarity to the query.
 _RANKED_SQL = """
@@ -414,27 +401,9 @@ def search(
     page = SearchPage()
     now = timezone.now()
     for candidate in ranked[:limit]:
-        row = candidate.row
-        cut = excerpt(row[3])  # at most 601 code points fetched: enough to know it was cut
+        fields = MemoryExcerpt.row_fields(candidate.row, excerpt_max=SEARCH_EXCERPT_MAX, now=now)
         page.hits.append(
-            SearchHit(
-                id=row[0],
-                memory_type=row[1],
-                topic=row[2],
-                excerpt=cut.text,
-                truncated=cut.truncated,
-                content_length=row[4],
-                scope=row[5],
-                project=row[6],
-                status=row[7],
-                commitment_status=row[8],
-                recorded_at=row[9],
-                valid_to=row[10],
-                score=candidate.score,
-                due_at=row[11],
-                overdue=is_overdue(due_at=row[11], commitment_status=row[8], now=now),
-                matched_by=candidate.matched_by,
-            )
+            SearchHit(**fields, score=candidate.score, matched_by=candidate.matched_by)
         )
     if len(ranked) > limit:
         last = ranked[limit - 1]
@@ -476,7 +445,11 @@ def _ranked(db, text: str, where: str, params: dict) -> list[_Candidate]:
     )
     rows = db.fetchall()
     candidates = [
-        _Candidate(row=row[:12], term_weights=_term_weights(row[12]), cosine=row[13])
+        _Candidate(
+            row=row[:EXCERPT_COLUMN_COUNT],
+            term_weights=_term_weights(row[EXCERPT_COLUMN_COUNT]),
+            cosine=row[EXCERPT_COLUMN_COUNT + 1],
+        )
         for row in rows
     ]
     tenant_size = rows[0][14] if rows else 0
@@ -493,7 +466,7 @@ def _topic_matches(db, where: str, params: dict) -> list[_Candidate]:
     db.execute(_TOPIC_SQL.format(columns=_COLUMNS, filters=where), params)
     return [
         _Candidate(
-            row=row[:12],
+            row=row[:EXCERPT_COLUMN_COUNT],
             term_weights={},
             cosine=None,
             score=round(float(row[12]), 6),
