@@ -63,17 +63,23 @@ class WordLlamaEmbedder:
         return _fit(self._model.embed(texts, norm=True))
 
 
+def _optional(module: str, extra: str):
+    """The module of an optional extra, or a configuration error saying how to install it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as missing:
+        raise ImproperlyConfigured(
+            f"SEARCH_EMBEDDER names {extra}, which is not installed: pip install -e .[{extra}]"
+        ) from missing
+
+
 class SentenceTransformersEmbedder:
     def __init__(self, folder: str) -> None:
-        try:
-            from sentence_transformers import SentenceTransformer
-        except ImportError as missing:
-            raise ImproperlyConfigured(
-                "SEARCH_EMBEDDER names sentence-transformers, which is not installed: "
-                "pip install -e .[sentence-transformers]"
-            ) from missing
         self.name = f"sentence-transformers:{folder}"
-        self._model = SentenceTransformer(folder, device="cpu", local_files_only=True)
+        library = _optional("sentence_transformers", "sentence-transformers")
+        self._model = library.SentenceTransformer(folder, device="cpu", local_files_only=True)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         return _fit(self._model.encode(texts, normalize_embeddings=True))
@@ -81,15 +87,9 @@ class SentenceTransformersEmbedder:
 
 class FastEmbedEmbedder:
     def __init__(self, folder: str) -> None:
-        try:
-            from fastembed import TextEmbedding
-        except ImportError as missing:
-            raise ImproperlyConfigured(
-                "SEARCH_EMBEDDER names fastembed, which is not installed: "
-                "pip install -e .[fastembed]"
-            ) from missing
         self.name = f"fastembed:{folder}"
-        self._model = TextEmbedding(specific_model_path=folder, local_files_only=True)
+        library = _optional("fastembed", "fastembed")
+        self._model = library.TextEmbedding(specific_model_path=folder, local_files_only=True)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         return _fit(np.array(list(self._model.embed(texts))))
