@@ -9,8 +9,9 @@ Ranking:
   scored BM25F-style: a term weighs more the fewer of the tenant's memories hold it (IDF), its
   frequency saturates, long content is length-normalised, and a term in the topic counts
   TOPIC_WEIGHT times, in the tags or project TAGS_WEIGHT times, a term in the content. The
-  words score is that sum divided by the sum of the query terms' IDFs: 0..1, the share of what
-  the question asks that the memory covers, with rare terms counting most.
+  words score is that sum divided by the summed IDFs of the query's WORDS_SCALE_TERMS rarest
+  terms: about 1 when a memory holds what is most distinctive in the question, near 0 when it
+  shares only common words.
   `"quoted phrases"` and `-exclusions` are required, as in a web search engine.
 - Meaning. The query's embedding (memories/embedding.py) against each memory's: the
   SEMANTIC_CANDIDATES nearest current memories join the candidates (the HNSW index keeps this
@@ -79,7 +80,8 @@ TAGS_WEIGHT = 2.0
 # Fusion and the relevance floor (see the module docstring).
 MEANING_WEIGHT = 0.5
 MEANING_MATCH_MIN = 0.5
-RELEVANCE_FLOOR = 0.25
+RELEVANCE_FLOOR = 0.31
+WORDS_SCALE_TERMS = 3
 # The topic fallback compares the query with the topics of this many most recent memories (all
 # of them for most tenants), so its cost does not grow with the tenant or the table.
 TOPIC_FALLBACK_RECENT = 3_000
@@ -243,7 +245,8 @@ class _Candidate:
 
 
 def _words_scores(candidates: list[_Candidate], terms: tuple[str, ...], tenant_size: int) -> None:
-    """BM25F over the candidates, each divided by the sum of the terms' IDFs (0..1)."""
+    """BM25F over the candidates, each divided by the sum of the IDFs of the query's
+    WORDS_SCALE_TERMS rarest terms."""
     if not terms or not candidates:
         return
     total = max(tenant_size, len(candidates), IDF_TENANT_SIZE_MIN)
@@ -255,7 +258,10 @@ def _words_scores(candidates: list[_Candidate], terms: tuple[str, ...], tenant_s
         term: math.log(1 + (total - count + 0.5) / (count + 0.5))
         for term, count in frequency.items()
     }
-    idf_sum = sum(idf[term] for term in terms)
+    # Normalised by the question's most distinctive terms, not all of them: a long question in
+    # the asker's own words has many terms no memory holds, and should not sink the one that
+    # holds what it is about.
+    scale = sum(sorted((idf[term] for term in terms), reverse=True)[:WORDS_SCALE_TERMS])
     lengths = [candidate.row[4] for candidate in candidates]
     average_length = sum(lengths) / len(lengths)
     for candidate in candidates:
@@ -268,7 +274,7 @@ def _words_scores(candidates: list[_Candidate], terms: tuple[str, ...], tenant_s
                 + (weights.count("B") + weights.count("D")) / norm
             )
             score += idf[term] * weighted / (BM25_K1 + weighted)
-        candidate.score = score / idf_sum
+        candidate.score = score / scale
 
 
 def _fuse(candidate: _Candidate) -> None:

@@ -73,7 +73,10 @@ def test_a_question_in_other_words_finds_the_memory(tenant, corpus):
 
 def test_meaning_alone_can_match(tenant):
     colour = remember(
-        owner=tenant, memory_type="preference", topic="Favourite colour", content="Blue."
+        owner=tenant,
+        memory_type="preference",
+        topic="Favourite colour",
+        content="My favourite colour is blue.",
     )
     remember(owner=tenant, memory_type="fact", topic="Lunch", content="Soup on Fridays.")
     # British and American spelling share no stem: only the embedding sees they mean the same.
