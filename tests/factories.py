@@ -1,4 +1,5 @@
 import factory
+import numpy as np
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 from oauth2_provider.models import (
@@ -9,6 +10,7 @@ from oauth2_provider.models import (
     get_refresh_token_model,
 )
 
+from memories.embedding import embed_memories, memory_text
 from memories.models import Memory, MemoryType, Thread, ThreadMembership
 
 PASSWORD = "correct horse battery staple"
@@ -22,6 +24,21 @@ class UserFactory(factory.django.DjangoModelFactory):
     username = factory.Sequence(lambda n: f"tenant{n}")
     email = factory.LazyAttribute(lambda user: f"{user.username}@example.com")
     password = factory.django.Password(PASSWORD)
+
+
+def embed(memory) -> np.ndarray | None:
+    """The vector of a memory's text, as the services compute it (None with no model)."""
+    [vector] = embed_memories(
+        [
+            memory_text(
+                topic=memory.topic,
+                content=memory.content,
+                tags=getattr(memory, "tags", None) or [],
+                project=getattr(memory, "project", None),
+            )
+        ]
+    )
+    return vector
 
 
 class MemoryFactory(factory.django.DjangoModelFactory):
@@ -39,6 +56,11 @@ class MemoryFactory(factory.django.DjangoModelFactory):
     commitment_status = factory.LazyAttribute(
         lambda memory: "open" if memory.memory_type == MemoryType.COMMITMENT else None
     )
+
+    class Params:
+        # With the vector `remember` stores with the row; without it, a row from before semantic
+        # search (or stored while SEARCH_EMBEDDER was none).
+        embedded = factory.Trait(embedding=factory.LazyAttribute(embed))
 
 
 class ThreadFactory(factory.django.DjangoModelFactory):

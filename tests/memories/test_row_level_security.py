@@ -4,10 +4,12 @@ nothing of another tenant, and nothing at all without a tenant."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 
 import psycopg
 import pytest
+from django.core.management import call_command
 from django.db import connection, connections
 from django.test import override_settings
 
@@ -189,6 +191,20 @@ def test_the_write_paths_work_as_the_app_role(two_tenants, orm_as_app_role):
         assert Memory.objects.get(id=first.id).valid_to == successor.recorded_at
         theirs.refresh_from_db()
         assert theirs.valid_to is None
+
+
+def test_the_backfill_reaches_every_tenant_with_the_app_role_on(two_tenants, orm_as_app_role):
+    """An operator runs `embed_memories` with the server's settings: it acts as the owner by
+    itself (like migrate), fills both tenants' vectors and rebuilds the index."""
+    out = io.StringIO()
+    call_command("embed_memories", stdout=out, stderr=io.StringIO())
+    assert "embedded 2 memories" in out.getvalue()
+    with tenancy.all_tenants(), connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM memories_memory WHERE embedding IS NOT NULL")
+        assert cursor.fetchone()[0] == 2
+    with connection.cursor() as cursor:  # and the command left no connection past the wall
+        cursor.execute("SELECT current_user")
+        assert cursor.fetchone()[0] == ROLE
 
 
 def test_site_pages_and_staff_admin_as_the_app_role(two_tenants, orm_as_app_role, client):

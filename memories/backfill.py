@@ -1,0 +1,181 @@
+"""Vectors for the memories that lack one: rows stored before semantic search, or while
+`SEARCH_EMBEDDER` was `none`, or cleared for a change of model (`manage.py embed_memories`).
+
+Rows are visited in primary-key order, (owner_id, id), from a key onward, one batch per short
+transaction. A run may stop anywhere: every committed batch stays, and the next run picks up
+what is still missing. The server keeps writing meanwhile: a vector is written only where the
+column is still empty, so a row a server process embedded in between is left as it is (the
+append-only trigger would refuse a replacement anyway).
+
+The HNSW index over the vectors (`memory_embedding_current`) is the slow part of a fill: each
+vector written joins the graph one by one, which costs many times what the model and the rest of
+the UPDATE cost together, whereas building the index over all vectors at once is cheap. So a
+large fill may drop the index first and build it again at the end, both CONCURRENTLY (neither
+blocks reads or writes); meanwhile semantic search ranks the same memories by an exact scan.
+
+Everything here spans every tenant and changes the schema: the command runs it as the owner of
+the tables (`tenancy.as_owner`), past row-level security.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from enum import StrEnum
+
+import numpy as np
+from django.db import connection, transaction
+
+from memories.embedding import Embedder, memory_text
+from memories.models import ERASED, Memory
+
+Key = tuple[int, uuid.UUID]
+# Sorts before every (owner_id, id): user ids start at 1.
+FIRST_KEY: Key = (0, uuid.UUID(int=0))
+
+VECTOR_INDEX = next(
+    index for index in Memory._meta.indexes if index.name == "memory_embedding_current"
+)
+
+# An erased memory keeps no vector: it would stand for the text erasure removed, or for the
+# sentinel, which no question is about.
+_MISSING = "embedding IS NULL AND content <> %s"
+
+_NEXT_MISSING = f"""
+SELECT owner_id, id, topic, content, tags, project FROM memories_memory
+ WHERE {_MISSING} AND (owner_id, id) > (%s, %s)
+ ORDER BY owner_id, id LIMIT %s"""  # noqa: S608 (constants)
+
+# Only into an empty column: a concurrent writer's vector is kept, never replaced. One statement
+# for the batch rather than one per row: it is parsed and planned once.
+_FILL = """
+UPDATE memories_memory m SET embedding = batch.embedding::vector
+  FROM unnest(%s::bigint[], %s::uuid[], %s::text[]) AS batch(owner_id, id, embedding)
+ WHERE m.owner_id = batch.owner_id AND m.id = batch.id AND m.embedding IS NULL"""
+
+_CLEAR = """
+WITH batch AS (
+    SELECT owner_id, id FROM memories_memory
+     WHERE embedding IS NOT NULL AND (owner_id, id) > (%s, %s)
+     ORDER BY owner_id, id LIMIT %s)
+UPDATE memories_memory m SET embedding = NULL FROM batch
+ WHERE m.owner_id = batch.owner_id AND m.id = batch.id
+RETURNING m.owner_id, m.id"""
+
+# A vector's components go as integers times 10^-8: formatting integers is several times faster
+# than formatting floats. Each component moves by at most half of 10^-8, about float32's own
+# rounding for the components of a unit vector: no cosine notices.
+_DECIMALS = 8
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One batch's outcome: rows visited, rows changed, and the key to continue after (None
+    once no row is left past the starting key)."""
+
+    visited: int
+    changed: int
+    last: Key | None
+
+
+def count_missing() -> int:
+    """Memories, of every tenant, that are not erased and have no vector."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM memories_memory WHERE {_MISSING}", [ERASED])  # noqa: S608
+        return cursor.fetchone()[0]
+
+
+def count_embedded() -> int:
+    """Memories, of every tenant, that have a vector."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM memories_memory WHERE embedding IS NOT NULL")
+        return cursor.fetchone()[0]
+
+
+def fill_batch(embedder: Embedder, *, after: Key, size: int) -> Batch:
+    """Embed up to `size` memories missing a vector, the first past `after`, in one model call
+    and one transaction."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(_NEXT_MISSING, [ERASED, *after, size])
+        rows = cursor.fetchall()
+        if not rows:
+            return Batch(visited=0, changed=0, last=None)
+        vectors = embedder.embed(
+            [
+                memory_text(topic=topic, content=content, tags=tags, project=project)
+                for _, _, topic, content, tags, project in rows
+            ]
+        )
+        cursor.execute(
+            _FILL,
+            [[row[0] for row in rows], [row[1] for row in rows], vector_literals(vectors)],
+        )
+        changed = cursor.rowcount
+    return Batch(visited=len(rows), changed=changed, last=(rows[-1][0], rows[-1][1]))
+
+
+def clear_batch(*, after: Key, size: int) -> Batch:
+    """Clear the vectors of up to `size` memories, the first past `after`, in one statement."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(_CLEAR, [*after, size])
+        keys = cursor.fetchall()
+    return Batch(visited=len(keys), changed=len(keys), last=max(keys) if keys else None)
+
+
+def vector_literals(vectors: np.ndarray) -> list[str]:
+    """pgvector's text form of each row of `vectors`."""
+    scaled = np.rint(np.asarray(vectors, dtype=np.float64) * 10**_DECIMALS).astype(np.int64)
+    exponent = f"e-{_DECIMALS}"
+    return [
+        str(row).replace(",", f"{exponent},").replace("]", f"{exponent}]")
+        for row in scaled.tolist()
+    ]
+
+
+class IndexState(StrEnum):
+    VALID = "valid"
+    # Left by a CREATE INDEX CONCURRENTLY that did not finish: still written to, never read.
+    INVALID = "invalid"
+    MISSING = "missing"
+
+
+def vector_index_state() -> IndexState:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)",
+            [VECTOR_INDEX.name],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return IndexState.MISSING
+    return IndexState.VALID if row[0] else IndexState.INVALID
+
+
+def drop_vector_index() -> None:
+    with _maintenance(), connection.schema_editor(atomic=False) as editor:
+        editor.remove_index(Memory, VECTOR_INDEX, concurrently=True)
+
+
+def build_vector_index() -> None:
+    """The index as the migrations define it (the model's Meta), built without blocking."""
+    with _maintenance(), connection.schema_editor(atomic=False) as editor:
+        editor.add_index(Memory, VECTOR_INDEX, concurrently=True)
+
+
+@contextmanager
+def _maintenance() -> Iterator[None]:
+    """No statement or lock timeout for the session meanwhile: the server's are sized for
+    requests, and a concurrent index build waits for the transactions in flight, then reads the
+    whole table."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET statement_timeout = 0")
+        cursor.execute("SET lock_timeout = 0")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            # Back to the connection's own values (its libpq startup options).
+            cursor.execute("RESET statement_timeout")
+            cursor.execute("RESET lock_timeout")

@@ -1,0 +1,154 @@
+"""`manage.py embed_memories [--batch-size N] [--reembed] [--keep-index]`: vectors for the
+memories without one (memories/backfill.py)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from memories import backfill, tenancy
+from memories.backfill import IndexState
+from memories.embedding import Embedder, get_embedder
+
+# Progress lines at most this often: a line per batch floods a terminal on a large table.
+PROGRESS_EVERY_SECONDS = 2.0
+
+
+class Command(BaseCommand):
+    help = (
+        "Embed the memories that have no vector (stored before semantic search, or while "
+        "SEARCH_EMBEDDER was none) with the model SEARCH_EMBEDDER names; erased memories are "
+        "skipped. Resumable: batches commit one by one in (owner, id) order, and a re-run "
+        "continues with what is still missing. Safe while the server serves traffic: each batch "
+        "is a short transaction, and a vector the server wrote meanwhile is kept. When more "
+        "memories lack a vector than have one, the HNSW index is dropped first and built again "
+        "at the end (CONCURRENTLY, which blocks neither reads nor writes; meanwhile semantic "
+        "search scans exactly), which is many times faster than growing it row by row; "
+        "--keep-index never drops it. A run that stops leaves the index to the next run. "
+        "--reembed clears every vector first, then fills them all: run it after changing "
+        "SEARCH_EMBEDDER (and restarting the server with the new value); if it stops while "
+        "clearing, run it again; if it stops while filling, run it without --reembed. "
+        "Row-level security: like migrate, the command acts as the owner of the tables by "
+        "itself (memories.tenancy.as_owner), whatever DATABASE_APP_ROLE says, to reach every "
+        "tenant and rebuild the index: run it with the server's settings, with DATABASE_URL "
+        "naming the owner and the database directly (not through PgBouncer)."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--batch-size",
+            type=int,
+            default=500,
+            help="memories per model call and per transaction (default 500)",
+        )
+        parser.add_argument(
+            "--reembed",
+            action="store_true",
+            help="clear every vector first, then embed every memory: after a change of model",
+        )
+        parser.add_argument(
+            "--keep-index",
+            action="store_true",
+            help="never drop the HNSW index: slower, but semantic search stays indexed",
+        )
+
+    def handle(
+        self, *args: Any, batch_size: int, reembed: bool, keep_index: bool, **options: Any
+    ) -> None:
+        if batch_size < 1:
+            raise CommandError("--batch-size must be at least 1")
+        embedder = get_embedder()
+        if embedder is None:
+            # Checked before --reembed clears anything: with no model, nothing would refill.
+            raise CommandError(
+                f"SEARCH_EMBEDDER is {settings.SEARCH_EMBEDDER!r}: there is no model to embed "
+                "with, and search ranks by words only. Set SEARCH_EMBEDDER (e.g. wordllama) and "
+                "run this again."
+            )
+        with tenancy.as_owner():
+            self._embed(embedder, batch_size=batch_size, reembed=reembed, keep_index=keep_index)
+
+    def _embed(
+        self, embedder: Embedder, *, batch_size: int, reembed: bool, keep_index: bool
+    ) -> None:
+        missing, embedded = backfill.count_missing(), backfill.count_embedded()
+        if reembed:
+            missing, embedded = missing + embedded, 0  # once cleared
+        # Worth it once the index would at least double: it is built in a fraction of the time
+        # that growing it row by row takes.
+        rebuild = not keep_index and missing > 0 and missing >= embedded
+        index = backfill.vector_index_state()
+        if index is IndexState.INVALID or (index is IndexState.VALID and rebuild):
+            # An invalid index (a build that did not finish) is written to but never read.
+            self.stdout.write(f"dropping the index {backfill.VECTOR_INDEX.name} for the fill")
+            backfill.drop_vector_index()
+        if reembed:
+            _, cleared = self._run(
+                lambda after: backfill.clear_batch(after=after, size=batch_size),
+                total=None,
+                verb="cleared",
+            )
+            self.stdout.write(f"cleared {_count(cleared, 'vector')}; embedding every memory again")
+            missing = backfill.count_missing()
+        if missing:
+            self._fill(embedder, missing, batch_size)
+        if backfill.vector_index_state() is not IndexState.VALID:
+            started = time.perf_counter()
+            backfill.build_vector_index()
+            seconds = time.perf_counter() - started
+            self.stdout.write(f"built the index {backfill.VECTOR_INDEX.name} in {seconds:.1f} s")
+        elif not missing:
+            self.stdout.write("nothing to embed: every memory that is not erased has a vector")
+
+    def _fill(self, embedder: Embedder, missing: int, batch_size: int) -> None:
+        started = time.perf_counter()
+        visited, done = self._run(
+            lambda after: backfill.fill_batch(embedder, after=after, size=batch_size),
+            total=missing,
+            verb="embedded",
+        )
+        seconds = time.perf_counter() - started
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"embedded {_count(done, 'memory')} with {embedder.name} in {seconds:.1f} s "
+                f"({done / max(seconds, 1e-9):,.0f} memories/s)"
+            )
+        )
+        if visited > done:
+            # Rows a server process embedded between our read and our write: theirs are kept.
+            kept = _count(visited - done, "vector")
+            self.stdout.write(f"kept {kept} the server wrote meanwhile")
+
+    def _run(
+        self, step: Callable[[backfill.Key], backfill.Batch], *, total: int | None, verb: str
+    ) -> tuple[int, int]:
+        """Run `step` batch after batch from the first key; rows visited and rows changed."""
+        after, visited, changed, reported = backfill.FIRST_KEY, 0, 0, 0
+        started = last_report = time.perf_counter()
+        while (batch := step(after)).last is not None:
+            after = batch.last
+            visited += batch.visited
+            changed += batch.changed
+            now = time.perf_counter()
+            if now - last_report >= PROGRESS_EVERY_SECONDS:
+                last_report, reported = now, visited
+                self._progress(verb, visited, total, now - started)
+        if visited != reported:
+            self._progress(verb, visited, total, time.perf_counter() - started)
+        return visited, changed
+
+    def _progress(self, verb: str, done: int, total: int | None, seconds: float) -> None:
+        # Rows other writers leave without a vector meanwhile may push `done` past the count.
+        of_total = f"/{max(total, done):,}" if total is not None else ""
+        rate = done / max(seconds, 1e-9)
+        # Plain text: stderr's default style is the error colour.
+        self.stderr.write(f"{verb} {done:,}{of_total} ({rate:,.0f}/s)", style_func=str)
+
+
+def _count(n: int, noun: str) -> str:
+    plural = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
+    return f"{n:,} {noun if n == 1 else plural}"

@@ -1,0 +1,273 @@
+"""The meaning of a memory: a unit vector written with the row by the services, filled in later
+by `manage.py embed_memories` where a row has none, rewritten only by clearing it first, and
+computed by the model SEARCH_EMBEDDER names (memories/embedding.py, memories/backfill.py)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management import CommandError, call_command
+from django.db import connection
+
+from accounts.erasure import erase_account
+from memories import backfill
+from memories.backfill import IndexState
+from memories.embedding import EMBEDDING_DIMENSIONS, _embedder_for, get_embedder
+from memories.search import clean_filters, search
+from memories.services import remember, revise_memory
+from tests.factories import MemoryFactory, UserFactory, embed
+
+
+def stored_vector(memory) -> np.ndarray | None:
+    """The vector in the row, read with raw SQL (the ORM defers the column)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT embedding::text FROM memories_memory WHERE owner_id = %s AND id = %s",
+            [memory.owner_id, memory.id],
+        )
+        (text,) = cursor.fetchone()
+    return None if text is None else np.array(json.loads(text))
+
+
+def stands_for(vector: np.ndarray | None, memory) -> bool:
+    """Whether `vector` is the one the model gives the memory's text (to float32 precision)."""
+    return vector is not None and np.allclose(vector, embed(memory), atol=1e-6)
+
+
+def run_backfill(*args: str) -> str:
+    out = io.StringIO()
+    call_command("embed_memories", *args, stdout=out, stderr=io.StringIO())
+    return out.getvalue()
+
+
+def index_oid() -> int | None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s)::oid", [backfill.VECTOR_INDEX.name])
+        return cursor.fetchone()[0]
+
+
+@pytest.fixture
+def search_embedder(settings):
+    """Sets SEARCH_EMBEDDER for one test; the models loaded meanwhile are forgotten after it."""
+
+    def use(value: str) -> None:
+        settings.SEARCH_EMBEDDER = value
+
+    yield use
+    _embedder_for.cache_clear()
+
+
+# --- written with the row ------------------------------------------------------------------
+
+
+def test_remember_stores_a_unit_vector_of_the_memorys_text(tenant):
+    memory = remember(
+        owner=tenant,
+        memory_type="preference",
+        topic="Editor",
+        content="Prefers Neovim with a dark theme.",
+        tags=["tools"],
+        project="threengram",
+    )
+    vector = stored_vector(memory)
+    assert vector.shape == (EMBEDDING_DIMENSIONS,)
+    assert np.linalg.norm(vector) == pytest.approx(1, abs=1e-5)
+    assert stands_for(vector, memory)
+
+
+def test_a_revision_gets_the_vector_of_its_own_text_and_the_old_one_keeps_its_own(tenant):
+    first = remember(owner=tenant, memory_type="fact", topic="Lunch", content="Pizza on Fridays")
+    second = revise_memory(owner=tenant, predecessor_id=first.id, content="Sushi on Thursdays")
+    assert stands_for(stored_vector(second), second)
+    assert stands_for(stored_vector(first), first)
+    assert not np.allclose(stored_vector(first), stored_vector(second))
+
+
+# --- the backfill --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def unembedded(transactional_db):
+    """Memories of two tenants stored without a vector, and an erased tenant's memory. (The
+    command builds the index CONCURRENTLY, which no transaction may hold: no test transaction.)"""
+    memories = [
+        MemoryFactory(owner=owner, topic=f"topic {n}", content=f"{owner.username} note {n}")
+        for owner in (UserFactory(), UserFactory())
+        for n in range(3)
+    ]
+    erased = MemoryFactory(content="gone soon")
+    erase_account(user=erased.owner)
+    return memories, erased
+
+
+def test_the_backfill_gives_every_memory_the_vector_remember_would_have(unembedded):
+    memories, erased = unembedded
+    out = run_backfill()
+    assert "embedded 6 memories with wordllama" in out
+    assert all(stands_for(stored_vector(memory), memory) for memory in memories)
+    # An erased memory gets none: it would stand for the erased text, or for nothing.
+    assert stored_vector(erased) is None
+    assert backfill.vector_index_state() is IndexState.VALID
+
+
+def test_a_second_run_changes_nothing_and_says_so(unembedded):
+    memories, _ = unembedded
+    run_backfill()
+    before = [stored_vector(memory) for memory in memories]
+    oid = index_oid()
+    assert run_backfill() == "nothing to embed: every memory that is not erased has a vector\n"
+    assert all(np.array_equal(stored_vector(m), v) for m, v in zip(memories, before, strict=True))
+    assert index_oid() == oid
+
+
+def test_a_run_that_dies_midway_keeps_its_batches_and_the_next_run_finishes(
+    unembedded, monkeypatch
+):
+    memories, _ = unembedded
+    model = get_embedder()
+
+    class DiesOnSecondBatch:
+        name = model.name
+        calls = 0
+
+        def embed(self, texts):
+            self.calls += 1
+            if self.calls == 2:
+                raise RuntimeError("killed")
+            return model.embed(texts)
+
+    command = "memories.management.commands.embed_memories"
+    monkeypatch.setattr(f"{command}.get_embedder", DiesOnSecondBatch)
+    with pytest.raises(RuntimeError, match="killed"):
+        run_backfill("--batch-size=2")
+    assert sum(stored_vector(memory) is not None for memory in memories) == 2
+
+    monkeypatch.undo()
+    assert "embedded 4 memories" in run_backfill("--batch-size=2")
+    assert all(stands_for(stored_vector(memory), memory) for memory in memories)
+    # The index, dropped for the fill by the run that died, is back.
+    assert backfill.vector_index_state() is IndexState.VALID
+
+
+def test_a_vector_the_server_writes_meanwhile_is_kept(unembedded, monkeypatch):
+    memories, _ = unembedded
+    model = get_embedder()
+    raced = memories[0]
+    theirs = np.eye(EMBEDDING_DIMENSIONS)[0]
+
+    class ServerWritesFirst:
+        """Between the backfill's read and its write, a server process embeds one row."""
+
+        name = model.name
+
+        def embed(self, texts):
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "UPDATE memories_memory SET embedding = %s::vector "
+                    "WHERE owner_id = %s AND id = %s AND embedding IS NULL",
+                    [str(theirs.tolist()), raced.owner_id, raced.id],
+                )
+            return model.embed(texts)
+
+    monkeypatch.setattr(
+        "memories.management.commands.embed_memories.get_embedder", ServerWritesFirst
+    )
+    out = run_backfill()
+    assert "embedded 5 memories" in out and "kept 1 vector the server wrote meanwhile" in out
+    assert np.allclose(stored_vector(raced), theirs)
+    assert all(stands_for(stored_vector(memory), memory) for memory in memories[1:])
+
+
+def test_reembed_replaces_every_vector_of_another_model(transactional_db):
+    # Vectors from another model: unrelated to the text, as far as this model is concerned.
+    memories = [
+        MemoryFactory(content=f"stored under another model {n}", embedding=np.eye(256)[n])
+        for n in range(3)
+    ]
+    out = run_backfill("--reembed")
+    assert "cleared 3 vectors" in out and "embedded 3 memories" in out
+    assert all(stands_for(stored_vector(memory), memory) for memory in memories)
+    assert backfill.vector_index_state() is IndexState.VALID
+
+
+def test_the_index_is_rebuilt_for_a_large_fill_and_kept_for_a_small_one(unembedded):
+    memories, _ = unembedded
+    rebuilt_from = index_oid()
+    run_backfill()  # six to embed, none embedded yet: built anew at the end
+    assert index_oid() != rebuilt_from
+    kept = index_oid()
+    MemoryFactory(owner=memories[0].owner, content="one more, stored without a vector")
+    assert "embedded 1 memory" in run_backfill()
+    assert index_oid() == kept
+
+
+def test_keep_index_never_drops_the_index(unembedded):
+    memories, _ = unembedded
+    oid = index_oid()
+    out = run_backfill("--keep-index")
+    assert "embedded 6 memories" in out and "index" not in out
+    assert index_oid() == oid
+    assert all(stands_for(stored_vector(memory), memory) for memory in memories)
+
+
+def test_without_a_model_the_command_refuses_before_clearing_anything(tenant, search_embedder):
+    kept = MemoryFactory(owner=tenant, embedded=True)
+    vector = stored_vector(kept)
+    search_embedder("none")
+    with pytest.raises(CommandError, match="SEARCH_EMBEDDER is 'none'"):
+        call_command("embed_memories", "--reembed")
+    assert np.array_equal(stored_vector(kept), vector)
+
+
+def test_a_batch_size_below_one_is_refused(db):
+    with pytest.raises(CommandError, match="--batch-size must be at least 1"):
+        call_command("embed_memories", "--batch-size=0")
+
+
+# --- the model: SEARCH_EMBEDDER ------------------------------------------------------------
+
+
+def test_with_no_model_memories_are_stored_without_a_vector_and_found_by_words(
+    tenant, search_embedder
+):
+    search_embedder("none")
+    memory = remember(
+        owner=tenant, memory_type="fact", topic="Coffee", content="The café serves espresso"
+    )
+    assert stored_vector(memory) is None
+    page = search(owner_id=tenant.pk, query="espresso", filters=clean_filters(), limit=5)
+    assert [hit.id for hit in page.hits] == [memory.id]
+    assert page.hits[0].matched_by == ("words",)
+
+
+def test_an_unknown_model_is_a_configuration_error_naming_the_setting(search_embedder):
+    search_embedder("word2vec")
+    with pytest.raises(ImproperlyConfigured, match="SEARCH_EMBEDDER='word2vec'"):
+        get_embedder()
+
+
+def test_a_sentence_transformers_model_from_a_local_folder(tenant, search_embedder, tmp_path):
+    """A model an operator keeps on disk: here a tiny static one, made and saved offline. Its
+    8-wide vectors are padded to the column's width and scaled to unit length."""
+    pytest.importorskip("sentence_transformers")
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import StaticEmbedding
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = ["[UNK]", "coffee", "espresso", "tea", "deploy", "tuesday"]
+    tokenizer = Tokenizer(models.WordLevel({w: n for n, w in enumerate(words)}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    weights = np.random.default_rng(0).standard_normal((len(words), 8)).astype(np.float32)
+    model = SentenceTransformer(modules=[StaticEmbedding(tokenizer, embedding_weights=weights)])
+    model.save(str(tmp_path))
+
+    search_embedder(f"sentence-transformers:{tmp_path}")
+    assert get_embedder().name == f"sentence-transformers:{tmp_path}"
+    memory = remember(owner=tenant, memory_type="fact", topic="coffee", content="espresso")
+    vector = stored_vector(memory)
+    assert np.linalg.norm(vector) == pytest.approx(1, abs=1e-5)
+    assert vector[:8].any() and not vector[8:].any()
