@@ -78,6 +78,24 @@ def test_no_tenant_text_survives_anywhere_in_the_memories_table(populated):
         assert cursor.fetchone()[0] == 0
 
 
+def _vectors_of(owner) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM memories_memory WHERE owner_id = %s AND embedding IS NOT NULL",
+            [owner.pk],
+        )
+        return cursor.fetchone()[0]
+
+
+def test_no_vector_of_the_account_survives(populated, other_tenant):
+    # A vector stands for the text: matched against guesses, it would tell what was written.
+    neighbour = MemoryFactory(owner=other_tenant, content="Buy ACME", embedded=True)
+    assert _vectors_of(populated) == 3
+    erase_account(user=populated)
+    assert _vectors_of(populated) == 0
+    assert _vectors_of(neighbour.owner) == 1
+
+
 def test_overwrites_thread_names_and_keeps_other_tenants_threads(populated, other_tenant):
     neighbour = create_thread(owner=other_tenant, name="Falcon deal")
     erase_account(user=populated)

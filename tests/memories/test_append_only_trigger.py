@@ -101,3 +101,42 @@ def test_the_erasure_rewrite_is_the_one_exception(memory):
 def test_check_constraints_back_the_python_bounds(tenant, fields, constraint):
     with pytest.raises(IntegrityError, match=constraint), transaction.atomic():
         MemoryFactory(owner=tenant, **fields)
+
+
+# --- the embedding: filled or cleared, never replaced ----------------------------------------
+
+
+def unit_vector(n: int) -> str:
+    return str([1.0 if i == n else 0.0 for i in range(256)])
+
+
+def stored_embedding(memory) -> str | None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT embedding::text FROM memories_memory WHERE id = %s", [memory.id])
+        return cursor.fetchone()[0]
+
+
+def test_an_empty_embedding_may_be_filled_and_a_filled_one_cleared(memory):
+    fill = "UPDATE memories_memory SET embedding = %s::vector WHERE id = %s"
+    raw(fill, [unit_vector(0), memory.id])
+    assert stored_embedding(memory).startswith("[1,0,0")
+    # The same vector again changes nothing, so it is no replacement.
+    raw(fill, [unit_vector(0), memory.id])
+    raw("UPDATE memories_memory SET embedding = NULL WHERE id = %s", [memory.id])
+    assert stored_embedding(memory) is None
+    raw(fill, [unit_vector(1), memory.id])  # a change of model: cleared, then filled again
+    assert stored_embedding(memory).startswith("[0,1,0")
+
+
+def test_an_embedding_is_never_replaced_in_place(memory):
+    raw(
+        "UPDATE memories_memory SET embedding = %s::vector WHERE id = %s",
+        [unit_vector(0), memory.id],
+    )
+    with pytest.raises(IntegrityError, match="may be filled or cleared, not replaced") as refused:
+        raw(
+            "UPDATE memories_memory SET embedding = %s::vector WHERE id = %s",
+            [unit_vector(1), memory.id],
+        )
+    assert refused.value.__cause__.sqlstate == "23001"  # restrict_violation
+    assert stored_embedding(memory).startswith("[1,0,0")
