@@ -133,6 +133,8 @@ def test_export_has_every_memory_with_lifecycle_and_links(client, tenant, other_
     assert by_id[str(first.id)]["content"] == "Use SQLite"
     assert by_id[str(first.id)]["uri"] == f"threengram://memory/{first.id}"
     assert document["threads"] == []
+    # The rows carry vectors (remember writes one): derived data, not the tenant's, not exported.
+    assert not any("embedding" in row for row in document["memories"])
 
 
 def test_export_includes_threads_with_their_members(client, tenant, other_tenant, history):

@@ -18,6 +18,7 @@ from mcp_gateway.server import build_server
 from memories import access
 from memories.access import MemoryRow
 from memories.services import archive_memory, revise_memory
+from tests.factories import MemoryFactory
 from tests.mcp_gateway.conftest import (
     IMMUTABLE_BODY_KEYS,
     IN_PROCESS_URL,
@@ -51,6 +52,14 @@ async def test_body_is_exactly_the_immutable_fields(asgi_app, seeded):
     }
     # Tags, status, validTo, commitmentStatus never appear, not even as values.
     assert "cache" not in content.text and "active" not in content.text
+
+
+async def test_body_never_carries_the_memorys_vector(asgi_app, seeded):
+    memory = await run_sync(MemoryFactory, owner=seeded.tenant, embedded=True)
+    async with mcp_client(IN_PROCESS_URL, seeded.token, transport=asgi_transport(asgi_app)) as c:
+        result = await c.read_resource(memory.resource_uri)
+    body = json.loads(result.contents[0].text)
+    assert set(body) == IMMUTABLE_BODY_KEYS and "embedding" not in body
 
 
 async def test_the_read_can_run_apart_from_the_token_check(

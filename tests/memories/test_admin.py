@@ -47,6 +47,7 @@ def tenant_data(tenant):
         scope=TENANT_TEXT["scope"],
         tags=[TENANT_TEXT["tag"]],
         memory_type="commitment",
+        embedded=True,
     )
     ThreadMembershipFactory(memory=memory, thread__owner=tenant, thread__name=TENANT_TEXT["thread"])
     refresh = RefreshTokenFactory(user=tenant)
@@ -88,6 +89,8 @@ def test_no_admin_page_shows_any_text_a_tenant_stored(staff_client, tenant_data)
     memory_page = pages[reverse("admin:memories_memory_change", args=[tenant_data.pk])]
     assert str(tenant_data.id) in memory_page and tenant_data.owner.username in memory_page
     assert "Commitment" in memory_page
+    # Nor its vector, which stands for its text.
+    assert "embedding" not in memory_page.lower()
 
 
 def test_staff_keep_accounts_erasure_records_and_oauth_objects(staff_client, tenant_data):

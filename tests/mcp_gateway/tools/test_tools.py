@@ -341,6 +341,8 @@ async def test_get_memories_returns_bodies_lifecycle_and_links(agent):
     )
     assert old["validTo"] is not None and new["validTo"] is None
     assert new["predecessorId"] == first["id"] and new["successorId"] is None
+    # Both rows carry a vector (remember and revise write one): it is never served.
+    assert not any("embedding" in memory for memory in result["memories"])
 
 
 async def test_get_memories_withholds_bodies_beyond_the_budget(agent, owner):
