@@ -164,6 +164,29 @@ def build_vector_index() -> None:
         editor.add_index(Memory, VECTOR_INDEX, concurrently=True)
 
 
+class AlreadyRunning(Exception):
+    """Another backfill holds the database's lock."""
+
+
+# pg_try_advisory_lock's key: one backfill per database at a time (two would embed the same rows
+# twice and race over the index).
+_RUN_LOCK = int.from_bytes(b"tg-embed", "big") >> 1
+
+
+@contextmanager
+def single_run() -> Iterator[None]:
+    """Hold the database-wide backfill lock for the session, or raise AlreadyRunning."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [_RUN_LOCK])
+        if not cursor.fetchone()[0]:
+            raise AlreadyRunning
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [_RUN_LOCK])
+
+
 @contextmanager
 def _maintenance() -> Iterator[None]:
     """No statement or lock timeout for the session meanwhile: the server's are sized for

@@ -5,7 +5,8 @@
   same INSERT as the row, or later by `manage.py embed_memories`.
 - An HNSW index (cosine) over the embeddings of current memories.
 - The append-only guard of 0005, plus: an embedding may be written into an empty column or
-  cleared (erasure, a change of model), never replaced by another vector in place.
+  cleared (erasure, a change of model), never replaced by another vector in place, and an
+  erased memory holds none.
 - `search_vector` now also holds the tags and the project (weight C), so a question naming a
   tag or the project matches; topic A and content B as before.
 """
@@ -39,6 +40,10 @@ BEGIN
     IF OLD.embedding IS NOT NULL AND NEW.embedding IS NOT NULL
        AND NEW.embedding IS DISTINCT FROM OLD.embedding THEN
         RAISE EXCEPTION 'memories are append-only: the embedding of memory % may be filled or cleared, not replaced', OLD.id
+            USING ERRCODE = 'restrict_violation';
+    END IF;
+    IF NEW.content = '[erased]' AND NEW.embedding IS NOT NULL THEN
+        RAISE EXCEPTION 'memories are append-only: erased memory % holds no embedding', OLD.id
             USING ERRCODE = 'restrict_violation';
     END IF;
     IF (NEW.content, NEW.content_length, NEW.topic, NEW.tags, NEW.scope, NEW.project)

@@ -140,3 +140,17 @@ def test_an_embedding_is_never_replaced_in_place(memory):
         )
     assert refused.value.__cause__.sqlstate == "23001"  # restrict_violation
     assert stored_embedding(memory).startswith("[1,0,0")
+
+
+def test_an_erased_memory_never_gets_an_embedding(memory):
+    raw(
+        "UPDATE memories_memory SET content = '[erased]', content_length = 8, topic = '[erased]',"
+        " tags = '{[erased]}', scope = 'erased', project = '[erased]' WHERE id = %s",
+        [memory.id],
+    )
+    with pytest.raises(IntegrityError, match=r"erased memory .* holds no embedding"):
+        raw(
+            "UPDATE memories_memory SET embedding = %s::vector WHERE id = %s",
+            [unit_vector(0), memory.id],
+        )
+    assert stored_embedding(memory) is None

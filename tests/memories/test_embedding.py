@@ -228,6 +228,19 @@ def test_a_batch_size_below_one_is_refused(db):
         call_command("embed_memories", "--batch-size=0")
 
 
+def test_a_second_run_while_one_is_going_is_refused(unembedded):
+    import psycopg
+
+    memories, _ = unembedded
+    with psycopg.connect(**connection.get_connection_params()) as other:
+        other.execute("SELECT pg_advisory_lock(%s)", [backfill._RUN_LOCK])
+        with pytest.raises(CommandError, match="another embed_memories is running"):
+            run_backfill()
+        assert all(stored_vector(memory) is None for memory in memories)
+    run_backfill()  # the other session ended: its lock went with it
+    assert all(stored_vector(memory) is not None for memory in memories)
+
+
 # --- the model: SEARCH_EMBEDDER ------------------------------------------------------------
 
 

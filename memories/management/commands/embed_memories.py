@@ -70,7 +70,15 @@ class Command(BaseCommand):
                 "run this again."
             )
         with tenancy.as_owner():
-            self._embed(embedder, batch_size=batch_size, reembed=reembed, keep_index=keep_index)
+            try:
+                with backfill.single_run():
+                    self._embed(
+                        embedder, batch_size=batch_size, reembed=reembed, keep_index=keep_index
+                    )
+            except backfill.AlreadyRunning:
+                raise CommandError(
+                    "another embed_memories is running on this database; wait for it to end"
+                ) from None
 
     def _embed(
         self, embedder: Embedder, *, batch_size: int, reembed: bool, keep_index: bool
