@@ -3,11 +3,15 @@
 generate_series), so it takes minutes, not hours.
 
     .venv/bin/python scripts/bench_data.py [--memories 1000000] [--tenants 1000]
+        [--largest 100000] [--no-vectors] [--no-analyze]
 
 Text is synthetic: words drawn from a 4,000-word pseudo vocabulary with a skewed distribution
 (word rank = 4000 * u^1.3 for content, u^1.5 for topics, u uniform): the most common word is in
 about 7 % of memories, like a frequent content word of real notes once stopwords are removed,
-and most words are in well under 1 %. The
+and most words are in well under 1 %. With `--vectors` (the default) every memory also gets
+an `embedding`: the unit-length sum of three vectors drawn by a hash of its number from a pool
+of 4,096 random unit vectors (numpy, fixed seed), so vectors are distinct, mildly correlated and,
+for timing, as good as real ones; the HNSW index is then built once after the load. The
 database is `threengram_bench` on the embedded server (or BENCH_DATABASE_URL); it is dropped and
 recreated on every run. Never point it at a database you care about.
 """
@@ -45,7 +49,7 @@ FROM generate_series(1, %(tenants)s) g;
 -- Tenant 1 holds %(largest)s memories, the rest share the remainder evenly.
 INSERT INTO memories_memory (id, owner_id, content, content_length, memory_type, topic, scope,
                              project, tags, recorded_at, status, valid_to, commitment_status,
-                             due_at)
+                             due_at, embedding)
 SELECT uuidv7(), owner_id, content, char_length(content), memory_type, topic,
        (ARRAY['personal','work','home-lab','research'])[1 + (g %% 4)],
        CASE WHEN g %% 3 = 0 THEN NULL ELSE 'project-' || (g %% 25) END,
@@ -57,7 +61,8 @@ SELECT uuidv7(), owner_id, content, char_length(content), memory_type, topic,
             THEN (ARRAY['open','open','waiting','resolved','resolved','expired'])[1 + (g / 12) %% 6]
        END,
        CASE WHEN memory_type = 'commitment' AND (g / 12) %% 2 = 0
-            THEN now() + ((g / 24) %% 60 - 30) * interval '1 day' END
+            THEN now() + ((g / 24) %% 60 - 30) * interval '1 day' END,
+       /*embedding*/NULL
 FROM (
     SELECT g,
            CASE WHEN g <= %(largest)s THEN u.first_id
@@ -76,6 +81,15 @@ FROM (
          (SELECT min(id) AS first_id FROM accounts_user WHERE username LIKE 'bench%%') u
 ) rows;
 """
+
+
+# Three pool vectors per memory, picked by independent hashes of its number: 4,096^3 / 6
+# combinations, so no two memories share a vector (duplicates would distort the HNSW graph).
+EMBEDDING = """(SELECT l2_normalize(a.v + b.v + c.v) FROM pg_temp.bench_vector a,
+        pg_temp.bench_vector b, pg_temp.bench_vector c
+  WHERE a.k = hashint4extended(g, 1) & 4095 AND b.k = hashint4extended(g, 2) & 4095
+    AND c.k = hashint4extended(g, 3) & 4095)"""
+VECTOR_POOL = 4096
 
 
 def bench_url() -> str:
@@ -102,6 +116,19 @@ def main() -> None:
     parser.add_argument("--memories", type=int, default=1_000_000)
     parser.add_argument("--tenants", type=int, default=1_000)
     parser.add_argument("--largest", type=int, default=100_000)
+    parser.add_argument(
+        "--vectors",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="fill every memory's embedding (default: on)",
+    )
+    parser.add_argument(
+        "--analyze",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="--no-analyze: leave the table as a bulk load leaves it, without column statistics "
+        "(autovacuum stays off for it until scripts/bench_tools.py runs without --no-analyze)",
+    )
     options = parser.parse_args()
     url = bench_url()
     recreate(url)
@@ -111,25 +138,43 @@ def main() -> None:
     )
     started = time.monotonic()
     with psycopg.connect(url, autocommit=True) as connection:
-        connection.execute("SET maintenance_work_mem = '512MB'")
+        # The HNSW build dominates; with less memory than its graph it is many times slower.
+        connection.execute("SET maintenance_work_mem = '2GB'")
+        # No statistics from autovacuum half-way through the load (when the table holds only
+        # the largest tenant): the table has none until the ANALYZE at the end, or, with
+        # --no-analyze, until scripts/bench_tools.py runs.
+        connection.execute("ALTER TABLE memories_memory SET (autovacuum_enabled = false)")
         # Building the search indexes once after the load is far faster than maintaining them
-        # row by row; they are recreated exactly as migration 0003 defines them.
-        connection.execute("DROP INDEX memory_search")
+        # row by row; they are recreated exactly as the migrations define them.
+        definitions = [
+            row[0]
+            for row in connection.execute(
+                "SELECT indexdef FROM pg_indexes WHERE tablename = 'memories_memory'"
+                " AND indexname IN ('memory_search', 'memory_embedding_current')"
+            )
+        ]
+        connection.execute("DROP INDEX memory_search, memory_embedding_current")
         generate(
             connection,
             memories=options.memories,
             tenants=options.tenants,
             largest=options.largest,
+            vectors=options.vectors,
         )
         loaded = time.monotonic()
-        connection.execute(
-            "CREATE INDEX memory_search ON memories_memory USING gin (search_vector)"
-        )
-        connection.execute("VACUUM ANALYZE")
+        for definition in definitions:
+            connection.execute(definition)
+        indexed = time.monotonic()
+        if options.analyze:
+            connection.execute("ALTER TABLE memories_memory RESET (autovacuum_enabled)")
+            connection.execute("VACUUM ANALYZE")
+        else:
+            connection.execute("VACUUM memories_memory")  # visibility map only, no statistics
         count = connection.execute("SELECT count(*) FROM memories_memory").fetchone()[0]
     print(
         f"{count} memories for {options.tenants} tenants in {BENCH_DATABASE}: "
-        f"load {loaded - started:.0f} s, indexes {time.monotonic() - loaded:.0f} s"
+        f"load {loaded - started:.0f} s, indexes {indexed - loaded:.0f} s, "
+        f"vacuum{' analyze' if options.analyze else ''} {time.monotonic() - indexed:.0f} s"
     )
 
 
@@ -139,13 +184,17 @@ def generate(
     memories: int,
     tenants: int,
     largest: int,
+    vectors: bool = False,
     chunk: int = 20_000,
 ) -> None:
     """Insert the tenants and memories on `connection` (migrated, autocommit), `chunk` memories
-    per statement, with a progress bar on stderr."""
+    per statement, with a progress bar on stderr; with `vectors`, an embedding for each."""
     create_function, insert_tenants, insert_memories = GENERATE.split(";\n\n")
     params = {"memories": memories, "tenants": tenants, "largest": largest}
     connection.execute(create_function, params)
+    if vectors:
+        insert_memories = insert_memories.replace("/*embedding*/NULL", EMBEDDING)
+        create_vector_pool(connection)
     connection.execute(insert_tenants, params)
     for first in range(1, memories + 1, chunk):
         last = min(first + chunk - 1, memories)
@@ -155,6 +204,20 @@ def generate(
         sys.stderr.write(f"\rcorpus [{bar:<40}] {last:,}/{memories:,} memories")
         sys.stderr.flush()
     sys.stderr.write("\n")
+
+
+def create_vector_pool(connection: psycopg.Connection) -> None:
+    """pg_temp.bench_vector: VECTOR_POOL random unit vectors (numpy, fixed seed) numbered from 0."""
+    import numpy as np
+
+    from memories.embedding import EMBEDDING_DIMENSIONS
+
+    pool = np.random.default_rng(55).standard_normal((VECTOR_POOL, EMBEDDING_DIMENSIONS))
+    pool /= np.linalg.norm(pool, axis=1, keepdims=True)
+    connection.execute("CREATE TEMP TABLE bench_vector (k int PRIMARY KEY, v vector)")
+    with connection.cursor().copy("COPY pg_temp.bench_vector (k, v) FROM STDIN") as copy:
+        for k, vector in enumerate(pool):
+            copy.write_row((k, "[" + ",".join(f"{x:.6f}" for x in vector) + "]"))
 
 
 if __name__ == "__main__":
