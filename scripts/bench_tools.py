@@ -1,14 +1,21 @@
 """Server time of the tools at 1,000,000 memories.
 
-    .venv/bin/python scripts/bench_data.py      # once: builds threengram_bench_tools (~5 min)
-    .venv/bin/python scripts/bench_tools.py [--calls 300]
+    .venv/bin/python scripts/bench_data.py      # once: builds threengram_bench_tools
+    .venv/bin/python scripts/bench_tools.py [--calls 300] [--only search] [--no-analyze]
 
 Calls `mcp_gateway.tools.call_tool` in-process, exactly as the MCP server does after auth (schema
 validation, scope check, service, JSON encoding), and times each call. Targets: search p95 <= 25
-ms, get_memories of 20 ids p95 <= 10 ms, briefing p95 <= 25 ms; remember is timed too (it writes
+ms, get_memories of 20 ids p95 <= 10 ms, briefing p95 <= 25 ms, remember p95 <= 5 ms (it writes
 a few hundred rows into the benchmark database). The baseline measured in the same run is
 `SELECT 1` through the same path (thread-sensitive executor + Django connection): the fixed cost
 every tool call pays before doing any work.
+
+Search is timed with short keyword queries (1-2 words) and with questions as agents ask them:
+8-25 words, vocabulary words among English stop words. Both search and remember include the
+embedding of the query or memory (SEARCH_EMBEDDER, wordllama by default); the embedding of a
+question alone is timed as its own row. `--no-analyze` measures the tables as
+`scripts/bench_data.py --no-analyze` left them, without statistics (the VACUUM ANALYZE that
+otherwise starts every run is skipped); `--only TEXT` times only the rows whose label holds it.
 """
 
 from __future__ import annotations
@@ -38,7 +45,14 @@ def word(k: int) -> str:
     return letters.translate(str.maketrans("0123456789", "ghijklmnop"))
 
 
-def setup() -> None:
+# Words an agent's question wraps around the words that matter.
+STOP_WORDS = (  # noqa: SIM905 (a word list)
+    "what did we decide about the for and how why is was of to in with on our it that "
+    "should do which when last"
+).split()
+
+
+def setup(analyze: bool = True) -> None:
     if "BENCH_DATABASE_URL" in os.environ:
         url = os.environ["BENCH_DATABASE_URL"]
     else:
@@ -61,7 +75,9 @@ def setup() -> None:
     # all-visible, and briefing's index-only scans then visit the heap (measured: 1,304 heap
     # fetches against 529, its statement 20.8 ms against 9.0 ms).
     with connection.cursor() as cursor:
-        cursor.execute("VACUUM (ANALYZE) memories_memory, memories_threadmembership")
+        if analyze:
+            cursor.execute("ALTER TABLE memories_memory RESET (autovacuum_enabled)")
+            cursor.execute("VACUUM (ANALYZE) memories_memory, memories_threadmembership")
 
 
 def percentiles(samples: list[float]) -> str:
@@ -82,7 +98,7 @@ async def timed(label: str, calls, results: dict) -> None:
     results[label] = samples
 
 
-async def main(calls: int, seed: int) -> None:
+async def main(calls: int, seed: int, only: str | None = None) -> None:
     from asgiref.sync import sync_to_async
     from django.db import connection
 
@@ -97,9 +113,13 @@ async def main(calls: int, seed: int) -> None:
                 "SELECT owner_id, count(*) FROM memories_memory GROUP BY 1 ORDER BY 2 DESC"
             )
             rows = cursor.fetchall()
-        return rows[0][0], [row[0] for row in rows[1:]]
+        others = rows[1:]
+        other_size = sum(row[1] for row in others) // max(len(others), 1)
+        return rows[0][0], [row[0] for row in others], rows[0][1], other_size
 
-    largest, others = await sync_to_async(tenants, thread_sensitive=True)()
+    largest, others, largest_size, other_size = await sync_to_async(
+        tenants, thread_sensitive=True
+    )()
 
     def threads_for(owner_id: int) -> list[tuple[str, str]]:
         """20 threads of 100 recent members each (one project per thread) for the largest tenant,
@@ -140,7 +160,7 @@ async def main(calls: int, seed: int) -> None:
             return cursor.fetchall()
 
     member_topics = await sync_to_async(threads_for, thread_sensitive=True)(largest)
-    sample_others = rng.sample(others, 50)
+    sample_others = rng.sample(others, min(50, len(others)))
 
     def principal(user_id: int) -> Principal:
         return Principal(user_id, frozenset({"memory:read", "memory:write"}), "bench")
@@ -160,6 +180,14 @@ async def main(calls: int, seed: int) -> None:
         words = [word(int(4000 * rng.random() ** 1.3)) for _ in range(rng.choice((1, 1, 2)))]
         return " ".join(words)
 
+    def question() -> str:
+        # 8-25 words, about a third of them stop words, the rest drawn as content words are.
+        words = [
+            rng.choice(STOP_WORDS) if rng.random() < 0.35 else word(int(4000 * rng.random() ** 1.3))
+            for _ in range(rng.randint(8, 25))
+        ]
+        return " ".join(words) + "?"
+
     def remember_arguments() -> dict:
         # A near-copy of a thread member's topic in its project: the largest tenant's 20
         # threads get proposals; other tenants have no threads.
@@ -175,6 +203,17 @@ async def main(calls: int, seed: int) -> None:
         return {
             "search": [
                 (principal(owner_for()), "search", {"query": query()}) for _ in range(calls)
+            ],
+            "search, question of 8-25 words": [
+                (principal(owner_for()), "search", {"query": question()}) for _ in range(calls)
+            ],
+            "search, question, type filter, limit 25": [
+                (
+                    principal(owner_for()),
+                    "search",
+                    {"query": question(), "memoryTypes": ["decision", "fact"], "limit": 25},
+                )
+                for _ in range(calls)
             ],
             "search, type filter, limit 25": [
                 (
@@ -209,29 +248,58 @@ async def main(calls: int, seed: int) -> None:
             samples.append((time.perf_counter() - started) * 1000)
         return samples
 
+    async def embedding_alone() -> list[float]:
+        from memories.embedding import embed_query
+
+        questions = [question() for _ in range(calls)]
+        embed_query(questions[0])  # loads the model
+        samples = []
+        for text in questions:
+            started = time.perf_counter()
+            embed_query(text)
+            samples.append((time.perf_counter() - started) * 1000)
+        return samples
+
+    def wanted(label: str) -> bool:
+        return only is None or only in label
+
     results: dict[str, list[float]] = {}
     for who, owner_for in [
-        ("largest tenant (100,000 memories)", lambda: largest),
-        ("50 other tenants (~900 memories each)", lambda: rng.choice(sample_others)),
+        (f"largest tenant ({largest_size:,} memories)", lambda: largest),
+        (
+            f"{len(sample_others)} other tenants (~{other_size:,} memories each)",
+            lambda: rng.choice(sample_others),
+        ),
     ]:
         # Warm up caches and the connection with calls of their own, then measure.
         warm_up = plan(owner_for)
         for label, batch in plan(owner_for).items():
+            if not wanted(f"{who} | {label}"):
+                continue
             await timed("warm-up", warm_up[label][:20], {})
             await timed(f"{who} | {label}", batch, results)
+    if wanted("embedding of a question alone"):
+        results["embedding of a question alone (embed_query)"] = await embedding_alone()
     results["baseline | SELECT 1 via the same executor"] = await baseline(largest)
 
     total = await Memory.objects.acount()
     print(f"{total:,} memories; {calls} calls per row; times in ms (server time, in-process)")
-    print(f"{'tenant | call':70s} {'n':>5s} {'p50':>8s} {'p95':>8s} {'p99':>8s} {'max':>8s}")
+    print(f"{'tenant | call':75s} {'n':>5s} {'p50':>8s} {'p95':>8s} {'p99':>8s} {'max':>8s}")
     for label, samples in results.items():
-        print(f"{label:70s} {percentiles(samples)}")
+        print(f"{label:75s} {percentiles(samples)}")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument("--only", help="time only the rows whose label contains this text")
+    parser.add_argument(
+        "--analyze",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="--no-analyze: skip the VACUUM ANALYZE that starts a run",
+    )
     options = parser.parse_args()
-    setup()
-    asyncio.run(main(options.calls, options.seed))
+    setup(analyze=options.analyze)
+    asyncio.run(main(options.calls, options.seed, options.only))
