@@ -1,10 +1,12 @@
-"""MCP tools. Contract with the server module (mcp_gateway/server.py):
+"""MCP tools: the catalogue and the one entry point. Contract with the server module
+(mcp_gateway/server.py):
 
     tool_definitions() -> list[mcp_types.Tool]
     async call_tool(principal, name, arguments) -> mcp_types.CallToolResult
 
-Each tool is a thin adapter: check the scope, validate the arguments against the published input
-schema, call one `memories` service, and shape its result as `structuredContent` plus the same
+`call_tool` checks the scope and validates the arguments against the published input schema,
+then hands them to the tool's handler (mcp_gateway.handlers: one `memories` service call each,
+shaped by mcp_gateway.serializers), and returns the result as `structuredContent` plus the same
 JSON as a text block (for clients that predate structured output, MCP 2025-06-18 "Structured
 Content"). Failures the caller can act on are tool errors (`isError: true`, MCP "Error Handling":
 tool errors are reported in the result so the model can see and correct them) whose text starts
@@ -19,25 +21,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import mcp_types as types
-from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from jsonschema import Draft202012Validator
 
 from infra import dbfaults
-from infra.observability import VERSION
-from mcp_gateway import auth, schemas
+from mcp_gateway import auth, handlers, schemas
+from mcp_gateway.handlers import InvalidArguments
 from mcp_gateway.principal import Principal
-from mcp_gateway.schemas import utc_datetime as _iso
-from memories import environment, reading, replica, search, threads
 from memories.bounds import text_problem_in
-from memories.briefing import Briefing, Section, Selector
-from memories.briefing import briefing as build_briefing
 from memories.errors import DomainError
-from memories.handoff import DEFAULT_ITEMS as HANDOFF_DEFAULT_ITEMS
-from memories.handoff import handoff as build_handoff
-from memories.models import Memory
-from memories.services import archive_memory, resolve_commitment
 
 logger = logging.getLogger(__name__)
 
@@ -59,316 +51,9 @@ class ToolSpec:
     handler: Handler
 
 
-def _owner(principal: Principal):
-    """The tenant as a reference by primary key, from the verified token only. Write services
-    lock the account row and refuse a deactivated one themselves."""
-    return get_user_model()(pk=principal.user_id)
-
-
-def _memory_ref(memory: Memory) -> dict:
-    return {
-        "id": str(memory.id),
-        "uri": memory.resource_uri,
-        "memoryType": memory.memory_type,
-        "topic": memory.topic,
-        "status": str(memory.status),
-        "commitmentStatus": memory.commitment_status and str(memory.commitment_status),
-        "validTo": _iso(memory.valid_to),
-    }
-
-
-def _proposal(proposal: threads.Proposal) -> dict:
-    return {
-        "proposalId": str(proposal.id),
-        "thread": proposal.thread,
-        "memoryId": str(proposal.memory_id),
-        "similarity": proposal.similarity,
-    }
-
-
-def _excerpt_item(item) -> dict:
-    return {
-        "id": str(item.id),
-        "uri": item.resource_uri,
-        "memoryType": item.memory_type,
-        "topic": item.topic,
-        "excerpt": item.excerpt,
-        "truncated": item.truncated,
-        "contentLength": item.content_length,
-        "scope": item.scope,
-        "project": item.project,
-        "recordedAt": _iso(item.recorded_at),
-        "commitmentStatus": item.commitment_status,
-        "dueAt": _iso(item.due_at),
-        "overdue": item.overdue,
-    }
-
-
-def _section(section: Section) -> dict:
-    return {
-        "count": section.count,
-        "truncated": section.truncated,
-        "items": [_excerpt_item(item) for item in section.items],
-    }
-
-
-def _selector(selector: Selector) -> dict:
-    return {"kind": selector.kind, "value": selector.value}
-
-
-def _thread(thread) -> dict:
-    data = {"name": thread.name, "pinned": thread.pinned}
-    if hasattr(thread, "member_count"):
-        data |= {"memberCount": thread.member_count, "proposalCount": thread.proposal_count}
-    return data
-
-
-# --- handlers ------------------------------------------------------------------------------
-# Sync services run in the request's thread-sensitive executor (asgiref): the gateway runs each
-# MCP request in a ThreadSensitiveContext, so each call gets one DB connection thread.
-_db = sync_to_async(lambda function, **kwargs: function(**kwargs), thread_sensitive=True)
-# The same, for read-only services whose results may lag the client's own writes a little: on the
-# read replica when one is configured (memories/replica.py).
-_lag_tolerant_db = sync_to_async(
-    lambda function, **kwargs: replica.tolerant_read(function, **kwargs), thread_sensitive=True
-)
-
-
-async def _remember(principal: Principal, args: dict) -> dict:
-    memory, proposals = await _db(
-        threads.remember_and_propose,
-        owner=_owner(principal),
-        memory_type=args["memoryType"],
-        topic=args["topic"],
-        content=args["content"],
-        scope=args.get("scope"),
-        project=args.get("project"),
-        tags=args.get("tags"),
-        due_at=args.get("dueAt"),
-    )
-    return {"memory": _memory_ref(memory), "proposals": [_proposal(p) for p in proposals]}
-
-
-def _search_page(owner_id: int, args: dict) -> search.SearchPage:
-    filters = search.clean_filters(
-        memory_types=args.get("memoryTypes"),
-        scope=args.get("scope"),
-        project=args.get("project"),
-        thread=args.get("thread"),
-        status=args.get("status"),
-        recorded_after=args.get("recordedAfter"),
-        recorded_before=args.get("recordedBefore"),
-        as_of=args.get("asOf"),
-    )
-    return search.search(
-        owner_id=owner_id,
-        query=args["query"],
-        filters=filters,
-        limit=args.get("limit", search.DEFAULT_LIMIT),
-        cursor=args.get("cursor"),
-    )
-
-
-async def _search(principal: Principal, args: dict) -> dict:
-    page = await _lag_tolerant_db(_search_page, owner_id=principal.user_id, args=args)
-    hits = [
-        _excerpt_item(hit)
-        | {
-            "score": hit.score,
-            "matchedBy": list(hit.matched_by),
-            "status": hit.status,
-            "validTo": _iso(hit.valid_to),
-        }
-        for hit in page.hits
-    ]
-    return {
-        "hits": hits,
-        "count": len(hits),
-        "hasMore": page.next_cursor is not None,
-        "nextCursor": page.next_cursor,
-    }
-
-
-async def _get_memories(principal: Principal, args: dict) -> dict:
-    batch = await reading.read_memories(
-        owner_id=principal.user_id,
-        ids=args["ids"],
-        budget=args.get("maxChars", reading.DEFAULT_BUDGET),
-    )
-    memories = [
-        {
-            "id": str(m.id),
-            "uri": m.resource_uri,
-            "memoryType": m.memory_type,
-            "topic": m.topic,
-            "content": m.content,
-            "contentWithheld": m.content is None,
-            "contentLength": m.content_length,
-            "scope": m.scope,
-            "project": m.project,
-            "tags": m.tags,
-            "recordedAt": _iso(m.recorded_at),
-            "status": m.status,
-            "validTo": _iso(m.valid_to),
-            "commitmentStatus": m.commitment_status,
-            "dueAt": _iso(m.due_at),
-            "predecessorId": str(m.predecessor_id) if m.predecessor_id else None,
-            "successorId": str(m.successor_id) if m.successor_id else None,
-        }
-        for m in batch.memories
-    ]
-    note = None
-    if batch.withheld:
-        note = (
-            f"{len(batch.withheld)} bod{'y' if len(batch.withheld) == 1 else 'ies'} withheld: "
-            "the maxChars budget of this call was spent. Fetch them in another get_memories "
-            "call or read their threengram://memory/{id} resource."
-        )
-    return {
-        "memories": memories,
-        "count": len(memories),
-        "notFound": batch.not_found,
-        "withheldForBudget": [str(memory_id) for memory_id in batch.withheld],
-        "note": note,
-    }
-
-
-async def _revise(principal: Principal, args: dict) -> dict:
-    optional = {
-        "memory_type": "memoryType",
-        "topic": "topic",
-        "scope": "scope",
-        "project": "project",
-        "tags": "tags",
-        "due_at": "dueAt",
-    }
-    memory = await _db(
-        threads.revise_and_inherit,
-        owner=_owner(principal),
-        predecessor_id=args["predecessorId"],
-        content=args["content"],
-        **{kwarg: args[key] for kwarg, key in optional.items() if key in args},
-    )
-    return {"memory": _memory_ref(memory), "predecessorId": str(memory.predecessor_id)}
-
-
-async def _archive(principal: Principal, args: dict) -> dict:
-    memory = await _db(archive_memory, owner=_owner(principal), memory_id=args["memoryId"])
-    return {"memory": _memory_ref(memory)}
-
-
-async def _resolve(principal: Principal, args: dict) -> dict:
-    memory = await _db(
-        resolve_commitment,
-        owner=_owner(principal),
-        memory_id=args["memoryId"],
-        status=args["status"],
-    )
-    return {"memory": _memory_ref(memory)}
-
-
-async def _briefing(principal: Principal, args: dict) -> dict:
-    result: Briefing = await _lag_tolerant_db(
-        build_briefing,
-        owner_id=principal.user_id,
-        selector=Selector.clean(args.get("selector"), args.get("value")),
-        mode=args.get("mode", "brief"),
-    )
-    return {
-        "selector": _selector(result.selector),
-        "mode": result.mode,
-        "generatedAt": _iso(result.generated_at),
-        "sections": {name: _section(section) for name, section in result.sections.items()},
-        "pinnedThreads": {
-            "count": result.pinned_thread_count,
-            "truncated": result.pinned_thread_count > len(result.pinned_threads),
-            "items": [
-                {"name": t.name, "pinned": True, "memberCount": t.member_count, "proposalCount": 0}
-                for t in result.pinned_threads
-            ],
-        },
-    }
-
-
-async def _handoff(principal: Principal, args: dict) -> dict:
-    result = await _lag_tolerant_db(
-        build_handoff,
-        owner_id=principal.user_id,
-        selector=Selector.clean(args.get("selector"), args.get("value")),
-        section_limit=args.get("sectionLimit", HANDOFF_DEFAULT_ITEMS),
-        generated_for=args.get("generatedFor"),
-    )
-    return {
-        "selector": _selector(result.selector),
-        "generatedFor": result.generated_for,
-        "generatedAt": _iso(result.generated_at),
-        "sections": {name: _section(section) for name, section in result.sections.items()},
-    }
-
-
-def _configure_thread_sync(principal: Principal, args: dict) -> dict:
-    owner = _owner(principal)
-    action = args["action"]
-    if action == "list":
-        return {
-            "action": action,
-            "threads": [_thread(t) for t in threads.list_threads(owner=owner)],
-            "proposals": [_proposal(p) for p in threads.open_proposals(owner=owner)],
-        }
-    if action in ("accept_proposal", "reject_proposal"):
-        _require(args, action, "proposalId")
-        membership = threads.decide_proposal(
-            owner=owner, proposal_id=args["proposalId"], accept=action == "accept_proposal"
-        )
-        return {
-            "action": action,
-            "proposal": {
-                "proposalId": str(membership.id),
-                "thread": membership.thread.name,
-                "memoryId": str(membership.memory_id),
-                "similarity": membership.similarity,
-                "state": membership.state,
-            },
-        }
-    _require(args, action, "name")
-    name = args["name"]
-    if action == "create":
-        thread = threads.create_thread(owner=owner, name=name)
-    elif action == "rename":
-        _require(args, action, "newName")
-        thread = threads.rename_thread(owner=owner, name=name, new_name=args["newName"])
-    elif action in ("pin", "unpin"):
-        thread = threads.set_pinned(owner=owner, name=name, pinned=action == "pin")
-    else:
-        _require(args, action, "memoryIds")
-        change = threads.add_members if action == "add_members" else threads.remove_members
-        thread = change(owner=owner, name=name, memory_ids=args["memoryIds"])
-    return {"action": action, "thread": _thread(thread)}
-
-
-def _require(args: dict, action: str, key: str) -> None:
-    if key not in args:
-        raise _InvalidArguments(f"{key}: is required for action '{action}'")
-
-
-async def _configure_thread(principal: Principal, args: dict) -> dict:
-    return await _db(_configure_thread_sync, principal=principal, args=args)
-
-
-async def _describe_environment(principal: Principal, args: dict) -> dict:
-    stats = await _lag_tolerant_db(environment.environment_stats, owner_id=principal.user_id)
-    thread_list = await _lag_tolerant_db(threads.list_threads, owner=_owner(principal))
-    return {
-        "server": {"name": "threengram", "version": VERSION},
-        "tools": [spec.name for spec in TOOLS],
-        "scopes": sorted(principal.scopes),
-        "memoryScopes": stats.scopes,
-        "projects": {"count": stats.projects_total, "names": stats.projects},
-        "threads": [_thread(t) for t in thread_list],
-        "memoriesByType": stats.current_by_type,
-        "memoriesByStatus": stats.by_status,
-        "commitmentsByStatus": stats.commitments_by_status,
-    }
+def _describe_environment(principal: Principal, args: dict) -> Awaitable[dict]:
+    # The handler lists this catalogue, which it cannot import (the catalogue imports it).
+    return handlers.describe_environment(principal, args, tool_names=_TOOL_NAMES)
 
 
 # --- catalogue -----------------------------------------------------------------------------
@@ -391,7 +76,7 @@ TOOLS: list[ToolSpec] = [
         read_only=False,
         destructive=False,
         idempotent=False,
-        handler=_remember,
+        handler=handlers.remember,
     ),
     ToolSpec(
         name="search",
@@ -412,7 +97,7 @@ TOOLS: list[ToolSpec] = [
         read_only=True,
         destructive=False,
         idempotent=True,
-        handler=_search,
+        handler=handlers.search_memories,
     ),
     ToolSpec(
         name="get_memories",
@@ -429,7 +114,7 @@ TOOLS: list[ToolSpec] = [
         read_only=True,
         destructive=False,
         idempotent=True,
-        handler=_get_memories,
+        handler=handlers.get_memories,
     ),
     ToolSpec(
         name="revise",
@@ -445,7 +130,7 @@ TOOLS: list[ToolSpec] = [
         read_only=False,
         destructive=False,
         idempotent=False,
-        handler=_revise,
+        handler=handlers.revise,
     ),
     ToolSpec(
         name="archive",
@@ -461,7 +146,7 @@ TOOLS: list[ToolSpec] = [
         read_only=False,
         destructive=False,
         idempotent=True,
-        handler=_archive,
+        handler=handlers.archive,
     ),
     ToolSpec(
         name="resolve",
@@ -477,7 +162,7 @@ TOOLS: list[ToolSpec] = [
         read_only=False,
         destructive=False,
         idempotent=True,
-        handler=_resolve,
+        handler=handlers.resolve,
     ),
     ToolSpec(
         name="briefing",
@@ -494,7 +179,7 @@ TOOLS: list[ToolSpec] = [
         read_only=True,
         destructive=False,
         idempotent=True,
-        handler=_briefing,
+        handler=handlers.briefing,
     ),
     ToolSpec(
         name="handoff",
@@ -511,7 +196,7 @@ TOOLS: list[ToolSpec] = [
         read_only=True,
         destructive=False,
         idempotent=True,
-        handler=_handoff,
+        handler=handlers.handoff,
     ),
     ToolSpec(
         name="configure_thread",
@@ -528,7 +213,7 @@ TOOLS: list[ToolSpec] = [
         read_only=False,
         destructive=True,  # remove_members takes memories out of a curated thread
         idempotent=False,
-        handler=_configure_thread,
+        handler=handlers.configure_thread,
     ),
     ToolSpec(
         name="describe_environment",
@@ -549,6 +234,7 @@ TOOLS: list[ToolSpec] = [
     ),
 ]
 _BY_NAME = {spec.name: spec for spec in TOOLS}
+_TOOL_NAMES = tuple(_BY_NAME)
 _VALIDATORS = {spec.name: Draft202012Validator(spec.input_schema) for spec in TOOLS}
 
 
@@ -575,10 +261,6 @@ _DEFINITIONS = tuple(_definition(spec) for spec in TOOLS)
 
 def tool_definitions() -> list[types.Tool]:
     return list(_DEFINITIONS)
-
-
-class _InvalidArguments(Exception):
-    """Arguments that fail the published input schema."""
 
 
 def _schema_error(spec: ToolSpec, arguments: dict) -> str | None:
@@ -662,7 +344,7 @@ async def call_tool(
         return _result(await spec.handler(principal, arguments))
     except DomainError as error:
         return _error(str(error))
-    except _InvalidArguments as error:
+    except InvalidArguments as error:
         return _error(f"invalid_input: {error}")
     except Exception as error:
         if dbfaults.is_unavailable(error):

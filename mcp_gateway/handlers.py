@@ -1,0 +1,207 @@
+"""The tool handlers: one async function per tool, `(principal, arguments) -> result dict`.
+
+Each is thin: it reads the arguments (already checked against the tool's input schema by
+mcp_gateway.tools.call_tool), calls one `memories` service with the tenant taken from the
+verified token only, and shapes the answer with mcp_gateway.serializers. The domain's own
+refusals (memories.errors.DomainError) and `InvalidArguments` propagate to call_tool, which
+turns them into tool errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user_model
+
+from mcp_gateway import serializers
+from mcp_gateway.principal import Principal
+from memories import environment, reading, replica, search, threads
+from memories.briefing import Selector
+from memories.briefing import briefing as build_briefing
+from memories.handoff import DEFAULT_ITEMS as HANDOFF_DEFAULT_ITEMS
+from memories.handoff import handoff as build_handoff
+from memories.services import archive_memory, resolve_commitment
+
+
+class InvalidArguments(Exception):
+    """Arguments the input schema lets through but the call cannot use (a field one action of
+    a tool requires): reported as `invalid_input`, like a schema violation."""
+
+
+def _owner(principal: Principal):
+    """The tenant as a reference by primary key, from the verified token only. Write services
+    lock the account row and refuse a deactivated one themselves."""
+    return get_user_model()(pk=principal.user_id)
+
+
+# Sync services run in the request's thread-sensitive executor (asgiref): the gateway runs each
+# MCP request in a ThreadSensitiveContext, so each call gets one DB connection thread.
+_db = sync_to_async(lambda function, **kwargs: function(**kwargs), thread_sensitive=True)
+# The same, for read-only services whose results may lag the client's own writes a little: on the
+# read replica when one is configured (memories/replica.py).
+_lag_tolerant_db = sync_to_async(
+    lambda function, **kwargs: replica.tolerant_read(function, **kwargs), thread_sensitive=True
+)
+
+
+async def remember(principal: Principal, args: dict) -> dict:
+    memory, proposals = await _db(
+        threads.remember_and_propose,
+        owner=_owner(principal),
+        memory_type=args["memoryType"],
+        topic=args["topic"],
+        content=args["content"],
+        scope=args.get("scope"),
+        project=args.get("project"),
+        tags=args.get("tags"),
+        due_at=args.get("dueAt"),
+    )
+    return {
+        "memory": serializers.memory_ref(memory),
+        "proposals": [serializers.proposal(p) for p in proposals],
+    }
+
+
+def _search_page(owner_id: int, args: dict) -> search.SearchPage:
+    filters = search.clean_filters(
+        memory_types=args.get("memoryTypes"),
+        scope=args.get("scope"),
+        project=args.get("project"),
+        thread=args.get("thread"),
+        status=args.get("status"),
+        recorded_after=args.get("recordedAfter"),
+        recorded_before=args.get("recordedBefore"),
+        as_of=args.get("asOf"),
+    )
+    return search.search(
+        owner_id=owner_id,
+        query=args["query"],
+        filters=filters,
+        limit=args.get("limit", search.DEFAULT_LIMIT),
+        cursor=args.get("cursor"),
+    )
+
+
+async def search_memories(principal: Principal, args: dict) -> dict:
+    page = await _lag_tolerant_db(_search_page, owner_id=principal.user_id, args=args)
+    return serializers.search_page(page)
+
+
+async def get_memories(principal: Principal, args: dict) -> dict:
+    batch = await reading.read_memories(
+        owner_id=principal.user_id,
+        ids=args["ids"],
+        budget=args.get("maxChars", reading.DEFAULT_BUDGET),
+    )
+    return serializers.memory_batch(batch)
+
+
+# revise's optional fields: service keyword -> argument. An omitted one carries over.
+_REVISE_OPTIONAL = {
+    "memory_type": "memoryType",
+    "topic": "topic",
+    "scope": "scope",
+    "project": "project",
+    "tags": "tags",
+    "due_at": "dueAt",
+}
+
+
+async def revise(principal: Principal, args: dict) -> dict:
+    memory = await _db(
+        threads.revise_and_inherit,
+        owner=_owner(principal),
+        predecessor_id=args["predecessorId"],
+        content=args["content"],
+        **{kwarg: args[key] for kwarg, key in _REVISE_OPTIONAL.items() if key in args},
+    )
+    return {"memory": serializers.memory_ref(memory), "predecessorId": str(memory.predecessor_id)}
+
+
+async def archive(principal: Principal, args: dict) -> dict:
+    memory = await _db(archive_memory, owner=_owner(principal), memory_id=args["memoryId"])
+    return {"memory": serializers.memory_ref(memory)}
+
+
+async def resolve(principal: Principal, args: dict) -> dict:
+    memory = await _db(
+        resolve_commitment,
+        owner=_owner(principal),
+        memory_id=args["memoryId"],
+        status=args["status"],
+    )
+    return {"memory": serializers.memory_ref(memory)}
+
+
+async def briefing(principal: Principal, args: dict) -> dict:
+    result = await _lag_tolerant_db(
+        build_briefing,
+        owner_id=principal.user_id,
+        selector=Selector.clean(args.get("selector"), args.get("value")),
+        mode=args.get("mode", "brief"),
+    )
+    return serializers.briefing(result)
+
+
+async def handoff(principal: Principal, args: dict) -> dict:
+    result = await _lag_tolerant_db(
+        build_handoff,
+        owner_id=principal.user_id,
+        selector=Selector.clean(args.get("selector"), args.get("value")),
+        section_limit=args.get("sectionLimit", HANDOFF_DEFAULT_ITEMS),
+        generated_for=args.get("generatedFor"),
+    )
+    return serializers.handoff(result)
+
+
+def _configure_thread_sync(principal: Principal, args: dict) -> dict:
+    owner = _owner(principal)
+    action = args["action"]
+    if action == "list":
+        return {
+            "action": action,
+            "threads": [serializers.thread(t) for t in threads.list_threads(owner=owner)],
+            "proposals": [serializers.proposal(p) for p in threads.open_proposals(owner=owner)],
+        }
+    if action in ("accept_proposal", "reject_proposal"):
+        _require(args, action, "proposalId")
+        membership = threads.decide_proposal(
+            owner=owner, proposal_id=args["proposalId"], accept=action == "accept_proposal"
+        )
+        return {"action": action, "proposal": serializers.decided_proposal(membership)}
+    _require(args, action, "name")
+    name = args["name"]
+    if action == "create":
+        thread = threads.create_thread(owner=owner, name=name)
+    elif action == "rename":
+        _require(args, action, "newName")
+        thread = threads.rename_thread(owner=owner, name=name, new_name=args["newName"])
+    elif action in ("pin", "unpin"):
+        thread = threads.set_pinned(owner=owner, name=name, pinned=action == "pin")
+    else:
+        _require(args, action, "memoryIds")
+        change = threads.add_members if action == "add_members" else threads.remove_members
+        thread = change(owner=owner, name=name, memory_ids=args["memoryIds"])
+    return {"action": action, "thread": serializers.thread(thread)}
+
+
+def _require(args: dict, action: str, key: str) -> None:
+    if key not in args:
+        raise InvalidArguments(f"{key}: is required for action '{action}'")
+
+
+async def configure_thread(principal: Principal, args: dict) -> dict:
+    return await _db(_configure_thread_sync, principal=principal, args=args)
+
+
+async def describe_environment(
+    principal: Principal, args: dict, *, tool_names: Sequence[str]
+) -> dict:
+    """`tool_names` from the catalogue (mcp_gateway.tools), which imports this module and so
+    passes them in rather than being imported from here."""
+    stats = await _lag_tolerant_db(environment.environment_stats, owner_id=principal.user_id)
+    thread_list = await _lag_tolerant_db(threads.list_threads, owner=_owner(principal))
+    return serializers.environment(
+        tool_names=tool_names, scopes=principal.scopes, stats=stats, threads=thread_list
+    )

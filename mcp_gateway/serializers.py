@@ -1,0 +1,215 @@
+"""The wire shapes of tool results: one function per shape, from a `memories` result to the JSON
+the tool's output schema (mcp_gateway.schemas) declares.
+
+Key order is what clients see in the JSON text block, so it is kept as it is. Date-times are
+RFC 3339 in UTC (`schemas.utc_datetime`), ids are strings. Lifecycle state (status, validTo,
+commitmentStatus) belongs here, in tool results, and never in the cacheable resource body
+(mcp_gateway.resources, docs/design.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from infra.observability import VERSION
+from mcp_gateway.schemas import utc_datetime
+from memories.briefing import Briefing, PinnedThread, Section, Selector
+from memories.environment import EnvironmentStats
+from memories.excerpts import MemoryExcerpt
+from memories.handoff import Handoff
+from memories.models import Memory, Thread, ThreadMembership
+from memories.reading import MemoryBatch, ReadMemory
+from memories.search import SearchHit, SearchPage
+from memories.threads import Proposal
+
+
+def memory_ref(item: Memory) -> dict:
+    """A memory just written or moved: its id, URI and lifecycle state, without its content."""
+    return {
+        "id": str(item.id),
+        "uri": item.resource_uri,
+        "memoryType": item.memory_type,
+        "topic": item.topic,
+        "status": str(item.status),
+        "commitmentStatus": item.commitment_status and str(item.commitment_status),
+        "validTo": utc_datetime(item.valid_to),
+    }
+
+
+def proposal(item: Proposal) -> dict:
+    """A pending proposal that a memory belongs in a thread."""
+    return {
+        "proposalId": str(item.id),
+        "thread": item.thread,
+        "memoryId": str(item.memory_id),
+        "similarity": item.similarity,
+    }
+
+
+def decided_proposal(membership: ThreadMembership) -> dict:
+    """A proposal once accepted or rejected: the proposal's fields plus the state it reached."""
+    return {
+        "proposalId": str(membership.id),
+        "thread": membership.thread.name,
+        "memoryId": str(membership.memory_id),
+        "similarity": membership.similarity,
+        "state": membership.state,
+    }
+
+
+def thread(item: Thread) -> dict:
+    """A thread; with its counts when the query that listed it annotated them."""
+    data = {"name": item.name, "pinned": item.pinned}
+    if hasattr(item, "member_count"):
+        data |= {"memberCount": item.member_count, "proposalCount": item.proposal_count}
+    return data
+
+
+def pinned_thread(item: PinnedThread) -> dict:
+    """A pinned thread as briefing lists it (its proposals are not briefing's concern)."""
+    return {"name": item.name, "pinned": True, "memberCount": item.member_count, "proposalCount": 0}
+
+
+def excerpt_item(item: MemoryExcerpt) -> dict:
+    """One memory in a list (briefing and handoff sections, search hits): a bounded excerpt,
+    never the whole body; `truncated` says when get_memories or the resource has more."""
+    return {
+        "id": str(item.id),
+        "uri": item.resource_uri,
+        "memoryType": item.memory_type,
+        "topic": item.topic,
+        "excerpt": item.excerpt,
+        "truncated": item.truncated,
+        "contentLength": item.content_length,
+        "scope": item.scope,
+        "project": item.project,
+        "recordedAt": utc_datetime(item.recorded_at),
+        "commitmentStatus": item.commitment_status,
+        "dueAt": utc_datetime(item.due_at),
+        "overdue": item.overdue,
+    }
+
+
+def search_hit(hit: SearchHit) -> dict:
+    """An excerpt item plus how it ranked and whether it is still current."""
+    return excerpt_item(hit) | {
+        "score": hit.score,
+        "matchedBy": list(hit.matched_by),
+        "status": hit.status,
+        "validTo": utc_datetime(hit.valid_to),
+    }
+
+
+def search_page(page: SearchPage) -> dict:
+    """The `search` result: one page of hits and the cursor of the next."""
+    hits = [search_hit(hit) for hit in page.hits]
+    return {
+        "hits": hits,
+        "count": len(hits),
+        "hasMore": page.next_cursor is not None,
+        "nextCursor": page.next_cursor,
+    }
+
+
+def memory(item: ReadMemory) -> dict:
+    """A whole memory with its lifecycle state and neighbours, as get_memories returns it; the
+    content is null (and contentWithheld true) when the call's budget was spent."""
+    return {
+        "id": str(item.id),
+        "uri": item.resource_uri,
+        "memoryType": item.memory_type,
+        "topic": item.topic,
+        "content": item.content,
+        "contentWithheld": item.content is None,
+        "contentLength": item.content_length,
+        "scope": item.scope,
+        "project": item.project,
+        "tags": item.tags,
+        "recordedAt": utc_datetime(item.recorded_at),
+        "status": item.status,
+        "validTo": utc_datetime(item.valid_to),
+        "commitmentStatus": item.commitment_status,
+        "dueAt": utc_datetime(item.due_at),
+        "predecessorId": str(item.predecessor_id) if item.predecessor_id else None,
+        "successorId": str(item.successor_id) if item.successor_id else None,
+    }
+
+
+def memory_batch(batch: MemoryBatch) -> dict:
+    """The `get_memories` result. A note tells the model how to fetch what the budget withheld,
+    so it does not take a withheld body for a missing one."""
+    memories = [memory(m) for m in batch.memories]
+    note = None
+    if batch.withheld:
+        note = (
+            f"{len(batch.withheld)} bod{'y' if len(batch.withheld) == 1 else 'ies'} withheld: "
+            "the maxChars budget of this call was spent. Fetch them in another get_memories "
+            "call or read their threengram://memory/{id} resource."
+        )
+    return {
+        "memories": memories,
+        "count": len(memories),
+        "notFound": batch.not_found,
+        "withheldForBudget": [str(memory_id) for memory_id in batch.withheld],
+        "note": note,
+    }
+
+
+def selector(item: Selector) -> dict:
+    """What a briefing or handoff covers: all, or one scope, project or thread."""
+    return {"kind": item.kind, "value": item.value}
+
+
+def section(item: Section) -> dict:
+    """A briefing or handoff section: the exact count and the first items as excerpts."""
+    return {
+        "count": item.count,
+        "truncated": item.truncated,
+        "items": [excerpt_item(excerpt) for excerpt in item.items],
+    }
+
+
+def briefing(result: Briefing) -> dict:
+    """The `briefing` result."""
+    return {
+        "selector": selector(result.selector),
+        "mode": result.mode,
+        "generatedAt": utc_datetime(result.generated_at),
+        "sections": {name: section(s) for name, s in result.sections.items()},
+        "pinnedThreads": {
+            "count": result.pinned_thread_count,
+            "truncated": result.pinned_thread_count > len(result.pinned_threads),
+            "items": [pinned_thread(t) for t in result.pinned_threads],
+        },
+    }
+
+
+def handoff(result: Handoff) -> dict:
+    """The `handoff` result."""
+    return {
+        "selector": selector(result.selector),
+        "generatedFor": result.generated_for,
+        "generatedAt": utc_datetime(result.generated_at),
+        "sections": {name: section(s) for name, s in result.sections.items()},
+    }
+
+
+def environment(
+    *,
+    tool_names: Sequence[str],
+    scopes: Iterable[str],
+    stats: EnvironmentStats,
+    threads: Iterable[Thread],
+) -> dict:
+    """The `describe_environment` result: counts and names, never memory content."""
+    return {
+        "server": {"name": "threengram", "version": VERSION},
+        "tools": list(tool_names),
+        "scopes": sorted(scopes),
+        "memoryScopes": stats.scopes,
+        "projects": {"count": stats.projects_total, "names": stats.projects},
+        "threads": [thread(t) for t in threads],
+        "memoriesByType": stats.current_by_type,
+        "memoriesByStatus": stats.by_status,
+        "commitmentsByStatus": stats.commitments_by_status,
+    }
