@@ -9,6 +9,7 @@ from django.utils import timezone
 from jsonschema import Draft202012Validator
 
 from infra.observability import VERSION
+from mcp_gateway.schemas import THREAD_ACTIONS
 from mcp_gateway.tools import TOOLS, tool_definitions
 from memories.models import Memory
 from tests.mcp_gateway.tools.conftest import fails, ok, principal_for
@@ -481,6 +482,39 @@ async def test_thread_lifecycle(agent):
     )
     listed = await ok(agent, "configure_thread", {"action": "list"})
     assert listed["threads"][0]["memberCount"] == 0
+
+
+# Each action's missing argument, with the arguments that leave it out: the schema cannot say
+# which fields an action needs (one object for all nine), so the handler does.
+MISSING_FOR_ACTION = [
+    ("create", {}, "name"),
+    ("rename", {}, "name"),
+    ("rename", {"name": "t"}, "newName"),
+    ("pin", {}, "name"),
+    ("unpin", {}, "name"),
+    ("add_members", {}, "name"),
+    ("add_members", {"name": "t"}, "memoryIds"),
+    ("remove_members", {}, "name"),
+    ("remove_members", {"name": "t"}, "memoryIds"),
+    ("accept_proposal", {}, "proposalId"),
+    ("reject_proposal", {}, "proposalId"),
+]
+
+
+def test_every_thread_action_but_list_names_what_it_needs():
+    assert {action for action, _, _ in MISSING_FOR_ACTION} | {"list"} == set(THREAD_ACTIONS)
+
+
+@pytest.mark.parametrize(
+    ("action", "arguments", "missing"),
+    MISSING_FOR_ACTION,
+    ids=[f"{action}-{missing}" for action, _, missing in MISSING_FOR_ACTION],
+)
+async def test_thread_action_without_its_argument_is_invalid_input(
+    agent, action, arguments, missing
+):
+    text = await fails(agent, "configure_thread", {"action": action} | arguments)
+    assert text == f"invalid_input: {missing}: is required for action '{action}'"
 
 
 async def test_server_proposes_membership_and_applies_it_only_on_acceptance(agent):
