@@ -9,10 +9,11 @@ turns them into tool errors.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
+from django.contrib.auth.base_user import AbstractBaseUser
 
 from mcp_gateway import serializers
 from mcp_gateway.principal import Principal
@@ -29,7 +30,7 @@ class InvalidArguments(Exception):
     a tool requires): reported as `invalid_input`, like a schema violation."""
 
 
-def _owner(principal: Principal):
+def _owner(principal: Principal) -> AbstractBaseUser:
     """The tenant as a reference by primary key, from the verified token only. Write services
     lock the account row and refuse a deactivated one themselves."""
     return get_user_model()(pk=principal.user_id)
@@ -155,40 +156,97 @@ async def handoff(principal: Principal, args: dict) -> dict:
     return serializers.handoff(result)
 
 
-def _configure_thread_sync(principal: Principal, args: dict) -> dict:
-    owner = _owner(principal)
-    action = args["action"]
-    if action == "list":
-        return {
-            "action": action,
-            "threads": [serializers.thread(t) for t in threads.list_threads(owner=owner)],
-            "proposals": [serializers.proposal(p) for p in threads.open_proposals(owner=owner)],
-        }
-    if action in ("accept_proposal", "reject_proposal"):
-        _require(args, action, "proposalId")
-        membership = threads.decide_proposal(
-            owner=owner, proposal_id=args["proposalId"], accept=action == "accept_proposal"
-        )
-        return {"action": action, "proposal": serializers.decided_proposal(membership)}
-    _require(args, action, "name")
-    name = args["name"]
-    if action == "create":
-        thread = threads.create_thread(owner=owner, name=name)
-    elif action == "rename":
-        _require(args, action, "newName")
-        thread = threads.rename_thread(owner=owner, name=name, new_name=args["newName"])
-    elif action in ("pin", "unpin"):
-        thread = threads.set_pinned(owner=owner, name=name, pinned=action == "pin")
-    else:
-        _require(args, action, "memoryIds")
-        change = threads.add_members if action == "add_members" else threads.remove_members
-        thread = change(owner=owner, name=name, memory_ids=args["memoryIds"])
-    return {"action": action, "thread": serializers.thread(thread)}
+# --- configure_thread: one function per action ----------------------------------------------
+# Each takes the owner and the arguments and returns the result's fields after "action". The
+# input schema is one object for every action, so it cannot say which fields an action needs:
+# each action checks its own (`name` first, for the actions on one thread).
+
+ThreadAction = Callable[[AbstractBaseUser, dict], dict]
 
 
 def _require(args: dict, action: str, key: str) -> None:
     if key not in args:
         raise InvalidArguments(f"{key}: is required for action '{action}'")
+
+
+def _thread_name(args: dict, action: str) -> str:
+    """The `name` every action on one thread needs, checked before its own fields."""
+    _require(args, action, "name")
+    return args["name"]
+
+
+def _list(owner: AbstractBaseUser, args: dict) -> dict:
+    return {
+        "threads": [serializers.thread(t) for t in threads.list_threads(owner=owner)],
+        "proposals": [serializers.proposal(p) for p in threads.open_proposals(owner=owner)],
+    }
+
+
+def _create(owner: AbstractBaseUser, args: dict) -> dict:
+    thread = threads.create_thread(owner=owner, name=_thread_name(args, "create"))
+    return {"thread": serializers.thread(thread)}
+
+
+def _rename(owner: AbstractBaseUser, args: dict) -> dict:
+    name = _thread_name(args, "rename")
+    _require(args, "rename", "newName")
+    thread = threads.rename_thread(owner=owner, name=name, new_name=args["newName"])
+    return {"thread": serializers.thread(thread)}
+
+
+def _pin(owner: AbstractBaseUser, args: dict) -> dict:
+    thread = threads.set_pinned(owner=owner, name=_thread_name(args, "pin"), pinned=True)
+    return {"thread": serializers.thread(thread)}
+
+
+def _unpin(owner: AbstractBaseUser, args: dict) -> dict:
+    thread = threads.set_pinned(owner=owner, name=_thread_name(args, "unpin"), pinned=False)
+    return {"thread": serializers.thread(thread)}
+
+
+def _add_members(owner: AbstractBaseUser, args: dict) -> dict:
+    name = _thread_name(args, "add_members")
+    _require(args, "add_members", "memoryIds")
+    thread = threads.add_members(owner=owner, name=name, memory_ids=args["memoryIds"])
+    return {"thread": serializers.thread(thread)}
+
+
+def _remove_members(owner: AbstractBaseUser, args: dict) -> dict:
+    name = _thread_name(args, "remove_members")
+    _require(args, "remove_members", "memoryIds")
+    thread = threads.remove_members(owner=owner, name=name, memory_ids=args["memoryIds"])
+    return {"thread": serializers.thread(thread)}
+
+
+def _accept_proposal(owner: AbstractBaseUser, args: dict) -> dict:
+    _require(args, "accept_proposal", "proposalId")
+    membership = threads.decide_proposal(owner=owner, proposal_id=args["proposalId"], accept=True)
+    return {"proposal": serializers.decided_proposal(membership)}
+
+
+def _reject_proposal(owner: AbstractBaseUser, args: dict) -> dict:
+    _require(args, "reject_proposal", "proposalId")
+    membership = threads.decide_proposal(owner=owner, proposal_id=args["proposalId"], accept=False)
+    return {"proposal": serializers.decided_proposal(membership)}
+
+
+# Every action of schemas.THREAD_ACTIONS (the input schema's enum, checked before any handler).
+THREAD_ACTIONS: dict[str, ThreadAction] = {
+    "list": _list,
+    "create": _create,
+    "rename": _rename,
+    "pin": _pin,
+    "unpin": _unpin,
+    "add_members": _add_members,
+    "remove_members": _remove_members,
+    "accept_proposal": _accept_proposal,
+    "reject_proposal": _reject_proposal,
+}
+
+
+def _configure_thread_sync(principal: Principal, args: dict) -> dict:
+    action = args["action"]
+    return {"action": action, **THREAD_ACTIONS[action](_owner(principal), args)}
 
 
 async def configure_thread(principal: Principal, args: dict) -> dict:
