@@ -265,6 +265,23 @@ async def test_token_check_failure_is_generic_and_logged(http, monkeypatch, capl
     assert "proxy-req-0123456789" in caplog.text and detail not in caplog.text
 
 
+async def test_a_database_outage_at_the_token_check_answers_503_retryable(http, monkeypatch):
+    async def database_down(token):
+        raise psycopg.OperationalError("connection to server failed")
+
+    monkeypatch.setattr(auth, "authenticate", database_down)
+    headers, body = modern("resources/templates/list", **auth_header("whatever"))
+    headers["x-request-id"] = "proxy-req-0123456789"
+    response = await http.post("/mcp", headers=headers, content=body)
+    assert response.status_code == 503
+    assert response.headers.get_list("retry-after") == ["1"]
+    assert response.headers["content-type"] == "application/json"
+    assert "www-authenticate" not in response.headers
+    error = response.json()["error"]
+    assert error["code"] == -32603 and "(request id proxy-req-0123456789)" in error["message"]
+    assert error["data"] == {"retryable": True, "retryAfterSeconds": 1}
+
+
 async def test_a_handler_meeting_a_database_outage_answers_503_retryable(
     http, seeded, monkeypatch, caplog
 ):
@@ -609,3 +626,31 @@ async def test_get_is_405_at_once(http, read_only_token):
         assert response.status_code == 405
         assert response.headers["allow"] == "POST"
     assert time.monotonic() - started < 5
+
+
+# --- the order of the checks -------------------------------------------------------------------
+async def test_the_first_check_a_request_fails_answers_it(http, write_only_token, settings):
+    """/mcp checks, in order: Host, Origin, CORS preflight, GET, bearer token, the token itself,
+    scope, rate limit. Each request below fails one check and every later one it can: the
+    earliest answers, and the later ones cost nothing (a refused request spends no budget)."""
+    settings.MCP_RATE_LIMIT = 1
+    foreign = "https://evil.example.com"
+    unknown = auth_header("not-a-real-token")
+    preflight = {"access-control-request-method": "POST"}
+    cases = [
+        ("GET", {"host": "evil.example.com", "origin": foreign, **unknown}, 421),
+        ("OPTIONS", {"origin": foreign, **preflight, **unknown}, 403),
+        ("GET", {"origin": foreign, **unknown}, 403),
+        ("OPTIONS", {"origin": BROWSER_ORIGIN, **preflight, **unknown}, 204),
+        ("GET", {"origin": BROWSER_ORIGIN, **unknown}, 405),
+        ("POST", {"authorization": "Basic dXNlcjpwYXNz"}, 401),
+        ("POST", unknown, 401),
+        ("POST", auth_header(write_only_token), 403),
+        ("POST", auth_header(write_only_token), 403),  # the one request of the budget is unspent
+    ]
+    answers = []
+    for method, extra, _ in cases:
+        headers, body = modern("tools/list", **extra)
+        response = await http.request(method, "/mcp", headers=headers, content=body)
+        answers.append((method, response.status_code))
+    assert answers == [(method, status) for method, _, status in cases]
