@@ -19,7 +19,7 @@ import json
 import logging
 import sys
 import time
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 import mcp_types as types
@@ -37,6 +37,7 @@ from infra import asyncdb, dbfaults
 from infra.observability import new_request_id, request_id_var, tenant_id_var
 from infra.rate_limit import FixedWindow, event_loop_counter_store
 from mcp_gateway import auth, cors
+from mcp_gateway.principal import Principal
 from mcp_gateway.resources import memory_id_in
 from mcp_gateway.server import build_server, log_failure
 from memories import access, tenancy
@@ -144,6 +145,109 @@ def _rate_limited(user_id: int) -> int | None:
         store=event_loop_counter_store(),
     )
     return window.hit(str(user_id))
+
+
+# --- the guards of /mcp, in the order they run ------------------------------------------------
+# Each is a plain function, not a coroutine, so the checks add no await to the hot path: None
+# lets the request on, an `Answer` ends it. An answer is built only when one is given, or shared
+# when it never varies.
+
+
+class Answer(NamedTuple):
+    """What a guard answers in the MCP server's place; the request goes no further."""
+
+    status: int
+    body: bytes
+    headers: list[tuple[bytes, bytes]] | None = None
+
+
+_INVALID_HOST = Answer(421, b"Invalid Host header")
+_INVALID_ORIGIN = Answer(403, b"Invalid Origin header")
+_NO_STREAM = Answer(405, b"", [(b"allow", b"POST")])
+
+
+def _host_guard(headers: Headers) -> Answer | None:
+    """DNS-rebinding protection, by Host: a page whose name was rebound to this server's address
+    still sends its own name, which is none of ALLOWED_HOSTS. 421 Misdirected Request
+    (RFC 9110 §15.5.20): this server does not answer for that name."""
+    return None if _host_allowed(_header(headers, b"host")) else _INVALID_HOST
+
+
+def _origin_guard(headers: Headers, *, listed_origin: bool) -> Answer | None:
+    """DNS-rebinding protection, by Origin (MCP Streamable HTTP transport, Security Warning:
+    servers MUST validate the Origin header, and answer 403 Forbidden to an invalid one).
+
+    An origin CORS_ALLOWED_ORIGINS or CORS_ALLOWED_ORIGIN_REGEXES names passes; any other must
+    name one of ALLOWED_HOSTS. CORS_ALLOW_ALL_ORIGINS trusts no origin in particular, so it lets
+    none skip this (and `check --deploy` refuses it, threengram/checks.py)."""
+    if listed_origin or _origin_allowed(_header(headers, b"origin")):
+        return None
+    return _INVALID_ORIGIN
+
+
+def _preflight_guard(method: str, *, cross_origin: bool) -> Answer | None:
+    """A CORS preflight from an origin the CORS policy allows (mcp_gateway.cors): 204 with the
+    preflight headers, before authentication, since a browser sends no credentials with it
+    (Fetch standard §3.2.2)."""
+    if method == "OPTIONS" and cross_origin:
+        return Answer(204, b"", cors.preflight_headers())
+    return None
+
+
+def _stream_guard(method: str) -> Answer | None:
+    """GET opens a server-initiated stream (MCP Streamable HTTP transport, "Listening for
+    Messages from the Server"); a server that offers none answers 405. This server is stateless
+    and sends nothing unasked, so a client must not hold a stream open waiting."""
+    return _NO_STREAM if method == "GET" else None
+
+
+def _bearer_token(headers: Headers) -> str | None:
+    """The token of an `Authorization: Bearer` header (RFC 6750 §2.1, the one method the
+    protected-resource metadata names), else None: the request carries no credentials."""
+    authorization = _header(headers, b"authorization") or ""
+    scheme, _, token = authorization.partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
+def _challenge(status: int, error: str | None, description: str) -> Answer:
+    """A refused bearer token (RFC 6750 §3): the error as JSON and a `WWW-Authenticate: Bearer`
+    challenge naming the protected-resource metadata (RFC 9728 §5.1), from which a client finds
+    where to get a token. Without credentials the challenge carries no error code (§3.1)."""
+    body = {"error": error or "invalid_request", "error_description": description}
+    challenge = auth.challenge(error, description if error else None)
+    return Answer(
+        status, json.dumps(body).encode(), [_JSON, (b"www-authenticate", challenge.encode())]
+    )
+
+
+def _scope_guard(principal: Principal) -> Answer | None:
+    """Every MCP method needs memory:read (RFC 6750 §3.1 `insufficient_scope`, 403); tools that
+    write are checked per call, so a read-only token can still list them and read."""
+    if principal.can(settings.MEMORY_READ_SCOPE):
+        return None
+    return _challenge(403, "insufficient_scope", f"Required scope: {settings.MEMORY_READ_SCOPE}")
+
+
+def _rate_limit_guard(principal: Principal) -> Answer | None:
+    """429 Too Many Requests with Retry-After (RFC 6585 §4) once the token's user has spent
+    MCP_RATE_LIMIT; after authentication and the scope check, so a refused request spends no
+    user's budget."""
+    retry_after = _rate_limited(principal.user_id)
+    if not retry_after:
+        return None
+    body = {
+        "error": "too_many_requests",
+        "error_description": f"Rate limit reached; retry after {retry_after} seconds.",
+    }
+    return Answer(
+        429, json.dumps(body).encode(), [_JSON, (b"retry-after", str(retry_after).encode())]
+    )
+
+
+async def _answer(receive: Receive, send: Send, answer: Answer) -> None:
+    await _drain(receive)
+    await _respond(send, answer.status, answer.body, answer.headers)
 
 
 class GatewayRouter:
@@ -283,36 +387,23 @@ class GatewayRouter:
         cross_origin: bool,
         listed_origin: bool,
     ) -> None:
-        if not _host_allowed(_header(headers, b"host")):
-            await _drain(receive)
-            await _respond(send, 421, b"Invalid Host header")
+        """Run /mcp's guards in order, then dispatch: Host and Origin (DNS rebinding), a CORS
+        preflight, GET, the bearer token, scope, rate limit. The first guard that answers ends
+        the request; the order is part of the contract (a preflight carries no token, a refused
+        request spends no budget)."""
+        method = scope["method"]
+        answer = (
+            _host_guard(headers)
+            or _origin_guard(headers, listed_origin=listed_origin)
+            or _preflight_guard(method, cross_origin=cross_origin)
+            or _stream_guard(method)
+        )
+        if answer is not None:
+            await _answer(receive, send, answer)
             return
-        # DNS-rebinding protection (Streamable HTTP transport: servers MUST validate Origin):
-        # an origin CORS_ALLOWED_ORIGINS or CORS_ALLOWED_ORIGIN_REGEXES names passes; any other
-        # must name one of ALLOWED_HOSTS. CORS_ALLOW_ALL_ORIGINS trusts no origin in particular,
-        # so it lets none skip this (and `check --deploy` refuses it, threengram/checks.py).
-        if not listed_origin and not _origin_allowed(_header(headers, b"origin")):
-            await _drain(receive)
-            await _respond(send, 403, b"Invalid Origin header")
-            return
-        if scope["method"] == "OPTIONS" and cross_origin:
-            # A CORS preflight: answered before authentication (a browser sends no credentials
-            # with it, Fetch standard §3.2.2).
-            await _drain(receive)
-            await _respond(send, 204, b"", cors.preflight_headers())
-            return
-        if scope["method"] == "GET":
-            # Streamable HTTP transport: a server that offers no server-initiated stream at the
-            # MCP endpoint answers GET with 405. This server is stateless and sends nothing
-            # unasked, so a client must not hold a stream open waiting.
-            await _drain(receive)
-            await _respond(send, 405, b"", [(b"allow", b"POST")])
-            return
-        authorization = _header(headers, b"authorization") or ""
-        scheme, _, token = authorization.partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer" or not token:
-            await self._deny(receive, send, 401, None, "Authentication required")
+        token = _bearer_token(headers)
+        if token is None:
+            await _answer(receive, send, _challenge(401, None, "Authentication required"))
             return
         read_ids = self._resource_read_ids(headers)
         memories: dict = {}
@@ -322,54 +413,52 @@ class GatewayRouter:
             else:
                 principal, memories = await auth.authenticate_and_read(token, read_ids)
         except Exception as exc:
-            if dbfaults.is_unavailable(exc):
-                logger.warning("MCP bearer token check: database unavailable")
-                dbfaults.mark_unavailable()
-                await _drain(receive)
-                await _respond(
-                    send,
-                    503,
-                    _jsonrpc_error(
-                        types.INTERNAL_ERROR,
-                        f"{dbfaults.MESSAGE} (request id {request_id_var.get()})",
-                        {"retryable": True, "retryAfterSeconds": dbfaults.RETRY_AFTER_SECONDS},
-                    ),
-                    [_JSON, _RETRY_AFTER],
-                )
-            else:
-                await self._internal_error(receive, send, 503, "bearer token check")
+            await self._token_check_failed(receive, send, exc)
             return
         if principal is None:
-            await self._deny(receive, send, 401, "invalid_token", "Invalid or expired token")
+            answer = _challenge(401, "invalid_token", "Invalid or expired token")
+        else:
+            answer = _scope_guard(principal) or _rate_limit_guard(principal)
+        if answer is not None:
+            await _answer(receive, send, answer)
             return
-        if not principal.can(settings.MEMORY_READ_SCOPE):
-            await self._deny(
-                receive,
-                send,
-                403,
-                "insufficient_scope",
-                f"Required scope: {settings.MEMORY_READ_SCOPE}",
-            )
+        await self._dispatch(scope, receive, send, principal, read_ids, memories)
+
+    async def _token_check_failed(self, receive: Receive, send: Send, exc: Exception) -> None:
+        """The token check could not run (called while `exc` is handled). A database outage is
+        retryable (infra.dbfaults): 503 with Retry-After and a JSON-RPC error saying so. Anything
+        else is a generic error, logged with its stack and never its message."""
+        if not dbfaults.is_unavailable(exc):
+            await self._internal_error(receive, send, 503, "bearer token check")
             return
-        retry_after = _rate_limited(principal.user_id)
-        if retry_after:
-            await _drain(receive)
-            body = {
-                "error": "too_many_requests",
-                "error_description": f"Rate limit reached; retry after {retry_after} seconds.",
-            }
-            await _respond(
-                send,
-                429,
-                json.dumps(body).encode(),
-                [_JSON, (b"retry-after", str(retry_after).encode())],
-            )
-            return
+        logger.warning("MCP bearer token check: database unavailable")
+        dbfaults.mark_unavailable()
+        body = _jsonrpc_error(
+            types.INTERNAL_ERROR,
+            f"{dbfaults.MESSAGE} (request id {request_id_var.get()})",
+            {"retryable": True, "retryAfterSeconds": dbfaults.RETRY_AFTER_SECONDS},
+        )
+        await _answer(receive, send, Answer(503, body, [_JSON, _RETRY_AFTER]))
+
+    async def _dispatch(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        principal: Principal,
+        read_ids: list[str] | None,
+        memories: dict,
+    ) -> None:
+        """Hand an admitted request to the MCP server, the tenant in context variables: the
+        handlers' principal, the log records' tenant id and row-level security's tenant, all
+        from the verified token only. A read the token check already made is lent to the access
+        gate for this request (memories.access.prefetched_for_request)."""
         reset = auth.current_principal.set(principal)
         tenant_token = tenant_id_var.set(str(principal.user_id))
         rls_token = tenancy.current_tenant.set(principal.user_id)
         try:
-            await self.startup()
+            if not self._ready.is_set():  # only until the first request has started it
+                await self.startup()
             if read_ids is None:
                 await self.session_manager.handle_request(scope, receive, send)
             else:
@@ -400,24 +489,6 @@ class GatewayRouter:
             return None
         memory_id = memory_id_in(_header(headers, b"mcp-name") or "")
         return None if memory_id is None else [memory_id]
-
-    async def _deny(
-        self, receive: Receive, send: Send, status: int, error: str | None, description: str
-    ) -> None:
-        await _drain(receive)
-        body = {"error": error or "invalid_request", "error_description": description}
-        await _respond(
-            send,
-            status,
-            json.dumps(body).encode(),
-            [
-                _JSON,
-                (
-                    b"www-authenticate",
-                    auth.challenge(error, description if error else None).encode(),
-                ),
-            ],
-        )
 
     async def _internal_error(self, receive: Receive, send: Send, status: int, where: str) -> None:
         request_id = request_id_var.get()
