@@ -35,7 +35,6 @@ def excerpt(content: str, limit: int = SEARCH_EXCERPT_MAX) -> Excerpt:
 EXCERPT_COLUMNS = f"""m.id, m.memory_type, m.topic, left(m.content, %(excerpt_fetch)s),
        m.content_length, m.scope, m.project, m.status, m.commitment_status, m.recorded_at,
        m.valid_to, {readable_instant_sql("m.due_at")}"""
-EXCERPT_COLUMN_COUNT = 12
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,6 @@ from memories import bounds, replica
 from memories.embedding import embed_query
 from memories.errors import InvalidInput
 from memories.excerpts import (
-    EXCERPT_COLUMN_COUNT,
     EXCERPT_COLUMNS,
     SEARCH_EXCERPT_MAX,
     MemoryExcerpt,
@@ -66,8 +65,17 @@ QUERY_MAX = 500
 CURSOR_MAX = 512
 # Bounded work per search, however large the tenant: the most recent memories matching any term,
 # and the nearest by meaning.
-LEXICAL_CANDIDATES = 1_000
+LEXICAL_CANDIDATES = 300
 SEMANTIC_CANDIDATES = 50
+# From this many current memories on, a tenant is searched with the plans of a large one (see
+# _WALK and what follows it).
+LARGE_TENANT_MIN = 5_000
+# In a large tenant, a query of at most this many terms finds its word candidates through the
+# full-text index (see _BITMAP).
+BITMAP_QUERY_TERMS_MAX = 3
+# A tenant's current memories are counted up to this many (for the IDF and the plan); a larger
+# tenant counts as this large.
+TENANT_SIZE_COUNTED_MAX = 10_000
 # BM25F (Robertson & Zaragoza, "The Probabilistic Relevance Framework: BM25 and Beyond", 3.3).
 # A new account's handful of memories says little about how rare a word is: below this many, the
 # IDF is computed as if the tenant had this many memories, so a word the question asks about that
@@ -173,41 +181,53 @@ def clean_filters(
 _CONFIG = "'threengram_unaccented'"
 _PHRASE = re.compile(r'"([^"]*)"?')
 _EXCLUSION = re.compile(r"(?:^|\s)-(\w[^\s]*)")
-_COLUMNS = EXCERPT_COLUMNS
 # Per candidate: the query terms it holds with their weights ("lexeme:AAB ..."; A topic,
 # B content, C tags and project), and its cosine similarity to the query.
+# Per candidate: the query terms it holds with their weights ("lexeme:AAB ..."; A topic,
+# B content, C tags and project), and its cosine similarity to the query. The page's excerpts
+# are read afterwards, for the page alone (_PAGE_SQL).
 _RANKED_SQL = """
-WITH candidate AS ({candidates})
-SELECT {columns},
+SELECT m.id, m.recorded_at, m.content_length,
        (SELECT string_agg(t.lexeme || ':' || array_to_string(t.weights, ''), ' ')
           FROM unnest(m.search_vector) t WHERE t.lexeme = ANY(%(terms)s::text[])),
-       {cosine},
-       (SELECT count(*) FROM (
-            SELECT 1 FROM memories_memory n
-            WHERE n.owner_id = %(owner)s AND n.valid_to IS NULL AND n.recorded_at <= %(snapshot)s
-            LIMIT %(tenant_size_max)s) n)
+       {cosine}
 FROM memories_memory m
-WHERE m.owner_id = %(owner)s AND m.id IN (SELECT id FROM candidate)
+WHERE m.owner_id = %(owner)s AND m.id = ANY(%(ids)s::uuid[])
 """
+# The most recent memories matching any term (the plans: see _WALK and what follows it).
 _LEXICAL = """(SELECT m.id FROM memories_memory m
       WHERE m.owner_id = %(owner)s AND m.search_vector @@ %(any_term)s::tsquery
         AND m.recorded_at <= %(snapshot)s {required} {filters}
       ORDER BY m.recorded_at DESC LIMIT %(lexical_max)s)"""
+# `{distance}` is the cosine distance as the HNSW index can serve it (`m.embedding <=> q`), or
+# as it cannot (`+ 0`: an exact scan of the tenant's own vectors); see _WALK and what follows.
 _SEMANTIC = """(SELECT m.id FROM memories_memory m
       WHERE m.owner_id = %(owner)s AND m.embedding IS NOT NULL
         AND m.recorded_at <= %(snapshot)s {required} {filters}
-      ORDER BY m.embedding <=> %(vector)s::vector LIMIT %(semantic_max)s)"""
+      ORDER BY {distance} LIMIT %(semantic_max)s)"""
+_INDEXED_DISTANCE = "m.embedding <=> %(vector)s::vector"
+_EXACT_DISTANCE = "(m.embedding <=> %(vector)s::vector) + 0"
 _REQUIRED = f"AND m.search_vector @@ websearch_to_tsquery({_CONFIG}, %(required)s)"
+_TENANT_SIZE_SQL = """
+SELECT count(*) FROM (
+    SELECT 1 FROM memories_memory m
+    WHERE m.owner_id = %(owner)s AND m.valid_to IS NULL AND m.recorded_at <= %(snapshot)s
+    LIMIT %(tenant_size_max)s) n
+"""
 _TOPIC_SQL = """
-SELECT {columns}, similarity(m.topic, %(query)s) AS similarity
+SELECT m.id, m.recorded_at, m.content_length, similarity(m.topic, %(query)s)
 FROM (
-    SELECT m.* FROM memories_memory m
+    SELECT m.id, m.recorded_at, m.content_length, m.topic FROM memories_memory m
     WHERE m.owner_id = %(owner)s AND m.recorded_at <= %(snapshot)s {filters}
     ORDER BY m.recorded_at DESC
     LIMIT %(recent)s
 ) m
 WHERE similarity(m.topic, %(query)s) >= %(topic_min)s
 """
+_PAGE_SQL = (
+    f"SELECT {EXCERPT_COLUMNS} FROM memories_memory m "  # noqa: S608 (constants)
+    "WHERE m.owner_id = %(owner)s AND m.id = ANY(%(ids)s::uuid[])"
+)
 
 
 @dataclass(frozen=True)
@@ -237,7 +257,9 @@ def _any_term(terms: tuple[str, ...]) -> str:
 
 @dataclass
 class _Candidate:
-    row: tuple
+    id: uuid.UUID
+    recorded_at: datetime
+    content_length: int
     term_weights: dict[str, str]
     cosine: float | None
     score: float = 0.0
@@ -262,10 +284,10 @@ def _words_scores(candidates: list[_Candidate], terms: tuple[str, ...], tenant_s
     # the asker's own words has many terms no memory holds, and should not sink the one that
     # holds what it is about.
     scale = sum(sorted((idf[term] for term in terms), reverse=True)[:WORDS_SCALE_TERMS])
-    lengths = [candidate.row[4] for candidate in candidates]
+    lengths = [candidate.content_length for candidate in candidates]
     average_length = sum(lengths) / len(lengths)
     for candidate in candidates:
-        norm = 1 - BM25_B + BM25_B * candidate.row[4] / average_length
+        norm = 1 - BM25_B + BM25_B * candidate.content_length / average_length
         score = 0.0
         for term, weights in candidate.term_weights.items():
             weighted = (
@@ -380,7 +402,7 @@ def search(
         "excerpt_fetch": SEARCH_EXCERPT_MAX + 1,
         "lexical_max": LEXICAL_CANDIDATES,
         "semantic_max": SEMANTIC_CANDIDATES,
-        "tenant_size_max": 10 * LEXICAL_CANDIDATES,
+        "tenant_size_max": TENANT_SIZE_COUNTED_MAX,
         "recent": TOPIC_FALLBACK_RECENT,
         "topic_min": TOPIC_SIMILARITY_MIN,
         # Later pages rank what the first one saw: a memory written mid-walk neither appears
@@ -390,24 +412,27 @@ def search(
     where = _where(filters, owner_id, params)
     alias = replica.read_alias()
     with transaction.atomic(using=alias), connections[alias].cursor() as db:
-        # Enough memory for the bitmap of a common term's matches to stay exact (not lossy), and
-        # a filtered nearest-neighbour scan that keeps going until it has enough rows.
-        db.execute("SET LOCAL work_mem = '32MB'")
-        db.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        _count_tenant(db, params)
         mode = position[0] if position else "ranked"
         ranked = _ranked(db, text, where, params) if mode == "ranked" else []
         if not ranked and position is None:
             mode = "topic"
         if mode == "topic":
             ranked = _topic_matches(db, where, params)
-    ranked.sort(key=lambda c: (c.score, c.row[9], c.row[0]), reverse=True)
-    if position is not None:
-        after = (float(position[1]), position[2], position[3])
-        ranked = [c for c in ranked if (c.score, c.row[9], c.row[0]) < after]
+        ranked.sort(key=lambda c: (c.score, c.recorded_at, c.id), reverse=True)
+        if position is not None:
+            after = (float(position[1]), position[2], position[3])
+            ranked = [c for c in ranked if (c.score, c.recorded_at, c.id) < after]
+        shown = ranked[:limit]
+        rows = {}
+        if shown:
+            db.execute(_PAGE_SQL, params | {"ids": [c.id for c in shown]})
+            rows = {row[0]: row for row in db.fetchall()}
     page = SearchPage()
     now = timezone.now()
-    for candidate in ranked[:limit]:
-        fields = MemoryExcerpt.row_fields(candidate.row, excerpt_max=SEARCH_EXCERPT_MAX, now=now)
+    for candidate in shown:
+        row = rows[candidate.id]
+        fields = MemoryExcerpt.row_fields(row, excerpt_max=SEARCH_EXCERPT_MAX, now=now)
         page.hits.append(
             SearchHit(**fields, score=candidate.score, matched_by=candidate.matched_by)
         )
@@ -418,13 +443,53 @@ def search(
                 "f": fingerprint,
                 "m": mode,
                 "s": repr(last.score),
-                "r": last.row[9].isoformat(),
-                "i": str(last.row[0]),
+                "r": last.recorded_at.isoformat(),
+                "i": str(last.id),
                 "t": params["snapshot"].isoformat(),
             },
             salt=_CURSOR_SALT,
         )
     return page
+
+
+def _count_tenant(db, params: dict) -> None:
+    db.execute(_TENANT_SIZE_SQL, params)
+    params["tenant_size"] = db.fetchone()[0]
+    params["large_tenant"] = params["tenant_size"] >= LARGE_TENANT_MIN
+
+
+# Plans are chosen here by the tenant's size and the query's length, not left to table
+# statistics, which are missing right after a bulk load and describe the whole table rather than
+# one tenant (a search then took seconds where it takes milliseconds with these plans).
+# - Words, in general: walk the tenant's memories newest first until LEXICAL_CANDIDATES match
+#   (memory_owner_recent), cheap when the query's terms are common among them, as the terms of
+#   a question of many words together are. Not a bitmap of the full-text index: its posting
+#   lists hold every tenant's rows, so for a small tenant it reads the whole table's matches.
+# - Words, a query of few terms in a large tenant: its terms may be rare, and the walk would then
+#   read most of the tenant; the index's bitmap, ANDed with the owner, is bounded by the terms.
+# - Meaning, a large tenant: the HNSW index (a sort of its vectors is the plan to avoid).
+# - Meaning, a small tenant: an exact scan of its own vectors (`+ 0` keeps the index out: a
+#   filtered index scan would wade through other tenants' vectors to find a small tenant's).
+# (No sort either: an index that does not give the order, scanned whole and sorted, is the
+# plan the walk replaces.)
+_WALK = ("SET LOCAL enable_bitmapscan = off", "SET LOCAL enable_sort = off")
+_BITMAP = ("SET LOCAL enable_indexscan = off", "SET LOCAL enable_bitmapscan = on")
+_NEAREST = (
+    "SET LOCAL enable_indexscan = on",
+    "SET LOCAL enable_sort = off",
+    # A filtered nearest-neighbour scan that keeps going until it has enough rows.
+    "SET LOCAL hnsw.iterative_scan = relaxed_order",
+)
+
+
+def _ids(db, sql: str, params: dict, plan: tuple[str, ...]) -> list[uuid.UUID]:
+    for setting in plan:
+        db.execute(setting)
+    db.execute(sql, params)
+    ids = [row[0] for row in db.fetchall()]
+    for setting in ("enable_bitmapscan", "enable_indexscan", "enable_sort"):
+        db.execute(f"RESET {setting}")
+    return ids
 
 
 def _ranked(db, text: str, where: str, params: dict) -> list[_Candidate]:
@@ -439,27 +504,41 @@ def _ranked(db, text: str, where: str, params: dict) -> list[_Candidate]:
         "any_term": _any_term(parsed.terms),
         "required": parsed.required,
     }
-    sources = [_LEXICAL.format(required=required, filters=where)]
+    few_terms = len(parsed.terms) <= BITMAP_QUERY_TERMS_MAX
+    ids = _ids(
+        db,
+        _LEXICAL.format(required=required, filters=where),
+        params,
+        _BITMAP if few_terms and params["large_tenant"] else _WALK,
+    )
     cosine = "NULL::float8"
     if vector is not None:
         params["vector"] = "[" + ",".join(f"{x:.6g}" for x in vector) + "]"
-        sources.append(_SEMANTIC.format(required=required, filters=where))
+        if params["large_tenant"]:
+            sql, plan = (
+                _SEMANTIC.format(required=required, filters=where, distance=_INDEXED_DISTANCE),
+                _NEAREST,
+            )
+        else:
+            sql, plan = (
+                _SEMANTIC.format(required=required, filters=where, distance=_EXACT_DISTANCE),
+                (),
+            )
+        ids += _ids(db, sql, params, plan)
         cosine = "1 - (m.embedding <=> %(vector)s::vector)"
-    db.execute(
-        _RANKED_SQL.format(candidates=" UNION ".join(sources), columns=_COLUMNS, cosine=cosine),
-        params,
-    )
-    rows = db.fetchall()
+    params["ids"] = list(dict.fromkeys(ids))
+    db.execute(_RANKED_SQL.format(cosine=cosine), params)
     candidates = [
         _Candidate(
-            row=row[:EXCERPT_COLUMN_COUNT],
-            term_weights=_term_weights(row[EXCERPT_COLUMN_COUNT]),
-            cosine=row[EXCERPT_COLUMN_COUNT + 1],
+            id=row[0],
+            recorded_at=row[1],
+            content_length=row[2],
+            term_weights=_term_weights(row[3]),
+            cosine=row[4],
         )
-        for row in rows
+        for row in db.fetchall()
     ]
-    tenant_size = rows[0][14] if rows else 0
-    _words_scores(candidates, parsed.terms, tenant_size)
+    _words_scores(candidates, parsed.terms, params["tenant_size"])
     for candidate in candidates:
         _fuse(candidate)
     hits = [c for c in candidates if c.matched_by]
@@ -469,13 +548,15 @@ def _ranked(db, text: str, where: str, params: dict) -> list[_Candidate]:
 
 
 def _topic_matches(db, where: str, params: dict) -> list[_Candidate]:
-    db.execute(_TOPIC_SQL.format(columns=_COLUMNS, filters=where), params)
+    db.execute(_TOPIC_SQL.format(filters=where), params)
     return [
         _Candidate(
-            row=row[:EXCERPT_COLUMN_COUNT],
+            id=row[0],
+            recorded_at=row[1],
+            content_length=row[2],
             term_weights={},
             cosine=None,
-            score=round(float(row[12]), 6),
+            score=round(float(row[3]), 6),
             matched_by=("words",),
         )
         for row in db.fetchall()

@@ -1,12 +1,14 @@
 """Search quality and paging, on the real PostgreSQL full-text and trigram machinery."""
 
+import json
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from memories.errors import InvalidInput, NotFound
-from memories.search import TOPIC_SIMILARITY_MIN, clean_filters, search
+from memories.search import LARGE_TENANT_MIN, TOPIC_SIMILARITY_MIN, clean_filters, search
 from memories.services import archive_memory, remember, revise_memory
 from tests.factories import MemoryFactory
 
@@ -225,3 +227,48 @@ def test_the_topic_fallback_pages_too(tenant):
     topics = [hit.topic for hit in first.hits + second.hits]
     assert sorted(topics) == [f"Kubernetes cluster {n}" for n in range(5)]
     assert second.next_cursor is None
+
+
+# --- plans that do not depend on table statistics ------------------------------------------
+
+
+@pytest.fixture
+def bulk_loaded_tenant(tenant):
+    """A large tenant written in one statement, and a table whose statistics were never gathered
+    (as right after a bulk load, before autovacuum's ANALYZE)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO memories_memory (id, owner_id, content, content_length, memory_type,
+                topic, scope, tags, recorded_at, status, embedding)
+            SELECT gen_random_uuid(), %(owner)s, c, length(c), 'note', 'topic ' || n, 'general',
+                   '{}', now() - n * interval '1 second', 'active',
+                   array_fill(0.0625::real, ARRAY[256])::vector
+            FROM generate_series(1, %(count)s) n,
+                 LATERAL (SELECT 'note ' || n || ' about ' || (ARRAY['deploys', 'billing',
+                          'backups', 'latency'])[1 + n %% 4] AS c) body
+            """,
+            {"owner": tenant.pk, "count": LARGE_TENANT_MIN + 500},
+        )
+        cursor.execute("SELECT pg_clear_relation_stats('public', 'memories_memory')")
+    return tenant
+
+
+def test_a_large_tenant_is_searched_with_bounded_plans_before_any_analyze(bulk_loaded_tenant):
+    plans = []
+
+    def explain(execute, sql, params, many, context):
+        if sql.lstrip().startswith("(SELECT m.id"):
+            execute("EXPLAIN (FORMAT JSON) " + sql, params, many, context)
+            plans.append(context["cursor"].fetchone()[0][0]["Plan"])
+        return execute(sql, params, many, context)
+
+    question = "why do the backups keep failing after the deploys and what is the latency now"
+    with connection.execute_wrapper(explain):
+        run(bulk_loaded_tenant, question)
+    words, meaning = plans
+    # Words: the tenant's memories newest first until enough match, never a sort of all of them.
+    assert "memory_owner_recent" in json.dumps(words) and '"Sort"' not in json.dumps(words)
+    # Meaning: the HNSW index, not a sort of the tenant's vectors.
+    assert "memory_embedding_current" in json.dumps(meaning)
+    assert '"Sort"' not in json.dumps(meaning)
