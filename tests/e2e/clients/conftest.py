@@ -16,8 +16,14 @@ ROOT = Path(__file__).resolve().parents[3]
 CACHE = ROOT / ".cache" / "mcp-clients"
 NODE_MODULES = CACHE / "node_modules"
 # Pinned: the versions these tests were written against (npm `latest` when they were).
-PACKAGES = {"@modelcontextprotocol/sdk": "1.32.2", "@modelcontextprotocol/inspector": "2.12.0"}
+PACKAGES = {
+    "@modelcontextprotocol/sdk": "1.32.2",
+    "@modelcontextprotocol/inspector": "2.12.0",
+    "mcp-remote": "0.15.1",
+}
 INSPECTOR = NODE_MODULES / "@modelcontextprotocol/inspector/clients/launcher/build/index.js"
+# The `mcp-remote` command of its package.json `bin`.
+MCP_REMOTE = NODE_MODULES / "mcp-remote/dist/proxy.js"
 
 
 def _installed(package: str) -> str | None:
