@@ -4,6 +4,7 @@ against the MCP SDK's own minimal stateless server (no auth, no database, ~1 KB 
 in the same run, on the same machine, with the same load generator (wrk + scripts/bench/read.lua).
 
     .venv/bin/python scripts/bench_gateway.py [--rounds 3] [--duration 8] [--connections 16]
+        [--servers uvicorn-uvloop] [--variant-env NAME=VALUE ...] [--baseline-tree DIR]
 
 Needs `wrk` (Debian: apt-get install -y wrk). Uses its own database, `threengram_bench_gateway`,
 on the embedded PostgreSQL (or on the server of DATABASE_URL), seeded once with INSERT ... SELECT
@@ -18,6 +19,8 @@ here), uvicorn (pure-Python asyncio + h11) and daphne (the README's server). Cas
   gateway-catalog   the gateway, resources/templates/list: token check only (a step)
   gateway-read-rls-old  with --baseline-tree DIR: gateway-read-rls served by the code in DIR
                     (e.g. `git worktree add DIR <commit>`), to measure a change in the same rounds
+  gateway-read-rls-variant  with --variant-env NAME=VALUE (repeatable): gateway-read-rls with
+                    those settings, to measure a setting in the same rounds
 plus the reads on the legacy 2025-11-25 wire. Prints Markdown tables for docs/performance.md.
 """
 
@@ -236,7 +239,16 @@ def main() -> int:
         help="a checkout of older code (git worktree): its gateway runs as gateway-read-rls-old, "
         "in the same rounds, on the same database (same migrations required)",
     )
+    parser.add_argument(
+        "--variant-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting for a second RLS gateway, gateway-read-rls-variant, run in the same "
+        "rounds (repeatable)",
+    )
     args = parser.parse_args()
+    variant_env = dict(pair.split("=", 1) for pair in args.variant_env)
     if not shutil.which("wrk"):
         sys.exit("wrk not found: apt-get install -y wrk")
 
@@ -291,6 +303,16 @@ def main() -> int:
                     logs,
                 )
                 servers.append(old)
+            variant = None
+            if variant_env:
+                variant = start(
+                    f"gateway-rls-variant-{kind}",
+                    [*commands[kind], "threengram.asgi:application"],
+                    {**server_env(url, app_role="threengram_app"), **variant_env},
+                    ROOT,
+                    logs,
+                )
+                servers.append(variant)
             for wire in ("2026-07-28", "2025-11-25"):
                 short = "2026" if wire.startswith("2026") else "2025"
                 common = {"MCP_WIRE": wire}
@@ -302,6 +324,10 @@ def main() -> int:
                               "env": {**common, "MCP_URIS": uris, "TOKEN": TOKEN}})  # fmt: skip
                 if old and short == "2026":
                     cases.append({"name": f"gateway-read-rls-old {kind} {short}", "server": old,
+                                  "env": {**common, "MCP_URIS": uris, "TOKEN": TOKEN}})  # fmt: skip
+                if variant:  # on both wires: where a setting does not apply, a noise control
+                    cases.append({"name": f"gateway-read-rls-variant {kind} {short}",
+                                  "server": variant,
                                   "env": {**common, "MCP_URIS": uris, "TOKEN": TOKEN}})  # fmt: skip
             cases.append({"name": f"gateway-catalog {kind} 2026", "server": gateway,
                           "env": {"MCP_WIRE": "2026-07-28", "TOKEN": TOKEN,
@@ -325,7 +351,8 @@ def main() -> int:
             server.process.wait(10)
 
     print(f"\n{args.rounds} rounds x {args.duration} s, c{args.connections}, "
-          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n")  # fmt: skip
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+          + (f", variant: {' '.join(args.variant_env)}" if variant_env else "") + "\n")  # fmt: skip
     print(
         "| case | server | wire | req/s median (min-max) | p50 ms | p99 ms median (max) "
         f"| rounds with p99 ≤ {P99_GOAL_MS} ms | host steal % median (max) |"
@@ -346,6 +373,14 @@ def main() -> int:
         ("gateway-read-rls", "minimal-read"),
         ("gateway-read-rls", "gateway-read"),
         *([("gateway-read-rls-old", "minimal-read")] if args.baseline_tree else []),
+        *(
+            [
+                ("gateway-read-rls-variant", "minimal-read"),
+                ("gateway-read-rls-variant", "gateway-read-rls"),
+            ]
+            if variant_env
+            else []
+        ),
     ):
         print(f"\n| ratio {numerator} / {denominator}, per round | median (min-max) |")
         print("|---|---|")
