@@ -29,7 +29,6 @@ from django.dispatch import receiver
 from django.http.request import split_domain_port, validate_host
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -38,9 +37,8 @@ from infra.observability import new_request_id, request_id_var, tenant_id_var
 from infra.rate_limit import FixedWindow, event_loop_counter_store
 from mcp_gateway import auth, cors
 from mcp_gateway.principal import Principal
-from mcp_gateway.resources import memory_id_in
 from mcp_gateway.server import build_server, log_failure
-from memories import access, tenancy
+from memories import tenancy
 
 logger = logging.getLogger(__name__)
 access_logger = logging.getLogger("threengram.access")
@@ -405,13 +403,8 @@ class GatewayRouter:
         if token is None:
             await _answer(receive, send, _challenge(401, None, "Authentication required"))
             return
-        read_ids = self._resource_read_ids(headers)
-        memories: dict = {}
         try:
-            if read_ids is None:
-                principal = await auth.authenticate(token)
-            else:
-                principal, memories = await auth.authenticate_and_read(token, read_ids)
+            principal = await auth.authenticate(token)
         except Exception as exc:
             await self._token_check_failed(receive, send, exc)
             return
@@ -422,7 +415,7 @@ class GatewayRouter:
         if answer is not None:
             await _answer(receive, send, answer)
             return
-        await self._dispatch(scope, receive, send, principal, read_ids, memories)
+        await self._dispatch(scope, receive, send, principal)
 
     async def _token_check_failed(self, receive: Receive, send: Send, exc: Exception) -> None:
         """The token check could not run (called while `exc` is handled). A database outage is
@@ -446,26 +439,17 @@ class GatewayRouter:
         receive: Receive,
         send: Send,
         principal: Principal,
-        read_ids: list[str] | None,
-        memories: dict,
     ) -> None:
         """Hand an admitted request to the MCP server, the tenant in context variables: the
         handlers' principal, the log records' tenant id and row-level security's tenant, all
-        from the verified token only. A read the token check already made is lent to the access
-        gate for this request (memories.access.prefetched_for_request)."""
+        from the verified token only."""
         reset = auth.current_principal.set(principal)
         tenant_token = tenant_id_var.set(str(principal.user_id))
         rls_token = tenancy.current_tenant.set(principal.user_id)
         try:
             if not self._ready.is_set():  # only until the first request has started it
                 await self.startup()
-            if read_ids is None:
-                await self.session_manager.handle_request(scope, receive, send)
-            else:
-                with access.prefetched_for_request(
-                    owner_id=principal.user_id, ids=read_ids, memories=memories
-                ):
-                    await self.session_manager.handle_request(scope, receive, send)
+            await self.session_manager.handle_request(scope, receive, send)
         except ClientDisconnect:
             logger.debug("MCP client disconnected before its request was read")
         except Exception:
@@ -474,21 +458,6 @@ class GatewayRouter:
             tenancy.current_tenant.reset(rls_token)
             tenant_id_var.reset(tenant_token)
             auth.current_principal.reset(reset)
-
-    @staticmethod
-    def _resource_read_ids(headers: Headers) -> list[str] | None:
-        """For a 2026-07-28 `resources/read` of a memory URI, the ids to read along with the
-        token check. The routing headers are trusted only this far: the SDK rejects a request
-        whose `Mcp-Method`/`Mcp-Name` differ from its body (-32020) before any handler runs, and
-        the handler's gate call uses the prefetch only for the very same owner and ids."""
-        if not settings.MCP_READ_WITH_TOKEN_CHECK:
-            return None  # the read runs on its own (a database distributed by owner)
-        if _header(headers, b"mcp-method") != "resources/read":
-            return None
-        if _header(headers, b"mcp-protocol-version") in HANDSHAKE_PROTOCOL_VERSIONS:
-            return None
-        memory_id = memory_id_in(_header(headers, b"mcp-name") or "")
-        return None if memory_id is None else [memory_id]
 
     async def _internal_error(self, receive: Receive, send: Send, status: int, where: str) -> None:
         request_id = request_id_var.get()

@@ -8,8 +8,6 @@ erased account (erasure deletes its tokens in the same transaction), fails on it
 from __future__ import annotations
 
 import hashlib
-import uuid
-from collections.abc import Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 
@@ -21,8 +19,6 @@ from oauth2_provider.models import get_access_token_model, get_application_model
 
 from infra import asyncdb
 from mcp_gateway.principal import Principal
-from memories import access, tenancy
-from memories.access import MemoryRow
 
 # The token by its checksum (DOT 3 stores sha256(token) in the unique `token_checksum` column and
 # may blank the plaintext column, RFC 9700 token storage), unexpired, of an active, non-erased
@@ -44,94 +40,47 @@ def _valid_token(audience: str) -> str:
 
 
 # One statement checks the tokens of every request that reached this point in the same turn of
-# the event loop (`_TokenChecks`), each row of `q` being one request (`n`) and at most one memory
-# id it reads along: the access gate's own statement joined in with owner = that request's token
-# user, so a `resources/read` costs no second round trip (docs/performance.md). A request with
-# no row was refused; otherwise it has one row per memory found, or one row of NULL memory.
-# Parameters: request numbers, checksums, memory ids (`_TokenChecks._arrays`), audience.
+# the event loop (`_TokenChecks`), each row of `q` being one request (`n`). A request with no row
+# was refused. The token tables carry no row-level security (memories/tenancy.py): the check
+# reads the same under the application role, for every tenant of the batch at once.
+# Parameters: request numbers, checksums (`_TokenChecks._arrays`), audience.
 CHECK_TOKENS = asyncdb.prepared_statement(
     "threengram_check_tokens",
-    "SELECT q.n, t.user_id, t.scope, a.client_id, gate.* "  # noqa: S608 (constants)
-    "FROM unnest(string_to_array($1, ',')::int[], string_to_array($2, ',')::text[], "
-    "string_to_array($3, ',', '-')::uuid[]) AS q(n, checksum, memory_id) "
+    "SELECT q.n, t.user_id, t.scope, a.client_id "  # noqa: S608 (constants)
+    "FROM unnest(string_to_array($1, ',')::int[], string_to_array($2, ',')::text[]) "
+    "AS q(n, checksum) "
     f"JOIN {_TOKEN_TABLES} ON t.token_checksum = q.checksum "
     f"LEFT JOIN {get_application_model()._meta.db_table} a ON a.id = t.application_id "
-    "LEFT JOIN LATERAL ("
-    + access.owned_memories_sql("t.user_id", ids="ARRAY[q.memory_id]")
-    + f") gate ON true WHERE {_valid_token('$4')}",
-)
-# With row-level security (memories/tenancy.py) one statement cannot read for several tenants:
-# each token's check runs after this one, which sets the tenant from the same token, inside
-# PostgreSQL (no verified token: no tenant, no rows). The whole batch is one message, one
-# implicit transaction (`asyncdb.execute_prepared`), so each `set_config(..., true)` holds for
-# the statement after it and nothing outlives the batch; still one round trip.
-# Parameters: checksum, audience.
-SET_TENANT_FROM_TOKEN = asyncdb.prepared_statement(
-    "threengram_set_tenant_from_token",
-    f"SELECT set_config('{asyncdb.TENANT_SETTING}', coalesce(("  # noqa: S608 (constants)
-    f"SELECT t.user_id::text FROM {_TOKEN_TABLES} "
-    f"WHERE t.token_checksum = $1 AND {_valid_token('$2')}), ''), true)",
+    f"WHERE {_valid_token('$3')}",
 )
 
 
-@dataclass(slots=True)
-class _Check:
-    checksum: str
-    memory_ids: list[uuid.UUID]
-
-
-class _TokenChecks(asyncdb.LoopTurnBatch[_Check, list[tuple]]):
+class _TokenChecks(asyncdb.LoopTurnBatch[str, tuple | None]):
     """The token checks of the requests that arrive in the same turn of the event loop, as one
     statement (`asyncdb.LoopTurnBatch`: a round trip costs the sender far more CPU than the
-    lookup costs the server), or under row-level security a tenant setting and a check per
-    token, all in one message. Each request still gets its own verdict from its own token, in
-    its own rows. Nothing is cached: every request is checked against the table."""
+    lookup costs the server). Each request still gets its own verdict from its own token, in
+    its own row. Nothing is cached: every request is checked against the table."""
 
-    async def check(self, checksum: str, memory_ids: list[uuid.UUID]) -> list[tuple]:
-        return await self.submit(_Check(checksum, memory_ids))
+    async def check(self, checksum: str) -> tuple | None:
+        return await self.submit(checksum)
 
-    async def run(self, items: list[_Check]) -> list[list[tuple]]:
-        statements = self._statements(items, settings.MCP_RESOURCE_URL)
+    async def run(self, items: list[str]) -> list[tuple | None]:
+        statement = (CHECK_TOKENS, (*self._arrays(items), settings.MCP_RESOURCE_URL))
         async with asyncdb.connection() as conn:
-            results = await asyncdb.execute_prepared(conn, statements)
-        verdicts: list[list[tuple]] = [[] for _ in items]
-        for (statement, _), rows in zip(statements, results, strict=True):
-            if statement == CHECK_TOKENS:
-                for row in rows:
-                    verdicts[row[0]].append(row[1:])
+            (rows,) = await asyncdb.execute_prepared(conn, [statement])
+        verdicts: list[tuple | None] = [None] * len(items)
+        for row in rows:
+            verdicts[row[0]] = row[1:]
         return verdicts
 
     @staticmethod
-    def _arrays(numbered: list[tuple[int, _Check]]) -> tuple[str, str, str]:
-        """`q` of CHECK_TOKENS: request numbers, checksums and memory ids, one row per id.
+    def _arrays(checksums: list[str]) -> tuple[str, str]:
+        """`q` of CHECK_TOKENS: request numbers and checksums.
 
         Each column goes as one comma-separated text: psycopg dumps a list parameter element by
-        element in Python, costly per batch (docs/performance.md). No value can
-        hold a comma: numbers, hex digests, and UUIDs already parsed; '-' is NULL (no memory), so
-        the three columns always have as many elements."""
-        numbers, checksums, memory_ids = [], [], []
-        for number, check in numbered:
-            for memory_id in check.memory_ids or [None]:
-                numbers.append(str(number))
-                checksums.append(check.checksum)
-                memory_ids.append("-" if memory_id is None else str(memory_id))
-        return ",".join(numbers), ",".join(checksums), ",".join(memory_ids)
-
-    @classmethod
-    def _statements(cls, batch: list[_Check], audience: str) -> list[tuple[str, tuple[str, ...]]]:
-        """One check for the whole batch; under row-level security one tenant setting and one
-        check per token instead, the requests of one token (an agent reading several memories
-        at once) sharing its pair."""
-        if not tenancy.enabled():
-            return [(CHECK_TOKENS, (*cls._arrays(list(enumerate(batch))), audience))]
-        by_token: dict[str, list[tuple[int, _Check]]] = {}
-        for number, check in enumerate(batch):
-            by_token.setdefault(check.checksum, []).append((number, check))
-        statements = []
-        for checksum, numbered in by_token.items():
-            statements.append((SET_TENANT_FROM_TOKEN, (checksum, audience)))
-            statements.append((CHECK_TOKENS, (*cls._arrays(numbered), audience)))
-        return statements
+        element in Python, costly per batch (docs/performance.md). No value can hold a comma:
+        numbers and hex digests."""
+        return ",".join(map(str, range(len(checksums)))), ",".join(checksums)
 
 
 _token_checks = _TokenChecks()
@@ -167,27 +116,15 @@ def _checksum(token: str) -> str:
 
 
 def _principal(row: tuple) -> Principal:
-    user_id, scope, client_id = row[:3]
+    user_id, scope, client_id = row
     return Principal(user_id=user_id, scopes=frozenset(scope.split()), client_id=client_id or "")
 
 
 async def authenticate(token: str) -> Principal | None:
     """The principal of a valid bearer token, or None (unknown, expired, revoked, wrong audience,
     inactive or erased user)."""
-    rows = await _token_checks.check(_checksum(token), [])
-    return _principal(rows[0]) if rows else None
-
-
-async def authenticate_and_read(
-    token: str, ids: Sequence[object]
-) -> tuple[Principal | None, dict[uuid.UUID, MemoryRow]]:
-    """`authenticate`, and the token owner's memories among `ids` read by the access gate's
-    statement, in the same round trip. The memories are only for the same request's gate call
-    (`access.prefetched_for_request`), and only once the token has been accepted."""
-    rows = await _token_checks.check(_checksum(token), access.parse_ids(ids))
-    if not rows:
-        return None, {}
-    return _principal(rows[0]), access.memories_from_rows([row[3:] for row in rows])
+    row = await _token_checks.check(_checksum(token))
+    return None if row is None else _principal(row)
 
 
 def require_principal(scope: str) -> Principal:

@@ -5,19 +5,12 @@ missing, malformed and foreign ids (docs/design.md, "Authorization").
 It reads with native async psycopg (infra.asyncdb), not the async ORM: it sits on the
 resource-read hot path, where an ORM thread hop costs as much as the query (docs/performance.md).
 Rows come back as `MemoryRow`, an immutable snapshot with the Memory model's attribute names.
-
-On that hot path a PostgreSQL round trip is the dominant cost, so the MCP router may run the
-gate's statement inside its bearer-token check (one statement, `owned_memories_sql`) and hand
-the result over with `prefetched_for_request`; `read_owned_memories` then answers from it when
-owner and ids match exactly. Nothing outlives the request: it is a context variable.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -71,20 +64,13 @@ COLUMNS = (
 )
 
 
-def owned_memories_sql(owner: str, ids: str) -> str:
-    """The gate's statement; `owner` is the SQL for the owner's id (a placeholder, or a column
-    of a verified token), `ids` the SQL for the id array. The owner
-    is part of the WHERE clause, so a foreign id is exactly as absent as a missing one."""
-    return (
-        f"SELECT {', '.join(COLUMNS)} FROM {Memory._meta.db_table} "  # noqa: S608 (constants)
-        f"WHERE owner_id = {owner} AND id = ANY({ids})"
-    )
-
-
+# The gate's statement. The owner is part of the WHERE clause, so a foreign id is exactly as
+# absent as a missing one.
 # Parameters: owner id, memory ids as one comma-separated text (UUIDs, already parsed).
 READ_OWNED = asyncdb.prepared_statement(
     "threengram_read_owned_memories",
-    owned_memories_sql("$1", ids="string_to_array($2, ',')::uuid[]"),
+    f"SELECT {', '.join(COLUMNS)} FROM {Memory._meta.db_table} "  # noqa: S608 (constants)
+    "WHERE owner_id = $1 AND id = ANY(string_to_array($2, ',')::uuid[])",
 )
 
 
@@ -94,47 +80,15 @@ def parse_ids(ids: Sequence[object]) -> list[uuid.UUID]:
     return [parse_memory_id(memory_id) or NIL_ID for memory_id in ids]
 
 
-def memories_from_rows(rows: Sequence[Sequence]) -> dict[uuid.UUID, MemoryRow]:
-    """`rows` hold the COLUMNS, in order; rows of NULLs (an outer join that found nothing) are
-    skipped."""
-    return {
-        row[0]: MemoryRow(*row[:11], tuple(row[11] or ()), *row[12:14])
-        for row in rows
-        if row[0] is not None
-    }
-
-
-_prefetched: ContextVar[tuple[int, tuple[object, ...], dict] | None] = ContextVar(
-    "prefetched_owned_memories", default=None
-)
-
-
-@contextmanager
-def prefetched_for_request(
-    *, owner_id: int, ids: Sequence[object], memories: dict[uuid.UUID, MemoryRow]
-) -> Iterator[None]:
-    """Within this block, `read_owned_memories(owner_id=owner_id, ids=<the same ids>)` answers
-    with `memories`, the result of the gate's own statement run moments before for
-    `parse_ids(ids)`. The ids as given, unparsed: equal ids parse alike."""
-    token = _prefetched.set((owner_id, tuple(ids), memories))
-    try:
-        yield
-    finally:
-        _prefetched.reset(token)
-
-
 async def read_owned_memories(
     *, owner_id: int, ids: Sequence[object]
 ) -> dict[uuid.UUID, MemoryRow]:
     """The owner's memories among `ids`, keyed by id. Missing, malformed and foreign ids are
     simply absent from the result: callers cannot tell them apart, and neither can a timer,
     since all three run the same single query."""
-    prefetched = _prefetched.get()
-    if prefetched is not None and prefetched[:2] == (owner_id, tuple(ids)):
-        return dict(prefetched[2])
     parsed = parse_ids(ids)
     if not parsed:
         return {}
     read = (READ_OWNED, (owner_id, ",".join(map(str, parsed))))
     (rows,) = await asyncdb.run_as_tenant(owner_id, [read])
-    return memories_from_rows(rows)
+    return {row[0]: MemoryRow(*row[:11], tuple(row[11] or ()), *row[12:14]) for row in rows}

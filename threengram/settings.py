@@ -283,11 +283,6 @@ MEMORY_RESOURCE_CACHE_TTL_MS = env.int("MEMORY_RESOURCE_CACHE_TTL_MS", default=2
 MCP_CATALOG_CACHE_TTL_MS = env.int("MCP_CATALOG_CACHE_TTL_MS", default=60 * 60 * 1000)
 # One JSON access line per /mcp request (ids, MCP method, status, latency; never bodies).
 MCP_ACCESS_LOG = env.bool("MCP_ACCESS_LOG", default=True)
-# A 2026-07-28 `resources/read` reads its memory in the token check's own statement (one round
-# trip, mcp_gateway/auth.py). Set False where the token tables and the memories cannot meet in
-# one statement: tenant tables distributed by owner (Citus, docs/operations.md), token tables on
-# the coordinator. The read then runs on its own, with the owner as a constant, on one shard.
-MCP_READ_WITH_TOKEN_CHECK = env.bool("MCP_READ_WITH_TOKEN_CHECK", default=True)
 MEMORY_READ_SCOPE = "memory:read"
 MEMORY_WRITE_SCOPE = "memory:write"
 # Requests to /mcp allowed per user (the token's user, all of its tokens together) and window;

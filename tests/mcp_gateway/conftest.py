@@ -79,20 +79,14 @@ def seeded(transactional_db) -> Seeded:
 
 def readable_check_params(statement: str, params: tuple | None) -> tuple | None:
     """The token check's columns go as comma-separated texts (mcp_gateway.auth): as lists here,
-    request numbers as ints and memory ids as UUIDs (None where a request reads none); so do
-    the ids of the gate's own read (memories.access)."""
+    request numbers as ints; so do the ids of the gate's read (memories.access), as UUIDs."""
     if statement == f"EXECUTE {access.READ_OWNED}":
         owner_id, memory_ids = params
         return owner_id, [uuid.UUID(memory_id) for memory_id in memory_ids.split(",")]
     if statement != f"EXECUTE {auth.CHECK_TOKENS}":
         return params
-    numbers, checksums, memory_ids, *rest = params
-    return (
-        [int(number) for number in numbers.split(",")],
-        checksums.split(","),
-        [None if memory_id == "-" else uuid.UUID(memory_id) for memory_id in memory_ids.split(",")],
-        *rest,
-    )
+    numbers, checksums, *rest = params
+    return ([int(number) for number in numbers.split(",")], checksums.split(","), *rest)
 
 
 @pytest.fixture

@@ -1,11 +1,10 @@
 """The bearer-token check (mcp_gateway.auth): concurrent requests share one round trip, and each
-still gets the verdict of its own token and only its own tenant's memories — as the owner role,
-and as the application role under row-level security (memories/tenancy.py)."""
+still gets the verdict of its own token — as the owner role, and as the application role under
+row-level security (memories/tenancy.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import uuid
 from contextlib import asynccontextmanager
 
 import pytest
@@ -14,7 +13,6 @@ from django.utils import timezone
 
 from mcp_gateway import auth
 from memories import tenancy
-from memories.access import NIL_ID
 from tests.factories import UserFactory
 from tests.mcp_gateway.conftest import make_token, run_sync
 
@@ -46,66 +44,27 @@ def connections_opened(monkeypatch) -> list[int]:
 
 
 async def test_concurrent_checks_share_one_round_trip_and_keep_their_own_verdicts(
-    seeded, database_role, connections_opened
+    seeded, database_role, connections_opened, sent_statements
 ):
     expired = await run_sync(
         lambda: make_token(UserFactory(), expires=timezone.now() - timezone.timedelta(seconds=1))
     )
 
-    (mine, mine_rows), (cross, cross_rows), refused, lone, unknown = await asyncio.gather(
-        auth.authenticate_and_read(seeded.token, [seeded.memory.id]),
-        # A valid token asking for another tenant's id, in the same batch as that tenant's
-        # own request: it gets nothing, as if the id did not exist.
-        auth.authenticate_and_read(seeded.other_token, [seeded.memory.id]),
-        auth.authenticate_and_read(expired, [seeded.memory.id]),
+    mine, theirs, refused, unknown, mine_again = await asyncio.gather(
+        auth.authenticate(seeded.token),
         auth.authenticate(seeded.other_token),
+        auth.authenticate(expired),
         auth.authenticate("not-a-real-token"),
+        auth.authenticate(seeded.token),
     )
 
     assert len(connections_opened) == 1
-    assert mine.user_id == seeded.tenant.pk and set(mine_rows) == {seeded.memory.id}
-    assert mine_rows[seeded.memory.id].content == seeded.memory.content
-    assert cross.user_id == seeded.other_tenant.pk and cross_rows == {}
-    assert refused == (None, {})
-    assert lone.user_id == seeded.other_tenant.pk
-    assert unknown is None
-
-
-async def test_under_rls_the_check_reads_nothing_without_its_tenant(seeded):
-    """The second wall is really up: the fused statement alone, as the application role with no
-    tenant set, still accepts the token but reads none of its owner's memories."""
-    with override_settings(DATABASE_APP_ROLE=tenancy.APP_ROLE):
-        async with auth.asyncdb.connection() as conn:
-            arrays = auth._TokenChecks._arrays(
-                [(0, auth._Check(auth._checksum(seeded.token), [seeded.memory.id]))]
-            )
-            (rows,) = await auth.asyncdb.execute_prepared(
-                conn, [(auth.CHECK_TOKENS, (*arrays, auth.settings.MCP_RESOURCE_URL))]
-            )
-    ((_n, user_id, *_token, memory_id),) = [row[:5] for row in rows]
-    assert user_id == seeded.tenant.pk and memory_id is None
-
-
-async def test_concurrent_checks_share_one_statement(seeded, sent_statements):
-    """As the owner role (no RLS), the whole batch is a single statement."""
-    await asyncio.gather(
-        auth.authenticate_and_read(seeded.token, [seeded.memory.id]),
-        auth.authenticate_and_read(seeded.other_token, [seeded.foreign_memory.id]),
-        auth.authenticate(seeded.token),
-    )
-    ((_sql, (numbers, _checksums, memory_ids, _audience)),) = sent_statements
-    assert numbers == [0, 1, 2]
-    assert memory_ids == [seeded.memory.id, seeded.foreign_memory.id, None]
-
-
-async def test_missing_foreign_and_malformed_ids_look_alike_in_a_batch(seeded, sent_statements):
-    results = await asyncio.gather(
-        auth.authenticate_and_read(seeded.token, [uuid.uuid4()]),
-        auth.authenticate_and_read(seeded.token, [seeded.foreign_memory.id]),
-        auth.authenticate_and_read(seeded.token, [NIL_ID]),  # what a malformed id becomes
-    )
-    assert [rows for _, rows in results] == [{}, {}, {}]
-    assert {principal.user_id for principal, _ in results} == {seeded.tenant.pk}
+    # One statement for the whole batch, whatever the tenants and the role.
+    ((sql, (numbers, _checksums, _audience)),) = sent_statements
+    assert (sql, numbers) == (f"EXECUTE {auth.CHECK_TOKENS}", [0, 1, 2, 3, 4])
+    assert mine.user_id == mine_again.user_id == seeded.tenant.pk
+    assert theirs.user_id == seeded.other_tenant.pk
+    assert refused is None and unknown is None
 
 
 async def test_checks_in_separate_loop_turns_are_separate_statements(seeded, sent_statements):
@@ -124,7 +83,7 @@ async def test_a_failed_statement_fails_every_request_of_the_batch(seeded, monke
     monkeypatch.setattr(auth.asyncdb, "connection", unreachable)
     results = await asyncio.gather(
         auth.authenticate(seeded.token),
-        auth.authenticate_and_read(seeded.other_token, [seeded.memory.id]),
+        auth.authenticate(seeded.other_token),
         return_exceptions=True,
     )
     assert [type(result) for result in results] == [OSError, OSError]
@@ -142,18 +101,3 @@ async def test_a_cancelled_request_does_not_disturb_its_batch(seeded, sent_state
     with pytest.raises(asyncio.CancelledError):
         await cancelled
     assert len(sent_statements) == 1
-
-
-async def test_under_rls_the_requests_of_one_token_share_its_statements(seeded, sent_statements):
-    other_memory_id = seeded.foreign_memory.id
-    with override_settings(DATABASE_APP_ROLE=tenancy.APP_ROLE):
-        (_, first), (_, second), (_, foreign) = await asyncio.gather(
-            auth.authenticate_and_read(seeded.token, [seeded.memory.id]),
-            auth.authenticate_and_read(seeded.token, [uuid.uuid4()]),
-            auth.authenticate_and_read(seeded.other_token, [other_memory_id]),
-        )
-    assert set(first) == {seeded.memory.id} and second == {}
-    assert set(foreign) == {other_memory_id}
-    # Two tokens: a tenant setting and a check for each, whatever the number of requests.
-    kinds = [sql for sql, _ in sent_statements]
-    assert kinds == [f"EXECUTE {auth.SET_TENANT_FROM_TOKEN}", f"EXECUTE {auth.CHECK_TOKENS}"] * 2

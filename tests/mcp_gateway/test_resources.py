@@ -62,31 +62,6 @@ async def test_body_never_carries_the_memorys_vector(asgi_app, seeded):
     assert set(body) == IMMUTABLE_BODY_KEYS and "embedding" not in body
 
 
-async def test_the_read_can_run_apart_from_the_token_check(
-    asgi_app, seeded, sent_statements, settings
-):
-    """MCP_READ_WITH_TOKEN_CHECK off (tenant tables distributed by owner, docs/operations.md):
-    the token check reads no memory, the access gate reads it on its own with the owner as a
-    constant, and the client gets the same bytes."""
-    transport = asgi_transport(asgi_app)
-    async with mcp_client(IN_PROCESS_URL, seeded.token, transport=transport) as c:
-        together = (await c.read_resource(seeded.memory.resource_uri)).contents[0].text
-    check, gate_alone = f"EXECUTE {auth.CHECK_TOKENS}", f"EXECUTE {access.READ_OWNED}"
-    # The client's last request is the read (before it: server/discover, a check alone).
-    sql, (_, _, ids_read_along, _) = sent_statements[-1]
-    assert (sql, ids_read_along) == (check, [seeded.memory.id])
-
-    settings.MCP_READ_WITH_TOKEN_CHECK = False
-    sent_statements.clear()
-    async with mcp_client(IN_PROCESS_URL, seeded.token, transport=transport) as c:
-        apart = (await c.read_resource(seeded.memory.resource_uri)).contents[0].text
-    checks = [params for sql, params in sent_statements if sql == check]
-    reads = [params for sql, params in sent_statements if sql == gate_alone]
-    assert checks[-1][2] == [None]  # the read's token check reads nothing along
-    assert reads == [(seeded.tenant.pk, [seeded.memory.id])]
-    assert apart == together
-
-
 def test_serializer_ignores_lifecycle_fields():
     """Two rows differing only in lifecycle state serialize to the same bytes."""
     from django.utils import timezone
@@ -185,7 +160,6 @@ async def test_missing_foreign_and_malformed_ids_are_indistinguishable(
     asgi_app, seeded, sent_statements, mode
 ):
     """Same error, same code path, same SQL: the URI is no existence oracle."""
-    check, gate_alone = f"EXECUTE {auth.CHECK_TOKENS}", f"EXECUTE {access.READ_OWNED}"
     uris = [
         f"threengram://memory/{uuid.uuid4()}",  # missing
         seeded.foreign_memory.resource_uri,  # another tenant's
@@ -202,16 +176,13 @@ async def test_missing_foreign_and_malformed_ids_are_indistinguishable(
             errors.append(caught.value.error)
     assert {(e.code, e.message) for e in errors} == {(-32602, "Resource not found")}
     assert [e.data for e in errors] == [{"uri": uri} for uri in uris]
-    # The gate's statement: alone, or inside a token check that reads a memory along.
+    # The gate's statement, with parameters of the same shapes, reads for each of the three.
     reads = [
-        (sql, tuple((type(p).__name__, len(p) if isinstance(p, list) else 0) for p in params))
+        tuple((type(p).__name__, len(p) if isinstance(p, list) else 0) for p in params)
         for sql, params in sent_statements
-        if sql == gate_alone or (sql == check and any(params[2]))
+        if sql == f"EXECUTE {access.READ_OWNED}"
     ]
-    # The same statement, with parameters of the same shapes, reads for each of the three: the
-    # fused token check on the 2026 wire, the gate's own statement on the legacy wire.
     assert len(reads) == 3 and len(set(reads)) == 1
-    assert (reads[0][0] == check) is (mode == "auto")
 
 
 async def test_foreign_scheme_and_shapes_are_invalid_params(asgi_app, seeded):
@@ -259,27 +230,24 @@ async def test_read_with_read_scope_in_process(seeded):
     assert json.loads(result.contents[0].text)["id"] == str(seeded.memory.id)
 
 
-@pytest.mark.parametrize(("mode", "fused"), [("auto", True), ("legacy", False)])
-async def test_round_trips_per_read(asgi_app, seeded, sent_statements, mode, fused):
-    """The hot path's budget: on the 2026 wire the token check and the gate's read are one
-    statement (the router reads along; Mcp-Name names the URI); the legacy wire has no such
-    header, so it checks the token, then reads."""
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_round_trips_per_read(asgi_app, seeded, sent_statements, mode):
+    """The hot path's budget, on either wire: the token check, then the gate's read with the
+    owner from the verified token."""
     async with mcp_client(
         IN_PROCESS_URL, seeded.token, mode=mode, transport=asgi_transport(asgi_app)
     ) as c:
         sent_statements.clear()  # the client's discovery or handshake
         result = await c.read_resource(seeded.memory.resource_uri, cache_mode="bypass")
         read_statements = list(sent_statements)
-        # The router's prefetch is for this request only: a foreign id reads nothing.
+        # Every read is authorized anew: a foreign id reads nothing.
         with pytest.raises(MCPError):
             await c.read_resource(seeded.foreign_memory.resource_uri)
     assert json.loads(result.contents[0].text)["id"] == str(seeded.memory.id)
-    check, gate_alone = f"EXECUTE {auth.CHECK_TOKENS}", f"EXECUTE {access.READ_OWNED}"
+    check, gate = f"EXECUTE {auth.CHECK_TOKENS}", f"EXECUTE {access.READ_OWNED}"
     assert read_statements[0][0] == check  # the token check comes first, always
-    checks = [params for sql, params in read_statements if sql == check]
-    gate_reads = [params for sql, params in read_statements if sql == gate_alone]
-    read_along = [memory_ids for _n, _checksums, memory_ids, _audience in checks if any(memory_ids)]
-    if fused:
-        assert read_along == [[seeded.memory.id]] and gate_reads == []
-    else:
-        assert read_along == [] and gate_reads == [(seeded.tenant.pk, [seeded.memory.id])]
+    checks = [sql for sql, _ in read_statements].count(check)
+    assert [sql for sql, _ in sent_statements].count(check) == checks + 1
+    assert [params for sql, params in read_statements if sql == gate] == [
+        (seeded.tenant.pk, [seeded.memory.id])
+    ]

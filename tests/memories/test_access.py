@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from infra import asyncdb
 from memories import tenancy
-from memories.access import READ_OWNED, MemoryRow, prefetched_for_request, read_owned_memories
+from memories.access import READ_OWNED, MemoryRow, read_owned_memories
 from memories.models import Memory
 from tests.factories import MemoryFactory, UserFactory, insert_commitment_due_at
 
@@ -73,21 +73,6 @@ async def test_returns_only_the_owners_memories(corpus):
 
 async def test_no_ids_reads_nothing(corpus):
     assert await read_owned_memories(owner_id=corpus["owner"].pk, ids=[]) == {}
-
-
-async def test_a_prefetch_answers_only_the_same_owner_and_ids(corpus):
-    owner, mine = corpus["owner"], corpus["mine"]
-    prefetched = {mine.id: "the row read along with the token check"}
-    with prefetched_for_request(owner_id=owner.pk, ids=[str(mine.id)], memories=prefetched):
-        assert await read_owned_memories(owner_id=owner.pk, ids=[str(mine.id)]) == prefetched
-        # Any other question goes to the database, through the gate's own statement.
-        other_ids = await read_owned_memories(owner_id=owner.pk, ids=[str(corpus["also_mine"].id)])
-        other_owner = await read_owned_memories(owner_id=owner.pk + 1, ids=[str(mine.id)])
-    assert set(other_ids) == {corpus["also_mine"].id}
-    assert other_owner == {}
-    # Outside the block the prefetch is gone.
-    found = await read_owned_memories(owner_id=owner.pk, ids=[str(mine.id)])
-    assert isinstance(found[mine.id], MemoryRow)
 
 
 async def test_under_row_level_security_the_gate_reads_as_the_owner_it_is_given(corpus):
