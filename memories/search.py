@@ -49,7 +49,7 @@ from django.core import signing
 from django.db import connections, transaction
 from django.utils import timezone
 
-from memories import bounds, replica
+from memories import bounds, replica, tenancy
 from memories.embedding import embed_query
 from memories.errors import InvalidInput
 from memories.excerpts import (
@@ -509,7 +509,9 @@ def _ranked(db, text: str, where: str, params: dict) -> list[_Candidate]:
         db,
         _LEXICAL.format(required=required, filters=where),
         params,
-        _BITMAP if few_terms and params["large_tenant"] else _WALK,
+        # Under row-level security the full-text operator, not being leakproof, cannot be an
+        # index condition, so the bitmap plan does not exist there: always walk.
+        _BITMAP if few_terms and params["large_tenant"] and not tenancy.enabled() else _WALK,
     )
     cosine = "NULL::float8"
     if vector is not None:

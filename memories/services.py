@@ -24,6 +24,7 @@ from memories.errors import (
 )
 from memories.models import (
     COMMITMENT_TRANSITIONS,
+    ERASED,
     CommitmentStatus,
     Memory,
     MemoryType,
@@ -151,12 +152,20 @@ def _new_memory(
     if fields.memory_type == MemoryType.COMMITMENT:
         carried = predecessor.commitment_status if predecessor is not None else None
         commitment_status = carried or CommitmentStatus.OPEN
-    [embedding] = embed_memories(
-        [
-            memory_text(
-                topic=fields.topic, content=fields.content, tags=fields.tags, project=fields.project
-            )
-        ]
+    # Content that reads as the erasure sentinel gets no vector, as erased memories hold none.
+    [embedding] = (
+        [None]
+        if fields.content == ERASED
+        else embed_memories(
+            [
+                memory_text(
+                    topic=fields.topic,
+                    content=fields.content,
+                    tags=fields.tags,
+                    project=fields.project,
+                )
+            ]
+        )
     )
     return Memory(
         owner=owner,

@@ -42,7 +42,8 @@ BEGIN
         RAISE EXCEPTION 'memories are append-only: the embedding of memory % may be filled or cleared, not replaced', OLD.id
             USING ERRCODE = 'restrict_violation';
     END IF;
-    IF NEW.content = '[erased]' AND NEW.embedding IS NOT NULL THEN
+    IF NEW.content = '[erased]' AND NEW.embedding IS NOT NULL
+       AND NEW.embedding IS DISTINCT FROM OLD.embedding THEN
         RAISE EXCEPTION 'memories are append-only: erased memory % holds no embedding', OLD.id
             USING ERRCODE = 'restrict_violation';
     END IF;
