@@ -182,8 +182,6 @@ _CONFIG = "'threengram_unaccented'"
 _PHRASE = re.compile(r'"([^"]*)"?')
 _EXCLUSION = re.compile(r"(?:^|\s)-(\w[^\s]*)")
 # Per candidate: the query terms it holds with their weights ("lexeme:AAB ..."; A topic,
-# B content, C tags and project), and its cosine similarity to the query.
-# Per candidate: the query terms it holds with their weights ("lexeme:AAB ..."; A topic,
 # B content, C tags and project), and its cosine similarity to the query. The page's excerpts
 # are read afterwards, for the page alone (_PAGE_SQL).
 _RANKED_SQL = """
@@ -487,7 +485,8 @@ def _ids(db, sql: str, params: dict, plan: tuple[str, ...]) -> list[uuid.UUID]:
         db.execute(setting)
     db.execute(sql, params)
     ids = [row[0] for row in db.fetchall()]
-    for setting in ("enable_bitmapscan", "enable_indexscan", "enable_sort"):
+    # Back to the defaults for the next statement; a plan of none changed nothing.
+    for setting in {statement.split()[2] for statement in plan} - {"hnsw.iterative_scan"}:
         db.execute(f"RESET {setting}")
     return ids
 

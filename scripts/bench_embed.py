@@ -15,7 +15,6 @@ memories/s.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import sys
 import time
@@ -37,29 +36,13 @@ WORDS = VOCABULARY.split()
 
 def _setup(embedder: str) -> str:
     sys.path.insert(0, str(ROOT))
-    import psycopg
-    from psycopg.conninfo import make_conninfo
+    from scripts.scratch_db import set_up_scratch_database
 
-    from threengram.embedded_db import start
-
-    admin_url = start(database="postgres")
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {BENCH_DATABASE} WITH (FORCE)")
-        admin.execute(f"CREATE DATABASE {BENCH_DATABASE}")
-    url = make_conninfo(admin_url, dbname=BENCH_DATABASE)
     # The production settings: DATABASE_APP_ROLE stays at its default (row-level security on),
     # as where an operator runs the command.
-    os.environ.update(
-        DATABASE_URL=url, SECRET_KEY="bench-only", DEBUG="0", SEARCH_EMBEDDER=embedder
+    return set_up_scratch_database(
+        BENCH_DATABASE, SECRET_KEY="bench-only", SEARCH_EMBEDDER=embedder
     )
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "threengram.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-    return url
 
 
 def _memory_text(rng: random.Random) -> tuple[str, str]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -133,32 +132,16 @@ async def evaluate(principal, dataset: dict, ids: dict[str, str]) -> Figures:
 
 
 def _setup(embedder: str) -> None:
-    from psycopg.conninfo import make_conninfo
-
     sys.path.insert(0, str(ROOT))
-    from threengram.embedded_db import start
+    from scripts.scratch_db import set_up_scratch_database
 
-    admin_url = start(database="postgres")
-    import psycopg
-
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {EVAL_DATABASE} WITH (FORCE)")
-        admin.execute(f"CREATE DATABASE {EVAL_DATABASE}")
-    os.environ.update(
-        DATABASE_URL=make_conninfo(admin_url, dbname=EVAL_DATABASE),
+    set_up_scratch_database(
+        EVAL_DATABASE,
         SECRET_KEY="eval-only",
-        DEBUG="0",
         SEARCH_EMBEDDER=embedder,
         # The services are called directly, for no tenant: as the owner, past row-level security.
         DATABASE_APP_ROLE="",
     )
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "threengram.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
 
 
 def main() -> None:
