@@ -56,6 +56,7 @@ def redirect_uri_problem(uri: Any) -> str | None:
     try:
         parts = urlsplit(uri)
         host = parts.hostname
+        parts.port  # noqa: B018 (raises for a port out of range or not a number)
     except ValueError:
         return f"redirect_uri {uri!r} is not a valid URL"
     if parts.scheme == "https" and host:

@@ -20,7 +20,6 @@ import logging
 import sys
 import time
 from typing import Any, NamedTuple
-from urllib.parse import urlsplit
 
 import mcp_types as types
 from django.conf import settings
@@ -93,8 +92,8 @@ def _forget_known_hosts(*, setting: str, **kwargs: Any) -> None:
 def _origin_allowed(origin: str | None) -> bool:
     if origin is None:
         return True  # not a browser, or same-origin
-    parts = urlsplit(origin)
-    return parts.scheme in ("http", "https") and _host_allowed(parts.netloc)
+    parts = cors.parsed_origin(origin)
+    return parts is not None and parts.scheme in ("http", "https") and _host_allowed(parts.netloc)
 
 
 async def _respond(

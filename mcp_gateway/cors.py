@@ -33,7 +33,8 @@ class CorsMiddleware(_CorsMiddleware):
 _policy = CorsMiddleware(get_response=lambda request: None)
 
 
-def _parsed(origin: str | None) -> SplitResult | None:
+def parsed_origin(origin: str | None) -> SplitResult | None:
+    """`origin` split into its parts, or None when it is absent or not a URL (`http://[`)."""
     if not origin:
         return None
     try:
@@ -44,14 +45,16 @@ def _parsed(origin: str | None) -> SplitResult | None:
 
 def allowed_origin(origin: str | None) -> bool:
     """Whether `origin` (an Origin header value) may call cross-origin (gets CORS headers)."""
-    return _parsed(origin) is not None and (conf.CORS_ALLOW_ALL_ORIGINS or listed_origin(origin))
+    return parsed_origin(origin) is not None and (
+        conf.CORS_ALLOW_ALL_ORIGINS or listed_origin(origin)
+    )
 
 
 def listed_origin(origin: str | None) -> bool:
     """Whether `origin` is named by CORS_ALLOWED_ORIGINS or matched by
     CORS_ALLOWED_ORIGIN_REGEXES: a choice of the operator's, origin by origin, unlike
     CORS_ALLOW_ALL_ORIGINS, which says nothing about any origin's being trusted."""
-    url = _parsed(origin)
+    url = parsed_origin(origin)
     return url is not None and _policy.origin_found_in_white_lists(origin, url)
 
 

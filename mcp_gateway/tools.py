@@ -236,6 +236,25 @@ TOOLS: list[ToolSpec] = [
 _BY_NAME = {spec.name: spec for spec in TOOLS}
 _TOOL_NAMES = tuple(_BY_NAME)
 _VALIDATORS = {spec.name: Draft202012Validator(spec.input_schema) for spec in TOOLS}
+_INTEGER_ARGUMENTS = {
+    spec.name: frozenset(
+        name
+        for name, schema in spec.input_schema.get("properties", {}).items()
+        if schema.get("type") == "integer"
+    )
+    for spec in TOOLS
+}
+
+
+def _as_integers(spec: ToolSpec, arguments: dict) -> dict:
+    """`arguments` with its integer fields as Python ints. JSON Schema counts 5.0 as an integer
+    (2020-12 Core §4.2.1: any number with a zero fractional part); JSON decodes it as a float."""
+    floats = {
+        name: int(arguments[name])
+        for name in _INTEGER_ARGUMENTS[spec.name]
+        if isinstance(arguments.get(name), float)
+    }
+    return {**arguments, **floats} if floats else arguments
 
 
 def _definition(spec: ToolSpec) -> types.Tool:
@@ -341,7 +360,7 @@ async def call_tool(
     if problem is not None:
         return _error(f"invalid_input: {problem}")
     try:
-        return _result(await spec.handler(principal, arguments))
+        return _result(await spec.handler(principal, _as_integers(spec, arguments)))
     except DomainError as error:
         return _error(str(error))
     except InvalidArguments as error:

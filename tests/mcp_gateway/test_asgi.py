@@ -162,6 +162,14 @@ async def test_foreign_host_and_origin_are_refused(http, seeded):
     assert response.status_code == 200
 
 
+@pytest.mark.parametrize("origin", ["http://[", "http://[::1", "", "null", "localhost"])
+async def test_an_origin_that_is_not_a_url_is_refused_as_invalid(http, seeded, origin):
+    headers, body = modern("resources/templates/list", **auth_header(seeded.token))
+    response = await http.post("/mcp", headers={**headers, "origin": origin}, content=body)
+    assert response.status_code == 403
+    assert response.content == b"Invalid Origin header"
+
+
 async def test_the_host_check_follows_allowed_hosts(http, seeded, settings):
     headers, body = modern("resources/templates/list", **auth_header(seeded.token))
     assert (await http.post("/mcp", headers=headers, content=body)).status_code == 200

@@ -230,6 +230,18 @@ async def test_text_postgresql_cannot_store_is_refused_naming_the_field(
     assert await Memory.objects.acount() == 0
 
 
+async def test_integer_arguments_written_as_whole_floats_work_as_integers(agent):
+    """JSON Schema counts 5.0 as an integer, and some clients' JSON encoders write it so."""
+    stored = await remember(agent, memoryType="fact", topic="cache", content="Redis 7.2")
+    assert (await ok(agent, "search", {"query": "redis", "limit": 1.0}))["count"] == 1
+    read = await ok(agent, "get_memories", {"ids": [stored["id"]], "maxChars": 2000.0})
+    assert read["memories"][0]["content"] == "Redis 7.2"
+    await ok(agent, "handoff", {"sectionLimit": 3.0})
+    assert (await fails(agent, "search", {"query": "redis", "limit": 1.5})).startswith(
+        "invalid_input: limit:"
+    )
+
+
 # --- remember, revise, archive, resolve ----------------------------------------------------
 
 
