@@ -50,10 +50,14 @@ SELECT owner_id, id, topic, content, tags, project FROM memories_memory
 
 # Only into an empty column: a concurrent writer's vector is kept, never replaced. One statement
 # for the batch rather than one per row: it is parsed and planned once.
+# Nor into a row an erasure overwrote after the batch was read: under READ COMMITTED the UPDATE
+# re-checks its WHERE on the erased row (once the erasure commits) and skips it, where the
+# append-only guard would otherwise fail the whole batch.
 _FILL = """
 UPDATE memories_memory m SET embedding = batch.embedding::vector
   FROM unnest(%s::bigint[], %s::uuid[], %s::text[]) AS batch(owner_id, id, embedding)
- WHERE m.owner_id = batch.owner_id AND m.id = batch.id AND m.embedding IS NULL"""
+ WHERE m.owner_id = batch.owner_id AND m.id = batch.id AND m.embedding IS NULL
+   AND m.content <> %s"""
 
 _CLEAR = """
 WITH batch AS (
@@ -110,7 +114,7 @@ def fill_batch(embedder: Embedder, *, after: Key, size: int) -> Batch:
         )
         cursor.execute(
             _FILL,
-            [[row[0] for row in rows], [row[1] for row in rows], vector_literals(vectors)],
+            [[row[0] for row in rows], [row[1] for row in rows], vector_literals(vectors), ERASED],
         )
         changed = cursor.rowcount
     return Batch(visited=len(rows), changed=changed, last=(rows[-1][0], rows[-1][1]))
@@ -154,13 +158,13 @@ def vector_index_state() -> IndexState:
 
 
 def drop_vector_index() -> None:
-    with _maintenance(), connection.schema_editor(atomic=False) as editor:
+    with connection.schema_editor(atomic=False) as editor:
         editor.remove_index(Memory, VECTOR_INDEX, concurrently=True)
 
 
 def build_vector_index() -> None:
     """The index as the migrations define it (the model's Meta), built without blocking."""
-    with _maintenance(), connection.schema_editor(atomic=False) as editor:
+    with connection.schema_editor(atomic=False) as editor:
         editor.add_index(Memory, VECTOR_INDEX, concurrently=True)
 
 
@@ -188,13 +192,17 @@ def single_run() -> Iterator[None]:
 
 
 @contextmanager
-def _maintenance() -> Iterator[None]:
-    """No statement or lock timeout for the session meanwhile: the server's are sized for
-    requests, and a concurrent index build waits for the transactions in flight, then reads the
-    whole table."""
+def maintenance_session(*, work_mem: str | None = None) -> Iterator[None]:
+    """No statement or lock timeout for the session meanwhile, and `work_mem` (a PostgreSQL
+    size, e.g. '1GB') as maintenance_work_mem. The server's timeouts are sized for requests,
+    whereas a batch may walk far past rows that have a vector, wait for an erasure's row locks,
+    and a concurrent index build waits for every transaction in flight, then reads the whole
+    table. An HNSW build that outgrows maintenance_work_mem goes on many times slower."""
     with connection.cursor() as cursor:
         cursor.execute("SET statement_timeout = 0")
         cursor.execute("SET lock_timeout = 0")
+        if work_mem is not None:
+            cursor.execute("SELECT set_config('maintenance_work_mem', %s, false)", [work_mem])
     try:
         yield
     finally:
@@ -202,3 +210,4 @@ def _maintenance() -> Iterator[None]:
             # Back to the connection's own values (its libpq startup options).
             cursor.execute("RESET statement_timeout")
             cursor.execute("RESET lock_timeout")
+            cursor.execute("RESET maintenance_work_mem")

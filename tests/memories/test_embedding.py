@@ -182,6 +182,35 @@ def test_a_vector_the_server_writes_meanwhile_is_kept(unembedded, monkeypatch):
     assert all(stands_for(stored_vector(memory), memory) for memory in memories[1:])
 
 
+def test_an_account_erased_between_the_read_and_the_write_gets_no_vector(unembedded, monkeypatch):
+    memories, _ = unembedded
+    model = get_embedder()
+    erased_owner = memories[0].owner
+
+    class ErasureLandsFirst:
+        """Between the backfill's read and its write, the first tenant's account is erased."""
+
+        name = model.name
+
+        def embed(self, texts):
+            erase_account(user=erased_owner)
+            return model.embed(texts)
+
+    monkeypatch.setattr(
+        "memories.management.commands.embed_memories.get_embedder", ErasureLandsFirst
+    )
+    run_backfill()
+    for memory in memories:
+        erased = memory.owner_id == erased_owner.pk
+        assert (stored_vector(memory) is None) is erased
+    assert backfill.count_missing() == 0
+
+
+def test_a_maintenance_memory_size_that_is_not_one_is_refused(db):
+    with pytest.raises(CommandError, match="--maintenance-work-mem must be a PostgreSQL memory"):
+        call_command("embed_memories", "--maintenance-work-mem=lots")
+
+
 def test_reembed_replaces_every_vector_of_another_model(transactional_db):
     # Vectors from another model: unrelated to the text, as far as this model is concerned.
     memories = [
