@@ -70,6 +70,9 @@ SEMANTIC_CANDIDATES = 50
 # From this many current memories on, a tenant is searched with the plans of a large one (see
 # _WALK and what follows it).
 LARGE_TENANT_MIN = 5_000
+# The walk (see _WALK) reads at most this many of the tenant's most recent memories: in a large
+# tenant, older ones are found by words only through the bitmap plan, and by meaning always.
+WALK_RECENT_MAX = 20_000
 # In a large tenant, a query of at most this many terms finds its word candidates through the
 # full-text index (see _BITMAP).
 BITMAP_QUERY_TERMS_MAX = 3
@@ -196,6 +199,15 @@ WHERE m.owner_id = %(owner)s AND m.id = ANY(%(ids)s::uuid[])
 _LEXICAL = """(SELECT m.id FROM memories_memory m
       WHERE m.owner_id = %(owner)s AND m.search_vector @@ %(any_term)s::tsquery
         AND m.recorded_at <= %(snapshot)s {required} {filters}
+      ORDER BY m.recorded_at DESC LIMIT %(lexical_max)s)"""
+# The same, among the WALK_RECENT_MAX most recent memories only: the walk's bound when the
+# query's terms are rare in a large tenant (a subquery with a LIMIT is planned on its own, so
+# the walk stops there whatever the terms).
+_LEXICAL_RECENT = """(SELECT m.id FROM (
+        SELECT m.id, m.recorded_at, m.search_vector FROM memories_memory m
+        WHERE m.owner_id = %(owner)s AND m.recorded_at <= %(snapshot)s {filters}
+        ORDER BY m.recorded_at DESC LIMIT %(walk_max)s) m
+      WHERE m.search_vector @@ %(any_term)s::tsquery {required}
       ORDER BY m.recorded_at DESC LIMIT %(lexical_max)s)"""
 # `{distance}` is the cosine distance as the HNSW index can serve it (`m.embedding <=> q`), or
 # as it cannot (`+ 0`: an exact scan of the tenant's own vectors); see _WALK and what follows.
@@ -461,8 +473,9 @@ def _count_tenant(db, params: dict) -> None:
 # one tenant (a search then took seconds where it takes milliseconds with these plans).
 # - Words, in general: walk the tenant's memories newest first until LEXICAL_CANDIDATES match
 #   (memory_owner_recent), cheap when the query's terms are common among them, as the terms of
-#   a question of many words together are. Not a bitmap of the full-text index: its posting
-#   lists hold every tenant's rows, so for a small tenant it reads the whole table's matches.
+#   a question of many words together are; it stops after WALK_RECENT_MAX memories when they
+#   are rare. Not a bitmap of the full-text index: its posting lists hold every tenant's rows,
+#   so for a small tenant it reads the whole table's matches.
 # - Words, a query of few terms in a large tenant: its terms may be rare, and the walk would then
 #   read most of the tenant; the index's bitmap, ANDed with the owner, is bounded by the terms.
 # - Meaning, a large tenant: the HNSW index (a sort of its vectors is the plan to avoid).
@@ -504,14 +517,13 @@ def _ranked(db, text: str, where: str, params: dict) -> list[_Candidate]:
         "required": parsed.required,
     }
     few_terms = len(parsed.terms) <= BITMAP_QUERY_TERMS_MAX
-    ids = _ids(
-        db,
-        _LEXICAL.format(required=required, filters=where),
-        params,
-        # Under row-level security the full-text operator, not being leakproof, cannot be an
-        # index condition, so the bitmap plan does not exist there: always walk.
-        _BITMAP if few_terms and params["large_tenant"] and not tenancy.enabled() else _WALK,
-    )
+    # Under row-level security the full-text operator, not being leakproof, cannot be an index
+    # condition, so the bitmap plan does not exist there: always walk.
+    if few_terms and params["large_tenant"] and not tenancy.enabled():
+        ids = _ids(db, _LEXICAL.format(required=required, filters=where), params, _BITMAP)
+    else:
+        params["walk_max"] = WALK_RECENT_MAX
+        ids = _ids(db, _LEXICAL_RECENT.format(required=required, filters=where), params, _WALK)
     cosine = "NULL::float8"
     if vector is not None:
         params["vector"] = "[" + ",".join(f"{x:.6g}" for x in vector) + "]"

@@ -272,3 +272,26 @@ def test_a_large_tenant_is_searched_with_bounded_plans_before_any_analyze(bulk_l
     # Meaning: the HNSW index, not a sort of the tenant's vectors.
     assert "memory_embedding_current" in json.dumps(meaning)
     assert '"Sort"' not in json.dumps(meaning)
+
+
+def test_the_walk_stops_after_the_most_recent_memories(tenant, monkeypatch, settings):
+    """A question whose words only old memories hold reads a bounded number of memories: past
+    WALK_RECENT_MAX of the most recent ones, a memory is not found by words."""
+    settings.SEARCH_EMBEDDER = "none"
+    old = MemoryFactory(
+        owner=tenant,
+        topic="Zeppelin hangar lease",
+        content="The zeppelin hangar lease renews in March.",
+        recorded_at=timezone.now() - timedelta(days=30),
+    )
+    for n in range(4):
+        MemoryFactory(owner=tenant, topic=f"Recent note {n}", content=f"Unrelated note {n}.")
+    question = (
+        "when does the zeppelin lease renew, who signs it, and what did the landlord say about "
+        "raising the rent next year?"
+    )
+    assert [hit.id for hit in run(tenant, question).hits] == [old.id]
+    monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 4)
+    assert all(hit.id != old.id for hit in run(tenant, question).hits)
+    monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 5)
+    assert [hit.id for hit in run(tenant, question).hits] == [old.id]
