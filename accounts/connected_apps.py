@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlsplit
 
+from django.db import transaction
 from django.db.models import Max, Min, Q
 from django.utils import timezone
 from oauth2_provider.models import (
@@ -54,20 +55,20 @@ def _live_credentials(user, now):
     )
 
 
-def connected_apps_for(*, user) -> list[ConnectedApp]:
+def list_connected_apps(*, user) -> list[ConnectedApp]:
     """Every app holding a live credential for `user`, most recently used first."""
     now = timezone.now()
     access, refresh, grants = _live_credentials(user, now)
-    app_ids = (
-        set(access.values_list("application_id", flat=True))
-        | set(refresh.values_list("application_id", flat=True))
-        | set(grants.values_list("application_id", flat=True))
-    )
-    app_ids.discard(None)
     all_scopes = get_scopes_backend().get_all_scopes()
-    apps = []
-    for application in get_application_model().objects.filter(pk__in=app_ids).order_by("name"):
-        apps.append(_describe(user, application, now, all_scopes))
+    with transaction.atomic():
+        app_ids = (
+            set(access.values_list("application_id", flat=True))
+            | set(refresh.values_list("application_id", flat=True))
+            | set(grants.values_list("application_id", flat=True))
+        )
+        app_ids.discard(None)
+        applications = get_application_model().objects.filter(pk__in=app_ids).order_by("name")
+        apps = [_describe(user, application, now, all_scopes) for application in applications]
     return sorted(
         apps, key=lambda app: (app.last_used is not None, app.last_used or now), reverse=True
     )

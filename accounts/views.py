@@ -15,7 +15,7 @@ from django.urls import reverse_lazy
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from accounts.connected_apps import connected_apps_for, revoke_app_access
+from accounts.connected_apps import list_connected_apps, revoke_app_access
 from accounts.erasure import erase_account
 from accounts.export import export_memories_json
 from accounts.forms import (
@@ -106,7 +106,7 @@ def connected_apps(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "accounts/connected_apps.html",
-        {"apps": connected_apps_for(user=request.user), "nav": "apps"},
+        {"apps": list_connected_apps(user=request.user), "nav": "apps"},
     )
 
 
@@ -116,7 +116,7 @@ def revoke_app(request: HttpRequest, pk: int) -> HttpResponse:
     # Only an app connected to me: any other id is a 404, so ids of other people's apps tell
     # nothing.
     connected = {
-        app.application.pk: app.application for app in connected_apps_for(user=request.user)
+        app.application.pk: app.application for app in list_connected_apps(user=request.user)
     }
     application = connected.get(pk)
     if application is None:

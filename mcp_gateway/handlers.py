@@ -48,7 +48,7 @@ _lag_tolerant_db = sync_to_async(
 
 async def remember(principal: Principal, args: dict) -> dict:
     memory, proposals = await _db(
-        threads.remember_and_propose,
+        threads.record_memory_with_proposals,
         owner=_owner(principal),
         memory_type=args["memoryType"],
         topic=args["topic"],
@@ -111,7 +111,7 @@ _REVISE_OPTIONAL = {
 
 async def revise(principal: Principal, args: dict) -> dict:
     memory = await _db(
-        threads.revise_and_inherit,
+        threads.revise_memory_in_threads,
         owner=_owner(principal),
         predecessor_id=args["predecessorId"],
         content=args["content"],
@@ -178,7 +178,7 @@ def _thread_name(args: dict, action: str) -> str:
 def _list(owner: AbstractBaseUser, args: dict) -> dict:
     return {
         "threads": [serializers.thread(t) for t in threads.list_threads(owner=owner)],
-        "proposals": [serializers.proposal(p) for p in threads.open_proposals(owner=owner)],
+        "proposals": [serializers.proposal(p) for p in threads.list_open_proposals(owner=owner)],
     }
 
 
@@ -195,38 +195,42 @@ def _rename(owner: AbstractBaseUser, args: dict) -> dict:
 
 
 def _pin(owner: AbstractBaseUser, args: dict) -> dict:
-    thread = threads.set_pinned(owner=owner, name=_thread_name(args, "pin"), pinned=True)
+    thread = threads.pin_thread(owner=owner, name=_thread_name(args, "pin"), pinned=True)
     return {"thread": serializers.thread(thread)}
 
 
 def _unpin(owner: AbstractBaseUser, args: dict) -> dict:
-    thread = threads.set_pinned(owner=owner, name=_thread_name(args, "unpin"), pinned=False)
+    thread = threads.pin_thread(owner=owner, name=_thread_name(args, "unpin"), pinned=False)
     return {"thread": serializers.thread(thread)}
 
 
 def _add_members(owner: AbstractBaseUser, args: dict) -> dict:
     name = _thread_name(args, "add_members")
     _require(args, "add_members", "memoryIds")
-    thread = threads.add_members(owner=owner, name=name, memory_ids=args["memoryIds"])
+    thread = threads.add_thread_members(owner=owner, name=name, memory_ids=args["memoryIds"])
     return {"thread": serializers.thread(thread)}
 
 
 def _remove_members(owner: AbstractBaseUser, args: dict) -> dict:
     name = _thread_name(args, "remove_members")
     _require(args, "remove_members", "memoryIds")
-    thread = threads.remove_members(owner=owner, name=name, memory_ids=args["memoryIds"])
+    thread = threads.remove_thread_members(owner=owner, name=name, memory_ids=args["memoryIds"])
     return {"thread": serializers.thread(thread)}
 
 
 def _accept_proposal(owner: AbstractBaseUser, args: dict) -> dict:
     _require(args, "accept_proposal", "proposalId")
-    membership = threads.decide_proposal(owner=owner, proposal_id=args["proposalId"], accept=True)
+    membership = threads.decide_thread_proposal(
+        owner=owner, proposal_id=args["proposalId"], accept=True
+    )
     return {"proposal": serializers.decided_proposal(membership)}
 
 
 def _reject_proposal(owner: AbstractBaseUser, args: dict) -> dict:
     _require(args, "reject_proposal", "proposalId")
-    membership = threads.decide_proposal(owner=owner, proposal_id=args["proposalId"], accept=False)
+    membership = threads.decide_thread_proposal(
+        owner=owner, proposal_id=args["proposalId"], accept=False
+    )
     return {"proposal": serializers.decided_proposal(membership)}
 
 

@@ -184,7 +184,7 @@ def _new_memory(
     )
 
 
-def remember(
+def record_memory(
     *,
     owner,
     memory_type: object,

@@ -90,7 +90,7 @@ def rename_thread(*, owner, name: object, new_name: object) -> Thread:
         return thread
 
 
-def set_pinned(*, owner, name: object, pinned: bool) -> Thread:
+def pin_thread(*, owner, name: object, pinned: bool) -> Thread:
     with transaction.atomic():
         thread = _thread(owner, name, lock=True)
         if thread.pinned != pinned:
@@ -99,7 +99,7 @@ def set_pinned(*, owner, name: object, pinned: bool) -> Thread:
         return thread
 
 
-def add_members(*, owner, name: object, memory_ids: Sequence[object]) -> Thread:
+def add_thread_members(*, owner, name: object, memory_ids: Sequence[object]) -> Thread:
     """Make memories members (accepting any open proposal for them). Idempotent."""
     with transaction.atomic():
         thread = _thread(owner, name, lock=True)
@@ -113,7 +113,7 @@ def add_members(*, owner, name: object, memory_ids: Sequence[object]) -> Thread:
         return thread
 
 
-def remove_members(*, owner, name: object, memory_ids: Sequence[object]) -> Thread:
+def remove_thread_members(*, owner, name: object, memory_ids: Sequence[object]) -> Thread:
     """Take memories out of a thread. The row is kept as `rejected`, so the server does not
     propose them again."""
     with transaction.atomic():
@@ -125,7 +125,7 @@ def remove_members(*, owner, name: object, memory_ids: Sequence[object]) -> Thre
         return thread
 
 
-def decide_proposal(*, owner, proposal_id: object, accept: bool) -> ThreadMembership:
+def decide_thread_proposal(*, owner, proposal_id: object, accept: bool) -> ThreadMembership:
     """Accept or reject an open proposal. A decided, unknown or foreign id is NotFound."""
     parsed = services.parse_memory_id(proposal_id)
     with transaction.atomic():
@@ -153,7 +153,7 @@ def list_threads(*, owner) -> list[Thread]:
     )
 
 
-def open_proposals(*, owner, limit: int = LIST_MAX) -> list[Proposal]:
+def list_open_proposals(*, owner, limit: int = LIST_MAX) -> list[Proposal]:
     rows = (
         ThreadMembership.objects.filter(
             owner=owner,
@@ -166,75 +166,78 @@ def open_proposals(*, owner, limit: int = LIST_MAX) -> list[Proposal]:
     return [Proposal(*row) for row in rows]
 
 
-def propose_memberships(memory: Memory) -> list[Proposal]:
+def propose_thread_memberships(*, memory: Memory) -> list[Proposal]:
     """Propose `memory` for the threads it plausibly belongs to: a thread with a current member
     in the same project whose topic is similar (pg_trgm), among the tenant's
     PROPOSAL_MEMBERS_COMPARED most recently added members. One statement; a thread that already
-    has any membership row for this memory is skipped (so rejections stick)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            INSERT INTO memories_threadmembership
-                (id, owner_id, thread_id, memory_id, state, similarity, created_at)
-            SELECT gen_random_uuid(), %(owner)s, best.thread_id, %(memory)s, 'proposed',
-                   best.sim, now()
-            FROM (
-                SELECT recent.thread_id, max(similarity(recent.topic, %(topic)s)) AS sim
+    has any membership row for this memory is skipped (so rejections stick). Inside a caller's
+    transaction it is part of that one (no savepoint of its own)."""
+    with transaction.atomic(savepoint=False):
+        with connection.cursor() as cursor:
+            cursor.execute(
+                """
+                INSERT INTO memories_threadmembership
+                    (id, owner_id, thread_id, memory_id, state, similarity, created_at)
+                SELECT gen_random_uuid(), %(owner)s, best.thread_id, %(memory)s, 'proposed',
+                       best.sim, now()
                 FROM (
-                    -- Bounded work per write: only the most recently added members are
-                    -- compared, chosen from the small membership rows before any memory row
-                    -- is read.
-                    SELECT added.thread_id, m.topic
+                    SELECT recent.thread_id, max(similarity(recent.topic, %(topic)s)) AS sim
                     FROM (
-                        SELECT ms.thread_id, ms.memory_id
-                        FROM memories_threadmembership ms
-                        WHERE ms.owner_id = %(owner)s AND ms.state = 'member'
-                        ORDER BY ms.decided_at DESC
-                        LIMIT %(members)s
-                    ) added
-                    JOIN memories_memory m
-                      ON m.owner_id = %(owner)s AND m.id = added.memory_id
-                    WHERE m.valid_to IS NULL AND m.project IS NOT DISTINCT FROM %(project)s
-                ) recent
-                WHERE similarity(recent.topic, %(topic)s) >= %(floor)s
-                GROUP BY recent.thread_id
-                ORDER BY sim DESC
-                LIMIT %(limit)s
-            ) best
-            WHERE NOT EXISTS (
-                SELECT 1 FROM memories_threadmembership done
-                WHERE done.owner_id = %(owner)s AND done.thread_id = best.thread_id
-                  AND done.memory_id = %(memory)s
+                        -- Bounded work per write: only the most recently added members are
+                        -- compared, chosen from the small membership rows before any memory row
+                        -- is read.
+                        SELECT added.thread_id, m.topic
+                        FROM (
+                            SELECT ms.thread_id, ms.memory_id
+                            FROM memories_threadmembership ms
+                            WHERE ms.owner_id = %(owner)s AND ms.state = 'member'
+                            ORDER BY ms.decided_at DESC
+                            LIMIT %(members)s
+                        ) added
+                        JOIN memories_memory m
+                          ON m.owner_id = %(owner)s AND m.id = added.memory_id
+                        WHERE m.valid_to IS NULL AND m.project IS NOT DISTINCT FROM %(project)s
+                    ) recent
+                    WHERE similarity(recent.topic, %(topic)s) >= %(floor)s
+                    GROUP BY recent.thread_id
+                    ORDER BY sim DESC
+                    LIMIT %(limit)s
+                ) best
+                WHERE NOT EXISTS (
+                    SELECT 1 FROM memories_threadmembership done
+                    WHERE done.owner_id = %(owner)s AND done.thread_id = best.thread_id
+                      AND done.memory_id = %(memory)s
+                )
+                RETURNING id, thread_id, similarity
+                """,
+                {
+                    "memory": memory.id,
+                    "topic": memory.topic,
+                    "owner": memory.owner_id,
+                    "project": memory.project,
+                    "floor": PROPOSAL_TOPIC_SIMILARITY,
+                    "limit": PROPOSALS_PER_MEMORY_MAX,
+                    "members": PROPOSAL_MEMBERS_COMPARED,
+                },
             )
-            RETURNING id, thread_id, similarity
-            """,
-            {
-                "memory": memory.id,
-                "topic": memory.topic,
-                "owner": memory.owner_id,
-                "project": memory.project,
-                "floor": PROPOSAL_TOPIC_SIMILARITY,
-                "limit": PROPOSALS_PER_MEMORY_MAX,
-                "members": PROPOSAL_MEMBERS_COMPARED,
-            },
-        )
-        rows = cursor.fetchall()
-    threads = Thread.objects.filter(owner_id=memory.owner_id, id__in=[row[1] for row in rows])
-    names = dict(threads.values_list("id", "name"))
+            rows = cursor.fetchall()
+        threads = Thread.objects.filter(owner_id=memory.owner_id, id__in=[row[1] for row in rows])
+        names = dict(threads.values_list("id", "name"))
     return [
         Proposal(id=row[0], thread=names[row[1]], memory_id=memory.id, similarity=round(row[2], 3))
         for row in rows
     ]
 
 
-def remember_and_propose(*, owner, **fields) -> tuple[Memory, list[Proposal]]:
-    """`services.remember`, then membership proposals for the new memory, in one transaction."""
+def record_memory_with_proposals(*, owner, **fields) -> tuple[Memory, list[Proposal]]:
+    """`services.record_memory`, then membership proposals for the new memory, in one
+    transaction."""
     with transaction.atomic():
-        memory = services.remember(owner=owner, **fields)
-        return memory, propose_memberships(memory)
+        memory = services.record_memory(owner=owner, **fields)
+        return memory, propose_thread_memberships(memory=memory)
 
 
-def revise_and_inherit(*, owner, predecessor_id: object, **fields) -> Memory:
+def revise_memory_in_threads(*, owner, predecessor_id: object, **fields) -> Memory:
     """`services.revise_memory`; the successor joins every thread its predecessor was a member
     of (the same memory, revised, stays in its threads), in the same transaction."""
     with transaction.atomic():

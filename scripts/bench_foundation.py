@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Foundation figures, printed as a table:
 
-- remember and revise latency with 1,000,000 memories in the table (target p95 < 5 ms each);
+- record_memory and revise_memory latency (the services behind the `remember` and `revise` tools)
+  with 1,000,000 memories in the table (target p95 < 5 ms each);
 - erasing an account that holds 100,000 memories, in one transaction (target < 10 s).
 
 Runs in a separate database (`threengram_bench`, created and migrated on first use, reused after)
@@ -132,7 +133,7 @@ def main() -> None:
     from accounts.erasure import erase_account
     from accounts.models import User
     from memories.models import Memory
-    from memories.services import remember, revise_memory
+    from memories.services import record_memory, revise_memory
 
     call_command("migrate", verbosity=0)
     seed(args.memories, args.big_tenant, args.tenants)
@@ -143,7 +144,7 @@ def main() -> None:
     rows = [
         time_calls(
             "remember",
-            lambda i: remember(
+            lambda i: record_memory(
                 owner=writer, memory_type="note", topic="bench", content=f"r {run} {i}"
             ),
             args.samples,

@@ -36,11 +36,11 @@ def load_dataset() -> dict:
 
 def store_dataset(owner, dataset: dict) -> dict[str, str]:
     """Remember every memory and apply the revisions in order; the id of each key."""
-    from memories.services import remember, revise_memory
+    from memories.services import record_memory, revise_memory
 
     ids: dict[str, str] = {}
     for item in dataset["memories"]:
-        memory = remember(
+        memory = record_memory(
             owner=owner,
             memory_type=item["memory_type"],
             topic=item["topic"],

@@ -58,8 +58,8 @@ class MemoryFactory(factory.django.DjangoModelFactory):
     )
 
     class Params:
-        # With the vector `remember` stores with the row; without it, a row from before semantic
-        # search (or stored while SEARCH_EMBEDDER was none).
+        # With the vector `record_memory` stores with the row; without it, a row from before
+        # semantic search (or stored while SEARCH_EMBEDDER was none).
         embedded = factory.Trait(embedding=factory.LazyAttribute(embed))
 
 

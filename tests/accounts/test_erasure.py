@@ -15,8 +15,8 @@ from accounts import erasure
 from accounts.erasure import erase_account
 from accounts.models import ErasureRecord
 from memories.models import Memory, Thread, ThreadMembership
-from memories.services import remember, revise_memory
-from memories.threads import add_members, create_thread
+from memories.services import record_memory, revise_memory
+from memories.threads import add_thread_members, create_thread
 from tests.factories import AccessTokenFactory, GrantFactory, MemoryFactory, RefreshTokenFactory
 
 AccessToken = get_access_token_model()
@@ -26,7 +26,7 @@ Grant = get_grant_model()
 
 @pytest.fixture
 def populated(tenant):
-    first = remember(
+    first = record_memory(
         owner=tenant,
         memory_type="decision",
         topic="secret plan",
@@ -36,9 +36,9 @@ def populated(tenant):
         scope="work",
     )
     revise_memory(owner=tenant, predecessor_id=first.id, content="Buy ACME in Q3")
-    call = remember(owner=tenant, memory_type="commitment", topic="call", content="Call Alice")
+    call = record_memory(owner=tenant, memory_type="commitment", topic="call", content="Call Alice")
     create_thread(owner=tenant, name="Falcon deal")
-    add_members(owner=tenant, name="Falcon deal", memory_ids=[call.id])
+    add_thread_members(owner=tenant, name="Falcon deal", memory_ids=[call.id])
     create_thread(owner=tenant, name="Alice follow-ups", pinned=True)
     AccessTokenFactory(user=tenant)
     RefreshTokenFactory(user=tenant)
@@ -182,7 +182,7 @@ def test_an_erased_account_cannot_write_again(populated):
     erase_account(user=populated)
     populated.refresh_from_db()
     with pytest.raises(Exception, match="account_inactive"):
-        remember(owner=populated, memory_type="note", topic="t", content="back from the dead")
+        record_memory(owner=populated, memory_type="note", topic="t", content="back from the dead")
 
 
 class TestCommand:

@@ -7,7 +7,7 @@ from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_grant_model, get_refresh_token_model
 from oauth2_provider.oauth2_validators import OAuth2Validator
 
-from accounts.connected_apps import connected_apps_for, revoke_app_access
+from accounts.connected_apps import list_connected_apps, revoke_app_access
 from tests.factories import (
     AccessTokenFactory,
     ApplicationFactory,
@@ -59,7 +59,7 @@ def test_only_apps_with_a_live_credential_are_listed(tenant):
     )
     mid_consent = ApplicationFactory(name="mid-consent")
     GrantFactory(user=tenant, application=mid_consent)
-    listed = {connected.application.name for connected in connected_apps_for(user=tenant)}
+    listed = {connected.application.name for connected in list_connected_apps(user=tenant)}
     assert listed == {"refreshable", "mid-consent"}
 
 
@@ -70,7 +70,7 @@ def test_first_authorized_survives_refresh_token_rotation(tenant, app):
         revoked=timezone.now(), created=timezone.now() - timezone.timedelta(days=9)
     )
     rotated = RefreshTokenFactory(user=tenant, application=app, token_family=family)
-    (connected,) = connected_apps_for(user=tenant)
+    (connected,) = list_connected_apps(user=tenant)
     consent.refresh_from_db()
     assert connected.first_authorized == consent.created
     assert connected.last_used == rotated.access_token.created

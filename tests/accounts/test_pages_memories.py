@@ -10,17 +10,21 @@ from django.utils import timezone
 
 from accounts import export
 from memories.models import MembershipState, Thread, ThreadMembership
-from memories.services import archive_memory, remember, revise_memory
+from memories.services import archive_memory, record_memory, revise_memory
 from tests.factories import MemoryFactory
 
 
 @pytest.fixture
 def history(tenant):
     """A memory revised twice (a chain of three) and an archived one."""
-    first = remember(owner=tenant, memory_type="decision", topic="database", content="Use SQLite")
+    first = record_memory(
+        owner=tenant, memory_type="decision", topic="database", content="Use SQLite"
+    )
     second = revise_memory(owner=tenant, predecessor_id=first.id, content="Use PostgreSQL 17")
     third = revise_memory(owner=tenant, predecessor_id=second.id, content="Use PostgreSQL 18")
-    archived = remember(owner=tenant, memory_type="note", topic="lunch", content="Pizza on Friday")
+    archived = record_memory(
+        owner=tenant, memory_type="note", topic="lunch", content="Pizza on Friday"
+    )
     archive_memory(owner=tenant, memory_id=archived.id)
     return first, second, third, archived
 
@@ -133,7 +137,8 @@ def test_export_has_every_memory_with_lifecycle_and_links(client, tenant, other_
     assert by_id[str(first.id)]["content"] == "Use SQLite"
     assert by_id[str(first.id)]["uri"] == f"threengram://memory/{first.id}"
     assert document["threads"] == []
-    # The rows carry vectors (remember writes one): derived data, not the tenant's, not exported.
+    # The rows carry vectors (record_memory writes one): derived data, not the tenant's, not
+    # exported.
     assert not any("embedding" in row for row in document["memories"])
 
 

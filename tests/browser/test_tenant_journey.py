@@ -24,7 +24,7 @@ from playwright.sync_api import expect
 from accounts.erasure import erase_account
 from accounts.models import ErasureRecord
 from memories.models import ERASED, Memory
-from memories.services import archive_memory, remember, revise_memory
+from memories.services import archive_memory, record_memory, revise_memory
 from tests.factories import PASSWORD, ApplicationFactory, RefreshTokenFactory, UserFactory
 
 pytestmark = [pytest.mark.browser, pytest.mark.live]
@@ -142,11 +142,11 @@ def test_tenant_journey_and_staff_audit(page, browser, daphne_server, screenshot
     ).exists()
 
     # --- memories: browse, search, history ----------------------------------------------------
-    first = remember(owner=ada, memory_type="decision", topic="database", content="Use SQLite")
+    first = record_memory(owner=ada, memory_type="decision", topic="database", content="Use SQLite")
     revise_memory(owner=ada, predecessor_id=first.id, content="Use PostgreSQL 18")
-    lunch = remember(owner=ada, memory_type="note", topic="lunch", content="Pizza on Friday")
+    lunch = record_memory(owner=ada, memory_type="note", topic="lunch", content="Pizza on Friday")
     archive_memory(owner=ada, memory_id=lunch.id)
-    remember(owner=ada, memory_type="commitment", topic="release", content="Ship v1 by Friday")
+    record_memory(owner=ada, memory_type="commitment", topic="release", content="Ship v1 by Friday")
     page.goto(daphne_server("/memories/"))
     expect(page.get_by_text("Use PostgreSQL 18")).to_be_visible()
     expect(page.get_by_text("Use SQLite")).to_have_count(0)
@@ -209,7 +209,7 @@ def test_tenant_journey_and_staff_audit(page, browser, daphne_server, screenshot
 
 def test_pages_read_well_on_a_phone(browser, daphne_server, screenshots):
     tenant = UserFactory(username="grace")
-    remember(
+    record_memory(
         owner=tenant,
         memory_type="preference",
         topic="code review",

@@ -43,14 +43,14 @@ from django.conf import settings
 from django.utils import timezone
 from oauth2_provider.models import AccessToken
 from accounts.models import User
-from memories.services import remember
+from memories.services import record_memory
 from memories.tenancy import acting_for
 out = []
 for n in range(%d):
     user = User.objects.create_user(username=f"fault{n}", password=secrets.token_urlsafe(12))
     with acting_for(user.pk):  # row-level security is on (production settings)
-        ids = [str(remember(owner=user, memory_type="note", topic="seed",
-                            content=f"seed memory {i} of tenant {n}: deploy review").id)
+        ids = [str(record_memory(owner=user, memory_type="note", topic="seed",
+                                 content=f"seed memory {i} of tenant {n}: deploy review").id)
                for i in range(10)]
     raw = secrets.token_urlsafe(32)
     AccessToken.objects.create(user=user, token=raw, resource=[settings.MCP_RESOURCE_URL],

@@ -7,12 +7,12 @@ import pytest
 
 from memories.errors import InvalidInput
 from memories.models import Memory
-from memories.services import remember
+from memories.services import record_memory
 
 
 def remember_note(owner, **overrides):
     fields = {"memory_type": "note", "topic": "t", "content": "c"} | overrides
-    return remember(owner=owner, **fields)
+    return record_memory(owner=owner, **fields)
 
 
 @pytest.mark.parametrize(

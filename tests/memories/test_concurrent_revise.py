@@ -8,7 +8,7 @@ from django.db import connection
 
 from memories.errors import Conflict, DuplicateMemory
 from memories.models import Memory
-from memories.services import remember, revise_memory
+from memories.services import record_memory, revise_memory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -36,7 +36,7 @@ def race(workers):
 
 @pytest.mark.parametrize("round_", range(5))
 def test_two_concurrent_revisions_give_one_successor_and_one_conflict(tenant, round_):
-    original = remember(owner=tenant, memory_type="decision", topic="db", content="v1")
+    original = record_memory(owner=tenant, memory_type="decision", topic="db", content="v1")
     outcomes = race(
         [
             lambda: revise_memory(owner=tenant, predecessor_id=original.id, content="v2-a"),
@@ -51,7 +51,7 @@ def test_two_concurrent_revisions_give_one_successor_and_one_conflict(tenant, ro
 
 def test_concurrent_identical_remembers_store_one(tenant):
     outcomes = race(
-        [lambda: remember(owner=tenant, memory_type="note", topic="t", content="same")] * 4
+        [lambda: record_memory(owner=tenant, memory_type="note", topic="t", content="same")] * 4
     )
     assert sum(isinstance(o, Memory) for o in outcomes) == 1, outcomes
     assert sum(isinstance(o, DuplicateMemory) for o in outcomes) == 3

@@ -18,7 +18,7 @@ from memories import backfill
 from memories.backfill import IndexState
 from memories.embedding import EMBEDDING_DIMENSIONS, _embedder_for, get_embedder
 from memories.search import clean_filters, search
-from memories.services import remember, revise_memory
+from memories.services import record_memory, revise_memory
 from tests.factories import MemoryFactory, UserFactory, embed
 
 
@@ -65,7 +65,7 @@ def search_embedder(settings):
 
 
 def test_remember_stores_a_unit_vector_of_the_memorys_text(tenant):
-    memory = remember(
+    memory = record_memory(
         owner=tenant,
         memory_type="preference",
         topic="Editor",
@@ -80,7 +80,9 @@ def test_remember_stores_a_unit_vector_of_the_memorys_text(tenant):
 
 
 def test_a_revision_gets_the_vector_of_its_own_text_and_the_old_one_keeps_its_own(tenant):
-    first = remember(owner=tenant, memory_type="fact", topic="Lunch", content="Pizza on Fridays")
+    first = record_memory(
+        owner=tenant, memory_type="fact", topic="Lunch", content="Pizza on Fridays"
+    )
     second = revise_memory(owner=tenant, predecessor_id=first.id, content="Sushi on Thursdays")
     assert stands_for(stored_vector(second), second)
     assert stands_for(stored_vector(first), first)
@@ -277,7 +279,7 @@ def test_with_no_model_memories_are_stored_without_a_vector_and_found_by_words(
     tenant, search_embedder
 ):
     search_embedder("none")
-    memory = remember(
+    memory = record_memory(
         owner=tenant, memory_type="fact", topic="Coffee", content="The café serves espresso"
     )
     assert stored_vector(memory) is None
@@ -309,7 +311,7 @@ def test_a_sentence_transformers_model_from_a_local_folder(tenant, search_embedd
 
     search_embedder(f"sentence-transformers:{tmp_path}")
     assert get_embedder().name == f"sentence-transformers:{tmp_path}"
-    memory = remember(owner=tenant, memory_type="fact", topic="coffee", content="espresso")
+    memory = record_memory(owner=tenant, memory_type="fact", topic="coffee", content="espresso")
     vector = stored_vector(memory)
     assert np.linalg.norm(vector) == pytest.approx(1, abs=1e-5)
     assert vector[:8].any() and not vector[8:].any()
@@ -318,6 +320,6 @@ def test_a_sentence_transformers_model_from_a_local_folder(tenant, search_embedd
 def test_a_memory_whose_text_is_the_erasure_sentinel_gets_no_vector_and_still_moves(tenant):
     from memories.services import archive_memory
 
-    memory = remember(owner=tenant, memory_type="note", topic="odd", content="[erased]")
+    memory = record_memory(owner=tenant, memory_type="note", topic="odd", content="[erased]")
     assert stored_vector(memory) is None
     archive_memory(owner=tenant, memory_id=memory.id)  # the guard lets its lifecycle move

@@ -1,5 +1,5 @@
-"""The lifecycle rules of the append-only Memory: remember, revise, archive, resolve, and the
-tenant boundary on every one of them."""
+"""The lifecycle rules of the append-only Memory: record_memory, revise_memory, archive_memory,
+resolve_commitment, and the tenant boundary on every one of them."""
 
 import uuid
 
@@ -9,7 +9,7 @@ from memories.errors import Conflict, DuplicateMemory, InvalidInput, InvalidTran
 from memories.models import Memory
 from memories.services import (
     archive_memory,
-    remember,
+    record_memory,
     resolve_commitment,
     revise_memory,
 )
@@ -34,7 +34,7 @@ def substance(memory):
 
 class TestRemember:
     def test_stores_a_memory_with_a_uuid7_id(self, tenant):
-        memory = remember(
+        memory = record_memory(
             owner=tenant, memory_type="decision", topic="db", content="Use PostgreSQL"
         )
         assert memory.id.version == 7
@@ -44,47 +44,49 @@ class TestRemember:
 
     def test_ids_are_unique_and_not_sequential(self, tenant):
         ids = [
-            remember(owner=tenant, memory_type="note", topic="t", content=f"n{i}").id
+            record_memory(owner=tenant, memory_type="note", topic="t", content=f"n{i}").id
             for i in range(20)
         ]
         assert len(set(ids)) == 20
         assert len({memory_id.int & ((1 << 62) - 1) for memory_id in ids}) == 20  # random tails
 
     def test_a_commitment_starts_open(self, tenant):
-        memory = remember(
+        memory = record_memory(
             owner=tenant, memory_type="commitment", topic="t", content="Send the report"
         )
         assert memory.commitment_status == "open"
 
     def test_same_live_content_is_a_duplicate(self, tenant):
-        first = remember(owner=tenant, memory_type="note", topic="a", content="Same words")
+        first = record_memory(owner=tenant, memory_type="note", topic="a", content="Same words")
         with pytest.raises(DuplicateMemory) as error:
-            remember(owner=tenant, memory_type="fact", topic="b", content="  Same words ")
+            record_memory(owner=tenant, memory_type="fact", topic="b", content="  Same words ")
         assert error.value.existing_id == first.id
         assert str(error.value).startswith("duplicate_memory:")
         assert Memory.objects.count() == 1
 
     def test_duplicates_are_per_tenant(self, tenant, other_tenant):
-        remember(owner=tenant, memory_type="note", topic="a", content="Same words")
-        remember(owner=other_tenant, memory_type="note", topic="a", content="Same words")
+        record_memory(owner=tenant, memory_type="note", topic="a", content="Same words")
+        record_memory(owner=other_tenant, memory_type="note", topic="a", content="Same words")
         assert Memory.objects.count() == 2
 
     def test_superseded_content_may_be_stored_again(self, tenant):
-        first = remember(owner=tenant, memory_type="note", topic="a", content="v1")
+        first = record_memory(owner=tenant, memory_type="note", topic="a", content="v1")
         revise_memory(owner=tenant, predecessor_id=first.id, content="v2")
-        assert remember(owner=tenant, memory_type="note", topic="a", content="v1").id != first.id
+        assert (
+            record_memory(owner=tenant, memory_type="note", topic="a", content="v1").id != first.id
+        )
 
     def test_an_inactive_account_cannot_write(self, tenant):
         tenant.is_active = False
         tenant.save()
         with pytest.raises(Exception, match="account_inactive"):
-            remember(owner=tenant, memory_type="note", topic="a", content="x")
+            record_memory(owner=tenant, memory_type="note", topic="a", content="x")
         assert not Memory.objects.exists()
 
 
 class TestRevise:
     def test_closes_the_predecessor_and_inserts_a_successor(self, tenant):
-        old = remember(
+        old = record_memory(
             owner=tenant, memory_type="decision", topic="db", content="Use MySQL", tags=["infra"]
         )
         before = substance(old)
@@ -102,27 +104,27 @@ class TestRevise:
         )
 
     def test_given_fields_replace_inherited_ones(self, tenant):
-        old = remember(owner=tenant, memory_type="note", topic="a", content="x", project="p1")
+        old = record_memory(owner=tenant, memory_type="note", topic="a", content="x", project="p1")
         new = revise_memory(
             owner=tenant, predecessor_id=old.id, content="y", topic="b", project=None, tags=["t"]
         )
         assert (new.topic, new.project, new.tags) == ("b", None, ["t"])
 
     def test_revising_a_superseded_memory_is_a_conflict(self, tenant):
-        old = remember(owner=tenant, memory_type="note", topic="a", content="v1")
+        old = record_memory(owner=tenant, memory_type="note", topic="a", content="v1")
         revise_memory(owner=tenant, predecessor_id=old.id, content="v2")
         with pytest.raises(Conflict, match="already superseded"):
             revise_memory(owner=tenant, predecessor_id=old.id, content="v3")
         assert Memory.objects.count() == 2
 
     def test_may_restate_the_predecessors_exact_content(self, tenant):
-        old = remember(owner=tenant, memory_type="note", topic="a", content="same")
+        old = record_memory(owner=tenant, memory_type="note", topic="a", content="same")
         new = revise_memory(owner=tenant, predecessor_id=old.id, content="same", topic="renamed")
         assert new.content == "same"
 
     def test_a_duplicate_of_another_live_memory_changes_nothing(self, tenant):
-        remember(owner=tenant, memory_type="note", topic="a", content="taken")
-        old = remember(owner=tenant, memory_type="note", topic="a", content="mine")
+        record_memory(owner=tenant, memory_type="note", topic="a", content="taken")
+        old = record_memory(owner=tenant, memory_type="note", topic="a", content="mine")
         with pytest.raises(DuplicateMemory):
             revise_memory(owner=tenant, predecessor_id=old.id, content="taken")
         old.refresh_from_db()
@@ -130,20 +132,20 @@ class TestRevise:
         assert Memory.objects.count() == 2
 
     def test_invalid_input_changes_nothing(self, tenant):
-        old = remember(owner=tenant, memory_type="note", topic="a", content="mine")
+        old = record_memory(owner=tenant, memory_type="note", topic="a", content="mine")
         with pytest.raises(InvalidInput):
             revise_memory(owner=tenant, predecessor_id=old.id, content="x" * 2001)
         old.refresh_from_db()
         assert old.valid_to is None
 
     def test_commitment_state_is_carried_to_the_successor(self, tenant):
-        old = remember(owner=tenant, memory_type="commitment", topic="a", content="do it")
+        old = record_memory(owner=tenant, memory_type="commitment", topic="a", content="do it")
         resolve_commitment(owner=tenant, memory_id=old.id, status="waiting")
         new = revise_memory(owner=tenant, predecessor_id=old.id, content="do it by Friday")
         assert new.commitment_status == "waiting"
 
     def test_revising_into_a_commitment_opens_it_and_out_of_one_clears_it(self, tenant):
-        note = remember(owner=tenant, memory_type="note", topic="a", content="maybe")
+        note = record_memory(owner=tenant, memory_type="note", topic="a", content="maybe")
         commitment = revise_memory(
             owner=tenant, predecessor_id=note.id, content="will", memory_type="commitment"
         )
@@ -156,7 +158,7 @@ class TestRevise:
 
 class TestArchive:
     def test_moves_status_only(self, tenant):
-        memory = remember(owner=tenant, memory_type="note", topic="a", content="x")
+        memory = record_memory(owner=tenant, memory_type="note", topic="a", content="x")
         before = substance(memory)
         archive_memory(owner=tenant, memory_id=memory.id)
         memory.refresh_from_db()
@@ -165,7 +167,7 @@ class TestArchive:
         archive_memory(owner=tenant, memory_id=memory.id)  # idempotent
 
     def test_a_superseded_memory_cannot_be_archived(self, tenant):
-        old = remember(owner=tenant, memory_type="note", topic="a", content="v1")
+        old = record_memory(owner=tenant, memory_type="note", topic="a", content="v1")
         revise_memory(owner=tenant, predecessor_id=old.id, content="v2")
         with pytest.raises(Conflict, match="archive its successor"):
             archive_memory(owner=tenant, memory_id=old.id)
@@ -182,7 +184,7 @@ class TestResolve:
         ],
     )
     def test_allowed_transitions(self, tenant, path, final):
-        memory = remember(owner=tenant, memory_type="commitment", topic="a", content="x")
+        memory = record_memory(owner=tenant, memory_type="commitment", topic="a", content="x")
         for status in path:
             resolve_commitment(owner=tenant, memory_id=memory.id, status=status)
         memory.refresh_from_db()
@@ -192,7 +194,7 @@ class TestResolve:
         ("start", "target"), [("resolved", "waiting"), ("expired", "resolved")]
     )
     def test_illegal_transition_names_both_states(self, tenant, start, target):
-        memory = remember(owner=tenant, memory_type="commitment", topic="a", content="x")
+        memory = record_memory(owner=tenant, memory_type="commitment", topic="a", content="x")
         resolve_commitment(owner=tenant, memory_id=memory.id, status=start)
         with pytest.raises(InvalidTransition) as error:
             resolve_commitment(owner=tenant, memory_id=memory.id, status=target)
@@ -201,7 +203,7 @@ class TestResolve:
         assert memory.commitment_status == start
 
     def test_unknown_status_and_non_commitments_are_invalid_input(self, tenant):
-        note = remember(owner=tenant, memory_type="note", topic="a", content="x")
+        note = record_memory(owner=tenant, memory_type="note", topic="a", content="x")
         with pytest.raises(InvalidInput, match="status: must be one of"):
             resolve_commitment(owner=tenant, memory_id=note.id, status="done")
         with pytest.raises(InvalidInput, match="is a note, not a commitment"):

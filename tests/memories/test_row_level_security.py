@@ -31,7 +31,7 @@ def two_tenants(transactional_db):
     for owner in (tenant, other):
         memory = MemoryFactory(owner=owner, content=f"secret of {owner.username}")
         threads.create_thread(owner=owner, name="work")
-        threads.add_members(owner=owner, name="work", memory_ids=[str(memory.id)])
+        threads.add_thread_members(owner=owner, name="work", memory_ids=[str(memory.id)])
     return tenant, other
 
 
@@ -127,7 +127,7 @@ def test_orm_query_that_forgets_the_filter_sees_only_the_tenant(two_tenants, orm
         assert set(Thread.objects.values_list("owner_id", flat=True)) == {tenant.pk}
         assert ThreadMembership.objects.count() == 1
         # The services work as the app role.
-        services.remember(owner=tenant, memory_type="fact", topic="rls", content="new fact")
+        services.record_memory(owner=tenant, memory_type="fact", topic="rls", content="new fact")
         assert Memory.objects.count() == 2
     with tenancy.acting_for(other.pk):
         assert list(Memory.objects.values_list("content", flat=True)) == [
@@ -168,17 +168,17 @@ def test_erasure_works_as_the_app_role(two_tenants, orm_as_app_role):
 
 
 def test_the_write_paths_work_as_the_app_role(two_tenants, orm_as_app_role):
-    """remember (with proposals), revise (its one UPDATE … RETURNING, and the thread it inherits),
-    archive and the thread listing, each acting for its tenant only."""
+    """record_memory_with_proposals, revise_memory_in_threads (its one UPDATE … RETURNING, and
+    the thread it inherits), archive and the thread listing, each acting for its tenant only."""
     tenant, other = two_tenants
     with tenancy.all_tenants():
         theirs = Memory.objects.get(owner=other)
     with tenancy.acting_for(tenant.pk):
         first = Memory.objects.get()
-        successor = threads.revise_and_inherit(
+        successor = threads.revise_memory_in_threads(
             owner=tenant, predecessor_id=str(first.id), content="revised"
         )
-        memory, _ = threads.remember_and_propose(
+        memory, _ = threads.record_memory_with_proposals(
             owner=tenant, memory_type="note", topic="t", content="new"
         )
         services.archive_memory(owner=tenant, memory_id=memory.id)

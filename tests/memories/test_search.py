@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from memories.errors import InvalidInput, NotFound
 from memories.search import LARGE_TENANT_MIN, TOPIC_SIMILARITY_MIN, clean_filters, search
-from memories.services import archive_memory, remember, revise_memory
+from memories.services import archive_memory, record_memory, revise_memory
 from tests.factories import MemoryFactory
 
 
@@ -31,7 +31,7 @@ def corpus(tenant):
         ("blocker", "Payments", "Stripe webhooks fail signature checks in staging."),
     ]
     return {
-        topic: remember(owner=tenant, memory_type=kind, topic=topic, content=content)
+        topic: record_memory(owner=tenant, memory_type=kind, topic=topic, content=content)
         for kind, topic, content in notes
     }
 
@@ -74,13 +74,13 @@ def test_a_question_in_other_words_finds_the_memory(tenant, corpus):
 
 
 def test_meaning_alone_can_match(tenant):
-    colour = remember(
+    colour = record_memory(
         owner=tenant,
         memory_type="preference",
         topic="Favourite colour",
         content="My favourite colour is blue.",
     )
-    remember(owner=tenant, memory_type="fact", topic="Lunch", content="Soup on Fridays.")
+    record_memory(owner=tenant, memory_type="fact", topic="Lunch", content="Soup on Fridays.")
     # British and American spelling share no stem: only the embedding sees they mean the same.
     hits = run(tenant, "favorite color").hits
     assert [hit.id for hit in hits] == [colour.id]
@@ -155,8 +155,12 @@ def test_as_of_searches_what_was_current_then(tenant, corpus):
 
 
 def test_filters_narrow(tenant, corpus):
-    remember(owner=tenant, memory_type="note", topic="db", content="database index", scope="work")
-    remember(owner=tenant, memory_type="fact", topic="x", content="database size", project="atlas")
+    record_memory(
+        owner=tenant, memory_type="note", topic="db", content="database index", scope="work"
+    )
+    record_memory(
+        owner=tenant, memory_type="fact", topic="x", content="database size", project="atlas"
+    )
     assert {h.memory_type for h in run(tenant, "database", memory_types=["decision"]).hits} == {
         "decision"
     }
@@ -170,11 +174,11 @@ def test_filters_narrow(tenant, corpus):
 
 def test_excerpt_is_cut_at_600_with_an_ellipsis(tenant):
     body = "alpha " + "word " * 300
-    memory = remember(owner=tenant, memory_type="note", topic="long", content=body)
+    memory = record_memory(owner=tenant, memory_type="note", topic="long", content=body)
     [hit] = run(tenant, "alpha").hits
     assert hit.id == memory.id and hit.truncated and hit.content_length == len(body.strip())
     assert len(hit.excerpt) <= 600 and hit.excerpt.endswith("\u2026")
-    short = remember(owner=tenant, memory_type="note", topic="short", content="beta words")
+    short = record_memory(owner=tenant, memory_type="note", topic="short", content="beta words")
     [hit] = run(tenant, "beta").hits
     assert (hit.id, hit.excerpt, hit.truncated) == (short.id, "beta words", False)
 

@@ -8,7 +8,7 @@ from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from memories.models import Memory, Thread, ThreadMembership
-from memories.services import archive_memory, remember
+from memories.services import archive_memory, record_memory
 from memories.threads import create_thread
 from tests.factories import MemoryFactory
 
@@ -139,7 +139,7 @@ def test_a_save_never_moves_a_row_to_another_owner(tenant, other_tenant):
 
 
 def test_rows_round_trip_through_django_serialization(tenant):
-    first = remember(owner=tenant, memory_type="note", topic="t", content="v1")
+    first = record_memory(owner=tenant, memory_type="note", topic="t", content="v1")
     second = Memory.objects.create(
         owner=tenant, memory_type="note", topic="t", content="v2", content_length=2,
         recorded_at=first.recorded_at, predecessor=first,
@@ -154,7 +154,7 @@ def test_unlinking_keeps_the_owner(tenant):
 
 
 def test_a_saved_change_names_the_whole_primary_key(tenant):
-    memory = remember(owner=tenant, memory_type="note", topic="t", content="c")
+    memory = record_memory(owner=tenant, memory_type="note", topic="t", content="c")
     with CaptureQueriesContext(connection) as queries:
         archive_memory(owner=tenant, memory_id=memory.id)
     (update,) = [q["sql"] for q in queries if q["sql"].startswith("UPDATE")]

@@ -10,13 +10,20 @@ from django.utils import timezone
 from accounts.erasure import erase_account
 from memories.errors import AccountInactive
 from memories.models import MembershipState, Memory, ThreadMembership
-from memories.services import remember, revise_memory
-from memories.threads import add_members, create_thread, remember_and_propose, rename_thread
+from memories.services import record_memory, revise_memory
+from memories.threads import (
+    add_thread_members,
+    create_thread,
+    record_memory_with_proposals,
+    rename_thread,
+)
 
 
 def test_due_date_is_fixed_at_insert(tenant):
     due = timezone.now() + timedelta(days=2)
-    memory = remember(owner=tenant, memory_type="commitment", topic="t", content="c", due_at=due)
+    memory = record_memory(
+        owner=tenant, memory_type="commitment", topic="t", content="c", due_at=due
+    )
     with pytest.raises(IntegrityError, match="due_at of memory"), transaction.atomic():
         Memory.objects.filter(pk=memory.pk).update(due_at=due + timedelta(days=1))
 
@@ -36,7 +43,9 @@ def test_only_commitments_have_due_dates_in_the_database(tenant):
 
 def test_revise_carries_the_due_date_while_it_stays_a_commitment(tenant):
     due = timezone.now() + timedelta(days=2)
-    first = remember(owner=tenant, memory_type="commitment", topic="t", content="v1", due_at=due)
+    first = record_memory(
+        owner=tenant, memory_type="commitment", topic="t", content="v1", due_at=due
+    )
     second = revise_memory(owner=tenant, predecessor_id=first.id, content="v2")
     assert second.due_at == due and second.commitment_status == "open"
     later = due + timedelta(days=5)
@@ -47,11 +56,11 @@ def test_revise_carries_the_due_date_while_it_stays_a_commitment(tenant):
 
 
 def test_proposals_stay_proposals_and_rejections_stick(tenant):
-    seed = remember(owner=tenant, memory_type="note", topic="quarterly budget", content="a")
-    add_members(
+    seed = record_memory(owner=tenant, memory_type="note", topic="quarterly budget", content="a")
+    add_thread_members(
         owner=tenant, name=create_thread(owner=tenant, name="budget").name, memory_ids=[seed.id]
     )
-    memory, proposals = remember_and_propose(
+    memory, proposals = record_memory_with_proposals(
         owner=tenant, memory_type="note", topic="quarterly budget review", content="b"
     )
     assert [p.thread for p in proposals] == ["budget"]

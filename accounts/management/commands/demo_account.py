@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand
 
 from memories import tenancy
 from memories.models import Memory
-from memories.services import remember
+from memories.services import record_memory
 
 DEMO_MEMORIES = [
     ("decision", "storage", "We keep memories append-only: revise inserts a successor."),
@@ -34,5 +34,5 @@ class Command(BaseCommand):
         with tenancy.acting_for(user.pk):  # row-level security, when DATABASE_APP_ROLE is set
             if not Memory.objects.owned_by(user).exists():
                 for memory_type, topic, content in DEMO_MEMORIES:
-                    remember(owner=user, memory_type=memory_type, topic=topic, content=content)
+                    record_memory(owner=user, memory_type=memory_type, topic=topic, content=content)
         self.stdout.write(f"demo login: username 'demo', password '{password}'")

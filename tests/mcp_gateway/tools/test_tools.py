@@ -660,7 +660,7 @@ async def test_unexpected_error_is_generic_and_logs_no_content(agent, monkeypatc
     def explode(**kwargs):
         raise RuntimeError(f"boom with {kwargs['content']}")
 
-    monkeypatch.setattr(threads, "remember_and_propose", explode)
+    monkeypatch.setattr(threads, "record_memory_with_proposals", explode)
     text = await fails(
         agent, "remember", {"memoryType": "note", "topic": "t", "content": "TOP SECRET"}
     )
