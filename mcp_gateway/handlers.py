@@ -18,10 +18,9 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from mcp_gateway import serializers
 from mcp_gateway.principal import Principal
 from memories import environment, reading, replica, search, threads
-from memories.briefing import Selector
-from memories.briefing import briefing as build_briefing
+from memories.briefing import Selector, build_briefing
 from memories.handoff import DEFAULT_ITEMS as HANDOFF_DEFAULT_ITEMS
-from memories.handoff import handoff as build_handoff
+from memories.handoff import build_handoff
 from memories.services import archive_memory, resolve_commitment
 
 
@@ -75,7 +74,7 @@ def _search_page(owner_id: int, args: dict) -> search.SearchPage:
         recorded_before=args.get("recordedBefore"),
         as_of=args.get("asOf"),
     )
-    return search.search(
+    return search.search_memories(
         owner_id=owner_id,
         query=args["query"],
         filters=filters,

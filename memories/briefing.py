@@ -161,7 +161,7 @@ class Briefing:
     pinned_thread_count: int
 
 
-def briefing(*, owner_id: int, selector: Selector, mode: str = "brief") -> Briefing:
+def build_briefing(*, owner_id: int, selector: Selector, mode: str = "brief") -> Briefing:
     if mode not in MODES:
         raise InvalidInput("mode", f"must be one of: {', '.join(MODES)}")
     now = timezone.now()

@@ -36,7 +36,7 @@ class Handoff:
     sections: dict[str, Section]
 
 
-def handoff(
+def build_handoff(
     *,
     owner_id: int,
     selector: Selector,

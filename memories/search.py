@@ -388,7 +388,7 @@ def _decode_cursor(cursor: str, fingerprint: str) -> tuple[str, str, datetime, u
     return position
 
 
-def search(
+def search_memories(
     *,
     owner_id: int,
     query: object,

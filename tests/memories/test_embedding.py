@@ -17,7 +17,7 @@ from accounts.erasure import erase_account
 from memories import backfill
 from memories.backfill import IndexState
 from memories.embedding import EMBEDDING_DIMENSIONS, _embedder_for, get_embedder
-from memories.search import clean_filters, search
+from memories.search import clean_filters, search_memories
 from memories.services import record_memory, revise_memory
 from tests.factories import MemoryFactory, UserFactory, embed
 
@@ -283,7 +283,7 @@ def test_with_no_model_memories_are_stored_without_a_vector_and_found_by_words(
         owner=tenant, memory_type="fact", topic="Coffee", content="The café serves espresso"
     )
     assert stored_vector(memory) is None
-    page = search(owner_id=tenant.pk, query="espresso", filters=clean_filters(), limit=5)
+    page = search_memories(owner_id=tenant.pk, query="espresso", filters=clean_filters(), limit=5)
     assert [hit.id for hit in page.hits] == [memory.id]
     assert page.hits[0].matched_by == ("words",)
 

@@ -8,7 +8,7 @@ from django.db import connection
 from django.utils import timezone
 
 from memories.errors import InvalidInput, NotFound
-from memories.search import LARGE_TENANT_MIN, TOPIC_SIMILARITY_MIN, clean_filters, search
+from memories.search import LARGE_TENANT_MIN, TOPIC_SIMILARITY_MIN, clean_filters, search_memories
 from memories.services import archive_memory, record_memory, revise_memory
 from tests.factories import MemoryFactory
 
@@ -16,7 +16,7 @@ from tests.factories import MemoryFactory
 def run(owner, query, **kwargs):
     limit = kwargs.pop("limit", 5)
     cursor = kwargs.pop("cursor", None)
-    return search(
+    return search_memories(
         owner_id=owner.pk, query=query, filters=clean_filters(**kwargs), limit=limit, cursor=cursor
     )
 
