@@ -6,7 +6,7 @@ A window is a fixed interval aligned to multiples of its length; an event counts
 falls in, and a subject past the limit waits until that window ends. The counters live in the
 default cache. With several server processes, configure a shared cache (CACHES) so that every
 process sees the same counts; the local-memory default counts per process (and the /mcp limit,
-counted from the event loop, then counts in `local_counts`, per process as well).
+counted from the event loop, counts per process as well).
 A refusal is HTTP 429 with Retry-After (RFC 6585 §4, RFC 9110 §10.2.3).
 """
 
@@ -18,7 +18,6 @@ import time
 from dataclasses import dataclass, field
 
 from django.core.cache import DEFAULT_CACHE_ALIAS, BaseCache, cache, caches
-from django.core.cache.backends.locmem import LocMemCache
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.http import HttpRequest
@@ -40,7 +39,7 @@ class FixedWindow:
     window: int
     # Where the counters live: Django's default cache, or `event_loop_counter_store()` from
     # async code.
-    store: BaseCache | LocalCounts = field(default_factory=lambda: cache, compare=False, repr=False)
+    store: BaseCache = field(default_factory=lambda: cache, compare=False, repr=False)
 
     def _key(self, subject: str) -> tuple[str, int]:
         now = int(time.time())
@@ -79,73 +78,13 @@ class FixedWindow:
         self.store.delete(self._key(subject)[0])
 
 
-class LocalCounts:
-    """Counters in this process's memory, with the part of Django's cache API that FixedWindow
-    uses (get, incr, add, set, delete, clear).
-
-    What the local-memory cache backend would count (per process, too), without its per-call
-    work that counters do not need: checking the key character by character, pickling every
-    value, keeping an LRU order: work the /mcp hot path, which counts every request, need not pay
-    (docs/performance.md)."""
-
-    SWEEP_AT = 10_000  # entries; expired windows are dropped when a new one would pass this
-
-    def __init__(self) -> None:
-        self._counts: dict[str, tuple[int, float]] = {}  # key -> (count, monotonic expiry)
-        self._lock = threading.Lock()
-
-    def _live(self, key: str, now: float) -> tuple[int, float] | None:
-        entry = self._counts.get(key)
-        return entry if entry is not None and entry[1] > now else None
-
-    def get(self, key: str, default: int | None = None) -> int | None:
-        entry = self._live(key, time.monotonic())
-        return default if entry is None else entry[0]
-
-    def incr(self, key: str, delta: int = 1) -> int:
-        with self._lock:
-            entry = self._live(key, time.monotonic())
-            if entry is None:
-                raise ValueError(f"Key '{key}' not found")  # as Django's backends
-            count = entry[0] + delta
-            self._counts[key] = (count, entry[1])
-            return count
-
-    def add(self, key: str, value: int, timeout: float) -> bool:
-        with self._lock:
-            now = time.monotonic()
-            if self._live(key, now) is not None:
-                return False
-            self._store(key, value, now + timeout, now)
-            return True
-
-    def set(self, key: str, value: int, timeout: float) -> None:
-        with self._lock:
-            now = time.monotonic()
-            self._store(key, value, now + timeout, now)
-
-    def delete(self, key: str) -> None:
-        with self._lock:
-            self._counts.pop(key, None)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._counts.clear()
-
-    def _store(self, key: str, value: int, expiry: float, now: float) -> None:
-        if len(self._counts) >= self.SWEEP_AT:
-            self._counts = {k: entry for k, entry in self._counts.items() if entry[1] > now}
-        self._counts[key] = (value, expiry)
-
-
-local_counts = LocalCounts()
 _event_loop_caches = threading.local()
 _caches_generation = 0  # bumped when CACHES changes (tests): every thread then builds anew
 
 
-def event_loop_counter_store() -> BaseCache | LocalCounts:
-    """Where code on an event loop counts: `local_counts` when the default cache is the
-    per-process local-memory one, else that cache's backend, one instance per thread.
+def event_loop_counter_store() -> BaseCache:
+    """Where code on an event loop counts: the default cache's backend, one instance per thread
+    (instances of the local-memory backend share their counters within the process).
 
     `django.core.cache.cache` resolves its backend through asgiref's `Local`, which in async code
     keeps one backend per context, and every ASGI request runs in a context of its own: each
@@ -156,8 +95,7 @@ def event_loop_counter_store() -> BaseCache | LocalCounts:
     held = getattr(_event_loop_caches, "held", None)
     if held is None or held[0] != _caches_generation:
         backend = caches.create_connection(DEFAULT_CACHE_ALIAS)
-        store = local_counts if isinstance(backend, LocMemCache) else backend
-        held = _event_loop_caches.held = (_caches_generation, store)
+        held = _event_loop_caches.held = (_caches_generation, backend)
     return held[1]
 
 

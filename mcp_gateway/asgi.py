@@ -14,7 +14,6 @@ Why a router of our own instead of mounting the SDK's Starlette app:
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import logging
 import sys
@@ -23,8 +22,6 @@ from typing import Any, NamedTuple
 
 import mcp_types as types
 from django.conf import settings
-from django.core.signals import setting_changed
-from django.dispatch import receiver
 from django.http.request import split_domain_port, validate_host
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
@@ -74,19 +71,10 @@ def _header(headers: Headers, name: bytes) -> str | None:
 
 def _host_allowed(host: str | None) -> bool:
     """DNS-rebinding protection from the site's own ALLOWED_HOSTS (same rules as Django)."""
-    return bool(host) and _known_host(host)
-
-
-@functools.lru_cache(maxsize=128)  # every request asks, about the same few hosts
-def _known_host(host: str) -> bool:
+    if not host:
+        return False
     domain, _port = split_domain_port(host)
     return bool(domain) and validate_host(domain, settings.ALLOWED_HOSTS)
-
-
-@receiver(setting_changed)
-def _forget_known_hosts(*, setting: str, **kwargs: Any) -> None:
-    if setting == "ALLOWED_HOSTS":
-        _known_host.cache_clear()
 
 
 def _origin_allowed(origin: str | None) -> bool:

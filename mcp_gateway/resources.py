@@ -8,7 +8,6 @@ reason. A read is authorized on every request and goes through the same access g
 
 from __future__ import annotations
 
-import functools
 import json
 
 import mcp_types as types
@@ -64,7 +63,6 @@ def memory_resource_body(memory: MemoryRow) -> str:
     )
 
 
-@functools.lru_cache(maxsize=1024)  # the router and the handler both ask, for the same URI
 def memory_id_in(uri: str) -> str | None:
     """The `{id}` of a URI matching the memory template (not yet validated), else None."""
     match = _TEMPLATE.match(uri)

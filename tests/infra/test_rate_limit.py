@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 import threading
 
-import pytest
 from django.core.cache.backends.dummy import DummyCache
+from django.core.cache.backends.locmem import LocMemCache
 
-from infra.rate_limit import FixedWindow, LocalCounts, event_loop_counter_store, local_counts
+from infra.rate_limit import FixedWindow, event_loop_counter_store
 
 
 class RacingCache:
@@ -65,8 +65,7 @@ def test_requests_on_one_event_loop_share_one_store():
 
     first, second = asyncio.run(two_requests())
     assert first is second
-    # The default cache is the per-process local-memory one: so are these counts.
-    assert first is local_counts
+    assert isinstance(first, LocMemCache)  # the default cache
 
 
 def test_with_a_shared_cache_each_thread_counts_through_its_own_backend_of_it(settings):
@@ -82,29 +81,19 @@ def test_with_a_shared_cache_each_thread_counts_through_its_own_backend_of_it(se
     assert event_loop_counter_store() is here
 
 
-def test_local_counts_limit_each_subject_and_window_and_reset():
-    counts = LocalCounts()
-    window = FixedWindow(name="local", limit=2, window=60, store=counts)
-    assert window.hit("tenant") is None
-    assert window.hit("tenant") is None
-    assert 0 < window.hit("tenant") <= 60  # the third event of the window
-    assert window.retry_after("tenant") is not None
-    assert window.hit("other tenant") is None
+def test_event_loop_threads_share_the_local_memory_counts():
+    """Each thread has its own backend of the local-memory cache, counting in the same process
+    memory: a limit holds across the threads of one process."""
+    window = FixedWindow(name="threads", limit=1, window=60, store=event_loop_counter_store())
     window.reset("tenant")
     assert window.hit("tenant") is None
-    counts.clear()
-    assert window.retry_after("tenant") is None
+    elsewhere = []
 
+    def hit_from_another_thread():
+        other = FixedWindow(name="threads", limit=1, window=60, store=event_loop_counter_store())
+        elsewhere.append(other.hit("tenant"))
 
-def test_local_counts_expire_and_are_swept(monkeypatch):
-    counts = LocalCounts()
-    monkeypatch.setattr(LocalCounts, "SWEEP_AT", 3)
-    counts.add("old", 5, timeout=0)  # expired at once
-    assert counts.get("old", 0) == 0
-    with pytest.raises(ValueError):
-        counts.incr("old")
-    assert counts.add("old", 1, timeout=60)  # a new window may start on an expired key
-    counts.add("gone", 1, timeout=0)
-    counts.add("live", 1, timeout=60)
-    counts.add("new", 1, timeout=60)  # the fourth entry: the expired one is dropped first
-    assert set(counts._counts) == {"old", "live", "new"}
+    thread = threading.Thread(target=hit_from_another_thread)
+    thread.start()
+    thread.join()
+    assert elsewhere[0] is not None  # the second event of the window: over the limit

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import httpx2
 import pytest
+from django.core.cache import cache
 
-from infra.rate_limit import local_counts
 from memories.models import Memory
 from tests.factories import UserFactory
 from tests.mcp_gateway.conftest import (
@@ -28,12 +28,12 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture
 async def http(asgi_app):
-    local_counts.clear()
+    cache.clear()
     async with httpx2.AsyncClient(
         transport=asgi_transport(asgi_app), base_url="http://localhost"
     ) as c:
         yield c
-    local_counts.clear()
+    cache.clear()
 
 
 async def _new_token() -> str:
