@@ -1,7 +1,7 @@
 """Server time of the tools at 1,000,000 memories.
 
     .venv/bin/python scripts/bench_data.py      # once: builds threengram_bench_tools
-    .venv/bin/python scripts/bench_tools.py [--calls 300] [--only search] [--no-analyze]
+    .venv/bin/python scripts/bench_tools.py [--calls 300] [--only search] [--no-analyze] [--rls]
 
 Calls `mcp_gateway.tools.call_tool` in-process, exactly as the MCP server does after auth (schema
 validation, scope check, service, JSON encoding), and times each call. Targets: search p95 <= 25
@@ -15,7 +15,9 @@ Search is timed with short keyword queries (1-2 words) and with questions as age
 embedding of the query or memory (SEARCH_EMBEDDER, wordllama by default); the embedding of a
 question alone is timed as its own row. `--no-analyze` measures the tables as
 `scripts/bench_data.py --no-analyze` left them, without statistics (the VACUUM ANALYZE that
-otherwise starts every run is skipped); `--only TEXT` times only the rows whose label holds it.
+otherwise starts every run is skipped); `--only TEXT` times only the rows whose label holds it;
+`--rls` times the calls under row-level security, as a server with the default settings runs
+them (the corpus is prepared as the owner first).
 """
 
 from __future__ import annotations
@@ -88,17 +90,20 @@ def percentiles(samples: list[float]) -> str:
 
 async def timed(label: str, calls, results: dict) -> None:
     from mcp_gateway.tools import call_tool
+    from memories import tenancy
 
     samples = []
     for principal, name, arguments in calls:
         started = time.perf_counter()
-        result = await call_tool(principal, name, arguments)
+        # The tenant, as the /mcp router sets it (used only under row-level security).
+        with tenancy.acting_for(principal.user_id):
+            result = await call_tool(principal, name, arguments)
         samples.append((time.perf_counter() - started) * 1000)
         assert not result.is_error, result.content[0].text
     results[label] = samples
 
 
-async def main(calls: int, seed: int, only: str | None = None) -> None:
+async def main(calls: int, seed: int, only: str | None = None, rls: bool = False) -> None:
     from asgiref.sync import sync_to_async
     from django.db import connection
 
@@ -263,6 +268,21 @@ async def main(calls: int, seed: int, only: str | None = None) -> None:
     def wanted(label: str) -> bool:
         return only is None or only in label
 
+    total = await Memory.objects.acount()
+
+    if rls:
+        # From here on every ORM connection acts as the application role, as in a server
+        # process with the default settings: row-level security filters each statement.
+        def enter_app_role() -> None:
+            from django.conf import settings
+
+            from memories import tenancy
+
+            settings.DATABASE_APP_ROLE = tenancy.APP_ROLE
+            connection.close()
+
+        await sync_to_async(enter_app_role, thread_sensitive=True)()
+
     results: dict[str, list[float]] = {}
     for who, owner_for in [
         (f"largest tenant ({largest_size:,} memories)", lambda: largest),
@@ -282,7 +302,6 @@ async def main(calls: int, seed: int, only: str | None = None) -> None:
         results["embedding of a question alone (embed_query)"] = await embedding_alone()
     results["baseline | SELECT 1 via the same executor"] = await baseline(largest)
 
-    total = await Memory.objects.acount()
     print(f"{total:,} memories; {calls} calls per row; times in ms (server time, in-process)")
     print(f"{'tenant | call':75s} {'n':>5s} {'p50':>8s} {'p95':>8s} {'p99':>8s} {'max':>8s}")
     for label, samples in results.items():
@@ -300,6 +319,12 @@ if __name__ == "__main__":
         default=True,
         help="--no-analyze: skip the VACUUM ANALYZE that starts a run",
     )
+    parser.add_argument(
+        "--rls",
+        action="store_true",
+        help="time the calls under row-level security (the application role, as the server's "
+        "default settings run them); the corpus is still prepared as the owner",
+    )
     options = parser.parse_args()
     setup(analyze=options.analyze)
-    asyncio.run(main(options.calls, options.seed, options.only))
+    asyncio.run(main(options.calls, options.seed, options.only, options.rls))
