@@ -19,8 +19,12 @@ baseline (the MCP SDK's minimal server) measured in the same run.
    nginx the same N processes serve one address through nginx, configured by deploy/nginx.conf;
    with --proxy nginx+pgbouncer they also reach PostgreSQL through PgBouncer in transaction
    mode, deploy/pgbouncer.ini (scripts/scale_out.py; Debian's packages, installed when
-   missing). --scale-out runs only the mixed traffic, in four set-ups one after the other:
-   1 process direct, N direct, N behind nginx, N behind nginx + PgBouncer.
+   missing); --proxy pgbouncer reaches the processes directly and PostgreSQL through PgBouncer.
+   --scale-out runs only the mixed traffic, its set-ups (by default 1 process direct, N direct,
+   N behind nginx, N behind nginx + PgBouncer) alternating in --rounds rounds, so that a change
+   of host load falls on all of them; it adds the CPU each part (server processes, PostgreSQL,
+   nginx, PgBouncer, the load client) spent per request, and the per-round ratios against N
+   processes direct.
 4. Phases, same load generator (scripts/bench/loadgen.py, raw JSON-RPC on the 2026-07-28 wire):
    minimal server resources/read (the baseline), gateway resources/read only, gateway mixed
    (resources/read, search, get_memories, remember, revise). Then every acknowledged remember and
@@ -37,6 +41,7 @@ import contextlib
 import os
 import secrets
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -208,14 +213,16 @@ def stop(processes: list[subprocess.Popen]) -> None:
 
 
 @contextlib.contextmanager
-def gateway_stack(proxy: str, workers: int, url: str, env: dict, logs: Path):
+def gateway_stack(proxy: str, workers: int, url: str, env: dict, logs: Path, app_dir: Path = ROOT):
     """The gateway's `workers` processes, reached directly (`proxy` "none": client i talks to
-    process i mod N), through nginx ("nginx") or through nginx with PgBouncer between the
-    processes and PostgreSQL ("nginx+pgbouncer"), all configured by deploy/. Yields (server
-    processes, the URLs the clients use)."""
+    process i mod N), through nginx ("nginx"), directly but reaching PostgreSQL through
+    PgBouncer ("pgbouncer"), or through nginx with PgBouncer between the processes and
+    PostgreSQL ("nginx+pgbouncer"), all configured by deploy/. Yields (server processes, the
+    URLs the clients use, {component: root pids} of the parts in front and behind)."""
     with contextlib.ExitStack() as stack:
-        folder = Path(tempfile.mkdtemp(prefix=f"{proxy}-", dir=logs))
-        if proxy == "nginx+pgbouncer":
+        folder = Path(tempfile.mkdtemp(prefix=f"{proxy.replace('+', '-')}-", dir=logs))
+        parts: dict[str, list[int]] = {}
+        if "pgbouncer" in proxy:
             # PgBouncer runs as the database server's user (scripts/scale_out.py).
             logs.chmod(0o755)
             folder.chmod(0o755)
@@ -230,51 +237,207 @@ def gateway_stack(proxy: str, workers: int, url: str, env: dict, logs: Path):
                     {params["user"]: secret},
                 )
             )
+            parts["pgbouncer"] = [bouncer.process.pid]
             env = env | {
                 "DATABASE_URL": bouncer.conninfo(params["dbname"], params["user"], secret),
                 "DATABASE_TRANSACTION_POOLER": "1",
             }
-        processes, urls = start_servers("threengram.asgi:application", workers, env, folder)
+        processes, urls = start_servers(
+            "threengram.asgi:application", workers, env, folder, app_dir
+        )
         stack.callback(stop, processes)
-        if proxy != "none":
+        if proxy.startswith("nginx"):
             ports = [int(u.split(":")[2].split("/")[0]) for u in urls]
             nginx = stack.enter_context(
                 scale_out.running_nginx(free_port(), ports, folder / "nginx")
             )
+            parts["nginx"] = [nginx.process.pid]
             urls = [f"{nginx.url}/mcp"]
-        yield processes, urls
+        yield processes, urls, parts
+
+
+def postmaster_pid(url: str) -> int | None:
+    """The PostgreSQL server's own pid, when it listens on a Unix socket of this machine."""
+    params = conninfo_to_dict(url)
+    host, port = params.get("host", ""), params.get("port", "5432")
+    lock = Path(host) / f".s.PGSQL.{port}.lock"
+    try:
+        return int(lock.read_text().split()[0]) if host.startswith("/") else None
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def tree_pids(pid: int) -> list[int]:
+    pids, stack = [], [pid]
+    while stack:
+        current = stack.pop()
+        pids.append(current)
+        try:
+            for task in Path(f"/proc/{current}/task").iterdir():
+                stack += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return pids
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(roots: list[int], tree: bool = True) -> dict[int, float]:
+    """User + system CPU of each process in the trees under `roots` (Linux /proc), by pid;
+    with `tree` False of the `roots` alone."""
+    times = {}
+    for root in roots:
+        for pid in tree_pids(root) if tree else [root]:
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            times[pid] = (int(fields[11]) + int(fields[12])) / _TICK
+    return times
+
+
+def host_cpu() -> tuple[float, float, float]:
+    """(busy, steal, total) jiffies of the whole machine (/proc/stat)."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    idle = values[3] + values[4]
+    return sum(values) - idle, values[7], sum(values)
+
+
+def loadavg() -> str:
+    return Path("/proc/loadavg").read_text().split()[0]
+
+
+SCALE_OUT_SETUPS = {
+    "direct-1": ("1 process, direct", 1, "none"),
+    "direct": ("{n} processes, direct", None, "none"),
+    "nginx": ("{n} processes behind nginx", None, "nginx"),
+    "pgbouncer": ("{n} processes, direct, PgBouncer", None, "pgbouncer"),
+    "nginx+pgbouncer": ("{n} processes behind nginx + PgBouncer", None, "nginx+pgbouncer"),
+}
+COMPONENTS = ("servers", "postgres", "nginx", "pgbouncer", "load client")
 
 
 def scale_out_figures(args, url: str, tenants: list, env: dict, logs: Path) -> None:
-    """Mixed traffic, same clients and duration, in four set-ups one after the other; a table
-    of each and a summary, every acknowledged write checked after each set-up."""
-    setups = [
-        ("1 process, direct", 1, "none"),
-        (f"{args.workers} processes, direct", args.workers, "none"),
-        (f"{args.workers} processes behind nginx", args.workers, "nginx"),
-        (f"{args.workers} processes behind nginx + PgBouncer", args.workers, "nginx+pgbouncer"),
-    ]
-    output, summary = [], []
-    for title, workers, proxy in setups:
-        print(f"{title} ...", flush=True)
-        with gateway_stack(proxy, workers, url, env, logs) as (processes, urls):
-            mixed = loadgen.run_load(urls, tenants, clients=args.clients, duration=args.duration)
-            result, rss = asyncio.run(measure(mixed, processes))
-        with psycopg.connect(url) as conn:
-            problems = loadgen.verify_acks(conn, result.acks)
-        rows = loadgen.summary_rows(result)
-        output.append(table(title, rows, rss) + f"\nlost or wrong acknowledged writes: "
-                      f"{len(problems)} of {len(result.acks):,}")  # fmt: skip
+    """Mixed traffic, same clients and duration, the set-ups alternating in rounds so that a
+    change of host load falls on all of them alike: per set-up, req/s of each round and their
+    median, p50/p95/p99 per method over all rounds, errors, every acknowledged write checked,
+    and the CPU each component spent per request. The overhead is the median of the per-round
+    ratios of the last set-up against N processes direct (equal process count)."""
+    chosen = [SCALE_OUT_SETUPS[key] for key in args.setups.split(",")]
+    setups = [(title.format(n=args.workers), workers or args.workers, proxy, ROOT)
+              for title, workers, proxy in chosen]  # fmt: skip
+    if args.baseline_tree:
+        tree = args.baseline_tree.resolve()
+        setups += [(f"{title}, {tree.name}", workers, proxy, tree)
+                   for title, workers, proxy, _ in setups]  # fmt: skip
+    postgres = postmaster_pid(url)
+    results = {title: [] for title, *_ in setups}
+    for round_number in range(1, args.rounds + 1):
+        for title, workers, proxy, tree in setups:
+            before_load = loadavg()
+            stack = gateway_stack(proxy, workers, url, env, logs, tree)
+            with stack as (processes, urls, parts):
+                roots = {
+                    "servers": [p.pid for p in processes],
+                    "postgres": [postgres] if postgres else [],
+                    "nginx": parts.get("nginx", []),
+                    "pgbouncer": parts.get("pgbouncer", []),
+                    "load client": [os.getpid()],
+                }
+                alone = {"load client"}  # its children are the parts measured above
+                cpu_before = {n: cpu_seconds(p, n not in alone) for n, p in roots.items()}
+                host_before = host_cpu()
+                mixed = loadgen.run_load(
+                    urls, tenants, clients=args.clients, duration=args.duration
+                )
+                result, rss = asyncio.run(measure(mixed, processes))
+                host_after = host_cpu()
+                cpu_after = {n: cpu_seconds(p, n not in alone) for n, p in roots.items()}
+            with psycopg.connect(url) as conn:
+                problems = loadgen.verify_acks(conn, result.acks)
+            requests = max(len(result.samples), 1)
+            cpu_ms = {
+                name: 1000 * sum(
+                    seconds - cpu_before[name].get(pid, 0.0)
+                    for pid, seconds in cpu_after[name].items()
+                ) / requests
+                for name in roots
+            }  # fmt: skip
+            busy, steal, total = (a - b for a, b in zip(host_after, host_before, strict=True))
+            rps = len(result.samples) / result.seconds
+            results[title].append(
+                {"result": result, "rps": rps, "problems": problems, "rss": rss, "cpu": cpu_ms,
+                 "busy": busy / total, "steal": steal / total,
+                 "load": f"{before_load} → {loadavg()}"}
+            )  # fmt: skip
+            print(
+                f"round {round_number}, {title}: {rps:.0f} req/s, "
+                f"{len(result.errors)} errors, {len(problems)} lost of {len(result.acks):,} "
+                f"acknowledged writes; CPU ms/request "
+                + ", ".join(f"{name} {ms:.2f}" for name, ms in cpu_ms.items())
+                + f"; host busy {busy / total:.0%}, steal {steal / total:.1%}; "
+                f"load average {before_load} → {loadavg()}",
+                flush=True,
+            )
+    output, summary, cpu_lines = [], [], []
+    for title, runs in results.items():
+        merged = loadgen.Result(seconds=sum(run["result"].seconds for run in runs))
+        for run in runs:
+            merged.samples += run["result"].samples
+            merged.acks += run["result"].acks
+        rows = loadgen.summary_rows(merged)
+        lost = sum(len(run["problems"]) for run in runs)
+        output.append(
+            table(f"{title}, {len(runs)} rounds", rows, max(run["rss"] for run in runs))
+            + f"\nlost or wrong acknowledged writes: {lost} of {len(merged.acks):,}"
+        )
         total = rows[-1]
+        per_round = ", ".join(f"{run['rps']:.0f}" for run in runs)
         summary.append(
-            f"| {title} | {total['rps']:.0f} | {total['p50']:.1f} | {total['p95']:.1f} | "
-            f"{total['p99']:.1f} | {total['errors']} | {len(problems)} |"
+            f"| {title} | {statistics.median(run['rps'] for run in runs):.0f} ({per_round}) | "
+            f"{total['p50']:.1f} | {total['p95']:.1f} | {total['p99']:.1f} | "
+            f"{total['errors']} | {lost} |"
+        )
+        cpu_lines.append(
+            f"| {title} | "
+            + " | ".join(
+                f"{statistics.median(run['cpu'][name] for run in runs):.2f}" for name in COMPONENTS
+            )
+            + f" | {statistics.median(run['busy'] for run in runs):.0%} |"
         )
     print("\n\n".join(output))
     print(
-        "\n### summary, mixed traffic\n\n| set-up | req/s | p50 ms | p95 ms | p99 ms | errors | "
-        "lost writes |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n" + "\n".join(summary)
+        "\n### summary, mixed traffic\n\n| set-up | req/s median (per round) | p50 ms | p95 ms | "
+        "p99 ms | errors | lost writes |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+        + "\n".join(summary)
     )
+    print(
+        "\n### CPU ms per request (median of rounds)\n\n| set-up | "
+        + " | ".join(COMPONENTS)
+        + " | host busy |\n| --- |"
+        + " ---: |" * (len(COMPONENTS) + 1)
+        + "\n"
+        + "\n".join(cpu_lines)
+    )
+    references = {tree: title for title, w, p, tree in setups if p == "none" and w == args.workers}
+    for title, _, _, tree in setups:
+        reference = references.get(tree)
+        if reference is None or title == reference:
+            continue
+        ratios = [
+            run["rps"] / base["rps"] - 1
+            for run, base in zip(results[title], results[reference], strict=True)
+        ]
+        print(
+            f"\n{title} against {reference}: median {statistics.median(ratios):+.1%} "
+            f"(per round {', '.join(f'{r:+.1%}' for r in ratios)})"
+        )
+    loads = "; ".join(
+        f"round {i + 1} {runs[0]['load'].split(' → ')[0]} → {runs[-1]['load'].split(' → ')[1]}"
+        for i, runs in enumerate(zip(*results.values(), strict=True))
+    )
+    print(f"\nload average by round: {loads}")
 
 
 def tree_rss_kib(pid: int) -> int:
@@ -336,15 +499,28 @@ def main() -> None:
     parser.add_argument("--fresh", action="store_true", help="regenerate the corpus")
     parser.add_argument(
         "--proxy",
-        choices=["none", "nginx", "nginx+pgbouncer"],
+        choices=["none", "nginx", "pgbouncer", "nginx+pgbouncer"],
         default="none",
         help="the gateway's processes behind deploy/nginx.conf (and deploy/pgbouncer.ini)",
     )
     parser.add_argument(
         "--scale-out",
         action="store_true",
-        help="mixed traffic only: 1 process direct, N direct, N behind nginx, N behind nginx + "
-        "PgBouncer",
+        help="mixed traffic only, the --setups alternating in --rounds rounds of --duration",
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of --scale-out")
+    parser.add_argument(
+        "--baseline-tree",
+        type=Path,
+        help="--scale-out: every set-up again with the servers of this checkout (a git "
+        "worktree of other code), in the same rounds",
+    )
+    parser.add_argument(
+        "--setups",
+        default="direct-1,direct,nginx,nginx+pgbouncer",
+        help="--scale-out set-ups in each round, comma-separated: "
+        + ", ".join(SCALE_OUT_SETUPS)
+        + " (N = --workers)",
     )
     parser.add_argument(
         "--held", action="store_true", help="64 clients x 60 s mixed; exit 1 on any error or loss"
@@ -379,7 +555,7 @@ def main() -> None:
         )
     finally:
         stop(minimal)
-    with gateway_stack(args.proxy, args.workers, url, env, logs) as (gateway, gateway_urls):
+    with gateway_stack(args.proxy, args.workers, url, env, logs) as (gateway, gateway_urls, _):
         read_only = loadgen.run_load(
             gateway_urls,
             tenants,
