@@ -13,10 +13,11 @@ BYPASSRLS, no DELETE or TRUNCATE on memories_memory), every connection switches 
 Where the tenant comes from: `current_tenant`, a context variable set from the verified principal
 only (the MCP router after the token check, `TenantMiddleware` after Django's authentication,
 `acting_for` in services that act for a given account such as erasure). Before every ORM
-statement an execute wrapper makes the connection's `threengram.tenant_id` equal to it (one extra
-`set_config` when it changed; inside a transaction it is re-applied until a statement outside
-one has committed it, so a rolled-back change can never leave a stale tenant in force). The
-gateway's own statements set it transaction-locally (`set_config(..., true)`).
+statement an execute wrapper makes the connection's `threengram.tenant_id` equal to it (a
+`set_config` when it changed, sent in the statement's own message so it costs no round trip;
+inside a transaction it is re-applied until a statement outside one has committed it, so a
+rolled-back change can never leave a stale tenant in force). The gateway's own statements set it
+transaction-locally (`set_config(..., true)`).
 
 The paths past the wall are explicit and narrow: `all_tenants()`, `SET LOCAL ROLE NONE` in a
 transaction, i.e. the session's own (owner) role until that transaction ends, used by the staff
@@ -26,6 +27,7 @@ benchmarks seed their corpora as the owner.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -37,6 +39,7 @@ from django.db.backends.base.base import NO_DB_ALIAS, BaseDatabaseWrapper
 from django.db.backends.signals import connection_created
 from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
+from psycopg.sql import quote
 
 from infra import asyncdb
 
@@ -100,9 +103,43 @@ def all_tenants(using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
             _past_wall.reset(token)
 
 
+# Statements that read or write rows: the tenant setting goes in front of them in the same
+# message (one round trip, see `_in_one_message`). Anything else that needs it (DDL, a
+# maintenance command that may refuse a multi-statement message) gets its own statement first.
+_ROW_STATEMENT = re.compile(r"\s*(\(|(SELECT|INSERT|UPDATE|DELETE|WITH|VALUES)\b)", re.IGNORECASE)
+# Statements that touch no rows of any table: no tenant needed.
+_NO_ROWS = re.compile(r"\s*(SAVEPOINT|RELEASE|ROLLBACK|SET|RESET)\b", re.IGNORECASE)
+
+
+def _in_one_message(
+    execute: Callable, setting: str, sql: Any, params: Any, many: bool, context: dict[str, Any]
+) -> Any:
+    """Run `setting` (a statement with its values inlined) and `sql` as one simple-query message:
+    one round trip, and one transaction (the implicit one of the message, or the one open),
+    so a failure of `sql` undoes `setting` too. Django's cursors bind parameters client-side
+    and send a simple query, which may hold several statements; the cursor is then moved to the
+    result of `sql`, the one its caller reads."""
+    if params is not None:
+        setting = setting.replace("%", "%%")
+    result = execute(f"{setting}; {sql}", params, many, context)
+    context["cursor"].cursor.nextset()
+    return result
+
+
+def _fits_one_message(sql: Any, many: bool, context: dict[str, Any]) -> bool:
+    return (
+        not many
+        and isinstance(sql, str)
+        and _ROW_STATEMENT.match(sql) is not None
+        and not context["connection"].settings_dict["OPTIONS"].get("server_side_binding")
+    )
+
+
 def _apply_tenant(
     execute: Callable, sql: str, params: Any, many: bool, context: dict[str, Any]
 ) -> Any:
+    if isinstance(sql, str) and _NO_ROWS.match(sql):
+        return execute(sql, params, many, context)
     connection = context["connection"]
     if settings.DATABASE_TRANSACTION_POOLER:
         return _apply_in_transaction(execute, sql, params, many, context)
@@ -110,12 +147,20 @@ def _apply_tenant(
     # connection pool one physical session serves many Django connections in turn.
     session = connection.connection
     wanted = tenant_text(current_tenant.get())
-    if getattr(session, "threengram_tenant", None) != wanted:
+    if getattr(session, "threengram_tenant", None) == wanted:
+        return execute(sql, params, many, context)
+    session.threengram_tenant = None  # unknown until the setting is known to have held
+    if _fits_one_message(sql, many, context):
+        setting = f"SELECT set_config('{asyncdb.TENANT_SETTING}', {quote(wanted)}, false)"
+        result = _in_one_message(execute, setting, sql, params, many, context)
+    else:
         with session.cursor() as cursor:  # the raw cursor: no wrapper recursion
             cursor.execute(SET_TENANT_SQL, (wanted, False))
-        # Outside a transaction the change is committed; inside one a rollback would undo it.
-        session.threengram_tenant = None if connection.in_atomic_block else wanted
-    return execute(sql, params, many, context)
+        result = execute(sql, params, many, context)
+    # Outside a transaction the change is committed; inside one a rollback would undo it.
+    if not connection.in_atomic_block:
+        session.threengram_tenant = wanted
+    return result
 
 
 def _apply_in_transaction(
@@ -123,15 +168,24 @@ def _apply_in_transaction(
 ) -> Any:
     """Behind a transaction pooler the session is not ours from one transaction to the next:
     each statement runs in a transaction that sets the role and the tenant for itself
-    (`set_config(…, true)`, undone when it ends), a statement outside one in a transaction of
-    its own. One more round trip per statement; nothing is left on the shared connection."""
+    (`set_config(…, true)`, undone when it ends). A statement that reads or writes rows carries
+    the setting in its own message, whose implicit transaction (outside an atomic block) is the
+    statement's; any other statement outside one runs in a transaction of its own, after the
+    setting. Nothing is left on the shared connection."""
     connection = context["connection"]
     role = "none" if _past_wall.get() else settings.DATABASE_APP_ROLE
+    tenant = tenant_text(current_tenant.get())
+    if _fits_one_message(sql, many, context):
+        setting = (
+            f"SELECT set_config('role', {quote(role)}, true), "
+            f"set_config('{asyncdb.TENANT_SETTING}', {quote(tenant)}, true)"
+        )
+        return _in_one_message(execute, setting, sql, params, many, context)
     if not connection.in_atomic_block:
         with transaction.atomic(using=connection.alias):
             return _apply_in_transaction(execute, sql, params, many, context)
     with connection.connection.cursor() as cursor:  # the raw cursor: no wrapper recursion
-        cursor.execute(SET_LOCAL_ROLE_AND_TENANT_SQL, (role, tenant_text(current_tenant.get())))
+        cursor.execute(SET_LOCAL_ROLE_AND_TENANT_SQL, (role, tenant))
     return execute(sql, params, many, context)
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 from django.core.management import call_command
-from django.db import connection, connections
+from django.db import DatabaseError, connection, connections, transaction
 from django.test import override_settings
 
 from accounts.erasure import erase_account
@@ -246,6 +246,52 @@ def test_no_tenant_survives_a_pooled_connection(two_tenants, orm_as_app_role):
         assert Memory.objects.count() == 1
     connection.close()  # back to the pool, as at the end of a request
     assert Memory.objects.count() == 0
+
+
+def _raw_setting(name: str) -> str:
+    """A setting of the ORM connection's session, read past the tenant wrapper."""
+    with connection.connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting(%s, true)", (name,))
+        return cursor.fetchone()[0] or ""
+
+
+def test_a_failed_statement_carries_its_tenant_setting_away_with_it(two_tenants, orm_as_app_role):
+    """The tenant setting travels in the statement's own message: when the statement fails,
+    the setting is undone with it, and the next statement sets it again."""
+    tenant, other = two_tenants
+    with tenancy.acting_for(tenant.pk):
+        assert Memory.objects.count() == 1
+    with tenancy.acting_for(other.pk):
+        with pytest.raises(DatabaseError), connection.cursor() as cursor:
+            cursor.execute("SELECT 1 / 0 FROM memories_memory")
+        assert _raw_setting(tenancy.asyncdb.TENANT_SETTING) == str(tenant.pk)  # undone
+        assert list(Memory.objects.values_list("owner_id", flat=True)) == [other.pk]
+        with connection.cursor() as cursor:  # the cursor reads the statement's own rows
+            cursor.execute("UPDATE memories_memory SET status = 'archived' WHERE status = 'active'")
+            assert cursor.rowcount == 1
+
+
+def test_behind_a_transaction_pooler_nothing_stays_on_the_session(two_tenants, orm_as_app_role):
+    """With DATABASE_TRANSACTION_POOLER the role and the tenant hold for each statement's own
+    transaction only, outside an atomic block as inside one."""
+    tenant, other = two_tenants
+    with override_settings(DATABASE_TRANSACTION_POOLER=True):
+        connection.ensure_connection()
+        with connection.connection.cursor() as cursor:  # a session in no tenant's name yet
+            cursor.execute(tenancy.SET_TENANT_SQL, ("", False))
+        for owner in (tenant, other):
+            with tenancy.acting_for(owner.pk):
+                assert list(Memory.objects.values_list("owner_id", flat=True)) == [owner.pk]
+                with transaction.atomic():
+                    services.record_memory(owner=owner, memory_type="fact", topic="t", content="x")
+                    assert Memory.objects.count() == 2
+                assert _raw_setting(tenancy.asyncdb.TENANT_SETTING) == ""
+            assert Memory.objects.count() == 0  # no tenant: fail closed
+        with pytest.raises(DatabaseError), connection.cursor() as cursor:
+            cursor.execute("SELECT 1 / 0 FROM memories_memory")
+        with tenancy.all_tenants():
+            assert Memory.objects.count() == 4
+        connections.close_all()
 
 
 OWNERS_SEEN = asyncdb.prepared_statement(
