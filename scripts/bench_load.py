@@ -213,7 +213,15 @@ def stop(processes: list[subprocess.Popen]) -> None:
 
 
 @contextlib.contextmanager
-def gateway_stack(proxy: str, workers: int, url: str, env: dict, logs: Path, app_dir: Path = ROOT):
+def gateway_stack(
+    proxy: str,
+    workers: int,
+    url: str,
+    env: dict,
+    logs: Path,
+    app_dir: Path = ROOT,
+    pool_size: int = 20,
+):
     """The gateway's `workers` processes, reached directly (`proxy` "none": client i talks to
     process i mod N), through nginx ("nginx"), directly but reaching PostgreSQL through
     PgBouncer ("pgbouncer"), or through nginx with PgBouncer between the processes and
@@ -235,6 +243,7 @@ def gateway_stack(proxy: str, workers: int, url: str, env: dict, logs: Path, app
                     int(params.get("port", 5432)),
                     folder / "pgbouncer",
                     {params["user"]: secret},
+                    pool_size,
                 )
             )
             parts["pgbouncer"] = [bouncer.process.pid]
@@ -324,19 +333,23 @@ def scale_out_figures(args, url: str, tenants: list, env: dict, logs: Path) -> N
     median, p50/p95/p99 per method over all rounds, errors, every acknowledged write checked,
     and the CPU each component spent per request. The overhead is the median of the per-round
     ratios of the last set-up against N processes direct (equal process count)."""
-    chosen = [SCALE_OUT_SETUPS[key] for key in args.setups.split(",")]
-    setups = [(title.format(n=args.workers), workers or args.workers, proxy, ROOT)
-              for title, workers, proxy in chosen]  # fmt: skip
+    setups = []
+    for key in args.setups.split(","):
+        # "nginx+pgbouncer:8": PgBouncer's default_pool_size 8 instead of 20
+        name, _, size = key.partition(":")
+        title, workers, proxy = SCALE_OUT_SETUPS[name]
+        title = title.format(n=args.workers) + (f" (pool {size})" if size else "")
+        setups.append((title, workers or args.workers, proxy, ROOT, int(size or 20)))
     if args.baseline_tree:
         tree = args.baseline_tree.resolve()
-        setups += [(f"{title}, {tree.name}", workers, proxy, tree)
-                   for title, workers, proxy, _ in setups]  # fmt: skip
+        setups += [(f"{title}, {tree.name}", workers, proxy, tree, size)
+                   for title, workers, proxy, _, size in setups]  # fmt: skip
     postgres = postmaster_pid(url)
     results = {title: [] for title, *_ in setups}
     for round_number in range(1, args.rounds + 1):
-        for title, workers, proxy, tree in setups:
+        for title, workers, proxy, tree, size in setups:
             before_load = loadavg()
-            stack = gateway_stack(proxy, workers, url, env, logs, tree)
+            stack = gateway_stack(proxy, workers, url, env, logs, tree, size)
             with stack as (processes, urls, parts):
                 roots = {
                     "servers": [p.pid for p in processes],
@@ -520,7 +533,7 @@ def main() -> None:
         default="direct-1,direct,nginx,nginx+pgbouncer",
         help="--scale-out set-ups in each round, comma-separated: "
         + ", ".join(SCALE_OUT_SETUPS)
-        + " (N = --workers)",
+        + " (N = --workers); a PgBouncer set-up may name its pool size (nginx+pgbouncer:8)",
     )
     parser.add_argument(
         "--held", action="store_true", help="64 clients x 60 s mixed; exit 1 on any error or loss"
