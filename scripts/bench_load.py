@@ -433,8 +433,10 @@ def scale_out_figures(args, url: str, tenants: list, env: dict, logs: Path) -> N
         + "\n"
         + "\n".join(cpu_lines)
     )
-    references = {tree: title for title, w, p, tree in setups if p == "none" and w == args.workers}
-    for title, _, _, tree in setups:
+    references = {
+        tree: title for title, w, p, tree, _ in setups if p == "none" and w == args.workers
+    }
+    for title, _, _, tree, _ in setups:
         reference = references.get(tree)
         if reference is None or title == reference:
             continue
