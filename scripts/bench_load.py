@@ -244,6 +244,7 @@ def gateway_stack(
                     folder / "pgbouncer",
                     {params["user"]: secret},
                     pool_size,
+                    app_dir / "deploy",
                 )
             )
             parts["pgbouncer"] = [bouncer.process.pid]
@@ -258,7 +259,7 @@ def gateway_stack(
         if proxy.startswith("nginx"):
             ports = [int(u.split(":")[2].split("/")[0]) for u in urls]
             nginx = stack.enter_context(
-                scale_out.running_nginx(free_port(), ports, folder / "nginx")
+                scale_out.running_nginx(free_port(), ports, folder / "nginx", app_dir / "deploy")
             )
             parts["nginx"] = [nginx.process.pid]
             urls = [f"{nginx.url}/mcp"]
@@ -527,8 +528,8 @@ def main() -> None:
     parser.add_argument(
         "--baseline-tree",
         type=Path,
-        help="--scale-out: every set-up again with the servers of this checkout (a git "
-        "worktree of other code), in the same rounds",
+        help="--scale-out: every set-up again with the servers and the deploy/ files of this "
+        "checkout (a git worktree of other code or configuration), in the same rounds",
     )
     parser.add_argument(
         "--setups",

@@ -67,10 +67,10 @@ def render(template: Path, values: dict[str, str]) -> str:
     return _FIELD.sub(lambda match: values[match[1]], text)
 
 
-def nginx_conf(listen: str, upstreams: list[str], runtime_dir: Path) -> str:
+def nginx_conf(listen: str, upstreams: list[str], runtime_dir: Path, deploy: Path = DEPLOY) -> str:
     servers = "\n".join(f"        server {address};" for address in upstreams)
     return render(
-        DEPLOY / "nginx.conf",
+        deploy / "nginx.conf",
         {"LISTEN": listen, "UPSTREAM_SERVERS": servers, "RUNTIME_DIR": str(runtime_dir)},
     )
 
@@ -123,15 +123,20 @@ class Nginx:
 
 
 @contextmanager
-def running_nginx(port: int, upstream_ports: list[int], runtime_dir: Path) -> Iterator[Nginx]:
-    """deploy/nginx.conf on 127.0.0.1:`port`, in front of the servers on `upstream_ports`."""
+def running_nginx(
+    port: int, upstream_ports: list[int], runtime_dir: Path, deploy: Path = DEPLOY
+) -> Iterator[Nginx]:
+    """deploy/nginx.conf on 127.0.0.1:`port`, in front of the servers on `upstream_ports`
+    (`deploy`: the folder of another checkout's deploy/ files, for a comparison)."""
     binary = ensure_debian_package(NGINX, "nginx")
     runtime_dir.mkdir(parents=True, exist_ok=True)
     # Run as root, nginx's workers switch to an unprivileged user that must reach this folder.
     runtime_dir.chmod(0o755)
     conf = runtime_dir / "nginx.conf"
     conf.write_text(
-        nginx_conf(f"127.0.0.1:{port}", [f"127.0.0.1:{p}" for p in upstream_ports], runtime_dir)
+        nginx_conf(
+            f"127.0.0.1:{port}", [f"127.0.0.1:{p}" for p in upstream_ports], runtime_dir, deploy
+        )
     )
     log = runtime_dir / "error.log"
     command = [binary, "-p", str(runtime_dir), "-c", str(conf), "-e", str(log),
@@ -151,9 +156,10 @@ def pgbouncer_ini(
     server_port: int,
     runtime_dir: Path,
     pool_size: int = 20,
+    deploy: Path = DEPLOY,
 ) -> str:
     return render(
-        DEPLOY / "pgbouncer.ini",
+        deploy / "pgbouncer.ini",
         {
             "LISTEN_ADDR": listen_addr,
             "LISTEN_PORT": str(listen_port),
@@ -191,6 +197,7 @@ def running_pgbouncer(
     runtime_dir: Path,
     users: dict[str, str],
     pool_size: int = 20,
+    deploy: Path = DEPLOY,
 ) -> Iterator[PgBouncer]:
     """deploy/pgbouncer.ini on 127.0.0.1:`port` in front of the PostgreSQL server at
     `server_host` (a host or a Unix-socket folder) and `server_port`, with `pool_size` server
@@ -199,7 +206,7 @@ def running_pgbouncer(
     binary = ensure_debian_package(PGBOUNCER, "pgbouncer")
     runtime_dir.mkdir(parents=True, exist_ok=True)
     (runtime_dir / "pgbouncer.ini").write_text(
-        pgbouncer_ini("127.0.0.1", port, server_host, server_port, runtime_dir, pool_size)
+        pgbouncer_ini("127.0.0.1", port, server_host, server_port, runtime_dir, pool_size, deploy)
     )
     userlist = runtime_dir / "userlist.txt"
     userlist.write_text("".join(f'"{name}" "{secret}"\n' for name, secret in users.items()))
