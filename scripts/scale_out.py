@@ -178,11 +178,20 @@ class PgBouncer:
     runtime_dir: Path
 
     def conninfo(self, dbname: str, user: str, password: str) -> str:
+        """Through the Unix socket when the file configures one (a server process on this
+        host), else through TCP."""
         from psycopg.conninfo import make_conninfo
 
+        host = str(self.socket_dir) if self.socket_dir else "127.0.0.1"
         return make_conninfo(
-            host="127.0.0.1", port=str(self.port), dbname=dbname, user=user, password=password
+            host=host, port=str(self.port), dbname=dbname, user=user, password=password
         )
+
+    @property
+    def socket_dir(self) -> Path | None:
+        text = (self.runtime_dir / "pgbouncer.ini").read_text()
+        found = re.search(r"^unix_socket_dir[ \t]*=[ \t]*(\S*)", text, re.MULTILINE)
+        return Path(found[1]) if found and found[1] else None
 
     def log(self) -> str:
         path = self.runtime_dir / "pgbouncer.log"
