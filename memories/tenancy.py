@@ -33,6 +33,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
+import psycopg
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.backends.base.base import NO_DB_ALIAS, BaseDatabaseWrapper
@@ -127,10 +128,12 @@ def _in_one_message(
 
 
 def _fits_one_message(sql: Any, many: bool, context: dict[str, Any]) -> bool:
+    # Not a named cursor (QuerySet.iterator): PostgreSQL declares it for one statement only.
     return (
         not many
         and isinstance(sql, str)
         and _ROW_STATEMENT.match(sql) is not None
+        and not isinstance(context["cursor"].cursor, psycopg.ServerCursor)
         and not context["connection"].settings_dict["OPTIONS"].get("server_side_binding")
     )
 

@@ -271,6 +271,15 @@ def test_a_failed_statement_carries_its_tenant_setting_away_with_it(two_tenants,
             assert cursor.rowcount == 1
 
 
+def test_a_named_cursor_after_a_tenant_switch(two_tenants, orm_as_app_role):
+    """QuerySet.iterator declares a server-side cursor for one statement: the tenant setting
+    goes before it on its own."""
+    tenant, other = two_tenants
+    for owner in (tenant, other, tenant):
+        with tenancy.acting_for(owner.pk):
+            assert [m.owner_id for m in Memory.objects.iterator(chunk_size=10)] == [owner.pk]
+
+
 def test_behind_a_transaction_pooler_nothing_stays_on_the_session(two_tenants, orm_as_app_role):
     """With DATABASE_TRANSACTION_POOLER the role and the tenant hold for each statement's own
     transaction only, outside an atomic block as inside one."""
