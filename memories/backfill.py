@@ -19,14 +19,16 @@ the tables (`tenancy.as_owner`), past row-level security.
 
 from __future__ import annotations
 
+import contextvars
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 
 import numpy as np
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 
 from memories.embedding import Embedder, memory_text
 from memories.models import ERASED, Memory
@@ -76,12 +78,12 @@ _DECIMALS = 8
 
 @dataclass(frozen=True)
 class Batch:
-    """One batch's outcome: rows visited, rows changed, and the key to continue after (None
-    once no row is left past the starting key)."""
+    """One batch's outcome: rows visited, rows changed, and the last key visited (a run that
+    stops after it resumes past it)."""
 
     visited: int
     changed: int
-    last: Key | None
+    last: Key
 
 
 def count_missing() -> int:
@@ -98,34 +100,71 @@ def count_embedded() -> int:
         return cursor.fetchone()[0]
 
 
-def fill_batch(embedder: Embedder, *, after: Key, size: int) -> Batch:
-    """Embed up to `size` memories missing a vector, the first past `after`, in one model call
-    and one transaction."""
-    with transaction.atomic(), connection.cursor() as cursor:
+def fill(embedder: Embedder, *, size: int) -> Iterator[Batch]:
+    """Embed every memory missing a vector, `size` per model call and per write, in key order;
+    yield each batch's outcome once its write has committed.
+
+    The model embeds the next batch in a thread of its own while this one's UPDATE runs: the
+    database's work and the model's then overlap on a machine with more than one core instead of
+    taking turns. Each batch is still read, embedded and written in that order, so a vector the
+    server writes, or an erasure that commits, between the read and the write is respected by
+    the write (`_FILL`). The worker runs in the caller's context (row-level security's role and
+    tenant are context variables); its database connections, if the model opened any, are
+    closed with it."""
+    context = contextvars.copy_context()
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed") as worker:
+
+        def embedded(rows: list[tuple]) -> Future[list[str]]:
+            return worker.submit(context.copy().run, _vector_literals_of, embedder, rows)
+
+        try:
+            rows = _missing_after(FIRST_KEY, size)
+            pending = embedded(rows) if rows else None
+            while rows and pending is not None:
+                last = (rows[-1][0], rows[-1][1])
+                following = _missing_after(last, size)
+                literals = pending.result()
+                pending = embedded(following) if following else None
+                yield Batch(visited=len(rows), changed=_write(rows, literals), last=last)
+                rows = following
+        finally:
+            worker.submit(connections.close_all).result()
+
+
+def _missing_after(after: Key, size: int) -> list[tuple]:
+    with connection.cursor() as cursor:
         cursor.execute(_NEXT_MISSING, [ERASED, *after, size])
-        rows = cursor.fetchall()
-        if not rows:
-            return Batch(visited=0, changed=0, last=None)
-        vectors = embedder.embed(
-            [
-                memory_text(topic=topic, content=content, tags=tags, project=project)
-                for _, _, topic, content, tags, project in rows
-            ]
-        )
-        cursor.execute(
-            _FILL,
-            [[row[0] for row in rows], [row[1] for row in rows], vector_literals(vectors), ERASED],
-        )
-        changed = cursor.rowcount
-    return Batch(visited=len(rows), changed=changed, last=(rows[-1][0], rows[-1][1]))
+        return cursor.fetchall()
 
 
-def clear_batch(*, after: Key, size: int) -> Batch:
-    """Clear the vectors of up to `size` memories, the first past `after`, in one statement."""
+def _vector_literals_of(embedder: Embedder, rows: list[tuple]) -> list[str]:
+    texts = [
+        memory_text(topic=topic, content=content, tags=tags, project=project)
+        for _, _, topic, content, tags, project in rows
+    ]
+    return vector_literals(embedder.embed(texts))
+
+
+def _write(rows: list[tuple], literals: list[str]) -> int:
+    """Write each row's vector where the column is still empty; the rows changed."""
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(_CLEAR, [*after, size])
-        keys = cursor.fetchall()
-    return Batch(visited=len(keys), changed=len(keys), last=max(keys) if keys else None)
+        cursor.execute(
+            _FILL, [[row[0] for row in rows], [row[1] for row in rows], literals, ERASED]
+        )
+        return cursor.rowcount
+
+
+def clear(*, size: int) -> Iterator[Batch]:
+    """Clear every vector, `size` per statement, in key order; yield each batch's outcome."""
+    after = FIRST_KEY
+    while True:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(_CLEAR, [*after, size])
+            keys = cursor.fetchall()
+        if not keys:
+            return
+        after = max(keys)
+        yield Batch(visited=len(keys), changed=len(keys), last=after)
 
 
 def vector_literals(vectors: np.ndarray) -> list[str]:

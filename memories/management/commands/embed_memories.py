@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
@@ -119,11 +119,7 @@ class Command(BaseCommand):
             self.stdout.write(f"dropping the index {backfill.VECTOR_INDEX.name} for the fill")
             backfill.drop_vector_index()
         if reembed:
-            _, cleared = self._run(
-                lambda after: backfill.clear_batch(after=after, size=batch_size),
-                total=None,
-                verb="cleared",
-            )
+            _, cleared = self._run(backfill.clear(size=batch_size), total=None, verb="cleared")
             self.stdout.write(f"cleared {_count(cleared, 'vector')}; embedding every memory again")
             missing = backfill.count_missing()
         if missing:
@@ -139,9 +135,7 @@ class Command(BaseCommand):
     def _fill(self, embedder: Embedder, missing: int, batch_size: int) -> None:
         started = time.perf_counter()
         visited, done = self._run(
-            lambda after: backfill.fill_batch(embedder, after=after, size=batch_size),
-            total=missing,
-            verb="embedded",
+            backfill.fill(embedder, size=batch_size), total=missing, verb="embedded"
         )
         seconds = time.perf_counter() - started
         self.stdout.write(
@@ -156,13 +150,12 @@ class Command(BaseCommand):
             self.stdout.write(f"kept {kept} the server wrote meanwhile")
 
     def _run(
-        self, step: Callable[[backfill.Key], backfill.Batch], *, total: int | None, verb: str
+        self, batches: Iterable[backfill.Batch], *, total: int | None, verb: str
     ) -> tuple[int, int]:
-        """Run `step` batch after batch from the first key; rows visited and rows changed."""
-        after, visited, changed, reported = backfill.FIRST_KEY, 0, 0, 0
+        """Run the batches, reporting progress; rows visited and rows changed."""
+        visited, changed, reported = 0, 0, 0
         started = last_report = time.perf_counter()
-        while (batch := step(after)).last is not None:
-            after = batch.last
+        for batch in batches:
             visited += batch.visited
             changed += batch.changed
             now = time.perf_counter()
