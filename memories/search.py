@@ -67,6 +67,12 @@ CURSOR_MAX = 512
 # and the nearest by meaning.
 LEXICAL_CANDIDATES = 300
 SEMANTIC_CANDIDATES = 50
+# A nearest-neighbour search through the HNSW index visits at most this many index entries (every
+# tenant's, nearest first) to find SEMANTIC_CANDIDATES of the tenant that pass the filters: a
+# tenant's share of the table times this is about how many it can find. A type or project filter
+# that leaves a large tenant a small share finds fewer by meaning (words still find theirs) rather
+# than walking the graph far and long.
+SEMANTIC_SCAN_MAX = 5_000
 # From this many current memories on, a tenant is searched with the plans of a large one (see
 # _WALK and what follows it).
 LARGE_TENANT_MIN = 5_000
@@ -488,9 +494,14 @@ _BITMAP = ("SET LOCAL enable_indexscan = off", "SET LOCAL enable_bitmapscan = on
 _NEAREST = (
     "SET LOCAL enable_indexscan = on",
     "SET LOCAL enable_sort = off",
-    # A filtered nearest-neighbour scan that keeps going until it has enough rows.
+    # A filtered nearest-neighbour scan that keeps going until it has enough rows, or has
+    # visited SEMANTIC_SCAN_MAX entries.
     "SET LOCAL hnsw.iterative_scan = relaxed_order",
+    f"SET LOCAL hnsw.max_scan_tuples = {SEMANTIC_SCAN_MAX}",
 )
+
+
+_HNSW_SETTINGS = {"hnsw.iterative_scan", "hnsw.max_scan_tuples"}  # read by the HNSW scan only
 
 
 def _ids(db, sql: str, params: dict, plan: tuple[str, ...]) -> list[uuid.UUID]:
@@ -499,7 +510,7 @@ def _ids(db, sql: str, params: dict, plan: tuple[str, ...]) -> list[uuid.UUID]:
     db.execute(sql, params)
     ids = [row[0] for row in db.fetchall()]
     # Back to the defaults for the next statement; a plan of none changed nothing.
-    for setting in {statement.split()[2] for statement in plan} - {"hnsw.iterative_scan"}:
+    for setting in {statement.split()[2] for statement in plan} - _HNSW_SETTINGS:
         db.execute(f"RESET {setting}")
     return ids
 
