@@ -23,9 +23,12 @@ Ranking:
   answer rather than the closest noise. The floor is per query, not per hit, so a weaker second
   or third answer still shows. The weights and the floor were set on the retrieval eval set
   (tests/memories/retrieval_eval, scripts/eval_search.py).
-- Topic fallback: when the query abstains, topics trigram-similar to the query
-  (pg_trgm similarity >= TOPIC_SIMILARITY_MIN) among the TOPIC_FALLBACK_RECENT most recent
-  memories: this catches typos and near-miss topic names.
+- Topic fallback: when a query of at most TOPIC_FALLBACK_WORDS_MAX words abstains, topics
+  trigram-similar to the query (pg_trgm similarity >= TOPIC_SIMILARITY_MIN) among the
+  TOPIC_FALLBACK_RECENT most recent memories: this catches typos and near-miss topic names. A
+  query of more words is a question, not a topic name: when neither its words nor its meaning
+  matched, a topic that shares letters with it is noise, not an answer (and comparing every
+  recent topic with a long query costs more than the rest of the search).
 - `matchedBy` of a hit: "words" when a query term (or, in the fallback, the topic's spelling)
   matched, "meaning" when its cosine reached MEANING_MATCH_MIN.
 - Order: score desc, then recorded_at desc (recency breaks ties), then id. Only current
@@ -102,6 +105,7 @@ WORDS_SCALE_TERMS = 3
 # The topic fallback compares the query with the topics of this many most recent memories (all
 # of them for most tenants), so its cost does not grow with the tenant or the table.
 TOPIC_FALLBACK_RECENT = 3_000
+TOPIC_FALLBACK_WORDS_MAX = 6
 TOPIC_SIMILARITY_MIN = 0.3
 _CURSOR_SALT = "threengram.memories.search-cursor"
 STATUS_FILTERS = ("active", "archived", "any")
@@ -431,7 +435,7 @@ def search_memories(
         _count_tenant(db, params)
         mode = position[0] if position else "ranked"
         ranked = _ranked(db, text, where, params) if mode == "ranked" else []
-        if not ranked and position is None:
+        if not ranked and position is None and len(text.split()) <= TOPIC_FALLBACK_WORDS_MAX:
             mode = "topic"
         if mode == "topic":
             ranked = _topic_matches(db, where, params)

@@ -8,7 +8,13 @@ from django.db import connection
 from django.utils import timezone
 
 from memories.errors import InvalidInput, NotFound
-from memories.search import LARGE_TENANT_MIN, TOPIC_SIMILARITY_MIN, clean_filters, search_memories
+from memories.search import (
+    LARGE_TENANT_MIN,
+    TOPIC_FALLBACK_WORDS_MAX,
+    TOPIC_SIMILARITY_MIN,
+    clean_filters,
+    search_memories,
+)
 from memories.services import archive_memory, record_memory, revise_memory
 from tests.factories import MemoryFactory
 
@@ -219,6 +225,22 @@ def test_cursor_is_bound_to_its_query_and_filters(tenant):
         run(tenant, "bound cursor", limit=1, cursor=cursor, scope="work")
     with pytest.raises(InvalidInput, match="cursor: is not a cursor this server issued"):
         run(tenant, "bound cursor", limit=1, cursor=cursor[:-2] + "xx")
+
+
+def test_a_long_question_that_matches_nothing_gets_no_topic_lookalikes(tenant, settings):
+    # The topic fallback is for a misspelt topic name. A question of more words that matched
+    # neither by words nor by meaning gets no hits, even from a topic sharing its trigrams.
+    settings.SEARCH_EMBEDDER = "none"  # words only: the typos below match no word
+    topic = "Analytics warehouse capacity review"
+    MemoryFactory(owner=tenant, topic=topic, content="entry")
+    question = "what was the anlytics wearhouse capcity reveiw about"
+    assert len(question.split()) > TOPIC_FALLBACK_WORDS_MAX
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT similarity(%s, %s)", [topic, question])
+        assert cursor.fetchone()[0] >= TOPIC_SIMILARITY_MIN  # a lookalike by trigrams
+    assert run(tenant, question).hits == []
+    # Misspelt as the name it is, it is found.
+    assert [hit.topic for hit in run(tenant, "anlytics wearhouse capcity reveiw").hits] == [topic]
 
 
 def test_the_topic_fallback_pages_too(tenant):
