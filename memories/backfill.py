@@ -78,12 +78,10 @@ _DECIMALS = 8
 
 @dataclass(frozen=True)
 class Batch:
-    """One batch's outcome: rows visited, rows changed, and the last key visited (a run that
-    stops after it resumes past it)."""
+    """One batch's outcome: rows visited and rows changed."""
 
     visited: int
     changed: int
-    last: Key
 
 
 def count_missing() -> int:
@@ -125,7 +123,7 @@ def fill(embedder: Embedder, *, size: int) -> Iterator[Batch]:
                 following = _missing_after(last, size)
                 literals = pending.result()
                 pending = embedded(following) if following else None
-                yield Batch(visited=len(rows), changed=_write(rows, literals), last=last)
+                yield Batch(visited=len(rows), changed=_write(rows, literals))
                 rows = following
         finally:
             worker.submit(connections.close_all).result()
@@ -164,7 +162,7 @@ def clear(*, size: int) -> Iterator[Batch]:
         if not keys:
             return
         after = max(keys)
-        yield Batch(visited=len(keys), changed=len(keys), last=after)
+        yield Batch(visited=len(keys), changed=len(keys))
 
 
 def vector_literals(vectors: np.ndarray) -> list[str]:
