@@ -1,11 +1,11 @@
 """Vectors for the memories that lack one: rows stored before semantic search, or while
 `SEARCH_EMBEDDER` was `none`, or cleared for a change of model (`manage.py embed_memories`).
 
-Rows are visited in primary-key order, (owner_id, id), from a key onward, one batch per short
-transaction. A run may stop anywhere: every committed batch stays, and the next run picks up
-what is still missing. The server keeps writing meanwhile: a vector is written only where the
-column is still empty, so a row a server process embedded in between is left as it is (the
-append-only trigger would refuse a replacement anyway).
+Rows are visited in primary-key order, (owner_id, id), each batch written in a short
+transaction of its own. A run may stop anywhere: every committed batch stays, and the next run
+picks up what is still missing. The server keeps writing meanwhile: a vector is written only
+where the column is still empty, so a row a server process embedded in between is left as it is
+(the append-only trigger would refuse a replacement anyway).
 
 The HNSW index over the vectors (`memory_embedding_current`) is the slow part of a fill: each
 vector written joins the graph one by one, which costs many times what the model and the rest of
@@ -108,8 +108,11 @@ def fill(embedder: Embedder, *, size: int) -> Iterator[Batch]:
     server writes, or an erasure that commits, between the read and the write is respected by
     the write (`_FILL`). The worker runs in the caller's context (row-level security's role and
     tenant are context variables); its database connections, if the model opened any, are
-    closed with it."""
-    context = contextvars.copy_context()
+    closed with it. Close the iterator (`contextlib.closing`) if you stop before its end."""
+    return _fill(embedder, size, contextvars.copy_context())
+
+
+def _fill(embedder: Embedder, size: int, context: contextvars.Context) -> Iterator[Batch]:
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed") as worker:
 
         def embedded(rows: list[tuple]) -> Future[list[str]]:

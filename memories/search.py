@@ -13,7 +13,7 @@ Ranking:
   terms: about 1 when a memory holds what is most distinctive in the question, near 0 when it
   shares only common words.
   `"quoted phrases"` and `-exclusions` are required, as in a web search engine.
-- Meaning. The query's embedding (memories/embedding.py) against each memory's: the
+- Meaning. The query's embedding (memories/embedding.py) against each memory's: up to the
   SEMANTIC_CANDIDATES nearest current memories join the candidates (the HNSW index keeps this
   bounded for a large tenant), and every candidate gets its cosine similarity.
 - Fusion: score = words + MEANING_WEIGHT * max(0, cosine), rounded to 6 places so paging
@@ -70,11 +70,12 @@ CURSOR_MAX = 512
 # and the nearest by meaning.
 LEXICAL_CANDIDATES = 300
 SEMANTIC_CANDIDATES = 50
-# A nearest-neighbour search through the HNSW index visits at most this many index entries (every
-# tenant's, nearest first) to find SEMANTIC_CANDIDATES of the tenant that pass the filters: a
-# tenant's share of the table times this is about how many it can find. A type or project filter
-# that leaves a large tenant a small share finds fewer by meaning (words still find theirs) rather
-# than walking the graph far and long.
+# A nearest-neighbour search with a narrowing filter (type, scope, project, thread, dates) stops
+# after about this many HNSW index entries (every tenant's, nearest first) instead of pgvector's
+# default 20,000: a search finds about (the share of the table that passes its filters) times
+# this many candidates by meaning, so a filter that leaves a large tenant a small share finds
+# fewer by meaning (words still find theirs) rather than walking the graph far and long. A search
+# without such a filter keeps the default, so a tenant's share alone costs it no candidates.
 SEMANTIC_SCAN_MAX = 5_000
 # From this many current memories on, a tenant is searched with the plans of a large one (see
 # _WALK and what follows it).
@@ -105,6 +106,7 @@ WORDS_SCALE_TERMS = 3
 # The topic fallback compares the query with the topics of this many most recent memories (all
 # of them for most tenants), so its cost does not grow with the tenant or the table.
 TOPIC_FALLBACK_RECENT = 3_000
+# A topic's name is a few words; a query of more is a question (see the module docstring).
 TOPIC_FALLBACK_WORDS_MAX = 6
 TOPIC_SIMILARITY_MIN = 0.3
 _CURSOR_SALT = "threengram.memories.search-cursor"
@@ -122,6 +124,17 @@ class SearchFilters:
     recorded_after: datetime | None = None
     recorded_before: datetime | None = None
     as_of: datetime | None = None
+
+    def narrows(self) -> bool:
+        """Whether a filter beyond lifecycle (status, asOf) narrows the tenant's memories."""
+        return bool(
+            self.memory_types
+            or self.scope is not None
+            or self.project is not None
+            or self.thread is not None
+            or self.recorded_after is not None
+            or self.recorded_before is not None
+        )
 
     def fingerprint(self, query: str) -> str:
         """What a cursor is bound to: the query and every filter, canonically."""
@@ -430,6 +443,7 @@ def search_memories(
         "snapshot": position[4] if position else timezone.now(),
     }
     where = _where(filters, owner_id, params)
+    params["narrowed"] = filters.narrows()
     alias = replica.read_alias()
     with transaction.atomic(using=alias), connections[alias].cursor() as db:
         _count_tenant(db, params)
@@ -498,14 +512,10 @@ _BITMAP = ("SET LOCAL enable_indexscan = off", "SET LOCAL enable_bitmapscan = on
 _NEAREST = (
     "SET LOCAL enable_indexscan = on",
     "SET LOCAL enable_sort = off",
-    # A filtered nearest-neighbour scan that keeps going until it has enough rows, or has
-    # visited SEMANTIC_SCAN_MAX entries.
+    # A filtered nearest-neighbour scan that keeps going until it has enough rows.
     "SET LOCAL hnsw.iterative_scan = relaxed_order",
-    f"SET LOCAL hnsw.max_scan_tuples = {SEMANTIC_SCAN_MAX}",
 )
-
-
-_HNSW_SETTINGS = {"hnsw.iterative_scan", "hnsw.max_scan_tuples"}  # read by the HNSW scan only
+_NEAREST_NARROWED = (*_NEAREST, f"SET LOCAL hnsw.max_scan_tuples = {SEMANTIC_SCAN_MAX}")
 
 
 def _ids(db, sql: str, params: dict, plan: tuple[str, ...]) -> list[uuid.UUID]:
@@ -513,8 +523,9 @@ def _ids(db, sql: str, params: dict, plan: tuple[str, ...]) -> list[uuid.UUID]:
         db.execute(setting)
     db.execute(sql, params)
     ids = [row[0] for row in db.fetchall()]
-    # Back to the defaults for the next statement; a plan of none changed nothing.
-    for setting in {statement.split()[2] for statement in plan} - _HNSW_SETTINGS:
+    # Back to the defaults for the next statement; a plan of none changed nothing. (The `hnsw.`
+    # settings end with the transaction: no later statement of a search scans that index.)
+    for setting in {statement.split()[2] for statement in plan if "hnsw." not in statement}:
         db.execute(f"RESET {setting}")
     return ids
 
@@ -545,7 +556,7 @@ def _ranked(db, text: str, where: str, params: dict) -> list[_Candidate]:
         if params["large_tenant"]:
             sql, plan = (
                 _SEMANTIC.format(required=required, filters=where, distance=_INDEXED_DISTANCE),
-                _NEAREST,
+                _NEAREST_NARROWED if params["narrowed"] else _NEAREST,
             )
         else:
             sql, plan = (

@@ -243,6 +243,19 @@ def test_a_long_question_that_matches_nothing_gets_no_topic_lookalikes(tenant, s
     assert [hit.topic for hit in run(tenant, "anlytics wearhouse capcity reveiw").hits] == [topic]
 
 
+def test_the_topic_fallback_stops_at_its_word_limit(tenant, settings):
+    settings.SEARCH_EMBEDDER = "none"
+    MemoryFactory(owner=tenant, topic="Quarterly zeppelin hangar lease review", content="entry")
+    name = "Quartrely zepelin hangr leese reveiw"  # 5 words, misspelt: no word matches
+    padded = [f"{name} xq", f"{name} xq zv"]  # 6 and 7 words
+    assert [len(query.split()) for query in padded] == [6, TOPIC_FALLBACK_WORDS_MAX + 1]
+    with connection.cursor() as cursor:  # both are trigram lookalikes of the topic
+        cursor.execute("SELECT similarity(topic, %s) FROM memories_memory", [padded[1]])
+        assert cursor.fetchone()[0] >= TOPIC_SIMILARITY_MIN
+    assert len(run(tenant, padded[0]).hits) == 1
+    assert run(tenant, padded[1]).hits == []
+
+
 def test_the_topic_fallback_pages_too(tenant):
     for n in range(5):
         MemoryFactory(owner=tenant, topic=f"Kubernetes cluster {n}", content=f"node pool {n}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterable
+from contextlib import closing
 from typing import Any
 
 from django.conf import settings
@@ -119,7 +120,8 @@ class Command(BaseCommand):
             self.stdout.write(f"dropping the index {backfill.VECTOR_INDEX.name} for the fill")
             backfill.drop_vector_index()
         if reembed:
-            _, cleared = self._run(backfill.clear(size=batch_size), total=None, verb="cleared")
+            with closing(backfill.clear(size=batch_size)) as batches:
+                _, cleared = self._run(batches, total=None, verb="cleared")
             self.stdout.write(f"cleared {_count(cleared, 'vector')}; embedding every memory again")
             missing = backfill.count_missing()
         if missing:
@@ -134,9 +136,9 @@ class Command(BaseCommand):
 
     def _fill(self, embedder: Embedder, missing: int, batch_size: int) -> None:
         started = time.perf_counter()
-        visited, done = self._run(
-            backfill.fill(embedder, size=batch_size), total=missing, verb="embedded"
-        )
+        # Closed however the loop ends: the fill's worker thread ends with it.
+        with closing(backfill.fill(embedder, size=batch_size)) as batches:
+            visited, done = self._run(batches, total=missing, verb="embedded")
         seconds = time.perf_counter() - started
         self.stdout.write(
             self.style.SUCCESS(
