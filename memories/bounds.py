@@ -34,7 +34,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 def unstorable_text(value: str) -> str | None:
     """Why PostgreSQL cannot store `value` as text, or None: its text types refuse NUL, and a
-    lone surrogate (which JSON's \\uXXXX escapes can produce) has no UTF-8 encoding."""
+    lone surrogate (which a JSON `\\u` escape can produce) has no UTF-8 encoding."""
     if "\x00" in value:
         return "must not contain NUL characters"
     if not value.isascii() and _SURROGATE.search(value):  # ASCII has none: skip the scan
