@@ -43,6 +43,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from scripts.bench.procstat import host_cpu  # noqa: E402
+
 BENCH = ROOT / "scripts" / "bench"
 DATABASE = "threengram_bench_gateway"  # not the other benchmarks' threengram_bench
 PUBLIC_BASE_URL = "http://127.0.0.1:8000"
@@ -69,7 +73,6 @@ def database_url() -> str:
         params = conninfo_to_dict(admin)
         params["dbname"] = DATABASE
         return make_conninfo(**params)
-    sys.path.insert(0, str(ROOT))
     from threengram.embedded_db import start
 
     return start(database=DATABASE)
@@ -188,24 +191,15 @@ def start(name: str, command: list[str], env: dict, cwd: Path, logs: Path) -> Se
     raise RuntimeError(f"{name} did not start; see {logs / name}.log")
 
 
-def cpu_times() -> tuple[int, int]:
-    """(steal, total) clock ticks of all CPUs (/proc/stat): time the hypervisor gave this VM's
-    virtual CPUs to someone else, which slows every case alike and explains a bad round."""
-    with open("/proc/stat") as stat:
-        fields = [int(value) for value in stat.readline().split()[1:]]
-    # user nice system idle iowait irq softirq steal (guest time is counted in user already)
-    return fields[7], sum(fields[:8])
-
-
 def wrk(server: Server, case: dict, connections: int, duration: int) -> dict:
     env = {**os.environ, **case["env"]}
-    steal_before, total_before = cpu_times()
+    _, steal_before, total_before = host_cpu()
     output = subprocess.run(
         ["wrk", "-t2", f"-c{connections}", f"-d{duration}s", "--timeout", "10s", "--latency",
          "-s", str(BENCH / "read.lua"), f"http://127.0.0.1:{server.port}/mcp"],
         env=env, capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
-    steal_after, total_after = cpu_times()
+    _, steal_after, total_after = host_cpu()
 
     def latency(label: str) -> float:
         match = re.search(rf"^\s+{label}%\s+([\d.]+)(us|ms|s)\s*$", output, re.M)

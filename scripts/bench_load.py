@@ -57,6 +57,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: E402
 
 from scripts import bench_data, scale_out  # noqa: E402
 from scripts.bench import loadgen  # noqa: E402
+from scripts.bench.procstat import cpu_seconds, host_cpu  # noqa: E402
 
 DATABASE = "threengram_bench_load"
 PUBLIC_BASE_URL = "http://127.0.0.1:8000"  # tokens name PUBLIC_BASE_URL/mcp; Host is 127.0.0.1
@@ -275,43 +276,6 @@ def postmaster_pid(url: str) -> int | None:
         return int(lock.read_text().split()[0]) if host.startswith("/") else None
     except (OSError, ValueError, IndexError):
         return None
-
-
-def tree_pids(pid: int) -> list[int]:
-    pids, stack = [], [pid]
-    while stack:
-        current = stack.pop()
-        pids.append(current)
-        try:
-            for task in Path(f"/proc/{current}/task").iterdir():
-                stack += [int(c) for c in (task / "children").read_text().split()]
-        except OSError:
-            continue
-    return pids
-
-
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(roots: list[int], tree: bool = True) -> dict[int, float]:
-    """User + system CPU of each process in the trees under `roots` (Linux /proc), by pid;
-    with `tree` False of the `roots` alone."""
-    times = {}
-    for root in roots:
-        for pid in tree_pids(root) if tree else [root]:
-            try:
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            times[pid] = (int(fields[11]) + int(fields[12])) / _TICK
-    return times
-
-
-def host_cpu() -> tuple[float, float, float]:
-    """(busy, steal, total) jiffies of the whole machine (/proc/stat)."""
-    values = [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
-    idle = values[3] + values[4]
-    return sum(values) - idle, values[7], sum(values)
 
 
 def loadavg() -> str:
