@@ -385,7 +385,15 @@ class ThreadMembership(TenantRow):
             ),
         ]
         indexes = [
-            models.Index(fields=["owner", "memory_id", "state"], name="membership_memory_state")
+            models.Index(fields=["owner", "memory_id", "state"], name="membership_memory_state"),
+            # A new memory's proposals compare it with the tenant's most recently added members
+            # (memories.threads): read newest first from here, not sorted from all of them.
+            models.Index(
+                fields=["owner", "-decided_at"],
+                name="membership_recent_members",
+                condition=Q(state=MembershipState.MEMBER),
+                include=["thread_id", "memory_id"],
+            ),
         ]
 
     def __str__(self) -> str:
