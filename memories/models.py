@@ -383,6 +383,12 @@ class ThreadMembership(TenantRow):
             models.CheckConstraint(
                 name="membership_state_valid", condition=Q(state__in=MembershipState.values)
             ),
+            # A decision has its time: the proposals compare a new memory with the members
+            # decided most recently (membership_recent_members).
+            models.CheckConstraint(
+                name="membership_decided_unless_proposed",
+                condition=Q(state=MembershipState.PROPOSED) | Q(decided_at__isnull=False),
+            ),
         ]
         indexes = [
             models.Index(fields=["owner", "memory_id", "state"], name="membership_memory_state"),

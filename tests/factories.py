@@ -79,6 +79,9 @@ class ThreadMembershipFactory(factory.django.DjangoModelFactory):
     owner = factory.SelfAttribute("thread.owner")
     memory = factory.SubFactory(MemoryFactory, owner=factory.SelfAttribute("..owner"))
     state = "member"
+    decided_at = factory.LazyAttribute(
+        lambda row: None if row.state == "proposed" else timezone.now()
+    )
 
 
 class ApplicationFactory(factory.django.DjangoModelFactory):

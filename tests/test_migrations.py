@@ -11,6 +11,8 @@ from django.core.management import call_command
 def test_every_model_change_has_its_migration():
     out = StringIO()
     try:
-        call_command("makemigrations", "--check", "--dry-run", stdout=out)
+        call_command(
+            "makemigrations", "--check", "--dry-run", interactive=False, stdout=out, stderr=out
+        )
     except SystemExit:
         pytest.fail(f"models changed without a migration:\n{out.getvalue()}")

@@ -145,7 +145,9 @@ def test_export_has_every_memory_with_lifecycle_and_links(client, tenant, other_
 def test_export_includes_threads_with_their_members(client, tenant, other_tenant, history):
     first, _second, third, _archived = history
     thread = Thread.objects.create(owner=tenant, name="launch", pinned=True)
-    ThreadMembership.objects.create(thread=thread, memory=third, state=MembershipState.MEMBER)
+    ThreadMembership.objects.create(
+        thread=thread, memory=third, state=MembershipState.MEMBER, decided_at=timezone.now()
+    )
     ThreadMembership.objects.create(thread=thread, memory=first, state=MembershipState.PROPOSED)
     Thread.objects.create(owner=other_tenant, name="their thread")
     client.force_login(tenant)

@@ -6,6 +6,7 @@ import pytest
 from django.core import serializers
 from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from memories.models import Memory, Thread, ThreadMembership
 from memories.services import archive_memory, record_memory
@@ -88,13 +89,13 @@ def test_postgresql_refuses_a_membership_that_crosses_tenants(tenant, other_tena
     theirs = MemoryFactory(owner=other_tenant)
     refused = insert_refused(
         "INSERT INTO memories_threadmembership (id, owner_id, thread_id, memory_id, state,"
-        " created_at) VALUES (gen_random_uuid(), %s, %s, %s, 'member', now())",
+        " created_at, decided_at) VALUES (gen_random_uuid(), %s, %s, %s, 'member', now(), now())",
         [tenant.id, thread.id, theirs.id],
     )
     assert refused == "membership_memory_same_owner"
     refused = insert_refused(
         "INSERT INTO memories_threadmembership (id, owner_id, thread_id, memory_id, state,"
-        " created_at) VALUES (gen_random_uuid(), %s, %s, %s, 'member', now())",
+        " created_at, decided_at) VALUES (gen_random_uuid(), %s, %s, %s, 'member', now(), now())",
         [other_tenant.id, thread.id, theirs.id],
     )
     assert refused == "membership_thread_same_owner"
@@ -124,7 +125,9 @@ def test_the_orm_refuses_to_link_rows_of_two_tenants(tenant, other_tenant):
 def test_a_row_loaded_without_its_owner_is_still_checked(tenant, other_tenant):
     thread = create_thread(owner=tenant, name="mine")
     mine = MemoryFactory(owner=tenant)
-    ThreadMembership.objects.create(thread=thread, memory=mine, state="member")
+    ThreadMembership.objects.create(
+        thread=thread, memory=mine, state="member", decided_at=timezone.now()
+    )
     partial = ThreadMembership.objects.only("id", "state").get()
     with pytest.raises(ValueError, match="must be a row of the same owner"):
         partial.memory = MemoryFactory(owner=other_tenant)

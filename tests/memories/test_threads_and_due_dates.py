@@ -68,6 +68,21 @@ def test_proposals_stay_proposals_and_rejections_stick(tenant):
     assert row.state == MembershipState.PROPOSED and row.decided_at is None
 
 
+def test_a_decided_membership_has_its_decision_time(tenant):
+    memory = record_memory(owner=tenant, memory_type="note", topic="standup notes", content="a")
+    thread = create_thread(owner=tenant, name="rituals")
+    undated = ThreadMembership(
+        owner=tenant, thread=thread, memory=memory, state=MembershipState.MEMBER
+    )
+    with (
+        pytest.raises(IntegrityError, match="membership_decided_unless_proposed"),
+        transaction.atomic(),
+    ):
+        undated.save()
+    undated.state = MembershipState.PROPOSED
+    undated.save()  # an open proposal has no decision yet
+
+
 def test_an_erased_account_cannot_name_threads_again(tenant):
     create_thread(owner=tenant, name="before")
     erase_account(user=tenant)
