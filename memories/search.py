@@ -225,12 +225,15 @@ _LEXICAL = """(SELECT m.id FROM memories_memory m
       ORDER BY m.recorded_at DESC LIMIT %(lexical_max)s)"""
 # The same, among the WALK_RECENT_MAX most recent memories only: the walk's bound when the
 # query's terms are rare in a large tenant (a subquery with a LIMIT is planned on its own, so
-# the walk stops there whatever the terms).
+# the walk stops there whatever the terms). The selection (type, scope, project, thread) is
+# applied to what the walk has read, not while it reads: a selective filter would otherwise
+# make it read far past WALK_RECENT_MAX memories to find that many that pass.
 _LEXICAL_RECENT = """(SELECT m.id FROM (
-        SELECT m.id, m.recorded_at, m.search_vector FROM memories_memory m
-        WHERE m.owner_id = %(owner)s AND m.recorded_at <= %(snapshot)s {filters}
+        SELECT m.* FROM memories_memory m
+        WHERE m.owner_id = %(owner)s AND m.recorded_at <= %(snapshot)s {reach}
         ORDER BY m.recorded_at DESC LIMIT %(walk_max)s) m
-      WHERE m.search_vector @@ %(any_term)s::tsquery {required}
+      WHERE TRUE {selection}
+      AND m.search_vector @@ %(any_term)s::tsquery {required}
       ORDER BY m.recorded_at DESC LIMIT %(lexical_max)s)"""
 # `{distance}` is the cosine distance as the HNSW index can serve it (`m.embedding <=> q`), or
 # as it cannot (`+ 0`: an exact scan of the tenant's own vectors); see _WALK and what follows.
@@ -353,7 +356,21 @@ def _term_weights(text: str | None) -> dict[str, str]:
     return weights
 
 
-def _where(filters: SearchFilters, owner_id: int, params: dict) -> str:
+@dataclass(frozen=True)
+class _Where:
+    """The filters as SQL clauses on `m`. `reach`: which of the tenant's memories the search
+    reads at all (lifecycle, asOf, recorded dates), conditions the walk applies as it reads;
+    `selection`: type, scope, project and thread, applied to what it has read (see _WALK)."""
+
+    reach: str
+    selection: str
+
+    @property
+    def sql(self) -> str:
+        return self.reach + self.selection
+
+
+def _where(filters: SearchFilters, owner_id: int, params: dict) -> _Where:
     clauses: list[str] = []
     if filters.as_of is not None:
         clauses.append(
@@ -366,6 +383,13 @@ def _where(filters: SearchFilters, owner_id: int, params: dict) -> str:
     if status != "any":
         clauses.append("m.status = %(status)s")
         params["status"] = status
+    if filters.recorded_after is not None:
+        clauses.append("m.recorded_at >= %(after)s")
+        params["after"] = filters.recorded_after
+    if filters.recorded_before is not None:
+        clauses.append("m.recorded_at <= %(before)s")
+        params["before"] = filters.recorded_before
+    reach, clauses = clauses, []
     if filters.memory_types:
         clauses.append("m.memory_type = ANY(%(types)s)")
         params["types"] = list(filters.memory_types)
@@ -375,15 +399,12 @@ def _where(filters: SearchFilters, owner_id: int, params: dict) -> str:
     if filters.project is not None:
         clauses.append("m.project = %(project)s")
         params["project"] = filters.project
-    if filters.recorded_after is not None:
-        clauses.append("m.recorded_at >= %(after)s")
-        params["after"] = filters.recorded_after
-    if filters.recorded_before is not None:
-        clauses.append("m.recorded_at <= %(before)s")
-        params["before"] = filters.recorded_before
     if filters.thread is not None:
         clauses.append(Thread.objects.members_sql(owner_id, filters.thread, params, key="thread"))
-    return "".join(f"\n      AND {clause}" for clause in clauses)
+    return _Where(
+        reach="".join(f"\n      AND {clause}" for clause in reach),
+        selection="".join(f"\n      AND {clause}" for clause in clauses),
+    )
 
 
 def _decode_cursor(cursor: str, fingerprint: str) -> tuple[str, str, datetime, uuid.UUID, datetime]:
@@ -452,7 +473,7 @@ def search_memories(
         if not ranked and position is None and len(text.split()) <= TOPIC_FALLBACK_WORDS_MAX:
             mode = "topic"
         if mode == "topic":
-            ranked = _topic_matches(db, where, params)
+            ranked = _topic_matches(db, where.sql, params)
         ranked.sort(key=lambda c: (c.score, c.recorded_at, c.id), reverse=True)
         if position is not None:
             after = (float(position[1]), position[2], position[3])
@@ -530,7 +551,7 @@ def _ids(db, sql: str, params: dict, plan: tuple[str, ...]) -> list[uuid.UUID]:
     return ids
 
 
-def _ranked(db, text: str, where: str, params: dict) -> list[_Candidate]:
+def _ranked(db, text: str, where: _Where, params: dict) -> list[_Candidate]:
     """Candidates by words and by meaning, fused; none when the best is under the floor."""
     parsed = _parse(db, text)
     if not parsed.terms:
@@ -546,21 +567,24 @@ def _ranked(db, text: str, where: str, params: dict) -> list[_Candidate]:
     # Under row-level security the full-text operator, not being leakproof, cannot be an index
     # condition, so the bitmap plan does not exist there: always walk.
     if few_terms and params["large_tenant"] and not tenancy.enabled():
-        ids = _ids(db, _LEXICAL.format(required=required, filters=where), params, _BITMAP)
+        ids = _ids(db, _LEXICAL.format(required=required, filters=where.sql), params, _BITMAP)
     else:
         params["walk_max"] = WALK_RECENT_MAX
-        ids = _ids(db, _LEXICAL_RECENT.format(required=required, filters=where), params, _WALK)
+        walk = _LEXICAL_RECENT.format(
+            required=required, reach=where.reach, selection=where.selection
+        )
+        ids = _ids(db, walk, params, _WALK)
     cosine = "NULL::float8"
     if vector is not None:
         params["vector"] = "[" + ",".join(f"{x:.6g}" for x in vector) + "]"
         if params["large_tenant"]:
             sql, plan = (
-                _SEMANTIC.format(required=required, filters=where, distance=_INDEXED_DISTANCE),
+                _SEMANTIC.format(required=required, filters=where.sql, distance=_INDEXED_DISTANCE),
                 _NEAREST_NARROWED if params["narrowed"] else _NEAREST,
             )
         else:
             sql, plan = (
-                _SEMANTIC.format(required=required, filters=where, distance=_EXACT_DISTANCE),
+                _SEMANTIC.format(required=required, filters=where.sql, distance=_EXACT_DISTANCE),
                 (),
             )
         ids += _ids(db, sql, params, plan)

@@ -334,3 +334,24 @@ def test_the_walk_stops_after_the_most_recent_memories(tenant, monkeypatch, sett
     assert all(hit.id != old.id for hit in run(tenant, question).hits)
     monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 5)
     assert [hit.id for hit in run(tenant, question).hits] == [old.id]
+
+
+def test_the_walk_bound_counts_memories_of_every_type(tenant, monkeypatch, settings):
+    """A type filter narrows what the walk has read; it does not make the walk read further
+    back to find WALK_RECENT_MAX memories of that type (a rare type would otherwise walk the
+    whole account)."""
+    settings.SEARCH_EMBEDDER = "none"
+    old = MemoryFactory(
+        owner=tenant,
+        memory_type="decision",
+        topic="Zeppelin hangar lease",
+        content="We renew the zeppelin hangar lease in March.",
+        recorded_at=timezone.now() - timedelta(days=30),
+    )
+    for n in range(4):
+        MemoryFactory(owner=tenant, topic=f"Recent note {n}", content=f"Unrelated note {n}.")
+    question = "what did we decide about the zeppelin hangar, and who negotiates the lease terms?"
+    monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 4)
+    assert run(tenant, question, memory_types=["decision"]).hits == []
+    monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 5)
+    assert [hit.id for hit in run(tenant, question, memory_types=["decision"]).hits] == [old.id]
