@@ -104,7 +104,8 @@ MEANING_MATCH_MIN = 0.5
 RELEVANCE_FLOOR = 0.31
 WORDS_SCALE_TERMS = 3
 # The topic fallback compares the query with the topics of this many most recent memories (all
-# of them for most tenants), so its cost does not grow with the tenant or the table.
+# of them for most tenants; a filter narrows those), so its cost does not grow with the tenant
+# or the table.
 TOPIC_FALLBACK_RECENT = 3_000
 # A topic's name is a few words; a query of more is a question (see the module docstring).
 TOPIC_FALLBACK_WORDS_MAX = 6
@@ -253,12 +254,13 @@ SELECT count(*) FROM (
 _TOPIC_SQL = """
 SELECT m.id, m.recorded_at, m.content_length, similarity(m.topic, %(query)s)
 FROM (
-    SELECT m.id, m.recorded_at, m.content_length, m.topic FROM memories_memory m
-    WHERE m.owner_id = %(owner)s AND m.recorded_at <= %(snapshot)s {filters}
+    SELECT m.* FROM memories_memory m
+    WHERE m.owner_id = %(owner)s AND m.recorded_at <= %(snapshot)s {reach}
     ORDER BY m.recorded_at DESC
     LIMIT %(recent)s
 ) m
-WHERE similarity(m.topic, %(query)s) >= %(topic_min)s
+WHERE TRUE {selection}
+  AND similarity(m.topic, %(query)s) >= %(topic_min)s
 """
 _PAGE_SQL = (
     f"SELECT {EXCERPT_COLUMNS} FROM memories_memory m "  # noqa: S608 (constants)
@@ -359,8 +361,10 @@ def _term_weights(text: str | None) -> dict[str, str]:
 @dataclass(frozen=True)
 class _Where:
     """The filters as SQL clauses on `m`. `reach`: which of the tenant's memories the search
-    reads at all (lifecycle, asOf, recorded dates), conditions the walk applies as it reads;
-    `selection`: type, scope, project and thread, applied to what it has read (see _WALK)."""
+    reads at all (lifecycle, asOf, recorded dates), conditions that the walks over the most
+    recent memories (words, topic fallback) apply as they read; `selection`: type, scope,
+    project and thread, applied to what a walk has read, so that its bound holds whatever
+    the filters (see _LEXICAL_RECENT)."""
 
     reach: str
     selection: str
@@ -473,7 +477,7 @@ def search_memories(
         if not ranked and position is None and len(text.split()) <= TOPIC_FALLBACK_WORDS_MAX:
             mode = "topic"
         if mode == "topic":
-            ranked = _topic_matches(db, where.sql, params)
+            ranked = _topic_matches(db, where, params)
         ranked.sort(key=lambda c: (c.score, c.recorded_at, c.id), reverse=True)
         if position is not None:
             after = (float(position[1]), position[2], position[3])
@@ -610,8 +614,8 @@ def _ranked(db, text: str, where: _Where, params: dict) -> list[_Candidate]:
     return hits
 
 
-def _topic_matches(db, where: str, params: dict) -> list[_Candidate]:
-    db.execute(_TOPIC_SQL.format(filters=where), params)
+def _topic_matches(db, where: _Where, params: dict) -> list[_Candidate]:
+    db.execute(_TOPIC_SQL.format(reach=where.reach, selection=where.selection), params)
     return [
         _Candidate(
             id=row[0],

@@ -256,6 +256,24 @@ def test_the_topic_fallback_stops_at_its_word_limit(tenant, settings):
     assert run(tenant, padded[1]).hits == []
 
 
+def test_the_topic_fallback_bound_counts_memories_of_every_type(tenant, monkeypatch, settings):
+    settings.SEARCH_EMBEDDER = "none"
+    MemoryFactory(
+        owner=tenant,
+        memory_type="decision",
+        topic="Zeppelin hangar lease",
+        content="entry",
+        recorded_at=timezone.now() - timedelta(days=30),
+    )
+    for n in range(3):
+        MemoryFactory(owner=tenant, topic=f"Recent note {n}", content=f"Unrelated note {n}.")
+    misspelt = "Zepelin hangr leese"  # no word matches: only the fallback finds it
+    monkeypatch.setattr("memories.search.TOPIC_FALLBACK_RECENT", 3)
+    assert run(tenant, misspelt, memory_types=["decision"]).hits == []
+    monkeypatch.setattr("memories.search.TOPIC_FALLBACK_RECENT", 4)
+    assert len(run(tenant, misspelt, memory_types=["decision"]).hits) == 1
+
+
 def test_the_topic_fallback_pages_too(tenant):
     for n in range(5):
         MemoryFactory(owner=tenant, topic=f"Kubernetes cluster {n}", content=f"node pool {n}")
