@@ -226,7 +226,7 @@ _LEXICAL = """(SELECT m.id FROM memories_memory m
       ORDER BY m.recorded_at DESC LIMIT %(lexical_max)s)"""
 # The same, among the WALK_RECENT_MAX most recent memories only: the walk's bound when the
 # query's terms are rare in a large tenant (a subquery with a LIMIT is planned on its own, so
-# the walk stops there whatever the terms). The selection (type, scope, project, thread) is
+# the walk stops there whatever the terms). The selection (status, type, scope, project, thread) is
 # applied to what the walk has read, not while it reads: a selective filter would otherwise
 # make it read far past WALK_RECENT_MAX memories to find that many that pass.
 _LEXICAL_RECENT = """(SELECT m.id FROM (
@@ -361,10 +361,10 @@ def _term_weights(text: str | None) -> dict[str, str]:
 @dataclass(frozen=True)
 class _Where:
     """The filters as SQL clauses on `m`. `reach`: which of the tenant's memories the search
-    reads at all (lifecycle, asOf, recorded dates), conditions that the walks over the most
-    recent memories (words, topic fallback) apply as they read; `selection`: type, scope,
-    project and thread, applied to what a walk has read, so that its bound holds whatever
-    the filters (see _LEXICAL_RECENT)."""
+    reads at all (current or as of an instant, recorded dates), conditions that the walks over
+    the most recent memories (words, topic fallback) apply as they read; `selection`: status,
+    type, scope, project and thread, applied to what a walk has read, so that its bound holds
+    whatever the filters (see _LEXICAL_RECENT)."""
 
     reach: str
     selection: str
@@ -383,10 +383,6 @@ def _where(filters: SearchFilters, owner_id: int, params: dict) -> _Where:
         params["as_of"] = filters.as_of
     else:
         clauses.append("m.valid_to IS NULL")
-    status = filters.status or ("any" if filters.as_of else Status.ACTIVE)
-    if status != "any":
-        clauses.append("m.status = %(status)s")
-        params["status"] = status
     if filters.recorded_after is not None:
         clauses.append("m.recorded_at >= %(after)s")
         params["after"] = filters.recorded_after
@@ -394,6 +390,10 @@ def _where(filters: SearchFilters, owner_id: int, params: dict) -> _Where:
         clauses.append("m.recorded_at <= %(before)s")
         params["before"] = filters.recorded_before
     reach, clauses = clauses, []
+    status = filters.status or ("any" if filters.as_of else Status.ACTIVE)
+    if status != "any":
+        clauses.append("m.status = %(status)s")
+        params["status"] = status
     if filters.memory_types:
         clauses.append("m.memory_type = ANY(%(types)s)")
         params["types"] = list(filters.memory_types)

@@ -16,6 +16,7 @@ from memories.search import (
     search_memories,
 )
 from memories.services import archive_memory, record_memory, revise_memory
+from memories.threads import add_thread_members, create_thread
 from tests.factories import MemoryFactory
 
 
@@ -355,9 +356,9 @@ def test_the_walk_stops_after_the_most_recent_memories(tenant, monkeypatch, sett
 
 
 def test_the_walk_bound_counts_memories_of_every_type(tenant, monkeypatch, settings):
-    """A type filter narrows what the walk has read; it does not make the walk read further
-    back to find WALK_RECENT_MAX memories of that type (a rare type would otherwise walk the
-    whole account)."""
+    """A status, type or thread filter narrows what the walk has read; it does not make the
+    walk read further back to find WALK_RECENT_MAX memories that pass it (a rare type would
+    otherwise walk the whole account)."""
     settings.SEARCH_EMBEDDER = "none"
     old = MemoryFactory(
         owner=tenant,
@@ -368,8 +369,16 @@ def test_the_walk_bound_counts_memories_of_every_type(tenant, monkeypatch, setti
     )
     for n in range(4):
         MemoryFactory(owner=tenant, topic=f"Recent note {n}", content=f"Unrelated note {n}.")
+    thread = create_thread(owner=tenant, name="hangar")
+    add_thread_members(owner=tenant, name=thread.name, memory_ids=[old.id])
     question = "what did we decide about the zeppelin hangar, and who negotiates the lease terms?"
+    for narrowing in ({"memory_types": ["decision"]}, {"thread": "hangar"}):
+        monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 4)
+        assert run(tenant, question, **narrowing).hits == [], narrowing
+        monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 5)
+        assert [hit.id for hit in run(tenant, question, **narrowing).hits] == [old.id], narrowing
+    archive_memory(owner=tenant, memory_id=old.id)
     monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 4)
-    assert run(tenant, question, memory_types=["decision"]).hits == []
+    assert run(tenant, question, status="archived").hits == []
     monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 5)
-    assert [hit.id for hit in run(tenant, question, memory_types=["decision"]).hits] == [old.id]
+    assert [hit.id for hit in run(tenant, question, status="archived").hits] == [old.id]
