@@ -43,6 +43,21 @@ def corpus(tenant):
     }
 
 
+@pytest.fixture
+def buried_decision(tenant):
+    """An old decision behind the account's four most recent memories, which are notes."""
+    decision = MemoryFactory(
+        owner=tenant,
+        memory_type="decision",
+        topic="Zeppelin hangar lease",
+        content="We renew the zeppelin hangar lease in March.",
+        recorded_at=timezone.now() - timedelta(days=30),
+    )
+    for n in range(4):
+        MemoryFactory(owner=tenant, topic=f"Recent note {n}", content=f"Unrelated note {n}.")
+    return decision
+
+
 def test_the_relevant_memory_ranks_first(tenant, corpus):
     hits = run(tenant, "postgresql database").hits
     assert hits[0].id == corpus["Database"].id
@@ -257,22 +272,17 @@ def test_the_topic_fallback_stops_at_its_word_limit(tenant, settings):
     assert run(tenant, padded[1]).hits == []
 
 
-def test_the_topic_fallback_bound_counts_memories_of_every_type(tenant, monkeypatch, settings):
+def test_the_topic_fallback_bound_counts_memories_of_every_type(
+    buried_decision, tenant, monkeypatch, settings
+):
     settings.SEARCH_EMBEDDER = "none"
-    MemoryFactory(
-        owner=tenant,
-        memory_type="decision",
-        topic="Zeppelin hangar lease",
-        content="entry",
-        recorded_at=timezone.now() - timedelta(days=30),
-    )
-    for n in range(3):
-        MemoryFactory(owner=tenant, topic=f"Recent note {n}", content=f"Unrelated note {n}.")
     misspelt = "Zepelin hangr leese"  # no word matches: only the fallback finds it
-    monkeypatch.setattr("memories.search.TOPIC_FALLBACK_RECENT", 3)
-    assert run(tenant, misspelt, memory_types=["decision"]).hits == []
     monkeypatch.setattr("memories.search.TOPIC_FALLBACK_RECENT", 4)
-    assert len(run(tenant, misspelt, memory_types=["decision"]).hits) == 1
+    assert run(tenant, misspelt, memory_types=["decision"]).hits == []
+    monkeypatch.setattr("memories.search.TOPIC_FALLBACK_RECENT", 5)
+    assert [hit.id for hit in run(tenant, misspelt, memory_types=["decision"]).hits] == [
+        buried_decision.id
+    ]
 
 
 def test_the_topic_fallback_pages_too(tenant):
@@ -355,20 +365,14 @@ def test_the_walk_stops_after_the_most_recent_memories(tenant, monkeypatch, sett
     assert [hit.id for hit in run(tenant, question).hits] == [old.id]
 
 
-def test_the_walk_bound_counts_memories_of_every_type(tenant, monkeypatch, settings):
+def test_the_walk_bound_counts_memories_of_every_type(
+    buried_decision, tenant, monkeypatch, settings
+):
     """A status, type or thread filter narrows what the walk has read; it does not make the
     walk read further back to find WALK_RECENT_MAX memories that pass it (a rare type would
     otherwise walk the whole account)."""
     settings.SEARCH_EMBEDDER = "none"
-    old = MemoryFactory(
-        owner=tenant,
-        memory_type="decision",
-        topic="Zeppelin hangar lease",
-        content="We renew the zeppelin hangar lease in March.",
-        recorded_at=timezone.now() - timedelta(days=30),
-    )
-    for n in range(4):
-        MemoryFactory(owner=tenant, topic=f"Recent note {n}", content=f"Unrelated note {n}.")
+    old = buried_decision
     thread = create_thread(owner=tenant, name="hangar")
     add_thread_members(owner=tenant, name=thread.name, memory_ids=[old.id])
     question = "what did we decide about the zeppelin hangar, and who negotiates the lease terms?"
