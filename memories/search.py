@@ -226,9 +226,9 @@ _LEXICAL = """(SELECT m.id FROM memories_memory m
       ORDER BY m.recorded_at DESC LIMIT %(lexical_max)s)"""
 # The same, among the WALK_RECENT_MAX most recent memories only: the walk's bound when the
 # query's terms are rare in a large tenant (a subquery with a LIMIT is planned on its own, so
-# the walk stops there whatever the terms). The selection (status, type, scope, project, thread) is
-# applied to what the walk has read, not while it reads: a selective filter would otherwise
-# make it read far past WALK_RECENT_MAX memories to find that many that pass.
+# the walk stops there whatever the terms). The selection (status, type, scope, project,
+# thread) is applied to what the walk has read, not while it reads: a selective filter would
+# otherwise make it read far past WALK_RECENT_MAX memories to find that many that pass.
 _LEXICAL_RECENT = """(SELECT m.id FROM (
         SELECT m.* FROM memories_memory m
         WHERE m.owner_id = %(owner)s AND m.recorded_at <= %(snapshot)s {reach}
@@ -364,10 +364,11 @@ class _Where:
     reads at all (current or as of an instant, recorded dates), conditions that the walks over
     the most recent memories (words, topic fallback) apply as they read; `selection`: status,
     type, scope, project and thread, applied to what a walk has read, so that its bound holds
-    whatever the filters (see _LEXICAL_RECENT)."""
+    whatever the filters (see _LEXICAL_RECENT). `narrowed`: SearchFilters.narrows()."""
 
     reach: str
     selection: str
+    narrowed: bool
 
     @property
     def sql(self) -> str:
@@ -375,40 +376,43 @@ class _Where:
 
 
 def _where(filters: SearchFilters, owner_id: int, params: dict) -> _Where:
-    clauses: list[str] = []
+    reach: list[str] = []
     if filters.as_of is not None:
-        clauses.append(
+        reach.append(
             "m.recorded_at <= %(as_of)s AND (m.valid_to IS NULL OR m.valid_to > %(as_of)s)"
         )
         params["as_of"] = filters.as_of
     else:
-        clauses.append("m.valid_to IS NULL")
+        reach.append("m.valid_to IS NULL")
     if filters.recorded_after is not None:
-        clauses.append("m.recorded_at >= %(after)s")
+        reach.append("m.recorded_at >= %(after)s")
         params["after"] = filters.recorded_after
     if filters.recorded_before is not None:
-        clauses.append("m.recorded_at <= %(before)s")
+        reach.append("m.recorded_at <= %(before)s")
         params["before"] = filters.recorded_before
-    reach, clauses = clauses, []
+    selection: list[str] = []
     status = filters.status or ("any" if filters.as_of else Status.ACTIVE)
     if status != "any":
-        clauses.append("m.status = %(status)s")
+        selection.append("m.status = %(status)s")
         params["status"] = status
     if filters.memory_types:
-        clauses.append("m.memory_type = ANY(%(types)s)")
+        selection.append("m.memory_type = ANY(%(types)s)")
         params["types"] = list(filters.memory_types)
     if filters.scope is not None:
-        clauses.append("m.scope = %(scope)s")
+        selection.append("m.scope = %(scope)s")
         params["scope"] = filters.scope
     if filters.project is not None:
-        clauses.append("m.project = %(project)s")
+        selection.append("m.project = %(project)s")
         params["project"] = filters.project
     if filters.thread is not None:
-        clauses.append(Thread.objects.members_sql(owner_id, filters.thread, params, key="thread"))
+        selection.append(Thread.objects.members_sql(owner_id, filters.thread, params, key="thread"))
     return _Where(
-        reach="".join(f"\n      AND {clause}" for clause in reach),
-        selection="".join(f"\n      AND {clause}" for clause in clauses),
+        reach=_conjunction(reach), selection=_conjunction(selection), narrowed=filters.narrows()
     )
+
+
+def _conjunction(clauses: list[str]) -> str:
+    return "".join(f"\n      AND {clause}" for clause in clauses)
 
 
 def _decode_cursor(cursor: str, fingerprint: str) -> tuple[str, str, datetime, uuid.UUID, datetime]:
@@ -468,7 +472,6 @@ def search_memories(
         "snapshot": position[4] if position else timezone.now(),
     }
     where = _where(filters, owner_id, params)
-    params["narrowed"] = filters.narrows()
     alias = replica.read_alias()
     with transaction.atomic(using=alias), connections[alias].cursor() as db:
         _count_tenant(db, params)
@@ -584,7 +587,7 @@ def _ranked(db, text: str, where: _Where, params: dict) -> list[_Candidate]:
         if params["large_tenant"]:
             sql, plan = (
                 _SEMANTIC.format(required=required, filters=where.sql, distance=_INDEXED_DISTANCE),
-                _NEAREST_NARROWED if params["narrowed"] else _NEAREST,
+                _NEAREST_NARROWED if where.narrowed else _NEAREST,
             )
         else:
             sql, plan = (
