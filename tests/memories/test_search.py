@@ -332,14 +332,16 @@ def test_a_large_tenant_is_searched_with_bounded_plans_before_any_analyze(bulk_l
         return execute(sql, params, many, context)
 
     question = "why do the backups keep failing after the deploys and what is the latency now"
-    with connection.execute_wrapper(explain):
-        run(bulk_loaded_tenant, question)
-    words, meaning = plans
-    # Words: the tenant's memories newest first until enough match, never a sort of all of them.
-    assert "memory_owner_recent" in json.dumps(words) and '"Sort"' not in json.dumps(words)
-    # Meaning: the HNSW index, not a sort of the tenant's vectors.
-    assert "memory_embedding_current" in json.dumps(meaning)
-    assert '"Sort"' not in json.dumps(meaning)
+    for narrowing in ({}, {"memory_types": ["decision", "fact"]}):
+        plans.clear()
+        with connection.execute_wrapper(explain):
+            run(bulk_loaded_tenant, question, **narrowing)
+        words, meaning = plans
+        # Words: the tenant's memories newest first until enough match, never a sort of all.
+        assert "memory_owner_recent" in json.dumps(words) and '"Sort"' not in json.dumps(words)
+        # Meaning: the HNSW index, not a sort of the tenant's vectors.
+        assert "memory_embedding_current" in json.dumps(meaning)
+        assert '"Sort"' not in json.dumps(meaning)
 
 
 def test_the_walk_stops_after_the_most_recent_memories(tenant, monkeypatch, settings):
