@@ -7,11 +7,12 @@ picks up what is still missing. The server keeps writing meanwhile: a vector is 
 where the column is still empty, so a row a server process embedded in between is left as it is
 (the append-only trigger would refuse a replacement anyway).
 
-The HNSW index over the vectors (`memory_embedding_current`) is the slow part of a fill: each
-vector written joins the graph one by one, which costs many times what the model and the rest of
-the UPDATE cost together, whereas building the index over all vectors at once is cheap. So a
-large fill may drop the index first and build it again at the end, both CONCURRENTLY (neither
-blocks reads or writes); meanwhile semantic search ranks the same memories by an exact scan.
+The large accounts' HNSW indexes over the vectors (memories/nearest.py) are the slow part of a
+fill: each vector written joins its account's graph one by one, which costs many times what the
+model and the rest of the UPDATE cost together, whereas building an index over all vectors at
+once is cheap. So a large fill may drop them first and build them again at the end, both
+CONCURRENTLY (neither blocks reads or writes); meanwhile semantic search ranks the same memories
+by an exact scan.
 
 Everything here spans every tenant and changes the schema: the command runs it as the owner of
 the tables (`tenancy.as_owner`), past row-level security.
@@ -25,21 +26,16 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from enum import StrEnum
 
 import numpy as np
 from django.db import connection, connections, transaction
 
 from memories.embedding import Embedder, memory_text
-from memories.models import ERASED, Memory
+from memories.models import ERASED
 
 Key = tuple[int, uuid.UUID]
 # Sorts before every (owner_id, id): user ids start at 1.
 FIRST_KEY: Key = (0, uuid.UUID(int=0))
-
-VECTOR_INDEX = next(
-    index for index in Memory._meta.indexes if index.name == "memory_embedding_current"
-)
 
 # An erased memory keeps no vector: it would stand for the text erasure removed, or for the
 # sentinel, which no question is about.
@@ -178,42 +174,12 @@ def vector_literals(vectors: np.ndarray) -> list[str]:
     ]
 
 
-class IndexState(StrEnum):
-    VALID = "valid"
-    # Left by a CREATE INDEX CONCURRENTLY that did not finish: still written to, never read.
-    INVALID = "invalid"
-    MISSING = "missing"
-
-
-def vector_index_state() -> IndexState:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)",
-            [VECTOR_INDEX.name],
-        )
-        row = cursor.fetchone()
-    if row is None:
-        return IndexState.MISSING
-    return IndexState.VALID if row[0] else IndexState.INVALID
-
-
-def drop_vector_index() -> None:
-    with connection.schema_editor(atomic=False) as editor:
-        editor.remove_index(Memory, VECTOR_INDEX, concurrently=True)
-
-
-def build_vector_index() -> None:
-    """The index as the migrations define it (the model's Meta), built without blocking."""
-    with connection.schema_editor(atomic=False) as editor:
-        editor.add_index(Memory, VECTOR_INDEX, concurrently=True)
-
-
 class AlreadyRunning(Exception):
     """Another backfill holds the database's lock."""
 
 
-# pg_try_advisory_lock's key: one backfill per database at a time (two would embed the same rows
-# twice and race over the index).
+# pg_try_advisory_lock's key: one backfill or index sync per database at a time (two would embed
+# the same rows twice and race over the indexes).
 _RUN_LOCK = int.from_bytes(b"tg-embed", "big") >> 1
 
 

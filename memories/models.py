@@ -25,7 +25,7 @@ from django.db import DatabaseError, models
 from django.db.models import F, Q
 from django.db.models.functions import MD5, Length, Lower
 from django.utils import timezone
-from pgvector.django import HnswIndex, VectorField
+from pgvector.django import VectorField
 
 from memories import bounds
 from memories.embedding import EMBEDDING_DIMENSIONS
@@ -202,14 +202,8 @@ class Memory(MemoryResource, TenantRow):
                 condition=Q(valid_to__isnull=True),
                 include=["status", "commitment_status", "due_at", "id"],
             ),
-            # Nearest current memories by meaning: keeps a semantic search bounded for a large
-            # tenant (a small one is scanned exactly through memory_owner_recent).
-            HnswIndex(
-                fields=["embedding"],
-                name="memory_embedding_current",
-                opclasses=["vector_cosine_ops"],
-                condition=Q(valid_to__isnull=True),
-            ),
+            # Nearest current memories by meaning: an HNSW index per large account, built and
+            # dropped at run time (memories/nearest.py), not one over every account's.
         ]
         constraints = [
             # At most one successor each, so of two concurrent revisions of one memory exactly

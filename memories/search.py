@@ -14,8 +14,9 @@ Ranking:
   shares only common words.
   `"quoted phrases"` and `-exclusions` are required, as in a web search engine.
 - Meaning. The query's embedding (memories/embedding.py) against each memory's: up to the
-  SEMANTIC_CANDIDATES nearest current memories join the candidates (the HNSW index keeps this
-  bounded for a large tenant), and every candidate gets its cosine similarity.
+  SEMANTIC_CANDIDATES nearest current memories join the candidates (a large account's own HNSW
+  index keeps this bounded, memories/nearest.py), and every candidate gets its cosine
+  similarity.
 - Fusion: score = words + MEANING_WEIGHT * max(0, cosine), rounded to 6 places so paging
   compares exact values. A hit matches by words or has a cosine of at least MEANING_MATCH_MIN.
 - Abstention: when the best candidate scores under RELEVANCE_FLOOR the search returns no hits:
@@ -53,7 +54,7 @@ from django.core import signing
 from django.db import connections, transaction
 from django.utils import timezone
 
-from memories import bounds, replica, tenancy
+from memories import bounds, nearest, replica, tenancy
 from memories.embedding import embed_query
 from memories.errors import InvalidInput
 from memories.excerpts import (
@@ -72,11 +73,10 @@ CURSOR_MAX = 512
 LEXICAL_CANDIDATES = 300
 SEMANTIC_CANDIDATES = 50
 # A nearest-neighbour search with a narrowing filter (type, scope, project, thread, dates) stops
-# after about this many HNSW index entries (every tenant's, nearest first) instead of pgvector's
-# default 20,000: a search finds about (the share of the table that passes its filters) times
-# this many candidates by meaning, so a filter that leaves a large tenant a small share finds
-# fewer by meaning (words still find theirs) rather than walking the graph far and long. A search
-# without such a filter keeps the default, so a tenant's share alone costs it no candidates.
+# after about this many entries of the account's HNSW index (nearest first) instead of pgvector's
+# default 20,000: a search finds about (the share of the account that passes its filters) times
+# this many candidates by meaning, so a filter that leaves a small share finds fewer by meaning
+# (words still find theirs) rather than walking the graph far and long.
 SEMANTIC_SCAN_MAX = 5_000
 # From this many current memories on, a tenant is searched with the plans of a large one (see
 # _WALK and what follows it).
@@ -237,20 +237,22 @@ _LEXICAL_RECENT = """(SELECT m.id FROM (
       WHERE TRUE {selection}
       AND m.search_vector @@ %(any_term)s::tsquery {required}
       ORDER BY m.recorded_at DESC LIMIT %(lexical_max)s)"""
-# `{distance}` is the cosine distance as the HNSW index can serve it (`m.embedding <=> q`), or
-# as it cannot (`+ 0`: an exact scan of the tenant's own vectors); see _WALK and what follows.
+# Served by the account's own HNSW index when it has one (memories/nearest.py), else an exact
+# scan of its vectors; see _WALK and what follows.
 _SEMANTIC = """(SELECT m.id FROM memories_memory m
       WHERE m.owner_id = %(owner)s AND m.embedding IS NOT NULL
         AND m.recorded_at <= %(snapshot)s {required} {filters}
-      ORDER BY {distance} LIMIT %(semantic_max)s)"""
-_INDEXED_DISTANCE = "m.embedding <=> %(vector)s::vector"
-_EXACT_DISTANCE = "(m.embedding <=> %(vector)s::vector) + 0"
+      ORDER BY m.embedding <=> %(vector)s::vector LIMIT %(semantic_max)s)"""
 _REQUIRED = f"AND m.search_vector @@ websearch_to_tsquery({_CONFIG}, %(required)s)"
+# The tenant's size, and whether it has a valid nearest-neighbour index of its own.
 _TENANT_SIZE_SQL = """
-SELECT count(*) FROM (
-    SELECT 1 FROM memories_memory m
-    WHERE m.owner_id = %(owner)s AND m.valid_to IS NULL AND m.recorded_at <= %(snapshot)s
-    LIMIT %(tenant_size_max)s) n
+SELECT (SELECT count(*) FROM (
+            SELECT 1 FROM memories_memory m
+            WHERE m.owner_id = %(owner)s AND m.valid_to IS NULL
+              AND m.recorded_at <= %(snapshot)s
+            LIMIT %(tenant_size_max)s) n),
+       coalesce((SELECT i.indisvalid FROM pg_index i
+                 WHERE i.indexrelid = to_regclass(%(nearest_index)s)), false)
 """
 _TOPIC_SQL = """
 SELECT m.id, m.recorded_at, m.content_length, similarity(m.topic, %(query)s)
@@ -516,8 +518,9 @@ def search_memories(
 
 
 def _count_tenant(db, params: dict) -> None:
+    params["nearest_index"] = nearest.index_name(params["owner"])
     db.execute(_TENANT_SIZE_SQL, params)
-    params["tenant_size"] = db.fetchone()[0]
+    params["tenant_size"], params["nearest_indexed"] = db.fetchone()
     params["large_tenant"] = params["tenant_size"] >= LARGE_TENANT_MIN
 
 
@@ -531,9 +534,10 @@ def _count_tenant(db, params: dict) -> None:
 #   so for a small tenant it reads the whole table's matches.
 # - Words, a query of few terms in a large tenant: its terms may be rare, and the walk would then
 #   read most of the tenant; the index's bitmap, ANDed with the owner, is bounded by the terms.
-# - Meaning, a large tenant: the HNSW index (a sort of its vectors is the plan to avoid).
-# - Meaning, a small tenant: an exact scan of its own vectors (`+ 0` keeps the index out: a
-#   filtered index scan would wade through other tenants' vectors to find a small tenant's).
+# - Meaning, an account with its own HNSW index (a large one, memories/nearest.py): that index
+#   (a sort of its vectors is the plan to avoid).
+# - Meaning, any other account: an exact scan of its own vectors, a small account's few, or a
+#   large one's until its index is built.
 # (No sort either: an index that does not give the order, scanned whole and sorted, is the
 # plan the walk replaces.)
 _WALK = ("SET LOCAL enable_bitmapscan = off", "SET LOCAL enable_sort = off")
@@ -585,17 +589,10 @@ def _ranked(db, text: str, where: _Where, params: dict) -> list[_Candidate]:
     cosine = "NULL::float8"
     if vector is not None:
         params["vector"] = "[" + ",".join(f"{x:.6g}" for x in vector) + "]"
-        if params["large_tenant"]:
-            sql, plan = (
-                _SEMANTIC.format(required=required, filters=where.sql, distance=_INDEXED_DISTANCE),
-                _NEAREST_NARROWED if where.narrowed else _NEAREST,
-            )
-        else:
-            sql, plan = (
-                _SEMANTIC.format(required=required, filters=where.sql, distance=_EXACT_DISTANCE),
-                (),
-            )
-        ids += _ids(db, sql, params, plan)
+        plan: tuple[str, ...] = ()
+        if params["nearest_indexed"]:
+            plan = _NEAREST_NARROWED if where.narrowed else _NEAREST
+        ids += _ids(db, _SEMANTIC.format(required=required, filters=where.sql), params, plan)
         cosine = "1 - (m.embedding <=> %(vector)s::vector)"
     params["ids"] = list(dict.fromkeys(ids))
     db.execute(_RANKED_SQL.format(cosine=cosine), params)

@@ -14,8 +14,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 
 from accounts.erasure import erase_account
-from memories import backfill
-from memories.backfill import IndexState
+from memories import backfill, nearest
 from memories.embedding import EMBEDDING_DIMENSIONS, _embedder_for, get_embedder
 from memories.search import clean_filters, search_memories
 from memories.services import record_memory, revise_memory
@@ -44,10 +43,14 @@ def run_backfill(*args: str) -> str:
     return out.getvalue()
 
 
-def index_oid() -> int | None:
+def index_oids() -> dict[int, int]:
+    """Owner id -> the oid of that account's nearest-neighbour index."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT to_regclass(%s)::oid", [backfill.VECTOR_INDEX.name])
-        return cursor.fetchone()[0]
+        cursor.execute(
+            "SELECT owner_id, to_regclass('memory_nearest_' || owner_id)::oid"
+            " FROM (SELECT DISTINCT owner_id FROM memories_memory) o"
+        )
+        return {owner: oid for owner, oid in cursor.fetchall() if oid is not None}
 
 
 @pytest.fixture
@@ -93,9 +96,12 @@ def test_a_revision_gets_the_vector_of_its_own_text_and_the_old_one_keeps_its_ow
 
 
 @pytest.fixture
-def unembedded(transactional_db):
-    """Memories of two tenants stored without a vector, and an erased tenant's memory. (The
-    command builds the index CONCURRENTLY, which no transaction may hold: no test transaction.)"""
+def unembedded(transactional_db, monkeypatch):
+    """Memories of two tenants stored without a vector, and an erased tenant's memory; an
+    account of three memories counts as large, so the two get a nearest-neighbour index each.
+    (The command builds indexes CONCURRENTLY, which no transaction may hold: no test transaction;
+    and an index outlives the test's rows: dropped after it.)"""
+    monkeypatch.setattr("memories.nearest.LARGE_ACCOUNT_MIN", 3)
     memories = [
         MemoryFactory(owner=owner, topic=f"topic {n}", content=f"{owner.username} note {n}")
         for owner in (UserFactory(), UserFactory())
@@ -103,7 +109,8 @@ def unembedded(transactional_db):
     ]
     erased = MemoryFactory(content="gone soon")
     erase_account(user=erased.owner)
-    return memories, erased
+    yield memories, erased
+    nearest.drop_all_indexes()
 
 
 def test_the_backfill_gives_every_memory_the_vector_remember_would_have(unembedded):
@@ -113,17 +120,18 @@ def test_the_backfill_gives_every_memory_the_vector_remember_would_have(unembedd
     assert all(stands_for(stored_vector(memory), memory) for memory in memories)
     # An erased memory gets none: it would stand for the erased text, or for nothing.
     assert stored_vector(erased) is None
-    assert backfill.vector_index_state() is IndexState.VALID
+    assert nearest.indexes() == {memory.owner_id: True for memory in memories}
+    assert "built the nearest-neighbour index of 2 accounts" in out
 
 
 def test_a_second_run_changes_nothing_and_says_so(unembedded):
     memories, _ = unembedded
     run_backfill()
     before = [stored_vector(memory) for memory in memories]
-    oid = index_oid()
+    oids = index_oids()
     assert run_backfill() == "nothing to embed: every memory that is not erased has a vector\n"
     assert all(np.array_equal(stored_vector(m), v) for m, v in zip(memories, before, strict=True))
-    assert index_oid() == oid
+    assert index_oids() == oids
 
 
 def test_a_run_that_dies_midway_keeps_its_batches_and_the_next_run_finishes(
@@ -148,11 +156,11 @@ def test_a_run_that_dies_midway_keeps_its_batches_and_the_next_run_finishes(
         run_backfill("--batch-size=2")
     assert sum(stored_vector(memory) is not None for memory in memories) == 2
 
-    monkeypatch.undo()
+    monkeypatch.setattr(f"{command}.get_embedder", get_embedder)
     assert "embedded 4 memories" in run_backfill("--batch-size=2")
     assert all(stands_for(stored_vector(memory), memory) for memory in memories)
-    # The index, dropped for the fill by the run that died, is back.
-    assert backfill.vector_index_state() is IndexState.VALID
+    # The indexes, which the run that died never reached, are built.
+    assert nearest.indexes() == {memory.owner_id: True for memory in memories}
 
 
 def test_a_vector_the_server_writes_meanwhile_is_kept(unembedded, monkeypatch):
@@ -222,26 +230,30 @@ def test_reembed_replaces_every_vector_of_another_model(transactional_db):
     out = run_backfill("--reembed")
     assert "cleared 3 vectors" in out and "embedded 3 memories" in out
     assert all(stands_for(stored_vector(memory), memory) for memory in memories)
-    assert backfill.vector_index_state() is IndexState.VALID
 
 
-def test_the_index_is_rebuilt_for_a_large_fill_and_kept_for_a_small_one(unembedded):
+def test_the_indexes_are_rebuilt_for_a_large_fill_and_kept_for_a_small_one(unembedded):
     memories, _ = unembedded
-    rebuilt_from = index_oid()
-    run_backfill()  # six to embed, none embedded yet: built anew at the end
-    assert index_oid() != rebuilt_from
-    kept = index_oid()
+    run_backfill()
+    built = index_oids()
+    assert len(built) == 2
     MemoryFactory(owner=memories[0].owner, content="one more, stored without a vector")
     assert "embedded 1 memory" in run_backfill()
-    assert index_oid() == kept
+    assert index_oids() == built
+    out = run_backfill("--reembed")  # every vector again: dropped first, built anew at the end
+    assert "dropped the nearest-neighbour index of 2 accounts for the fill" in out
+    rebuilt = index_oids()
+    assert rebuilt.keys() == built.keys()
+    assert all(rebuilt[owner] != built[owner] for owner in built)
 
 
-def test_keep_index_never_drops_the_index(unembedded):
+def test_keep_index_never_drops_the_indexes(unembedded):
     memories, _ = unembedded
-    oid = index_oid()
-    out = run_backfill("--keep-index")
+    run_backfill()
+    oids = index_oids()
+    out = run_backfill("--reembed", "--keep-index")
     assert "embedded 6 memories" in out and "index" not in out
-    assert index_oid() == oid
+    assert index_oids() == oids
     assert all(stands_for(stored_vector(memory), memory) for memory in memories)
 
 

@@ -12,8 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from memories import backfill, tenancy
-from memories.backfill import IndexState
+from memories import backfill, nearest, tenancy
 from memories.embedding import Embedder, get_embedder
 
 # PostgreSQL's spelling of a memory size (postgresql.conf units; a bare number is kB).
@@ -30,16 +29,18 @@ class Command(BaseCommand):
         "skipped. Resumable: batches commit one by one in (owner, id) order, and a re-run "
         "continues with what is still missing. Safe while the server serves traffic: each batch "
         "is a short transaction, and a vector the server wrote meanwhile is kept. When more "
-        "memories lack a vector than have one, the HNSW index is dropped first and built again "
-        "at the end (CONCURRENTLY, which blocks neither reads nor writes; meanwhile semantic "
-        "search scans exactly), which is many times faster than growing it row by row; "
-        "--keep-index never drops it. A run that stops leaves the index to the next run. "
+        "memories lack a vector than have one, the large accounts' HNSW indexes are dropped "
+        "first and built again at the end (CONCURRENTLY, which blocks neither reads nor writes; "
+        "meanwhile semantic search scans exactly), which is many times faster than growing them "
+        "row by row; --keep-index never drops them. Every run ends as index_accounts does: an "
+        "account that has grown large gets its index. A run that stops leaves the indexes to "
+        "the next run. "
         "--reembed clears every vector first, then fills them all: run it after changing "
         "SEARCH_EMBEDDER (and restarting the server with the new value); if it stops while "
         "clearing, run it again; if it stops while filling, run it without --reembed. "
         "Row-level security: like migrate, the command acts as the owner of the tables by "
         "itself (memories.tenancy.as_owner), whatever DATABASE_APP_ROLE says, to reach every "
-        "tenant and rebuild the index: run it with the server's settings, with DATABASE_URL "
+        "tenant and rebuild the indexes: run it with the server's settings, with DATABASE_URL "
         "naming the owner and the database directly (not through PgBouncer)."
     )
 
@@ -58,13 +59,13 @@ class Command(BaseCommand):
         parser.add_argument(
             "--maintenance-work-mem",
             default="512MB",
-            help="PostgreSQL's maintenance_work_mem for the index build (default 512MB); the "
+            help="PostgreSQL's maintenance_work_mem for the index builds (default 512MB); an "
             "HNSW graph builds many times faster when it fits",
         )
         parser.add_argument(
             "--keep-index",
             action="store_true",
-            help="never drop the HNSW index: slower, but semantic search stays indexed",
+            help="never drop the HNSW indexes: slower, but semantic search stays indexed",
         )
 
     def handle(
@@ -111,14 +112,12 @@ class Command(BaseCommand):
         missing, embedded = backfill.count_missing(), backfill.count_embedded()
         if reembed:
             missing, embedded = missing + embedded, 0  # once cleared
-        # Worth it once the index would at least double: it is built in a fraction of the time
-        # that growing it row by row takes.
-        rebuild = not keep_index and missing > 0 and missing >= embedded
-        index = backfill.vector_index_state()
-        if index is IndexState.INVALID or (index is IndexState.VALID and rebuild):
-            # An invalid index (a build that did not finish) is written to but never read.
-            self.stdout.write(f"dropping the index {backfill.VECTOR_INDEX.name} for the fill")
-            backfill.drop_vector_index()
+        # Worth it once the indexes would at least double: they are built in a fraction of the
+        # time that growing them row by row takes.
+        if not keep_index and missing > 0 and missing >= embedded:
+            dropped = nearest.drop_all_indexes()
+            if dropped:
+                self.stdout.write(f"dropped {_indexes(len(dropped))} for the fill")
         if reembed:
             with closing(backfill.clear(size=batch_size)) as batches:
                 _, cleared = self._run(batches, total=None, verb="cleared")
@@ -126,13 +125,9 @@ class Command(BaseCommand):
             missing = backfill.count_missing()
         if missing:
             self._fill(embedder, missing, batch_size)
-        if backfill.vector_index_state() is not IndexState.VALID:
-            started = time.perf_counter()
-            backfill.build_vector_index()
-            seconds = time.perf_counter() - started
-            self.stdout.write(f"built the index {backfill.VECTOR_INDEX.name} in {seconds:.1f} s")
-        elif not missing:
+        else:
             self.stdout.write("nothing to embed: every memory that is not erased has a vector")
+        report_index_sync(self.stdout)
 
     def _fill(self, embedder: Embedder, missing: int, batch_size: int) -> None:
         started = time.perf_counter()
@@ -174,6 +169,21 @@ class Command(BaseCommand):
         rate = done / max(seconds, 1e-9)
         # Plain text: stderr's default style is the error colour.
         self.stderr.write(f"{verb} {done:,}{of_total} ({rate:,.0f}/s)", style_func=str)
+
+
+def report_index_sync(out) -> None:
+    """`nearest.sync_indexes`, and a line for each kind of change it made."""
+    started = time.perf_counter()
+    done = nearest.sync_indexes()
+    seconds = time.perf_counter() - started
+    if done.built:
+        out.write(f"built {_indexes(len(done.built))} in {seconds:.1f} s")
+    if done.dropped:
+        out.write(f"dropped {_indexes(len(done.dropped))} no longer large")
+
+
+def _indexes(n: int) -> str:
+    return f"the nearest-neighbour index of {_count(n, 'account')}"
 
 
 def _count(n: int, noun: str) -> str:

@@ -1,0 +1,123 @@
+"""Nearest-neighbour indexes by meaning: one HNSW index per large account.
+
+A semantic search ranks one tenant's current memories by the cosine distance of their vectors to
+the question's (memories/search.py). A small account is scanned exactly: its few thousand vectors
+cost less to compare than an index walk. An account with LARGE_ACCOUNT_MIN current memories or
+more gets an HNSW index of its own, partial on its owner and on current rows, because one index
+over every account's vectors costs on both sides:
+- every memory written, of any account, would join that graph, and an HNSW insert is the
+  costliest part of writing a memory; with indexes per large account, a memory of an ordinary
+  account joins no graph, and one of a large account joins its own account's only;
+- a large account's search would walk a graph mostly made of other accounts' memories, each
+  visited and then discarded by the owner filter.
+
+`sync_indexes` builds the index of every account that has grown large and drops the index of an
+account that has shrunk below half the bound (so that an account hovering at the bound does not
+get its index built and dropped in turn). `manage.py index_accounts` runs it (from cron: an
+account's growth past the bound is not noticed otherwise), and so does `manage.py
+embed_memories` at the end of every run. Until an account's index is built, its searches scan
+its vectors exactly: the same results, more slowly.
+
+Index names carry the owner's id (`index_name`); everything here changes the schema and spans
+every tenant, so it runs as the owner of the tables (`tenancy.as_owner`), outside any
+transaction (CREATE and DROP INDEX CONCURRENTLY block neither reads nor writes).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from django.db import connection
+
+LARGE_ACCOUNT_MIN = 5_000
+INDEX_PREFIX = "memory_nearest_"
+_INDEX_NAME = re.compile(rf"{INDEX_PREFIX}(\d+)")
+
+
+def index_name(owner_id: int) -> str:
+    return f"{INDEX_PREFIX}{int(owner_id)}"
+
+
+# The same graph parameters as pgvector's defaults; the operator class of the cosine distance
+# that search orders by (`<=>`).
+_CREATE = (
+    "CREATE INDEX CONCURRENTLY {name} ON memories_memory "
+    "USING hnsw (embedding vector_cosine_ops) "
+    "WHERE owner_id = {owner} AND valid_to IS NULL"
+)
+
+
+@dataclass
+class Sync:
+    """What `sync_indexes` did: the owners whose index it built and whose it dropped."""
+
+    built: list[int] = field(default_factory=list)
+    dropped: list[int] = field(default_factory=list)
+
+
+def indexes() -> dict[int, bool]:
+    """Every account index: owner id -> whether it is valid (a CREATE INDEX CONCURRENTLY that did
+    not finish leaves an invalid one, still written to, never read)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname, i.indisvalid FROM pg_index i "
+            "JOIN pg_class c ON c.oid = i.indexrelid "
+            "WHERE i.indrelid = 'memories_memory'::regclass AND c.relname LIKE %s",
+            [INDEX_PREFIX.replace("_", r"\_") + "%"],
+        )
+        rows = cursor.fetchall()
+    found = {}
+    for name, valid in rows:
+        matched = _INDEX_NAME.fullmatch(name)
+        if matched:
+            found[int(matched[1])] = valid
+    return found
+
+
+def current_memory_counts(*, at_least: int) -> dict[int, int]:
+    """Owner id -> current memories, for the accounts with at least `at_least` of them."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT owner_id, count(*) FROM memories_memory WHERE valid_to IS NULL "
+            "GROUP BY owner_id HAVING count(*) >= %s",
+            [at_least],
+        )
+        return dict(cursor.fetchall())
+
+
+def build_index(owner_id: int) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(_CREATE.format(name=index_name(owner_id), owner=int(owner_id)))
+
+
+def drop_index(owner_id: int) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {index_name(owner_id)}")
+
+
+def drop_all_indexes() -> list[int]:
+    """Drop every account index; the owners whose index was dropped."""
+    owners = sorted(indexes())
+    for owner_id in owners:
+        drop_index(owner_id)
+    return owners
+
+
+def sync_indexes() -> Sync:
+    """Build the index of every large account that has no valid one (an invalid one is dropped
+    first) and drop the index of every account under half of LARGE_ACCOUNT_MIN."""
+    done = Sync()
+    existing = indexes()
+    counts = current_memory_counts(at_least=LARGE_ACCOUNT_MIN // 2)
+    for owner_id, valid in sorted(existing.items()):
+        if not valid or counts.get(owner_id, 0) < LARGE_ACCOUNT_MIN // 2:
+            drop_index(owner_id)
+            if valid:
+                done.dropped.append(owner_id)
+            del existing[owner_id]
+    for owner_id, count in sorted(counts.items()):
+        if count >= LARGE_ACCOUNT_MIN and owner_id not in existing:
+            build_index(owner_id)
+            done.built.append(owner_id)
+    return done

@@ -1,0 +1,139 @@
+"""One nearest-neighbour (HNSW) index per large account (memories/nearest.py): `manage.py
+index_accounts` builds it once the account has grown large, the account's searches use it, and
+it is dropped once the account is no longer large; until it is built, the account's searches
+scan its vectors exactly and find the same memories."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import psycopg
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connection
+
+from memories import backfill, nearest
+from memories.search import clean_filters, search_memories
+from memories.services import record_memory
+from tests.factories import UserFactory
+
+NOTES = [
+    ("Primary database", "Chose PostgreSQL 16 over MongoDB for the ledger's transactions."),
+    ("Frontend framework", "The dashboard is written in SvelteKit with TypeScript."),
+    ("Deploys", "Production deploys go through Argo CD from the main branch."),
+    ("On-call", "The on-call rotation changes every Monday at 09:00."),
+    ("Backups", "Nightly snapshots of the database are kept for 14 days."),
+]
+
+
+@pytest.fixture
+def large_at_three(transactional_db, monkeypatch):
+    """An account of three current memories counts as large. (Indexes are built CONCURRENTLY,
+    which no transaction may hold: no test transaction; and they outlive the test's rows:
+    dropped after it.)"""
+    monkeypatch.setattr("memories.nearest.LARGE_ACCOUNT_MIN", 3)
+    yield
+    nearest.drop_all_indexes()
+
+
+def remember(owner, topic: str, content: str):
+    return record_memory(owner=owner, memory_type="fact", topic=topic, content=content)
+
+
+def index_accounts() -> str:
+    out = io.StringIO()
+    call_command("index_accounts", stdout=out)
+    return out.getvalue()
+
+
+def test_an_account_that_has_grown_large_gets_an_index_of_its_own(large_at_three):
+    large, small = UserFactory(), UserFactory()
+    for topic, content in NOTES[:3]:
+        remember(large, topic, content)
+    remember(small, *NOTES[3])
+    assert "built the nearest-neighbour index of 1 account in" in index_accounts()
+    assert nearest.indexes() == {large.pk: True}
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_get_indexdef(to_regclass(%s))", [nearest.index_name(large.pk)])
+        definition = cursor.fetchone()[0]
+    # Only the account's current memories, ordered by the distance search uses.
+    assert "USING hnsw (embedding vector_cosine_ops)" in definition
+    assert f"WHERE ((owner_id = {large.pk}) AND (valid_to IS NULL))" in definition
+    assert index_accounts() == ""  # nothing left to do
+
+
+def test_an_account_no_longer_large_loses_its_index(large_at_three, monkeypatch):
+    owner = UserFactory()
+    for topic, content in NOTES[:3]:
+        remember(owner, topic, content)
+    index_accounts()
+    monkeypatch.setattr("memories.nearest.LARGE_ACCOUNT_MIN", 5)
+    assert index_accounts() == ""  # 3 is still at least half of 5: kept
+    assert nearest.indexes() == {owner.pk: True}
+    monkeypatch.setattr("memories.nearest.LARGE_ACCOUNT_MIN", 8)
+    assert index_accounts() == "dropped the nearest-neighbour index of 1 account no longer large\n"
+    assert nearest.indexes() == {}
+
+
+def meaning_plans(owner, question: str) -> tuple[list[str], list[dict]]:
+    """The hits of a search, and the plans of its nearest-by-meaning statement."""
+    plans = []
+
+    def explain(execute, sql, params, many, context):
+        if "ORDER BY m.embedding <=>" in sql:
+            execute("EXPLAIN (FORMAT JSON) " + sql, params, many, context)
+            plans.append(context["cursor"].fetchone()[0][0]["Plan"])
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(explain):
+        page = search_memories(owner_id=owner.pk, query=question, filters=clean_filters())
+    return [hit.id for hit in page.hits], plans
+
+
+def test_a_large_account_finds_the_same_memories_before_and_after_its_index(large_at_three):
+    owner = UserFactory()
+    for topic, content in NOTES:
+        remember(owner, topic, content)
+    question = "which database holds the ledger, and how long are its snapshots kept?"
+    before, plans = meaning_plans(owner, question)
+    assert before and nearest.index_name(owner.pk) not in json.dumps(plans)
+    index_accounts()
+    after, plans = meaning_plans(owner, question)
+    assert after == before
+    assert nearest.index_name(owner.pk) in json.dumps(plans)
+    assert '"Sort"' not in json.dumps(plans)
+
+
+def test_an_index_left_invalid_is_not_used_and_is_built_again(large_at_three):
+    owner = UserFactory()
+    for topic, content in NOTES[:3]:
+        remember(owner, topic, content)
+    index_accounts()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+        if not cursor.fetchone()[0]:
+            pytest.skip("marking an index invalid takes a superuser")
+        # What a CREATE INDEX CONCURRENTLY that did not finish leaves behind.
+        cursor.execute(
+            "UPDATE pg_index SET indisvalid = false WHERE indexrelid = to_regclass(%s)",
+            [nearest.index_name(owner.pk)],
+        )
+    assert nearest.indexes() == {owner.pk: False}
+    hits, plans = meaning_plans(owner, "which database did we choose?")
+    assert hits and nearest.index_name(owner.pk) not in json.dumps(plans)
+    assert "built the nearest-neighbour index of 1 account" in index_accounts()
+    assert nearest.indexes() == {owner.pk: True}
+
+
+def test_index_accounts_waits_for_a_running_embed_memories(large_at_three):
+    owner = UserFactory()
+    for topic, content in NOTES[:3]:
+        remember(owner, topic, content)
+    with psycopg.connect(**connection.get_connection_params()) as other:
+        other.execute("SELECT pg_advisory_lock(%s)", [backfill._RUN_LOCK])
+        with pytest.raises(CommandError, match="embed_memories or index_accounts is running"):
+            index_accounts()
+    assert nearest.indexes() == {}
+    index_accounts()
+    assert nearest.indexes() == {owner.pk: True}
