@@ -87,11 +87,18 @@ def count_missing() -> int:
         return cursor.fetchone()[0]
 
 
-def count_embedded() -> int:
-    """Memories, of every tenant, that have a vector."""
+def counts_by_owner(owners: list[int]) -> dict[int, tuple[int, int]]:
+    """Owner id -> (current memories missing a vector, current memories with one), for
+    `owners`: what a fill would add to each one's nearest-neighbour index, and what it holds."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM memories_memory WHERE embedding IS NOT NULL")
-        return cursor.fetchone()[0]
+        cursor.execute(
+            f"SELECT owner_id, count(*) FILTER (WHERE {_MISSING}),"  # noqa: S608 (constant)
+            " count(*) FILTER (WHERE embedding IS NOT NULL)"
+            " FROM memories_memory WHERE owner_id = ANY(%s) AND valid_to IS NULL"
+            " GROUP BY owner_id",
+            [ERASED, owners],
+        )
+        return {owner: (missing, embedded) for owner, missing, embedded in cursor.fetchall()}
 
 
 def fill(embedder: Embedder, *, size: int) -> Iterator[Batch]:

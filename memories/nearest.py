@@ -2,9 +2,9 @@
 
 A semantic search ranks one tenant's current memories by the cosine distance of their vectors to
 the question's (memories/search.py). A small account is scanned exactly: its few thousand vectors
-cost less to compare than an index walk. An account with LARGE_ACCOUNT_MIN current memories or
-more gets an HNSW index of its own, partial on its owner and on current rows, because one index
-over every account's vectors costs on both sides:
+cost less to compare than an index walk. An account with LARGE_ACCOUNT_MIN current memories with
+a vector or more gets an HNSW index of its own, partial on its owner and on current rows, because
+one index over every account's vectors costs on both sides:
 - every memory written, of any account, would join that graph, and an HNSW insert is the
   costliest part of writing a memory; with indexes per large account, a memory of an ordinary
   account joins no graph, and one of a large account joins its own account's only;
@@ -12,15 +12,16 @@ over every account's vectors costs on both sides:
   visited and then discarded by the owner filter.
 
 `sync_indexes` builds the index of every account that has grown large and drops the index of an
-account that has shrunk below half the bound (so that an account hovering at the bound does not
-get its index built and dropped in turn). `manage.py index_accounts` runs it (from cron: an
-account's growth past the bound is not noticed otherwise), and so does `manage.py
-embed_memories` at the end of every run. Until an account's index is built, its searches scan
-its vectors exactly: the same results, more slowly.
+account that has shrunk below half the bound (an erased account keeps no vectors; half, so that
+an account hovering at the bound does not get its index built and dropped in turn). `manage.py
+index_accounts` runs it (from cron: an account's growth past the bound is not noticed
+otherwise), and so does `manage.py embed_memories` at the end of every run. Until an account's
+index is built, its searches scan its vectors exactly: the same results, more slowly.
 
-Index names carry the owner's id (`index_name`); everything here changes the schema and spans
-every tenant, so it runs as the owner of the tables (`tenancy.as_owner`), outside any
-transaction (CREATE and DROP INDEX CONCURRENTLY block neither reads nor writes).
+Index names carry the owner's id (`index_name`). Everything here changes the schema and spans
+every tenant, so it runs as the owner of the tables (`tenancy.as_owner`); and outside any
+transaction, which CREATE and DROP INDEX CONCURRENTLY require (in return they block neither reads
+nor writes).
 """
 
 from __future__ import annotations
@@ -75,11 +76,13 @@ def indexes() -> dict[int, bool]:
     return found
 
 
-def current_memory_counts(*, at_least: int) -> dict[int, int]:
-    """Owner id -> current memories, for the accounts with at least `at_least` of them."""
+def vector_counts(*, at_least: int) -> dict[int, int]:
+    """Owner id -> current memories with a vector (what an account's index holds), for the
+    accounts with at least `at_least` of them."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT owner_id, count(*) FROM memories_memory WHERE valid_to IS NULL "
+            "SELECT owner_id, count(*) FROM memories_memory "
+            "WHERE valid_to IS NULL AND embedding IS NOT NULL "
             "GROUP BY owner_id HAVING count(*) >= %s",
             [at_least],
         )
@@ -106,10 +109,11 @@ def drop_all_indexes() -> list[int]:
 
 def sync_indexes() -> Sync:
     """Build the index of every large account that has no valid one (an invalid one is dropped
-    first) and drop the index of every account under half of LARGE_ACCOUNT_MIN."""
+    first) and drop the index of every account under half of LARGE_ACCOUNT_MIN (counting
+    current memories with a vector)."""
     done = Sync()
     existing = indexes()
-    counts = current_memory_counts(at_least=LARGE_ACCOUNT_MIN // 2)
+    counts = vector_counts(at_least=LARGE_ACCOUNT_MIN // 2)
     for owner_id, valid in sorted(existing.items()):
         if not valid or counts.get(owner_id, 0) < LARGE_ACCOUNT_MIN // 2:
             drop_index(owner_id)

@@ -367,11 +367,13 @@ class _Where:
     reads at all (current or as of an instant, recorded dates), conditions that the walks over
     the most recent memories (words, topic fallback) apply as they read; `selection`: status,
     type, scope, project and thread, applied to what a walk has read, so that its bound holds
-    whatever the filters (see _LEXICAL_RECENT). `narrowed`: SearchFilters.narrows()."""
+    whatever the filters (see _LEXICAL_RECENT). `narrowed`: SearchFilters.narrows(). `current`:
+    only current memories are read (no asOf), as an account's nearest-neighbour index holds."""
 
     reach: str
     selection: str
     narrowed: bool
+    current: bool
 
     @property
     def sql(self) -> str:
@@ -410,7 +412,10 @@ def _where(filters: SearchFilters, owner_id: int, params: dict) -> _Where:
     if filters.thread is not None:
         selection.append(Thread.objects.members_sql(owner_id, filters.thread, params, key="thread"))
     return _Where(
-        reach=_conjunction(reach), selection=_conjunction(selection), narrowed=filters.narrows()
+        reach=_conjunction(reach),
+        selection=_conjunction(selection),
+        narrowed=filters.narrows(),
+        current=filters.as_of is None,
     )
 
 
@@ -590,7 +595,8 @@ def _ranked(db, text: str, where: _Where, params: dict) -> list[_Candidate]:
     if vector is not None:
         params["vector"] = "[" + ",".join(f"{x:.6g}" for x in vector) + "]"
         plan: tuple[str, ...] = ()
-        if params["nearest_indexed"]:
+        # The account's index holds its current memories only: asOf scans exactly.
+        if params["nearest_indexed"] and where.current:
             plan = _NEAREST_NARROWED if where.narrowed else _NEAREST
         ids += _ids(db, _SEMANTIC.format(required=required, filters=where.sql), params, plan)
         cosine = "1 - (m.embedding <=> %(vector)s::vector)"

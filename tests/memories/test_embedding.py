@@ -247,6 +247,20 @@ def test_the_indexes_are_rebuilt_for_a_large_fill_and_kept_for_a_small_one(unemb
     assert all(rebuilt[owner] != built[owner] for owner in built)
 
 
+def test_a_fill_rebuilds_only_the_indexes_it_would_at_least_double(unembedded):
+    memories, _ = unembedded
+    run_backfill()
+    built = index_oids()
+    grown, other = memories[0].owner, memories[3].owner
+    for n in range(3):
+        MemoryFactory(owner=grown, content=f"stored without a vector {n}")
+    out = run_backfill()
+    assert "embedded 3 memories" in out
+    assert "dropped the nearest-neighbour index of 1 account for the fill" in out
+    assert index_oids()[grown.pk] != built[grown.pk]
+    assert index_oids()[other.pk] == built[other.pk]
+
+
 def test_keep_index_never_drops_the_indexes(unembedded):
     memories, _ = unembedded
     run_backfill()
@@ -277,7 +291,7 @@ def test_a_second_run_while_one_is_going_is_refused(unembedded):
     memories, _ = unembedded
     with psycopg.connect(**connection.get_connection_params()) as other:
         other.execute("SELECT pg_advisory_lock(%s)", [backfill._RUN_LOCK])
-        with pytest.raises(CommandError, match="another embed_memories is running"):
+        with pytest.raises(CommandError, match="embed_memories or index_accounts is running"):
             run_backfill()
         assert all(stored_vector(memory) is None for memory in memories)
     run_backfill()  # the other session ended: its lock went with it

@@ -13,6 +13,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
+from accounts.erasure import erase_account
 from memories import backfill, nearest
 from memories.search import clean_filters, search_memories
 from memories.services import record_memory
@@ -76,7 +77,7 @@ def test_an_account_no_longer_large_loses_its_index(large_at_three, monkeypatch)
     assert nearest.indexes() == {}
 
 
-def meaning_plans(owner, question: str) -> tuple[list[str], list[dict]]:
+def meaning_plans(owner, question: str, **filters) -> tuple[list[str], list[dict]]:
     """The hits of a search, and the plans of its nearest-by-meaning statement."""
     plans = []
 
@@ -87,7 +88,7 @@ def meaning_plans(owner, question: str) -> tuple[list[str], list[dict]]:
         return execute(sql, params, many, context)
 
     with connection.execute_wrapper(explain):
-        page = search_memories(owner_id=owner.pk, query=question, filters=clean_filters())
+        page = search_memories(owner_id=owner.pk, query=question, filters=clean_filters(**filters))
     return [hit.id for hit in page.hits], plans
 
 
@@ -103,6 +104,30 @@ def test_a_large_account_finds_the_same_memories_before_and_after_its_index(larg
     assert after == before
     assert nearest.index_name(owner.pk) in json.dumps(plans)
     assert '"Sort"' not in json.dumps(plans)
+
+
+def test_a_search_as_of_an_instant_scans_exactly(large_at_three):
+    """The index holds current memories only; a search of what was current at another instant
+    reads the account's superseded memories too, by an exact scan planned as one."""
+    owner = UserFactory()
+    for topic, content in NOTES:
+        remember(owner, topic, content)
+    index_accounts()
+    hits, plans = meaning_plans(
+        owner, "which database holds the ledger?", as_of="2100-01-01T00:00:00Z"
+    )
+    assert hits and nearest.index_name(owner.pk) not in json.dumps(plans)
+    assert '"Disabled": true' not in json.dumps(plans)
+
+
+def test_an_erased_account_loses_its_index(large_at_three):
+    owner = UserFactory()
+    for topic, content in NOTES[:3]:
+        remember(owner, topic, content)
+    index_accounts()
+    erase_account(user=owner)  # its memories stay, without their vectors
+    assert index_accounts() == "dropped the nearest-neighbour index of 1 account no longer large\n"
+    assert nearest.indexes() == {}
 
 
 def test_an_index_left_invalid_is_not_used_and_is_built_again(large_at_three):
@@ -122,6 +147,8 @@ def test_an_index_left_invalid_is_not_used_and_is_built_again(large_at_three):
     assert nearest.indexes() == {owner.pk: False}
     hits, plans = meaning_plans(owner, "which database did we choose?")
     assert hits and nearest.index_name(owner.pk) not in json.dumps(plans)
+    # An exact scan planned as one, not the index's plan settings forced on a plan without it.
+    assert '"Disabled": true' not in json.dumps(plans)
     assert "built the nearest-neighbour index of 1 account" in index_accounts()
     assert nearest.indexes() == {owner.pk: True}
 

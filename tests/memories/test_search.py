@@ -322,10 +322,12 @@ def bulk_loaded_tenant(transactional_db, tenant):
             {"owner": tenant.pk, "count": LARGE_TENANT_MIN + 500},
         )
     nearest.sync_indexes()
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_clear_relation_stats('public', 'memories_memory')")
-    yield tenant
-    nearest.drop_all_indexes()
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_clear_relation_stats('public', 'memories_memory')")
+        yield tenant
+    finally:
+        nearest.drop_all_indexes()
 
 
 def test_a_large_tenant_is_searched_with_bounded_plans_before_any_analyze(bulk_loaded_tenant):

@@ -10,7 +10,7 @@ from contextlib import closing
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
 
 from memories import backfill, nearest, tenancy
 from memories.embedding import Embedder, get_embedder
@@ -28,13 +28,13 @@ class Command(BaseCommand):
         "SEARCH_EMBEDDER was none) with the model SEARCH_EMBEDDER names; erased memories are "
         "skipped. Resumable: batches commit one by one in (owner, id) order, and a re-run "
         "continues with what is still missing. Safe while the server serves traffic: each batch "
-        "is a short transaction, and a vector the server wrote meanwhile is kept. When more "
-        "memories lack a vector than have one, the large accounts' HNSW indexes are dropped "
-        "first and built again at the end (CONCURRENTLY, which blocks neither reads nor writes; "
-        "meanwhile semantic search scans exactly), which is many times faster than growing them "
-        "row by row; --keep-index never drops them. Every run ends as index_accounts does: an "
-        "account that has grown large gets its index. A run that stops leaves the indexes to "
-        "the next run. "
+        "is a short transaction, and a vector the server wrote meanwhile is kept. A large "
+        "account's HNSW index that the fill would at least double (more of its memories lack a "
+        "vector than have one) is dropped first and built again at the end (CONCURRENTLY, "
+        "which blocks neither reads nor writes; meanwhile semantic search scans exactly), which "
+        "is many times faster than growing it row by row; --keep-index never drops one. Every "
+        "run ends as index_accounts does: an account that has grown large gets its index. A run "
+        "that stops leaves the indexes to the next run. "
         "--reembed clears every vector first, then fills them all: run it after changing "
         "SEARCH_EMBEDDER (and restarting the server with the new value); if it stops while "
         "clearing, run it again; if it stops while filling, run it without --reembed. "
@@ -103,31 +103,43 @@ class Command(BaseCommand):
                     )
             except backfill.AlreadyRunning:
                 raise CommandError(
-                    "another embed_memories is running on this database; wait for it to end"
+                    "embed_memories or index_accounts is running on this database; wait for it "
+                    "to end"
                 ) from None
 
     def _embed(
         self, embedder: Embedder, *, batch_size: int, reembed: bool, keep_index: bool
     ) -> None:
-        missing, embedded = backfill.count_missing(), backfill.count_embedded()
-        if reembed:
-            missing, embedded = missing + embedded, 0  # once cleared
-        # Worth it once the indexes would at least double: they are built in a fraction of the
-        # time that growing them row by row takes.
-        if not keep_index and missing > 0 and missing >= embedded:
-            dropped = nearest.drop_all_indexes()
-            if dropped:
-                self.stdout.write(f"dropped {_indexes(len(dropped))} for the fill")
+        dropped = self._indexes_to_drop(reembed=reembed, keep_index=keep_index)
+        for owner_id in dropped:
+            nearest.drop_index(owner_id)
+        if dropped:
+            self.stdout.write(f"dropped {_indexes(len(dropped))} for the fill")
         if reembed:
             with closing(backfill.clear(size=batch_size)) as batches:
                 _, cleared = self._run(batches, total=None, verb="cleared")
             self.stdout.write(f"cleared {_count(cleared, 'vector')}; embedding every memory again")
-            missing = backfill.count_missing()
+        missing = backfill.count_missing()
         if missing:
             self._fill(embedder, missing, batch_size)
         else:
             self.stdout.write("nothing to embed: every memory that is not erased has a vector")
         report_index_sync(self.stdout)
+
+    def _indexes_to_drop(self, *, reembed: bool, keep_index: bool) -> list[int]:
+        """The accounts whose nearest-neighbour index goes before the fill: one left invalid
+        (written to, never read), and, unless --keep-index, one the fill would at least double,
+        since building it afresh takes a fraction of the time that growing it row by row does."""
+        existing = nearest.indexes()
+        dropped = [owner_id for owner_id, valid in existing.items() if not valid]
+        if keep_index or not existing:
+            return dropped
+        for owner_id, (missing, embedded) in backfill.counts_by_owner(sorted(existing)).items():
+            if reembed:
+                missing, embedded = missing + embedded, 0  # once cleared
+            if owner_id not in dropped and missing > 0 and missing >= embedded:
+                dropped.append(owner_id)
+        return sorted(dropped)
 
     def _fill(self, embedder: Embedder, missing: int, batch_size: int) -> None:
         started = time.perf_counter()
@@ -171,7 +183,7 @@ class Command(BaseCommand):
         self.stderr.write(f"{verb} {done:,}{of_total} ({rate:,.0f}/s)", style_func=str)
 
 
-def report_index_sync(out) -> None:
+def report_index_sync(out: OutputWrapper) -> None:
     """`nearest.sync_indexes`, and a line for each kind of change it made."""
     started = time.perf_counter()
     done = nearest.sync_indexes()
