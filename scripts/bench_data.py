@@ -12,9 +12,9 @@ and most words are in well under 1 %. With `--vectors` (the default) every memor
 an `embedding`: the unit-length sum of three vectors drawn by a hash of its number from a pool
 of 4,096 random unit vectors (numpy, fixed seed), so vectors are distinct, mildly correlated and,
 for timing, as good as real ones; the large tenants' HNSW indexes are then built after the load
-(`manage.py index_accounts`). The
-database is `threengram_bench` on the embedded server (or BENCH_DATABASE_URL); it is dropped and
-recreated on every run. Never point it at a database you care about.
+(`manage.py index_accounts`). The database is `threengram_bench` on the embedded server (or
+BENCH_DATABASE_URL); it is dropped and recreated on every run. Never point it at a database you
+care about.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def main() -> None:
     )
     started = time.monotonic()
     with psycopg.connect(url, autocommit=True) as connection:
-        # The HNSW build dominates; with less memory than its graph it is many times slower.
+        # For the full-text index's build after the load (index_accounts sets its own).
         connection.execute("SET maintenance_work_mem = '2GB'")
         # No statistics from autovacuum half-way through the load (when the table holds only
         # the largest tenant): the table has none until the ANALYZE at the end, or, with
