@@ -99,14 +99,6 @@ def drop_index(owner_id: int) -> None:
         cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {index_name(owner_id)}")
 
 
-def drop_all_indexes() -> list[int]:
-    """Drop every account index; the owners whose index was dropped."""
-    owners = sorted(indexes())
-    for owner_id in owners:
-        drop_index(owner_id)
-    return owners
-
-
 def sync_indexes() -> Sync:
     """Build the index of every large account that has no valid one (an invalid one is dropped
     first) and drop the index of every account under half of LARGE_ACCOUNT_MIN (counting

@@ -96,11 +96,9 @@ def test_a_revision_gets_the_vector_of_its_own_text_and_the_old_one_keeps_its_ow
 
 
 @pytest.fixture
-def unembedded(transactional_db, monkeypatch):
+def unembedded(nearest_indexes, monkeypatch):
     """Memories of two tenants stored without a vector, and an erased tenant's memory; an
-    account of three memories counts as large, so the two get a nearest-neighbour index each.
-    (The command builds indexes CONCURRENTLY, which no transaction may hold: no test transaction;
-    and an index outlives the test's rows: dropped after it.)"""
+    account of three memories counts as large, so the two get a nearest-neighbour index each."""
     monkeypatch.setattr("memories.nearest.LARGE_ACCOUNT_MIN", 3)
     memories = [
         MemoryFactory(owner=owner, topic=f"topic {n}", content=f"{owner.username} note {n}")
@@ -109,8 +107,7 @@ def unembedded(transactional_db, monkeypatch):
     ]
     erased = MemoryFactory(content="gone soon")
     erase_account(user=erased.owner)
-    yield memories, erased
-    nearest.drop_all_indexes()
+    return memories, erased
 
 
 def test_the_backfill_gives_every_memory_the_vector_remember_would_have(unembedded):

@@ -29,13 +29,9 @@ NOTES = [
 
 
 @pytest.fixture
-def large_at_three(transactional_db, monkeypatch):
-    """An account of three current memories counts as large. (Indexes are built CONCURRENTLY,
-    which no transaction may hold: no test transaction; and they outlive the test's rows:
-    dropped after it.)"""
+def large_at_three(nearest_indexes, monkeypatch):
+    """An account of three current memories counts as large."""
     monkeypatch.setattr("memories.nearest.LARGE_ACCOUNT_MIN", 3)
-    yield
-    nearest.drop_all_indexes()
 
 
 def remember(owner, topic: str, content: str):

@@ -302,11 +302,10 @@ def test_the_topic_fallback_pages_too(tenant):
 
 
 @pytest.fixture
-def bulk_loaded_tenant(transactional_db, tenant):
+def bulk_loaded_tenant(nearest_indexes, tenant):
     """A large tenant written in one statement, its nearest-neighbour index built, and a table
     whose statistics were never gathered (as right after a bulk load, before autovacuum's
-    ANALYZE). (The index is built CONCURRENTLY, which no transaction may hold: no test
-    transaction; and it outlives the test's rows: dropped after it.)"""
+    ANALYZE)."""
     with connection.cursor() as cursor:
         cursor.execute(
             """
@@ -322,12 +321,9 @@ def bulk_loaded_tenant(transactional_db, tenant):
             {"owner": tenant.pk, "count": LARGE_TENANT_MIN + 500},
         )
     nearest.sync_indexes()
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_clear_relation_stats('public', 'memories_memory')")
-        yield tenant
-    finally:
-        nearest.drop_all_indexes()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_clear_relation_stats('public', 'memories_memory')")
+    return tenant
 
 
 def test_a_large_tenant_is_searched_with_bounded_plans_before_any_analyze(bulk_loaded_tenant):

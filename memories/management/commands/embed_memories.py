@@ -3,20 +3,24 @@ memories without one (memories/backfill.py)."""
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterable
 from contextlib import closing
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from memories import backfill, nearest, tenancy
+from memories import backfill, nearest
 from memories.embedding import Embedder, get_embedder
-
-# PostgreSQL's spelling of a memory size (postgresql.conf units; a bare number is kB).
-MEMORY_SIZE = re.compile(r"[1-9][0-9]{0,9}(kB|MB|GB|TB)?")
+from memories.management.maintenance import (
+    add_maintenance_work_mem,
+    check_memory_size,
+    count,
+    exclusive_maintenance,
+    indexes_of,
+    report_index_sync,
+)
 
 # Progress lines at most this often: a line per batch floods a terminal on a large table.
 PROGRESS_EVERY_SECONDS = 2.0
@@ -56,12 +60,7 @@ class Command(BaseCommand):
             action="store_true",
             help="clear every vector first, then embed every memory: after a change of model",
         )
-        parser.add_argument(
-            "--maintenance-work-mem",
-            default="512MB",
-            help="PostgreSQL's maintenance_work_mem for the index builds (default 512MB); an "
-            "HNSW graph builds many times faster when it fits",
-        )
+        add_maintenance_work_mem(parser)
         parser.add_argument(
             "--keep-index",
             action="store_true",
@@ -79,11 +78,7 @@ class Command(BaseCommand):
     ) -> None:
         if batch_size < 1:
             raise CommandError("--batch-size must be at least 1")
-        if not MEMORY_SIZE.fullmatch(maintenance_work_mem):
-            raise CommandError(
-                "--maintenance-work-mem must be a PostgreSQL memory size such as 512MB or 2GB; "
-                f"got {maintenance_work_mem!r}"
-            )
+        check_memory_size(maintenance_work_mem)
         embedder = get_embedder()
         if embedder is None:
             # Checked before --reembed clears anything: with no model, nothing would refill.
@@ -92,20 +87,8 @@ class Command(BaseCommand):
                 "with, and search ranks by words only. Set SEARCH_EMBEDDER (e.g. wordllama) and "
                 "run this again."
             )
-        with tenancy.as_owner():
-            try:
-                with (
-                    backfill.single_run(),
-                    backfill.maintenance_session(work_mem=maintenance_work_mem),
-                ):
-                    self._embed(
-                        embedder, batch_size=batch_size, reembed=reembed, keep_index=keep_index
-                    )
-            except backfill.AlreadyRunning:
-                raise CommandError(
-                    "embed_memories or index_accounts is running on this database; wait for it "
-                    "to end"
-                ) from None
+        with exclusive_maintenance(maintenance_work_mem):
+            self._embed(embedder, batch_size=batch_size, reembed=reembed, keep_index=keep_index)
 
     def _embed(
         self, embedder: Embedder, *, batch_size: int, reembed: bool, keep_index: bool
@@ -114,11 +97,11 @@ class Command(BaseCommand):
         for owner_id in dropped:
             nearest.drop_index(owner_id)
         if dropped:
-            self.stdout.write(f"dropped {_indexes(len(dropped))} for the fill")
+            self.stdout.write(f"dropped {indexes_of(len(dropped))} for the fill")
         if reembed:
             with closing(backfill.clear(size=batch_size)) as batches:
                 _, cleared = self._run(batches, total=None, verb="cleared")
-            self.stdout.write(f"cleared {_count(cleared, 'vector')}; embedding every memory again")
+            self.stdout.write(f"cleared {count(cleared, 'vector')}; embedding every memory again")
         missing = backfill.count_missing()
         if missing:
             self._fill(embedder, missing, batch_size)
@@ -149,13 +132,13 @@ class Command(BaseCommand):
         seconds = time.perf_counter() - started
         self.stdout.write(
             self.style.SUCCESS(
-                f"embedded {_count(done, 'memory')} with {embedder.name} in {seconds:.1f} s "
+                f"embedded {count(done, 'memory')} with {embedder.name} in {seconds:.1f} s "
                 f"({done / max(seconds, 1e-9):,.0f} memories/s)"
             )
         )
         if visited > done:
             # Rows a server process embedded between our read and our write: theirs are kept.
-            kept = _count(visited - done, "vector")
+            kept = count(visited - done, "vector")
             self.stdout.write(f"kept {kept} the server wrote meanwhile")
 
     def _run(
@@ -181,23 +164,3 @@ class Command(BaseCommand):
         rate = done / max(seconds, 1e-9)
         # Plain text: stderr's default style is the error colour.
         self.stderr.write(f"{verb} {done:,}{of_total} ({rate:,.0f}/s)", style_func=str)
-
-
-def report_index_sync(out: OutputWrapper) -> None:
-    """`nearest.sync_indexes`, and a line for each kind of change it made."""
-    started = time.perf_counter()
-    done = nearest.sync_indexes()
-    seconds = time.perf_counter() - started
-    if done.built:
-        out.write(f"built {_indexes(len(done.built))} in {seconds:.1f} s")
-    if done.dropped:
-        out.write(f"dropped {_indexes(len(done.dropped))} no longer large")
-
-
-def _indexes(n: int) -> str:
-    return f"the nearest-neighbour index of {_count(n, 'account')}"
-
-
-def _count(n: int, noun: str) -> str:
-    plural = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
-    return f"{n:,} {noun if n == 1 else plural}"

@@ -1,0 +1,70 @@
+"""What the maintenance commands that span every tenant (`embed_memories`, `index_accounts`)
+share: the maintenance_work_mem option, the session they run in, and the report of the
+nearest-neighbour index sync both end with."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.core.management.base import CommandError, CommandParser, OutputWrapper
+
+from memories import backfill, nearest, tenancy
+
+# PostgreSQL's spelling of a memory size (postgresql.conf units; a bare number is kB).
+MEMORY_SIZE = re.compile(r"[1-9][0-9]{0,9}(kB|MB|GB|TB)?")
+
+
+def add_maintenance_work_mem(parser: CommandParser) -> None:
+    parser.add_argument(
+        "--maintenance-work-mem",
+        default="512MB",
+        help="PostgreSQL's maintenance_work_mem for the index builds (default 512MB); an "
+        "HNSW graph builds many times faster when it fits",
+    )
+
+
+def check_memory_size(value: str) -> None:
+    if not MEMORY_SIZE.fullmatch(value):
+        raise CommandError(
+            "--maintenance-work-mem must be a PostgreSQL memory size such as 512MB or 2GB; "
+            f"got {value!r}"
+        )
+
+
+@contextmanager
+def exclusive_maintenance(work_mem: str) -> Iterator[None]:
+    """As the owner of the tables (past row-level security, to reach every tenant and change
+    the schema), holding the database-wide backfill lock, with `work_mem` as
+    maintenance_work_mem and no timeouts (`backfill.maintenance_session`). Another run holding
+    the lock is a CommandError."""
+    with tenancy.as_owner():
+        try:
+            with backfill.single_run(), backfill.maintenance_session(work_mem=work_mem):
+                yield
+        except backfill.AlreadyRunning:
+            raise CommandError(
+                "embed_memories or index_accounts is running on this database; wait for it to end"
+            ) from None
+
+
+def report_index_sync(out: OutputWrapper) -> None:
+    """`nearest.sync_indexes`, and a line for each kind of change it made."""
+    started = time.perf_counter()
+    done = nearest.sync_indexes()
+    seconds = time.perf_counter() - started
+    if done.built:
+        out.write(f"built {indexes_of(len(done.built))} in {seconds:.1f} s")
+    if done.dropped:
+        out.write(f"dropped {indexes_of(len(done.dropped))} no longer large")
+
+
+def indexes_of(accounts: int) -> str:
+    return f"the nearest-neighbour index of {count(accounts, 'account')}"
+
+
+def count(n: int, noun: str) -> str:
+    plural = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
+    return f"{n:,} {noun if n == 1 else plural}"
