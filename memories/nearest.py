@@ -40,13 +40,21 @@ def index_name(owner_id: int) -> str:
     return f"{INDEX_PREFIX}{int(owner_id)}"
 
 
-# The same graph parameters as pgvector's defaults; the operator class of the cosine distance
-# that search orders by (`<=>`).
+# The graph's parameters (pgvector's HNSW options). Fewer links per node than pgvector's
+# defaults (m 16, ef_construction 64): a memory joins the graph in about half the time, and its
+# account's remember pays for that on every write; a search makes up for the sparser graph by
+# keeping SEARCH_LIST_SIZE candidates as it walks (hnsw.ef_search, 40 by default, below the 50
+# nearest a search asks for), and then finds the exact 50 nearest as often as before.
+# docs/performance.md records both sides.
+GRAPH_OPTIONS = {"m": 8, "ef_construction": 32}
+SEARCH_LIST_SIZE = 200
+# The operator class is the cosine distance's, which search orders by (`<=>`).
 _CREATE = (
     "CREATE INDEX CONCURRENTLY {name} ON memories_memory "
-    "USING hnsw (embedding vector_cosine_ops) "
+    "USING hnsw (embedding vector_cosine_ops) WITH ({options}) "
     "WHERE owner_id = {owner} AND valid_to IS NULL"
 )
+_RELOPTIONS = sorted(f"{name}={value}" for name, value in GRAPH_OPTIONS.items())
 
 
 @dataclass
@@ -58,21 +66,23 @@ class Sync:
 
 
 def indexes() -> dict[int, bool]:
-    """Every account index: owner id -> whether it is valid (a CREATE INDEX CONCURRENTLY that did
-    not finish leaves an invalid one, still written to, never read)."""
+    """Every account index: owner id -> whether it is current: valid (a CREATE INDEX
+    CONCURRENTLY that did not finish leaves an invalid one, still written to, never read) and
+    built with GRAPH_OPTIONS (one built with others still serves searches until it is
+    rebuilt)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT c.relname, i.indisvalid FROM pg_index i "
+            "SELECT c.relname, i.indisvalid, coalesce(c.reloptions, '{}') FROM pg_index i "
             "JOIN pg_class c ON c.oid = i.indexrelid "
             "WHERE i.indrelid = 'memories_memory'::regclass AND c.relname LIKE %s",
             [INDEX_PREFIX.replace("_", r"\_") + "%"],
         )
         rows = cursor.fetchall()
     found = {}
-    for name, valid in rows:
+    for name, valid, options in rows:
         matched = _INDEX_NAME.fullmatch(name)
         if matched:
-            found[int(matched[1])] = valid
+            found[int(matched[1])] = valid and sorted(options) == _RELOPTIONS
     return found
 
 
@@ -91,7 +101,13 @@ def vector_counts(*, at_least: int) -> dict[int, int]:
 
 def build_index(owner_id: int) -> None:
     with connection.cursor() as cursor:
-        cursor.execute(_CREATE.format(name=index_name(owner_id), owner=int(owner_id)))
+        cursor.execute(
+            _CREATE.format(
+                name=index_name(owner_id),
+                options=", ".join(f"{name} = {value}" for name, value in GRAPH_OPTIONS.items()),
+                owner=int(owner_id),
+            )
+        )
 
 
 def drop_index(owner_id: int) -> None:
@@ -100,16 +116,16 @@ def drop_index(owner_id: int) -> None:
 
 
 def sync_indexes() -> Sync:
-    """Build the index of every large account that has no valid one (an invalid one is dropped
-    first) and drop the index of every account under half of LARGE_ACCOUNT_MIN (counting
-    current memories with a vector)."""
+    """Build the index of every large account that has no current one (an invalid one, or one
+    built with other graph parameters, is dropped first) and drop the index of every account
+    under half of LARGE_ACCOUNT_MIN (counting current memories with a vector)."""
     done = Sync()
     existing = indexes()
     counts = vector_counts(at_least=LARGE_ACCOUNT_MIN // 2)
-    for owner_id, valid in sorted(existing.items()):
-        if not valid or counts.get(owner_id, 0) < LARGE_ACCOUNT_MIN // 2:
+    for owner_id, current in sorted(existing.items()):
+        if not current or counts.get(owner_id, 0) < LARGE_ACCOUNT_MIN // 2:
             drop_index(owner_id)
-            if valid:
+            if current:
                 done.dropped.append(owner_id)
             del existing[owner_id]
     for owner_id, count in sorted(counts.items()):

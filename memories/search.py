@@ -552,6 +552,7 @@ _NEAREST = (
     "SET LOCAL enable_sort = off",
     # A filtered nearest-neighbour scan that keeps going until it has enough rows.
     "SET LOCAL hnsw.iterative_scan = relaxed_order",
+    f"SET LOCAL hnsw.ef_search = {nearest.SEARCH_LIST_SIZE}",
 )
 _NEAREST_NARROWED = (*_NEAREST, f"SET LOCAL hnsw.max_scan_tuples = {SEMANTIC_SCAN_MAX}")
 

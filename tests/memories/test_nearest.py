@@ -54,8 +54,11 @@ def test_an_account_that_has_grown_large_gets_an_index_of_its_own(large_at_three
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_get_indexdef(to_regclass(%s))", [nearest.index_name(large.pk)])
         definition = cursor.fetchone()[0]
-    # Only the account's current memories, ordered by the distance search uses.
-    assert "USING hnsw (embedding vector_cosine_ops)" in definition
+    # Only the account's current memories, ordered by the distance search uses, in a graph
+    # sparser than pgvector's default (cheaper to write into).
+    assert "USING hnsw (embedding vector_cosine_ops) WITH (m='8', ef_construction='32')" in (
+        definition
+    )
     assert f"WHERE ((owner_id = {large.pk}) AND (valid_to IS NULL))" in definition
     assert index_accounts() == ""  # nothing left to do
 
@@ -74,13 +77,16 @@ def test_an_account_no_longer_large_loses_its_index(large_at_three, monkeypatch)
 
 
 def meaning_plans(owner, question: str, **filters) -> tuple[list[str], list[dict]]:
-    """The hits of a search, and the plans of its nearest-by-meaning statement."""
+    """The hits of a search, and the plans of its nearest-by-meaning statement (each with the
+    HNSW candidate list size it ran with, as "ef_search")."""
     plans = []
 
     def explain(execute, sql, params, many, context):
         if "ORDER BY m.embedding <=>" in sql:
             execute("EXPLAIN (FORMAT JSON) " + sql, params, many, context)
             plans.append(context["cursor"].fetchone()[0][0]["Plan"])
+            execute("SELECT current_setting('hnsw.ef_search')", None, False, context)
+            plans[-1]["ef_search"] = int(context["cursor"].fetchone()[0])
         return execute(sql, params, many, context)
 
     with connection.execute_wrapper(explain):
@@ -100,6 +106,8 @@ def test_a_large_account_finds_the_same_memories_before_and_after_its_index(larg
     assert after == before
     assert nearest.index_name(owner.pk) in json.dumps(plans)
     assert '"Sort"' not in json.dumps(plans)
+    # The sparser graph is walked with a longer candidate list than the 50 nearest it returns.
+    assert [plan["ef_search"] for plan in plans] == [nearest.SEARCH_LIST_SIZE]
 
 
 def test_a_search_as_of_an_instant_scans_exactly(large_at_three):
@@ -147,6 +155,27 @@ def test_an_index_left_invalid_is_not_used_and_is_built_again(large_at_three):
     assert '"Disabled": true' not in json.dumps(plans)
     assert "built the nearest-neighbour index of 1 account" in index_accounts()
     assert nearest.indexes() == {owner.pk: True}
+
+
+def test_an_index_built_with_other_graph_parameters_serves_until_it_is_rebuilt(
+    large_at_three,
+):
+    owner = UserFactory()
+    for topic, content in NOTES[:3]:
+        remember(owner, topic, content)
+    with connection.cursor() as cursor:
+        # As an earlier release built it: pgvector's default graph parameters.
+        cursor.execute(
+            f"CREATE INDEX {nearest.index_name(owner.pk)} ON memories_memory "
+            "USING hnsw (embedding vector_cosine_ops) "
+            f"WHERE owner_id = {owner.pk} AND valid_to IS NULL"
+        )
+    assert nearest.indexes() == {owner.pk: False}
+    hits, plans = meaning_plans(owner, "which database did we choose?")
+    assert hits and nearest.index_name(owner.pk) in json.dumps(plans)
+    assert "built the nearest-neighbour index of 1 account" in index_accounts()
+    assert nearest.indexes() == {owner.pk: True}
+    assert index_accounts() == ""
 
 
 def test_index_accounts_waits_for_a_running_embed_memories(large_at_three):

@@ -110,11 +110,12 @@ class Command(BaseCommand):
         report_index_sync(self.stdout)
 
     def _indexes_to_drop(self, *, reembed: bool, keep_index: bool) -> list[int]:
-        """The accounts whose nearest-neighbour index goes before the fill: one left invalid
-        (written to, never read), and, unless --keep-index, one the fill would at least double,
-        since building it afresh takes a fraction of the time that growing it row by row does."""
+        """The accounts whose nearest-neighbour index goes before the fill: one not current (left
+        invalid, or built with other graph parameters: it is rebuilt after the fill), and, unless
+        --keep-index, one the fill would at least double, since building it afresh takes a
+        fraction of the time that growing it row by row does."""
         existing = nearest.indexes()
-        dropped = [owner_id for owner_id, valid in existing.items() if not valid]
+        dropped = [owner_id for owner_id, current in existing.items() if not current]
         if keep_index or not existing:
             return dropped
         for owner_id, (missing, embedded) in backfill.counts_by_owner(sorted(existing)).items():

@@ -20,7 +20,8 @@ class Command(BaseCommand):
     help = (
         "Build the HNSW index of every account with at least "
         f"{nearest.LARGE_ACCOUNT_MIN:,} current memories with a vector that has none (or only "
-        "an invalid one, left by a build that did not finish), and drop the index of every "
+        "an invalid one, left by a build that did not finish, or one built with other graph "
+        "parameters), and drop the index of every "
         "account under half of that. CONCURRENTLY: reads and writes go on meanwhile. Run it "
         "from cron (hourly, say): until an account that has grown large has its index, its "
         "semantic searches scan its vectors exactly, with the same results, more slowly. Like "
