@@ -4,6 +4,7 @@ existing memory (only erase_account in accounts.erasure does, to the sentinel)."
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -194,9 +195,13 @@ def record_memory(
     project: object = None,
     tags: object = None,
     due_at: object = None,
+    and_then: Callable[[Memory], None] | None = None,
 ) -> Memory:
     """Store one new memory. The same content already current for this tenant is a
-    DuplicateMemory; a commitment starts `open` (and may carry a due date)."""
+    DuplicateMemory; a commitment starts `open` (and may carry a due date). `and_then` is
+    called with the new memory inside the write's transaction, so that what it writes commits
+    or rolls back with the memory, without a transaction of the caller's around this one (which
+    would make this one a savepoint: another round trip on every write)."""
     fields = MemoryFields.clean(
         memory_type=memory_type,
         topic=topic,
@@ -210,7 +215,10 @@ def record_memory(
     try:
         with transaction.atomic():
             lock_live_owner(owner)
-            return _insert(memory)
+            _insert(memory)
+            if and_then is not None:
+                and_then(memory)
+            return memory
     except _LostInsert as lost:
         raise _explain_lost_insert(lost) from None
 
@@ -226,15 +234,18 @@ def revise_memory(
     project: object = _UNSET,
     tags: object = _UNSET,
     due_at: object = _UNSET,
+    and_then: Callable[[Memory], None] | None = None,
 ) -> Memory:
     """Supersede a memory: close the predecessor (valid_to) and insert a successor with a new id
     pointing back to it. Fields not given are carried over. Revising a memory that is already
-    superseded is a Conflict, so two concurrent revisions yield one successor and one Conflict."""
+    superseded is a Conflict, so two concurrent revisions yield one successor and one Conflict.
+    `and_then`: as in `record_memory`, called with the successor."""
     try:
         return _revise(
             owner=owner,
             predecessor_id=predecessor_id,
             content=content,
+            and_then=and_then,
             given={
                 "memory_type": memory_type,
                 "topic": topic,
@@ -269,7 +280,14 @@ def _close(owner, predecessor_id: object, at: datetime) -> Memory:
     return closed
 
 
-def _revise(*, owner, predecessor_id: object, content: object, given: dict) -> Memory:
+def _revise(
+    *,
+    owner,
+    predecessor_id: object,
+    content: object,
+    given: dict,
+    and_then: Callable[[Memory], None] | None,
+) -> Memory:
     with transaction.atomic():
         lock_live_owner(owner)
         now = timezone.now()
@@ -286,7 +304,10 @@ def _revise(*, owner, predecessor_id: object, content: object, given: dict) -> M
             commitment = inherited["memory_type"] == MemoryType.COMMITMENT
             due_at = predecessor.due_at if commitment else None
         fields = MemoryFields.clean(content=content, due_at=due_at, **inherited)
-        return _insert(_new_memory(owner, fields, predecessor=predecessor, recorded_at=now))
+        successor = _insert(_new_memory(owner, fields, predecessor=predecessor, recorded_at=now))
+        if and_then is not None:
+            and_then(successor)
+        return successor
 
 
 def archive_memory(*, owner, memory_id: object) -> Memory:

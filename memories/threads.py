@@ -169,13 +169,14 @@ def list_open_proposals(*, owner, limit: int = LIST_MAX) -> list[Proposal]:
 def propose_thread_memberships(*, memory: Memory) -> list[Proposal]:
     """Propose `memory` for the threads it plausibly belongs to: a thread with a current member
     in the same project whose topic is similar (pg_trgm), among the tenant's
-    PROPOSAL_MEMBERS_COMPARED most recently added members. One statement; a thread that already
-    has any membership row for this memory is skipped (so rejections stick). Inside a caller's
-    transaction it is part of that one (no savepoint of its own)."""
-    with transaction.atomic(savepoint=False):
-        with connection.cursor() as cursor:
-            cursor.execute(
-                """
+    PROPOSAL_MEMBERS_COMPARED most recently added members. One statement, which also returns
+    the threads' names; a thread that already has any membership row for this memory is skipped
+    (so rejections stick). Inside a caller's transaction it is part of that one (no savepoint of
+    its own)."""
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+        cursor.execute(
+            """
+            WITH proposed AS (
                 INSERT INTO memories_threadmembership
                     (id, owner_id, thread_id, memory_id, state, similarity, created_at)
                 SELECT gen_random_uuid(), %(owner)s, best.thread_id, %(memory)s, 'proposed',
@@ -209,50 +210,63 @@ def propose_thread_memberships(*, memory: Memory) -> list[Proposal]:
                       AND done.memory_id = %(memory)s
                 )
                 RETURNING id, thread_id, similarity
-                """,
-                {
-                    "memory": memory.id,
-                    "topic": memory.topic,
-                    "owner": memory.owner_id,
-                    "project": memory.project,
-                    "floor": PROPOSAL_TOPIC_SIMILARITY,
-                    "limit": PROPOSALS_PER_MEMORY_MAX,
-                    "members": PROPOSAL_MEMBERS_COMPARED,
-                },
             )
-            rows = cursor.fetchall()
-        threads = Thread.objects.filter(owner_id=memory.owner_id, id__in=[row[1] for row in rows])
-        names = dict(threads.values_list("id", "name"))
+            SELECT proposed.id, thread.name, proposed.similarity
+            FROM proposed
+            JOIN memories_thread thread
+              ON thread.owner_id = %(owner)s AND thread.id = proposed.thread_id
+            ORDER BY proposed.similarity DESC, thread.name
+            """,
+            {
+                "memory": memory.id,
+                "topic": memory.topic,
+                "owner": memory.owner_id,
+                "project": memory.project,
+                "floor": PROPOSAL_TOPIC_SIMILARITY,
+                "limit": PROPOSALS_PER_MEMORY_MAX,
+                "members": PROPOSAL_MEMBERS_COMPARED,
+            },
+        )
+        rows = cursor.fetchall()
     return [
-        Proposal(id=row[0], thread=names[row[1]], memory_id=memory.id, similarity=round(row[2], 3))
+        Proposal(id=row[0], thread=row[1], memory_id=memory.id, similarity=round(row[2], 3))
         for row in rows
     ]
 
 
 def record_memory_with_proposals(*, owner, **fields) -> tuple[Memory, list[Proposal]]:
-    """`services.record_memory`, then membership proposals for the new memory, in one
+    """`services.record_memory`, then membership proposals for the new memory, in the same
     transaction."""
-    with transaction.atomic():
-        memory = services.record_memory(owner=owner, **fields)
-        return memory, propose_thread_memberships(memory=memory)
+    proposals: list[Proposal] = []
+
+    def propose(memory: Memory) -> None:
+        proposals.extend(propose_thread_memberships(memory=memory))
+
+    memory = services.record_memory(owner=owner, and_then=propose, **fields)
+    return memory, proposals
 
 
 def revise_memory_in_threads(*, owner, predecessor_id: object, **fields) -> Memory:
     """`services.revise_memory`; the successor joins every thread its predecessor was a member
     of (the same memory, revised, stays in its threads), in the same transaction."""
-    with transaction.atomic():
-        successor = services.revise_memory(owner=owner, predecessor_id=predecessor_id, **fields)
-        ThreadMembership.objects.bulk_create(
-            [
-                ThreadMembership(
-                    thread_id=thread_id,
-                    memory=successor,
-                    state=MembershipState.MEMBER,
-                    decided_at=successor.recorded_at,
-                )
-                for thread_id in ThreadMembership.objects.filter(
-                    owner=owner, memory_id=successor.predecessor_id, state=MembershipState.MEMBER
-                ).values_list("thread_id", flat=True)
-            ]
-        )
-        return successor
+    return services.revise_memory(
+        owner=owner, predecessor_id=predecessor_id, and_then=_join_predecessors_threads, **fields
+    )
+
+
+def _join_predecessors_threads(successor: Memory) -> None:
+    ThreadMembership.objects.bulk_create(
+        [
+            ThreadMembership(
+                thread_id=thread_id,
+                memory=successor,
+                state=MembershipState.MEMBER,
+                decided_at=successor.recorded_at,
+            )
+            for thread_id in ThreadMembership.objects.filter(
+                owner=successor.owner_id,
+                memory_id=successor.predecessor_id,
+                state=MembershipState.MEMBER,
+            ).values_list("thread_id", flat=True)
+        ]
+    )

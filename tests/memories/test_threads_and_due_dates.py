@@ -8,7 +8,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts.erasure import erase_account
-from memories.errors import AccountInactive
+from memories import threads
+from memories.errors import AccountInactive, DuplicateMemory
 from memories.models import MembershipState, Memory, ThreadMembership
 from memories.services import record_memory, revise_memory
 from memories.threads import (
@@ -16,6 +17,7 @@ from memories.threads import (
     create_thread,
     record_memory_with_proposals,
     rename_thread,
+    revise_memory_in_threads,
 )
 
 
@@ -66,6 +68,55 @@ def test_proposals_stay_proposals_and_rejections_stick(tenant):
     assert [p.thread for p in proposals] == ["budget"]
     row = ThreadMembership.objects.get(memory=memory)
     assert row.state == MembershipState.PROPOSED and row.decided_at is None
+
+
+def test_proposals_come_with_their_threads_names_best_first(tenant):
+    for name, topic in (("budget", "quarterly budget"), ("reviews", "quarterly budget review")):
+        seed = record_memory(owner=tenant, memory_type="note", topic=topic, content=name)
+        add_thread_members(
+            owner=tenant, name=create_thread(owner=tenant, name=name).name, memory_ids=[seed.id]
+        )
+    memory, proposals = record_memory_with_proposals(
+        owner=tenant, memory_type="note", topic="quarterly budget review notes", content="c"
+    )
+    assert [p.thread for p in proposals] == ["reviews", "budget"]
+    assert proposals[0].similarity > proposals[1].similarity
+    assert {p.memory_id for p in proposals} == {memory.id}
+
+
+def test_a_memory_and_its_proposals_are_written_together_or_not_at_all(tenant, monkeypatch):
+    def fail(*, memory):
+        raise RuntimeError("proposals failed")
+
+    monkeypatch.setattr(threads, "propose_thread_memberships", fail)
+    with pytest.raises(RuntimeError, match="proposals failed"):
+        record_memory_with_proposals(owner=tenant, memory_type="note", topic="t", content="lost")
+    assert not Memory.objects.filter(owner=tenant, content="lost").exists()
+
+
+def test_a_duplicate_with_proposals_names_the_memory_it_repeats(tenant):
+    first, _ = record_memory_with_proposals(
+        owner=tenant, memory_type="note", topic="t", content="same"
+    )
+    with pytest.raises(DuplicateMemory) as raised:
+        record_memory_with_proposals(owner=tenant, memory_type="note", topic="t", content="same")
+    assert raised.value.existing_id == first.id
+
+
+def test_a_revised_member_stays_in_its_threads_or_is_not_revised(tenant, monkeypatch):
+    memory = record_memory(owner=tenant, memory_type="note", topic="standup", content="v1")
+    thread = create_thread(owner=tenant, name="rituals")
+    add_thread_members(owner=tenant, name=thread.name, memory_ids=[memory.id])
+    successor = revise_memory_in_threads(owner=tenant, predecessor_id=memory.id, content="v2")
+    assert ThreadMembership.objects.get(memory=successor).state == MembershipState.MEMBER
+
+    def fail(successor):
+        raise RuntimeError("joining failed")
+
+    monkeypatch.setattr(threads, "_join_predecessors_threads", fail)
+    with pytest.raises(RuntimeError, match="joining failed"):
+        revise_memory_in_threads(owner=tenant, predecessor_id=successor.id, content="v3")
+    assert Memory.objects.current().get(owner=tenant, topic="standup").content == "v2"
 
 
 def test_a_decided_membership_has_its_decision_time(tenant):
