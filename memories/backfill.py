@@ -7,10 +7,10 @@ picks up what is still missing. The server keeps writing meanwhile: a vector is 
 where the column is still empty, so a row a server process embedded in between is left as it is
 (the append-only trigger would refuse a replacement anyway).
 
-The large accounts' HNSW indexes over the vectors (memories/nearest.py) are the slow part of a
-fill: each vector written joins its account's graph one by one, which costs many times what the
-model and the rest of the UPDATE cost together, whereas building an index over all vectors at
-once is cheap. So a large fill may drop them first and build them again at the end, both
+The large accounts' HNSW indexes over the vectors (memories/account_indexes.py) are the slow
+part of a fill: each vector written joins its account's graph one by one, which costs many times
+what the model and the rest of the UPDATE cost together, whereas building an index over all
+vectors at once is cheap. So a large fill may drop them first and build them again at the end, both
 CONCURRENTLY (neither blocks reads or writes); meanwhile semantic search ranks the same memories
 by an exact scan.
 

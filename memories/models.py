@@ -202,8 +202,9 @@ class Memory(MemoryResource, TenantRow):
                 condition=Q(valid_to__isnull=True),
                 include=["status", "commitment_status", "due_at", "id"],
             ),
-            # Nearest current memories by meaning: an HNSW index per large account, built and
-            # dropped at run time (memories/nearest.py), not one over every account's.
+            # Nearest current memories by meaning, and current memories by words: an HNSW and
+            # a GIN index per large account, built and dropped at run time
+            # (memories/account_indexes.py), not one over every account's.
         ]
         constraints = [
             # At most one successor each, so of two concurrent revisions of one memory exactly

@@ -15,7 +15,7 @@ Ranking:
   `"quoted phrases"` and `-exclusions` are required, as in a web search engine.
 - Meaning. The query's embedding (memories/embedding.py) against each memory's: up to the
   SEMANTIC_CANDIDATES nearest current memories join the candidates (a large account's own HNSW
-  index keeps this bounded, memories/nearest.py), and every candidate gets its cosine
+  index keeps this bounded, memories/account_indexes.py), and every candidate gets its cosine
   similarity.
 - Fusion: score = words + MEANING_WEIGHT * max(0, cosine), rounded to 6 places so paging
   compares exact values. A hit matches by words or has a cosine of at least MEANING_MATCH_MIN.
@@ -54,7 +54,7 @@ from django.core import signing
 from django.db import connections, transaction
 from django.utils import timezone
 
-from memories import bounds, nearest, replica, tenancy
+from memories import account_indexes, bounds, replica, tenancy
 from memories.embedding import embed_query
 from memories.errors import InvalidInput
 from memories.excerpts import (
@@ -78,16 +78,15 @@ SEMANTIC_CANDIDATES = 50
 # this many candidates by meaning, so a filter that leaves a small share finds fewer by meaning
 # (words still find theirs) rather than walking the graph far and long.
 SEMANTIC_SCAN_MAX = 5_000
-# From this many current memories on, a tenant is searched with the plans of a large one (see
-# _WALK and what follows it).
-LARGE_TENANT_MIN = 5_000
 # The walk (see _WALK) reads at most this many of the tenant's most recent memories: in a large
-# tenant, older ones are found by words only through the bitmap plan, and by meaning always.
+# tenant, older ones are found by words only through its words index, and by meaning always.
 WALK_RECENT_MAX = 20_000
-# In a large tenant, a query of at most this many terms finds its word candidates through the
-# full-text index (see _BITMAP).
-BITMAP_QUERY_TERMS_MAX = 3
-# A tenant's current memories are counted up to this many (for the IDF and the plan); a larger
+# In an account with a words index of its own, a query of at most this many terms finds its word
+# candidates through that index (see _WORD_MATCHES): at most WORD_MATCHES_MAX of the account's
+# most recent current memories holding any of them, which the filters then narrow.
+INDEXED_QUERY_TERMS_MAX = 3
+WORD_MATCHES_MAX = 1_000
+# A tenant's current memories are counted up to this many (for the IDF); a larger
 # tenant counts as this large.
 TENANT_SIZE_COUNTED_MAX = 10_000
 # BM25F (Robertson & Zaragoza, "The Probabilistic Relevance Framework: BM25 and Beyond", 3.3).
@@ -220,16 +219,20 @@ SELECT m.id, m.recorded_at, m.content_length,
 FROM memories_memory m
 WHERE m.owner_id = %(owner)s AND m.id = ANY(%(ids)s::uuid[])
 """
-# The most recent memories matching any term (the plans: see _WALK and what follows it).
-_LEXICAL = """(SELECT m.id FROM memories_memory m
-      WHERE m.owner_id = %(owner)s AND m.search_vector @@ %(any_term)s::tsquery
-        AND m.recorded_at <= %(snapshot)s {required} {filters}
+# The most recent memories matching any term, through the account's words index (the plans: see
+# _WALK and what follows it; the function: migration memories/0012).
+_WORD_MATCHES = """(SELECT m.id FROM memories_memory m
+      WHERE m.owner_id = %(owner)s
+        AND m.id IN (SELECT memory_recent_word_matches(
+                         %(any_term)s::tsquery, %(until)s, %(word_matches_max)s))
+        {required} {filters}
       ORDER BY m.recorded_at DESC LIMIT %(lexical_max)s)"""
-# The same, among the WALK_RECENT_MAX most recent memories only: the walk's bound when the
-# query's terms are rare in a large tenant (a subquery with a LIMIT is planned on its own, so
-# the walk stops there whatever the terms). The selection (status, type, scope, project,
-# thread) is applied to what the walk has read, not while it reads: a selective filter would
-# otherwise make it read far past WALK_RECENT_MAX memories to find that many that pass.
+# The most recent memories matching any term among the WALK_RECENT_MAX most recent memories
+# (the walk's bound when the query's terms are rare in a large tenant: a subquery with a LIMIT is
+# planned on its own, so the walk stops there whatever the terms). The selection (status, type,
+# scope, project, thread) is applied to what the walk has read, not while it reads: a selective
+# filter would otherwise make it read far past WALK_RECENT_MAX memories to find that many that
+# pass.
 _LEXICAL_RECENT = """(SELECT m.id FROM (
         SELECT m.* FROM memories_memory m
         WHERE m.owner_id = %(owner)s AND m.recorded_at <= %(snapshot)s {reach}
@@ -237,14 +240,14 @@ _LEXICAL_RECENT = """(SELECT m.id FROM (
       WHERE TRUE {selection}
       AND m.search_vector @@ %(any_term)s::tsquery {required}
       ORDER BY m.recorded_at DESC LIMIT %(lexical_max)s)"""
-# Served by the account's own HNSW index when it has one (memories/nearest.py), else an exact
-# scan of its vectors; see _WALK and what follows.
+# Served by the account's own HNSW index when it has one (memories/account_indexes.py), else an
+# exact scan of its vectors; see _WALK and what follows.
 _SEMANTIC = """(SELECT m.id FROM memories_memory m
       WHERE m.owner_id = %(owner)s AND m.embedding IS NOT NULL
         AND m.recorded_at <= %(snapshot)s {required} {filters}
       ORDER BY m.embedding <=> %(vector)s::vector LIMIT %(semantic_max)s)"""
 _REQUIRED = f"AND m.search_vector @@ websearch_to_tsquery({_CONFIG}, %(required)s)"
-# The tenant's size, and whether it has a valid nearest-neighbour index of its own.
+# The tenant's size, and whether it has valid nearest-neighbour and words indexes of its own.
 _TENANT_SIZE_SQL = """
 SELECT (SELECT count(*) FROM (
             SELECT 1 FROM memories_memory m
@@ -252,7 +255,9 @@ SELECT (SELECT count(*) FROM (
               AND m.recorded_at <= %(snapshot)s
             LIMIT %(tenant_size_max)s) n),
        coalesce((SELECT i.indisvalid FROM pg_index i
-                 WHERE i.indexrelid = to_regclass(%(nearest_index)s)), false)
+                 WHERE i.indexrelid = to_regclass(%(nearest_index)s)), false),
+       coalesce((SELECT i.indisvalid FROM pg_index i
+                 WHERE i.indexrelid = to_regclass(%(words_index)s)), false)
 """
 _TOPIC_SQL = """
 SELECT m.id, m.recorded_at, m.content_length, similarity(m.topic, %(query)s)
@@ -523,36 +528,38 @@ def search_memories(
 
 
 def _count_tenant(db, params: dict) -> None:
-    params["nearest_index"] = nearest.index_name(params["owner"])
+    params["nearest_index"] = account_indexes.NEAREST.index_name(params["owner"])
+    params["words_index"] = account_indexes.WORDS.index_name(params["owner"])
     db.execute(_TENANT_SIZE_SQL, params)
-    params["tenant_size"], params["nearest_indexed"] = db.fetchone()
-    params["large_tenant"] = params["tenant_size"] >= LARGE_TENANT_MIN
+    params["tenant_size"], params["nearest_indexed"], params["words_indexed"] = db.fetchone()
 
 
-# Plans are chosen here by the tenant's size and the query's length, not left to table
+# Plans are chosen here by the account's own indexes and the query's length, not left to table
 # statistics, which are missing right after a bulk load and describe the whole table rather than
 # one tenant (a search then took seconds where it takes milliseconds with these plans).
 # - Words, in general: walk the tenant's memories newest first until LEXICAL_CANDIDATES match
 #   (memory_owner_recent), cheap when the query's terms are common among them, as the terms of
 #   a question of many words together are; it stops after WALK_RECENT_MAX memories when they
-#   are rare. Not a bitmap of the full-text index: its posting lists hold every tenant's rows,
-#   so for a small tenant it reads the whole table's matches.
-# - Words, a query of few terms in a large tenant: its terms may be rare, and the walk would then
-#   read most of the tenant; the index's bitmap, ANDed with the owner, is bounded by the terms.
-# - Meaning, an account with its own HNSW index (a large one, memories/nearest.py): that index
-#   (a sort of its vectors is the plan to avoid).
+#   are rare.
+# - Words, a query of few terms in an account with its own words index (a large one,
+#   memories/account_indexes.py): its terms may be rare, and the walk would then read most of
+#   the account; the index is bounded by the terms. A question's many terms together match
+#   much of the account, which the walk finds newest first at once.
+# - Meaning, an account with its own HNSW index (a large one): that index (a sort of its vectors
+#   is the plan to avoid).
 # - Meaning, any other account: an exact scan of its own vectors, a small account's few, or a
 #   large one's until its index is built.
 # (No sort either: an index that does not give the order, scanned whole and sorted, is the
 # plan the walk replaces.)
 _WALK = ("SET LOCAL enable_bitmapscan = off", "SET LOCAL enable_sort = off")
-_BITMAP = ("SET LOCAL enable_indexscan = off", "SET LOCAL enable_bitmapscan = on")
+# The function's ids, then each memory by its key (not a scan that looks for them).
+_BY_KEY = ("SET LOCAL enable_seqscan = off", "SET LOCAL enable_bitmapscan = off")
 _NEAREST = (
     "SET LOCAL enable_indexscan = on",
     "SET LOCAL enable_sort = off",
     # A filtered nearest-neighbour scan that keeps going until it has enough rows.
     "SET LOCAL hnsw.iterative_scan = relaxed_order",
-    f"SET LOCAL hnsw.ef_search = {nearest.SEARCH_LIST_SIZE}",
+    f"SET LOCAL hnsw.ef_search = {account_indexes.SEARCH_LIST_SIZE}",
 )
 _NEAREST_NARROWED = (*_NEAREST, f"SET LOCAL hnsw.max_scan_tuples = {SEMANTIC_SCAN_MAX}")
 
@@ -581,11 +588,19 @@ def _ranked(db, text: str, where: _Where, params: dict) -> list[_Candidate]:
         "any_term": _any_term(parsed.terms),
         "required": parsed.required,
     }
-    few_terms = len(parsed.terms) <= BITMAP_QUERY_TERMS_MAX
-    # Under row-level security the full-text operator, not being leakproof, cannot be an index
-    # condition, so the bitmap plan does not exist there: always walk.
-    if few_terms and params["large_tenant"] and not tenancy.enabled():
-        ids = _ids(db, _LEXICAL.format(required=required, filters=where.sql), params, _BITMAP)
+    few_terms = len(parsed.terms) <= INDEXED_QUERY_TERMS_MAX
+    # The account's words index holds its current memories only: asOf walks.
+    if few_terms and params["words_indexed"] and where.current:
+        params["until"] = params["snapshot"]
+        if params.get("before") is not None:
+            params["until"] = min(params["before"], params["snapshot"])
+        params["word_matches_max"] = WORD_MATCHES_MAX
+        if not tenancy.enabled():
+            # The function reads the tenant where row-level security does; without it, nothing
+            # else has set it.
+            db.execute(tenancy.SET_TENANT_SQL, [tenancy.tenant_text(params["owner"]), True])
+        matches = _WORD_MATCHES.format(required=required, filters=where.sql)
+        ids = _ids(db, matches, params, _BY_KEY)
     else:
         params["walk_max"] = WALK_RECENT_MAX
         walk = _LEXICAL_RECENT.format(

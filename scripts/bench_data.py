@@ -11,10 +11,10 @@ about 7 % of memories, like a frequent content word of real notes once stopwords
 and most words are in well under 1 %. With `--vectors` (the default) every memory also gets
 an `embedding`: the unit-length sum of three vectors drawn by a hash of its number from a pool
 of 4,096 random unit vectors (numpy, fixed seed), so vectors are distinct, mildly correlated and,
-for timing, as good as real ones; the large tenants' HNSW indexes are then built after the load
-(`manage.py index_accounts`). The database is `threengram_bench` on the embedded server (or
-BENCH_DATABASE_URL); it is dropped and recreated on every run. Never point it at a database you
-care about.
+for timing, as good as real ones. The large tenants' indexes (HNSW over vectors, GIN over words)
+are built after the load (`manage.py index_accounts`). The database is `threengram_bench` on the
+embedded server (or BENCH_DATABASE_URL); it is dropped and recreated on every run. Never point it
+at a database you care about.
 """
 
 from __future__ import annotations
@@ -139,23 +139,12 @@ def main() -> None:
     )
     started = time.monotonic()
     with psycopg.connect(url, autocommit=True) as connection:
-        # For the full-text index's build after the load (index_accounts sets its own).
-        connection.execute("SET maintenance_work_mem = '2GB'")
         # No statistics from autovacuum half-way through the load (when the table holds only
         # the largest tenant): the table has none until the ANALYZE at the end, or, with
         # --no-analyze, until scripts/bench_tools.py runs.
         connection.execute("ALTER TABLE memories_memory SET (autovacuum_enabled = false)")
-        # Building the search indexes once after the load is far faster than maintaining them
-        # row by row: the full-text index is recreated as the migrations define it, the HNSW
-        # indexes as index_accounts builds them.
-        definitions = [
-            row[0]
-            for row in connection.execute(
-                "SELECT indexdef FROM pg_indexes WHERE tablename = 'memories_memory'"
-                " AND indexname = 'memory_search'"
-            )
-        ]
-        connection.execute("DROP INDEX memory_search")
+        # The large accounts' indexes are built once after the load, as index_accounts builds
+        # them: far faster than maintaining them row by row.
         generate(
             connection,
             memories=options.memories,
@@ -164,15 +153,12 @@ def main() -> None:
             vectors=options.vectors,
         )
         loaded = time.monotonic()
-        for definition in definitions:
-            connection.execute(definition)
-        if options.vectors:
-            subprocess.run(
-                [sys.executable, "manage.py", "index_accounts", "--maintenance-work-mem=2GB"],
-                cwd=ROOT,
-                env=env,
-                check=True,
-            )
+        subprocess.run(
+            [sys.executable, "manage.py", "index_accounts", "--maintenance-work-mem=2GB"],
+            cwd=ROOT,
+            env=env,
+            check=True,
+        )
         indexed = time.monotonic()
         if options.analyze:
             connection.execute("ALTER TABLE memories_memory RESET (autovacuum_enabled)")

@@ -86,12 +86,9 @@ def database_url(fresh: bool, memories: int, tenants: int) -> str:
     migrate(url)
     started = time.monotonic()
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("SET maintenance_work_mem = '512MB'")
-        conn.execute("DROP INDEX memory_search")  # rebuilt once after the load (bench_data)
         bench_data.generate(
             conn, memories=memories, tenants=tenants, largest=max(memories // 10, 1)
         )
-        conn.execute("CREATE INDEX memory_search ON memories_memory USING gin (search_vector)")
         conn.execute("VACUUM ANALYZE")
     print(f"corpus: {memories:,} memories generated in {time.monotonic() - started:.0f} s")
     return url

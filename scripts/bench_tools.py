@@ -71,7 +71,7 @@ def setup(analyze: bool = True) -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)  # a corpus built before a schema change catches up
-    # An account that has grown large gets its nearest-neighbour index, as cron gives it one.
+    # An account that has grown large gets its indexes, as cron gives them.
     call_command("index_accounts", "--maintenance-work-mem=2GB")
     from django.db import connection
 

@@ -1,6 +1,6 @@
 """What the maintenance commands that span every tenant (`embed_memories`, `index_accounts`)
 share: the maintenance_work_mem option, the session they run in, and the report of the
-nearest-neighbour index sync both end with."""
+account index sync both end with."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 from django.core.management.base import CommandError, CommandParser, OutputWrapper
 
-from memories import backfill, nearest, tenancy
+from memories import account_indexes, backfill, tenancy
 
 # PostgreSQL's spelling of a memory size (postgresql.conf units; a bare number is kB).
 MEMORY_SIZE = re.compile(r"[1-9][0-9]{0,9}(kB|MB|GB|TB)?")
@@ -51,18 +51,19 @@ def exclusive_maintenance(work_mem: str) -> Iterator[None]:
 
 
 def report_index_sync(out: OutputWrapper) -> None:
-    """`nearest.sync_indexes`, and a line for each kind of change it made."""
-    started = time.perf_counter()
-    done = nearest.sync_indexes()
-    seconds = time.perf_counter() - started
-    if done.built:
-        out.write(f"built {indexes_of(len(done.built))} in {seconds:.1f} s")
-    if done.dropped:
-        out.write(f"dropped {indexes_of(len(done.dropped))} no longer large")
+    """`account_indexes.sync_indexes`, kind by kind, and a line for each change it made."""
+    for kind in account_indexes.KINDS:
+        started = time.perf_counter()
+        done = kind.sync()
+        seconds = time.perf_counter() - started
+        if done.built:
+            out.write(f"built {indexes_of(kind, len(done.built))} in {seconds:.1f} s")
+        if done.dropped:
+            out.write(f"dropped {indexes_of(kind, len(done.dropped))} no longer large")
 
 
-def indexes_of(accounts: int) -> str:
-    return f"the nearest-neighbour index of {count(accounts, 'account')}"
+def indexes_of(kind: account_indexes.Kind, accounts: int) -> str:
+    return f"the {kind.label} index of {count(accounts, 'account')}"
 
 
 def count(n: int, noun: str) -> str:

@@ -14,7 +14,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 
 from accounts.erasure import erase_account
-from memories import backfill, nearest
+from memories import account_indexes, backfill
 from memories.embedding import EMBEDDING_DIMENSIONS, _embedder_for, get_embedder
 from memories.search import clean_filters, search_memories
 from memories.services import record_memory, revise_memory
@@ -96,10 +96,10 @@ def test_a_revision_gets_the_vector_of_its_own_text_and_the_old_one_keeps_its_ow
 
 
 @pytest.fixture
-def unembedded(nearest_indexes, monkeypatch):
+def unembedded(account_indexes_dropped, monkeypatch):
     """Memories of two tenants stored without a vector, and an erased tenant's memory; an
     account of three memories counts as large, so the two get a nearest-neighbour index each."""
-    monkeypatch.setattr("memories.nearest.LARGE_ACCOUNT_MIN", 3)
+    monkeypatch.setattr("memories.account_indexes.LARGE_ACCOUNT_MIN", 3)
     memories = [
         MemoryFactory(owner=owner, topic=f"topic {n}", content=f"{owner.username} note {n}")
         for owner in (UserFactory(), UserFactory())
@@ -117,7 +117,7 @@ def test_the_backfill_gives_every_memory_the_vector_remember_would_have(unembedd
     assert all(stands_for(stored_vector(memory), memory) for memory in memories)
     # An erased memory gets none: it would stand for the erased text, or for nothing.
     assert stored_vector(erased) is None
-    assert nearest.indexes() == {memory.owner_id: True for memory in memories}
+    assert account_indexes.NEAREST.indexes() == {memory.owner_id: True for memory in memories}
     assert "built the nearest-neighbour index of 2 accounts" in out
 
 
@@ -157,7 +157,7 @@ def test_a_run_that_dies_midway_keeps_its_batches_and_the_next_run_finishes(
     assert "embedded 4 memories" in run_backfill("--batch-size=2")
     assert all(stands_for(stored_vector(memory), memory) for memory in memories)
     # The indexes, which the run that died never reached, are built.
-    assert nearest.indexes() == {memory.owner_id: True for memory in memories}
+    assert account_indexes.NEAREST.indexes() == {memory.owner_id: True for memory in memories}
 
 
 def test_a_vector_the_server_writes_meanwhile_is_kept(unembedded, monkeypatch):

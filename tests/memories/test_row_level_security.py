@@ -18,6 +18,7 @@ from infra import asyncdb
 from memories import services, tenancy, threads
 from memories.errors import NotFound
 from memories.models import ERASED, Memory, Thread, ThreadMembership
+from memories.search import clean_filters, search_memories
 from tests.factories import MemoryFactory, UserFactory
 from tests.mcp_gateway.conftest import subprocess_database_url
 
@@ -353,3 +354,30 @@ def test_migrate_runs_as_the_owner_while_the_app_role_is_configured(orm_as_app_r
     call_command("migrate", verbosity=0)
     assert seen and seen[0] != ROLE
     assert _current_user() == ROLE
+
+
+def test_the_words_function_returns_the_current_tenants_memories_only(two_tenants, app_role_sql):
+    """memory_recent_word_matches runs past the policies (as the owner of the tables), so it
+    applies their condition itself: the tenant of the setting, nothing when it is unset."""
+    tenant, other = two_tenants
+    query = "SELECT memory_recent_word_matches('secret'::tsquery, now(), 10)"
+    assert app_role_sql.execute(query).fetchall() == []  # no tenant: fail closed
+    for owner in (tenant, other):
+        _set_tenant(app_role_sql, owner.pk)
+        found = {row[0] for row in app_role_sql.execute(query)}
+        assert found == set(Memory.objects.filter(owner=owner).values_list("id", flat=True))
+
+
+def test_a_search_reaches_the_words_index_as_the_app_role(
+    two_tenants, account_indexes_dropped, orm_as_app_role, monkeypatch, settings
+):
+    tenant, other = two_tenants
+    monkeypatch.setattr("memories.account_indexes.LARGE_ACCOUNT_MIN", 1)
+    call_command("index_accounts", stdout=io.StringIO())
+    settings.SEARCH_EMBEDDER = "none"
+    # The walk reads nothing: a hit comes through the account's words index.
+    monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 0)
+    for owner in (tenant, other):
+        with tenancy.acting_for(owner.pk):
+            page = search_memories(owner_id=owner.pk, query="secret", filters=clean_filters())
+        assert [hit.excerpt for hit in page.hits] == [f"secret of {owner.username}"]

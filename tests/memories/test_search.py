@@ -7,10 +7,9 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from memories import nearest
+from memories import account_indexes
 from memories.errors import InvalidInput, NotFound
 from memories.search import (
-    LARGE_TENANT_MIN,
     TOPIC_FALLBACK_WORDS_MAX,
     TOPIC_SIMILARITY_MIN,
     clean_filters,
@@ -302,10 +301,9 @@ def test_the_topic_fallback_pages_too(tenant):
 
 
 @pytest.fixture
-def bulk_loaded_tenant(nearest_indexes, tenant):
-    """A large tenant written in one statement, its nearest-neighbour index built, and a table
-    whose statistics were never gathered (as right after a bulk load, before autovacuum's
-    ANALYZE)."""
+def bulk_loaded_tenant(account_indexes_dropped, tenant):
+    """A large tenant written in one statement, its indexes built, and a table whose statistics
+    were never gathered (as right after a bulk load, before autovacuum's ANALYZE)."""
     with connection.cursor() as cursor:
         cursor.execute(
             """
@@ -318,9 +316,9 @@ def bulk_loaded_tenant(nearest_indexes, tenant):
                  LATERAL (SELECT 'note ' || n || ' about ' || (ARRAY['deploys', 'billing',
                           'backups', 'latency'])[1 + n %% 4] AS c) body
             """,
-            {"owner": tenant.pk, "count": LARGE_TENANT_MIN + 500},
+            {"owner": tenant.pk, "count": account_indexes.LARGE_ACCOUNT_MIN + 500},
         )
-    nearest.sync_indexes()
+    account_indexes.sync_indexes()
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_clear_relation_stats('public', 'memories_memory')")
     return tenant
@@ -344,8 +342,24 @@ def test_a_large_tenant_is_searched_with_bounded_plans_before_any_analyze(bulk_l
         # Words: the tenant's memories newest first until enough match, never a sort of all.
         assert "memory_owner_recent" in json.dumps(words) and '"Sort"' not in json.dumps(words)
         # Meaning: the account's own HNSW index, not a sort of its vectors.
-        assert nearest.index_name(bulk_loaded_tenant.pk) in json.dumps(meaning)
+        assert account_indexes.NEAREST.index_name(bulk_loaded_tenant.pk) in json.dumps(meaning)
         assert '"Sort"' not in json.dumps(meaning)
+
+
+def index_scans(name: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute("SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = %s", [name])
+        return cursor.fetchone()[0]
+
+
+def test_a_few_words_in_a_large_tenant_are_looked_up_in_its_words_index(bulk_loaded_tenant):
+    words_index = account_indexes.WORDS.index_name(bulk_loaded_tenant.pk)
+    before = index_scans(words_index)
+    hits = run(bulk_loaded_tenant, "backups", memory_types=["note"]).hits
+    assert hits and all("backups" in hit.excerpt for hit in hits)
+    assert index_scans(words_index) == before + 1
 
 
 def test_the_walk_stops_after_the_most_recent_memories(tenant, monkeypatch, settings):

@@ -75,11 +75,9 @@ def test_every_btree_index_of_a_tenant_table_leads_with_the_owner():
     btree = {name: first for name, method, first, _ in indexes if method == "btree"}
     assert len(btree) >= 8
     assert {name for name, first in btree.items() if first != "owner_id"} == set()
-    # The other index is the full-text GIN index: its every query also filters on the owner
-    # (memories.search), and a shard's index holds only that shard's tenants. (The
-    # nearest-neighbour HNSW indexes are built at run time, one per large account, partial on its
-    # owner: memories/nearest.py.)
-    assert sorted(name for name, method, *_ in indexes if method != "btree") == ["memory_search"]
+    # No other index: the nearest-neighbour (HNSW) and words (GIN) indexes are built at run
+    # time, one per large account, partial on its owner (memories/account_indexes.py).
+    assert sorted(name for name, method, *_ in indexes if method != "btree") == []
 
 
 def test_postgresql_refuses_a_membership_that_crosses_tenants(tenant, other_tenant):

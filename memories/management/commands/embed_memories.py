@@ -11,7 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from memories import backfill, nearest
+from memories import account_indexes, backfill
 from memories.embedding import Embedder, get_embedder
 from memories.management.maintenance import (
     add_maintenance_work_mem,
@@ -95,9 +95,11 @@ class Command(BaseCommand):
     ) -> None:
         dropped = self._indexes_to_drop(reembed=reembed, keep_index=keep_index)
         for owner_id in dropped:
-            nearest.drop_index(owner_id)
+            account_indexes.NEAREST.drop(owner_id)
         if dropped:
-            self.stdout.write(f"dropped {indexes_of(len(dropped))} for the fill")
+            self.stdout.write(
+                f"dropped {indexes_of(account_indexes.NEAREST, len(dropped))} for the fill"
+            )
         if reembed:
             with closing(backfill.clear(size=batch_size)) as batches:
                 _, cleared = self._run(batches, total=None, verb="cleared")
@@ -114,7 +116,7 @@ class Command(BaseCommand):
         invalid, or built with other graph parameters: it is rebuilt after the fill), and, unless
         --keep-index, one the fill would at least double, since building it afresh takes a
         fraction of the time that growing it row by row does."""
-        existing = nearest.indexes()
+        existing = account_indexes.NEAREST.indexes()
         dropped = [owner_id for owner_id, current in existing.items() if not current]
         if keep_index or not existing:
             return dropped

@@ -1,5 +1,5 @@
-"""`manage.py index_accounts`: the nearest-neighbour index of every large account
-(memories/nearest.py)."""
+"""`manage.py index_accounts`: the nearest-neighbour and words indexes of every large account
+(memories/account_indexes.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from memories import nearest
+from memories import account_indexes
 from memories.management.maintenance import (
     add_maintenance_work_mem,
     check_memory_size,
@@ -18,13 +18,13 @@ from memories.management.maintenance import (
 
 class Command(BaseCommand):
     help = (
-        "Build the HNSW index of every account with at least "
-        f"{nearest.LARGE_ACCOUNT_MIN:,} current memories with a vector that has none (or only "
-        "an invalid one, left by a build that did not finish, or one built with other graph "
-        "parameters), and drop the index of every "
-        "account under half of that. CONCURRENTLY: reads and writes go on meanwhile. Run it "
-        "from cron (hourly, say): until an account that has grown large has its index, its "
-        "semantic searches scan its vectors exactly, with the same results, more slowly. Like "
+        "Build the HNSW index (over vectors) and the GIN index (over words) of every account "
+        f"with at least {account_indexes.LARGE_ACCOUNT_MIN:,} current memories (with a vector, "
+        "for the HNSW index) that has none (or only an invalid one, left by a build that did "
+        "not finish, or one built with other parameters), and drop those of every account "
+        "under half of that. CONCURRENTLY: reads and writes go on meanwhile. Run it from cron "
+        "(hourly, say): until an account that has grown large has its indexes, its searches "
+        "read its rows directly, with the same results, more slowly. Like "
         "migrate, it acts as the owner of the tables (memories.tenancy.as_owner): run it with "
         "DATABASE_URL naming the owner and the database directly (not through PgBouncer)."
     )

@@ -1,0 +1,166 @@
+"""Indexes of one large account each: a nearest-neighbour (HNSW) index over its vectors and a
+full-text (GIN) index over its words.
+
+A search reads one tenant's current memories (memories/search.py). A small account is read
+directly: its few thousand rows cost less to scan than an index walk. An account with
+LARGE_ACCOUNT_MIN current memories or more gets indexes of its own, partial on its owner and on
+current rows, because an index over every account's rows costs on both sides:
+- every memory written, of any account, would join it (an HNSW insert is the costliest part of
+  writing a memory); with indexes per large account, a memory of an ordinary account joins none,
+  and one of a large account joins its own account's only;
+- a large account's search would read entries of every other account (graph nodes, posting
+  lists), each then discarded by the owner filter.
+
+The words index serves a search through `memory_recent_word_matches` (migration
+memories/0012), a function that runs as the owner of the tables and reads the current tenant
+from the same setting as the row-level security policies: the full-text operator is not
+leakproof, so under row-level security PostgreSQL may not use it as an index condition, and a
+search would otherwise read the account's rows one by one.
+
+`sync_indexes` builds each index of every account that has grown large and drops the index of an
+account that has shrunk below half the bound (half, so that an account hovering at the bound does
+not get its index built and dropped in turn; an erased account keeps no vectors). `manage.py
+index_accounts` runs it (from cron: an account's growth past the bound is not noticed otherwise),
+and so does `manage.py embed_memories` at the end of every run. Until an account's index is built,
+its searches read its rows directly: the same results, more slowly.
+
+Index names carry the owner's id (`Kind.index_name`). Everything here changes the schema and
+spans every tenant, so it runs as the owner of the tables (`tenancy.as_owner`); and outside any
+transaction, which CREATE and DROP INDEX CONCURRENTLY require (in return they block neither reads
+nor writes).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from django.db import connection
+
+LARGE_ACCOUNT_MIN = 5_000
+# The nearest-neighbour graph's parameters (pgvector's HNSW options). Fewer links per node than
+# pgvector's defaults (m 16, ef_construction 64): a memory joins the graph in about half the time,
+# and its account's remember pays for that on every write; a search makes up for the sparser graph
+# by keeping SEARCH_LIST_SIZE candidates as it walks (hnsw.ef_search, 40 by default, below the 50
+# nearest a search asks for), and then finds the exact 50 nearest as often as before.
+# docs/performance.md records both sides.
+SEARCH_LIST_SIZE = 200
+
+
+@dataclass
+class Sync:
+    """What `Kind.sync` did: the owners whose index it built and whose it dropped."""
+
+    built: list[int] = field(default_factory=list)
+    dropped: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of account index. `using`: its method and column; `options`: its storage
+    parameters; `holds`: which of the account's current memories it holds (an SQL condition),
+    and so which count makes an account large for it; `owner`: how its condition names the
+    owner (a statement must name it the same way for the planner to use the index)."""
+
+    label: str
+    prefix: str
+    using: str
+    options: tuple[tuple[str, int], ...]
+    holds: str
+    owner: str = "owner_id"
+
+    def index_name(self, owner_id: int) -> str:
+        return f"{self.prefix}{int(owner_id)}"
+
+    def indexes(self) -> dict[int, bool]:
+        """Every index of this kind: owner id -> whether it is current: valid (a CREATE INDEX
+        CONCURRENTLY that did not finish leaves an invalid one, still written to, never read)
+        and built with `options` (one built with others still serves searches until it is
+        rebuilt)."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT c.relname, i.indisvalid, coalesce(c.reloptions, '{}') FROM pg_index i "
+                "JOIN pg_class c ON c.oid = i.indexrelid "
+                "WHERE i.indrelid = 'memories_memory'::regclass AND c.relname LIKE %s",
+                [self.prefix.replace("_", r"\_") + "%"],
+            )
+            rows = cursor.fetchall()
+        expected = sorted(f"{name}={value}" for name, value in self.options)
+        found = {}
+        for name, valid, options in rows:
+            matched = re.fullmatch(rf"{self.prefix}(\d+)", name)
+            if matched:
+                found[int(matched[1])] = valid and sorted(options) == expected
+        return found
+
+    def counts(self, *, at_least: int) -> dict[int, int]:
+        """Owner id -> current memories this kind holds, for the accounts with at least
+        `at_least` of them."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT owner_id, count(*) FROM memories_memory "  # noqa: S608 (constants)
+                f"WHERE valid_to IS NULL AND {self.holds} "
+                "GROUP BY owner_id HAVING count(*) >= %s",
+                [at_least],
+            )
+            return dict(cursor.fetchall())
+
+    def build(self, owner_id: int) -> None:
+        options = ", ".join(f"{name} = {value}" for name, value in self.options)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"CREATE INDEX CONCURRENTLY {self.index_name(owner_id)} ON memories_memory "
+                f"USING {self.using} {f'WITH ({options}) ' if options else ''}"
+                f"WHERE {self.owner} = {int(owner_id)} AND valid_to IS NULL"
+            )
+
+    def drop(self, owner_id: int) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {self.index_name(owner_id)}")
+
+    def sync(self) -> Sync:
+        """Build the index of every large account that has no current one (an invalid one, or
+        one built with other options, is dropped first) and drop the index of every account
+        under half of LARGE_ACCOUNT_MIN."""
+        done = Sync()
+        existing = self.indexes()
+        counts = self.counts(at_least=LARGE_ACCOUNT_MIN // 2)
+        for owner_id, current in sorted(existing.items()):
+            if not current or counts.get(owner_id, 0) < LARGE_ACCOUNT_MIN // 2:
+                self.drop(owner_id)
+                if current:
+                    done.dropped.append(owner_id)
+                del existing[owner_id]
+        for owner_id, count in sorted(counts.items()):
+            if count >= LARGE_ACCOUNT_MIN and owner_id not in existing:
+                self.build(owner_id)
+                done.built.append(owner_id)
+        return done
+
+
+# The operator class is the cosine distance's, which search orders by (`<=>`).
+NEAREST = Kind(
+    label="nearest-neighbour",
+    prefix="memory_nearest_",
+    using="hnsw (embedding vector_cosine_ops)",
+    options=(("m", 8), ("ef_construction", 32)),
+    holds="embedding IS NOT NULL",
+)
+# The owner as an expression, not the bare column, in the index's condition and in the one
+# statement that reads it (migration memories/0012): the btree indexes that lead with the owner
+# cannot serve that expression, so the planner has no other plan for that statement, whatever
+# the table's statistics say (without them it took a btree's bitmap of the whole account).
+WORDS = Kind(
+    label="words",
+    prefix="memory_words_",
+    using="gin (search_vector)",
+    options=(),
+    holds="TRUE",
+    owner="(owner_id + 0)",
+)
+KINDS = (NEAREST, WORDS)
+
+
+def sync_indexes() -> list[tuple[Kind, Sync]]:
+    """`Kind.sync` of every kind."""
+    return [(kind, kind.sync()) for kind in KINDS]

@@ -1,0 +1,76 @@
+"""Words, like vectors, get an index per large account (memories/account_indexes.py) instead of
+the GIN index over every account's rows, and a search reaches it through a function that row-level
+security does not keep from that index.
+
+Under row-level security PostgreSQL applies the policy's condition before any condition that is
+not leakproof, so the full-text match (`@@`, not leakproof) cannot be an index condition: a search
+would read the account's rows one by one. `memory_recent_word_matches` runs as the owner of the
+tables (SECURITY DEFINER), past the policy, and applies the policy's own condition itself: the
+rows of the tenant named by the `threengram.tenant_id` setting, none when it is unset. It sees
+nothing a statement of the application role could not see, and it returns ids only. The owner's
+id goes into its statement as a literal, and as the same expression as in the account's partial
+index (memories/account_indexes.py), so that the planner matches that index and has no other plan
+(no sequential or plain index scan either), whatever the table's statistics say. Its search path names the catalog and this schema only.
+
+The GIN index over every account is dropped CONCURRENTLY (hence not atomic): until
+`manage.py index_accounts` has built a large account's words index, its searches walk its most
+recent memories, as they did under row-level security.
+"""
+
+from django.db import migrations
+
+ROLE = "threengram_app"
+
+FUNCTION = rf"""
+DO $$
+BEGIN
+    EXECUTE format($function$
+        CREATE FUNCTION memory_recent_word_matches(
+            terms tsquery, recorded_until timestamptz, max_rows integer)
+        RETURNS SETOF uuid
+        LANGUAGE plpgsql STABLE SECURITY DEFINER
+        SET search_path = pg_catalog, %1$I
+        SET enable_seqscan = off
+        SET enable_indexscan = off
+        AS $body$
+        DECLARE
+            -- The tenant the row-level security policies read (migration 0007).
+            tenant bigint := NULLIF(current_setting('threengram.tenant_id', true), '')::bigint;
+        BEGIN
+            IF tenant IS NULL THEN
+                RETURN;
+            END IF;
+            RETURN QUERY EXECUTE format(
+                'SELECT id FROM %1$I.memories_memory '
+                'WHERE (owner_id + 0) = %%s AND valid_to IS NULL AND search_vector @@ $1 '
+                '  AND recorded_at <= $2 '
+                'ORDER BY recorded_at DESC LIMIT $3', tenant)
+            USING terms, recorded_until, max_rows;
+        END
+        $body$
+    $function$, current_schema());
+    REVOKE ALL ON FUNCTION memory_recent_word_matches(tsquery, timestamptz, integer) FROM PUBLIC;
+    IF EXISTS (SELECT FROM pg_roles WHERE rolname = '{ROLE}') THEN
+        GRANT EXECUTE ON FUNCTION memory_recent_word_matches(tsquery, timestamptz, integer)
+            TO {ROLE};
+    END IF;
+END
+$$;
+"""
+
+FUNCTION_BACKWARD = "DROP FUNCTION IF EXISTS memory_recent_word_matches(tsquery, timestamptz, integer);"
+
+
+class Migration(migrations.Migration):
+    atomic = False
+
+    dependencies = [("memories", "0011_nearest_index_per_large_account")]
+
+    operations = [
+        migrations.RunSQL(FUNCTION, FUNCTION_BACKWARD),
+        migrations.RunSQL(
+            "DROP INDEX CONCURRENTLY IF EXISTS memory_search",
+            "CREATE INDEX CONCURRENTLY IF NOT EXISTS memory_search "
+            "ON memories_memory USING gin (search_vector)",
+        ),
+    ]

@@ -1,0 +1,268 @@
+"""A nearest-neighbour (HNSW) and a words (GIN) index per large account
+(memories/account_indexes.py): `manage.py index_accounts` builds them once the account has grown
+large, the account's searches use them, and they are dropped once the account is no longer large;
+until they are built, the account's searches read its rows directly (its vectors exactly, its
+most recent memories for words)."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import timedelta
+
+import psycopg
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connection
+from django.utils import timezone
+
+from accounts.erasure import erase_account
+from memories import account_indexes, backfill
+from memories.search import clean_filters, search_memories
+from memories.services import record_memory
+from tests.factories import MemoryFactory, UserFactory
+
+NOTES = [
+    ("Primary database", "Chose PostgreSQL 16 over MongoDB for the ledger's transactions."),
+    ("Frontend framework", "The dashboard is written in SvelteKit with TypeScript."),
+    ("Deploys", "Production deploys go through Argo CD from the main branch."),
+    ("On-call", "The on-call rotation changes every Monday at 09:00."),
+    ("Backups", "Nightly snapshots of the database are kept for 14 days."),
+]
+
+
+@pytest.fixture
+def large_at_three(account_indexes_dropped, monkeypatch):
+    """An account of three current memories counts as large."""
+    monkeypatch.setattr("memories.account_indexes.LARGE_ACCOUNT_MIN", 3)
+
+
+def remember(owner, topic: str, content: str):
+    return record_memory(owner=owner, memory_type="fact", topic=topic, content=content)
+
+
+def index_accounts() -> str:
+    out = io.StringIO()
+    call_command("index_accounts", stdout=out)
+    return out.getvalue()
+
+
+def definition(kind: account_indexes.Kind, owner) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_get_indexdef(to_regclass(%s))", [kind.index_name(owner.pk)])
+        return cursor.fetchone()[0]
+
+
+def test_an_account_that_has_grown_large_gets_indexes_of_its_own(large_at_three):
+    large, small = UserFactory(), UserFactory()
+    for topic, content in NOTES[:3]:
+        remember(large, topic, content)
+    remember(small, *NOTES[3])
+    out = index_accounts()
+    assert "built the nearest-neighbour index of 1 account in" in out
+    assert "built the words index of 1 account in" in out
+    assert account_indexes.NEAREST.indexes() == {large.pk: True}
+    assert account_indexes.WORDS.indexes() == {large.pk: True}
+    # Only the account's current memories: ordered by the distance search uses, in a graph
+    # sparser than pgvector's default (cheaper to write into); and by their words.
+    nearest = definition(account_indexes.NEAREST, large)
+    assert "USING hnsw (embedding vector_cosine_ops) WITH (m='8', ef_construction='32')" in nearest
+    words = definition(account_indexes.WORDS, large)
+    assert "USING gin (search_vector)" in words
+    assert f"WHERE ((owner_id = {large.pk}) AND (valid_to IS NULL))" in nearest
+    assert f"WHERE (((owner_id + 0) = {large.pk}) AND (valid_to IS NULL))" in words
+    assert index_accounts() == ""  # nothing left to do
+
+
+def test_an_account_no_longer_large_loses_its_index(large_at_three, monkeypatch):
+    owner = UserFactory()
+    for topic, content in NOTES[:3]:
+        remember(owner, topic, content)
+    index_accounts()
+    monkeypatch.setattr("memories.account_indexes.LARGE_ACCOUNT_MIN", 5)
+    assert index_accounts() == ""  # 3 is still at least half of 5: kept
+    assert account_indexes.NEAREST.indexes() == {owner.pk: True}
+    monkeypatch.setattr("memories.account_indexes.LARGE_ACCOUNT_MIN", 8)
+    assert index_accounts() == (
+        "dropped the nearest-neighbour index of 1 account no longer large\n"
+        "dropped the words index of 1 account no longer large\n"
+    )
+    assert account_indexes.NEAREST.indexes() == {}
+    assert account_indexes.WORDS.indexes() == {}
+
+
+def meaning_plans(owner, question: str, **filters) -> tuple[list[str], list[dict]]:
+    """The hits of a search, and the plans of its nearest-by-meaning statement (each with the
+    HNSW candidate list size it ran with, as "ef_search")."""
+    plans = []
+
+    def explain(execute, sql, params, many, context):
+        if "ORDER BY m.embedding <=>" in sql:
+            execute("EXPLAIN (FORMAT JSON) " + sql, params, many, context)
+            plans.append(context["cursor"].fetchone()[0][0]["Plan"])
+            execute("SELECT current_setting('hnsw.ef_search')", None, False, context)
+            plans[-1]["ef_search"] = int(context["cursor"].fetchone()[0])
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(explain):
+        page = search_memories(owner_id=owner.pk, query=question, filters=clean_filters(**filters))
+    return [hit.id for hit in page.hits], plans
+
+
+def test_a_large_account_finds_the_same_memories_before_and_after_its_index(large_at_three):
+    owner = UserFactory()
+    for topic, content in NOTES:
+        remember(owner, topic, content)
+    question = "which database holds the ledger, and how long are its snapshots kept?"
+    before, plans = meaning_plans(owner, question)
+    assert before and account_indexes.NEAREST.index_name(owner.pk) not in json.dumps(plans)
+    index_accounts()
+    after, plans = meaning_plans(owner, question)
+    assert after == before
+    assert account_indexes.NEAREST.index_name(owner.pk) in json.dumps(plans)
+    assert '"Sort"' not in json.dumps(plans)
+    # The sparser graph is walked with a longer candidate list than the 50 nearest it returns.
+    assert [plan["ef_search"] for plan in plans] == [account_indexes.SEARCH_LIST_SIZE]
+
+
+def test_a_search_as_of_an_instant_scans_exactly(large_at_three):
+    """The index holds current memories only; a search of what was current at another instant
+    reads the account's superseded memories too, by an exact scan planned as one."""
+    owner = UserFactory()
+    for topic, content in NOTES:
+        remember(owner, topic, content)
+    index_accounts()
+    hits, plans = meaning_plans(
+        owner, "which database holds the ledger?", as_of="2100-01-01T00:00:00Z"
+    )
+    assert hits and account_indexes.NEAREST.index_name(owner.pk) not in json.dumps(plans)
+    assert '"Disabled": true' not in json.dumps(plans)
+
+
+def test_an_erased_account_loses_its_index(large_at_three):
+    owner = UserFactory()
+    for topic, content in NOTES[:3]:
+        remember(owner, topic, content)
+    index_accounts()
+    erase_account(user=owner)  # its memories stay, without their vectors
+    assert index_accounts() == "dropped the nearest-neighbour index of 1 account no longer large\n"
+    assert account_indexes.NEAREST.indexes() == {}
+
+
+def test_an_index_left_invalid_is_not_used_and_is_built_again(large_at_three):
+    owner = UserFactory()
+    for topic, content in NOTES[:3]:
+        remember(owner, topic, content)
+    index_accounts()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+        if not cursor.fetchone()[0]:
+            pytest.skip("marking an index invalid takes a superuser")
+        # What a CREATE INDEX CONCURRENTLY that did not finish leaves behind.
+        cursor.execute(
+            "UPDATE pg_index SET indisvalid = false WHERE indexrelid = to_regclass(%s)",
+            [account_indexes.NEAREST.index_name(owner.pk)],
+        )
+    assert account_indexes.NEAREST.indexes() == {owner.pk: False}
+    hits, plans = meaning_plans(owner, "which database did we choose?")
+    assert hits and account_indexes.NEAREST.index_name(owner.pk) not in json.dumps(plans)
+    # An exact scan planned as one, not the index's plan settings forced on a plan without it.
+    assert '"Disabled": true' not in json.dumps(plans)
+    assert "built the nearest-neighbour index of 1 account" in index_accounts()
+    assert account_indexes.NEAREST.indexes() == {owner.pk: True}
+
+
+def test_an_index_built_with_other_graph_parameters_serves_until_it_is_rebuilt(
+    large_at_three,
+):
+    owner = UserFactory()
+    for topic, content in NOTES[:3]:
+        remember(owner, topic, content)
+    with connection.cursor() as cursor:
+        # As an earlier release built it: pgvector's default graph parameters.
+        cursor.execute(
+            f"CREATE INDEX {account_indexes.NEAREST.index_name(owner.pk)} ON memories_memory "
+            "USING hnsw (embedding vector_cosine_ops) "
+            f"WHERE owner_id = {owner.pk} AND valid_to IS NULL"
+        )
+    assert account_indexes.NEAREST.indexes() == {owner.pk: False}
+    hits, plans = meaning_plans(owner, "which database did we choose?")
+    assert hits and account_indexes.NEAREST.index_name(owner.pk) in json.dumps(plans)
+    assert "built the nearest-neighbour index of 1 account" in index_accounts()
+    assert account_indexes.NEAREST.indexes() == {owner.pk: True}
+    assert index_accounts() == ""
+
+
+@pytest.fixture
+def buried_lease(large_at_three, monkeypatch, settings):
+    """An account whose only memory naming its landlord is older than the few most recent
+    memories a search walks (two, here), and no model: it can be found by its words only (not
+    by its topic's spelling either)."""
+    settings.SEARCH_EMBEDDER = "none"
+    monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 2)
+    owner = UserFactory()
+    old = MemoryFactory(
+        owner=owner,
+        memory_type="fact",
+        topic="Zeppelin hangar lease",
+        content="The zeppelin hangar lease with Hindenburg Estates renews in March.",
+        recorded_at=timezone.now() - timedelta(days=30),
+    )
+    for n in range(4):
+        MemoryFactory(owner=owner, topic=f"Recent note {n}", content=f"Unrelated note {n}.")
+    return owner, old
+
+
+def words_search(owner, query: str, **filters) -> tuple[list, bool]:
+    """The hits of a search, and whether its words went through the account's words index."""
+    through_index = []
+
+    def spy(execute, sql, params, many, context):
+        if "search_vector @@" in sql or "memory_recent_word_matches" in sql:
+            through_index.append("memory_recent_word_matches" in sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(spy):
+        page = search_memories(owner_id=owner.pk, query=query, filters=clean_filters(**filters))
+    return [hit.id for hit in page.hits], through_index == [True]
+
+
+def test_a_few_words_reach_past_the_walk_through_the_words_index(buried_lease):
+    owner, old = buried_lease
+    assert words_search(owner, "hindenburg") == ([], False)  # the walk reads the 2 most recent
+    assert "built the words index of 1 account in" in index_accounts()
+    assert account_indexes.WORDS.indexes() == {owner.pk: True}
+    assert words_search(owner, "hindenburg") == ([old.id], True)
+    assert words_search(owner, "hindenburg estates") == ([old.id], True)
+    # The filters narrow what the index found.
+    assert words_search(owner, "hindenburg", memory_types=["decision"]) == ([], True)
+    assert words_search(owner, "hindenburg", memory_types=["fact"]) == ([old.id], True)
+    before = (old.recorded_at + timedelta(seconds=1)).isoformat()
+    assert words_search(owner, "hindenburg", recorded_before=before) == ([old.id], True)
+    earlier = (old.recorded_at - timedelta(seconds=1)).isoformat()
+    assert words_search(owner, "hindenburg", recorded_before=earlier) == ([], True)
+    # The index holds current memories only: a search as of an instant walks.
+    now = timezone.now().isoformat()
+    assert words_search(owner, "hindenburg", as_of=now) == ([], False)
+
+
+def test_a_question_of_many_words_walks_newest_first(buried_lease):
+    """Many terms together match much of an account, which the walk finds newest first at once;
+    so a question reads the most recent memories only (by words: by meaning it reaches all)."""
+    owner, _ = buried_lease
+    index_accounts()
+    question = "when does the zeppelin lease renew, who signs it, and what did the landlord say?"
+    assert words_search(owner, question) == ([], False)
+
+
+def test_index_accounts_waits_for_a_running_embed_memories(large_at_three):
+    owner = UserFactory()
+    for topic, content in NOTES[:3]:
+        remember(owner, topic, content)
+    with psycopg.connect(**connection.get_connection_params()) as other:
+        other.execute("SELECT pg_advisory_lock(%s)", [backfill._RUN_LOCK])
+        with pytest.raises(CommandError, match="embed_memories or index_accounts is running"):
+            index_accounts()
+    assert account_indexes.NEAREST.indexes() == {}
+    index_accounts()
+    assert account_indexes.NEAREST.indexes() == {owner.pk: True}
