@@ -1,6 +1,10 @@
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from memories import account_indexes
+from tests.factories import MemoryFactory
 
 
 @pytest.fixture
@@ -12,3 +16,18 @@ def account_indexes_dropped(transactional_db):
     for kind in account_indexes.KINDS:
         for owner_id in kind.indexes():
             kind.drop(owner_id)
+
+
+def bury_under_recent_notes(owner, *, memory_type: str, content: str):
+    """An old memory about the zeppelin hangar's lease, behind the account's four most recent
+    memories, which are unrelated notes."""
+    old = MemoryFactory(
+        owner=owner,
+        memory_type=memory_type,
+        topic="Zeppelin hangar lease",
+        content=content,
+        recorded_at=timezone.now() - timedelta(days=30),
+    )
+    for n in range(4):
+        MemoryFactory(owner=owner, topic=f"Recent note {n}", content=f"Unrelated note {n}.")
+    return old

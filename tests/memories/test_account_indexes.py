@@ -20,7 +20,8 @@ from accounts.erasure import erase_account
 from memories import account_indexes, backfill
 from memories.search import clean_filters, search_memories
 from memories.services import record_memory
-from tests.factories import MemoryFactory, UserFactory
+from tests.factories import UserFactory
+from tests.memories.conftest import bury_under_recent_notes
 
 NOTES = [
     ("Primary database", "Chose PostgreSQL 16 over MongoDB for the ledger's transactions."),
@@ -201,15 +202,11 @@ def buried_lease(large_at_three, monkeypatch, settings):
     settings.SEARCH_EMBEDDER = "none"
     monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 2)
     owner = UserFactory()
-    old = MemoryFactory(
-        owner=owner,
+    old = bury_under_recent_notes(
+        owner,
         memory_type="fact",
-        topic="Zeppelin hangar lease",
         content="The zeppelin hangar lease with Hindenburg Estates renews in March.",
-        recorded_at=timezone.now() - timedelta(days=30),
     )
-    for n in range(4):
-        MemoryFactory(owner=owner, topic=f"Recent note {n}", content=f"Unrelated note {n}.")
     return owner, old
 
 

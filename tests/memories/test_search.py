@@ -18,6 +18,7 @@ from memories.search import (
 from memories.services import archive_memory, record_memory, revise_memory
 from memories.threads import add_thread_members, create_thread
 from tests.factories import MemoryFactory
+from tests.memories.conftest import bury_under_recent_notes
 
 
 def run(owner, query, **kwargs):
@@ -46,16 +47,9 @@ def corpus(tenant):
 @pytest.fixture
 def buried_decision(tenant):
     """An old decision behind the account's four most recent memories, which are notes."""
-    decision = MemoryFactory(
-        owner=tenant,
-        memory_type="decision",
-        topic="Zeppelin hangar lease",
-        content="We renew the zeppelin hangar lease in March.",
-        recorded_at=timezone.now() - timedelta(days=30),
+    return bury_under_recent_notes(
+        tenant, memory_type="decision", content="We renew the zeppelin hangar lease in March."
     )
-    for n in range(4):
-        MemoryFactory(owner=tenant, topic=f"Recent note {n}", content=f"Unrelated note {n}.")
-    return decision
 
 
 def test_the_relevant_memory_ranks_first(tenant, corpus):
