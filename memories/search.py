@@ -576,6 +576,12 @@ def _ids(db, sql: str, params: dict, plan: tuple[str, ...]) -> list[uuid.UUID]:
     return ids
 
 
+def _walk(db, required: str, where: _Where, params: dict) -> list[uuid.UUID]:
+    params["walk_max"] = WALK_RECENT_MAX
+    walk = _LEXICAL_RECENT.format(required=required, reach=where.reach, selection=where.selection)
+    return _ids(db, walk, params, _WALK)
+
+
 def _ranked(db, text: str, where: _Where, params: dict) -> list[_Candidate]:
     """Candidates by words and by meaning, fused; none when the best is under the floor."""
     parsed = _parse(db, text)
@@ -601,12 +607,12 @@ def _ranked(db, text: str, where: _Where, params: dict) -> list[_Candidate]:
             db.execute(tenancy.SET_TENANT_SQL, [tenancy.tenant_text(params["owner"]), True])
         matches = _WORD_MATCHES.format(required=required, filters=where.sql)
         ids = _ids(db, matches, params, _BY_KEY)
+        if len(ids) < LEXICAL_CANDIDATES and (where.narrowed or parsed.required):
+            # The filters, phrases and exclusions narrow the index's most recent matches only:
+            # the walk finds the ones among older matches that pass them, as without the index.
+            ids += _walk(db, required, where, params)
     else:
-        params["walk_max"] = WALK_RECENT_MAX
-        walk = _LEXICAL_RECENT.format(
-            required=required, reach=where.reach, selection=where.selection
-        )
-        ids = _ids(db, walk, params, _WALK)
+        ids = _walk(db, required, where, params)
     cosine = "NULL::float8"
     if vector is not None:
         params["vector"] = "[" + ",".join(f"{x:.6g}" for x in vector) + "]"

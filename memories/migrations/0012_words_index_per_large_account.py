@@ -25,13 +25,14 @@ FUNCTION = rf"""
 DO $$
 BEGIN
     EXECUTE format($function$
-        CREATE FUNCTION memory_recent_word_matches(
+        CREATE OR REPLACE FUNCTION memory_recent_word_matches(
             terms tsquery, recorded_until timestamptz, max_rows integer)
         RETURNS SETOF uuid
         LANGUAGE plpgsql STABLE SECURITY DEFINER
-        SET search_path = pg_catalog, %1$I
+        SET search_path = pg_catalog, %1$I, pg_temp
         SET enable_seqscan = off
         SET enable_indexscan = off
+        SET enable_bitmapscan = on
         AS $body$
         DECLARE
             -- The tenant the row-level security policies read (migration 0007).

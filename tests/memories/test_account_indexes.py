@@ -20,7 +20,7 @@ from accounts.erasure import erase_account
 from memories import account_indexes, backfill
 from memories.search import clean_filters, search_memories
 from memories.services import record_memory
-from tests.factories import UserFactory
+from tests.factories import MemoryFactory, UserFactory
 from tests.memories.conftest import bury_under_recent_notes
 
 NOTES = [
@@ -221,7 +221,7 @@ def words_search(owner, query: str, **filters) -> tuple[list, bool]:
 
     with connection.execute_wrapper(spy):
         page = search_memories(owner_id=owner.pk, query=query, filters=clean_filters(**filters))
-    return [hit.id for hit in page.hits], through_index == [True]
+    return [hit.id for hit in page.hits], any(through_index)
 
 
 def test_a_few_words_reach_past_the_walk_through_the_words_index(buried_lease):
@@ -263,3 +263,16 @@ def test_index_accounts_waits_for_a_running_embed_memories(large_at_three):
     assert account_indexes.NEAREST.indexes() == {}
     index_accounts()
     assert account_indexes.NEAREST.indexes() == {owner.pk: True}
+
+
+def test_filters_reach_past_the_words_index_s_most_recent_matches(buried_lease, monkeypatch):
+    """The index gives its most recent matches only; when the filters leave too few of them,
+    the walk looks among older ones too, as without the index."""
+    owner, old = buried_lease
+    newer = MemoryFactory(owner=owner, memory_type="note", content="Hindenburg Estates called.")
+    index_accounts()
+    monkeypatch.setattr("memories.search.WORD_MATCHES_MAX", 1)
+    monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 10)
+    assert words_search(owner, "hindenburg", memory_types=["fact"])[0] == [old.id]
+    assert words_search(owner, "hindenburg -called")[0] == [old.id]
+    assert newer.id in words_search(owner, "hindenburg")[0]
