@@ -17,8 +17,8 @@ from the same setting as the row-level security policies: the full-text operator
 leakproof, so under row-level security PostgreSQL may not use it as an index condition, and a
 search would otherwise read the account's rows one by one.
 
-`sync_indexes` builds each index of every account that has grown large and drops the index of an
-account that has shrunk below half the bound (half, so that an account hovering at the bound does
+`Kind.sync` builds the index of its kind of every account that has grown large and drops the
+index of an account that has shrunk below half the bound (half, so that an account hovering at the bound does
 not get its index built and dropped in turn; an erased account keeps no vectors). `manage.py
 index_accounts` runs it (from cron: an account's growth past the bound is not noticed otherwise),
 and so does `manage.py embed_memories` at the end of every run. Until an account's index is built,
@@ -38,12 +38,11 @@ from dataclasses import dataclass, field
 from django.db import connection
 
 LARGE_ACCOUNT_MIN = 5_000
-# The nearest-neighbour graph's parameters (pgvector's HNSW options). Fewer links per node than
-# pgvector's defaults (m 16, ef_construction 64): a memory joins the graph in about half the time,
-# and its account's remember pays for that on every write; a search makes up for the sparser graph
-# by keeping SEARCH_LIST_SIZE candidates as it walks (hnsw.ef_search, 40 by default, below the 50
-# nearest a search asks for), and then finds the exact 50 nearest as often as before.
-# docs/performance.md records both sides.
+# The nearest-neighbour graph (NEAREST's options) has fewer links per node than pgvector's
+# defaults, so that a memory joins it faster: its account's remember pays for that on every write.
+# A search makes up for the sparser graph by keeping this many candidates as it walks
+# (hnsw.ef_search; pgvector's default is fewer than search.SEMANTIC_CANDIDATES). Both sides are
+# measured in docs/performance.md.
 SEARCH_LIST_SIZE = 200
 
 
@@ -159,8 +158,3 @@ WORDS = Kind(
     owner="(owner_id + 0)",
 )
 KINDS = (NEAREST, WORDS)
-
-
-def sync_indexes() -> list[tuple[Kind, Sync]]:
-    """`Kind.sync` of every kind."""
-    return [(kind, kind.sync()) for kind in KINDS]

@@ -582,6 +582,25 @@ def _walk(db, required: str, where: _Where, params: dict) -> list[uuid.UUID]:
     return _ids(db, walk, params, _WALK)
 
 
+def _indexed_words(db, required: str, where: _Where, params: dict) -> list[uuid.UUID]:
+    """Word candidates through the account's words index (see _WORD_MATCHES)."""
+    params["until"] = params["snapshot"]
+    if params.get("before") is not None:
+        params["until"] = min(params["before"], params["snapshot"])
+    params["word_matches_max"] = WORD_MATCHES_MAX
+    if not tenancy.enabled():
+        # The function reads the tenant where row-level security does; without it, nothing else
+        # has set it.
+        db.execute(tenancy.SET_TENANT_SQL, [tenancy.tenant_text(params["owner"]), True])
+    matches = _WORD_MATCHES.format(required=required, filters=where.sql)
+    ids = _ids(db, matches, params, _BY_KEY)
+    if len(ids) < LEXICAL_CANDIDATES and (where.narrowed or required):
+        # The filters, phrases and exclusions narrow the index's most recent matches only: the
+        # walk finds the ones among older matches that pass them, as without the index.
+        ids += _walk(db, required, where, params)
+    return ids
+
+
 def _ranked(db, text: str, where: _Where, params: dict) -> list[_Candidate]:
     """Candidates by words and by meaning, fused; none when the best is under the floor."""
     parsed = _parse(db, text)
@@ -597,20 +616,7 @@ def _ranked(db, text: str, where: _Where, params: dict) -> list[_Candidate]:
     few_terms = len(parsed.terms) <= INDEXED_QUERY_TERMS_MAX
     # The account's words index holds its current memories only: asOf walks.
     if few_terms and params["words_indexed"] and where.current:
-        params["until"] = params["snapshot"]
-        if params.get("before") is not None:
-            params["until"] = min(params["before"], params["snapshot"])
-        params["word_matches_max"] = WORD_MATCHES_MAX
-        if not tenancy.enabled():
-            # The function reads the tenant where row-level security does; without it, nothing
-            # else has set it.
-            db.execute(tenancy.SET_TENANT_SQL, [tenancy.tenant_text(params["owner"]), True])
-        matches = _WORD_MATCHES.format(required=required, filters=where.sql)
-        ids = _ids(db, matches, params, _BY_KEY)
-        if len(ids) < LEXICAL_CANDIDATES and (where.narrowed or parsed.required):
-            # The filters, phrases and exclusions narrow the index's most recent matches only:
-            # the walk finds the ones among older matches that pass them, as without the index.
-            ids += _walk(db, required, where, params)
+        ids = _indexed_words(db, required, where, params)
     else:
         ids = _walk(db, required, where, params)
     cosine = "NULL::float8"

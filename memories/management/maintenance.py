@@ -51,7 +51,7 @@ def exclusive_maintenance(work_mem: str) -> Iterator[None]:
 
 
 def report_index_sync(out: OutputWrapper) -> None:
-    """`account_indexes.sync_indexes`, kind by kind, and a line for each change it made."""
+    """`Kind.sync` of every kind of account index, and a line for each change it made."""
     for kind in account_indexes.KINDS:
         started = time.perf_counter()
         done = kind.sync()

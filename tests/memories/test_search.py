@@ -312,7 +312,8 @@ def bulk_loaded_tenant(account_indexes_dropped, tenant):
             """,
             {"owner": tenant.pk, "count": account_indexes.LARGE_ACCOUNT_MIN + 500},
         )
-    account_indexes.sync_indexes()
+    for kind in account_indexes.KINDS:
+        kind.sync()
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_clear_relation_stats('public', 'memories_memory')")
     return tenant
