@@ -17,9 +17,9 @@ from the same setting as the row-level security policies: the full-text operator
 leakproof, so under row-level security PostgreSQL may not use it as an index condition, and a
 search would otherwise read the account's rows one by one.
 
-`Kind.sync` builds the index of its kind of every account that has grown large and drops the
-index of an account that has shrunk below half the bound (half, so that an account hovering at the bound does
-not get its index built and dropped in turn; an erased account keeps no vectors). `manage.py
+`Kind.sync` builds the index of its kind of every account that has grown large and drops the index
+of an account that has shrunk below half the bound (half, so that an account hovering at the bound
+does not get its index built and dropped in turn; an erased account keeps no vectors). `manage.py
 index_accounts` runs it (from cron: an account's growth past the bound is not noticed otherwise),
 and so does `manage.py embed_memories` at the end of every run. Until an account's index is built,
 its searches read its rows directly: the same results, more slowly.
