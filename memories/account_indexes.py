@@ -17,12 +17,14 @@ from the same setting as the row-level security policies: the full-text operator
 leakproof, so under row-level security PostgreSQL may not use it as an index condition, and a
 search would otherwise read the account's rows one by one.
 
-`Kind.sync` builds the index of its kind of every account that has grown large and drops the index
-of an account that has shrunk below half the bound (half, so that an account hovering at the bound
-does not get its index built and dropped in turn; an erased account keeps no vectors). `manage.py
-index_accounts` runs it (from cron: an account's growth past the bound is not noticed otherwise),
-and so does `manage.py embed_memories` at the end of every run. Until an account's index is built,
-its searches read its rows directly: the same results, more slowly.
+`Kind.sync` builds the index of its kind of every account that has grown large, rebuilds one left
+invalid or built with other options (beside it: one built with other options serves searches
+until then), and drops the index of an account that has shrunk below half the bound (half, so that
+an account hovering at the bound does not get its index built and dropped in turn; an erased
+account counts as empty). `manage.py index_accounts` runs it (from cron: an account's growth past
+the bound is not noticed otherwise), and so does `manage.py embed_memories` at the end of every
+run. Until an account's index is built, its searches read its rows directly: the same results,
+more slowly.
 
 Index names carry the owner's id (`Kind.index_name`). Everything here changes the schema and
 spans every tenant, so it runs as the owner of the tables (`tenancy.as_owner`); and outside any
@@ -33,11 +35,17 @@ nor writes).
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 
 from django.db import connection
 
+from memories.models import ERASED_SCOPE
+
 LARGE_ACCOUNT_MIN = 5_000
+# An index being built to replace an account's index (Kind.rebuild) has the account index's name
+# and this suffix, which `Kind.indexes` does not take for an account index.
+_REPLACEMENT_SUFFIX = "_replacement"
 # The nearest-neighbour graph (NEAREST's options) has fewer links per node than pgvector's
 # defaults, so that a memory joins it faster: its account's remember pays for that on every write.
 # A search makes up for the sparser graph by keeping this many candidates as it walks
@@ -48,10 +56,12 @@ SEARCH_LIST_SIZE = 200
 
 @dataclass
 class Sync:
-    """What `Kind.sync` did: the owners whose index it built and whose it dropped."""
+    """What `Kind.sync` did: the owners whose index it built, rebuilt and dropped."""
 
     built: list[int] = field(default_factory=list)
+    rebuilt: list[int] = field(default_factory=list)
     dropped: list[int] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)  # "built", "rebuilt" -> time taken
 
 
 @dataclass(frozen=True)
@@ -76,14 +86,7 @@ class Kind:
         CONCURRENTLY that did not finish leaves an invalid one, still written to, never read)
         and built with `options` (one built with others still serves searches until it is
         rebuilt)."""
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT c.relname, i.indisvalid, coalesce(c.reloptions, '{}') FROM pg_index i "
-                "JOIN pg_class c ON c.oid = i.indexrelid "
-                "WHERE i.indrelid = 'memories_memory'::regclass AND c.relname LIKE %s",
-                [self.prefix.replace("_", r"\_") + "%"],
-            )
-            rows = cursor.fetchall()
+        rows = self._rows()
         expected = sorted(f"{name}={value}" for name, value in self.options)
         found = {}
         for name, valid, options in rows:
@@ -91,6 +94,20 @@ class Kind:
             if matched:
                 found[int(matched[1])] = valid and sorted(options) == expected
         return found
+
+    def _rows(self) -> list[tuple[str, bool, list[str]]]:
+        """Name, validity and options of every index on memories whose name has the prefix."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT c.relname, i.indisvalid, coalesce(c.reloptions, '{}') FROM pg_index i "
+                "JOIN pg_class c ON c.oid = i.indexrelid "
+                "WHERE i.indrelid = 'memories_memory'::regclass AND c.relname LIKE %s",
+                [self.prefix.replace("_", r"\_") + "%"],
+            )
+            return cursor.fetchall()
+
+    def _names(self, pattern: str) -> list[str]:
+        return [name for name, _, _ in self._rows() if re.fullmatch(pattern, name)]
 
     def counts(self, *, at_least: int) -> dict[int, int]:
         """Owner id -> current memories this kind holds, for the accounts with at least
@@ -105,36 +122,62 @@ class Kind:
             return dict(cursor.fetchall())
 
     def build(self, owner_id: int) -> None:
-        options = ", ".join(f"{name} = {value}" for name, value in self.options)
+        self._create(owner_id, self.index_name(owner_id))
+
+    def drop(self, owner_id: int) -> None:
+        _drop_index(self.index_name(owner_id))
+
+    def rebuild(self, owner_id: int) -> None:
+        """A current index in place of the account's index, which serves searches until the new
+        one is built beside it (under another name: the two are swapped once it is). The swap
+        leaves a moment without an index, when the account's searches read its rows directly."""
+        name = self.index_name(owner_id)
+        self._create(owner_id, name + _REPLACEMENT_SUFFIX)
+        _drop_index(name)
+        with connection.cursor() as cursor:
+            cursor.execute(f"ALTER INDEX {name}{_REPLACEMENT_SUFFIX} RENAME TO {name}")
+
+    def _create(self, owner_id: int, name: str) -> None:
+        options = ", ".join(f"{option} = {value}" for option, value in self.options)
         with connection.cursor() as cursor:
             cursor.execute(
-                f"CREATE INDEX CONCURRENTLY {self.index_name(owner_id)} ON memories_memory "
+                f"CREATE INDEX CONCURRENTLY {name} ON memories_memory "
                 f"USING {self.using} {f'WITH ({options}) ' if options else ''}"
                 f"WHERE {self.owner} = {int(owner_id)} AND valid_to IS NULL"
             )
 
-    def drop(self, owner_id: int) -> None:
-        with connection.cursor() as cursor:
-            cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {self.index_name(owner_id)}")
-
     def sync(self) -> Sync:
-        """Build the index of every large account that has no current one (an invalid one, or
-        one built with other options, is dropped first) and drop the index of every account
-        under half of LARGE_ACCOUNT_MIN."""
+        """Build the index of every large account that has none, rebuild every index that is
+        not current (invalid, or built with other options) of an account at least half as
+        large, and drop the index of every account under half of LARGE_ACCOUNT_MIN."""
         done = Sync()
+        for name in self._names(rf"{self.prefix}\d+{_REPLACEMENT_SUFFIX}"):
+            # Left by a rebuild that did not finish (it is started afresh below, or the account
+            # gets a new index if the old one is gone): written to for nothing meanwhile.
+            _drop_index(name)
         existing = self.indexes()
         counts = self.counts(at_least=LARGE_ACCOUNT_MIN // 2)
+        started = time.perf_counter()
         for owner_id, current in sorted(existing.items()):
-            if not current or counts.get(owner_id, 0) < LARGE_ACCOUNT_MIN // 2:
+            if owner_id not in counts:
                 self.drop(owner_id)
-                if current:
-                    done.dropped.append(owner_id)
-                del existing[owner_id]
+                done.dropped.append(owner_id)
+            elif not current:
+                self.rebuild(owner_id)
+                done.rebuilt.append(owner_id)
+        done.seconds["rebuilt"] = time.perf_counter() - started
+        started = time.perf_counter()
         for owner_id, count in sorted(counts.items()):
             if count >= LARGE_ACCOUNT_MIN and owner_id not in existing:
                 self.build(owner_id)
                 done.built.append(owner_id)
+        done.seconds["built"] = time.perf_counter() - started
         return done
+
+
+def _drop_index(name: str) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
 
 
 # The operator class is the cosine distance's, which search orders by (`<=>`).
@@ -154,7 +197,8 @@ WORDS = Kind(
     prefix="memory_words_",
     using="gin (search_vector)",
     options=(),
-    holds="TRUE",
+    # An erased account's memories stay current, each with the same placeholder words.
+    holds=f"scope <> '{ERASED_SCOPE}'",
     owner="(owner_id + 0)",
 )
 KINDS = (NEAREST, WORDS)

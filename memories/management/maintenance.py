@@ -5,7 +5,6 @@ account index sync both end with."""
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -53,11 +52,15 @@ def exclusive_maintenance(work_mem: str) -> Iterator[None]:
 def report_index_sync(out: OutputWrapper) -> None:
     """`Kind.sync` of every kind of account index, and a line for each change it made."""
     for kind in account_indexes.KINDS:
-        started = time.perf_counter()
         done = kind.sync()
-        seconds = time.perf_counter() - started
         if done.built:
+            seconds = done.seconds["built"]
             out.write(f"built {indexes_of(kind, len(done.built))} in {seconds:.1f} s")
+        if done.rebuilt:
+            out.write(
+                f"rebuilt {indexes_of(kind, len(done.rebuilt))} (left invalid or built with "
+                f"other options) in {done.seconds['rebuilt']:.1f} s"
+            )
         if done.dropped:
             out.write(f"dropped {indexes_of(kind, len(done.dropped))} no longer large")
 

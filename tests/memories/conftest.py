@@ -1,6 +1,7 @@
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from memories import account_indexes
@@ -16,6 +17,12 @@ def account_indexes_dropped(transactional_db):
     for kind in account_indexes.KINDS:
         for owner_id in kind.indexes():
             kind.drop(owner_id)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT relname FROM pg_class WHERE relkind = 'i' AND relname LIKE '%\\_replacement'"
+        )
+        for (name,) in cursor.fetchall():
+            cursor.execute(f"DROP INDEX IF EXISTS {name}")
 
 
 def bury_under_recent_notes(owner, *, memory_type: str, content: str):

@@ -145,9 +145,13 @@ def test_an_erased_account_loses_its_index(large_at_three):
     for topic, content in NOTES[:3]:
         remember(owner, topic, content)
     index_accounts()
-    erase_account(user=owner)  # its memories stay, without their vectors
-    assert index_accounts() == "dropped the nearest-neighbour index of 1 account no longer large\n"
+    erase_account(user=owner)  # its memories stay, without their vectors or words
+    assert index_accounts() == (
+        "dropped the nearest-neighbour index of 1 account no longer large\n"
+        "dropped the words index of 1 account no longer large\n"
+    )
     assert account_indexes.NEAREST.indexes() == {}
+    assert account_indexes.WORDS.indexes() == {}
 
 
 def test_an_index_left_invalid_is_not_used_and_is_built_again(large_at_three):
@@ -169,29 +173,83 @@ def test_an_index_left_invalid_is_not_used_and_is_built_again(large_at_three):
     assert hits and account_indexes.NEAREST.index_name(owner.pk) not in json.dumps(plans)
     # An exact scan planned as one, not the index's plan settings forced on a plan without it.
     assert '"Disabled": true' not in json.dumps(plans)
-    assert "built the nearest-neighbour index of 1 account" in index_accounts()
+    assert "rebuilt the nearest-neighbour index of 1 account (left invalid" in index_accounts()
     assert account_indexes.NEAREST.indexes() == {owner.pk: True}
 
 
-def test_an_index_built_with_other_graph_parameters_serves_until_it_is_rebuilt(
-    large_at_three,
-):
-    owner = UserFactory()
-    for topic, content in NOTES[:3]:
-        remember(owner, topic, content)
+def with_pgvector_default_graph(owner) -> None:
+    """The account's nearest-neighbour index as an earlier release built it."""
     with connection.cursor() as cursor:
-        # As an earlier release built it: pgvector's default graph parameters.
         cursor.execute(
             f"CREATE INDEX {account_indexes.NEAREST.index_name(owner.pk)} ON memories_memory "
             "USING hnsw (embedding vector_cosine_ops) "
             f"WHERE owner_id = {owner.pk} AND valid_to IS NULL"
         )
+
+
+def test_an_index_built_with_other_graph_parameters_serves_until_it_is_rebuilt(
+    large_at_three, monkeypatch
+):
+    owner = UserFactory()
+    for topic, content in NOTES[:3]:
+        remember(owner, topic, content)
+    with_pgvector_default_graph(owner)
     assert account_indexes.NEAREST.indexes() == {owner.pk: False}
     hits, plans = meaning_plans(owner, "which database did we choose?")
     assert hits and account_indexes.NEAREST.index_name(owner.pk) in json.dumps(plans)
-    assert "built the nearest-neighbour index of 1 account" in index_accounts()
+
+    # The new index is built beside the old one, which serves searches until the two swap.
+    as_its_replacement_is_built = []
+    create = account_indexes.Kind._create
+
+    def search_then_create(kind, owner_id, name):
+        if name.endswith("_replacement"):
+            as_its_replacement_is_built.append(meaning_plans(owner, "which database?"))
+        create(kind, owner_id, name)
+
+    monkeypatch.setattr(account_indexes.Kind, "_create", search_then_create)
+    out = index_accounts()
+    assert "rebuilt the nearest-neighbour index of 1 account (left invalid or built with " in out
+    [(hits_then, plans_then)] = as_its_replacement_is_built
+    assert hits_then
+    assert f'"{account_indexes.NEAREST.index_name(owner.pk)}"' in json.dumps(plans_then)
     assert account_indexes.NEAREST.indexes() == {owner.pk: True}
+    assert "m='8'" in definition(account_indexes.NEAREST, owner)
     assert index_accounts() == ""
+
+
+def test_an_account_between_half_the_bound_and_the_bound_keeps_a_rebuilt_index(
+    large_at_three, monkeypatch
+):
+    """Its index is kept (an account hovering at the bound does not lose and regain it in
+    turn), so one built with other options is rebuilt, not dropped."""
+    owner = UserFactory()
+    for topic, content in NOTES[:3]:
+        remember(owner, topic, content)
+    with_pgvector_default_graph(owner)
+    monkeypatch.setattr("memories.account_indexes.LARGE_ACCOUNT_MIN", 5)
+    assert "rebuilt the nearest-neighbour index of 1 account" in index_accounts()
+    assert account_indexes.NEAREST.indexes() == {owner.pk: True}
+    assert account_indexes.WORDS.indexes() == {}  # 3 of 5: not large enough to get one
+
+
+def test_a_rebuild_that_did_not_finish_leaves_nothing_behind(large_at_three):
+    owner = UserFactory()
+    for topic, content in NOTES[:3]:
+        remember(owner, topic, content)
+    index_accounts()
+    replacement = account_indexes.NEAREST.index_name(owner.pk) + "_replacement"
+    with connection.cursor() as cursor:
+        # A rebuild stopped after it dropped the index it was replacing.
+        cursor.execute(
+            f"ALTER INDEX {account_indexes.NEAREST.index_name(owner.pk)} RENAME TO {replacement}"
+        )
+    assert account_indexes.NEAREST.indexes() == {}
+    assert "built the nearest-neighbour index of 1 account in" in index_accounts()
+    assert account_indexes.NEAREST.indexes() == {owner.pk: True}
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s)", [replacement])
+        assert cursor.fetchone()[0] is None
 
 
 @pytest.fixture

@@ -268,6 +268,53 @@ def test_keep_index_never_drops_the_indexes(unembedded):
     assert all(stands_for(stored_vector(memory), memory) for memory in memories)
 
 
+def with_pgvector_default_graph(owner_id: int) -> None:
+    """The account's nearest-neighbour index as an earlier release built it: with pgvector's
+    default graph parameters."""
+    account_indexes.NEAREST.drop(owner_id)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"CREATE INDEX {account_indexes.NEAREST.index_name(owner_id)} ON memories_memory "
+            "USING hnsw (embedding vector_cosine_ops) "
+            f"WHERE owner_id = {owner_id} AND valid_to IS NULL"
+        )
+
+
+def test_an_index_of_other_parameters_is_dropped_for_a_fill_into_it_and_else_rebuilt(
+    unembedded,
+):
+    memories, _ = unembedded
+    run_backfill()
+    filled, untouched = memories[0].owner, memories[3].owner
+    for owner in (filled, untouched):
+        with_pgvector_default_graph(owner.pk)
+    old = index_oids()
+    MemoryFactory(owner=filled, content="one more, stored without a vector")
+    out = run_backfill()
+    # The one the fill writes into is rebuilt after the fill anyway: dropped before it. The
+    # other is rebuilt beside itself, serving searches until then.
+    assert "dropped the nearest-neighbour index of 1 account for the fill" in out
+    assert "built the nearest-neighbour index of 1 account in" in out
+    assert "rebuilt the nearest-neighbour index of 1 account (left invalid or built" in out
+    assert account_indexes.NEAREST.indexes() == {filled.pk: True, untouched.pk: True}
+    assert index_oids()[filled.pk] != old[filled.pk]
+    assert index_oids()[untouched.pk] != old[untouched.pk]
+
+
+def test_keep_index_keeps_an_index_of_other_parameters_until_it_is_rebuilt_beside_it(
+    unembedded,
+):
+    memories, _ = unembedded
+    run_backfill()
+    owner = memories[0].owner
+    with_pgvector_default_graph(owner.pk)
+    MemoryFactory(owner=owner, content="one more, stored without a vector")
+    out = run_backfill("--keep-index")
+    assert "embedded 1 memory" in out and "dropped" not in out
+    assert "rebuilt the nearest-neighbour index of 1 account (left invalid or built" in out
+    assert account_indexes.NEAREST.indexes() == {owner.pk: True, memories[3].owner_id: True}
+
+
 def test_without_a_model_the_command_refuses_before_clearing_anything(tenant, search_embedder):
     kept = MemoryFactory(owner=tenant, embedded=True)
     vector = stored_vector(kept)

@@ -36,7 +36,9 @@ class Command(BaseCommand):
         "account's HNSW index that the fill would at least double (more of its memories lack a "
         "vector than have one) is dropped first and built again at the end (CONCURRENTLY, "
         "which blocks neither reads nor writes; meanwhile semantic search scans exactly), which "
-        "is many times faster than growing it row by row; --keep-index never drops one. Every "
+        "is many times faster than growing it row by row; so is one that is not current (left "
+        "invalid, or built with other parameters) that the fill writes into. --keep-index "
+        "never drops one. Every "
         "run ends as index_accounts does: an account that has grown large gets its index. A run "
         "that stops leaves the indexes to the next run. "
         "--reembed clears every vector first, then fills them all: run it after changing "
@@ -112,18 +114,20 @@ class Command(BaseCommand):
         report_index_sync(self.stdout)
 
     def _indexes_to_drop(self, *, reembed: bool, keep_index: bool) -> list[int]:
-        """The accounts whose nearest-neighbour index goes before the fill: one not current (left
-        invalid, or built with other graph parameters: it is rebuilt after the fill), and, unless
-        --keep-index, one the fill would at least double, since building it afresh takes a
-        fraction of the time that growing it row by row does."""
+        """Unless --keep-index, the accounts whose nearest-neighbour index goes before the fill,
+        to be built again after it: building afresh takes a fraction of the time that growing
+        an index row by row does. One the fill would at least double, and one the fill writes
+        into that is not current (left invalid, or built with other graph parameters), since it
+        is rebuilt after the fill anyway. Any other index that is not current is rebuilt beside
+        itself at the end (`Kind.sync`), serving searches until then."""
         existing = account_indexes.NEAREST.indexes()
-        dropped = [owner_id for owner_id, current in existing.items() if not current]
         if keep_index or not existing:
-            return dropped
+            return []
+        dropped = []
         for owner_id, (missing, embedded) in backfill.counts_by_owner(sorted(existing)).items():
             if reembed:
                 missing, embedded = missing + embedded, 0  # once cleared
-            if owner_id not in dropped and missing > 0 and missing >= embedded:
+            if missing > 0 and (missing >= embedded or not existing[owner_id]):
                 dropped.append(owner_id)
         return sorted(dropped)
 

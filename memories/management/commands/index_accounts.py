@@ -20,13 +20,15 @@ class Command(BaseCommand):
     help = (
         "Build the HNSW index (over vectors) and the GIN index (over words) of every account "
         f"with at least {account_indexes.LARGE_ACCOUNT_MIN:,} current memories (with a vector, "
-        "for the HNSW index) that has none (or only an invalid one, left by a build that did "
-        "not finish, or one built with other parameters), and drop those of every account "
-        "under half of that. CONCURRENTLY: reads and writes go on meanwhile. Run it from cron "
-        "(hourly, say): until an account that has grown large has its indexes, its searches "
-        "read its rows directly, with the same results, more slowly. Like "
-        "migrate, it acts as the owner of the tables (memories.tenancy.as_owner): run it with "
-        "DATABASE_URL naming the owner and the database directly (not through PgBouncer)."
+        "for the HNSW index) that has none; rebuild one left invalid by a build that did not "
+        "finish or built with other parameters, beside it, then swap the two (the old one "
+        "serves searches meanwhile); and drop those of every account under half of that "
+        "(an erased account counts as empty). CONCURRENTLY: reads and writes go on "
+        "meanwhile. Run it from cron (hourly, say): until an account that has grown large has "
+        "its indexes, its searches read its rows directly, with the same results, more "
+        "slowly. Like migrate, it acts as the owner of the tables (memories.tenancy.as_owner): "
+        "run it with DATABASE_URL naming the owner and the database directly (not through "
+        "PgBouncer)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
