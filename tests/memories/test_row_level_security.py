@@ -366,6 +366,27 @@ def test_the_words_function_returns_the_current_tenants_memories_only(two_tenant
         _set_tenant(app_role_sql, owner.pk)
         found = {row[0] for row in app_role_sql.execute(query)}
         assert found == set(Memory.objects.filter(owner=owner).values_list("id", flat=True))
+    app_role_sql.execute("SELECT set_config('threengram.tenant_id', '', false)")
+    assert app_role_sql.execute(query).fetchall() == []  # reset to empty: still closed
+
+
+def test_the_words_function_is_the_app_role_s_alone_and_resolves_names_safely(app_role_sql):
+    """Only the application role may call it (not PUBLIC: any role of the cluster), and it runs
+    as the owner with a search path a caller cannot put a table or operator of its own on
+    (the caller's temporary schema comes last, after the catalog and the application's)."""
+    signature = "memory_recent_word_matches(tsquery, timestamptz, integer)"
+    grantees, definer, config = app_role_sql.execute(
+        "SELECT array(SELECT coalesce(r.rolname, 'PUBLIC') FROM aclexplode(p.proacl) a"
+        "             LEFT JOIN pg_roles r ON r.oid = a.grantee"
+        "             WHERE a.privilege_type = 'EXECUTE'),"
+        "       p.prosecdef, p.proconfig "
+        "FROM pg_proc p WHERE p.oid = %s::regprocedure",
+        [signature],
+    ).fetchone()
+    assert "PUBLIC" not in grantees and ROLE in grantees
+    assert definer
+    schema = app_role_sql.execute("SELECT current_schema()").fetchone()[0]
+    assert f"search_path=pg_catalog, {schema}, pg_temp" in config
 
 
 def test_a_search_reaches_the_words_index_as_the_app_role(
