@@ -179,9 +179,13 @@ def test_the_write_paths_work_as_the_app_role(two_tenants, orm_as_app_role):
         successor = threads.revise_memory_in_threads(
             owner=tenant, predecessor_id=str(first.id), content="revised"
         )
-        memory, _ = threads.record_memory_with_proposals(
-            owner=tenant, memory_type="note", topic="t", content="new"
+        # Both tenants have a thread "work" with a member of this topic.
+        memory, proposals = threads.record_memory_with_proposals(
+            owner=tenant, memory_type="note", topic=first.topic, content="new"
         )
+        assert [p.thread for p in proposals] == ["work"]
+        proposed = ThreadMembership.objects.get(memory_id=memory.id)
+        assert proposed.thread.owner_id == tenant.pk and proposed.state == "proposed"
         services.archive_memory(owner=tenant, memory_id=memory.id)
         (work,) = threads.list_threads(owner=tenant)
         assert work.member_count == 1  # the successor, in its predecessor's place
