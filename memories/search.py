@@ -86,6 +86,14 @@ WALK_RECENT_MAX = 20_000
 # most recent current memories holding any of them, which the filters then narrow.
 INDEXED_QUERY_TERMS_MAX = 3
 WORD_MATCHES_MAX = 1_000
+# The index reads every match of the terms to find the most recent (that is its order: by term,
+# not by time), which costs in proportion to how many memories hold them. So such a query first
+# walks the WORDS_PROBE_MAX most recent memories: terms that LEXICAL_CANDIDATES of them hold are
+# common, and those are their most recent matches; terms that one in WORDS_DENSE_SHARE of them
+# holds at least are common enough for the walk to find LEXICAL_CANDIDATES within
+# WALK_RECENT_MAX; rarer terms go through the index, which then reads few entries.
+WORDS_PROBE_MAX = 500
+WORDS_DENSE_SHARE = 50
 # A tenant's current memories are counted up to this many (for the IDF); a larger
 # tenant counts as this large.
 TENANT_SIZE_COUNTED_MAX = 10_000
@@ -543,8 +551,9 @@ def _count_tenant(db, params: dict) -> None:
 #   are rare.
 # - Words, a query of few terms in an account with its own words index (a large one,
 #   memories/account_indexes.py): its terms may be rare, and the walk would then read most of
-#   the account; the index is bounded by the terms. A question's many terms together match
-#   much of the account, which the walk finds newest first at once.
+#   the account; the index reads as many entries as the account has matches, so it serves the
+#   terms that a short walk finds rare (WORDS_PROBE_MAX). A question's many terms together
+#   match much of the account, which the walk finds newest first at once.
 # - Meaning, an account with its own HNSW index (a large one): that index (a sort of its vectors
 #   is the plan to avoid).
 # - Meaning, any other account: an exact scan of its own vectors, a small account's few, or a
@@ -576,10 +585,24 @@ def _ids(db, sql: str, params: dict, plan: tuple[str, ...]) -> list[uuid.UUID]:
     return ids
 
 
-def _walk(db, required: str, where: _Where, params: dict) -> list[uuid.UUID]:
-    params["walk_max"] = WALK_RECENT_MAX
+def _walk(
+    db, required: str, where: _Where, params: dict, *, walk_max: int | None = None
+) -> list[uuid.UUID]:
+    params["walk_max"] = WALK_RECENT_MAX if walk_max is None else walk_max
     walk = _LEXICAL_RECENT.format(required=required, reach=where.reach, selection=where.selection)
     return _ids(db, walk, params, _WALK)
+
+
+def _few_terms(db, required: str, where: _Where, params: dict) -> list[uuid.UUID]:
+    """Word candidates of a query of few terms in an account with a words index: by a walk when
+    its terms are common among the most recent memories, else through the index (see
+    WORDS_PROBE_MAX)."""
+    probed = _walk(db, required, where, params, walk_max=WORDS_PROBE_MAX)
+    if len(probed) >= LEXICAL_CANDIDATES:
+        return probed
+    if len(probed) * WORDS_DENSE_SHARE >= WORDS_PROBE_MAX:
+        return _walk(db, required, where, params)
+    return _indexed_words(db, required, where, params)
 
 
 def _indexed_words(db, required: str, where: _Where, params: dict) -> list[uuid.UUID]:
@@ -616,7 +639,7 @@ def _ranked(db, text: str, where: _Where, params: dict) -> list[_Candidate]:
     few_terms = len(parsed.terms) <= INDEXED_QUERY_TERMS_MAX
     # The account's words index holds its current memories only: asOf walks.
     if few_terms and params["words_indexed"] and where.current:
-        ids = _indexed_words(db, required, where, params)
+        ids = _few_terms(db, required, where, params)
     else:
         ids = _walk(db, required, where, params)
     cosine = "NULL::float8"

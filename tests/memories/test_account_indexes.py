@@ -301,6 +301,29 @@ def test_a_few_words_reach_past_the_walk_through_the_words_index(buried_lease):
     assert words_search(owner, "hindenburg", as_of=now) == ([], False)
 
 
+def test_a_few_words_common_among_the_most_recent_memories_are_walked_for(
+    buried_lease, monkeypatch
+):
+    """The index reads every memory holding a term to find the most recent ones: for a term
+    that many recent memories hold, walking those is cheaper, and finds the same."""
+    owner, old = buried_lease
+    called = MemoryFactory(owner=owner, memory_type="note", content="Hindenburg Estates called.")
+    index_accounts()
+    monkeypatch.setattr("memories.search.WORDS_PROBE_MAX", 4)
+    monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 10)
+    # All four most recent memories hold "note": the most recent matches, without the index.
+    monkeypatch.setattr("memories.search.LEXICAL_CANDIDATES", 3)
+    hits, through_index = words_search(owner, "note")
+    assert not through_index and len(hits) == 3
+    monkeypatch.setattr("memories.search.LEXICAL_CANDIDATES", 300)
+    # One of the four holds "hindenburg": one in WORDS_DENSE_SHARE at least, so the walk.
+    monkeypatch.setattr("memories.search.WORDS_DENSE_SHARE", 4)
+    assert words_search(owner, "hindenburg") == ([called.id, old.id], False)
+    # Fewer than that: rare enough for the index.
+    monkeypatch.setattr("memories.search.WORDS_DENSE_SHARE", 3)
+    assert words_search(owner, "hindenburg") == ([called.id, old.id], True)
+
+
 def test_a_question_of_many_words_walks_newest_first(buried_lease):
     """Many terms together match much of an account, which the walk finds newest first at once;
     so a question reads the most recent memories only (by words: by meaning it reaches all)."""

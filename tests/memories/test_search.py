@@ -352,6 +352,12 @@ def index_scans(name: str) -> int:
 def test_a_few_words_in_a_large_tenant_are_looked_up_in_its_words_index(bulk_loaded_tenant):
     words_index = account_indexes.WORDS.index_name(bulk_loaded_tenant.pk)
     before = index_scans(words_index)
+    # One memory holds "5017".
+    hits = run(bulk_loaded_tenant, "5017", memory_types=["note"]).hits
+    assert [hit.excerpt for hit in hits] == ["note 5017 about billing"]
+    assert index_scans(words_index) == before + 1
+    # A quarter of them hold "backups": the most recent memories are walked for it instead,
+    # rather than the index reading all of those.
     hits = run(bulk_loaded_tenant, "backups", memory_types=["note"]).hits
     assert hits and all("backups" in hit.excerpt for hit in hits)
     assert index_scans(words_index) == before + 1
