@@ -197,12 +197,15 @@ async def main(calls: int, seed: int, only: str | None = None, rls: bool = False
 
     def remember_arguments() -> dict:
         # A near-copy of a thread member's topic in its project: the largest tenant's 20
-        # threads get proposals; other tenants have no threads.
+        # threads get proposals; other tenants have no threads. The content is drawn as the
+        # generator draws it: the memories every run adds are the most recent ones a search
+        # walks first, and should look like the rest.
         project, topic = rng.choice(member_topics)
+        words = [word(int(4000 * rng.random() ** 1.3)) for _ in range(rng.randint(15, 74))]
         return {
             "memoryType": "note",
             "topic": topic + " follow-up",
-            "content": f"benchmark write {uuid.uuid4()}",
+            "content": " ".join(words) + f" #{uuid.uuid4()}",
             "project": project,
         }
 
