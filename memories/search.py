@@ -87,13 +87,15 @@ WALK_RECENT_MAX = 20_000
 INDEXED_QUERY_TERMS_MAX = 3
 WORD_MATCHES_MAX = 1_000
 # The index reads every match of the terms to find the most recent (that is its order: by term,
-# not by time), which costs in proportion to how many memories hold them. So such a query first
-# walks the WORDS_PROBE_MAX most recent memories: terms that LEXICAL_CANDIDATES of them hold are
-# common, and those are their most recent matches; terms that one in WORDS_DENSE_SHARE of them
-# holds at least are common enough for the walk to find LEXICAL_CANDIDATES within
-# WALK_RECENT_MAX; rarer terms go through the index, which then reads few entries.
+# not by time), so its cost grows with the share of the account that holds them; a walk's
+# shrinks with it (it stops at LEXICAL_CANDIDATES matches). So such a query first walks the
+# WORDS_PROBE_MAX most recent memories: terms that LEXICAL_CANDIDATES of them hold are common, and
+# those are their most recent matches; terms that one in WORDS_DENSE_SHARE of them holds at least
+# are walked for; rarer ones go through the index. At that share both read about as many
+# memories in an account of 100,000 (the walk LEXICAL_CANDIDATES * WORDS_DENSE_SHARE, the index
+# the share of the account).
 WORDS_PROBE_MAX = 500
-WORDS_DENSE_SHARE = 50
+WORDS_DENSE_SHARE = 8
 # A tenant's current memories are counted up to this many (for the IDF); a larger
 # tenant counts as this large.
 TENANT_SIZE_COUNTED_MAX = 10_000
@@ -228,13 +230,18 @@ FROM memories_memory m
 WHERE m.owner_id = %(owner)s AND m.id = ANY(%(ids)s::uuid[])
 """
 # The most recent memories matching any term, through the account's words index (the plans: see
-# _WALK and what follows it; the function: migration memories/0012).
-_WORD_MATCHES = """(SELECT m.id FROM memories_memory m
-      WHERE m.owner_id = %(owner)s
-        AND m.id IN (SELECT memory_recent_word_matches(
-                         %(any_term)s::tsquery, %(until)s, %(word_matches_max)s))
-        {required} {filters}
-      ORDER BY m.recorded_at DESC LIMIT %(lexical_max)s)"""
+# _WALK and what follows it; the function: migration memories/0012), and how many the index
+# gave before the filters (fewer than word_matches_max: every match there is).
+_WORD_MATCHES = """WITH matches AS MATERIALIZED (
+        SELECT memory_recent_word_matches(
+                   %(any_term)s::tsquery, %(until)s, %(word_matches_max)s) AS id),
+    kept AS (
+        SELECT m.id, m.recorded_at FROM memories_memory m
+        WHERE m.owner_id = %(owner)s AND m.id IN (SELECT id FROM matches)
+          {required} {filters}
+        ORDER BY m.recorded_at DESC LIMIT %(lexical_max)s)
+    SELECT (SELECT count(*) FROM matches),
+           array(SELECT id FROM kept ORDER BY recorded_at DESC)"""
 # The most recent memories matching any term among the WALK_RECENT_MAX most recent memories
 # (the walk's bound when the query's terms are rare in a large tenant: a subquery with a LIMIT is
 # planned on its own, so the walk stops there whatever the terms). The selection (status, type,
@@ -573,16 +580,20 @@ _NEAREST = (
 _NEAREST_NARROWED = (*_NEAREST, f"SET LOCAL hnsw.max_scan_tuples = {SEMANTIC_SCAN_MAX}")
 
 
-def _ids(db, sql: str, params: dict, plan: tuple[str, ...]) -> list[uuid.UUID]:
+def _rows(db, sql: str, params: dict, plan: tuple[str, ...]) -> list[tuple]:
     for setting in plan:
         db.execute(setting)
     db.execute(sql, params)
-    ids = [row[0] for row in db.fetchall()]
+    rows = db.fetchall()
     # Back to the defaults for the next statement; a plan of none changed nothing. (The `hnsw.`
     # settings end with the transaction: no later statement of a search scans that index.)
     for setting in {statement.split()[2] for statement in plan if "hnsw." not in statement}:
         db.execute(f"RESET {setting}")
-    return ids
+    return rows
+
+
+def _ids(db, sql: str, params: dict, plan: tuple[str, ...]) -> list[uuid.UUID]:
+    return [row[0] for row in _rows(db, sql, params, plan)]
 
 
 def _walk(
@@ -616,10 +627,11 @@ def _indexed_words(db, required: str, where: _Where, params: dict) -> list[uuid.
         # has set it.
         db.execute(tenancy.SET_TENANT_SQL, [tenancy.tenant_text(params["owner"]), True])
     matches = _WORD_MATCHES.format(required=required, filters=where.sql)
-    ids = _ids(db, matches, params, _BY_KEY)
-    if len(ids) < LEXICAL_CANDIDATES and (where.narrowed or required):
-        # The filters, phrases and exclusions narrow the index's most recent matches only: the
-        # walk finds the ones among older matches that pass them, as without the index.
+    [(found, ids)] = _rows(db, matches, params, _BY_KEY)
+    if len(ids) < LEXICAL_CANDIDATES and (where.narrowed or required) and found == WORD_MATCHES_MAX:
+        # The filters, phrases and exclusions narrowed the index's most recent matches only, and
+        # there may be older ones: the walk finds those among them that pass, as without the
+        # index.
         ids += _walk(db, required, where, params)
     return ids
 

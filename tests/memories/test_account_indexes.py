@@ -17,7 +17,7 @@ from django.db import connection
 from django.utils import timezone
 
 from accounts.erasure import erase_account
-from memories import account_indexes, backfill
+from memories import account_indexes, backfill, search
 from memories.search import clean_filters, search_memories
 from memories.services import record_memory
 from tests.factories import MemoryFactory, UserFactory
@@ -299,6 +299,26 @@ def test_a_few_words_reach_past_the_walk_through_the_words_index(buried_lease):
     # The index holds current memories only: a search as of an instant walks.
     now = timezone.now().isoformat()
     assert words_search(owner, "hindenburg", as_of=now) == ([], False)
+
+
+def test_filters_walk_no_further_when_the_index_gave_every_match(buried_lease):
+    """Under WORD_MATCHES_MAX matches, the index gave all there are: a walk could find no other,
+    however few of them pass the filters."""
+    owner, old = buried_lease
+    index_accounts()
+    walks = []
+
+    def spy(execute, sql, params, many, context):
+        if "LIMIT %(walk_max)s" in sql:
+            walks.append(params["walk_max"])
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(spy):
+        page = search_memories(
+            owner_id=owner.pk, query="hindenburg", filters=clean_filters(memory_types=["fact"])
+        )
+    assert [hit.id for hit in page.hits] == [old.id]
+    assert walks == [search.WORDS_PROBE_MAX]  # the probe of the most recent memories only
 
 
 def test_a_few_words_common_among_the_most_recent_memories_are_walked_for(
