@@ -91,9 +91,9 @@ WORD_MATCHES_MAX = 1_000
 # shrinks with it (it stops at LEXICAL_CANDIDATES matches). So such a query first walks the
 # WORDS_PROBE_MAX most recent memories: terms that LEXICAL_CANDIDATES of them hold are common, and
 # those are their most recent matches; terms that one in WORDS_DENSE_SHARE of them holds at least
-# are walked for; rarer ones go through the index. At that share both read about as many
-# memories in an account of 100,000 (the walk LEXICAL_CANDIDATES * WORDS_DENSE_SHARE, the index
-# the share of the account).
+# are walked for (which then reads about LEXICAL_CANDIDATES * WORDS_DENSE_SHARE memories, fewer
+# than the index would read in an account of 20,000 or more); rarer ones go through the index.
+# (A walk costs more per memory read than the index does: a larger share walked for more.)
 WORDS_PROBE_MAX = 500
 WORDS_DENSE_SHARE = 8
 # A tenant's current memories are counted up to this many (for the IDF); a larger
