@@ -6,12 +6,13 @@ Ranking:
 - Words. The query's significant terms (stop words dropped, stemmed and unaccented by the
   `threengram_unaccented` configuration) are OR'ed: a memory matching *any* of them is a
   candidate (the LEXICAL_CANDIDATES most recent such memories, which bounds the work). Each is
-  scored BM25F-style: a term weighs more the fewer of the tenant's memories hold it (IDF), its
-  frequency saturates, long content is length-normalised, and a term in the topic counts
-  TOPIC_WEIGHT times, in the tags or project TAGS_WEIGHT times, a term in the content. The
-  words score is that sum divided by the summed IDFs of the query's WORDS_SCALE_TERMS rarest
-  terms: about 1 when a memory holds what is most distinctive in the question, near 0 when it
-  shares only common words.
+  scored BM25F-style on which of its fields hold each term (not how often: a memory is a few
+  sentences, and counting made no difference on the eval set): a term weighs more the fewer of
+  the tenant's memories hold it (IDF), long content is length-normalised, a term in the topic
+  counts TOPIC_WEIGHT times, in the tags or project TAGS_WEIGHT times, a term in the content,
+  and the fields' sum saturates. The words score is that sum divided by the summed IDFs of the
+  query's WORDS_SCALE_TERMS rarest terms: about 1 when a memory holds what is most distinctive
+  in the question, near 0 when it shares only common words.
   `"quoted phrases"` and `-exclusions` are required, as in a web search engine.
 - Meaning. The query's embedding (memories/embedding.py) against each memory's: up to the
   SEMANTIC_CANDIDATES nearest current memories join the candidates (a large account's own HNSW
@@ -218,17 +219,16 @@ def clean_filters(
 _CONFIG = "'threengram_unaccented'"
 _PHRASE = re.compile(r'"([^"]*)"?')
 _EXCLUSION = re.compile(r"(?:^|\s)-(\w[^\s]*)")
-# Per candidate: the query terms it holds with their weights ("lexeme:AAB ..."; A topic,
-# B content, C tags and project), and its cosine similarity to the query. The page's excerpts
-# are read afterwards, for the page alone (_PAGE_SQL).
+# Per candidate: where it holds each query term (see _fields_held), and its cosine similarity
+# to the query. The page's excerpts are read afterwards, for the page alone (_PAGE_SQL).
 _RANKED_SQL = """
-SELECT m.id, m.recorded_at, m.content_length,
-       (SELECT string_agg(t.lexeme || ':' || array_to_string(t.weights, ''), ' ')
-          FROM unnest(m.search_vector) t WHERE t.lexeme = ANY(%(terms)s::text[])),
-       {cosine}
+SELECT m.id, m.recorded_at, m.content_length, {fields_held}, {cosine}
 FROM memories_memory m
 WHERE m.owner_id = %(owner)s AND m.id = ANY(%(ids)s::uuid[])
 """
+# The labels of the search vector's parts (migration memories/0009): the topic, the content (D:
+# rows from before tags were indexed) and the tags and project.
+_FIELDS = (("A", "A"), ("B", "BD"), ("C", "C"))
 # The most recent memories matching any term, through the account's words index (the plans: see
 # _WALK and what follows it; the function: migration memories/0012), and how many the index
 # gave before the filters (fewer than word_matches_max: every match there is).
@@ -321,7 +321,7 @@ class _Candidate:
     id: uuid.UUID
     recorded_at: datetime
     content_length: int
-    term_weights: dict[str, str]
+    fields_held: dict[str, str]  # query term -> labels of the fields holding it (_fields_held)
     cosine: float | None
     score: float = 0.0
     matched_by: tuple[str, ...] = ()
@@ -335,7 +335,7 @@ def _words_scores(candidates: list[_Candidate], terms: tuple[str, ...], tenant_s
     total = max(tenant_size, len(candidates), IDF_TENANT_SIZE_MIN)
     frequency = dict.fromkeys(terms, 0)
     for candidate in candidates:
-        for term in candidate.term_weights:
+        for term in candidate.fields_held:
             frequency[term] = frequency.get(term, 0) + 1
     idf = {
         term: math.log(1 + (total - count + 0.5) / (count + 0.5))
@@ -350,11 +350,9 @@ def _words_scores(candidates: list[_Candidate], terms: tuple[str, ...], tenant_s
     for candidate in candidates:
         norm = 1 - BM25_B + BM25_B * candidate.content_length / average_length
         score = 0.0
-        for term, weights in candidate.term_weights.items():
+        for term, held in candidate.fields_held.items():
             weighted = (
-                TOPIC_WEIGHT * weights.count("A")
-                + TAGS_WEIGHT * weights.count("C")
-                + (weights.count("B") + weights.count("D")) / norm
+                TOPIC_WEIGHT * ("A" in held) + TAGS_WEIGHT * ("C" in held) + ("B" in held) / norm
             )
             score += idf[term] * weighted / (BM25_K1 + weighted)
         candidate.score = score / scale
@@ -371,14 +369,26 @@ def _fuse(candidate: _Candidate) -> None:
     )
 
 
-def _term_weights(text: str | None) -> dict[str, str]:
-    if not text:
-        return {}
-    weights = {}
-    for item in text.split(" "):
-        lexeme, _, labels = item.rpartition(":")
-        weights[lexeme] = labels
-    return weights
+def _fields_held(terms: tuple[str, ...], params: dict) -> str:
+    """An SQL array with, for each term, the labels of the fields that hold it ("AB": topic and
+    content; "" for none). Each a match of the search vector against a constant query, which
+    PostgreSQL does in C, rather than unnesting every lexeme of every candidate to find the
+    few asked for."""
+    labels = []
+    for n, term in enumerate(terms):
+        params[f"term_{n}"] = _any_term((term,))
+        checks = []
+        for label, weights in _FIELDS:
+            params[f"term_{n}_{label}"] = f"{params[f'term_{n}']}:{weights}"
+            checks.append(
+                f"CASE WHEN m.search_vector @@ %(term_{n}_{label})s::tsquery "
+                f"THEN '{label}' ELSE '' END"
+            )
+        labels.append(
+            f"CASE WHEN m.search_vector @@ %(term_{n})s::tsquery "
+            f"THEN {' || '.join(checks)} ELSE '' END"
+        )
+    return f"ARRAY[{', '.join(labels)}]::text[]"
 
 
 @dataclass(frozen=True)
@@ -664,13 +674,14 @@ def _ranked(db, text: str, where: _Where, params: dict) -> list[_Candidate]:
         ids += _ids(db, _SEMANTIC.format(required=required, filters=where.sql), params, plan)
         cosine = "1 - (m.embedding <=> %(vector)s::vector)"
     params["ids"] = list(dict.fromkeys(ids))
-    db.execute(_RANKED_SQL.format(cosine=cosine), params)
+    fields_held = _fields_held(parsed.terms, params)
+    db.execute(_RANKED_SQL.format(fields_held=fields_held, cosine=cosine), params)
     candidates = [
         _Candidate(
             id=row[0],
             recorded_at=row[1],
             content_length=row[2],
-            term_weights=_term_weights(row[3]),
+            fields_held={t: held for t, held in zip(parsed.terms, row[3], strict=True) if held},
             cosine=row[4],
         )
         for row in db.fetchall()
@@ -691,7 +702,7 @@ def _topic_matches(db, where: _Where, params: dict) -> list[_Candidate]:
             id=row[0],
             recorded_at=row[1],
             content_length=row[2],
-            term_weights={},
+            fields_held={},
             cosine=None,
             score=round(float(row[3]), 6),
             matched_by=("words",),
