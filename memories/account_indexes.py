@@ -11,9 +11,9 @@ current rows, because an index over every account's rows costs on both sides:
 - a large account's search would read entries of every other account (graph nodes, posting
   lists), each then discarded by the owner filter.
 
-The words index serves a search through `memory_recent_word_matches` (migration
-memories/0012), a function that runs as the owner of the tables and reads the current tenant
-from the same setting as the row-level security policies: the full-text operator is not
+The words index serves a search through `memory_recent_word_matches` (migrations
+memories/0012 and 0013), a function that runs as the owner of the tables and reads the current
+tenant from the same setting as the row-level security policies: the full-text operator is not
 leakproof, so under row-level security PostgreSQL may not use it as an index condition, and a
 search would otherwise read the account's rows one by one.
 
@@ -189,9 +189,10 @@ NEAREST = Kind(
     holds="embedding IS NOT NULL",
 )
 # The owner as an expression, not the bare column, in the index's condition and in the one
-# statement that reads it (migration memories/0012): the btree indexes that lead with the owner
-# cannot serve that expression, so the planner has no other plan for that statement, whatever
-# the table's statistics say (without them it took a btree's bitmap of the whole account).
+# statement that reads it (migrations memories/0012, 0013): the btree indexes that lead with the
+# owner cannot serve that expression, so the planner has no other plan for that statement,
+# whatever the table's statistics say (without them it took a btree's bitmap of the whole
+# account).
 WORDS = Kind(
     label="words",
     prefix="memory_words_",

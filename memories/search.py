@@ -229,19 +229,18 @@ WHERE m.owner_id = %(owner)s AND m.id = ANY(%(ids)s::uuid[])
 # The labels of the search vector's parts (migration memories/0009): the topic, the content (D:
 # rows from before tags were indexed) and the tags and project.
 _FIELDS = (("A", "A"), ("B", "BD"), ("C", "C"))
-# The most recent memories matching any term, through the account's words index (the plans: see
-# _WALK and what follows it; the function: migration memories/0012), and how many the index
-# gave before the filters (fewer than word_matches_max: every match there is).
+# The most recent memories matching any term through the account's words index, as the
+# function gives them (migration memories/0013: it applies every filter but the thread's), those
+# of them in the thread if one is asked for, and how many the function gave.
 _WORD_MATCHES = """WITH matches AS MATERIALIZED (
-        SELECT memory_recent_word_matches(
-                   %(any_term)s::tsquery, %(until)s, %(word_matches_max)s) AS id),
-    kept AS (
-        SELECT m.id, m.recorded_at FROM memories_memory m
-        WHERE m.owner_id = %(owner)s AND m.id IN (SELECT id FROM matches)
-          {required} {filters}
-        ORDER BY m.recorded_at DESC LIMIT %(lexical_max)s)
+        SELECT w.id, w.recorded_at, %(owner)s::bigint AS owner_id
+        FROM memory_recent_word_matches(
+            %(any_term)s::tsquery, {required}, %(word_from)s::timestamptz,
+            %(word_until)s::timestamptz, %(word_status)s::text, %(word_types)s::text[],
+            %(word_scope)s::text, %(word_project)s::text, %(word_matches_max)s) w)
     SELECT (SELECT count(*) FROM matches),
-           array(SELECT id FROM kept ORDER BY recorded_at DESC)"""
+           array(SELECT m.id FROM matches m WHERE TRUE {thread}
+                 ORDER BY m.recorded_at DESC, m.id DESC LIMIT %(lexical_max)s)"""
 # The most recent memories matching any term among the WALK_RECENT_MAX most recent memories
 # (the walk's bound when the query's terms are rare in a large tenant: a subquery with a LIMIT is
 # planned on its own, so the walk stops there whatever the terms). The selection (status, type,
@@ -261,7 +260,8 @@ _SEMANTIC = """(SELECT m.id FROM memories_memory m
       WHERE m.owner_id = %(owner)s AND m.embedding IS NOT NULL
         AND m.recorded_at <= %(snapshot)s {required} {filters}
       ORDER BY m.embedding <=> %(vector)s::vector LIMIT %(semantic_max)s)"""
-_REQUIRED = f"AND m.search_vector @@ websearch_to_tsquery({_CONFIG}, %(required)s)"
+_REQUIRED_QUERY = f"websearch_to_tsquery({_CONFIG}, %(required)s)"
+_REQUIRED = f"AND m.search_vector @@ {_REQUIRED_QUERY}"
 # The tenant's size, and whether it has valid nearest-neighbour and words indexes of its own.
 _TENANT_SIZE_SQL = """
 SELECT (SELECT count(*) FROM (
@@ -397,11 +397,13 @@ class _Where:
     reads at all (current or as of an instant, recorded dates), conditions that the walks over
     the most recent memories (words, topic fallback) apply as they read; `selection`: status,
     type, scope, project and thread, applied to what a walk has read, so that its bound holds
-    whatever the filters (see _LEXICAL_RECENT). `narrowed`: SearchFilters.narrows(). `current`:
-    only current memories are read (no asOf), as an account's nearest-neighbour index holds."""
+    whatever the filters (see _LEXICAL_RECENT). `thread`: the thread filter's clause alone ("" for
+    none). `narrowed`: SearchFilters.narrows(). `current`: only current memories are read (no
+    asOf), as an account's nearest-neighbour index holds."""
 
     reach: str
     selection: str
+    thread: str
     narrowed: bool
     current: bool
 
@@ -439,11 +441,13 @@ def _where(filters: SearchFilters, owner_id: int, params: dict) -> _Where:
     if filters.project is not None:
         selection.append("m.project = %(project)s")
         params["project"] = filters.project
+    thread = []
     if filters.thread is not None:
-        selection.append(Thread.objects.members_sql(owner_id, filters.thread, params, key="thread"))
+        thread.append(Thread.objects.members_sql(owner_id, filters.thread, params, key="thread"))
     return _Where(
         reach=_conjunction(reach),
-        selection=_conjunction(selection),
+        selection=_conjunction(selection + thread),
+        thread=_conjunction(thread),
         narrowed=filters.narrows(),
         current=filters.as_of is None,
     )
@@ -578,7 +582,8 @@ def _count_tenant(db, params: dict) -> None:
 # (No sort either: an index that does not give the order, scanned whole and sorted, is the
 # plan the walk replaces.)
 _WALK = ("SET LOCAL enable_bitmapscan = off", "SET LOCAL enable_sort = off")
-# The function's ids, then each memory by its key (not a scan that looks for them).
+# The function's matches, and for a thread filter each one's membership by its key (not a scan
+# of the memberships).
 _BY_KEY = ("SET LOCAL enable_seqscan = off", "SET LOCAL enable_bitmapscan = off")
 _NEAREST = (
     "SET LOCAL enable_indexscan = on",
@@ -628,20 +633,30 @@ def _few_terms(db, required: str, where: _Where, params: dict) -> list[uuid.UUID
 
 def _indexed_words(db, required: str, where: _Where, params: dict) -> list[uuid.UUID]:
     """Word candidates through the account's words index (see _WORD_MATCHES)."""
-    params["until"] = params["snapshot"]
+    until = params["snapshot"]
     if params.get("before") is not None:
-        params["until"] = min(params["before"], params["snapshot"])
-    params["word_matches_max"] = WORD_MATCHES_MAX
+        until = min(params["before"], until)
+    # _where's values, which the function applies itself (a missing one is no filter); with a
+    # thread to filter on too, enough of the most recent matches for some to be in it.
+    params |= {
+        "word_from": params.get("after"),
+        "word_until": until,
+        "word_status": params.get("status"),
+        "word_types": params.get("types"),
+        "word_scope": params.get("scope"),
+        "word_project": params.get("project"),
+        "word_matches_max": WORD_MATCHES_MAX if where.thread else LEXICAL_CANDIDATES,
+    }
     if not tenancy.enabled():
         # The function reads the tenant where row-level security does; without it, nothing else
         # has set it.
         db.execute(tenancy.SET_TENANT_SQL, [tenancy.tenant_text(params["owner"]), True])
-    matches = _WORD_MATCHES.format(required=required, filters=where.sql)
+    required_query = _REQUIRED_QUERY if required else "NULL::tsquery"
+    matches = _WORD_MATCHES.format(required=required_query, thread=where.thread)
     [(found, ids)] = _rows(db, matches, params, _BY_KEY)
-    if len(ids) < LEXICAL_CANDIDATES and (where.narrowed or required) and found == WORD_MATCHES_MAX:
-        # The filters, phrases and exclusions narrowed the index's most recent matches only, and
-        # there may be older ones: the walk finds those among them that pass, as without the
-        # index.
+    if len(ids) < LEXICAL_CANDIDATES and found == params["word_matches_max"]:
+        # The thread narrowed the index's most recent matches only, and there are older ones:
+        # the walk finds those among them in the thread, as without the index.
         ids += _walk(db, required, where, params)
     return ids
 

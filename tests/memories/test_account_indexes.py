@@ -20,6 +20,7 @@ from accounts.erasure import erase_account
 from memories import account_indexes, backfill, search
 from memories.search import clean_filters, search_memories
 from memories.services import record_memory
+from memories.threads import add_thread_members, create_thread
 from tests.factories import MemoryFactory, UserFactory
 from tests.memories.conftest import bury_under_recent_notes
 
@@ -367,13 +368,21 @@ def test_index_accounts_waits_for_a_running_embed_memories(large_at_three):
 
 
 def test_filters_reach_past_the_words_index_s_most_recent_matches(buried_lease, monkeypatch):
-    """The index gives its most recent matches only; when the filters leave too few of them,
-    the walk looks among older ones too, as without the index."""
+    """The index applies the filters, phrases and exclusions to all its matches, before it keeps
+    the most recent; a thread (which it does not know) narrows those it kept, and when too few
+    are left the walk looks among older ones too, as without the index."""
     owner, old = buried_lease
     newer = MemoryFactory(owner=owner, memory_type="note", content="Hindenburg Estates called.")
+    thread = create_thread(owner=owner, name="hangar")
+    add_thread_members(owner=owner, name=thread.name, memory_ids=[old.id])
     index_accounts()
     monkeypatch.setattr("memories.search.WORD_MATCHES_MAX", 1)
     monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 10)
-    assert words_search(owner, "hindenburg", memory_types=["fact"])[0] == [old.id]
-    assert words_search(owner, "hindenburg -called")[0] == [old.id]
-    assert newer.id in words_search(owner, "hindenburg")[0]
+    assert words_search(owner, "hindenburg") == ([newer.id, old.id], True)
+    assert words_search(owner, "hindenburg", memory_types=["fact"]) == ([old.id], True)
+    assert words_search(owner, "hindenburg -called") == ([old.id], True)
+    before = (newer.recorded_at - timedelta(microseconds=1)).isoformat()
+    assert words_search(owner, "hindenburg", recorded_before=before) == ([old.id], True)
+    # With a thread, the index keeps its WORD_MATCHES_MAX most recent matches (here the newer
+    # one, not in it), and the walk finds the older one that is.
+    assert words_search(owner, "hindenburg", thread="hangar") == ([old.id], True)

@@ -364,7 +364,10 @@ def test_the_words_function_returns_the_current_tenants_memories_only(two_tenant
     """memory_recent_word_matches runs past the policies (as the owner of the tables), so it
     applies their condition itself: the tenant of the setting, nothing when it is unset."""
     tenant, other = two_tenants
-    query = "SELECT memory_recent_word_matches('secret'::tsquery, now(), 10)"
+    query = (
+        "SELECT id FROM memory_recent_word_matches("
+        "'secret'::tsquery, NULL, NULL, now(), NULL, NULL, NULL, NULL, 10)"
+    )
     assert app_role_sql.execute(query).fetchall() == []  # no tenant: fail closed
     for owner in (tenant, other):
         _set_tenant(app_role_sql, owner.pk)
@@ -378,7 +381,10 @@ def test_the_words_function_is_the_app_role_s_alone_and_resolves_names_safely(ap
     """Only the application role may call it (not PUBLIC: any role of the cluster), and it runs
     as the owner with a search path a caller cannot put a table or operator of its own on
     (the caller's temporary schema comes last, after the catalog and the application's)."""
-    signature = "memory_recent_word_matches(tsquery, timestamptz, integer)"
+    signature = (
+        "memory_recent_word_matches("
+        "tsquery, tsquery, timestamptz, timestamptz, text, text[], text, text, integer)"
+    )
     grantees, definer, config = app_role_sql.execute(
         "SELECT array(SELECT coalesce(r.rolname, 'PUBLIC') FROM aclexplode(p.proacl) a"
         "             LEFT JOIN pg_roles r ON r.oid = a.grantee"
