@@ -19,47 +19,22 @@ recent memories, as they did under row-level security.
 
 from django.db import migrations
 
-ROLE = "threengram_app"
+from memories.migrations._word_matches import signature, word_matches_function
 
-FUNCTION = rf"""
-DO $$
-BEGIN
-    EXECUTE format($function$
-        CREATE OR REPLACE FUNCTION memory_recent_word_matches(
-            terms tsquery, recorded_until timestamptz, max_rows integer)
-        RETURNS SETOF uuid
-        LANGUAGE plpgsql STABLE SECURITY DEFINER
-        SET search_path = pg_catalog, %1$I, pg_temp
-        SET enable_seqscan = off
-        SET enable_indexscan = off
-        SET enable_bitmapscan = on
-        AS $body$
-        DECLARE
-            -- The tenant the row-level security policies read (migration 0007).
-            tenant bigint := NULLIF(current_setting('threengram.tenant_id', true), '')::bigint;
-        BEGIN
-            IF tenant IS NULL THEN
-                RETURN;
-            END IF;
-            RETURN QUERY EXECUTE format(
+ARGUMENTS = "terms tsquery, recorded_until timestamptz, max_rows integer"
+
+FUNCTION = word_matches_function(
+    arguments=ARGUMENTS,
+    returns="SETOF uuid",
+    query="""
                 'SELECT id FROM %1$I.memories_memory '
                 'WHERE (owner_id + 0) = %%s AND valid_to IS NULL AND search_vector @@ $1 '
                 '  AND recorded_at <= $2 '
-                'ORDER BY recorded_at DESC LIMIT $3', tenant)
-            USING terms, recorded_until, max_rows;
-        END
-        $body$
-    $function$, current_schema());
-    REVOKE ALL ON FUNCTION memory_recent_word_matches(tsquery, timestamptz, integer) FROM PUBLIC;
-    IF EXISTS (SELECT FROM pg_roles WHERE rolname = '{ROLE}') THEN
-        GRANT EXECUTE ON FUNCTION memory_recent_word_matches(tsquery, timestamptz, integer)
-            TO {ROLE};
-    END IF;
-END
-$$;
-"""
+                'ORDER BY recorded_at DESC LIMIT $3'""",
+    using="terms, recorded_until, max_rows",
+)
 
-FUNCTION_BACKWARD = "DROP FUNCTION IF EXISTS memory_recent_word_matches(tsquery, timestamptz, integer);"
+FUNCTION_BACKWARD = f"DROP FUNCTION IF EXISTS {signature(ARGUMENTS)};"
 
 
 class Migration(migrations.Migration):

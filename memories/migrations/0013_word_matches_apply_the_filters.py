@@ -16,38 +16,24 @@ import importlib
 
 from django.db import migrations
 
-ROLE = "threengram_app"
-SIGNATURE = (
-    "memory_recent_word_matches(tsquery, tsquery, timestamptz, timestamptz, text, text[], text, "
-    "text, integer)"
+from memories.migrations._word_matches import signature, word_matches_function
+
+# The version of migration 0012, which this one replaces (and restores when reversed).
+PREVIOUS = importlib.import_module("memories.migrations.0012_words_index_per_large_account")
+
+ARGUMENTS = (
+    "terms tsquery, required tsquery, recorded_from timestamptz, recorded_until timestamptz, "
+    "wanted_status text, wanted_types text[], wanted_scope text, wanted_project text, "
+    "max_rows integer"
 )
 
-FUNCTION = rf"""
-DO $$
-BEGIN
-    EXECUTE format($function$
-        CREATE OR REPLACE FUNCTION memory_recent_word_matches(
-            terms tsquery, required tsquery, recorded_from timestamptz,
-            recorded_until timestamptz, wanted_status text, wanted_types text[],
-            wanted_scope text, wanted_project text, max_rows integer)
-        RETURNS TABLE (id uuid, recorded_at timestamptz)
-        LANGUAGE plpgsql STABLE SECURITY DEFINER
-        SET search_path = pg_catalog, %1$I, pg_temp
-        SET enable_seqscan = off
-        SET enable_indexscan = off
-        SET enable_bitmapscan = on
-        AS $body$
-        DECLARE
-            -- The tenant the row-level security policies read (migration 0007).
-            tenant bigint := NULLIF(current_setting('threengram.tenant_id', true), '')::bigint;
-        BEGIN
-            IF tenant IS NULL THEN
-                RETURN;
-            END IF;
-            -- The filters apply to the rows the words index found: OFFSET 0 keeps the planner
-            -- from taking them into that scan, where another index could serve them instead.
-            -- A NULL filter is no filter (EXECUTE plans with the values: those fall away).
-            RETURN QUERY EXECUTE format(
+# The filters apply to the rows the words index found: OFFSET 0 keeps the planner from taking
+# them into that scan, where another index could serve them instead. A NULL filter is no filter
+# (EXECUTE plans with the values: those fall away).
+FUNCTION = word_matches_function(
+    arguments=ARGUMENTS,
+    returns="TABLE (id uuid, recorded_at timestamptz)",
+    query="""
                 'SELECT m.id, m.recorded_at FROM ('
                 '    SELECT * FROM %1$I.memories_memory m '
                 '    WHERE (m.owner_id + 0) = %%s AND m.valid_to IS NULL '
@@ -57,27 +43,20 @@ BEGIN
                 '  AND ($5 IS NULL OR m.status = $5) '
                 '  AND ($6 IS NULL OR m.memory_type = ANY($6)) '
                 '  AND ($7 IS NULL OR m.scope = $7) AND ($8 IS NULL OR m.project = $8) '
-                'ORDER BY m.recorded_at DESC, m.id DESC LIMIT $9', tenant)
-            USING terms, required, recorded_from, recorded_until, wanted_status, wanted_types,
-                  wanted_scope, wanted_project, max_rows;
-        END
-        $body$
-    $function$, current_schema());
-    REVOKE ALL ON FUNCTION {SIGNATURE} FROM PUBLIC;
-    IF EXISTS (SELECT FROM pg_roles WHERE rolname = '{ROLE}') THEN
-        GRANT EXECUTE ON FUNCTION {SIGNATURE} TO {ROLE};
-    END IF;
-    DROP FUNCTION IF EXISTS memory_recent_word_matches(tsquery, timestamptz, integer);
-END
-$$;
-"""
-
-# Back: the version of migration 0012, without this one.
-_PREVIOUS = importlib.import_module("memories.migrations.0012_words_index_per_large_account")
-FUNCTION_BACKWARD = f"{_PREVIOUS.FUNCTION}\nDROP FUNCTION IF EXISTS {SIGNATURE};"
+                'ORDER BY m.recorded_at DESC, m.id DESC LIMIT $9'""",
+    using=(
+        "terms, required, recorded_from, recorded_until, wanted_status, wanted_types, "
+        "wanted_scope, wanted_project, max_rows"
+    ),
+)
 
 
 class Migration(migrations.Migration):
     dependencies = [("memories", "0012_words_index_per_large_account")]
 
-    operations = [migrations.RunSQL(FUNCTION, FUNCTION_BACKWARD)]
+    operations = [
+        migrations.RunSQL(FUNCTION, f"DROP FUNCTION IF EXISTS {signature(ARGUMENTS)};"),
+        migrations.RunSQL(
+            f"DROP FUNCTION IF EXISTS {signature(PREVIOUS.ARGUMENTS)};", PREVIOUS.FUNCTION
+        ),
+    ]
