@@ -1,6 +1,6 @@
 """Retrieval quality of `search` on the eval set in tests/memories/retrieval_eval/.
 
-    .venv/bin/python scripts/eval_search.py [--embedder wordllama|none|...]
+    .venv/bin/python scripts/eval_search.py [--embedder wordllama|none|...] [--crowd N]
 
 Stores the set's memories for a new account on the embedded PostgreSQL (a scratch database,
 `threengram_eval`, made afresh each run), applies its revisions, asks every question through
@@ -11,16 +11,25 @@ Stores the set's memories for a new account on the embedded PostgreSQL (a scratc
   and no superseded one ranks above it;
 - abstention: share of questions about things never stored that get no hits;
 - search latency p50 / p95 (ms), per call in-process.
-tests/memories/test_retrieval_eval.py holds floors on the same figures.
+With `--crowd N`, N other memories are recorded after the set (and the account's indexes built,
+as `index_accounts` does): the set's answers become the older memories of a large account, where
+a search's bounded work (the most recent matches by words, the nearest by meaning) must still
+reach them. The crowd is real English on technical subjects that no question asks about: the
+paragraphs of the docstrings of the packages installed beside this project (pinned by
+requirements.lock), shuffled with a fixed seed.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
+import random
 import statistics
 import sys
+import sysconfig
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,6 +68,51 @@ def store_dataset(owner, dataset: dict) -> dict[str, str]:
         )
         ids[item["key"]] = str(successor.id)
     return ids
+
+
+def crowd_paragraphs(seed: int = 15) -> list[tuple[str, str]]:
+    """(topic, content) of every docstring paragraph of 60-600 printable characters in the
+    installed packages: the name documented and the paragraph, shuffled."""
+    paragraphs: dict[str, str] = {}
+    site_packages = Path(sysconfig.get_paths()["purelib"])
+    for path in sorted(site_packages.glob("**/*.py")):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tree = ast.parse(path.read_text(errors="ignore"))
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                continue
+            for paragraph in (ast.get_docstring(node) or "").split("\n\n"):
+                text = " ".join(paragraph.split())
+                if 60 <= len(text) <= 600 and text[0].isalpha() and text.isprintable():
+                    paragraphs.setdefault(text, node.name.replace("_", " ").strip() or "note")
+    crowd = sorted((topic, text) for text, topic in paragraphs.items())
+    random.Random(seed).shuffle(crowd)  # noqa: S311 (a fixed sample, not a secret)
+    return crowd
+
+
+def store_crowd(owner, dataset: dict, size: int) -> None:
+    """Record `size` of crowd_paragraphs() (see the module docstring), then build the account's
+    indexes."""
+    from django.core.management import call_command
+
+    from memories.services import record_memory
+
+    crowd = crowd_paragraphs()[:size]
+    if len(crowd) < size:
+        raise SystemExit(f"--crowd: only {len(crowd)} paragraphs are installed")
+    memories = dataset["memories"]
+    for n, (topic, content) in enumerate(crowd):
+        record_memory(
+            owner=owner,
+            memory_type=memories[n % len(memories)]["memory_type"],
+            topic=topic,
+            content=content,
+        )
+    call_command("index_accounts", verbosity=0)
 
 
 @dataclass
@@ -148,6 +202,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--embedder", default="wordllama", help="a SEARCH_EMBEDDER value")
     parser.add_argument("--misses", action="store_true", help="list every miss")
+    parser.add_argument(
+        "--crowd", type=int, default=0, help="other memories recorded after the set (see above)"
+    )
     args = parser.parse_args()
     _setup(args.embedder)
     import asyncio
@@ -159,13 +216,18 @@ def main() -> None:
     owner = User.objects.create_user(username="eval", password=None)
     started = time.perf_counter()
     ids = store_dataset(owner, dataset)
+    if args.crowd:
+        store_crowd(owner, dataset, args.crowd)
     stored_in = time.perf_counter() - started
     principal = Principal(
         user_id=owner.pk, scopes=frozenset({"memory:read"}), client_id="eval-search"
     )
     figures = asyncio.run(evaluate(principal, dataset, ids))
     print(f"embedder         {args.embedder}")
-    print(f"stored           {len(ids)} memories and revisions in {stored_in:.1f} s")
+    print(
+        f"stored           {len(ids)} memories and revisions, {args.crowd} others after them, "
+        f"in {stored_in:.1f} s"
+    )
     for line in figures.lines():
         print(line)
     if args.misses:
