@@ -5,7 +5,8 @@ cursor.
 Ranking:
 - Words. The query's significant terms (stop words dropped, stemmed and unaccented by the
   `threengram_unaccented` configuration) are OR'ed: a memory matching *any* of them is a
-  candidate (the LEXICAL_CANDIDATES most recent such memories, which bounds the work). Each is
+  candidate (the LEXICAL_CANDIDATES most recent such memories, which bounds the work, and the
+  most recent matches of the terms rare among those, however old: RARE_TERM_HELD_MAX). Each is
   scored BM25F-style on which of its fields hold each term (not how often: a memory is a few
   sentences, and counting made no difference on the eval set): a term weighs more the fewer of
   the tenant's memories hold it (IDF), long content is length-normalised, a term in the topic
@@ -48,6 +49,7 @@ import json
 import math
 import re
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -97,6 +99,18 @@ WORD_MATCHES_MAX = 1_000
 # (A walk costs more per memory read than the index does: a larger share walked for more.)
 WORDS_PROBE_MAX = 500
 WORDS_DENSE_SHARE = 8
+# A query of more terms walks: its LEXICAL_CANDIDATES matches are the tenant's most recent, which
+# in a large account may all be newer than the memory it asks about. So its terms that at most
+# RARE_TERM_HELD_MAX of those matches hold (rare among recent memories: what is distinctive in
+# the question) are looked up again, RARE_TERM_CANDIDATES of their most recent matches however
+# old: through the words index in an account that has one, else by a walk for those terms
+# alone (when the first walk stopped at LEXICAL_CANDIDATES, not having read all it may). A term
+# rare among recent memories but common among older ones gives a sample of about
+# RARE_TERM_SAMPLE_MAX of its matches (gin_fuzzy_search_limit), so that its lookup stays
+# bounded: such a term weighs little.
+RARE_TERM_HELD_MAX = 3
+RARE_TERM_CANDIDATES = 50
+RARE_TERM_SAMPLE_MAX = 5_000
 # A tenant's current memories are counted up to this many (for the IDF); a larger
 # tenant counts as this large.
 TENANT_SIZE_COUNTED_MAX = 10_000
@@ -235,12 +249,12 @@ _FIELDS = (("A", "A"), ("B", "BD"), ("C", "C"))
 _WORD_MATCHES = """WITH matches AS MATERIALIZED (
         SELECT w.id, w.recorded_at, %(owner)s::bigint AS owner_id
         FROM memory_recent_word_matches(
-            %(any_term)s::tsquery, {required}, %(word_from)s::timestamptz,
+            %({terms})s::tsquery, {required}, %(word_from)s::timestamptz,
             %(word_until)s::timestamptz, %(word_status)s::text, %(word_types)s::text[],
             %(word_scope)s::text, %(word_project)s::text, %(word_matches_max)s) w)
     SELECT (SELECT count(*) FROM matches),
            array(SELECT m.id FROM matches m WHERE TRUE {thread}
-                 ORDER BY m.recorded_at DESC, m.id DESC LIMIT %(lexical_max)s)"""
+                 ORDER BY m.recorded_at DESC, m.id DESC LIMIT %(word_limit)s)"""
 # The most recent memories matching any term among the WALK_RECENT_MAX most recent memories
 # (the walk's bound when the query's terms are rare in a large tenant: a subquery with a LIMIT is
 # planned on its own, so the walk stops there whatever the terms). The selection (status, type,
@@ -252,7 +266,7 @@ _LEXICAL_RECENT = """(SELECT m.id FROM (
         WHERE m.owner_id = %(owner)s AND m.recorded_at <= %(snapshot)s {reach}
         ORDER BY m.recorded_at DESC LIMIT %(walk_max)s) m
       WHERE TRUE {selection}
-      AND m.search_vector @@ %(any_term)s::tsquery {required}
+      AND m.search_vector @@ %({terms})s::tsquery {required}
       ORDER BY m.recorded_at DESC LIMIT %(lexical_max)s)"""
 # Served by the account's own HNSW index when it has one (memories/account_indexes.py), else an
 # exact scan of its vectors; see _WALK and what follows.
@@ -574,7 +588,8 @@ def _count_tenant(db, params: dict) -> None:
 #   memories/account_indexes.py): its terms may be rare, and the walk would then read most of
 #   the account; the index reads as many entries as the account has matches, so it serves the
 #   terms that a short walk finds rare (WORDS_PROBE_MAX). A question's many terms together
-#   match much of the account, which the walk finds newest first at once.
+#   match much of the account, which the walk finds newest first at once; the index then serves
+#   those of its terms that the walk's matches seldom hold (RARE_TERM_HELD_MAX).
 # - Meaning, an account with its own HNSW index (a large one): that index (a sort of its vectors
 #   is the plan to avoid).
 # - Meaning, any other account: an exact scan of its own vectors, a small account's few, or a
@@ -585,6 +600,7 @@ _WALK = ("SET LOCAL enable_bitmapscan = off", "SET LOCAL enable_sort = off")
 # The function's matches, and for a thread filter each one's membership by its key (not a scan
 # of the memberships).
 _BY_KEY = ("SET LOCAL enable_seqscan = off", "SET LOCAL enable_bitmapscan = off")
+_RARE_TERMS_BY_KEY = (*_BY_KEY, f"SET LOCAL gin_fuzzy_search_limit = {RARE_TERM_SAMPLE_MAX}")
 _NEAREST = (
     "SET LOCAL enable_indexscan = on",
     "SET LOCAL enable_sort = off",
@@ -612,11 +628,47 @@ def _ids(db, sql: str, params: dict, plan: tuple[str, ...]) -> list[uuid.UUID]:
 
 
 def _walk(
-    db, required: str, where: _Where, params: dict, *, walk_max: int | None = None
+    db,
+    required: str,
+    where: _Where,
+    params: dict,
+    *,
+    walk_max: int | None = None,
+    terms: str = "any_term",
 ) -> list[uuid.UUID]:
+    """The walk's matches; `terms` names the parameter with the terms' tsquery."""
     params["walk_max"] = WALK_RECENT_MAX if walk_max is None else walk_max
-    walk = _LEXICAL_RECENT.format(required=required, reach=where.reach, selection=where.selection)
+    walk = _LEXICAL_RECENT.format(
+        required=required, reach=where.reach, selection=where.selection, terms=terms
+    )
     return _ids(db, walk, params, _WALK)
+
+
+def _rare_term_matches(
+    db, required: str, where: _Where, params: dict, walked: list[_Candidate]
+) -> list[uuid.UUID]:
+    """After a walk that found `walked`: the matches of the query's terms that few of them hold,
+    however old (see RARE_TERM_HELD_MAX)."""
+    # The account's words index holds its current memories only: asOf walks.
+    indexed = params["words_indexed"] and where.current
+    if len(walked) < LEXICAL_CANDIDATES and not indexed:
+        return []  # the walk read all it may read
+    held = Counter(term for candidate in walked for term in candidate.fields_held)
+    rare = [term for term in params["terms"] if held[term] <= RARE_TERM_HELD_MAX]
+    if not rare:
+        return []
+    params["rare_terms"] = _any_term(tuple(rare))
+    if indexed:
+        return _indexed_words(
+            db,
+            required,
+            where,
+            params,
+            terms="rare_terms",
+            most=RARE_TERM_CANDIDATES,
+            plan=_RARE_TERMS_BY_KEY,
+        )
+    return _walk(db, required, where, params, terms="rare_terms")
 
 
 def _few_terms(db, required: str, where: _Where, params: dict) -> list[uuid.UUID]:
@@ -631,8 +683,18 @@ def _few_terms(db, required: str, where: _Where, params: dict) -> list[uuid.UUID
     return _indexed_words(db, required, where, params)
 
 
-def _indexed_words(db, required: str, where: _Where, params: dict) -> list[uuid.UUID]:
-    """Word candidates through the account's words index (see _WORD_MATCHES)."""
+def _indexed_words(
+    db,
+    required: str,
+    where: _Where,
+    params: dict,
+    *,
+    terms: str = "any_term",
+    most: int = LEXICAL_CANDIDATES,
+    plan: tuple[str, ...] = _BY_KEY,
+) -> list[uuid.UUID]:
+    """At most `most` word candidates through the account's words index (see _WORD_MATCHES);
+    `terms` names the parameter with the terms' tsquery."""
     until = params["snapshot"]
     if params.get("before") is not None:
         until = min(params["before"], until)
@@ -645,19 +707,20 @@ def _indexed_words(db, required: str, where: _Where, params: dict) -> list[uuid.
         "word_types": params.get("types"),
         "word_scope": params.get("scope"),
         "word_project": params.get("project"),
-        "word_matches_max": WORD_MATCHES_MAX if where.thread else LEXICAL_CANDIDATES,
+        "word_matches_max": WORD_MATCHES_MAX if where.thread else most,
+        "word_limit": most,
     }
     if not tenancy.enabled():
         # The function reads the tenant where row-level security does; without it, nothing else
         # has set it.
         db.execute(tenancy.SET_TENANT_SQL, [tenancy.tenant_text(params["owner"]), True])
     required_query = _REQUIRED_QUERY if required else "NULL::tsquery"
-    matches = _WORD_MATCHES.format(required=required_query, thread=where.thread)
-    [(found, ids)] = _rows(db, matches, params, _BY_KEY)
-    if len(ids) < LEXICAL_CANDIDATES and found == params["word_matches_max"]:
+    matches = _WORD_MATCHES.format(required=required_query, thread=where.thread, terms=terms)
+    [(found, ids)] = _rows(db, matches, params, plan)
+    if len(ids) < most and found == params["word_matches_max"]:
         # The thread narrowed the index's most recent matches only, and there are older ones:
         # the walk finds those among them in the thread, as without the index.
-        ids += _walk(db, required, where, params)
+        ids += _walk(db, required, where, params, terms=terms)
     return ids
 
 
@@ -675,32 +738,32 @@ def _ranked(db, text: str, where: _Where, params: dict) -> list[_Candidate]:
     }
     few_terms = len(parsed.terms) <= INDEXED_QUERY_TERMS_MAX
     # The account's words index holds its current memories only: asOf walks.
-    if few_terms and params["words_indexed"] and where.current:
-        ids = _few_terms(db, required, where, params)
+    walked = not (few_terms and params["words_indexed"] and where.current)
+    if walked:
+        word_ids = _walk(db, required, where, params)
     else:
-        ids = _walk(db, required, where, params)
+        word_ids = _few_terms(db, required, where, params)
     cosine = "NULL::float8"
+    meaning_ids = []
     if vector is not None:
         params["vector"] = "[" + ",".join(f"{x:.6g}" for x in vector) + "]"
         plan: tuple[str, ...] = ()
         # The account's index holds its current memories only: asOf scans exactly.
         if params["nearest_indexed"] and where.current:
             plan = _NEAREST_NARROWED if where.narrowed else _NEAREST
-        ids += _ids(db, _SEMANTIC.format(required=required, filters=where.sql), params, plan)
+        meaning_ids = _ids(db, _SEMANTIC.format(required=required, filters=where.sql), params, plan)
         cosine = "1 - (m.embedding <=> %(vector)s::vector)"
-    params["ids"] = list(dict.fromkeys(ids))
-    fields_held = _fields_held(parsed.terms, params)
-    db.execute(_RANKED_SQL.format(fields_held=fields_held, cosine=cosine), params)
-    candidates = [
-        _Candidate(
-            id=row[0],
-            recorded_at=row[1],
-            content_length=row[2],
-            fields_held={t: held for t, held in zip(parsed.terms, row[3], strict=True) if held},
-            cosine=row[4],
+    candidates = _read_candidates(db, parsed.terms, word_ids + meaning_ids, cosine, params)
+    if walked:
+        # Which terms are rare among the walk's matches is read from their candidates.
+        walked_ids = set(word_ids)
+        older = _rare_term_matches(
+            db, required, where, params, [c for c in candidates if c.id in walked_ids]
         )
-        for row in db.fetchall()
-    ]
+        seen = {c.id for c in candidates}
+        candidates += _read_candidates(
+            db, parsed.terms, [i for i in older if i not in seen], cosine, params
+        )
     _words_scores(candidates, parsed.terms, params["tenant_size"])
     for candidate in candidates:
         _fuse(candidate)
@@ -708,6 +771,27 @@ def _ranked(db, text: str, where: _Where, params: dict) -> list[_Candidate]:
     if not hits or max(c.score for c in hits) < RELEVANCE_FLOOR:
         return []
     return hits
+
+
+def _read_candidates(
+    db, terms: tuple[str, ...], ids: list[uuid.UUID], cosine: str, params: dict
+) -> list[_Candidate]:
+    """The candidates `ids` as scoring reads them (see _RANKED_SQL)."""
+    if not ids:
+        return []
+    params["ids"] = list(dict.fromkeys(ids))
+    fields_held = _fields_held(terms, params)
+    db.execute(_RANKED_SQL.format(fields_held=fields_held, cosine=cosine), params)
+    return [
+        _Candidate(
+            id=row[0],
+            recorded_at=row[1],
+            content_length=row[2],
+            fields_held={t: held for t, held in zip(terms, row[3], strict=True) if held},
+            cosine=row[4],
+        )
+        for row in db.fetchall()
+    ]
 
 
 def _topic_matches(db, where: _Where, params: dict) -> list[_Candidate]:

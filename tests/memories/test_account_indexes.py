@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from accounts.erasure import erase_account
 from memories import account_indexes, backfill, search
+from memories.models import Memory
 from memories.search import clean_filters, search_memories
 from memories.services import record_memory
 from memories.threads import add_thread_members, create_thread
@@ -345,13 +346,55 @@ def test_a_few_words_common_among_the_most_recent_memories_are_walked_for(
     assert words_search(owner, "hindenburg") == ([called.id, old.id], True)
 
 
-def test_a_question_of_many_words_walks_newest_first(buried_lease):
-    """Many terms together match much of an account, which the walk finds newest first at once;
-    so a question reads the most recent memories only (by words: by meaning it reaches all)."""
-    owner, _ = buried_lease
-    index_accounts()
+def test_a_questions_rare_terms_reach_past_the_walk_through_the_words_index(buried_lease):
+    """A question walks the most recent memories; what is distinctive in it (its terms that
+    few of those hold) is looked up again through the index, however old."""
+    owner, old = buried_lease
     question = "when does the zeppelin lease renew, who signs it, and what did the landlord say?"
-    assert words_search(owner, question) == ([], False)
+    assert words_search(owner, question) == ([], False)  # the walk reads the 2 most recent
+    index_accounts()
+    assert words_search(owner, question) == ([old.id], True)
+
+
+def test_a_questions_terms_common_among_the_recent_memories_are_not_looked_up_again(
+    buried_lease, monkeypatch
+):
+    """The walk holds the most recent matches of the common terms; older ones are not read."""
+    owner, old = buried_lease
+    index_accounts()
+    monkeypatch.setattr("memories.search.RARE_TERM_HELD_MAX", 1)
+    # Both memories the walk reads hold "recent", "unrelated" and "note"; none holds "zeppelin".
+    hits, through_index = words_search(owner, "recent unrelated note zeppelin")
+    assert through_index
+    assert old.id in hits
+    assert sorted(topic_of(hit) for hit in hits) == [
+        "Recent note 2",
+        "Recent note 3",
+        "Zeppelin hangar lease",
+    ]
+
+
+def test_without_a_words_index_a_questions_rare_terms_are_walked_for_again(
+    buried_lease, monkeypatch
+):
+    """In an account without a words index, when the walk stopped at LEXICAL_CANDIDATES
+    matches, a walk for the rare terms alone reads further back."""
+    owner, old = buried_lease
+    monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 10)
+    monkeypatch.setattr("memories.search.LEXICAL_CANDIDATES", 2)
+    monkeypatch.setattr("memories.search.RARE_TERM_HELD_MAX", 1)
+    hits, through_index = words_search(owner, "recent unrelated note zeppelin")
+    assert not through_index
+    assert old.id in hits
+    assert sorted(topic_of(hit) for hit in hits) == [
+        "Recent note 2",
+        "Recent note 3",
+        "Zeppelin hangar lease",
+    ]
+
+
+def topic_of(memory_id) -> str:
+    return Memory.objects.get(pk=memory_id).topic
 
 
 def test_index_accounts_waits_for_a_running_embed_memories(large_at_three):

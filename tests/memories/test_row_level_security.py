@@ -412,3 +412,9 @@ def test_a_search_reaches_the_words_index_as_the_app_role(
         with tenancy.acting_for(owner.pk):
             page = search_memories(owner_id=owner.pk, query="secret", filters=clean_filters())
         assert [hit.excerpt for hit in page.hits] == [f"secret of {owner.username}"]
+    # A question walks (nothing, here), then looks its rare terms up through the same index.
+    for owner in (tenant, other):
+        question = f"the secret of {owner.username}: noted and kept where?"
+        with tenancy.acting_for(owner.pk):
+            page = search_memories(owner_id=owner.pk, query=question, filters=clean_filters())
+        assert [hit.excerpt for hit in page.hits] == [f"secret of {owner.username}"]
