@@ -5,8 +5,9 @@ cursor.
 Ranking:
 - Words. The query's significant terms (stop words dropped, stemmed and unaccented by the
   `threengram_unaccented` configuration) are OR'ed: a memory matching *any* of them is a
-  candidate (the LEXICAL_CANDIDATES most recent such memories, which bounds the work, and the
-  most recent matches of the terms rare among those, however old: RARE_TERM_HELD_MAX). Each is
+  candidate (the LEXICAL_CANDIDATES most recent such memories, which bounds the work, and a few
+  of the most recent matches of each term rare among those, older ones too: RARE_TERM_HELD_MAX).
+  Each is
   scored BM25F-style on which of its fields hold each term (not how often: a memory is a few
   sentences, and counting made no difference on the eval set): a term weighs more the fewer of
   the tenant's memories hold it (IDF), long content is length-normalised, a term in the topic
@@ -71,8 +72,8 @@ DEFAULT_LIMIT = 5
 MAX_LIMIT = 25
 QUERY_MAX = 500
 CURSOR_MAX = 512
-# Bounded work per search, however large the tenant: the most recent memories matching any term,
-# and the nearest by meaning.
+# Bounded work per search, however large the tenant: the most recent memories matching any term
+# (and a few more per rare term, see RARE_TERM_HELD_MAX), and the nearest by meaning.
 LEXICAL_CANDIDATES = 300
 SEMANTIC_CANDIDATES = 50
 # A nearest-neighbour search with a narrowing filter (type, scope, project, thread, dates) stops
@@ -84,9 +85,10 @@ SEMANTIC_SCAN_MAX = 5_000
 # The walk (see _WALK) reads at most this many of the tenant's most recent memories: in a large
 # tenant, older ones are found by words only through its words index, and by meaning always.
 WALK_RECENT_MAX = 20_000
-# In an account with a words index of its own, a query of at most this many terms finds its word
-# candidates through that index (see _WORD_MATCHES): at most WORD_MATCHES_MAX of the account's
-# most recent current memories holding any of them, which the filters then narrow.
+# In an account with a words index of its own, a query of at most this many terms may find its
+# word candidates through that index (see _WORD_MATCHES and below): the LEXICAL_CANDIDATES most
+# recent current memories holding any of them that pass the filters (with a thread filter, those
+# in the thread among the WORD_MATCHES_MAX most recent).
 INDEXED_QUERY_TERMS_MAX = 3
 WORD_MATCHES_MAX = 1_000
 # The index reads every match of the terms to find the most recent (that is its order: by term,
@@ -99,17 +101,22 @@ WORD_MATCHES_MAX = 1_000
 # (A walk costs more per memory read than the index does: a larger share walked for more.)
 WORDS_PROBE_MAX = 500
 WORDS_DENSE_SHARE = 8
-# A query of more terms walks: its LEXICAL_CANDIDATES matches are the tenant's most recent, which
-# in a large account may all be newer than the memory it asks about. So its terms that at most
-# RARE_TERM_HELD_MAX of those matches hold (rare among recent memories: what is distinctive in
-# the question) are looked up again, RARE_TERM_CANDIDATES of their most recent matches however
-# old: through the words index in an account that has one, else by a walk for those terms
-# alone (when the first walk stopped at LEXICAL_CANDIDATES, not having read all it may). A term
-# rare among recent memories but common among older ones gives a sample of about
-# RARE_TERM_SAMPLE_MAX of its matches (gin_fuzzy_search_limit), so that its lookup stays
-# bounded: such a term weighs little.
+# A query that walks finds the tenant's most recent matches, which in a large account may all be
+# newer than the memory it asks about. So its terms that at most RARE_TERM_HELD_MAX of those
+# matches hold (rare among recent memories: what is distinctive in the question; the
+# RARE_TERMS_MAX held by fewest) are looked up again, each on its own, so that no term's
+# matches crowd out another's: in an account with a words index, the RARE_TERM_CANDIDATES most
+# recent memories holding it, however old (with a thread filter, those in the thread among its
+# WORD_MATCHES_MAX most recent); in any other, when the walk stopped at LEXICAL_CANDIDATES
+# before reading all it may, a walk for those terms alone (RARE_TERM_CANDIDATES per term, among
+# the WALK_RECENT_MAX most recent). A term rare among recent memories but common among older
+# ones gives its most recent among a sample of about RARE_TERM_SAMPLE_MAX of its matches
+# (gin_fuzzy_search_limit, which samples a scan whose every term is that common: one term per
+# scan here), so that its lookup stays bounded; such a term weighs little, and which of its
+# matches are candidates may differ between calls.
 RARE_TERM_HELD_MAX = 3
-RARE_TERM_CANDIDATES = 50
+RARE_TERMS_MAX = 4
+RARE_TERM_CANDIDATES = 20
 RARE_TERM_SAMPLE_MAX = 5_000
 # A tenant's current memories are counted up to this many (for the IDF); a larger
 # tenant counts as this large.
@@ -249,12 +256,12 @@ _FIELDS = (("A", "A"), ("B", "BD"), ("C", "C"))
 _WORD_MATCHES = """WITH matches AS MATERIALIZED (
         SELECT w.id, w.recorded_at, %(owner)s::bigint AS owner_id
         FROM memory_recent_word_matches(
-            %({terms})s::tsquery, {required}, %(word_from)s::timestamptz,
+            %(any_term)s::tsquery, {required}, %(word_from)s::timestamptz,
             %(word_until)s::timestamptz, %(word_status)s::text, %(word_types)s::text[],
             %(word_scope)s::text, %(word_project)s::text, %(word_matches_max)s) w)
     SELECT (SELECT count(*) FROM matches),
            array(SELECT m.id FROM matches m WHERE TRUE {thread}
-                 ORDER BY m.recorded_at DESC, m.id DESC LIMIT %(word_limit)s)"""
+                 ORDER BY m.recorded_at DESC, m.id DESC LIMIT %(lexical_max)s)"""
 # The most recent memories matching any term among the WALK_RECENT_MAX most recent memories
 # (the walk's bound when the query's terms are rare in a large tenant: a subquery with a LIMIT is
 # planned on its own, so the walk stops there whatever the terms). The selection (status, type,
@@ -267,7 +274,20 @@ _LEXICAL_RECENT = """(SELECT m.id FROM (
         ORDER BY m.recorded_at DESC LIMIT %(walk_max)s) m
       WHERE TRUE {selection}
       AND m.search_vector @@ %({terms})s::tsquery {required}
-      ORDER BY m.recorded_at DESC LIMIT %(lexical_max)s)"""
+      ORDER BY m.recorded_at DESC LIMIT %(walk_limit)s)"""
+# Each of the rare terms' most recent matches through the account's words index (see
+# RARE_TERM_HELD_MAX), one call of the function per term; those in the thread if one is asked for,
+# the most recent RARE_TERM_CANDIDATES per term of them.
+_RARE_WORD_MATCHES = """SELECT array(
+    SELECT m.id FROM (
+        SELECT DISTINCT w.id, w.recorded_at, %(owner)s::bigint AS owner_id
+        FROM unnest(%(rare_terms)s::tsquery[]) AS t(term),
+             memory_recent_word_matches(
+                t.term, {required}, %(word_from)s::timestamptz, %(word_until)s::timestamptz,
+                %(word_status)s::text, %(word_types)s::text[], %(word_scope)s::text,
+                %(word_project)s::text, %(word_matches_max)s) w) m
+    WHERE TRUE {thread}
+    ORDER BY m.recorded_at DESC, m.id DESC LIMIT %(rare_limit)s)"""
 # Served by the account's own HNSW index when it has one (memories/account_indexes.py), else an
 # exact scan of its vectors; see _WALK and what follows.
 _SEMANTIC = """(SELECT m.id FROM memories_memory m
@@ -635,9 +655,12 @@ def _walk(
     *,
     walk_max: int | None = None,
     terms: str = "any_term",
+    most: int | None = None,
 ) -> list[uuid.UUID]:
-    """The walk's matches; `terms` names the parameter with the terms' tsquery."""
+    """The walk's `most` (by default LEXICAL_CANDIDATES) most recent matches; `terms` names the
+    parameter with the terms' tsquery."""
     params["walk_max"] = WALK_RECENT_MAX if walk_max is None else walk_max
+    params["walk_limit"] = params["lexical_max"] if most is None else most
     walk = _LEXICAL_RECENT.format(
         required=required, reach=where.reach, selection=where.selection, terms=terms
     )
@@ -645,30 +668,38 @@ def _walk(
 
 
 def _rare_term_matches(
-    db, required: str, where: _Where, params: dict, walked: list[_Candidate]
+    db, required: str, where: _Where, params: dict, walk_matches: list[_Candidate]
 ) -> list[uuid.UUID]:
-    """After a walk that found `walked`: the matches of the query's terms that few of them hold,
-    however old (see RARE_TERM_HELD_MAX)."""
+    """After a walk that found `walk_matches`: matches of the query's terms that few of them
+    hold, older ones too (see RARE_TERM_HELD_MAX)."""
     # The account's words index holds its current memories only: asOf walks.
     indexed = params["words_indexed"] and where.current
-    if len(walked) < LEXICAL_CANDIDATES and not indexed:
+    if len(walk_matches) < params["lexical_max"] and not indexed:
         return []  # the walk read all it may read
-    held = Counter(term for candidate in walked for term in candidate.fields_held)
-    rare = [term for term in params["terms"] if held[term] <= RARE_TERM_HELD_MAX]
+    held = Counter(term for candidate in walk_matches for term in candidate.fields_held)
+    rare = sorted(
+        (term for term in params["terms"] if held[term] <= RARE_TERM_HELD_MAX),
+        key=lambda term: held[term],
+    )[:RARE_TERMS_MAX]
     if not rare:
         return []
-    params["rare_terms"] = _any_term(tuple(rare))
-    if indexed:
-        return _indexed_words(
+    if not indexed:
+        params["rare_any_term"] = _any_term(tuple(rare))
+        return _walk(
             db,
             required,
             where,
             params,
-            terms="rare_terms",
-            most=RARE_TERM_CANDIDATES,
-            plan=_RARE_TERMS_BY_KEY,
+            terms="rare_any_term",
+            most=RARE_TERM_CANDIDATES * len(rare),
         )
-    return _walk(db, required, where, params, terms="rare_terms")
+    _word_filters(db, where, params, RARE_TERM_CANDIDATES)
+    params["rare_terms"] = [_any_term((term,)) for term in rare]
+    params["rare_limit"] = RARE_TERM_CANDIDATES * len(rare)
+    required_query = _REQUIRED_QUERY if required else "NULL::tsquery"
+    matches = _RARE_WORD_MATCHES.format(required=required_query, thread=where.thread)
+    [(ids,)] = _rows(db, matches, params, _RARE_TERMS_BY_KEY)
+    return ids
 
 
 def _few_terms(db, required: str, where: _Where, params: dict) -> list[uuid.UUID]:
@@ -683,23 +714,13 @@ def _few_terms(db, required: str, where: _Where, params: dict) -> list[uuid.UUID
     return _indexed_words(db, required, where, params)
 
 
-def _indexed_words(
-    db,
-    required: str,
-    where: _Where,
-    params: dict,
-    *,
-    terms: str = "any_term",
-    most: int = LEXICAL_CANDIDATES,
-    plan: tuple[str, ...] = _BY_KEY,
-) -> list[uuid.UUID]:
-    """At most `most` word candidates through the account's words index (see _WORD_MATCHES);
-    `terms` names the parameter with the terms' tsquery."""
+def _word_filters(db, where: _Where, params: dict, most: int) -> None:
+    """_where's values as the words function takes them (it applies them itself; a missing one
+    is no filter), and how many matches it gives per call: `most`, or with a thread to filter on
+    too, enough of the most recent matches for some to be in it."""
     until = params["snapshot"]
     if params.get("before") is not None:
         until = min(params["before"], until)
-    # _where's values, which the function applies itself (a missing one is no filter); with a
-    # thread to filter on too, enough of the most recent matches for some to be in it.
     params |= {
         "word_from": params.get("after"),
         "word_until": until,
@@ -708,19 +729,23 @@ def _indexed_words(
         "word_scope": params.get("scope"),
         "word_project": params.get("project"),
         "word_matches_max": WORD_MATCHES_MAX if where.thread else most,
-        "word_limit": most,
     }
     if not tenancy.enabled():
         # The function reads the tenant where row-level security does; without it, nothing else
         # has set it.
         db.execute(tenancy.SET_TENANT_SQL, [tenancy.tenant_text(params["owner"]), True])
+
+
+def _indexed_words(db, required: str, where: _Where, params: dict) -> list[uuid.UUID]:
+    """Word candidates through the account's words index (see _WORD_MATCHES)."""
+    _word_filters(db, where, params, LEXICAL_CANDIDATES)
     required_query = _REQUIRED_QUERY if required else "NULL::tsquery"
-    matches = _WORD_MATCHES.format(required=required_query, thread=where.thread, terms=terms)
-    [(found, ids)] = _rows(db, matches, params, plan)
-    if len(ids) < most and found == params["word_matches_max"]:
+    matches = _WORD_MATCHES.format(required=required_query, thread=where.thread)
+    [(found, ids)] = _rows(db, matches, params, _BY_KEY)
+    if len(ids) < LEXICAL_CANDIDATES and found == params["word_matches_max"]:
         # The thread narrowed the index's most recent matches only, and there are older ones:
         # the walk finds those among them in the thread, as without the index.
-        ids += _walk(db, required, where, params, terms=terms)
+        ids += _walk(db, required, where, params)
     return ids
 
 
@@ -738,8 +763,8 @@ def _ranked(db, text: str, where: _Where, params: dict) -> list[_Candidate]:
     }
     few_terms = len(parsed.terms) <= INDEXED_QUERY_TERMS_MAX
     # The account's words index holds its current memories only: asOf walks.
-    walked = not (few_terms and params["words_indexed"] and where.current)
-    if walked:
+    by_walk = not (few_terms and params["words_indexed"] and where.current)
+    if by_walk:
         word_ids = _walk(db, required, where, params)
     else:
         word_ids = _few_terms(db, required, where, params)
@@ -754,7 +779,7 @@ def _ranked(db, text: str, where: _Where, params: dict) -> list[_Candidate]:
         meaning_ids = _ids(db, _SEMANTIC.format(required=required, filters=where.sql), params, plan)
         cosine = "1 - (m.embedding <=> %(vector)s::vector)"
     candidates = _read_candidates(db, parsed.terms, word_ids + meaning_ids, cosine, params)
-    if walked:
+    if by_walk:
         # Which terms are rare among the walk's matches is read from their candidates.
         walked_ids = set(word_ids)
         older = _rare_term_matches(

@@ -28,8 +28,9 @@ ARGUMENTS = (
 )
 
 # The filters apply to the rows the words index found: OFFSET 0 keeps the planner from taking
-# them into that scan, where another index could serve them instead. A NULL filter is no filter
-# (EXECUTE plans with the values: those fall away).
+# them into that scan, where another index could serve them instead. A NULL `required`,
+# `recorded_from`, `wanted_*` is no filter (EXECUTE plans with the values: those fall away);
+# `recorded_until` and `max_rows` are always given.
 FUNCTION = word_matches_function(
     arguments=ARGUMENTS,
     returns="TABLE (id uuid, recorded_at timestamptz)",

@@ -4,7 +4,8 @@ policies' own tenant condition itself, reading the tenant from the same setting,
 nothing when it is unset; its search path names the catalog and this schema only (pg_temp
 last); the plan settings leave the account's words index as its only way to the rows; and only
 the application role may call it. (A module whose name starts with an underscore is not a
-migration.)
+migration.) What it makes is what those migrations make, and what 0013 restores when reversed:
+a later change to the function copies this into its own migration rather than editing it here.
 """
 
 ROLE = "threengram_app"

@@ -20,7 +20,7 @@ from accounts.erasure import erase_account
 from memories import account_indexes, backfill, search
 from memories.models import Memory
 from memories.search import clean_filters, search_memories
-from memories.services import record_memory
+from memories.services import archive_memory, record_memory
 from memories.threads import add_thread_members, create_thread
 from tests.factories import MemoryFactory, UserFactory
 from tests.memories.conftest import bury_under_recent_notes
@@ -270,7 +270,7 @@ def buried_lease(large_at_three, monkeypatch, settings):
     return owner, old
 
 
-def words_search(owner, query: str, **filters) -> tuple[list, bool]:
+def words_search(owner, query: str, limit: int = 5, **filters) -> tuple[list, bool]:
     """The hits of a search, and whether its words went through the account's words index."""
     through_index = []
 
@@ -280,7 +280,9 @@ def words_search(owner, query: str, **filters) -> tuple[list, bool]:
         return execute(sql, params, many, context)
 
     with connection.execute_wrapper(spy):
-        page = search_memories(owner_id=owner.pk, query=query, filters=clean_filters(**filters))
+        page = search_memories(
+            owner_id=owner.pk, query=query, filters=clean_filters(**filters), limit=limit
+        )
     return [hit.id for hit in page.hits], any(through_index)
 
 
@@ -301,6 +303,31 @@ def test_a_few_words_reach_past_the_walk_through_the_words_index(buried_lease):
     # The index holds current memories only: a search as of an instant walks.
     now = timezone.now().isoformat()
     assert words_search(owner, "hindenburg", as_of=now) == ([], False)
+
+
+def test_the_words_index_applies_every_filter(buried_lease):
+    """Each filter the words function applies itself, each to its own column."""
+    owner, old = buried_lease
+    mast = MemoryFactory(
+        owner=owner,
+        topic="Airship mooring mast",
+        content="The mooring mast is inspected every spring.",
+        scope="work",
+        project="hangar",
+        recorded_at=old.recorded_at,
+    )
+    index_accounts()
+    assert words_search(owner, "airship", scope="work") == ([mast.id], True)
+    assert words_search(owner, "airship", scope="personal") == ([], True)
+    assert words_search(owner, "airship", project="hangar") == ([mast.id], True)
+    assert words_search(owner, "airship", project="work") == ([], True)
+    after = (mast.recorded_at - timedelta(seconds=1)).isoformat()
+    assert words_search(owner, "airship", recorded_after=after) == ([mast.id], True)
+    later = (mast.recorded_at + timedelta(seconds=1)).isoformat()
+    assert words_search(owner, "airship", recorded_after=later) == ([], True)
+    archive_memory(owner=owner, memory_id=str(mast.id))
+    assert words_search(owner, "airship") == ([], True)
+    assert words_search(owner, "airship", status="archived") == ([mast.id], True)
 
 
 def test_filters_walk_no_further_when_the_index_gave_every_match(buried_lease):
@@ -372,6 +399,32 @@ def test_a_questions_terms_common_among_the_recent_memories_are_not_looked_up_ag
         "Recent note 3",
         "Zeppelin hangar lease",
     ]
+
+
+def test_each_rare_term_is_looked_up_on_its_own(buried_lease, monkeypatch):
+    """A term with many recent matches beyond the walk does not crowd out another's older one."""
+    owner, old = buried_lease
+    for n in range(12):
+        MemoryFactory(
+            owner=owner,
+            topic=f"Mooring {n}",
+            content=f"Mooring fee paid for bay {n}.",
+            recorded_at=old.recorded_at + timedelta(days=1, minutes=n),
+        )
+    index_accounts()
+    monkeypatch.setattr("memories.search.RARE_TERM_CANDIDATES", 5)
+    hits, through_index = words_search(owner, "hindenburg estates mooring fees?", limit=25)
+    assert through_index
+    assert old.id in hits
+    # The sample bound is set for those lookups alone.
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW gin_fuzzy_search_limit")
+        assert cursor.fetchone()[0] == "0"
+    # With a thread filter: those in the thread among each term's most recent matches.
+    create_thread(owner=owner, name="lease")
+    add_thread_members(owner=owner, name="lease", memory_ids=[str(old.id)])
+    hits, through_index = words_search(owner, "hindenburg estates mooring fees?", thread="lease")
+    assert (hits, through_index) == ([old.id], True)
 
 
 def test_without_a_words_index_a_questions_rare_terms_are_walked_for_again(
