@@ -11,12 +11,12 @@ Stores the set's memories for a new account on the embedded PostgreSQL (a scratc
   and no superseded one ranks above it;
 - abstention: share of questions about things never stored that get no hits;
 - search latency p50 / p95 (ms), per call in-process.
-With `--crowd N`, N other memories are recorded after the set (and the account's indexes built,
-as `index_accounts` does): the set's answers become the older memories of a large account, where
-a search's bounded work (the most recent matches by words, the nearest by meaning) must still
-reach them. The crowd is real English on technical subjects that no question asks about: the
-paragraphs of the docstrings of the packages installed beside this project (pinned by
-requirements.lock), shuffled with a fixed seed.
+With `--crowd N`, N other memories are recorded after the set (and `index_accounts` run, which
+builds the account's indexes when it is large enough): the set's answers become the older
+memories of a large account, where a search's bounded work (the most recent matches by words,
+the nearest by meaning) must still reach them. The crowd is real English on technical subjects
+that no question asks about: the paragraphs of the docstrings of the packages installed beside
+this project (pinned by requirements.lock), shuffled with a fixed seed.
 """
 
 from __future__ import annotations
@@ -36,6 +36,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DATASET = ROOT / "tests" / "memories" / "retrieval_eval" / "dataset.json"
 EVAL_DATABASE = "threengram_eval"
+# A paragraph of the crowd is about as long as a memory.
+CROWD_PARAGRAPH_MIN = 60
+CROWD_PARAGRAPH_MAX = 600
 K = 5
 
 
@@ -71,8 +74,9 @@ def store_dataset(owner, dataset: dict) -> dict[str, str]:
 
 
 def crowd_paragraphs(seed: int = 15) -> list[tuple[str, str]]:
-    """(topic, content) of every docstring paragraph of 60-600 printable characters in the
-    installed packages: the name documented and the paragraph, shuffled."""
+    """(topic, content) of every docstring paragraph of CROWD_PARAGRAPH_MIN to
+    CROWD_PARAGRAPH_MAX printable characters in the installed packages: the name documented and
+    the paragraph, shuffled."""
     paragraphs: dict[str, str] = {}
     site_packages = Path(sysconfig.get_paths()["purelib"])
     for path in sorted(site_packages.glob("**/*.py")):
@@ -87,7 +91,11 @@ def crowd_paragraphs(seed: int = 15) -> list[tuple[str, str]]:
                 continue
             for paragraph in (ast.get_docstring(node) or "").split("\n\n"):
                 text = " ".join(paragraph.split())
-                if 60 <= len(text) <= 600 and text[0].isalpha() and text.isprintable():
+                if (
+                    CROWD_PARAGRAPH_MIN <= len(text) <= CROWD_PARAGRAPH_MAX
+                    and text[0].isalpha()
+                    and text.isprintable()
+                ):
                     paragraphs.setdefault(text, node.name.replace("_", " ").strip() or "note")
     crowd = sorted((topic, text) for text, topic in paragraphs.items())
     random.Random(seed).shuffle(crowd)  # noqa: S311 (a fixed sample, not a secret)
