@@ -38,14 +38,16 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from django.db import connection
+from django.db import connection, transaction
 
 from memories.models import ERASED_SCOPE
 
 LARGE_ACCOUNT_MIN = 5_000
 # An index being built to replace an account's index (Kind.rebuild) has the account index's name
-# and this suffix, which `Kind.indexes` does not take for an account index.
+# and this suffix, and the index it replaced has the other one until it is dropped; neither is
+# an account index for `Kind.indexes`.
 _REPLACEMENT_SUFFIX = "_replacement"
+_REPLACED_SUFFIX = "_replaced"
 # The nearest-neighbour graph (NEAREST's options) has fewer links per node than pgvector's
 # defaults, so that a memory joins it faster: its account's remember pays for that on every write.
 # A search makes up for the sparser graph by keeping this many candidates as it walks
@@ -129,13 +131,15 @@ class Kind:
 
     def rebuild(self, owner_id: int) -> None:
         """A current index in place of the account's index, which serves searches until the new
-        one is built beside it (under another name: the two are swapped once it is). The swap
-        leaves a moment without an index, when the account's searches read its rows directly."""
+        one is built beside it (under another name). The two then swap names in one transaction,
+        so that a search finds one or the other under the account's name at every moment, and
+        the old one is dropped (CONCURRENTLY: it waits for the searches still using it)."""
         name = self.index_name(owner_id)
         self._create(owner_id, name + _REPLACEMENT_SUFFIX)
-        _drop_index(name)
-        with connection.cursor() as cursor:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(f"ALTER INDEX {name} RENAME TO {name}{_REPLACED_SUFFIX}")
             cursor.execute(f"ALTER INDEX {name}{_REPLACEMENT_SUFFIX} RENAME TO {name}")
+        _drop_index(name + _REPLACED_SUFFIX)
 
     def _create(self, owner_id: int, name: str) -> None:
         options = ", ".join(f"{option} = {value}" for option, value in self.options)
@@ -151,9 +155,10 @@ class Kind:
         not current (invalid, or built with other options) of an account at least half as
         large, and drop the index of every account under half of LARGE_ACCOUNT_MIN."""
         done = Sync()
-        for name in self._names(rf"{self.prefix}\d+{_REPLACEMENT_SUFFIX}"):
-            # Left by a rebuild that did not finish (it is started afresh below, or the account
-            # gets a new index if the old one is gone): written to for nothing meanwhile.
+        leftovers = rf"{self.prefix}\d+({_REPLACEMENT_SUFFIX}|{_REPLACED_SUFFIX})"
+        for name in self._names(leftovers):
+            # Left by a rebuild that did not finish: a replacement (the rebuild starts afresh
+            # below) or the index one replaced; each written to for nothing meanwhile.
             _drop_index(name)
         existing = self.indexes()
         counts = self.counts(at_least=LARGE_ACCOUNT_MIN // 2)

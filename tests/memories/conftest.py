@@ -19,7 +19,8 @@ def account_indexes_dropped(transactional_db):
             kind.drop(owner_id)
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT relname FROM pg_class WHERE relkind = 'i' AND relname LIKE '%\\_replacement'"
+            "SELECT relname FROM pg_class WHERE relkind = 'i' "
+            "AND (relname LIKE '%\\_replacement' OR relname LIKE '%\\_replaced')"
         )
         for (name,) in cursor.fetchall():
             cursor.execute(f"DROP INDEX IF EXISTS {name}")

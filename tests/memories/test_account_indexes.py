@@ -209,10 +209,23 @@ def test_an_index_built_with_other_graph_parameters_serves_until_it_is_rebuilt(
             as_its_replacement_is_built.append(meaning_plans(owner, "which database?"))
         create(kind, owner_id, name)
 
+    # Once they have swapped names, the new one serves searches as the old one is dropped.
+    as_the_old_is_dropped = []
+    drop = account_indexes._drop_index
+
+    def search_then_drop(name):
+        if name.endswith("_replaced"):
+            as_the_old_is_dropped.append(meaning_plans(owner, "which database?"))
+        drop(name)
+
     monkeypatch.setattr(account_indexes.Kind, "_create", search_then_create)
+    monkeypatch.setattr(account_indexes, "_drop_index", search_then_drop)
     out = index_accounts()
     assert "rebuilt the nearest-neighbour index of 1 account (left invalid or built with " in out
     [(hits_then, plans_then)] = as_its_replacement_is_built
+    assert hits_then
+    assert f'"{account_indexes.NEAREST.index_name(owner.pk)}"' in json.dumps(plans_then)
+    [(hits_then, plans_then)] = as_the_old_is_dropped
     assert hits_then
     assert f'"{account_indexes.NEAREST.index_name(owner.pk)}"' in json.dumps(plans_then)
     assert account_indexes.NEAREST.indexes() == {owner.pk: True}
@@ -235,22 +248,24 @@ def test_an_account_between_half_the_bound_and_the_bound_keeps_a_rebuilt_index(
     assert account_indexes.WORDS.indexes() == {}  # 3 of 5: not large enough to get one
 
 
-def test_a_rebuild_that_did_not_finish_leaves_nothing_behind(large_at_three):
+@pytest.mark.parametrize("suffix", ["_replacement", "_replaced"])
+def test_a_rebuild_that_did_not_finish_leaves_nothing_behind(large_at_three, suffix):
+    """A rebuild stopped before the swap leaves its replacement; one stopped after it, the index
+    it replaced. The next sync drops either (and builds an index where none is left)."""
     owner = UserFactory()
     for topic, content in NOTES[:3]:
         remember(owner, topic, content)
     index_accounts()
-    replacement = account_indexes.NEAREST.index_name(owner.pk) + "_replacement"
+    leftover = account_indexes.NEAREST.index_name(owner.pk) + suffix
     with connection.cursor() as cursor:
-        # A rebuild stopped after it dropped the index it was replacing.
         cursor.execute(
-            f"ALTER INDEX {account_indexes.NEAREST.index_name(owner.pk)} RENAME TO {replacement}"
+            f"ALTER INDEX {account_indexes.NEAREST.index_name(owner.pk)} RENAME TO {leftover}"
         )
     assert account_indexes.NEAREST.indexes() == {}
     assert "built the nearest-neighbour index of 1 account in" in index_accounts()
     assert account_indexes.NEAREST.indexes() == {owner.pk: True}
     with connection.cursor() as cursor:
-        cursor.execute("SELECT to_regclass(%s)", [replacement])
+        cursor.execute("SELECT to_regclass(%s)", [leftover])
         assert cursor.fetchone()[0] is None
 
 
