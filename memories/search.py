@@ -7,9 +7,8 @@ Ranking:
   `threengram_unaccented` configuration) are OR'ed: a memory matching *any* of them is a
   candidate (the LEXICAL_CANDIDATES most recent such memories, which bounds the work, and a few
   of the most recent matches of each term rare among those, older ones too: RARE_TERM_HELD_MAX).
-  Each is
-  scored BM25F-style on which of its fields hold each term (not how often: a memory is a few
-  sentences, and counting made no difference on the eval set): a term weighs more the fewer of
+  Each is scored BM25F-style on which of its fields hold each term (not how often: a memory is
+  a few sentences, and counting made no difference on the eval set): a term weighs more the fewer of
   the tenant's memories hold it (IDF), long content is length-normalised, a term in the topic
   counts TOPIC_WEIGHT times, in the tags or project TAGS_WEIGHT times, a term in the content,
   and the fields' sum saturates. The words score is that sum divided by the summed IDFs of the
@@ -696,8 +695,7 @@ def _rare_term_matches(
     _word_filters(db, where, params, RARE_TERM_CANDIDATES)
     params["rare_terms"] = [_any_term((term,)) for term in rare]
     params["rare_limit"] = RARE_TERM_CANDIDATES * len(rare)
-    required_query = _REQUIRED_QUERY if required else "NULL::tsquery"
-    matches = _RARE_WORD_MATCHES.format(required=required_query, thread=where.thread)
+    matches = _RARE_WORD_MATCHES.format(required=_required_query(required), thread=where.thread)
     [(ids,)] = _rows(db, matches, params, _RARE_TERMS_BY_KEY)
     return ids
 
@@ -736,11 +734,15 @@ def _word_filters(db, where: _Where, params: dict, most: int) -> None:
         db.execute(tenancy.SET_TENANT_SQL, [tenancy.tenant_text(params["owner"]), True])
 
 
+def _required_query(required: str) -> str:
+    """The words function's `required` argument: the phrases and exclusions, if any."""
+    return _REQUIRED_QUERY if required else "NULL::tsquery"
+
+
 def _indexed_words(db, required: str, where: _Where, params: dict) -> list[uuid.UUID]:
     """Word candidates through the account's words index (see _WORD_MATCHES)."""
     _word_filters(db, where, params, LEXICAL_CANDIDATES)
-    required_query = _REQUIRED_QUERY if required else "NULL::tsquery"
-    matches = _WORD_MATCHES.format(required=required_query, thread=where.thread)
+    matches = _WORD_MATCHES.format(required=_required_query(required), thread=where.thread)
     [(found, ids)] = _rows(db, matches, params, _BY_KEY)
     if len(ids) < LEXICAL_CANDIDATES and found == params["word_matches_max"]:
         # The thread narrowed the index's most recent matches only, and there are older ones:

@@ -11,6 +11,7 @@ Stores the set's memories for a new account on the embedded PostgreSQL (a scratc
   and no superseded one ranks above it;
 - abstention: share of questions about things never stored that get no hits;
 - search latency p50 / p95 (ms), per call in-process.
+tests/mcp_gateway/tools/test_search_quality.py holds floors on the same figures.
 With `--crowd N`, N other memories are recorded after the set (and `index_accounts` run, which
 builds the account's indexes when it is large enough): the set's answers become the older
 memories of a large account, where a search's bounded work (the most recent matches by words,
@@ -103,8 +104,8 @@ def crowd_paragraphs(seed: int = 15) -> list[tuple[str, str]]:
 
 
 def store_crowd(owner, dataset: dict, size: int) -> None:
-    """Record `size` of crowd_paragraphs() (see the module docstring), then build the account's
-    indexes."""
+    """Record `size` of crowd_paragraphs() (see the module docstring), then run
+    index_accounts."""
     from django.core.management import call_command
 
     from memories.services import record_memory
