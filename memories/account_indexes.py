@@ -88,13 +88,23 @@ class Kind:
         CONCURRENTLY that did not finish leaves an invalid one, still written to, never read)
         and built with `options` (one built with others still serves searches until it is
         rebuilt)."""
-        rows = self._rows()
         expected = sorted(f"{name}={value}" for name, value in self.options)
-        found = {}
-        for name, valid, options in rows:
+        return {
+            owner_id: valid and sorted(options) == expected
+            for owner_id, valid, options in self._by_owner()
+        }
+
+    def invalid(self) -> set[int]:
+        """The owners whose index is invalid: written to by every write, read by no search."""
+        return {owner_id for owner_id, valid, _ in self._by_owner() if not valid}
+
+    def _by_owner(self) -> list[tuple[int, bool, list[str]]]:
+        """Owner id, validity and options of every index of this kind."""
+        found = []
+        for name, valid, options in self._rows():
             matched = re.fullmatch(rf"{self.prefix}(\d+)", name)
             if matched:
-                found[int(matched[1])] = valid and sorted(options) == expected
+                found.append((int(matched[1]), valid, options))
         return found
 
     def _rows(self) -> list[tuple[str, bool, list[str]]]:
@@ -162,15 +172,16 @@ class Kind:
             _drop_index(name)
         existing = self.indexes()
         counts = self.counts(at_least=LARGE_ACCOUNT_MIN // 2)
-        started = time.perf_counter()
+        done.seconds["rebuilt"] = 0.0
         for owner_id, current in sorted(existing.items()):
             if owner_id not in counts:
                 self.drop(owner_id)
                 done.dropped.append(owner_id)
             elif not current:
+                started = time.perf_counter()
                 self.rebuild(owner_id)
+                done.seconds["rebuilt"] += time.perf_counter() - started
                 done.rebuilt.append(owner_id)
-        done.seconds["rebuilt"] = time.perf_counter() - started
         started = time.perf_counter()
         for owner_id, count in sorted(counts.items()):
             if count >= LARGE_ACCOUNT_MIN and owner_id not in existing:

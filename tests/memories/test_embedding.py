@@ -315,6 +315,32 @@ def test_keep_index_keeps_an_index_of_other_parameters_until_it_is_rebuilt_besid
     assert account_indexes.NEAREST.indexes() == {owner.pk: True, memories[3].owner_id: True}
 
 
+def test_keep_index_drops_an_invalid_index_the_fill_writes_into_and_no_other(unembedded):
+    memories, _ = unembedded
+    run_backfill()
+    filled, untouched = memories[0].owner, memories[3].owner
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+        if not cursor.fetchone()[0]:
+            pytest.skip("marking an index invalid takes a superuser")
+        # What a CREATE INDEX CONCURRENTLY that did not finish leaves behind.
+        for owner in (filled, untouched):
+            cursor.execute(
+                "UPDATE pg_index SET indisvalid = false WHERE indexrelid = to_regclass(%s)",
+                [account_indexes.NEAREST.index_name(owner.pk)],
+            )
+    old = index_oids()
+    MemoryFactory(owner=filled, content="one more, stored without a vector")
+    out = run_backfill("--keep-index")
+    # It serves no search: writing into it row by row would only slow the fill.
+    assert "dropped the nearest-neighbour index of 1 account for the fill" in out
+    assert "built the nearest-neighbour index of 1 account in" in out
+    assert "rebuilt the nearest-neighbour index of 1 account (left invalid or built" in out
+    assert account_indexes.NEAREST.indexes() == {filled.pk: True, untouched.pk: True}
+    assert index_oids()[filled.pk] != old[filled.pk]
+    assert index_oids()[untouched.pk] != old[untouched.pk]
+
+
 def test_without_a_model_the_command_refuses_before_clearing_anything(tenant, search_embedder):
     kept = MemoryFactory(owner=tenant, embedded=True)
     vector = stored_vector(kept)

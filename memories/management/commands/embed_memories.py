@@ -38,7 +38,7 @@ class Command(BaseCommand):
         "which blocks neither reads nor writes; meanwhile semantic search scans exactly), which "
         "is many times faster than growing it row by row; so is one that is not current (left "
         "invalid, or built with other parameters) that the fill writes into. --keep-index "
-        "never drops one. Every "
+        "drops only an invalid one the fill writes into (it serves no search). Every "
         "run ends as index_accounts does: an account that has grown large gets its index. A run "
         "that stops leaves the indexes to the next run. "
         "--reembed clears every vector first, then fills them all: run it after changing "
@@ -66,7 +66,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--keep-index",
             action="store_true",
-            help="never drop the HNSW indexes: slower, but semantic search stays indexed",
+            help="drop no HNSW index that serves searches: slower, but semantic search stays "
+            "indexed",
         )
 
     def handle(
@@ -119,15 +120,21 @@ class Command(BaseCommand):
         an index row by row does. One the fill would at least double, and one the fill writes
         into that is not current (left invalid, or built with other graph parameters), since it
         is rebuilt after the fill anyway. Any other index that is not current is rebuilt beside
-        itself at the end (`Kind.sync`), serving searches until then."""
+        itself at the end (`Kind.sync`), serving searches until then. With --keep-index, only an
+        invalid index the fill writes into: it serves no search, and is rebuilt anyway."""
         existing = account_indexes.NEAREST.indexes()
-        if keep_index or not existing:
+        if not existing:
             return []
+        invalid = account_indexes.NEAREST.invalid() if keep_index else set()
         dropped = []
         for owner_id, (missing, embedded) in backfill.counts_by_owner(sorted(existing)).items():
             if reembed:
                 missing, embedded = missing + embedded, 0  # once cleared
-            if missing > 0 and (missing >= embedded or not existing[owner_id]):
+            if keep_index:
+                goes = owner_id in invalid
+            else:
+                goes = missing >= embedded or not existing[owner_id]
+            if missing > 0 and goes:
                 dropped.append(owner_id)
         return sorted(dropped)
 
