@@ -98,8 +98,13 @@ WORD_MATCHES_MAX = 1_000
 # are walked for (which then reads about LEXICAL_CANDIDATES * WORDS_DENSE_SHARE memories, fewer
 # than the index would read in an account of 20,000 or more); rarer ones go through the index.
 # (A walk costs more per memory read than the index does: a larger share walked for more.)
+# Terms dense among the most recent memories may be rare among older ones: the walk for them
+# reads at most WORDS_DENSE_WALK_MAX memories (twice what their density in the probe predicts),
+# and when it finds fewer than LEXICAL_CANDIDATES there and the account holds more, the index
+# finds them instead.
 WORDS_PROBE_MAX = 500
 WORDS_DENSE_SHARE = 8
+WORDS_DENSE_WALK_MAX = 2 * LEXICAL_CANDIDATES * WORDS_DENSE_SHARE
 # A query that walks finds the tenant's most recent matches, which in a large account may all be
 # newer than the memory it asks about. So its terms that at most RARE_TERM_HELD_MAX of those
 # matches hold (rare among recent memories: what is distinctive in the question; the
@@ -708,7 +713,9 @@ def _few_terms(db, required: str, where: _Where, params: dict) -> list[uuid.UUID
     if len(probed) >= LEXICAL_CANDIDATES:
         return probed
     if len(probed) * WORDS_DENSE_SHARE >= WORDS_PROBE_MAX:
-        return _walk(db, required, where, params)
+        walked = _walk(db, required, where, params, walk_max=WORDS_DENSE_WALK_MAX)
+        if len(walked) >= LEXICAL_CANDIDATES or params["tenant_size"] <= WORDS_DENSE_WALK_MAX:
+            return walked  # the most recent matches, or every match of the account
     return _indexed_words(db, required, where, params)
 
 

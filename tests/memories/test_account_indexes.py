@@ -388,6 +388,26 @@ def test_a_few_words_common_among_the_most_recent_memories_are_walked_for(
     assert words_search(owner, "hindenburg") == ([called.id, old.id], True)
 
 
+def test_a_few_words_dense_among_the_most_recent_memories_but_not_before_use_the_index(
+    buried_lease, monkeypatch
+):
+    """A walk for terms that the most recent memories often hold stops at a bound: when older
+    memories hold them seldom, the walk would read far to find its matches, and the index finds
+    them instead."""
+    owner, old = buried_lease
+    called = MemoryFactory(owner=owner, memory_type="note", content="Hindenburg Estates called.")
+    index_accounts()
+    monkeypatch.setattr("memories.search.WORDS_PROBE_MAX", 4)
+    monkeypatch.setattr("memories.search.WORDS_DENSE_SHARE", 4)
+    monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 10)
+    # One of the four most recent holds "hindenburg": dense. A walk of every memory finds both.
+    monkeypatch.setattr("memories.search.WORDS_DENSE_WALK_MAX", 10)
+    assert words_search(owner, "hindenburg") == ([called.id, old.id], False)
+    # A walk of the four most recent finds one, and the account holds more: the index.
+    monkeypatch.setattr("memories.search.WORDS_DENSE_WALK_MAX", 4)
+    assert words_search(owner, "hindenburg") == ([called.id, old.id], True)
+
+
 def test_a_questions_rare_terms_reach_past_the_walk_through_the_words_index(buried_lease):
     """A question walks the most recent memories; what is distinctive in it (its terms that
     few of those hold) is looked up again through the index, however old."""
