@@ -1,13 +1,15 @@
 """Search quality and paging, on the real PostgreSQL full-text and trigram machinery."""
 
 import json
+import random
+import string
 from datetime import timedelta
 
 import pytest
 from django.db import connection
 from django.utils import timezone
 
-from memories import account_indexes
+from memories import account_indexes, bounds
 from memories.errors import InvalidInput, NotFound
 from memories.search import (
     TOPIC_FALLBACK_WORDS_MAX,
@@ -50,6 +52,25 @@ def buried_decision(tenant):
     return bury_under_recent_notes(
         tenant, memory_type="decision", content="We renew the zeppelin hangar lease in March."
     )
+
+
+def test_a_long_memory_keeps_its_words_and_vector_in_its_row(tenant):
+    """A search reads a candidate's search vector and embedding from the row itself, not from
+    the TOAST table once per full-text match (migration memories/0014)."""
+    rng = random.Random(14)
+    words = ("".join(rng.choices(string.ascii_lowercase, k=rng.randint(4, 9))) for _ in range(400))
+    content = " ".join(words)[: bounds.CONTENT_MAX]
+    memory = record_memory(
+        owner=tenant, memory_type="fact", topic="Reconciliation", content=content
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_column_toast_chunk_id(search_vector), pg_column_compression(search_vector),"
+            " pg_column_toast_chunk_id(embedding), embedding IS NOT NULL"
+            " FROM memories_memory WHERE id = %s",
+            [memory.id],
+        )
+        assert cursor.fetchone() == (None, None, None, True)
 
 
 def test_the_relevant_memory_ranks_first(tenant, corpus):
