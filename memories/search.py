@@ -271,14 +271,23 @@ _WORD_MATCHES = """WITH matches AS MATERIALIZED (
 # planned on its own, so the walk stops there whatever the terms). The selection (status, type,
 # scope, project, thread) is applied to what the walk has read, not while it reads: a selective
 # filter would otherwise make it read far past WALK_RECENT_MAX memories to find that many that
-# pass.
-_LEXICAL_RECENT = """(SELECT m.id FROM (
-        SELECT m.* FROM memories_memory m
-        WHERE m.owner_id = %(owner)s AND m.recorded_at <= %(snapshot)s {reach}
-        ORDER BY m.recorded_at DESC LIMIT %(walk_max)s) m
+# pass. A type filter is the exception: the most recent memories of each type asked for are read
+# through the index on owner, type and recency (memory_owner_type_current, current memories) and
+# merged by recency, so the walk reads the memories of those types only (a third of an account,
+# say, for two common types), and its bound counts those.
+_LEXICAL_RECENT = """(SELECT m.id FROM ({recent}) m
       WHERE TRUE {selection}
       AND m.search_vector @@ %({terms})s::tsquery {required}
       ORDER BY m.recorded_at DESC LIMIT %(walk_limit)s)"""
+_RECENT = """
+        SELECT m.* FROM memories_memory m
+        WHERE m.owner_id = %(owner)s AND m.recorded_at <= %(snapshot)s {reach}
+        ORDER BY m.recorded_at DESC LIMIT %(walk_max)s"""
+_RECENT_OF_TYPE = """(
+        SELECT m.* FROM memories_memory m
+        WHERE m.owner_id = %(owner)s AND m.memory_type = %(walk_type_{n})s
+          AND m.recorded_at <= %(snapshot)s {reach}
+        ORDER BY m.recorded_at DESC LIMIT %(walk_max)s)"""
 # Each of the rare terms' most recent matches through the account's words index (see
 # RARE_TERM_HELD_MAX), one call of the function per term; those in the thread if one is asked for,
 # the most recent RARE_TERM_CANDIDATES per term of them.
@@ -666,9 +675,28 @@ def _walk(
     params["walk_max"] = WALK_RECENT_MAX if walk_max is None else walk_max
     params["walk_limit"] = params["lexical_max"] if most is None else most
     walk = _LEXICAL_RECENT.format(
-        required=required, reach=where.reach, selection=where.selection, terms=terms
+        recent=_recent(where, params),
+        required=required,
+        selection=where.selection,
+        terms=terms,
     )
     return _ids(db, walk, params, _WALK)
+
+
+def _recent(where: _Where, params: dict) -> str:
+    """The walk's source: the tenant's most recent memories, or with a type filter on current
+    memories, those of each type merged by recency (see _LEXICAL_RECENT)."""
+    types = params.get("types")
+    if not types or not where.current:
+        return _RECENT.format(reach=where.reach)
+    for n, memory_type in enumerate(types):
+        params[f"walk_type_{n}"] = memory_type
+    if len(types) == 1:
+        return _RECENT_OF_TYPE.format(n=0, reach=where.reach)
+    merged = " UNION ALL ".join(
+        _RECENT_OF_TYPE.format(n=n, reach=where.reach) for n in range(len(types))
+    )
+    return f"{merged}\n        ORDER BY recorded_at DESC LIMIT %(walk_max)s"
 
 
 def _rare_term_matches(

@@ -355,8 +355,10 @@ def test_a_large_tenant_is_searched_with_bounded_plans_before_any_analyze(bulk_l
         with connection.execute_wrapper(explain):
             run(bulk_loaded_tenant, question, **narrowing)
         words, meaning = plans
-        # Words: the tenant's memories newest first until enough match, never a sort of all.
-        assert "memory_owner_recent" in json.dumps(words) and '"Sort"' not in json.dumps(words)
+        # Words: the tenant's memories newest first until enough match, never a sort of all;
+        # with a type filter, those of each type, newest first, merged.
+        walked = "memory_owner_type_current" if narrowing else "memory_owner_recent"
+        assert walked in json.dumps(words) and '"Sort"' not in json.dumps(words)
         # Meaning: the account's own HNSW index, not a sort of its vectors.
         assert account_indexes.NEAREST.index_name(bulk_loaded_tenant.pk) in json.dumps(meaning)
         assert '"Sort"' not in json.dumps(meaning)
@@ -407,22 +409,39 @@ def test_the_walk_stops_after_the_most_recent_memories(tenant, monkeypatch, sett
     assert [hit.id for hit in run(tenant, question).hits] == [old.id]
 
 
-def test_the_walk_bound_counts_memories_of_every_type(
+def test_the_walk_bound_counts_memories_of_the_types_asked_for(
     buried_decision, tenant, monkeypatch, settings
 ):
-    """A status, type or thread filter narrows what the walk has read; it does not make the
-    walk read further back to find WALK_RECENT_MAX memories that pass it (a rare type would
-    otherwise walk the whole account)."""
+    """With a type filter the walk reads the most recent memories of those types only (through
+    the index on owner, type and recency), merged by recency: the bound counts those, and
+    memories of other types cost it nothing."""
+    settings.SEARCH_EMBEDDER = "none"
+    old = buried_decision
+    question = "what did we decide about the zeppelin hangar, and who negotiates the lease terms?"
+    monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 1)
+    assert run(tenant, question).hits == []  # the most recent memory is a note
+    assert [hit.id for hit in run(tenant, question, memory_types=["decision"]).hits] == [old.id]
+    assert run(tenant, question, memory_types=["decision", "note"]).hits == []
+    monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 5)
+    hits = run(tenant, question, memory_types=["decision", "note"]).hits
+    assert [hit.id for hit in hits] == [old.id]
+
+
+def test_the_walk_bound_counts_memories_of_every_thread_and_status(
+    buried_decision, tenant, monkeypatch, settings
+):
+    """A status or thread filter narrows what the walk has read; it does not make the walk read
+    further back to find WALK_RECENT_MAX memories that pass it (a small thread would otherwise
+    walk the whole account)."""
     settings.SEARCH_EMBEDDER = "none"
     old = buried_decision
     thread = create_thread(owner=tenant, name="hangar")
     add_thread_members(owner=tenant, name=thread.name, memory_ids=[old.id])
     question = "what did we decide about the zeppelin hangar, and who negotiates the lease terms?"
-    for narrowing in ({"memory_types": ["decision"]}, {"thread": "hangar"}):
-        monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 4)
-        assert run(tenant, question, **narrowing).hits == [], narrowing
-        monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 5)
-        assert [hit.id for hit in run(tenant, question, **narrowing).hits] == [old.id], narrowing
+    monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 4)
+    assert run(tenant, question, thread="hangar").hits == []
+    monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 5)
+    assert [hit.id for hit in run(tenant, question, thread="hangar").hits] == [old.id]
     archive_memory(owner=tenant, memory_id=old.id)
     monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 4)
     assert run(tenant, question, status="archived").hits == []
