@@ -100,8 +100,8 @@ WORD_MATCHES_MAX = 1_000
 # (A walk costs more per memory read than the index does: a larger share walked for more.)
 # Terms dense among the most recent memories may be rare among older ones: the walk for them
 # reads at most WORDS_DENSE_WALK_MAX memories (twice what their density in the probe predicts),
-# and when it finds fewer than LEXICAL_CANDIDATES there and the account holds more, the index
-# finds them instead.
+# and when it finds fewer than LEXICAL_CANDIDATES there while more memories of the types and
+# dates asked for remain unread, the index finds them instead.
 WORDS_PROBE_MAX = 500
 WORDS_DENSE_SHARE = 8
 WORDS_DENSE_WALK_MAX = 2 * LEXICAL_CANDIDATES * WORDS_DENSE_SHARE
@@ -288,6 +288,8 @@ _RECENT_OF_TYPE = """(
         WHERE m.owner_id = %(owner)s AND m.memory_type = %(walk_type_{n})s
           AND m.recorded_at <= %(snapshot)s {reach}
         ORDER BY m.recorded_at DESC LIMIT %(walk_max)s)"""
+# How many memories a walk may read, up to one past its bound (%(walk_max)s).
+_WALK_SOURCE_SIZE = "SELECT count(*) FROM ({recent}) m"
 # Each of the rare terms' most recent matches through the account's words index (see
 # RARE_TERM_HELD_MAX), one call of the function per term; those in the thread if one is asked for,
 # the most recent RARE_TERM_CANDIDATES per term of them.
@@ -742,9 +744,22 @@ def _few_terms(db, required: str, where: _Where, params: dict) -> list[uuid.UUID
         return probed
     if len(probed) * WORDS_DENSE_SHARE >= WORDS_PROBE_MAX:
         walked = _walk(db, required, where, params, walk_max=WORDS_DENSE_WALK_MAX)
-        if len(walked) >= LEXICAL_CANDIDATES or params["tenant_size"] <= WORDS_DENSE_WALK_MAX:
-            return walked  # the most recent matches, or every match of the account
+        if len(walked) >= LEXICAL_CANDIDATES or _walked_whole(db, where, params):
+            return walked  # the most recent matches, or every match there is
     return _indexed_words(db, required, where, params)
+
+
+def _walked_whole(db, where: _Where, params: dict) -> bool:
+    """Whether the last walk read every memory it may read (those of the types and dates asked
+    for): there are no more than its bound."""
+    bound = params["walk_max"]
+    if params["tenant_size"] <= bound < TENANT_SIZE_COUNTED_MAX:
+        return True  # the account holds no more (its count is exact under its cap)
+    params["walk_max"] = bound + 1
+    size = _WALK_SOURCE_SIZE.format(recent=_recent(where, params))
+    [(readable,)] = _rows(db, size, params, _WALK)
+    params["walk_max"] = bound
+    return readable <= bound
 
 
 def _word_filters(db, where: _Where, params: dict, most: int) -> None:

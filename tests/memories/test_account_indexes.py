@@ -23,7 +23,7 @@ from memories.search import clean_filters, search_memories
 from memories.services import archive_memory, record_memory
 from memories.threads import add_thread_members, create_thread
 from tests.factories import MemoryFactory, UserFactory
-from tests.memories.conftest import bury_under_recent_notes
+from tests.memories.conftest import bury_under_recent_notes, mark_invalid
 
 NOTES = [
     ("Primary database", "Chose PostgreSQL 16 over MongoDB for the ledger's transactions."),
@@ -161,15 +161,7 @@ def test_an_index_left_invalid_is_not_used_and_is_built_again(large_at_three):
     for topic, content in NOTES[:3]:
         remember(owner, topic, content)
     index_accounts()
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
-        if not cursor.fetchone()[0]:
-            pytest.skip("marking an index invalid takes a superuser")
-        # What a CREATE INDEX CONCURRENTLY that did not finish leaves behind.
-        cursor.execute(
-            "UPDATE pg_index SET indisvalid = false WHERE indexrelid = to_regclass(%s)",
-            [account_indexes.NEAREST.index_name(owner.pk)],
-        )
+    mark_invalid(account_indexes.NEAREST, [owner.pk])
     assert account_indexes.NEAREST.indexes() == {owner.pk: False}
     hits, plans = meaning_plans(owner, "which database did we choose?")
     assert hits and account_indexes.NEAREST.index_name(owner.pk) not in json.dumps(plans)
@@ -405,6 +397,26 @@ def test_a_few_words_dense_among_the_most_recent_memories_but_not_before_use_the
     assert words_search(owner, "hindenburg") == ([called.id, old.id], False)
     # A walk of the four most recent finds one, and the account holds more: the index.
     monkeypatch.setattr("memories.search.WORDS_DENSE_WALK_MAX", 4)
+    assert words_search(owner, "hindenburg") == ([called.id, old.id], True)
+
+
+def test_a_dense_walk_that_read_every_memory_of_the_types_and_dates_asked_for_is_enough(
+    buried_lease, monkeypatch
+):
+    """When the walk read all the memories a filter leaves, the index has nothing more to find,
+    however large the account."""
+    owner, old = buried_lease
+    called = MemoryFactory(owner=owner, memory_type="note", content="Hindenburg Estates called.")
+    index_accounts()
+    monkeypatch.setattr("memories.search.WORDS_PROBE_MAX", 4)
+    monkeypatch.setattr("memories.search.WORDS_DENSE_SHARE", 4)
+    monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 10)
+    # The five notes fit the walk; the account's six memories do not.
+    monkeypatch.setattr("memories.search.WORDS_DENSE_WALK_MAX", 5)
+    assert words_search(owner, "hindenburg", memory_types=["note"]) == ([called.id], False)
+    after = (old.recorded_at + timedelta(seconds=1)).isoformat()
+    assert words_search(owner, "hindenburg", recorded_after=after) == ([called.id], False)
+    # Without a filter, the walk left the oldest memory unread: the index finds it.
     assert words_search(owner, "hindenburg") == ([called.id, old.id], True)
 
 
