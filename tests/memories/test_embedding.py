@@ -19,6 +19,7 @@ from memories.embedding import EMBEDDING_DIMENSIONS, _embedder_for, get_embedder
 from memories.search import clean_filters, search_memories
 from memories.services import record_memory, revise_memory
 from tests.factories import MemoryFactory, UserFactory, embed
+from tests.memories.conftest import mark_invalid
 
 
 def stored_vector(memory) -> np.ndarray | None:
@@ -258,7 +259,7 @@ def test_a_fill_rebuilds_only_the_indexes_it_would_at_least_double(unembedded):
     assert index_oids()[other.pk] == built[other.pk]
 
 
-def test_keep_index_never_drops_the_indexes(unembedded):
+def test_keep_index_drops_no_index_that_serves_searches(unembedded):
     memories, _ = unembedded
     run_backfill()
     oids = index_oids()
@@ -319,16 +320,7 @@ def test_keep_index_drops_an_invalid_index_the_fill_writes_into_and_no_other(une
     memories, _ = unembedded
     run_backfill()
     filled, untouched = memories[0].owner, memories[3].owner
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
-        if not cursor.fetchone()[0]:
-            pytest.skip("marking an index invalid takes a superuser")
-        # What a CREATE INDEX CONCURRENTLY that did not finish leaves behind.
-        for owner in (filled, untouched):
-            cursor.execute(
-                "UPDATE pg_index SET indisvalid = false WHERE indexrelid = to_regclass(%s)",
-                [account_indexes.NEAREST.index_name(owner.pk)],
-            )
+    mark_invalid(account_indexes.NEAREST, [filled.pk, untouched.pk])
     old = index_oids()
     MemoryFactory(owner=filled, content="one more, stored without a vector")
     out = run_backfill("--keep-index")
@@ -339,6 +331,19 @@ def test_keep_index_drops_an_invalid_index_the_fill_writes_into_and_no_other(une
     assert account_indexes.NEAREST.indexes() == {filled.pk: True, untouched.pk: True}
     assert index_oids()[filled.pk] != old[filled.pk]
     assert index_oids()[untouched.pk] != old[untouched.pk]
+
+
+def test_the_fill_keeps_the_index_of_an_account_too_small_to_get_a_new_one(unembedded, monkeypatch):
+    """An account keeps its index down to half the size at which it gets one: the fill does
+    not drop the index of an account under that size, which nothing would build again."""
+    memories, _ = unembedded
+    run_backfill()
+    oids = index_oids()
+    monkeypatch.setattr("memories.account_indexes.LARGE_ACCOUNT_MIN", 6)
+    out = run_backfill("--reembed")
+    assert "embedded 6 memories" in out and "dropped" not in out and "built" not in out
+    assert account_indexes.NEAREST.indexes() == {m.owner_id: True for m in memories}
+    assert index_oids() == oids
 
 
 def test_without_a_model_the_command_refuses_before_clearing_anything(tenant, search_embedder):

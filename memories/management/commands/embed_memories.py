@@ -121,7 +121,10 @@ class Command(BaseCommand):
         into that is not current (left invalid, or built with other graph parameters), since it
         is rebuilt after the fill anyway. Any other index that is not current is rebuilt beside
         itself at the end (`Kind.sync`), serving searches until then. With --keep-index, only an
-        invalid index the fill writes into: it serves no search, and is rebuilt anyway."""
+        invalid index the fill writes into: it serves no search, and is rebuilt anyway. Either way,
+        only the index of an account large enough for the end to build it again: one smaller
+        (an account keeps its index down to half that size) would go without one until it grew
+        large again."""
         existing = account_indexes.NEAREST.indexes()
         if not existing:
             return []
@@ -134,7 +137,8 @@ class Command(BaseCommand):
                 goes = owner_id in invalid
             else:
                 goes = missing >= embedded or not existing[owner_id]
-            if missing > 0 and goes:
+            large = missing + embedded >= account_indexes.LARGE_ACCOUNT_MIN  # after the fill
+            if missing > 0 and goes and large:
                 dropped.append(owner_id)
         return sorted(dropped)
 
