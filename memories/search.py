@@ -273,8 +273,8 @@ _WORD_MATCHES = """WITH matches AS MATERIALIZED (
 # filter would otherwise make it read far past WALK_RECENT_MAX memories to find that many that
 # pass. A type filter is the exception: the most recent memories of each type asked for are read
 # through the index on owner, type and recency (memory_owner_type_current, current memories) and
-# merged by recency, so the walk reads the memories of those types only (a third of an account,
-# say, for two common types), and its bound counts those.
+# merged by recency, so the walk reads the memories of those types only, and its bound counts
+# those.
 _LEXICAL_RECENT = """(SELECT m.id FROM ({recent}) m
       WHERE TRUE {selection}
       AND m.search_vector @@ %({terms})s::tsquery {required}
@@ -446,7 +446,8 @@ class _Where:
     reads at all (current or as of an instant, recorded dates), conditions that the walks over
     the most recent memories (words, topic fallback) apply as they read; `selection`: status,
     type, scope, project and thread, applied to what a walk has read, so that its bound holds
-    whatever the filters (see _LEXICAL_RECENT). `thread`: the thread filter's clause alone ("" for
+    whatever the filters (see _LEXICAL_RECENT; without asOf, a walk reads only memories of the
+    types asked for, see _recent). `thread`: the thread filter's clause alone ("" for
     none). `narrowed`: SearchFilters.narrows(). `current`: only current memories are read (no
     asOf), as an account's nearest-neighbour index holds."""
 
@@ -616,9 +617,10 @@ def _count_tenant(db, params: dict) -> None:
 # statistics, which are missing right after a bulk load and describe the whole table rather than
 # one tenant (a search then took seconds where it takes milliseconds with these plans).
 # - Words, in general: walk the tenant's memories newest first until LEXICAL_CANDIDATES match
-#   (memory_owner_recent), cheap when the query's terms are common among them, as the terms of
-#   a question of many words together are; it stops after WALK_RECENT_MAX memories when they
-#   are rare.
+#   (memory_owner_recent; with a type filter, those of each type merged by recency,
+#   memory_owner_type_current), cheap when the query's terms are common among them, as the
+#   terms of a question of many words together are; it stops after WALK_RECENT_MAX memories
+#   when they are rare.
 # - Words, a query of few terms in an account with its own words index (a large one,
 #   memories/account_indexes.py): its terms may be rare, and the walk would then read most of
 #   the account; the index reads as many entries as the account has matches, so it serves the
