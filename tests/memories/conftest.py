@@ -1,10 +1,12 @@
+from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, connections
+from django.test import override_settings
 from django.utils import timezone
 
-from memories import account_indexes
+from memories import account_indexes, tenancy
 from tests.factories import MemoryFactory
 
 
@@ -21,6 +23,19 @@ def mark_invalid(kind: account_indexes.Kind, owner_ids: list[int]) -> None:
                 "UPDATE pg_index SET indisvalid = false WHERE indexrelid = to_regclass(%s)",
                 [kind.index_name(owner_id)],
             )
+
+
+@pytest.fixture
+def orm_as_app_role(transactional_db) -> Iterator[None]:
+    """The ORM with DATABASE_APP_ROLE on: new connections become the app role. Closed before
+    the test database is flushed (as the owner: the app role may not TRUNCATE memories)."""
+    connections.close_all()
+    try:
+        with override_settings(DATABASE_APP_ROLE=tenancy.APP_ROLE):
+            yield
+            connections.close_all()
+    finally:
+        connections.close_all()
 
 
 @pytest.fixture

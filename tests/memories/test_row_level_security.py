@@ -44,19 +44,6 @@ def app_role_sql(transactional_db) -> Iterator[psycopg.Connection]:
         yield conn
 
 
-@pytest.fixture
-def orm_as_app_role(transactional_db) -> Iterator[None]:
-    """The ORM with DATABASE_APP_ROLE on: new connections become the app role. Closed before
-    the test database is flushed (as the owner: the app role may not TRUNCATE memories)."""
-    connections.close_all()
-    try:
-        with override_settings(DATABASE_APP_ROLE=ROLE):
-            yield
-            connections.close_all()
-    finally:
-        connections.close_all()
-
-
 def _count(conn: psycopg.Connection, table: str) -> int:
     return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
 
