@@ -400,6 +400,28 @@ def test_a_few_words_dense_among_the_most_recent_memories_but_not_before_use_the
     assert words_search(owner, "hindenburg") == ([called.id, old.id], True)
 
 
+def test_a_dense_walk_that_finds_enough_matches_gives_them_without_the_index(
+    buried_lease, monkeypatch
+):
+    """The walk's matches are the most recent ones: once it has enough, older ones are not
+    looked for, however many memories it left unread."""
+    owner, old = buried_lease
+    called = MemoryFactory(owner=owner, memory_type="note", content="Hindenburg Estates called.")
+    wrote = MemoryFactory(
+        owner=owner,
+        content="Hindenburg Estates wrote about the rent.",
+        recorded_at=old.recorded_at + timedelta(days=1),
+    )
+    index_accounts()
+    monkeypatch.setattr("memories.search.LEXICAL_CANDIDATES", 2)
+    monkeypatch.setattr("memories.search.WORDS_PROBE_MAX", 4)
+    monkeypatch.setattr("memories.search.WORDS_DENSE_SHARE", 4)
+    monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 10)
+    # One of the four most recent: dense. The six most recent hold two: enough.
+    monkeypatch.setattr("memories.search.WORDS_DENSE_WALK_MAX", 6)
+    assert words_search(owner, "hindenburg") == ([called.id, wrote.id], False)
+
+
 def test_a_dense_walk_that_read_every_memory_of_the_types_and_dates_asked_for_is_enough(
     buried_lease, monkeypatch
 ):

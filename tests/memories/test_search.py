@@ -56,9 +56,10 @@ def buried_decision(tenant):
     )
 
 
-def test_a_long_memory_keeps_its_words_and_vector_in_its_row(tenant):
+def test_a_long_memory_keeps_its_words_and_vector_in_its_row(tenant, settings):
     """A search reads a candidate's search vector and embedding from the row itself, not from
     the TOAST table once per full-text match (migration memories/0014)."""
+    settings.SEARCH_EMBEDDER = "wordllama"  # the default: a vector is written with the row
     rng = random.Random(14)
     words = ("".join(rng.choices(string.ascii_lowercase, k=rng.randint(4, 9))) for _ in range(400))
     content = " ".join(words)[: bounds.CONTENT_MAX]
