@@ -21,12 +21,15 @@ Ranking:
   similarity.
 - Fusion: score = words + MEANING_WEIGHT * max(0, cosine), rounded to 6 places so paging
   compares exact values. A hit matches by words or has a cosine of at least MEANING_MATCH_MIN.
-- Abstention: when the best candidate scores under RELEVANCE_FLOOR the search returns no hits:
-  a question whose distinctive words match nothing and whose meaning is not close gets an empty
-  answer rather than the closest noise. The floor is per query, not per hit, so a weaker second
-  or third answer still shows. The weights and the floor were set on the retrieval eval set
-  (tests/memories/retrieval_eval, scripts/eval_search.py): chosen on random halves of its
-  questions, they kept their gain on the other halves, so they are not fitted to single items.
+- Abstention: when the best candidate scores under the relevance floor the search returns no
+  hits: a question whose distinctive words match nothing and whose meaning is not close gets an
+  empty answer rather than the closest noise. The floor is per query, not per hit, so a weaker
+  second or third answer still shows. It rises with the account (relevance_floor): in a larger
+  one, a partial match's words score more (its terms' IDF nears that of the terms it lacks) and
+  the best of more unrelated memories scores higher. The weights and the floor were set on the
+  retrieval eval set (tests/memories/retrieval_eval, scripts/eval_search.py): chosen on random
+  halves of its questions, they kept their gain on the other halves, so they are not fitted to
+  single items.
 - Topic fallback: when a query of at most TOPIC_FALLBACK_WORDS_MAX words abstains, topics
   trigram-similar to the query (pg_trgm similarity >= TOPIC_SIMILARITY_MIN) among the
   TOPIC_FALLBACK_RECENT most recent memories: this catches typos and near-miss topic names. A
@@ -137,7 +140,12 @@ TAGS_WEIGHT = 2.0
 # Fusion and the relevance floor (see the module docstring).
 MEANING_WEIGHT = 0.4
 MEANING_MATCH_MIN = 0.5
+# The floor for an account of up to RELEVANCE_FLOOR_SIZE memories, and how much it rises for each
+# tenfold growth beyond (counted up to TENANT_SIZE_COUNTED_MAX, as the IDF is): set with the eval
+# set's memories alone and behind crowds of 800 to 20,000 others (scripts/eval_search.py --crowd).
 RELEVANCE_FLOOR = 0.28
+RELEVANCE_FLOOR_SIZE = 200
+RELEVANCE_FLOOR_PER_DECADE = 0.07
 WORDS_SCALE_TERMS = 3
 # The topic fallback compares the query with the topics of this many most recent memories (all
 # of them for most tenants; a filter narrows those), so its cost does not grow with the tenant
@@ -405,6 +413,13 @@ def _words_scores(candidates: list[_Candidate], terms: tuple[str, ...], tenant_s
             )
             score += idf[term] * weighted / (BM25_K1 + weighted)
         candidate.score = score / scale
+
+
+def relevance_floor(tenant_size: int) -> float:
+    """The score under which a search's best candidate means no answer, for an account of
+    `tenant_size` current memories (see the module docstring)."""
+    growth = max(tenant_size, RELEVANCE_FLOOR_SIZE) / RELEVANCE_FLOOR_SIZE
+    return RELEVANCE_FLOOR + RELEVANCE_FLOOR_PER_DECADE * math.log10(growth)
 
 
 def _fuse(candidate: _Candidate) -> None:
@@ -847,7 +862,7 @@ def _ranked(db, text: str, where: _Where, params: dict) -> list[_Candidate]:
     for candidate in candidates:
         _fuse(candidate)
     hits = [c for c in candidates if c.matched_by]
-    if not hits or max(c.score for c in hits) < RELEVANCE_FLOOR:
+    if not hits or max(c.score for c in hits) < relevance_floor(params["tenant_size"]):
         return []
     return hits
 

@@ -11,7 +11,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from memories import account_indexes, bounds, tenancy
+from memories import account_indexes, bounds, search, tenancy
 from memories.errors import InvalidInput, NotFound
 from memories.search import (
     TOPIC_FALLBACK_WORDS_MAX,
@@ -318,10 +318,9 @@ def test_the_topic_fallback_pages_too(tenant):
 # --- plans that do not depend on table statistics ------------------------------------------
 
 
-@pytest.fixture
-def bulk_loaded_tenant(account_indexes_dropped, tenant):
-    """A large tenant written in one statement, its indexes built, and a table whose statistics
-    were never gathered (as right after a bulk load, before autovacuum's ANALYZE)."""
+def bulk_load_notes(owner, count: int) -> None:
+    """`count` short notes for `owner` in one statement, each older than the last ("note 1 about
+    billing", "note 2 about backups", ...), with one vector for all."""
     with connection.cursor() as cursor:
         cursor.execute(
             """
@@ -334,8 +333,39 @@ def bulk_loaded_tenant(account_indexes_dropped, tenant):
                  LATERAL (SELECT 'note ' || n || ' about ' || (ARRAY['deploys', 'billing',
                           'backups', 'latency'])[1 + n %% 4] AS c) body
             """,
-            {"owner": tenant.pk, "count": account_indexes.LARGE_ACCOUNT_MIN + 500},
+            {"owner": owner.pk, "count": count},
         )
+
+
+def test_a_larger_account_needs_a_closer_match(tenant, settings, monkeypatch):
+    """The relevance floor rises with each tenfold growth of the account past
+    RELEVANCE_FLOOR_SIZE memories (here steeply, so that even a full match falls under it)."""
+    settings.SEARCH_EMBEDDER = "none"
+    release = MemoryFactory(
+        owner=tenant, topic="Release train", content="Mobile releases ship every second Tuesday."
+    )
+    question = "how often do mobile releases ship?"
+    monkeypatch.setattr("memories.search.RELEVANCE_FLOOR_PER_DECADE", 1.0)
+    assert [hit.id for hit in run(tenant, question).hits] == [release.id]
+    bulk_load_notes(tenant, 10 * search.RELEVANCE_FLOOR_SIZE - 1)
+    assert run(tenant, question).hits == []
+    monkeypatch.setattr("memories.search.RELEVANCE_FLOOR_PER_DECADE", 0.0)
+    assert [hit.id for hit in run(tenant, question).hits] == [release.id]
+
+
+def test_the_relevance_floor_by_account_size():
+    floor, per_decade = search.RELEVANCE_FLOOR, search.RELEVANCE_FLOOR_PER_DECADE
+    size = search.RELEVANCE_FLOOR_SIZE
+    assert search.relevance_floor(1) == search.relevance_floor(size) == floor
+    assert search.relevance_floor(10 * size) == pytest.approx(floor + per_decade)
+    assert search.relevance_floor(100 * size) == pytest.approx(floor + 2 * per_decade)
+
+
+@pytest.fixture
+def bulk_loaded_tenant(account_indexes_dropped, tenant):
+    """A large tenant written in one statement, its indexes built, and a table whose statistics
+    were never gathered (as right after a bulk load, before autovacuum's ANALYZE)."""
+    bulk_load_notes(tenant, account_indexes.LARGE_ACCOUNT_MIN + 500)
     for kind in account_indexes.KINDS:
         kind.sync()
     with connection.cursor() as cursor:
@@ -377,7 +407,7 @@ def test_a_large_tenant_is_searched_with_bounded_plans_before_any_analyze(
     bulk_loaded_tenant, acting_as
 ):
     plans = []
-    question = "why did the backups in note 5017 keep failing after the deploys, and the latency?"
+    question = "what does note 5017 say about billing, and where are the backups?"
     for narrowing in ({}, {"memory_types": ["decision", "fact"]}):
         plans.clear()
         with acting_as(bulk_loaded_tenant.pk), explaining(plans):
