@@ -34,6 +34,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 BENCH_DATABASE = "threengram_bench_tools"  # not the foundation benchmark's database
 
+# The types of the generated memories, in turn (a note in four, ...); scripts/bench_tools.py
+# draws the memories it adds from the same mix.
+MEMORY_TYPES = (
+    *("note",) * 3,
+    *("fact",) * 2,
+    *("decision",) * 2,
+    "commitment",
+    "preference",
+    "blocker",
+    "pattern",
+    "event",
+)
 GENERATE = """
 -- Word k of a 4,000-word pseudo vocabulary: 5 to 8 letters from md5(k) over a 16-letter
 -- alphabet, so words share trigrams about as unevenly as real ones do (a tiny syllable
@@ -68,8 +80,7 @@ FROM (
     SELECT g,
            CASE WHEN g <= %(largest)s THEN u.first_id
                 ELSE u.first_id + 1 + ((g - %(largest)s) %% (%(tenants)s - 1)) END AS owner_id,
-           (ARRAY['note','note','note','fact','fact','decision','decision','commitment',
-                  'preference','blocker','pattern','event'])[1 + (g %% 12)] AS memory_type,
+           (%(memory_types)s::text[])[1 + (g %% 12)] AS memory_type,
            now() - (random() * 365) * interval '1 day' AS recorded_at,
            -- i.n keeps each aggregate at the inner level (so it runs per row).
            (SELECT string_agg(
@@ -185,7 +196,12 @@ def generate(
     """Insert the tenants and memories on `connection` (migrated, autocommit), `chunk` memories
     per statement, with a progress bar on stderr; with `vectors`, an embedding for each."""
     create_function, insert_tenants, insert_memories = GENERATE.split(";\n\n")
-    params = {"memories": memories, "tenants": tenants, "largest": largest}
+    params = {
+        "memories": memories,
+        "tenants": tenants,
+        "largest": largest,
+        "memory_types": list(MEMORY_TYPES),
+    }
     connection.execute(create_function, params)
     if vectors:
         insert_memories = insert_memories.replace("/*embedding*/NULL", EMBEDDING)

@@ -38,7 +38,7 @@ from psycopg.conninfo import make_conninfo
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from scripts.bench_data import BENCH_DATABASE  # noqa: E402
+from scripts.bench_data import BENCH_DATABASE, MEMORY_TYPES  # noqa: E402
 
 
 def word(k: int) -> str:
@@ -197,13 +197,14 @@ async def main(calls: int, seed: int, only: str | None = None, rls: bool = False
 
     def remember_arguments() -> dict:
         # A near-copy of a thread member's topic in its project: the largest tenant's 20
-        # threads get proposals; other tenants have no threads. The content is drawn as the
-        # generator draws it: the memories every run adds are the most recent ones a search
-        # walks first, and should look like the rest.
+        # threads get proposals; other tenants have no threads. The content and the type are
+        # drawn as the generator draws them: the memories every run adds are the most recent
+        # ones a search walks first, and the only ones with a vector of the model's (nearest to
+        # every query), so they should look like the rest.
         project, topic = rng.choice(member_topics)
         words = [word(int(4000 * rng.random() ** 1.3)) for _ in range(rng.randint(15, 74))]
         return {
-            "memoryType": "note",
+            "memoryType": rng.choice(MEMORY_TYPES),
             "topic": topic + " follow-up",
             "content": " ".join(words) + f" #{uuid.uuid4()}",
             "project": project,
