@@ -380,19 +380,28 @@ def test_a_few_words_common_among_the_most_recent_memories_are_walked_for(
     assert words_search(owner, "hindenburg") == ([called.id, old.id], True)
 
 
-def test_a_few_words_dense_among_the_most_recent_memories_but_not_before_use_the_index(
-    buried_lease, monkeypatch
-):
-    """A walk for terms that the most recent memories often hold stops at a bound: when older
-    memories hold them seldom, the walk would read far to find its matches, and the index finds
-    them instead."""
+@pytest.fixture
+def dense_among_the_most_recent(buried_lease, monkeypatch):
+    """The buried lease's account, indexed, in which one of the four most recent memories names
+    the landlord: a term that dense among the WORDS_PROBE_MAX (here four) most recent memories
+    (one in WORDS_DENSE_SHARE, here four) is walked for."""
     owner, old = buried_lease
     called = MemoryFactory(owner=owner, memory_type="note", content="Hindenburg Estates called.")
     index_accounts()
     monkeypatch.setattr("memories.search.WORDS_PROBE_MAX", 4)
     monkeypatch.setattr("memories.search.WORDS_DENSE_SHARE", 4)
     monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 10)
-    # One of the four most recent holds "hindenburg": dense. A walk of every memory finds both.
+    return owner, old, called
+
+
+def test_a_few_words_dense_among_the_most_recent_memories_but_not_before_use_the_index(
+    dense_among_the_most_recent, monkeypatch
+):
+    """A walk for terms that the most recent memories often hold stops at a bound: when older
+    memories hold them seldom, the walk would read far to find its matches, and the index finds
+    them instead."""
+    owner, old, called = dense_among_the_most_recent
+    # A walk of every memory finds both.
     monkeypatch.setattr("memories.search.WORDS_DENSE_WALK_MAX", 10)
     assert words_search(owner, "hindenburg") == ([called.id, old.id], False)
     # A walk of the four most recent finds one, and the account holds more: the index.
@@ -401,38 +410,28 @@ def test_a_few_words_dense_among_the_most_recent_memories_but_not_before_use_the
 
 
 def test_a_dense_walk_that_finds_enough_matches_gives_them_without_the_index(
-    buried_lease, monkeypatch
+    dense_among_the_most_recent, monkeypatch
 ):
     """The walk's matches are the most recent ones: once it has enough, older ones are not
     looked for, however many memories it left unread."""
-    owner, old = buried_lease
-    called = MemoryFactory(owner=owner, memory_type="note", content="Hindenburg Estates called.")
+    owner, old, called = dense_among_the_most_recent
     wrote = MemoryFactory(
         owner=owner,
         content="Hindenburg Estates wrote about the rent.",
         recorded_at=old.recorded_at + timedelta(days=1),
     )
-    index_accounts()
     monkeypatch.setattr("memories.search.LEXICAL_CANDIDATES", 2)
-    monkeypatch.setattr("memories.search.WORDS_PROBE_MAX", 4)
-    monkeypatch.setattr("memories.search.WORDS_DENSE_SHARE", 4)
-    monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 10)
-    # One of the four most recent: dense. The six most recent hold two: enough.
+    # The six most recent hold two: enough.
     monkeypatch.setattr("memories.search.WORDS_DENSE_WALK_MAX", 6)
     assert words_search(owner, "hindenburg") == ([called.id, wrote.id], False)
 
 
 def test_a_dense_walk_that_read_every_memory_of_the_types_and_dates_asked_for_is_enough(
-    buried_lease, monkeypatch
+    dense_among_the_most_recent, monkeypatch
 ):
     """When the walk read all the memories a filter leaves, the index has nothing more to find,
     however large the account."""
-    owner, old = buried_lease
-    called = MemoryFactory(owner=owner, memory_type="note", content="Hindenburg Estates called.")
-    index_accounts()
-    monkeypatch.setattr("memories.search.WORDS_PROBE_MAX", 4)
-    monkeypatch.setattr("memories.search.WORDS_DENSE_SHARE", 4)
-    monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 10)
+    owner, old, called = dense_among_the_most_recent
     # The five notes fit the walk; the account's six memories do not.
     monkeypatch.setattr("memories.search.WORDS_DENSE_WALK_MAX", 5)
     assert words_search(owner, "hindenburg", memory_types=["note"]) == ([called.id], False)
