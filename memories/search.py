@@ -26,10 +26,11 @@ Ranking:
   empty answer rather than the closest noise. The floor is per query, not per hit, so a weaker
   second or third answer still shows. It rises with the account (relevance_floor): in a larger
   one, a partial match's words score more (its terms' IDF nears that of the terms it lacks) and
-  the best of more unrelated memories scores higher. The weights and the floor were set on the
-  retrieval eval set (tests/memories/retrieval_eval, scripts/eval_search.py): chosen on random
-  halves of its questions, they kept their gain on the other halves, so they are not fitted to
-  single items.
+  the best of more unrelated memories scores higher. A hit holding all of the query's
+  WORDS_SCALE_TERMS rarest terms is no partial match: RELEVANCE_FLOOR holds for it. The weights
+  and the floor were set on the retrieval eval set (tests/memories/retrieval_eval,
+  scripts/eval_search.py): chosen on random halves of its questions, they kept their gain on the
+  other halves, so they are not fitted to single items.
 - Topic fallback: when a query of at most TOPIC_FALLBACK_WORDS_MAX words abstains, topics
   trigram-similar to the query (pg_trgm similarity >= TOPIC_SIMILARITY_MIN) among the
   TOPIC_FALLBACK_RECENT most recent memories: this catches typos and near-miss topic names. A
@@ -384,11 +385,13 @@ class _Candidate:
     matched_by: tuple[str, ...] = ()
 
 
-def _words_scores(candidates: list[_Candidate], terms: tuple[str, ...], tenant_size: int) -> None:
+def _words_scores(
+    candidates: list[_Candidate], terms: tuple[str, ...], tenant_size: int
+) -> frozenset[str]:
     """BM25F over the candidates, each divided by the sum of the IDFs of the query's
-    WORDS_SCALE_TERMS rarest terms."""
+    WORDS_SCALE_TERMS rarest terms; returns those terms."""
     if not terms or not candidates:
-        return
+        return frozenset()
     total = max(tenant_size, len(candidates), IDF_TENANT_SIZE_MIN)
     frequency = dict.fromkeys(terms, 0)
     for candidate in candidates:
@@ -401,7 +404,8 @@ def _words_scores(candidates: list[_Candidate], terms: tuple[str, ...], tenant_s
     # Normalised by the question's most distinctive terms, not all of them: a long question in
     # the asker's own words has many terms no memory holds, and should not sink the one that
     # holds what it is about.
-    scale = sum(sorted((idf[term] for term in terms), reverse=True)[:WORDS_SCALE_TERMS])
+    rarest = sorted(terms, key=lambda term: idf[term], reverse=True)[:WORDS_SCALE_TERMS]
+    scale = sum(idf[term] for term in rarest)
     lengths = [candidate.content_length for candidate in candidates]
     average_length = sum(lengths) / len(lengths)
     for candidate in candidates:
@@ -413,12 +417,15 @@ def _words_scores(candidates: list[_Candidate], terms: tuple[str, ...], tenant_s
             )
             score += idf[term] * weighted / (BM25_K1 + weighted)
         candidate.score = score / scale
+    return frozenset(rarest)
 
 
 def relevance_floor(tenant_size: int) -> float:
     """The score under which a search's best candidate means no answer, for an account of
-    `tenant_size` current memories (see the module docstring)."""
-    growth = max(tenant_size, RELEVANCE_FLOOR_SIZE) / RELEVANCE_FLOOR_SIZE
+    `tenant_size` current memories, whatever the filters leave of them (as the IDF is computed
+    over the account); see the module docstring."""
+    counted = min(tenant_size, TENANT_SIZE_COUNTED_MAX)
+    growth = max(counted, RELEVANCE_FLOOR_SIZE) / RELEVANCE_FLOOR_SIZE
     return RELEVANCE_FLOOR + RELEVANCE_FLOOR_PER_DECADE * math.log10(growth)
 
 
@@ -761,21 +768,20 @@ def _few_terms(db, required: str, where: _Where, params: dict) -> list[uuid.UUID
         return probed
     if len(probed) * WORDS_DENSE_SHARE >= WORDS_PROBE_MAX:
         walked = _walk(db, required, where, params, walk_max=WORDS_DENSE_WALK_MAX)
-        if len(walked) >= LEXICAL_CANDIDATES or _walked_whole(db, where, params):
+        if len(walked) >= LEXICAL_CANDIDATES or _walked_whole(
+            db, where, params, WORDS_DENSE_WALK_MAX
+        ):
             return walked  # the most recent matches, or every match there is
     return _indexed_words(db, required, where, params)
 
 
-def _walked_whole(db, where: _Where, params: dict) -> bool:
-    """Whether the last walk read every memory it may read (those of the types and dates asked
-    for): there are no more than its bound."""
-    bound = params["walk_max"]
+def _walked_whole(db, where: _Where, params: dict, bound: int) -> bool:
+    """Whether a walk of at most `bound` memories read every memory it may read (those of the
+    types and dates asked for): there are no more than that."""
     if params["tenant_size"] <= bound < TENANT_SIZE_COUNTED_MAX:
         return True  # the account holds no more (its count is exact under its cap)
-    params["walk_max"] = bound + 1
     size = _WALK_SOURCE_SIZE.format(recent=_recent(where, params))
-    [(readable,)] = _rows(db, size, params, _WALK)
-    params["walk_max"] = bound
+    [(readable,)] = _rows(db, size, params | {"walk_max": bound + 1}, _WALK)
     return readable <= bound
 
 
@@ -858,11 +864,16 @@ def _ranked(db, text: str, where: _Where, params: dict) -> list[_Candidate]:
         candidates += _read_candidates(
             db, parsed.terms, [i for i in older if i not in seen], cosine, params
         )
-    _words_scores(candidates, parsed.terms, params["tenant_size"])
+    rarest = _words_scores(candidates, parsed.terms, params["tenant_size"])
     for candidate in candidates:
         _fuse(candidate)
     hits = [c for c in candidates if c.matched_by]
-    if not hits or max(c.score for c in hits) < relevance_floor(params["tenant_size"]):
+    floor = relevance_floor(params["tenant_size"])
+    # A hit that holds the query's rarest terms all is no partial match: its words score does not
+    # grow with the account, and the floor it is held to does not either.
+    if not any(
+        c.score >= (RELEVANCE_FLOOR if rarest <= c.fields_held.keys() else floor) for c in hits
+    ):
         return []
     return hits
 

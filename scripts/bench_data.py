@@ -46,6 +46,8 @@ MEMORY_TYPES = (
     "pattern",
     "event",
 )
+# GENERATE cycles through them by g %% 12, and derives other columns from g / 12.
+assert len(MEMORY_TYPES) == 12
 GENERATE = """
 -- Word k of a 4,000-word pseudo vocabulary: 5 to 8 letters from md5(k) over a 16-letter
 -- alphabet, so words share trigrams about as unevenly as real ones do (a tiny syllable

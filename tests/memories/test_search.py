@@ -353,12 +353,32 @@ def test_a_larger_account_needs_a_closer_match(tenant, settings, monkeypatch):
     assert [hit.id for hit in run(tenant, question).hits] == [release.id]
 
 
+def test_a_memory_holding_every_rare_term_asked_for_answers_in_a_large_account(tenant, settings):
+    """A memory three times as long as the others holding both words a query asks for scores
+    under the floor of an account of 2,000 memories (its words score is held down by its length,
+    not by the account): it is no partial match, so the floor of a small account holds for it."""
+    settings.SEARCH_EMBEDDER = "none"
+    lease = MemoryFactory(
+        owner=tenant,
+        topic="Lease terms",
+        content="The zeppelin hangar lease renews every March; the landlord wants notice by June.",
+    )
+    for n in range(10):
+        MemoryFactory(owner=tenant, topic=f"Door {n}", content=f"Hangar door {n} repainted.")
+    bulk_load_notes(tenant, 10 * search.RELEVANCE_FLOOR_SIZE)
+    hits = run(tenant, "zeppelin hangar").hits
+    assert hits[0].id == lease.id
+    assert search.RELEVANCE_FLOOR <= hits[0].score < search.relevance_floor(2_000)
+
+
 def test_the_relevance_floor_by_account_size():
     floor, per_decade = search.RELEVANCE_FLOOR, search.RELEVANCE_FLOOR_PER_DECADE
     size = search.RELEVANCE_FLOOR_SIZE
     assert search.relevance_floor(1) == search.relevance_floor(size) == floor
     assert search.relevance_floor(10 * size) == pytest.approx(floor + per_decade)
-    assert search.relevance_floor(100 * size) == pytest.approx(floor + 2 * per_decade)
+    # The account counts up to TENANT_SIZE_COUNTED_MAX memories, as for the IDF.
+    counted = search.TENANT_SIZE_COUNTED_MAX
+    assert search.relevance_floor(10**6) == search.relevance_floor(counted) > floor + per_decade
 
 
 @pytest.fixture
