@@ -346,6 +346,18 @@ def test_the_fill_keeps_the_index_of_an_account_too_small_to_get_a_new_one(unemb
     assert index_oids() == oids
 
 
+def test_the_fill_first_drops_an_index_that_the_end_would_drop(unembedded, monkeypatch):
+    """An account under half the size at which it gets an index loses its index at the end of
+    a run: the fill does not write into it first."""
+    memories, _ = unembedded
+    run_backfill()
+    MemoryFactory(owner=memories[0].owner, content="one more, stored without a vector")
+    monkeypatch.setattr("memories.account_indexes.LARGE_ACCOUNT_MIN", 10)
+    out = run_backfill()
+    assert "dropped the nearest-neighbour index of 1 account for the fill" in out
+    assert account_indexes.NEAREST.indexes() == {}
+
+
 def test_without_a_model_the_command_refuses_before_clearing_anything(tenant, search_embedder):
     kept = MemoryFactory(owner=tenant, embedded=True)
     vector = stored_vector(kept)

@@ -41,7 +41,9 @@ class Command(BaseCommand):
         "drops only an invalid one the fill writes into (it serves no search). Either way, "
         f"only in an account that will count {account_indexes.LARGE_ACCOUNT_MIN:,} current "
         "memories or more after the "
-        "fill: the end builds no index for a smaller one, which keeps its own. Every "
+        "fill: the end builds no index for a smaller one, which keeps its own unless it is under "
+        "half that size (the end drops that one; but for --keep-index, it goes before the fill). "
+        "Every "
         "run ends as index_accounts does: an account that has grown large gets its index. A run "
         "that stops leaves the indexes to the next run. "
         "--reembed clears every vector first, then fills them all: run it after changing "
@@ -127,7 +129,8 @@ class Command(BaseCommand):
         invalid index the fill writes into: it serves no search, and is rebuilt anyway. Either way,
         only the index of an account large enough for the end to build it again: one smaller
         (an account keeps its index down to half that size) would go without one until it grew
-        large again."""
+        large again. And unless --keep-index, the index of an account under half that size, which
+        the end drops: the fill would write into it for nothing."""
         existing = account_indexes.NEAREST.indexes()
         if not existing:
             return []
@@ -136,12 +139,15 @@ class Command(BaseCommand):
         for owner_id, (missing, embedded) in backfill.counts_by_owner(sorted(existing)).items():
             if reembed:
                 missing, embedded = missing + embedded, 0  # once cleared
+            after = missing + embedded  # after the fill
+            rebuilt = after >= account_indexes.LARGE_ACCOUNT_MIN
             if keep_index:
-                goes = owner_id in invalid
+                goes = rebuilt and owner_id in invalid
             else:
-                goes = missing >= embedded or not existing[owner_id]
-            large = missing + embedded >= account_indexes.LARGE_ACCOUNT_MIN  # after the fill
-            if missing > 0 and goes and large:
+                dropped_at_the_end = after < account_indexes.LARGE_ACCOUNT_MIN // 2
+                outgrown = missing >= embedded or not existing[owner_id]
+                goes = dropped_at_the_end or (rebuilt and outgrown)
+            if missing > 0 and goes:
                 dropped.append(owner_id)
         return sorted(dropped)
 
