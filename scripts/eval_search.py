@@ -1,6 +1,7 @@
 """Retrieval quality of `search` on the eval set in tests/memories/retrieval_eval/.
 
     .venv/bin/python scripts/eval_search.py [--embedder wordllama|none|...] [--crowd N]
+        [--dataset tests/memories/retrieval_eval/heldout.json]
 
 Stores the set's memories for a new account on the embedded PostgreSQL (a scratch database,
 `threengram_eval`, made afresh each run), applies its revisions, asks every question through
@@ -43,8 +44,8 @@ CROWD_PARAGRAPH_MAX = 600
 K = 5
 
 
-def load_dataset() -> dict:
-    return json.loads(DATASET.read_text())
+def load_dataset(path: Path = DATASET) -> dict:
+    return json.loads(path.read_text())
 
 
 def store_dataset(owner, dataset: dict) -> dict[str, str]:
@@ -212,6 +213,12 @@ def main() -> None:
     parser.add_argument("--embedder", default="wordllama", help="a SEARCH_EMBEDDER value")
     parser.add_argument("--misses", action="store_true", help="list every miss")
     parser.add_argument(
+        "--dataset",
+        type=Path,
+        default=DATASET,
+        help="a set of the same shape (default: the eval set)",
+    )
+    parser.add_argument(
         "--crowd", type=int, default=0, help="other memories recorded after the set (see above)"
     )
     args = parser.parse_args()
@@ -221,7 +228,7 @@ def main() -> None:
     from accounts.models import User
     from mcp_gateway.principal import Principal
 
-    dataset = load_dataset()
+    dataset = load_dataset(args.dataset)
     owner = User.objects.create_user(username="eval", password=None)
     started = time.perf_counter()
     ids = store_dataset(owner, dataset)
