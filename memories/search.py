@@ -14,11 +14,12 @@ Ranking:
   and the fields' sum saturates. The words score is that sum divided by the summed IDFs of the
   query's WORDS_SCALE_TERMS rarest terms: about 1 when a memory holds what is most distinctive
   in the question, near 0 when it shares only common words.
-  `"quoted phrases"` and `-exclusions` are required, as in a web search engine.
-- Meaning. The query's embedding (memories/embedding.py) against each memory's: up to the
-  SEMANTIC_CANDIDATES nearest current memories join the candidates (a large account's own HNSW
-  index keeps this bounded, memories/account_indexes.py), and every candidate gets its cosine
-  similarity.
+  `"quoted phrases"` and `-exclusions` (of words or `-"phrases"`) are required, as in a web
+  search engine; one of stop words only requires nothing.
+- Meaning. The embedding of the query without its exclusions (memories/embedding.py) against
+  each memory's: up to the SEMANTIC_CANDIDATES nearest current memories join the candidates (a
+  large account's own HNSW index keeps this bounded, memories/account_indexes.py), and every
+  candidate gets its cosine similarity.
 - Fusion: score = words + MEANING_WEIGHT * max(0, cosine), rounded to 6 places so paging
   compares exact values. A hit matches by words or has a cosine of at least MEANING_MATCH_MIN.
 - Abstention: when the best candidate scores under the relevance floor the search returns no
@@ -32,8 +33,9 @@ Ranking:
   scripts/eval_search.py): chosen on random halves of its questions, they kept their gain on the
   other halves, so they are not fitted to single items.
 - Topic fallback: when a query of at most TOPIC_FALLBACK_WORDS_MAX words abstains, topics
-  trigram-similar to the query (pg_trgm similarity >= TOPIC_SIMILARITY_MIN) among the
-  TOPIC_FALLBACK_RECENT most recent memories: this catches typos and near-miss topic names. A
+  trigram-similar to the query without its exclusions (pg_trgm similarity >=
+  TOPIC_SIMILARITY_MIN) among the TOPIC_FALLBACK_RECENT most recent memories that hold its
+  phrases and none of its exclusions: this catches typos and near-miss topic names. A
   query of more words is a question, not a topic name: when neither its words nor its meaning
   matched, a topic that shares letters with it is noise, not an answer (and comparing every
   recent topic with a long query costs more than the rest of the search).
@@ -251,7 +253,8 @@ def clean_filters(
 
 
 _CONFIG = "'threengram_unaccented'"
-_PHRASE = re.compile(r'"([^"]*)"?')
+# A quoted phrase, excluded when a minus sign precedes it.
+_PHRASE = re.compile(r'((?:^|(?<=\s))-)?"([^"]*)"?')
 _EXCLUSION = re.compile(r"(?:^|\s)-(\w[^\s]*)")
 # Per candidate: where it holds each query term (see _fields_held), and its cosine similarity
 # to the query. The page's excerpts are read afterwards, for the page alone (_PAGE_SQL).
@@ -333,15 +336,15 @@ SELECT (SELECT count(*) FROM (
                  WHERE i.indexrelid = to_regclass(%(words_index)s)), false)
 """
 _TOPIC_SQL = """
-SELECT m.id, m.recorded_at, m.content_length, similarity(m.topic, %(query)s)
+SELECT m.id, m.recorded_at, m.content_length, similarity(m.topic, %(wanted)s)
 FROM (
     SELECT m.* FROM memories_memory m
     WHERE m.owner_id = %(owner)s AND m.recorded_at <= %(snapshot)s {reach}
     ORDER BY m.recorded_at DESC
     LIMIT %(recent)s
 ) m
-WHERE TRUE {selection}
-  AND similarity(m.topic, %(query)s) >= %(topic_min)s
+WHERE TRUE {selection} {required}
+  AND similarity(m.topic, %(wanted)s) >= %(topic_min)s
 """
 _PAGE_SQL = (
     f"SELECT {EXCERPT_COLUMNS} FROM memories_memory m "  # noqa: S608 (constants)
@@ -353,20 +356,29 @@ _PAGE_SQL = (
 class _Query:
     terms: tuple[str, ...]  # significant lexemes, deduplicated
     required: str  # the phrases and exclusions, in web-search syntax ("" for none)
+    wanted: str  # the text asked for: the query without its exclusions
 
 
 def _parse(db, text: str) -> _Query:
-    """The query's OR'ed terms and its required phrases and exclusions."""
-    phrases = [phrase for phrase in _PHRASE.findall(text) if phrase.strip()]
+    """The query's OR'ed terms and its required phrases and exclusions. A phrase or exclusion
+    of stop words only requires nothing (PostgreSQL would make it a query that matches no row)."""
+    quoted = [(minus, phrase) for minus, phrase in _PHRASE.findall(text) if phrase.strip()]
+    phrases = [phrase for minus, phrase in quoted if not minus]
     rest = _PHRASE.sub(" ", text)
     exclusions = _EXCLUSION.findall(rest)
     rest = _EXCLUSION.sub(" ", rest)
-    required = " ".join([f'"{phrase}"' for phrase in phrases] + [f"-{x}" for x in exclusions])
-    db.execute(
-        f"SELECT coalesce(array_agg(lexeme), '{{}}') FROM unnest(to_tsvector({_CONFIG}, %s))",  # noqa: S608 (constant)
-        [" ".join([rest, *phrases])],
+    required = " ".join(
+        [f'{minus}"{phrase}"' for minus, phrase in quoted] + [f"-{x}" for x in exclusions]
     )
-    return _Query(terms=tuple(db.fetchone()[0]), required=required)
+    wanted = " ".join(" ".join([rest, *phrases]).split())
+    db.execute(
+        f"SELECT (SELECT coalesce(array_agg(lexeme), '{{}}') "  # noqa: S608 (constant)
+        f"FROM unnest(to_tsvector({_CONFIG}, %s))), "
+        f"numnode(websearch_to_tsquery({_CONFIG}, %s))",
+        [wanted, required],
+    )
+    terms, required_nodes = db.fetchone()
+    return _Query(terms=tuple(terms), required=required if required_nodes else "", wanted=wanted)
 
 
 def _any_term(terms: tuple[str, ...]) -> str:
@@ -573,7 +585,6 @@ def search_memories(
             raise InvalidInput("cursor", f"must be at most {CURSOR_MAX} characters")
         position = _decode_cursor(cursor, fingerprint)
     params: dict = {
-        "query": text,
         "owner": owner_id,
         "excerpt_fetch": SEARCH_EXCERPT_MAX + 1,
         "lexical_max": LEXICAL_CANDIDATES,
@@ -589,12 +600,17 @@ def search_memories(
     alias = replica.read_alias()
     with transaction.atomic(using=alias), connections[alias].cursor() as db:
         _count_tenant(db, params)
+        parsed = _parse(db, text)
         mode = position[0] if position else "ranked"
-        ranked = _ranked(db, text, where, params) if mode == "ranked" else []
-        if not ranked and position is None and len(text.split()) <= TOPIC_FALLBACK_WORDS_MAX:
+        ranked = _ranked(db, parsed, where, params) if mode == "ranked" else []
+        if (
+            not ranked
+            and position is None
+            and 0 < len(parsed.wanted.split()) <= TOPIC_FALLBACK_WORDS_MAX
+        ):
             mode = "topic"
         if mode == "topic":
-            ranked = _topic_matches(db, where, params)
+            ranked = _topic_matches(db, parsed, where, params)
         ranked.sort(key=lambda c: (c.score, c.recorded_at, c.id), reverse=True)
         if position is not None:
             after = (float(position[1]), position[2], position[3])
@@ -824,12 +840,11 @@ def _indexed_words(db, required: str, where: _Where, params: dict) -> list[uuid.
     return ids
 
 
-def _ranked(db, text: str, where: _Where, params: dict) -> list[_Candidate]:
+def _ranked(db, parsed: _Query, where: _Where, params: dict) -> list[_Candidate]:
     """Candidates by words and by meaning, fused; none when the best is under the floor."""
-    parsed = _parse(db, text)
     if not parsed.terms:
         return []  # only stop words or punctuation: nothing to look for
-    vector = embed_query(text)
+    vector = embed_query(parsed.wanted)
     required = _REQUIRED if parsed.required else ""
     params |= {
         "terms": list(parsed.terms),
@@ -899,8 +914,14 @@ def _read_candidates(
     ]
 
 
-def _topic_matches(db, where: _Where, params: dict) -> list[_Candidate]:
-    db.execute(_TOPIC_SQL.format(reach=where.reach, selection=where.selection), params)
+def _topic_matches(db, parsed: _Query, where: _Where, params: dict) -> list[_Candidate]:
+    """Topics spelled like the text asked for, that hold the query's phrases and none of its
+    exclusions."""
+    params |= {"wanted": parsed.wanted, "required": parsed.required}
+    required = _REQUIRED if parsed.required else ""
+    db.execute(
+        _TOPIC_SQL.format(reach=where.reach, selection=where.selection, required=required), params
+    )
     return [
         _Candidate(
             id=row[0],

@@ -174,6 +174,30 @@ def test_web_search_syntax(tenant, corpus):
     assert [hit.id for hit in run(tenant, "database -backup").hits] == [corpus["Database"].id]
 
 
+def test_a_minus_before_a_phrase_excludes_it(tenant, corpus):
+    ids = {hit.id for hit in run(tenant, 'database neovim -"dark theme"').hits}
+    assert corpus["Editor"].id not in ids
+    assert {corpus["Database"].id, corpus["Deploy"].id} <= ids
+    # A hyphen inside a word is no exclusion.
+    assert corpus["Editor"].id in {hit.id for hit in run(tenant, 'neovim-"dark theme"').hits}
+
+
+@pytest.mark.parametrize("requirement", ["-the", '"of"', '-"of the"'])
+def test_a_phrase_or_exclusion_of_stop_words_only_requires_nothing(tenant, corpus, requirement):
+    question = "which postgresql database did we choose for the store"
+    plain = [hit.id for hit in run(tenant, question).hits]
+    assert plain[0] == corpus["Database"].id
+    assert [hit.id for hit in run(tenant, f"{question} {requirement}").hits] == plain
+
+
+def test_the_topic_fallback_keeps_exclusions(tenant, corpus, settings):
+    settings.SEARCH_EMBEDDER = "none"  # words only: the typo below matches no word
+    assert [hit.id for hit in run(tenant, "Paymnts").hits] == [corpus["Payments"].id]
+    assert run(tenant, "Paymnts -stripe").hits == []  # its content holds "Stripe"
+    # Nothing asked for but an exclusion: nothing to spell a topic like.
+    assert run(tenant, "-payments").hits == []
+
+
 def test_only_the_owners_current_active_memories_by_default(tenant, other_tenant, corpus):
     MemoryFactory(owner=other_tenant, topic="Database", content="Their PostgreSQL cluster")
     revise_memory(owner=tenant, predecessor_id=corpus["Editor"].id, content="Prefers Helix now.")
