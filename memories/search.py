@@ -45,7 +45,10 @@ Ranking:
   memories are searched unless asOf names another instant, so a superseded memory and its
   successor are never both hits.
 - Paging: the cursor is signed (django.core.signing, SECRET_KEY) and carries the position, the
-  candidate mode and a fingerprint of the query and filters; it is refused for any other query.
+  candidate mode, the first page's instant and word statistics (_Position) and a fingerprint of
+  the query and filters; it is refused for any other query. Later pages score with the first
+  page's statistics, so a write between pages (a revision changes the account's size, an archive
+  which candidates hold a term) does not shift the scores of the rest and so repeat or skip hits.
 """
 
 from __future__ import annotations
@@ -76,7 +79,7 @@ from memories.models import MemoryType, Status, Thread
 DEFAULT_LIMIT = 5
 MAX_LIMIT = 25
 QUERY_MAX = 500
-CURSOR_MAX = 512
+CURSOR_MAX = 2048
 # Bounded work per search, however large the tenant: the most recent memories matching any term
 # (and a few more per rare term, see RARE_TERM_HELD_MAX), and the nearest by meaning.
 LEXICAL_CANDIDATES = 300
@@ -397,29 +400,47 @@ class _Candidate:
     matched_by: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class _WordStatistics:
+    """What a words score depends on besides the memory: the account's size (as the IDF counts
+    it), how many candidates hold each query term (in the query's term order) and their average
+    length. A cursor carries the first page's, so that later pages score as it did."""
+
+    total: int
+    held_by: tuple[int, ...]
+    average_length: float
+
+    @classmethod
+    def of(
+        cls, candidates: list[_Candidate], terms: tuple[str, ...], tenant_size: int
+    ) -> _WordStatistics:
+        held = Counter(term for candidate in candidates for term in candidate.fields_held)
+        lengths = [candidate.content_length for candidate in candidates] or [1]
+        return cls(
+            total=max(tenant_size, len(candidates), IDF_TENANT_SIZE_MIN),
+            held_by=tuple(held[term] for term in terms),
+            average_length=sum(lengths) / len(lengths),
+        )
+
+
 def _words_scores(
-    candidates: list[_Candidate], terms: tuple[str, ...], tenant_size: int
+    candidates: list[_Candidate], terms: tuple[str, ...], statistics: _WordStatistics
 ) -> frozenset[str]:
     """BM25F over the candidates, each divided by the sum of the IDFs of the query's
     WORDS_SCALE_TERMS rarest terms; returns those terms."""
     if not terms or not candidates:
         return frozenset()
-    total = max(tenant_size, len(candidates), IDF_TENANT_SIZE_MIN)
-    frequency = dict.fromkeys(terms, 0)
-    for candidate in candidates:
-        for term in candidate.fields_held:
-            frequency[term] = frequency.get(term, 0) + 1
+    total = statistics.total
     idf = {
         term: math.log(1 + (total - count + 0.5) / (count + 0.5))
-        for term, count in frequency.items()
+        for term, count in zip(terms, statistics.held_by, strict=True)
     }
     # Normalised by the question's most distinctive terms, not all of them: a long question in
     # the asker's own words has many terms no memory holds, and should not sink the one that
     # holds what it is about.
     rarest = sorted(terms, key=lambda term: idf[term], reverse=True)[:WORDS_SCALE_TERMS]
     scale = sum(idf[term] for term in rarest)
-    lengths = [candidate.content_length for candidate in candidates]
-    average_length = sum(lengths) / len(lengths)
+    average_length = statistics.average_length
     for candidate in candidates:
         norm = 1 - BM25_B + BM25_B * candidate.content_length / average_length
         score = 0.0
@@ -541,17 +562,64 @@ def _conjunction(clauses: list[str]) -> str:
     return "".join(f"\n      AND {clause}" for clause in clauses)
 
 
-def _decode_cursor(cursor: str, fingerprint: str) -> tuple[str, str, datetime, uuid.UUID, datetime]:
+@dataclass(frozen=True)
+class _Position:
+    """Where a page ends, as a cursor carries it: the candidate mode, the last hit's sort key,
+    the first page's instant (`snapshot`) and word statistics (ranked mode)."""
+
+    mode: str
+    score: str  # repr of the float, exact
+    recorded_at: datetime
+    id: uuid.UUID
+    snapshot: datetime
+    statistics: _WordStatistics | None
+
+    def encode(self, fingerprint: str) -> str:
+        payload = {
+            "f": fingerprint,
+            "m": self.mode,
+            "s": self.score,
+            "r": self.recorded_at.isoformat(),
+            "i": str(self.id),
+            "t": self.snapshot.isoformat(),
+        }
+        if self.statistics is not None:
+            payload["w"] = [
+                self.statistics.total,
+                list(self.statistics.held_by),
+                repr(self.statistics.average_length),
+            ]
+        return signing.dumps(payload, salt=_CURSOR_SALT, compress=True)
+
+    def follows(self, candidate: _Candidate) -> bool:
+        """Whether `candidate` sorts after this position."""
+        return (candidate.score, candidate.recorded_at, candidate.id) < (
+            float(self.score),
+            self.recorded_at,
+            self.id,
+        )
+
+
+def _decode_cursor(cursor: str, fingerprint: str) -> _Position:
     try:
         payload = signing.loads(cursor, salt=_CURSOR_SALT)
         if payload["m"] not in MODES:
             raise ValueError(payload["m"])
-        position = (
-            payload["m"],
-            payload["s"],
-            datetime.fromisoformat(payload["r"]),
-            uuid.UUID(payload["i"]),
-            datetime.fromisoformat(payload["t"]),
+        statistics = None
+        if "w" in payload:
+            total, held_by, average_length = payload["w"]
+            statistics = _WordStatistics(
+                total=int(total),
+                held_by=tuple(int(count) for count in held_by),
+                average_length=float(average_length),
+            )
+        position = _Position(
+            mode=payload["m"],
+            score=payload["s"],
+            recorded_at=datetime.fromisoformat(payload["r"]),
+            id=uuid.UUID(payload["i"]),
+            snapshot=datetime.fromisoformat(payload["t"]),
+            statistics=statistics,
         )
         bound_to = payload["f"]
     except (signing.BadSignature, KeyError, TypeError, ValueError):
@@ -592,17 +660,22 @@ def search_memories(
         "tenant_size_max": TENANT_SIZE_COUNTED_MAX,
         "recent": TOPIC_FALLBACK_RECENT,
         "topic_min": TOPIC_SIMILARITY_MIN,
-        # Later pages rank what the first one saw: a memory written mid-walk neither appears
-        # nor shifts the term statistics (and so the scores) of the rest.
-        "snapshot": position[4] if position else timezone.now(),
+        # Later pages rank what the first one saw: a memory written since does not appear, and
+        # the first page's word statistics score the rest (see _Position).
+        "snapshot": position.snapshot if position else timezone.now(),
     }
     where = _where(filters, owner_id, params)
     alias = replica.read_alias()
     with transaction.atomic(using=alias), connections[alias].cursor() as db:
         _count_tenant(db, params)
         parsed = _parse(db, text)
-        mode = position[0] if position else "ranked"
-        ranked = _ranked(db, parsed, where, params) if mode == "ranked" else []
+        mode = position.mode if position else "ranked"
+        ranked: list[_Candidate] = []
+        statistics = None
+        if mode == "ranked":
+            ranked, statistics = _ranked(
+                db, parsed, where, params, position.statistics if position else None
+            )
         if (
             not ranked
             and position is None
@@ -613,8 +686,7 @@ def search_memories(
             ranked = _topic_matches(db, parsed, where, params)
         ranked.sort(key=lambda c: (c.score, c.recorded_at, c.id), reverse=True)
         if position is not None:
-            after = (float(position[1]), position[2], position[3])
-            ranked = [c for c in ranked if (c.score, c.recorded_at, c.id) < after]
+            ranked = [c for c in ranked if position.follows(c)]
         shown = ranked[:limit]
         rows = {}
         if shown:
@@ -630,17 +702,14 @@ def search_memories(
         )
     if len(ranked) > limit:
         last = ranked[limit - 1]
-        page.next_cursor = signing.dumps(
-            {
-                "f": fingerprint,
-                "m": mode,
-                "s": repr(last.score),
-                "r": last.recorded_at.isoformat(),
-                "i": str(last.id),
-                "t": params["snapshot"].isoformat(),
-            },
-            salt=_CURSOR_SALT,
-        )
+        page.next_cursor = _Position(
+            mode=mode,
+            score=repr(last.score),
+            recorded_at=last.recorded_at,
+            id=last.id,
+            snapshot=params["snapshot"],
+            statistics=statistics if mode == "ranked" else None,
+        ).encode(fingerprint)
     return page
 
 
@@ -840,10 +909,15 @@ def _indexed_words(db, required: str, where: _Where, params: dict) -> list[uuid.
     return ids
 
 
-def _ranked(db, parsed: _Query, where: _Where, params: dict) -> list[_Candidate]:
-    """Candidates by words and by meaning, fused; none when the best is under the floor."""
+def _ranked(
+    db, parsed: _Query, where: _Where, params: dict, statistics: _WordStatistics | None
+) -> tuple[list[_Candidate], _WordStatistics | None]:
+    """Candidates by words and by meaning, fused, and the word statistics they were scored
+    with. A first page (`statistics` None) computes those, and gets no candidates when the best
+    is under the floor; a later page scores with its first page's, and does not abstain: the
+    first page decided that the query has answers."""
     if not parsed.terms:
-        return []  # only stop words or punctuation: nothing to look for
+        return [], None  # only stop words or punctuation: nothing to look for
     vector = embed_query(parsed.wanted)
     required = _REQUIRED if parsed.required else ""
     params |= {
@@ -879,18 +953,21 @@ def _ranked(db, parsed: _Query, where: _Where, params: dict) -> list[_Candidate]
         candidates += _read_candidates(
             db, parsed.terms, [i for i in older if i not in seen], cosine, params
         )
-    rarest = _words_scores(candidates, parsed.terms, params["tenant_size"])
+    first_page = statistics is None
+    if statistics is None:
+        statistics = _WordStatistics.of(candidates, parsed.terms, params["tenant_size"])
+    rarest = _words_scores(candidates, parsed.terms, statistics)
     for candidate in candidates:
         _fuse(candidate)
     hits = [c for c in candidates if c.matched_by]
     floor = relevance_floor(params["tenant_size"])
     # A hit that holds the query's rarest terms all is no partial match: its words score does not
     # grow with the account, and the floor it is held to does not either.
-    if not any(
+    if first_page and not any(
         c.score >= (RELEVANCE_FLOOR if rarest <= c.fields_held.keys() else floor) for c in hits
     ):
-        return []
-    return hits
+        return [], statistics
+    return hits, statistics
 
 
 def _read_candidates(

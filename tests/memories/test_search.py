@@ -14,6 +14,8 @@ from django.utils import timezone
 from memories import account_indexes, bounds, search, tenancy
 from memories.errors import InvalidInput, NotFound
 from memories.search import (
+    CURSOR_MAX,
+    QUERY_MAX,
     TOPIC_FALLBACK_WORDS_MAX,
     TOPIC_SIMILARITY_MIN,
     clean_filters,
@@ -270,6 +272,74 @@ def test_cursor_pages_through_every_hit_once_in_order(tenant):
     assert pages == 5
     assert seen == [hit.id for hit in first.hits][:23]
     assert len(set(seen)) == 23
+
+
+def page_through(owner, query: str, first, *, limit: int) -> list:
+    """The ids of `first`'s hits and of every later page's, in order."""
+    seen, cursor = [hit.id for hit in first.hits], first.next_cursor
+    while cursor:
+        page = run(owner, query, limit=limit, cursor=cursor)
+        seen += [hit.id for hit in page.hits]
+        cursor = page.next_cursor
+    return seen
+
+
+@pytest.fixture
+def rare_and_common(tenant, settings):
+    """3 memories holding a rare word, then 12 holding a common one, and 200 others."""
+    settings.SEARCH_EMBEDDER = "none"  # words only: scores depend on the word statistics
+    now = timezone.now()
+    rare = [
+        MemoryFactory(
+            owner=tenant, content=f"beta note {n}", recorded_at=now - timedelta(minutes=n)
+        )
+        for n in range(3)
+    ]
+    common = [
+        MemoryFactory(
+            owner=tenant, content=f"alpha note {n}", recorded_at=now - timedelta(minutes=10 + n)
+        )
+        for n in range(12)
+    ]
+    others = [
+        MemoryFactory(
+            owner=tenant, content=f"unrelated {n}", recorded_at=now - timedelta(hours=1 + n)
+        )
+        for n in range(200)
+    ]
+    return rare, common, others
+
+
+def test_a_revision_between_pages_does_not_shift_the_later_pages(tenant, rare_and_common):
+    rare, common, others = rare_and_common
+    first = run(tenant, "alpha beta", limit=5)
+    # The account's size, and so every term's weight, changes: not the later pages' scores.
+    revise_memory(owner=tenant, predecessor_id=others[0].id, content="still unrelated")
+    seen = page_through(tenant, "alpha beta", first, limit=5)
+    assert len(seen) == len(set(seen)) == 15
+    assert set(seen) == {memory.id for memory in rare + common}
+
+
+def test_archiving_a_hit_between_pages_repeats_and_skips_nothing(tenant, rare_and_common):
+    rare, common, _ = rare_and_common
+    first = run(tenant, "alpha beta", limit=5)
+    assert [hit.id for hit in first.hits][:3] == [memory.id for memory in rare]
+    # The hits' word statistics change (one fewer holds "beta"): not the later pages' scores.
+    archive_memory(owner=tenant, memory_id=rare[0].id)
+    seen = page_through(tenant, "alpha beta", first, limit=5)
+    assert len(seen) == len(set(seen)) == 15
+    assert set(seen) == {memory.id for memory in rare + common}
+
+
+def test_a_cursor_of_the_longest_query_fits_its_bound(tenant, settings):
+    settings.SEARCH_EMBEDDER = "none"
+    words = [f"{a}{b}" for a in "bcdfghjklmnpqrstvwxz" for b in "aeiou"][:166]
+    for n in range(40):
+        MemoryFactory(owner=tenant, content=" ".join(words[n % 7 :: 3]) + f" entry {n}")
+    query = " ".join(words)[:QUERY_MAX]
+    first = run(tenant, query, limit=1)
+    assert first.next_cursor and len(first.next_cursor) <= CURSOR_MAX
+    assert len(page_through(tenant, query, first, limit=1)) == 40
 
 
 def test_cursor_is_bound_to_its_query_and_filters(tenant):
