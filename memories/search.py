@@ -126,7 +126,8 @@ WORDS_DENSE_WALK_MAX = 2 * LEXICAL_CANDIDATES * WORDS_DENSE_SHARE
 # ones gives its most recent among a sample of about RARE_TERM_SAMPLE_MAX of its matches
 # (gin_fuzzy_search_limit, which samples a scan whose every term is that common: one term per
 # scan here), so that its lookup stays bounded; such a term weighs little, and which of its
-# matches are candidates may differ between calls.
+# matches are candidates may differ between calls (and so between a query's pages: a later page
+# scores as the first did, so it repeats none of its hits, but it may miss one).
 RARE_TERM_HELD_MAX = 3
 RARE_TERMS_MAX = 4
 RARE_TERM_CANDIDATES = 20
