@@ -152,6 +152,14 @@ def clean_datetime(field: str, value: object) -> datetime:
     return instant
 
 
+def within_bounds(instant: datetime | None) -> datetime | None:
+    """A stored instant brought within EARLIEST_INSTANT..LATEST_INSTANT (an old row may hold one
+    outside): what a revision carries over of it, so that it passes clean_datetime."""
+    if instant is None:
+        return None
+    return min(max(instant, EARLIEST_INSTANT), LATEST_INSTANT)
+
+
 def clean_due_at(value: object, *, memory_type: str) -> datetime | None:
     if value is None:
         return None

@@ -23,6 +23,7 @@ from memories.errors import (
     InvalidTransition,
     NotFound,
 )
+from memories.fields import ReadableDateTimeField, readable_instant_sql
 from memories.models import (
     COMMITMENT_TRANSITIONS,
     ERASED,
@@ -259,12 +260,22 @@ def revise_memory(
         raise _explain_lost_insert(lost) from None
 
 
+def _returned(field) -> str:
+    """A column as the close statement returns it: clamped to the readable range where every
+    read of it is (an instant an old row may hold out of Python's range)."""
+    if isinstance(field, ReadableDateTimeField):
+        return f"{readable_instant_sql(field.column)} AS {field.column}"
+    return field.column
+
+
 # Closes a current memory and reads it back in one statement; the row lock it takes makes a
-# concurrent revision of the same memory wait, then find it closed (0 rows: Conflict).
+# concurrent revision of the same memory wait, then find it closed (0 rows: Conflict). It closes
+# no earlier than the memory was recorded (the table's constraint): a memory recorded by a host
+# whose clock runs ahead of this one's is closed at its own recording time.
 _CLOSE_SQL = (
-    f"UPDATE {Memory._meta.db_table} SET valid_to = %s "  # noqa: S608 (constants)
+    f"UPDATE {Memory._meta.db_table} SET valid_to = GREATEST(%s, recorded_at) "  # noqa: S608 (constants)
     "WHERE owner_id = %s AND id = %s AND valid_to IS NULL "
-    f"RETURNING {', '.join(field.column for field in Memory._meta.concrete_fields)}"
+    f"RETURNING {', '.join(_returned(field) for field in Memory._meta.concrete_fields)}"
 )
 
 
@@ -290,8 +301,9 @@ def _revise(
 ) -> Memory:
     with transaction.atomic():
         lock_live_owner(owner)
-        now = timezone.now()
-        predecessor = _close(owner, predecessor_id, now)
+        predecessor = _close(owner, predecessor_id, timezone.now())
+        # The successor is current from the instant its predecessor stopped being.
+        now = predecessor.valid_to
 
         inherited = {
             name: getattr(predecessor, name) if value is _UNSET else value
@@ -302,7 +314,7 @@ def _revise(
         if due_at is _UNSET:
             # A due date carries over only while the memory stays a commitment.
             commitment = inherited["memory_type"] == MemoryType.COMMITMENT
-            due_at = predecessor.due_at if commitment else None
+            due_at = bounds.within_bounds(predecessor.due_at) if commitment else None
         fields = MemoryFields.clean(content=content, due_at=due_at, **inherited)
         successor = _insert(_new_memory(owner, fields, predecessor=predecessor, recorded_at=now))
         if and_then is not None:

@@ -2,9 +2,12 @@
 resolve_commitment, and the tenant boundary on every one of them."""
 
 import uuid
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
+from memories.bounds import EARLIEST_INSTANT, LATEST_INSTANT
 from memories.errors import Conflict, DuplicateMemory, InvalidInput, InvalidTransition, NotFound
 from memories.models import Memory
 from memories.services import (
@@ -13,7 +16,7 @@ from memories.services import (
     resolve_commitment,
     revise_memory,
 )
-from tests.factories import MemoryFactory
+from tests.factories import MemoryFactory, insert_commitment_due_at
 
 SUBSTANCE = (
     "content",
@@ -251,3 +254,28 @@ class TestTenantBoundary:
         mine = MemoryFactory(owner=tenant)
         MemoryFactory(owner=other_tenant)
         assert list(Memory.objects.owned_by(tenant)) == [mine]
+
+
+@pytest.mark.parametrize(
+    ("stored", "carried"),
+    [("10000-01-01 00:00:00+00", LATEST_INSTANT), ("0044-03-15 12:00:00+00 BC", EARLIEST_INSTANT)],
+)
+def test_a_due_date_stored_out_of_range_is_carried_within_it(tenant, stored, carried):
+    # An old row may hold what the bounds now refuse; revising it is no error.
+    memory_id = insert_commitment_due_at(tenant, stored)
+    successor = revise_memory(owner=tenant, predecessor_id=memory_id, content="new text")
+    assert successor.due_at == carried
+    assert Memory.objects.get(pk=memory_id).valid_to == successor.recorded_at
+
+
+def test_a_memory_recorded_by_a_clock_ahead_of_ours_is_revised(tenant):
+    ahead = MemoryFactory(owner=tenant, recorded_at=timezone.now() + timedelta(seconds=2))
+    successor = revise_memory(owner=tenant, predecessor_id=ahead.id, content="v2")
+    ahead.refresh_from_db()
+    assert ahead.valid_to == ahead.recorded_at == successor.recorded_at
+
+
+def test_revising_an_archived_memory_makes_its_successor_active(tenant):
+    memory = record_memory(owner=tenant, memory_type="note", topic="x", content="v1")
+    archive_memory(owner=tenant, memory_id=memory.id)
+    assert revise_memory(owner=tenant, predecessor_id=memory.id, content="v2").status == "active"
