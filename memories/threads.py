@@ -11,13 +11,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from memories import bounds, services
 from memories.errors import Conflict, InvalidInput, NotFound
-from memories.models import MembershipState, Memory, Thread, ThreadMembership
+from memories.models import ERASED, MembershipState, Memory, Thread, ThreadMembership
 
 THREADS_MAX = 200  # per tenant: keeps proposals, listings and describe_environment bounded
 MEMBERS_PER_CALL_MAX = 20
@@ -52,21 +53,50 @@ def _owned_memory_ids(owner, memory_ids: Sequence[object]) -> list[uuid.UUID]:
             "memoryIds", f"give 1 to {MEMBERS_PER_CALL_MAX} ids; got {len(memory_ids)}"
         )
     parsed = [services.parse_memory_id(value) for value in memory_ids]
-    found = set(
-        Memory.objects.filter(owner=owner, id__in=[p for p in parsed if p]).values_list(
-            "id", flat=True
-        )
-    )
+    found = _locked_memories(owner, [p for p in parsed if p])
     missing = [str(raw) for raw, p in zip(memory_ids, parsed, strict=True) if p not in found]
     if missing:
         raise NotFound(f"memory {', '.join(missing[:5])}")
+    superseded = [str(p) for p in parsed if found[p] is not None]
+    if superseded:
+        raise Conflict(
+            f"memory {', '.join(superseded[:5])} is superseded; use its successor instead"
+        )
     return [p for p in parsed if p is not None]
 
 
+def _locked_memories(owner, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, datetime | None]:
+    """The owner's memories among `ids`, each with its `valid_to` (None: current), locked until
+    the transaction ends: a revision of one waits, and then carries what this transaction did to
+    its threads over to its successor (or, if it came first, this one finds it superseded)."""
+    return dict(
+        Memory.objects.select_for_update(no_key=True)
+        .filter(owner=owner, id__in=ids)
+        .values_list("id", "valid_to")
+    )
+
+
+def _new_thread_name(value: object, field: str) -> str:
+    """A name a thread may be given: not the one erasure gives every thread of an account (the
+    unique index on names leaves it out, so that an erased account's threads can share it)."""
+    cleaned = bounds.clean_thread_name(value, field)
+    if cleaned.casefold() == ERASED.casefold():
+        raise InvalidInput(field, f"'{ERASED}' is reserved")
+    return cleaned
+
+
 def create_thread(*, owner, name: object, pinned: bool = False) -> Thread:
-    cleaned = bounds.clean_thread_name(name)
+    cleaned = _new_thread_name(name, "name")
     with transaction.atomic():
         services.lock_live_owner(owner)  # serialize with erasure, as memory writes do
+        # The account lock above is shared (memory writes take it too): the creations of one
+        # account take turns on a lock of their own, so that two cannot both count
+        # THREADS_MAX - 1 threads and both insert.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended('threengram.thread-creation', %s))",
+                [owner.pk],
+            )
         if Thread.objects.filter(owner=owner).count() >= THREADS_MAX:
             raise Conflict(f"at most {THREADS_MAX} threads per account")
         try:
@@ -77,7 +107,7 @@ def create_thread(*, owner, name: object, pinned: bool = False) -> Thread:
 
 
 def rename_thread(*, owner, name: object, new_name: object) -> Thread:
-    cleaned = bounds.clean_thread_name(new_name, "newName")
+    cleaned = _new_thread_name(new_name, "newName")
     with transaction.atomic():
         services.lock_live_owner(owner)  # a name written after an erasure would survive it
         thread = _thread(owner, name, lock=True)
@@ -139,6 +169,11 @@ def decide_thread_proposal(*, owner, proposal_id: object, accept: bool) -> Threa
         )
         if proposal is None:
             raise NotFound(f"open proposal {proposal_id}")
+        if _locked_memories(owner, [proposal.memory_id]).get(proposal.memory_id) is not None:
+            raise Conflict(
+                f"memory {proposal.memory_id} of proposal {proposal.id} is superseded; its "
+                "successor has the proposal now"
+            )
         proposal.state = MembershipState.MEMBER if accept else MembershipState.REJECTED
         proposal.decided_at = timezone.now()
         proposal.save(update_fields=["state", "decided_at"])
@@ -247,26 +282,27 @@ def record_memory_with_proposals(*, owner, **fields) -> tuple[Memory, list[Propo
 
 
 def revise_memory_in_threads(*, owner, predecessor_id: object, **fields) -> Memory:
-    """`services.revise_memory`; the successor joins every thread its predecessor was a member
-    of (the same memory, revised, stays in its threads), in the same transaction."""
+    """`services.revise_memory`; the successor takes its predecessor's place in every thread (the
+    same memory, revised, stays in its threads), in the same transaction."""
     return services.revise_memory(
         owner=owner, predecessor_id=predecessor_id, and_then=_join_predecessors_threads, **fields
     )
 
 
 def _join_predecessors_threads(successor: Memory) -> None:
+    """A member stays a member, an open proposal stays open (now for the successor) and a
+    rejection stays (the successor is not proposed to that thread again)."""
     ThreadMembership.objects.bulk_create(
         [
             ThreadMembership(
                 thread_id=thread_id,
                 memory=successor,
-                state=MembershipState.MEMBER,
-                decided_at=successor.recorded_at,
+                state=state,
+                similarity=similarity,
+                decided_at=None if state == MembershipState.PROPOSED else successor.recorded_at,
             )
-            for thread_id in ThreadMembership.objects.filter(
-                owner=successor.owner_id,
-                memory_id=successor.predecessor_id,
-                state=MembershipState.MEMBER,
-            ).values_list("thread_id", flat=True)
+            for thread_id, state, similarity in ThreadMembership.objects.filter(
+                owner=successor.owner_id, memory_id=successor.predecessor_id
+            ).values_list("thread_id", "state", "similarity")
         ]
     )

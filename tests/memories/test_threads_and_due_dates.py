@@ -1,16 +1,17 @@
 """Database guards and service rules added with the tool surface: due dates are substance,
 proposals never apply themselves. (A membership never crosses tenants: test_tenant_keys.)"""
 
+import threading
 from datetime import timedelta
 
 import pytest
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from accounts.erasure import erase_account
-from memories import threads
-from memories.errors import AccountInactive, DuplicateMemory
-from memories.models import MembershipState, Memory, ThreadMembership
+from memories import services, threads
+from memories.errors import AccountInactive, Conflict, DuplicateMemory, InvalidInput
+from memories.models import MembershipState, Memory, Thread, ThreadMembership
 from memories.services import record_memory, revise_memory
 from memories.threads import (
     add_thread_members,
@@ -141,3 +142,85 @@ def test_an_erased_account_cannot_name_threads_again(tenant):
         create_thread(owner=tenant, name="after")
     with pytest.raises(AccountInactive):
         rename_thread(owner=tenant, name="[erased]", new_name="after")
+
+
+@pytest.fixture
+def proposed_for_budget(tenant):
+    """A memory proposed for the thread "budget", whose member has a similar topic."""
+    seed = record_memory(owner=tenant, memory_type="note", topic="quarterly budget", content="a")
+    create_thread(owner=tenant, name="budget")
+    add_thread_members(owner=tenant, name="budget", memory_ids=[seed.id])
+    memory, [proposal] = record_memory_with_proposals(
+        owner=tenant, memory_type="note", topic="quarterly budget review", content="b"
+    )
+    return memory, proposal
+
+
+def test_a_revision_carries_open_proposals_and_rejections_to_the_successor(
+    tenant, proposed_for_budget
+):
+    memory, proposal = proposed_for_budget
+    successor = revise_memory_in_threads(owner=tenant, predecessor_id=memory.id, content="b2")
+    [open_proposal] = threads.list_open_proposals(owner=tenant)
+    assert open_proposal.memory_id == successor.id
+    assert open_proposal.similarity == pytest.approx(proposal.similarity, abs=1e-3)
+    # The superseded memory's proposal is no longer open: the successor's is.
+    with pytest.raises(Conflict, match="superseded; its successor has the proposal now"):
+        threads.decide_thread_proposal(owner=tenant, proposal_id=proposal.id, accept=True)
+    threads.decide_thread_proposal(owner=tenant, proposal_id=open_proposal.id, accept=False)
+    third = revise_memory_in_threads(owner=tenant, predecessor_id=successor.id, content="b3")
+    assert ThreadMembership.objects.get(memory=third).state == MembershipState.REJECTED
+    [listed] = threads.list_threads(owner=tenant)
+    assert (listed.member_count, listed.proposal_count) == (1, 0)
+
+
+@pytest.mark.parametrize("change", [add_thread_members, threads.remove_thread_members])
+def test_thread_members_are_changed_by_their_current_version_only(tenant, change):
+    memory = record_memory(owner=tenant, memory_type="note", topic="x", content="v1")
+    successor = revise_memory(owner=tenant, predecessor_id=memory.id, content="v2")
+    create_thread(owner=tenant, name="t")
+    with pytest.raises(Conflict, match=f"memory {memory.id} is superseded; use its successor"):
+        change(owner=tenant, name="t", memory_ids=[successor.id, memory.id])
+    assert not ThreadMembership.objects.filter(owner=tenant).exists()  # nothing half-applied
+
+
+@pytest.mark.parametrize("name", ["[erased]", "[ERASED]", "  [Erased] "])
+def test_no_thread_takes_the_name_erasure_gives(tenant, name):
+    with pytest.raises(InvalidInput, match=r"name: '\[erased\]' is reserved"):
+        create_thread(owner=tenant, name=name)
+    create_thread(owner=tenant, name="kept")
+    with pytest.raises(InvalidInput, match=r"newName: '\[erased\]' is reserved"):
+        rename_thread(owner=tenant, name="kept", new_name=name)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_creations_keep_the_thread_cap(tenant, monkeypatch):
+    Thread.objects.bulk_create(
+        [Thread(owner=tenant, name=f"t{n}") for n in range(threads.THREADS_MAX - 1)]
+    )
+    both_locked = threading.Barrier(2, timeout=10)
+    lock_live_owner = services.lock_live_owner
+
+    def lock_then_wait(owner):
+        lock_live_owner(owner)  # shared: both creations hold it at once
+        both_locked.wait()
+
+    monkeypatch.setattr(services, "lock_live_owner", lock_then_wait)
+    outcomes = []
+
+    def create(name):
+        try:
+            outcomes.append(create_thread(owner=tenant, name=name).name)
+        except Conflict as error:
+            outcomes.append(str(error))
+        finally:
+            connection.close()
+
+    workers = [threading.Thread(target=create, args=(name,)) for name in ("new-a", "new-b")]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=30)
+    assert Thread.objects.filter(owner=tenant).count() == threads.THREADS_MAX
+    assert len(outcomes) == 2
+    assert f"conflict: at most {threads.THREADS_MAX} threads per account" in outcomes
