@@ -18,6 +18,9 @@ SCOPE_MAX = 64
 PROJECT_MAX = 256
 THREAD_NAME_MAX = 100
 DEFAULT_SCOPE = "personal"
+# The scope erasure gives every memory of an account (accounts/erasure.py), which counts it as
+# empty (memories/account_indexes.py): no live memory may take it.
+ERASED_SCOPE = "erased"
 SCOPE_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 SCOPE_PATTERN_SQL = r"^[a-z0-9]+(-[a-z0-9]+)*$"
 # Instants from callers, in UTC: years PostgreSQL's timestamptz and Python's datetime both hold
@@ -101,6 +104,8 @@ def clean_scope(value: object) -> str:
         raise InvalidInput(
             "scope", "must be kebab-case: lowercase letters and digits separated by single hyphens"
         )
+    if scope == ERASED_SCOPE:
+        raise InvalidInput("scope", f"'{ERASED_SCOPE}' is reserved")
     return scope
 
 

@@ -53,7 +53,7 @@ class MemoryResource:
 
 
 ERASED = "[erased]"
-ERASED_SCOPE = "erased"
+ERASED_SCOPE = bounds.ERASED_SCOPE
 
 
 def new_memory_id() -> uuid.UUID:

@@ -28,6 +28,7 @@ def remember_note(owner, **overrides):
         ({"scope": "Not Kebab"}, "scope", "kebab-case"),
         ({"scope": "trailing-"}, "scope", "kebab-case"),
         ({"scope": "a" * 65}, "scope", "at most 64"),
+        ({"scope": "erased"}, "scope", "'erased' is reserved"),
         ({"project": "p" * 257}, "project", "at most 256"),
         ({"tags": [f"t{i}" for i in range(33)]}, "tags", "at most 32 tags"),
         ({"tags": ["ok", "x" * 65]}, "tags[1]", "at most 64"),
