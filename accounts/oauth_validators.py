@@ -203,3 +203,37 @@ class McpOAuth2Validator(OAuth2Validator):
         if not super().validate_refresh_token(refresh_token, client, request, *args, **kwargs):
             return False
         return request.user.is_active
+
+    def _save_bearer_token(self, token, request, *args, **kwargs):
+        # A refresh validated just before the person revoked the app (or erased the account)
+        # must not mint tokens once that revocation has committed: DOT's rotation would revoke
+        # the already revoked token (a no-op) and issue a new pair. So the refresh token is read
+        # again under the lock the revocation holds until it commits (accounts/revocation.py:
+        # the same lock order), and a revoked one is refused (RFC 6749 §5.2 invalid_grant).
+        previous = getattr(request, "refresh_token_instance", None)
+        if request.grant_type == "refresh_token" and previous is not None:
+            current = (
+                get_refresh_token_model()
+                .objects.select_for_update()
+                .filter(pk=previous.pk, revoked__isnull=True)
+                .first()
+            )
+            if current is None:
+                raise _RevokedRefreshToken(request=request)
+        return super()._save_bearer_token(token, request, *args, **kwargs)
+
+
+class _RevokedRefreshToken(errors.InvalidGrantError):
+    """invalid_grant raised while the token is saved: oauthlib's own errors of that stage carry
+    no headers (it adds them to the errors it catches itself), and RFC 6749 §5.1-5.2 want JSON
+    that is never cached."""
+
+    description = "The refresh token was revoked."
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {
+            "Content-Type": "application/json",
+            "Cache-Control": "no-store",
+            "Pragma": "no-cache",
+        }

@@ -29,7 +29,8 @@ def revoke_oauth_credentials(
     (`OAuth2Validator._save_bearer_token`: `select_for_update` of the refresh token, then of its
     access token) and in `RefreshToken.revoke()` and `revoke_family()`. A concurrent refresh
     therefore waits for this transaction instead of deadlocking with it, and then finds its
-    refresh token revoked."""
+    refresh token revoked (`McpOAuth2Validator._save_bearer_token` reads it again under that
+    lock, and answers invalid_grant)."""
     owned = {"user": user} if application is None else {"user": user, "application": application}
     with transaction.atomic():
         now = at or timezone.now()

@@ -3,8 +3,12 @@
 app or user does, and the rows are locked in the order django-oauth-toolkit's refresh-token
 rotation locks them."""
 
+import threading
+
 import pytest
+from django.conf import settings
 from django.db import connection
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from oauth2_provider.models import (
     get_access_token_model,
@@ -15,7 +19,9 @@ from oauth2_provider.models import (
 
 from accounts.connected_apps import revoke_app_access
 from accounts.erasure import erase_account
+from accounts.oauth_validators import McpOAuth2Validator
 from accounts.revocation import revoke_oauth_credentials
+from tests.accounts.oauth_helpers import REDIRECT_URI, exchange, get_code, pkce_pair, token_request
 from tests.factories import (
     AccessTokenFactory,
     ApplicationFactory,
@@ -126,3 +132,53 @@ def test_revoking_twice_changes_nothing_the_second_time(tenant):
         "oauth_id_tokens": 0,
     }
     assert RefreshToken.objects.get(user=tenant).revoked == revoked_at
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_refresh_validated_before_a_revocation_gets_no_tokens_after_it(tenant, monkeypatch):
+    application = ApplicationFactory(redirect_uris=REDIRECT_URI)
+    browser = Client()
+    browser.force_login(tenant)
+    verifier, challenge = pkce_pair()
+    first = exchange(browser, application, get_code(browser, application, challenge), verifier)
+    refresh_token = first.json()["refresh_token"]
+    validated, revoked = threading.Event(), threading.Event()
+    validate_refresh_token = McpOAuth2Validator.validate_refresh_token
+
+    def validate_then_wait(self, *args, **kwargs):
+        valid = validate_refresh_token(self, *args, **kwargs)
+        validated.set()  # the refresh has checked its token...
+        assert revoked.wait(10)  # ...and goes on only once the revocation has committed
+        return valid
+
+    monkeypatch.setattr(McpOAuth2Validator, "validate_refresh_token", validate_then_wait)
+    answers = []
+
+    def agent_refreshes():
+        try:
+            answers.append(
+                token_request(
+                    Client(),
+                    application,
+                    grant_type="refresh_token",
+                    refresh_token=refresh_token,
+                    resource=settings.MCP_RESOURCE_URL,
+                )
+            )
+        finally:
+            connection.close()
+
+    agent = threading.Thread(target=agent_refreshes)
+    agent.start()
+    assert validated.wait(10)
+    revoke_app_access(user=tenant, application=application)
+    revoked.set()
+    agent.join(30)
+    [answer] = answers
+    assert answer.status_code == 400
+    assert answer.json()["error"] == "invalid_grant"
+    assert answer["Cache-Control"] == "no-store"
+    assert not AccessToken.objects.filter(user=tenant, application=application).exists()
+    assert not RefreshToken.objects.filter(
+        user=tenant, application=application, revoked__isnull=True
+    ).exists()
