@@ -12,6 +12,9 @@ from memories.bounds import unstorable_text
 
 # The OAuth endpoints that clients (not people) call answer in their JSON error format.
 OAUTH_JSON_PREFIXES = ("/oauth/token/", "/oauth/revoke/", "/oauth/register/")
+# The endpoints whose bodies are JSON, which their views check (and read whole: parsing them as a
+# form here would consume a multipart body before the view reads it).
+JSON_BODY_PREFIXES = ("/oauth/register/",)
 
 
 def unstorable_part(request: HttpRequest) -> str | None:
@@ -26,7 +29,7 @@ def unstorable_part(request: HttpRequest) -> str | None:
     own = (settings.SESSION_COOKIE_NAME, settings.CSRF_COOKIE_NAME)
     cookies = {name: value for name, value in request.COOKIES.items() if name in own}
     sources = [("query parameter", request.GET), ("cookie", cookies)]
-    if request.method == "POST":
+    if request.method == "POST" and not request.path.startswith(JSON_BODY_PREFIXES):
         sources.append(("form field", request.POST))
     for kind, data in sources:
         items = data.lists() if hasattr(data, "lists") else ((k, [v]) for k, v in data.items())

@@ -59,6 +59,10 @@ def redirect_uri_problem(uri: Any) -> str | None:
         parts.port  # noqa: B018 (raises for a port out of range or not a number)
     except ValueError:
         return f"redirect_uri {uri!r} is not a valid URL"
+    # `https://claude.ai@evil.example/cb` goes to evil.example: a page that shows the URI's
+    # authority would name the wrong host (RFC 3986 §3.2.1 deprecates user information in URIs).
+    if "@" in parts.netloc:
+        return f"redirect_uri {uri!r} must not carry user information (user@host)"
     if parts.scheme == "https" and host:
         return None
     if parts.scheme == "http" and host and is_loopback_host(host):

@@ -119,11 +119,12 @@ def _policy_refusal(request: HttpRequest) -> HttpResponse | None:
     """The registration policy's 400 for this request's client metadata, or None."""
     try:
         metadata = json.loads(request.body)
+        problem = client_metadata_problem(metadata) if isinstance(metadata, dict) else None
+    except RecursionError:
+        # Nested deeper than Python parses (or walks): no client's metadata is.
+        problem = ("invalid_client_metadata", "the client metadata is nested too deeply")
     except ValueError:
         return None  # DOT answers malformed bodies with invalid_client_metadata
-    if not isinstance(metadata, dict):
-        return None
-    problem = client_metadata_problem(metadata)
     if problem is None:
         return None
     error, description = problem

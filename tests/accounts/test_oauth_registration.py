@@ -100,6 +100,12 @@ POLICY_VIOLATIONS = [
     ),
     ({"redirect_uris": ["cursor://anysphere/callback"]}, "invalid_redirect_uri", "https"),
     ({"redirect_uris": ["javascript:alert(1)"]}, "invalid_redirect_uri", "https"),
+    # Goes to evil.example, while a page showing the authority would name claude.ai.
+    (
+        {"redirect_uris": ["https://claude.ai@evil.example/cb"]},
+        "invalid_redirect_uri",
+        "user information",
+    ),
     # Stored space-separated, this one URI would register a second, plain-http one.
     (
         {"redirect_uris": ["https://ok.example.com/cb http://evil.example.com/cb"]},
@@ -322,3 +328,22 @@ def test_token_endpoint_is_rate_limited_per_ip(client, settings):
     assert 0 < int(response["Retry-After"]) <= settings.OAUTH_TOKEN_RATE_WINDOW
     # Another address is not affected.
     assert client.post("/oauth/token/", form, REMOTE_ADDR="192.0.2.51").status_code != 429
+
+
+def test_a_registration_body_that_is_not_json_is_refused(client):
+    # A form (multipart) body, read as a form before the view reads it whole, was a 500.
+    response = client.post("/oauth/register/", {"client_name": "Claude"})
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_client_metadata"
+    assert Application.objects.count() == 0
+
+
+def test_a_registration_body_nested_too_deeply_is_refused(client):
+    body = '{"client_name": ' + "[" * 5000 + "]" * 5000 + "}"
+    response = client.post("/oauth/register/", body, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "invalid_client_metadata",
+        "error_description": "the client metadata is nested too deeply",
+    }
+    assert Application.objects.count() == 0
