@@ -96,16 +96,16 @@ def clean_topic(value: object) -> str:
     return _text("topic", value, maximum=TOPIC_MAX)
 
 
-def clean_scope(value: object) -> str:
+def clean_scope(value: object, field: str = "scope") -> str:
     if value is None:
         return DEFAULT_SCOPE
-    scope = _text("scope", value, maximum=SCOPE_MAX)
+    scope = _text(field, value, maximum=SCOPE_MAX)
     if not SCOPE_PATTERN.match(scope):
         raise InvalidInput(
-            "scope", "must be kebab-case: lowercase letters and digits separated by single hyphens"
+            field, "must be kebab-case: lowercase letters and digits separated by single hyphens"
         )
     if scope == ERASED_SCOPE:
-        raise InvalidInput("scope", f"'{ERASED_SCOPE}' is reserved")
+        raise InvalidInput(field, f"'{ERASED_SCOPE}' is reserved")
     return scope
 
 

@@ -51,7 +51,7 @@ class Selector:
         ):
             raise InvalidInput("value", "a scope is kebab-case: lowercase letters and digits")
         cleaned = {
-            "scope": bounds.clean_scope,
+            "scope": lambda v: bounds.clean_scope(v, "value"),
             "project": lambda v: bounds.clean_text("value", v, maximum=bounds.PROJECT_MAX),
             "thread": lambda v: bounds.clean_thread_name(v, "value"),
         }[kind](value)

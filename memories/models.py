@@ -22,7 +22,7 @@ from datetime import datetime
 import uuid_utils.compat
 from django.contrib.postgres.fields import ArrayField
 from django.db import DatabaseError, models
-from django.db.models import F, Q
+from django.db.models import F, Q, Value
 from django.db.models.functions import MD5, Length, Lower
 from django.utils import timezone
 from pgvector.django import VectorField
@@ -279,6 +279,14 @@ class _RowCount(models.Subquery):
 
 
 class ThreadQuerySet(models.QuerySet):
+    def named(self, owner_id: int, name: str) -> ThreadQuerySet:
+        """The owner's thread named `name` in any case, compared as the unique index on names
+        compares them (lower() in the database: UPPER() takes the dotless i for an i, so two
+        threads the index tells apart would match one name)."""
+        return self.alias(lower_name=Lower("name")).filter(
+            owner_id=owner_id, lower_name=Lower(Value(name))
+        )
+
     def owned_with_counts(self, owner_id: int) -> ThreadQuerySet:
         """The owner's threads, with `member_count` and `proposal_count`: members and open
         proposals among current memories. Counted in subqueries (the GROUP BY that Count() over
@@ -294,9 +302,7 @@ class ThreadQuerySet(models.QuerySet):
     def members_sql(self, owner_id: int, name: str, params: dict, *, key: str) -> str:
         """A condition on memories `m`: a member of the owner's thread named `name` (any case).
         The thread's id goes into `params[key]`; an unknown name is NotFound."""
-        thread_id = (
-            self.filter(owner_id=owner_id, name__iexact=name).values_list("id", flat=True).first()
-        )
+        thread_id = self.named(owner_id, name).values_list("id", flat=True).first()
         if thread_id is None:
             raise NotFound(f"thread '{name}'")
         params[key] = thread_id

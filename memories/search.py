@@ -240,14 +240,22 @@ def clean_filters(
         types = tuple(dict.fromkeys(memory_types))
     if status is not None and status not in STATUS_FILTERS:
         raise InvalidInput("status", f"must be one of: {', '.join(STATUS_FILTERS)}")
-    after = bounds.clean_datetime("recordedAfter", recorded_after) if recorded_after else None
-    before = bounds.clean_datetime("recordedBefore", recorded_before) if recorded_before else None
+    after = before = None
+    if recorded_after is not None:
+        after = bounds.clean_datetime("recordedAfter", recorded_after)
+    if recorded_before is not None:
+        before = bounds.clean_datetime("recordedBefore", recorded_before)
     if after and before and after > before:
         raise InvalidInput("recordedAfter", "must not be later than recordedBefore")
     return SearchFilters(
         memory_types=types,
         scope=bounds.clean_scope(scope) if scope is not None else None,
-        project=bounds.clean_project(project),
+        # A filter narrows: a blank project is refused, not taken for no filter.
+        project=(
+            None
+            if project is None
+            else bounds.clean_text("project", project, maximum=bounds.PROJECT_MAX)
+        ),
         thread=bounds.clean_thread_name(thread, "thread") if thread is not None else None,
         status=status,  # type: ignore[arg-type]
         recorded_after=after,

@@ -40,7 +40,7 @@ class Proposal:
 
 def _thread(owner, name: object, *, lock: bool = False) -> Thread:
     cleaned = bounds.clean_thread_name(name)
-    threads = Thread.objects.filter(owner=owner, name__iexact=cleaned)
+    threads = Thread.objects.named(owner.pk, cleaned)
     thread = (threads.select_for_update() if lock else threads).first()
     if thread is None:
         raise NotFound(f"thread '{cleaned}'")

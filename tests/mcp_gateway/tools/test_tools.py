@@ -168,6 +168,16 @@ async def test_read_only_token_cannot_write_but_can_list_threads(owner):
         ),
         (
             "handoff",
+            {"selector": "scope", "value": "a" * 65},
+            "invalid_input: value: must be at most 64 characters",
+        ),
+        ("briefing", {"selector": "scope", "value": "erased"}, "invalid_input: value: 'erased'"),
+        # A filter left blank narrows nothing: refused, not taken for no filter.
+        ("search", {"query": "x", "project": "   "}, "invalid_input: project: must be at least"),
+        ("search", {"query": "x", "recordedAfter": ""}, "invalid_input: recordedAfter: must be"),
+        ("search", {"query": "x", "recordedBefore": ""}, "invalid_input: recordedBefore: must"),
+        (
+            "handoff",
             {"sectionLimit": 26},
             "invalid_input: sectionLimit: must be at most 25; got 26",
         ),
@@ -494,6 +504,17 @@ async def test_thread_lifecycle(agent):
     )
     listed = await ok(agent, "configure_thread", {"action": "list"})
     assert listed["threads"][0]["memberCount"] == 0
+
+
+async def test_a_thread_is_addressed_by_its_own_name_not_a_case_alias(agent):
+    # Names are unique by lower(): a dotless i and an i name two threads (their UPPER() is one).
+    await ok(agent, "configure_thread", {"action": "create", "name": "\u0131"})
+    await ok(agent, "configure_thread", {"action": "create", "name": "I"})
+    pinned = await ok(agent, "configure_thread", {"action": "pin", "name": "i"})
+    assert pinned["thread"]["name"] == "I"
+    await ok(agent, "configure_thread", {"action": "rename", "name": "i", "newName": "x"})
+    listed = await ok(agent, "configure_thread", {"action": "list"})
+    assert {thread["name"] for thread in listed["threads"]} == {"\u0131", "x"}
 
 
 # Each action's missing argument, with the arguments that leave it out: the schema cannot say
