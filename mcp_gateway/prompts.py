@@ -99,7 +99,8 @@ def _debrief_text(arguments: dict[str, str]) -> str:
     selector, value = _focus(arguments)
     where = ""
     if selector in ("scope", "project"):
-        where = f' Pass "{selector}": "{value}" to every `remember` call.'
+        # As JSON, so that a value holding quotes still reads as one argument.
+        where = f" Pass {json.dumps({selector: value})[1:-1]} to every `remember` call."
     elif selector == "thread":
         where = (
             f" Then add the new memories to the thread '{value}' with `configure_thread` "

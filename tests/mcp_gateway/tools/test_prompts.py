@@ -35,6 +35,12 @@ async def test_debrief_prompt_mentions_only_real_tools(agent):
     assert "'launch'" in text and "add_members" in text
 
 
+async def test_debrief_prompt_quotes_a_project_as_json(agent):
+    project = 'the "big" one'
+    text = (await get_prompt(agent, "debrief", {"project": project})).messages[0].content.text
+    assert 'Pass "project": "the \\"big\\" one" to every `remember` call.' in text
+
+
 @pytest.mark.parametrize(
     ("name", "arguments", "message"),
     [
