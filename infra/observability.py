@@ -32,23 +32,37 @@ tenant_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("tenant_id",
 _STANDARD_ATTRS = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
 
+def _loggable(value: object) -> object:
+    """An `extra=` value as a line may hold it. Django attaches the request to the records of
+    its 4xx and 5xx responses: its repr holds the query string, where a search's text is (the
+    memory pages' `q`), so only its method and path are written."""
+    if isinstance(value, HttpRequest):
+        return f"{value.method} {value.path}"
+    return value
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, request/tenant ids, and any
     `extra=` fields the caller passed (method, status, latency_ms, ...)."""
 
     def format(self, record: logging.LogRecord) -> str:
         second = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+        # Django logs a 4xx after the middleware chain has returned (the context's id is reset
+        # by then): the request carries its id (RequestIdMiddleware).
+        request = getattr(record, "request", None)
         entry = {
             "time": f"{second}.{int(record.msecs):03d}Z",
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),
-            "request_id": getattr(record, "request_id", None) or request_id_var.get(),
+            "request_id": getattr(record, "request_id", None)
+            or getattr(request, "request_id", None)
+            or request_id_var.get(),
             "tenant_id": getattr(record, "tenant_id", None) or tenant_id_var.get(),
         }
         for key, value in record.__dict__.items():
             if key not in _STANDARD_ATTRS and key not in entry:
-                entry[key] = value
+                entry[key] = _loggable(value)
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str)
@@ -109,7 +123,8 @@ class BackgroundStreamHandler(logging.Handler):
         # The request's ids live in context variables of the emitting thread: pin them on the
         # record before it changes threads.
         if not hasattr(record, "request_id"):
-            record.request_id = request_id_var.get()
+            request = getattr(record, "request", None)  # Django's 4xx/5xx records (JsonFormatter)
+            record.request_id = getattr(request, "request_id", None) or request_id_var.get()
         if not hasattr(record, "tenant_id"):
             record.tenant_id = tenant_id_var.get()
         self._pending.append(record)
@@ -188,6 +203,7 @@ class RequestIdMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         request_id = new_request_id(request.headers.get("X-Request-ID"))
+        request.request_id = request_id  # for the records Django logs after this returns
         token = request_id_var.set(request_id)
         started = time.perf_counter()
         try:

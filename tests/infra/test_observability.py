@@ -66,6 +66,36 @@ def test_access_log_is_json_with_request_and_tenant_ids(client, tenant, caplog):
     assert "secret-memory-text" not in json.dumps(line)
 
 
+SEARCHED = "my-bank-pin-4711"
+
+
+def formatted_lines(caplog) -> list[dict]:
+    formatter = JsonFormatter()
+    return [json.loads(formatter.format(record)) for record in caplog.records]
+
+
+def test_the_error_line_of_a_4xx_holds_no_query_text(client, tenant, caplog):
+    # Django attaches the request to its 4xx and 5xx records; the memory pages' search text is
+    # in the query string.
+    client.force_login(tenant)
+    with caplog.at_level(logging.INFO):
+        response = client.get(f"/memories/?q={SEARCHED}%00")
+    assert response.status_code == 400
+    lines = formatted_lines(caplog)
+    [error] = [line for line in lines if line["logger"] == "django.request"]
+    assert error["request"] == "GET /memories/"
+    assert not [line for line in lines if SEARCHED in json.dumps(line)]
+
+
+def test_the_error_line_of_a_4xx_carries_its_requests_id(client, tenant, caplog):
+    client.force_login(tenant)
+    with caplog.at_level(logging.INFO):
+        response = client.get("/memories/no-such-id/")
+    assert response.status_code == 404
+    [error] = [line for line in formatted_lines(caplog) if line["logger"] == "django.request"]
+    assert error["request_id"] == response["X-Request-ID"]
+
+
 def test_log_time_is_utc_with_milliseconds_for_every_second():
     formatter = JsonFormatter()
     times = []
