@@ -7,11 +7,12 @@ for the server registers a handle; the last one to exit stops it (the library's 
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
 import psycopg
-from psycopg import sql
+from psycopg import errors, sql
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 PGDATA = BASE_DIR / ".pgdata"
@@ -54,4 +55,7 @@ def _ensure_database(admin_url: str, name: str) -> None:
             "SELECT 1 FROM pg_database WHERE datname = %s", (name,)
         ).fetchone()
         if not exists:
-            connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            # Processes started together (server workers) may all find it missing: one
+            # creates it, the others find it made (CREATE DATABASE raises either error then).
+            with contextlib.suppress(errors.DuplicateDatabase, errors.UniqueViolation):
+                connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))

@@ -67,3 +67,33 @@ def test_socket_urls_of_the_embedded_server_parse():
     database = _database_from_url("postgresql://postgres:@/threengram?host=/work/.pgdata")
     assert (database["NAME"], database["HOST"]) == ("threengram", "/work/.pgdata")
     assert psycopg.conninfo.make_conninfo(dbname=database["NAME"], host=database["HOST"])
+
+
+ATTACH = textwrap.dedent(
+    """
+    import sys, psycopg
+    from pathlib import Path
+    from threengram.embedded_db import start
+    with psycopg.connect(start(Path(sys.argv[1]), "shared"), autocommit=True) as connection:
+        print(connection.execute("SELECT current_database()").fetchone()[0])
+    """
+)
+
+
+def test_processes_started_together_on_a_new_folder_all_attach(tmp_path):
+    # Server workers started at once all find the database missing; one creates it.
+    pgdata = tmp_path / "pgdata"
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", ATTACH, str(pgdata)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=Path(__file__).resolve().parents[2],
+        )
+        for _ in range(6)
+    ]
+    outputs = [process.communicate(timeout=120) for process in processes]
+    assert [process.returncode for process in processes] == [0] * 6, [e for _, e in outputs]
+    assert [out.strip().splitlines()[-1] for out, _ in outputs] == ["shared"] * 6
+    assert not (pgdata / "postmaster.pid").exists()
