@@ -94,8 +94,11 @@ def acting_for(user_id: int) -> Iterator[None]:
 @contextmanager
 def all_tenants(using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
     """A transaction past row-level security, for legitimate cross-tenant work (staff admin).
-    The application's own checks (staff only) stay in force; only the second wall is lifted."""
-    with transaction.atomic(using=using):
+    The application's own checks (staff only) stay in force; only the second wall is lifted.
+    Never inside another transaction (durable: a RuntimeError there): its `SET LOCAL ROLE` would
+    outlast the block, to the end of the outer transaction, and the statements after it would
+    run past the wall too."""
+    with transaction.atomic(using=using, durable=True):
         token = _past_wall.set(True)
         try:
             if enabled():

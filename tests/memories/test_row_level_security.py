@@ -126,6 +126,19 @@ def test_orm_query_that_forgets_the_filter_sees_only_the_tenant(two_tenants, orm
     assert Memory.objects.count() == 0  # and it ends with its transaction
 
 
+def test_the_cross_tenant_path_is_never_opened_inside_a_transaction(two_tenants, orm_as_app_role):
+    # Its SET LOCAL ROLE would outlast the block, to the end of the outer transaction.
+    tenant, _ = two_tenants
+    with transaction.atomic():
+        with pytest.raises(RuntimeError, match="durable"), tenancy.all_tenants():
+            pass
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT current_user")
+            assert cursor.fetchone()[0] == tenancy.APP_ROLE
+        with tenancy.acting_for(tenant.pk):
+            assert set(Memory.objects.values_list("owner_id", flat=True)) == {tenant.pk}
+
+
 def test_a_rolled_back_tenant_switch_leaves_no_stale_tenant(two_tenants, orm_as_app_role):
     from django.db import transaction
 
