@@ -266,7 +266,11 @@ class LoopTurnBatch[Item, Result](ABC):
     def isolates(self, exc: Exception) -> bool:
         """Whether a failed batch of several items is worth running again item by item. Not when
         the database cannot answer at all (infra/dbfaults.py): each item alone would fail
-        the same way, at the cost of a connection attempt each."""
+        the same way, at the cost of a connection attempt each. A statement timeout counts as
+        that: the batches' statements are reads by key whose cost no request controls, so a
+        timeout means the database is overloaded, and running each item again would add to the
+        load. A batch whose statements a request could make slow must isolate on QueryCanceled
+        too, or one request's timeout fails the others in its message."""
         from infra.dbfaults import is_unavailable  # dbfaults imports this module
 
         return not is_unavailable(exc)
