@@ -14,6 +14,7 @@ Why a router of our own instead of mounting the SDK's Starlette app:
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 import sys
@@ -25,6 +26,8 @@ from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -106,6 +109,55 @@ async def _drain(receive: Receive) -> None:
         more = message.get("more_body", False)
 
 
+async def _legacy_envelope_checked(
+    scope: Scope, headers: Headers, receive: Receive
+) -> tuple[Receive, Answer | None]:
+    """On the 2025 wire (no protocol version header, or a handshake version), the SDK takes a
+    request whose id is null or neither a string nor an integer for a notification (202, and the
+    request is dropped unanswered), and answers a malformed envelope with -32602 and its
+    validation dump. So its body is read here and checked as the 2026 wire checks it: an Invalid
+    Request (-32600, JSON-RPC 2.0 §5.1; MCP 2025-11-25 basic: ids are strings or integers, never
+    null). Returns the receive that replays what was read to the SDK, and the refusal if any.
+    What does not parse, a notification and an oversized body go on to the SDK as they came."""
+    version = _header(headers, b"mcp-protocol-version")
+    if scope["method"] != "POST" or (
+        version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
+    ):
+        return receive, None
+    read: list[dict] = []
+    size, complete = 0, False
+    while size <= MAX_REQUEST_BODY_BYTES:
+        message = await receive()
+        read.append(message)
+        if message["type"] != "http.request":
+            break
+        size += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            complete = True
+            break
+
+    async def replay() -> dict:
+        return read.pop(0) if read else await receive()
+
+    if not complete or size > MAX_REQUEST_BODY_BYTES:
+        return replay, None
+    try:
+        decoded = json.loads(b"".join(message.get("body", b"") for message in read))
+    except (ValueError, RecursionError):
+        return replay, None
+    # JSON-RPC 2.0 §4.1: a notification is a request object without an id.
+    notification = isinstance(decoded, dict) and "id" not in decoded
+    envelope = types.JSONRPCNotification if notification else types.JSONRPCRequest
+    try:
+        envelope.model_validate(decoded)
+    except ValidationError:
+        body = _jsonrpc_error(
+            types.INVALID_REQUEST, "Body must be a single JSON-RPC request or notification object"
+        )
+        return replay, Answer(400, body, [_JSON])
+    return replay, None
+
+
 def _jsonrpc_error(code: int, message: str, data: dict | None = None) -> bytes:
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
@@ -180,10 +232,12 @@ def _preflight_guard(method: str, *, cross_origin: bool) -> Answer | None:
 
 
 def _stream_guard(method: str) -> Answer | None:
-    """GET opens a server-initiated stream (MCP Streamable HTTP transport, "Listening for
-    Messages from the Server"); a server that offers none answers 405. This server is stateless
-    and sends nothing unasked, so a client must not hold a stream open waiting."""
-    return _NO_STREAM if method == "GET" else None
+    """POST is the one method this endpoint serves: 405 with `Allow: POST` (RFC 9110 §15.5.6)
+    for any other, before authentication. GET would open a server-initiated stream (MCP
+    Streamable HTTP transport, "Listening for Messages from the Server"), and DELETE end a
+    session: this server is stateless and sends nothing unasked, so a client must not hold a
+    stream open waiting. (A CORS preflight is answered before this.)"""
+    return _NO_STREAM if method != "POST" else None
 
 
 def _bearer_token(headers: Headers) -> str | None:
@@ -436,6 +490,10 @@ class GatewayRouter:
         try:
             if not self._ready.is_set():  # only until the first request has started it
                 await self.startup()
+            receive, refusal = await _legacy_envelope_checked(scope, _headers(scope), receive)
+            if refusal is not None:
+                await _answer(receive, send, refusal)
+                return
             await self.session_manager.handle_request(scope, receive, send)
         except ClientDisconnect:
             logger.debug("MCP client disconnected before its request was read")
@@ -496,7 +554,11 @@ class GatewayRouter:
     async def startup(self) -> None:
         """Start the SDK session manager once: on lifespan (uvicorn) or first use (daphne)."""
         if self._runner is None:  # one event loop: no await between the check and the set
-            self._runner = asyncio.get_running_loop().create_task(self._run_session_manager())
+            # An empty context: the task outlives the request that starts it (daphne sends no
+            # lifespan events), and must not carry its principal, tenant or request id.
+            self._runner = asyncio.get_running_loop().create_task(
+                self._run_session_manager(), context=contextvars.Context()
+            )
         if not self._ready.is_set():
             ready = asyncio.ensure_future(self._ready.wait())
             await asyncio.wait([self._runner, ready], return_when=asyncio.FIRST_COMPLETED)

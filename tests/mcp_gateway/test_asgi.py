@@ -15,8 +15,10 @@ from django.conf import settings
 from django.db import connections
 from django.shortcuts import resolve_url
 
+from infra.observability import request_id_var
 from mcp_gateway import auth, resources
 from mcp_gateway.asgi import MAX_REQUEST_BODY_BYTES
+from memories import tenancy
 from memories.models import Memory
 from tests.factories import UserFactory
 from tests.mcp_gateway.conftest import asgi_transport, make_token
@@ -357,6 +359,53 @@ def legacy(method: str, params: dict | None = None, **headers) -> tuple[dict, st
     return {**base, **headers}, json.dumps(body)
 
 
+# What the 2025 wire would take for a notification (and drop unanswered) or answer with a
+# validation dump: each an Invalid Request, as on the 2026 wire (JSON-RPC 2.0 §5.1).
+LEGACY_INVALID = {
+    "id null": {"jsonrpc": "2.0", "id": None, "method": "tools/list"},
+    "id true": {"jsonrpc": "2.0", "id": True, "method": "tools/list"},
+    "id 1.5": {"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"},
+    "id an object": {"jsonrpc": "2.0", "id": {"a": 1}, "method": "tools/list"},
+    "a batch": [{"jsonrpc": "2.0", "id": 1, "method": "ping"}],
+    "a number": 123,
+    "an empty object": {},
+    "jsonrpc 1.0": {"jsonrpc": "1.0", "id": 1, "method": "ping"},
+    "no method": {"jsonrpc": "2.0", "id": 1},
+    "params a list": {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": [1]},
+}
+
+
+@pytest.mark.parametrize("case", sorted(LEGACY_INVALID))
+async def test_a_malformed_legacy_message_is_an_invalid_request(http, seeded, case):
+    headers, _ = legacy("tools/list", **auth_header(seeded.token))
+    response = await http.post("/mcp", headers=headers, content=json.dumps(LEGACY_INVALID[case]))
+    assert response.status_code == 400
+    assert response.json() == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {
+            "code": -32600,
+            "message": "Body must be a single JSON-RPC request or notification object",
+        },
+    }
+
+
+async def test_a_legacy_request_still_reaches_the_server_whole(http, seeded):
+    headers, body = legacy("tools/list", **auth_header(seeded.token))
+    response = await http.post("/mcp", headers=headers, content=body)
+    assert response.status_code == 200
+    assert any(tool["name"] == "remember" for tool in response.json()["result"]["tools"])
+
+
+async def test_the_sdks_task_does_not_carry_the_request_that_started_it(http, asgi_app, seeded):
+    # Under daphne (no lifespan events) the first request starts the SDK's long-lived task.
+    headers, body = legacy("tools/list", **auth_header(seeded.token))
+    assert (await http.post("/mcp", headers=headers, content=body)).status_code == 200
+    context = asgi_app._runner.get_context()
+    for variable in (tenancy.current_tenant, auth.current_principal, request_id_var):
+        assert variable not in context
+
+
 async def test_a_legacy_request_logs_its_access_line_and_nothing_else(http, seeded, caplog):
     caplog.set_level(logging.DEBUG)
     uri = f"threengram://memory/{seeded.memory.id}"
@@ -634,6 +683,14 @@ async def test_get_is_405_at_once(http, read_only_token):
         assert response.status_code == 405
         assert response.headers["allow"] == "POST"
     assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("method", ["DELETE", "PUT", "PATCH", "HEAD", "OPTIONS"])
+async def test_every_method_but_post_is_405_allowing_post(http, read_only_token, method):
+    # RFC 9110 §15.5.6: a 405 names the methods allowed; before authentication, as for GET.
+    for headers in ({}, auth_header(read_only_token)):
+        response = await http.request(method, "/mcp", headers=headers)
+        assert (response.status_code, response.headers["allow"]) == (405, "POST")
 
 
 # --- the order of the checks -------------------------------------------------------------------
