@@ -21,6 +21,9 @@ DEFAULT_SCOPE = "personal"
 # The scope erasure gives every memory of an account (accounts/erasure.py), which counts it as
 # empty (memories/account_indexes.py): no live memory may take it.
 ERASED_SCOPE = "erased"
+# The text erasure writes over a memory's substance: no live memory's content may be it (the
+# unique index on live content leaves it out, and an erased memory holds no vector).
+ERASED = "[erased]"
 SCOPE_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 SCOPE_PATTERN_SQL = r"^[a-z0-9]+(-[a-z0-9]+)*$"
 # Instants from callers, in UTC: years PostgreSQL's timestamptz and Python's datetime both hold
@@ -89,7 +92,10 @@ def clean_text(field: str, value: object, *, maximum: int) -> str:
 
 
 def clean_content(value: object) -> str:
-    return _text("content", value, maximum=CONTENT_MAX)
+    content = _text("content", value, maximum=CONTENT_MAX)
+    if content == ERASED:
+        raise InvalidInput("content", f"'{ERASED}' is reserved (erasure writes it)")
+    return content
 
 
 def clean_topic(value: object) -> str:

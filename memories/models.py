@@ -52,7 +52,7 @@ class MemoryResource:
         return memory_resource_uri(self.id)
 
 
-ERASED = "[erased]"
+ERASED = bounds.ERASED
 ERASED_SCOPE = bounds.ERASED_SCOPE
 
 

@@ -26,7 +26,6 @@ from memories.errors import (
 from memories.fields import ReadableDateTimeField, readable_instant_sql
 from memories.models import (
     COMMITMENT_TRANSITIONS,
-    ERASED,
     CommitmentStatus,
     Memory,
     MemoryType,
@@ -154,20 +153,15 @@ def _new_memory(
     if fields.memory_type == MemoryType.COMMITMENT:
         carried = predecessor.commitment_status if predecessor is not None else None
         commitment_status = carried or CommitmentStatus.OPEN
-    # Content that reads as the erasure sentinel gets no vector, as erased memories hold none.
-    [embedding] = (
-        [None]
-        if fields.content == ERASED
-        else embed_memories(
-            [
-                memory_text(
-                    topic=fields.topic,
-                    content=fields.content,
-                    tags=fields.tags,
-                    project=fields.project,
-                )
-            ]
-        )
+    [embedding] = embed_memories(
+        [
+            memory_text(
+                topic=fields.topic,
+                content=fields.content,
+                tags=fields.tags,
+                project=fields.project,
+            )
+        ]
     )
     return Memory(
         owner=owner,
@@ -325,6 +319,7 @@ def _revise(
 def archive_memory(*, owner, memory_id: object) -> Memory:
     """Move a current memory to `archived` (lifecycle only). Archiving twice is a no-op."""
     with transaction.atomic():
+        lock_live_owner(owner)
         memory = _locked(owner, memory_id)
         if memory.valid_to is not None:
             raise Conflict(f"memory {memory.id} is superseded; archive its successor instead")
@@ -340,6 +335,7 @@ def resolve_commitment(*, owner, memory_id: object, status: object) -> Memory:
     if status not in CommitmentStatus.values:
         raise InvalidInput("status", f"must be one of: {', '.join(CommitmentStatus.values)}")
     with transaction.atomic():
+        lock_live_owner(owner)
         memory = _locked(owner, memory_id)
         if memory.memory_type != MemoryType.COMMITMENT:
             raise InvalidInput(

@@ -22,6 +22,8 @@ def remember_note(owner, **overrides):
         ({"content": "   \n\t "}, "content", "at least 1"),
         ({"content": "x" * 2001}, "content", "at most 2000 characters (Unicode code points)"),
         ({"content": 42}, "content", "must be a string"),
+        # What erasure writes: a live copy would escape the duplicate check and hold no vector.
+        ({"content": " [erased] "}, "content", "'[erased]' is reserved"),
         ({"content": "a\x00b"}, "content", "NUL"),
         ({"topic": ""}, "topic", "at least 1"),
         ({"topic": "t" * 257}, "topic", "at most 256"),
