@@ -122,6 +122,7 @@ def rename_thread(*, owner, name: object, new_name: object) -> Thread:
 
 def pin_thread(*, owner, name: object, pinned: bool) -> Thread:
     with transaction.atomic():
+        services.lock_live_owner(owner)
         thread = _thread(owner, name, lock=True)
         if thread.pinned != pinned:
             thread.pinned = pinned
@@ -132,6 +133,7 @@ def pin_thread(*, owner, name: object, pinned: bool) -> Thread:
 def add_thread_members(*, owner, name: object, memory_ids: Sequence[object]) -> Thread:
     """Make memories members (accepting any open proposal for them). Idempotent."""
     with transaction.atomic():
+        services.lock_live_owner(owner)
         thread = _thread(owner, name, lock=True)
         now = timezone.now()
         for memory_id in _owned_memory_ids(owner, memory_ids):
@@ -147,6 +149,7 @@ def remove_thread_members(*, owner, name: object, memory_ids: Sequence[object]) 
     """Take memories out of a thread. The row is kept as `rejected`, so the server does not
     propose them again."""
     with transaction.atomic():
+        services.lock_live_owner(owner)
         thread = _thread(owner, name, lock=True)
         ids = _owned_memory_ids(owner, memory_ids)
         thread.memberships.filter(memory_id__in=ids).update(
@@ -159,6 +162,7 @@ def decide_thread_proposal(*, owner, proposal_id: object, accept: bool) -> Threa
     """Accept or reject an open proposal. A decided, unknown or foreign id is NotFound."""
     parsed = services.parse_memory_id(proposal_id)
     with transaction.atomic():
+        services.lock_live_owner(owner)
         proposal = (
             ThreadMembership.objects.select_for_update()
             .select_related("thread")

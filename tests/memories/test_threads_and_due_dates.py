@@ -224,3 +224,31 @@ def test_concurrent_creations_keep_the_thread_cap(tenant, monkeypatch):
     assert Thread.objects.filter(owner=tenant).count() == threads.THREADS_MAX
     assert len(outcomes) == 2
     assert f"conflict: at most {threads.THREADS_MAX} threads per account" in outcomes
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda owner, memory: services.archive_memory(owner=owner, memory_id=memory.id),
+        lambda owner, memory: services.resolve_commitment(
+            owner=owner, memory_id=memory.id, status="resolved"
+        ),
+        lambda owner, memory: threads.pin_thread(owner=owner, name="t", pinned=True),
+        lambda owner, memory: add_thread_members(owner=owner, name="t", memory_ids=[memory.id]),
+        lambda owner, memory: threads.remove_thread_members(
+            owner=owner, name="t", memory_ids=[memory.id]
+        ),
+    ],
+    ids=["archive", "resolve", "pin", "add_members", "remove_members"],
+)
+def test_a_deactivated_account_moves_no_lifecycle_or_membership(tenant, write):
+    # As memory writes do: a write racing an erasure either commits before it or sees this.
+    memory = record_memory(owner=tenant, memory_type="commitment", topic="t", content="c")
+    create_thread(owner=tenant, name="t")
+    type(tenant).objects.filter(pk=tenant.pk).update(is_active=False)
+    with pytest.raises(AccountInactive):
+        write(tenant, memory)
+    memory.refresh_from_db()
+    assert (memory.status, memory.commitment_status) == ("active", "open")
+    assert not Thread.objects.get(owner=tenant).pinned
+    assert not ThreadMembership.objects.filter(owner=tenant).exists()
