@@ -196,7 +196,7 @@ class SearchFilters:
                 "t": sorted(self.memory_types),
                 "s": self.scope,
                 "p": self.project,
-                "th": self.thread.casefold() if self.thread else None,
+                "th": self.thread.lower() if self.thread else None,  # as thread names compare
                 "st": self.status,
                 "ra": self.recorded_after.isoformat() if self.recorded_after else None,
                 "rb": self.recorded_before.isoformat() if self.recorded_before else None,

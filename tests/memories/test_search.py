@@ -355,6 +355,18 @@ def test_cursor_is_bound_to_its_query_and_filters(tenant):
         run(tenant, "bound cursor", limit=1, cursor=cursor[:-2] + "xx")
 
 
+def test_a_cursor_is_bound_to_its_thread_as_thread_names_compare(tenant):
+    # Two threads: names are unique by lower(), which keeps the sharp s ("strasse" is another).
+    memories = [MemoryFactory(owner=tenant, content=f"street works {n}") for n in range(3)]
+    for name in ("Straße", "strasse"):
+        create_thread(owner=tenant, name=name)
+        add_thread_members(owner=tenant, name=name, memory_ids=[m.id for m in memories])
+    cursor = run(tenant, "street works", limit=1, thread="Straße").next_cursor
+    assert run(tenant, "street works", limit=1, thread="STRAßE", cursor=cursor).hits
+    with pytest.raises(InvalidInput, match="cursor: was issued for a different query"):
+        run(tenant, "street works", limit=1, thread="strasse", cursor=cursor)
+
+
 def test_a_long_question_that_matches_nothing_gets_no_topic_lookalikes(tenant, settings):
     # The topic fallback is for a misspelt topic name. A question of more words that matched
     # neither by words nor by meaning gets no hits, even from a topic sharing its trigrams.
