@@ -577,13 +577,14 @@ class _Position:
     the first page's instant (`snapshot`) and word statistics (ranked mode)."""
 
     mode: str
-    score: str  # repr of the float, exact
+    score: float
     recorded_at: datetime
     id: uuid.UUID
     snapshot: datetime
     statistics: _WordStatistics | None
 
     def encode(self, fingerprint: str) -> str:
+        # JSON writes a float as its repr, which reads back exactly: paging compares scores.
         payload = {
             "f": fingerprint,
             "m": self.mode,
@@ -593,54 +594,52 @@ class _Position:
             "t": self.snapshot.isoformat(),
         }
         if self.statistics is not None:
-            payload["w"] = [
-                self.statistics.total,
-                list(self.statistics.held_by),
-                repr(self.statistics.average_length),
-            ]
+            statistics = self.statistics
+            payload["w"] = [statistics.total, statistics.held_by, statistics.average_length]
         return signing.dumps(payload, salt=_CURSOR_SALT, compress=True)
+
+    @classmethod
+    def decode(cls, cursor: str, fingerprint: str) -> _Position:
+        """The position `cursor` carries, if this server issued it for `fingerprint`."""
+        try:
+            payload = signing.loads(cursor, salt=_CURSOR_SALT)
+            if payload["m"] not in MODES:
+                raise ValueError(payload["m"])
+            statistics = None
+            if "w" in payload:
+                total, held_by, average_length = payload["w"]
+                statistics = _WordStatistics(
+                    total=int(total),
+                    held_by=tuple(int(count) for count in held_by),
+                    average_length=float(average_length),
+                )
+            position = cls(
+                mode=payload["m"],
+                score=float(payload["s"]),
+                recorded_at=datetime.fromisoformat(payload["r"]),
+                id=uuid.UUID(payload["i"]),
+                snapshot=datetime.fromisoformat(payload["t"]),
+                statistics=statistics,
+            )
+            bound_to = payload["f"]
+        except (signing.BadSignature, KeyError, TypeError, ValueError):
+            raise InvalidInput(
+                "cursor", "is not a cursor this server issued; omit it to start a new search"
+            ) from None
+        if bound_to != fingerprint:
+            raise InvalidInput(
+                "cursor",
+                "was issued for a different query or filters; omit it to start a new search",
+            )
+        return position
 
     def follows(self, candidate: _Candidate) -> bool:
         """Whether `candidate` sorts after this position."""
         return (candidate.score, candidate.recorded_at, candidate.id) < (
-            float(self.score),
+            self.score,
             self.recorded_at,
             self.id,
         )
-
-
-def _decode_cursor(cursor: str, fingerprint: str) -> _Position:
-    try:
-        payload = signing.loads(cursor, salt=_CURSOR_SALT)
-        if payload["m"] not in MODES:
-            raise ValueError(payload["m"])
-        statistics = None
-        if "w" in payload:
-            total, held_by, average_length = payload["w"]
-            statistics = _WordStatistics(
-                total=int(total),
-                held_by=tuple(int(count) for count in held_by),
-                average_length=float(average_length),
-            )
-        position = _Position(
-            mode=payload["m"],
-            score=payload["s"],
-            recorded_at=datetime.fromisoformat(payload["r"]),
-            id=uuid.UUID(payload["i"]),
-            snapshot=datetime.fromisoformat(payload["t"]),
-            statistics=statistics,
-        )
-        bound_to = payload["f"]
-    except (signing.BadSignature, KeyError, TypeError, ValueError):
-        raise InvalidInput(
-            "cursor", "is not a cursor this server issued; omit it to start a new search"
-        ) from None
-    if bound_to != fingerprint:
-        raise InvalidInput(
-            "cursor",
-            "was issued for a different query or filters; omit it to start a new search",
-        )
-    return position
 
 
 def search_memories(
@@ -660,7 +659,7 @@ def search_memories(
     if cursor is not None:
         if len(cursor) > CURSOR_MAX:
             raise InvalidInput("cursor", f"must be at most {CURSOR_MAX} characters")
-        position = _decode_cursor(cursor, fingerprint)
+        position = _Position.decode(cursor, fingerprint)
     params: dict = {
         "owner": owner_id,
         "excerpt_fetch": SEARCH_EXCERPT_MAX + 1,
@@ -713,7 +712,7 @@ def search_memories(
         last = ranked[limit - 1]
         page.next_cursor = _Position(
             mode=mode,
-            score=repr(last.score),
+            score=last.score,
             recorded_at=last.recorded_at,
             id=last.id,
             snapshot=params["snapshot"],

@@ -80,7 +80,7 @@ def _new_thread_name(value: object, field: str) -> str:
     """A name a thread may be given: not the one erasure gives every thread of an account (the
     unique index on names leaves it out, so that an erased account's threads can share it)."""
     cleaned = bounds.clean_thread_name(value, field)
-    if cleaned.casefold() == ERASED.casefold():
+    if cleaned.lower() == ERASED:  # as thread names compare (lower)
         raise InvalidInput(field, f"'{ERASED}' is reserved")
     return cleaned
 
