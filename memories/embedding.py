@@ -97,9 +97,9 @@ class FastEmbedEmbedder:
 
 def load_embedder(spec: str) -> Embedder | None:
     """The embedder a `SEARCH_EMBEDDER` value names, loaded; None for `none`."""
-    kind, _, folder = spec.partition(":")
-    if kind == "none":
+    if spec == "none":
         return None
+    kind, _, folder = spec.partition(":")
     if kind == "wordllama" and not folder:
         return WordLlamaEmbedder()
     if kind == "sentence-transformers" and folder:

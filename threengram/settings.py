@@ -16,6 +16,48 @@ from psycopg.conninfo import conninfo_to_dict
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
+
+
+def _at_least(name: str, default: int, minimum: int) -> int:
+    """An integer variable, refused at start-up (naming it) when it is not one or is under
+    `minimum`: a window of 0 or a negative timeout would start, then fail every request."""
+    try:
+        value = env.int(name, default=default)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a whole number.") from None
+    if value < minimum:
+        raise ImproperlyConfigured(f"{name}={value}: must be at least {minimum}.")
+    return value
+
+
+def _seconds(name: str, default: float) -> float:
+    """A positive number of seconds, refused at start-up (naming it) otherwise."""
+    try:
+        value = env.float(name, default=default)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number of seconds.") from None
+    if not value > 0:
+        raise ImproperlyConfigured(f"{name}={value}: must be more than 0 seconds.")
+    return value
+
+
+def _names(name: str, default: list[str]) -> list[str]:
+    """A comma-separated list, each entry trimmed: "a.example, b.example" names two hosts, not
+    "a.example" and " b.example" (which matches nothing)."""
+    return [entry.strip() for entry in env.list(name, default=default) if entry.strip()]
+
+
+def _pool_sizes(prefix: str, minimum: int, maximum: int, *, smallest: int = 1) -> tuple[int, int]:
+    """`<prefix>_MIN` and `<prefix>_MAX`, refused at start-up when the minimum is over the
+    maximum (the pool would refuse them on the first query, failing every request). A maximum of
+    0, where `smallest` allows it, means no pool."""
+    low = _at_least(f"{prefix}_MIN", minimum, 0)
+    high = _at_least(f"{prefix}_MAX", maximum, smallest)
+    if high and low > high:
+        raise ImproperlyConfigured(f"{prefix}_MIN={low} is more than {prefix}_MAX={high}.")
+    return low, high
+
+
 # A local .env (written by `scripts/dev.py serve`) fills in unset variables. The test suite
 # sets THREENGRAM_ENV_FILE="" so a developer's .env never changes what the tests see.
 ENV_FILE = env.str("THREENGRAM_ENV_FILE", default=str(BASE_DIR / ".env"))
@@ -34,8 +76,8 @@ if not SECRET_KEY:
 PUBLIC_BASE_URL = env.str("PUBLIC_BASE_URL", default="http://127.0.0.1:8000").rstrip("/")
 MCP_RESOURCE_URL = f"{PUBLIC_BASE_URL}/mcp"
 
-ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
-CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+ALLOWED_HOSTS = _names("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = _names("CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [
     # Django's admin, with the throttled log-in (accounts/admin_site.py).
@@ -101,13 +143,13 @@ TEMPLATES = [
 # the request gets a retryable 503 (infra/dbfaults.py). Sent as libpq startup options, so
 # they hold for both pools (Django's and infra/asyncdb.py's). Long maintenance (a migration
 # that builds an index on a large table) runs with DATABASE_STATEMENT_TIMEOUT_MS=0.
-DATABASE_STATEMENT_TIMEOUT_MS = env.int("DATABASE_STATEMENT_TIMEOUT_MS", default=5000)
-DATABASE_LOCK_TIMEOUT_MS = env.int("DATABASE_LOCK_TIMEOUT_MS", default=2000)
+DATABASE_STATEMENT_TIMEOUT_MS = _at_least("DATABASE_STATEMENT_TIMEOUT_MS", 5000, 0)
+DATABASE_LOCK_TIMEOUT_MS = _at_least("DATABASE_LOCK_TIMEOUT_MS", 2000, 0)
 # How long a pool keeps retrying a lost connection in the background (psycopg_pool, with backoff
 # from 1 s, doubling) before it gives up and connects again on the next request instead. Short:
 # after a database restart the next request reconnects at once rather than waiting out a backoff
 # grown during the outage (docs/operations.md).
-DATABASE_RECONNECT_TIMEOUT = env.float("DATABASE_RECONNECT_TIMEOUT", default=2.0)
+DATABASE_RECONNECT_TIMEOUT = _seconds("DATABASE_RECONNECT_TIMEOUT", 2.0)
 
 
 # Behind a transaction pooler (PgBouncer with pool_mode = transaction, deploy/pgbouncer.ini) each
@@ -121,6 +163,7 @@ DATABASE_TRANSACTION_POOLER = env.bool("DATABASE_TRANSACTION_POOLER", default=Fa
 
 def _database_from_url(url: str) -> dict:
     params = conninfo_to_dict(url)
+    pool_min, pool_max = _pool_sizes("DATABASE_POOL", 2, 10)
     if not DATABASE_TRANSACTION_POOLER:
         params["options"] = (
             f"{params.get('options', '')} -c statement_timeout={DATABASE_STATEMENT_TIMEOUT_MS}"
@@ -140,9 +183,9 @@ def _database_from_url(url: str) -> dict:
             **params,
             # psycopg 3 connection pool (Django 5.1+). Sized per server process.
             "pool": {
-                "min_size": env.int("DATABASE_POOL_MIN", default=2),
-                "max_size": env.int("DATABASE_POOL_MAX", default=10),
-                "timeout": env.float("DATABASE_POOL_TIMEOUT", default=5.0),
+                "min_size": pool_min,
+                "max_size": pool_max,
+                "timeout": _seconds("DATABASE_POOL_TIMEOUT", 5.0),
                 "reconnect_timeout": DATABASE_RECONNECT_TIMEOUT,
             },
         },
@@ -171,8 +214,8 @@ DATABASES = {"default": _database_from_url(DATABASE_URL)}
 DATABASE_REPLICA_URL = env.str("DATABASE_REPLICA_URL", default="")
 if DATABASE_REPLICA_URL:
     DATABASES["replica"] = _database_from_url(DATABASE_REPLICA_URL)
-    DATABASES["replica"]["OPTIONS"]["pool"]["timeout"] = env.float(
-        "DATABASE_REPLICA_POOL_TIMEOUT", default=1.0
+    DATABASES["replica"]["OPTIONS"]["pool"]["timeout"] = _seconds(
+        "DATABASE_REPLICA_POOL_TIMEOUT", 1.0
     )
     DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
 DATABASE_ROUTERS = ["memories.replica.ReplicaRouter"]
@@ -183,9 +226,10 @@ DATABASE_ROUTERS = ["memories.replica.ReplicaRouter"]
 DATABASE_APP_ROLE = env.str("DATABASE_APP_ROLE", default="threengram_app")
 # Native asyncio connections for the MCP hot path (infra/asyncdb.py), per server process.
 # 0 = no pool, a connection per use (the test settings).
-ASYNC_DATABASE_POOL_MIN = env.int("ASYNC_DATABASE_POOL_MIN", default=2)
-ASYNC_DATABASE_POOL_MAX = env.int("ASYNC_DATABASE_POOL_MAX", default=8)
-ASYNC_DATABASE_POOL_TIMEOUT = env.float("DATABASE_POOL_TIMEOUT", default=5.0)
+ASYNC_DATABASE_POOL_MIN, ASYNC_DATABASE_POOL_MAX = _pool_sizes(
+    "ASYNC_DATABASE_POOL", 2, 8, smallest=0
+)
+ASYNC_DATABASE_POOL_TIMEOUT = _seconds("DATABASE_POOL_TIMEOUT", 5.0)
 # Prepare the hot statements once per connection (SQL PREPARE, and psycopg's automatic
 # protocol-level preparation). False behind a transaction pooler that does not keep a
 # connection's prepared statements between transactions (PgBouncer in transaction mode): the
@@ -234,10 +278,10 @@ SIGNUP_ENABLED = env.bool("SIGNUP_ENABLED", default=True)
 # window before further attempts are refused (HTTP 429) until the window ends: per account and
 # client address, per address, and per account from all addresses except those the account
 # recently logged in from (accounts/throttle.py).
-LOGIN_FAILURES_PER_ACCOUNT_ADDRESS = env.int("LOGIN_FAILURES_PER_ACCOUNT_ADDRESS", default=5)
-LOGIN_FAILURES_PER_IP = env.int("LOGIN_FAILURES_PER_IP", default=20)
-LOGIN_FAILURES_PER_ACCOUNT = env.int("LOGIN_FAILURES_PER_ACCOUNT", default=50)
-LOGIN_FAILURE_WINDOW_SECONDS = env.int("LOGIN_FAILURE_WINDOW_SECONDS", default=15 * 60)
+LOGIN_FAILURES_PER_ACCOUNT_ADDRESS = _at_least("LOGIN_FAILURES_PER_ACCOUNT_ADDRESS", 5, 1)
+LOGIN_FAILURES_PER_IP = _at_least("LOGIN_FAILURES_PER_IP", 20, 1)
+LOGIN_FAILURES_PER_ACCOUNT = _at_least("LOGIN_FAILURES_PER_ACCOUNT", 50, 1)
+LOGIN_FAILURE_WINDOW_SECONDS = _at_least("LOGIN_FAILURE_WINDOW_SECONDS", 15 * 60, 1)
 
 # --- Security (production defaults) -----------------------------------------------------------
 # Plain http is relaxed only where it cannot work otherwise: with DEBUG on, or when the public
@@ -250,7 +294,7 @@ _HTTPS = not (DEBUG or LOCAL_HTTP)
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=_HTTPS)
 SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=_HTTPS)
 CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=_HTTPS)
-SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31_536_000 if _HTTPS else 0)
+SECURE_HSTS_SECONDS = _at_least("SECURE_HSTS_SECONDS", 31_536_000 if _HTTPS else 0, 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=_HTTPS)
 SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=_HTTPS)
 SECURE_PROXY_SSL_HEADER = (
@@ -279,8 +323,8 @@ SECURE_CSP = {
 # --- MCP -------------------------------------------------------------------------------------
 # A memory body never changes (append-only, immutable-field body), so it may be cached for long;
 # the catalogs change on deployment. Two separate settings so tuning one never retunes the other.
-MEMORY_RESOURCE_CACHE_TTL_MS = env.int("MEMORY_RESOURCE_CACHE_TTL_MS", default=24 * 60 * 60 * 1000)
-MCP_CATALOG_CACHE_TTL_MS = env.int("MCP_CATALOG_CACHE_TTL_MS", default=60 * 60 * 1000)
+MEMORY_RESOURCE_CACHE_TTL_MS = _at_least("MEMORY_RESOURCE_CACHE_TTL_MS", 24 * 60 * 60 * 1000, 0)
+MCP_CATALOG_CACHE_TTL_MS = _at_least("MCP_CATALOG_CACHE_TTL_MS", 60 * 60 * 1000, 0)
 # One JSON access line per /mcp request (ids, MCP method, status, latency; never bodies).
 MCP_ACCESS_LOG = env.bool("MCP_ACCESS_LOG", default=True)
 MEMORY_READ_SCOPE = "memory:read"
@@ -291,8 +335,8 @@ MEMORY_WRITE_SCOPE = "memory:write"
 # account reaches in the load benchmarks (docs/performance.md): agents and the benchmarks, which
 # spread their load over many tenants, are not throttled. 0 disables the limit (a benchmark that
 # drives one tenant flat out sets MCP_RATE_LIMIT=0).
-MCP_RATE_LIMIT = env.int("MCP_RATE_LIMIT", default=6000)
-MCP_RATE_LIMIT_WINDOW = env.int("MCP_RATE_LIMIT_WINDOW", default=60)
+MCP_RATE_LIMIT = _at_least("MCP_RATE_LIMIT", 6000, 0)
+MCP_RATE_LIMIT_WINDOW = _at_least("MCP_RATE_LIMIT_WINDOW", 60, 1)
 
 # --- CORS for browser-based MCP clients (django-cors-headers; /mcp applies the same policy) --
 # Origins allowed to call /mcp and the OAuth endpoints from a browser: exact origins, and
@@ -300,7 +344,7 @@ MCP_RATE_LIMIT_WINDOW = env.int("MCP_RATE_LIMIT_WINDOW", default=60)
 # machine), nothing else. Other origins get no CORS headers, and /mcp refuses them unless their
 # host is one of ALLOWED_HOSTS (DNS-rebinding protection, mcp_gateway/asgi.py). Not
 # CORS_ALLOW_ALL_ORIGINS: `check --deploy` refuses it (threengram/checks.py).
-CORS_ALLOWED_ORIGINS = env.list("CORS_ALLOWED_ORIGINS", default=[])
+CORS_ALLOWED_ORIGINS = _names("CORS_ALLOWED_ORIGINS", default=[])
 # Patterns are separated by whitespace, not commas: a comma belongs in a pattern ({1,5}).
 CORS_ALLOWED_ORIGIN_REGEXES = env.str(
     "CORS_ALLOWED_ORIGIN_REGEXES",
@@ -331,18 +375,18 @@ OAUTH_ISSUER = PUBLIC_BASE_URL
 # client IP and window. Some MCP clients register anew on every connection, and one machine may
 # run several of them (an editor, a CLI agent, a desktop app): 60 an hour leaves them room while
 # bounding how fast one address can fill the client table.
-OAUTH_REGISTRATION_RATE = env.int("OAUTH_REGISTRATION_RATE", default=60)
-OAUTH_REGISTRATION_RATE_WINDOW = env.int("OAUTH_REGISTRATION_RATE_WINDOW", default=3600)
+OAUTH_REGISTRATION_RATE = _at_least("OAUTH_REGISTRATION_RATE", 60, 1)
+OAUTH_REGISTRATION_RATE_WINDOW = _at_least("OAUTH_REGISTRATION_RATE_WINDOW", 3600, 1)
 # Token endpoint requests (code exchanges and refreshes) allowed per client IP and window: a
 # client refreshes about once an hour, so 60 a minute leaves room for many clients behind one
 # address while bounding guessing of codes and refresh tokens.
-OAUTH_TOKEN_RATE = env.int("OAUTH_TOKEN_RATE", default=60)
+OAUTH_TOKEN_RATE = _at_least("OAUTH_TOKEN_RATE", 60, 1)
 # RFC 9700 §4.14.2: a rotated refresh token used again by the same public client within this
 # many seconds gets the same new tokens (two windows sharing a token store, a retried refresh);
 # after it, reuse revokes the token family. Kept in the cache (CACHE_URL): with several server
 # processes, a shared one, or a retry landing on another process revokes the family.
-OAUTH_REFRESH_GRACE_SECONDS = env.int("OAUTH_REFRESH_GRACE_SECONDS", default=60)
-OAUTH_TOKEN_RATE_WINDOW = env.int("OAUTH_TOKEN_RATE_WINDOW", default=60)
+OAUTH_REFRESH_GRACE_SECONDS = _at_least("OAUTH_REFRESH_GRACE_SECONDS", 60, 0)
+OAUTH_TOKEN_RATE_WINDOW = _at_least("OAUTH_TOKEN_RATE_WINDOW", 60, 1)
 
 OAUTH2_PROVIDER = {
     "SCOPES": {

@@ -12,8 +12,11 @@ from django.core.management.base import CommandError, CommandParser, OutputWrapp
 
 from memories import account_indexes, backfill, tenancy
 
-# PostgreSQL's spelling of a memory size (postgresql.conf units; a bare number is kB).
-MEMORY_SIZE = re.compile(r"[1-9][0-9]{0,9}(kB|MB|GB|TB)?")
+# PostgreSQL's spelling of a memory size (postgresql.conf units; a bare number is kB), and
+# the range it accepts for maintenance_work_mem, in kB.
+MEMORY_SIZE = re.compile(r"([1-9][0-9]{0,9})(kB|MB|GB|TB)?")
+KILOBYTES_PER_UNIT = {"kB": 1, "MB": 1024, "GB": 1024**2, "TB": 1024**3}
+MAINTENANCE_WORK_MEM_KB = (64, 2_147_483_647)
 
 
 def add_maintenance_work_mem(parser: CommandParser) -> None:
@@ -26,10 +29,18 @@ def add_maintenance_work_mem(parser: CommandParser) -> None:
 
 
 def check_memory_size(value: str) -> None:
-    if not MEMORY_SIZE.fullmatch(value):
+    """Refuse, before any lock or session is taken, a size PostgreSQL would refuse."""
+    size = MEMORY_SIZE.fullmatch(value)
+    if not size:
         raise CommandError(
             "--maintenance-work-mem must be a PostgreSQL memory size such as 512MB or 2GB; "
             f"got {value!r}"
+        )
+    kilobytes = int(size[1]) * KILOBYTES_PER_UNIT[size[2] or "kB"]
+    low, high = MAINTENANCE_WORK_MEM_KB
+    if not low <= kilobytes <= high:
+        raise CommandError(
+            f"--maintenance-work-mem must be from {low}kB to {high}kB (about 2TB); got {value!r}"
         )
 
 

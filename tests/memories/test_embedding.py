@@ -16,6 +16,7 @@ from django.db import connection
 from accounts.erasure import erase_account
 from memories import account_indexes, backfill
 from memories.embedding import EMBEDDING_DIMENSIONS, _embedder_for, get_embedder
+from memories.management.maintenance import check_memory_size
 from memories.search import clean_filters, search_memories
 from memories.services import record_memory, revise_memory
 from tests.factories import MemoryFactory, UserFactory, embed
@@ -219,6 +220,20 @@ def test_a_maintenance_memory_size_that_is_not_one_is_refused(db):
         call_command("embed_memories", "--maintenance-work-mem=lots")
 
 
+@pytest.mark.parametrize("size", ["1kB", "63", "4TB", "2147483648kB"])
+@pytest.mark.parametrize("command", ["embed_memories", "index_accounts"])
+def test_a_maintenance_memory_size_postgresql_refuses_is_refused_naming_its_range(
+    db, command, size
+):
+    with pytest.raises(CommandError, match="--maintenance-work-mem must be from 64kB"):
+        call_command(command, f"--maintenance-work-mem={size}")
+
+
+def test_the_largest_maintenance_memory_size_is_accepted():
+    check_memory_size("2147483647kB")
+    check_memory_size("64kB")
+
+
 def test_reembed_replaces_every_vector_of_another_model(transactional_db):
     # Vectors from another model: unrelated to the text, as far as this model is concerned.
     memories = [
@@ -401,9 +416,10 @@ def test_with_no_model_memories_are_stored_without_a_vector_and_found_by_words(
     assert page.hits[0].matched_by == ("words",)
 
 
-def test_an_unknown_model_is_a_configuration_error_naming_the_setting(search_embedder):
-    search_embedder("word2vec")
-    with pytest.raises(ImproperlyConfigured, match="SEARCH_EMBEDDER='word2vec'"):
+@pytest.mark.parametrize("spec", ["word2vec", "none:words", "wordllama:large"])
+def test_an_unknown_model_is_a_configuration_error_naming_the_setting(search_embedder, spec):
+    search_embedder(spec)
+    with pytest.raises(ImproperlyConfigured, match=f"SEARCH_EMBEDDER='{spec}'"):
         get_embedder()
 
 

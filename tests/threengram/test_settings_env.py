@@ -1,4 +1,4 @@
-"""How settings read list-valued environment variables."""
+"""How settings read the environment: lists, and values refused at start-up."""
 
 import json
 import os
@@ -7,19 +7,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
-PRINT_REGEXES = (
-    "import json; from threengram import settings; "
-    "print(json.dumps(settings.CORS_ALLOWED_ORIGIN_REGEXES))"
-)
 
-
-def _origin_regexes(value: str | None) -> list[str]:
+def _load_settings(print_expression: str, **variables: str) -> subprocess.CompletedProcess:
+    """A process that imports the production settings with `variables` set and prints
+    `print_expression` as JSON."""
     environment = {
         key: item
         for key, item in os.environ.items()
-        if key not in ("DJANGO_SETTINGS_MODULE", "CORS_ALLOWED_ORIGIN_REGEXES")
+        if key not in ("DJANGO_SETTINGS_MODULE", *variables)
     }
     environment.update(
         THREENGRAM_ENV_FILE="",
@@ -27,17 +26,24 @@ def _origin_regexes(value: str | None) -> list[str]:
         SECRET_KEY="not-a-secret-" + "x" * 40,
         # Never connected to: importing the settings opens no connection.
         DATABASE_URL="postgresql://nobody@127.0.0.1:1/nothing",
+        **variables,
     )
-    if value is not None:
-        environment["CORS_ALLOWED_ORIGIN_REGEXES"] = value
-    result = subprocess.run(
-        [sys.executable, "-c", PRINT_REGEXES],
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import json; from threengram import settings; print(json.dumps({print_expression}))",
+        ],
         cwd=ROOT,
         env=environment,
         capture_output=True,
         text=True,
         timeout=60,
     )
+
+
+def _setting(print_expression: str, **variables: str):
+    result = _load_settings(print_expression, **variables)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.splitlines()[-1])
 
@@ -45,12 +51,69 @@ def _origin_regexes(value: str | None) -> list[str]:
 def test_cors_origin_regexes_are_split_on_whitespace_so_their_commas_survive():
     first = r"^https://agents\.example\.com(:\d{1,5})?$"
     second = r"^https://[a-z]{2,8}\.example\.org$"
-    regexes = _origin_regexes(f"{first}  {second}\n")
+    regexes = _setting(
+        "settings.CORS_ALLOWED_ORIGIN_REGEXES",
+        CORS_ALLOWED_ORIGIN_REGEXES=f"{first}  {second}\n",
+    )
     assert regexes == [first, second]
     assert re.match(regexes[0], "https://agents.example.com:8443")
 
 
 def test_the_default_cors_origin_regex_is_whole():
-    [regex] = _origin_regexes(None)
+    [regex] = _setting("settings.CORS_ALLOWED_ORIGIN_REGEXES")
     assert re.match(regex, "http://127.0.0.1:6274") and re.match(regex, "http://[::1]:80")
     assert not re.match(regex, "https://evil.example.com")
+
+
+def test_a_space_after_a_comma_keeps_every_host_and_origin():
+    hosts, csrf_origins, cors_origins = _setting(
+        "[settings.ALLOWED_HOSTS, settings.CSRF_TRUSTED_ORIGINS, settings.CORS_ALLOWED_ORIGINS]",
+        ALLOWED_HOSTS="memory.example.com, www.memory.example.com,",
+        CSRF_TRUSTED_ORIGINS="https://memory.example.com, https://www.memory.example.com",
+        CORS_ALLOWED_ORIGINS=" https://agents.example.com ,https://inspector.example.com",
+    )
+    assert hosts == ["memory.example.com", "www.memory.example.com"]
+    assert csrf_origins == ["https://memory.example.com", "https://www.memory.example.com"]
+    assert cors_origins == ["https://agents.example.com", "https://inspector.example.com"]
+
+
+@pytest.mark.parametrize(
+    ("variables", "named", "limit"),
+    [
+        # A window of 0 divides by zero on every /mcp request or log-in; a negative one expires
+        # every counter as it is written (no throttle at all).
+        ({"MCP_RATE_LIMIT_WINDOW": "0"}, "MCP_RATE_LIMIT_WINDOW", "at least 1"),
+        ({"LOGIN_FAILURE_WINDOW_SECONDS": "-900"}, "LOGIN_FAILURE_WINDOW_SECONDS", "at least 1"),
+        ({"OAUTH_TOKEN_RATE": "0"}, "OAUTH_TOKEN_RATE", "at least 1"),
+        # PostgreSQL refuses the startup option: every request would be a 503, forever.
+        ({"DATABASE_STATEMENT_TIMEOUT_MS": "-1"}, "DATABASE_STATEMENT_TIMEOUT_MS", "at least 0"),
+        ({"DATABASE_LOCK_TIMEOUT_MS": "soon"}, "DATABASE_LOCK_TIMEOUT_MS", "whole number"),
+        ({"DATABASE_POOL_TIMEOUT": "0"}, "DATABASE_POOL_TIMEOUT", "more than 0 seconds"),
+        # The pool refuses a minimum over its maximum on the first query.
+        ({"DATABASE_POOL_MIN": "20"}, "DATABASE_POOL_MIN=20", "more than DATABASE_POOL_MAX=10"),
+        (
+            {"ASYNC_DATABASE_POOL_MIN": "9", "ASYNC_DATABASE_POOL_MAX": "4"},
+            "ASYNC_DATABASE_POOL_MIN=9",
+            "more than ASYNC_DATABASE_POOL_MAX=4",
+        ),
+    ],
+)
+def test_a_value_that_cannot_work_stops_start_up_naming_the_variable_and_its_limit(
+    variables, named, limit
+):
+    result = _load_settings("1", **variables)
+    assert result.returncode != 0, f"{variables} was accepted"
+    last_line = result.stderr.strip().splitlines()[-1]
+    assert "ImproperlyConfigured" in last_line and named in last_line and limit in last_line
+
+
+def test_the_limits_leave_the_documented_special_values_alone():
+    """MCP_RATE_LIMIT=0 turns the /mcp limit off, a 0 timeout turns PostgreSQL's off, and an
+    async pool of at most 0 connections means a connection per use."""
+    assert _setting(
+        "[settings.MCP_RATE_LIMIT, settings.DATABASE_STATEMENT_TIMEOUT_MS, "
+        "settings.ASYNC_DATABASE_POOL_MAX]",
+        MCP_RATE_LIMIT="0",
+        DATABASE_STATEMENT_TIMEOUT_MS="0",
+        ASYNC_DATABASE_POOL_MAX="0",
+    ) == [0, 0, 0]
