@@ -145,6 +145,9 @@ def clean_datetime(field: str, value: object) -> datetime:
     """An instant from caller input, an aware datetime or an ISO 8601 string with an offset,
     in UTC and within EARLIEST_INSTANT..LATEST_INSTANT."""
     if isinstance(value, str) and len(value) <= 40:
+        # RFC 3339 §5.6 allows a lower-case "z" (and "t"), which fromisoformat refuses.
+        if value.endswith("z"):
+            value = value[:-1] + "Z"
         with contextlib.suppress(ValueError):
             value = datetime.fromisoformat(value)
     if not isinstance(value, datetime):

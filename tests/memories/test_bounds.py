@@ -113,6 +113,8 @@ def test_instants_out_of_range_or_with_odd_offsets_are_refused(tenant, value, fr
         ("1970-01-01T14:00:00+14:00", datetime(1970, 1, 1, tzinfo=UTC)),
         ("2026-06-01T00:00:00-12:00", datetime(2026, 6, 1, 12, tzinfo=UTC)),
         ("2026-06-01T05:30:00+05:30", datetime(2026, 6, 1, tzinfo=UTC)),
+        # RFC 3339 §5.6: the "T" and "Z" may be lower case.
+        ("2026-12-31t17:00:00z", datetime(2026, 12, 31, 17, tzinfo=UTC)),
     ],
 )
 def test_instants_at_the_limits_are_stored_and_read_back_in_utc(tenant, value, stored):
