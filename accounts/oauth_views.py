@@ -86,11 +86,17 @@ class McpAuthorizationView(AuthorizationView):
             # CSP `form-action` also governs where the consent form's POST may redirect to
             # (CSP3 §6.3.1; Chromium enforces it), so the page allows exactly the origin of this
             # request's redirect URI, which oauthlib has matched against the registered ones.
+            # A CSP host source cannot be an IPv6 literal (CSP3 §2.3.1 host-part): a browser
+            # ignores `http://[::1]:port` and would block the redirect, so such a client's
+            # scheme is allowed instead.
             parts = urlsplit(redirect_uri)
-            client_origin = f"{parts.scheme}://{parts.netloc}"
+            if ":" in (parts.hostname or ""):
+                client_source = f"{parts.scheme}:"
+            else:
+                client_source = f"{parts.scheme}://{parts.netloc}"
             response._csp_config = {
                 **settings.SECURE_CSP,
-                "form-action": [CSP.SELF, client_origin],
+                "form-action": [CSP.SELF, client_source],
             }
         return response
 

@@ -19,11 +19,13 @@ pytestmark = [
 ]
 
 
-def _authorization_url(base_url: str, application, challenge: str) -> str:
+def _authorization_url(
+    base_url: str, application, challenge: str, redirect_uri: str = REDIRECT_URI
+) -> str:
     params = {
         "response_type": "code",
         "client_id": application.client_id,
-        "redirect_uri": REDIRECT_URI,
+        "redirect_uri": redirect_uri,
         "state": "xyz",
         "scope": "memory:read memory:write",
         "code_challenge": challenge,
@@ -33,7 +35,14 @@ def _authorization_url(base_url: str, application, challenge: str) -> str:
     return f"{base_url}/oauth/authorize/?{urlencode(params)}"
 
 
-def _consent(chromium: str, base_url: str, url: str, username: str, button: str) -> tuple[str, str]:
+def _consent(
+    chromium: str,
+    base_url: str,
+    url: str,
+    username: str,
+    button: str,
+    redirect_uri: str = REDIRECT_URI,
+) -> tuple[str, str]:
     """Log in, read the consent page, press `button`; return (consent text, client callback)."""
     from playwright.sync_api import sync_playwright
 
@@ -44,8 +53,9 @@ def _consent(chromium: str, base_url: str, url: str, username: str, button: str)
         page = browser.new_page()
         page.set_default_timeout(10_000)
         # The client's loopback listener: answer the callback like a native client would.
+        client_origin = "{0.scheme}://{0.netloc}".format(urlsplit(redirect_uri))
         page.route(
-            "http://127.0.0.1:33418/**",
+            f"{client_origin}/**",
             lambda route: (callbacks.append(route.request.url), route.fulfill(body="done")),
         )
         page.goto(url)
@@ -56,7 +66,7 @@ def _consent(chromium: str, base_url: str, url: str, username: str, button: str)
         page.wait_for_url(f"{base_url}/oauth/authorize/**")
         text = page.inner_text("main")
         page.get_by_role("button", name=button).click()
-        page.wait_for_url(f"{REDIRECT_URI}**")
+        page.wait_for_url(f"{redirect_uri}**")
         browser.close()
     return text, callbacks[0]
 
@@ -76,6 +86,24 @@ def test_allow_in_chromium_sends_the_code_to_the_client(oauth_server, chromium_e
     query = parse_qs(urlsplit(callback).query)
     assert query["state"] == ["xyz"] and query["iss"] == [oauth_server.url]
     assert query["code"][0]
+
+
+def test_allow_in_chromium_sends_the_code_to_a_client_on_the_ipv6_loopback(
+    oauth_server, chromium_executable
+):
+    """A CSP source cannot name [::1]: the page must still let the browser go back there."""
+    redirect_uri = "http://[::1]:33418/callback"
+    application = ApplicationFactory(redirect_uris=redirect_uri)
+    user = UserFactory()
+    _, challenge = pkce_pair()
+    url = _authorization_url(oauth_server.url, application, challenge, redirect_uri)
+
+    _, callback = _consent(
+        chromium_executable, oauth_server.url, url, user.username, "Allow", redirect_uri
+    )
+
+    query = parse_qs(urlsplit(callback).query)
+    assert callback.startswith(redirect_uri) and query["code"][0]
 
 
 def test_deny_in_chromium_sends_access_denied_to_the_client(oauth_server, chromium_executable):
