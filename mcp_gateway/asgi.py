@@ -271,8 +271,14 @@ def _scope_guard(principal: Principal) -> Answer | None:
 def _rate_limit_guard(principal: Principal) -> Answer | None:
     """429 Too Many Requests with Retry-After (RFC 6585 §4) once the token's user has spent
     MCP_RATE_LIMIT; after authentication and the scope check, so a refused request spends no
-    user's budget."""
-    retry_after = _rate_limited(principal.user_id)
+    user's budget. A shared cache that cannot answer lets the request on (and says so in the
+    log): the limit guards fairness between accounts, not access, and an outage of the cache
+    should not become one of the server."""
+    try:
+        retry_after = _rate_limited(principal.user_id)
+    except Exception as exc:  # any cache client's error
+        logger.warning("MCP rate limit not counted: the cache failed (%s)", type(exc).__name__)
+        return None
     if not retry_after:
         return None
     body = {

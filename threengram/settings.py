@@ -262,8 +262,8 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 # Shared state for the rate limits and the log-in throttle (infra/rate_limit.py,
 # accounts/throttle.py). The default local-memory cache is per process: with several server
 # processes set CACHE_URL to a shared cache (e.g. redis://… or memcached), or each process counts
-# on its own and a client gets up to N times the limit. A database cache works but costs the
-# /mcp rate limit a database round trip per request: prefer redis or memcached there.
+# on its own and a client gets up to N times the limit. Not a database cache while the /mcp
+# limit is on: that limit counts on the event loop, where Django refuses a database call (below).
 CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
 
 # --- Search -------------------------------------------------------------------------------------
@@ -337,6 +337,12 @@ MEMORY_WRITE_SCOPE = "memory:write"
 # drives one tenant flat out sets MCP_RATE_LIMIT=0).
 MCP_RATE_LIMIT = _at_least("MCP_RATE_LIMIT", 6000, 0)
 MCP_RATE_LIMIT_WINDOW = _at_least("MCP_RATE_LIMIT_WINDOW", 60, 1)
+if MCP_RATE_LIMIT and CACHES["default"]["BACKEND"].endswith(".DatabaseCache"):
+    raise ImproperlyConfigured(
+        "CACHE_URL names a database cache, which the /mcp rate limit cannot count in (it counts "
+        "on the event loop, where a database call is refused): use redis, memcached or the "
+        "local-memory default, or set MCP_RATE_LIMIT=0."
+    )
 
 # --- CORS for browser-based MCP clients (django-cors-headers; /mcp applies the same policy) --
 # Origins allowed to call /mcp and the OAuth endpoints from a browser: exact origins, and

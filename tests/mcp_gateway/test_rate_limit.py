@@ -97,6 +97,29 @@ async def test_zero_disables_the_limit(http, transactional_db, settings):
         assert (await http.post("/mcp", headers=headers, content=body)).status_code == 200
 
 
+async def test_a_cache_that_cannot_answer_lets_requests_through_and_says_so(
+    http, transactional_db, settings, monkeypatch, caplog
+):
+    """A shared cache (redis, memcached) that is down: the request is served uncounted, with a
+    warning that names the error's type, instead of an exception out of the application."""
+    from mcp_gateway import asgi
+
+    class UnreachableCache:
+        def incr(self, *args, **kwargs):
+            raise ConnectionError("Error 111 connecting to redis:6379. Connection refused.")
+
+        add = set = get = incr
+
+    monkeypatch.setattr(asgi, "event_loop_counter_store", UnreachableCache)
+    settings.MCP_RATE_LIMIT = 1
+    token = await _new_token()
+    for _ in range(2):
+        headers, body = modern("tools/list", **auth_header(token))
+        assert (await http.post("/mcp", headers=headers, content=body)).status_code == 200
+    warnings = [r.getMessage() for r in caplog.records if r.name == "mcp_gateway.asgi"]
+    assert warnings == ["MCP rate limit not counted: the cache failed (ConnectionError)"] * 2
+
+
 @pytest.mark.live
 def test_the_limit_holds_across_server_processes_with_a_shared_cache(transactional_db):
     """Two uvicorn processes on one shared cache (here Django's file cache; redis or memcached in

@@ -91,6 +91,8 @@ def test_a_space_after_a_comma_keeps_every_host_and_origin():
         ({"DATABASE_POOL_TIMEOUT": "0"}, "DATABASE_POOL_TIMEOUT", "more than 0 seconds"),
         # The pool refuses a minimum over its maximum on the first query.
         ({"DATABASE_POOL_MIN": "20"}, "DATABASE_POOL_MIN=20", "more than DATABASE_POOL_MAX=10"),
+        # The /mcp limit counts on the event loop, where Django refuses a database call.
+        ({"CACHE_URL": "dbcache://throttle_cache"}, "CACHE_URL", "MCP_RATE_LIMIT=0"),
         (
             {"ASYNC_DATABASE_POOL_MIN": "9", "ASYNC_DATABASE_POOL_MAX": "4"},
             "ASYNC_DATABASE_POOL_MIN=9",
@@ -105,6 +107,14 @@ def test_a_value_that_cannot_work_stops_start_up_naming_the_variable_and_its_lim
     assert result.returncode != 0, f"{variables} was accepted"
     last_line = result.stderr.strip().splitlines()[-1]
     assert "ImproperlyConfigured" in last_line and named in last_line and limit in last_line
+
+
+def test_a_database_cache_is_accepted_with_the_mcp_rate_limit_off():
+    assert _setting(
+        "settings.CACHES['default']['BACKEND']",
+        CACHE_URL="dbcache://throttle_cache",
+        MCP_RATE_LIMIT="0",
+    ).endswith(".DatabaseCache")
 
 
 def test_the_limits_leave_the_documented_special_values_alone():
