@@ -99,7 +99,11 @@ async def _get_pool() -> AsyncConnectionPool:
                 open=False,
                 name="threengram-async",
             )
-            await pool.open(wait=True)
+            # Not waiting for the pool to fill: during an outage each request then waits at
+            # most the pool's timeout for a connection (a retryable 503 after it), while the pool
+            # keeps trying in the background, instead of every request in turn waiting for a
+            # fill that cannot happen.
+            await pool.open(wait=False)
             _pool = pool
     return _pool
 

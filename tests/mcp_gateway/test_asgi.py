@@ -292,6 +292,44 @@ async def test_a_database_outage_at_the_token_check_answers_503_retryable(http, 
     assert error["data"] == {"retryable": True, "retryAfterSeconds": 1}
 
 
+async def test_an_outage_before_the_pool_opened_answers_503_within_the_pool_timeout(
+    asgi_app, db, settings, monkeypatch, tmp_path
+):
+    """A server started (or its pool closed) while PostgreSQL is down: two clients at once each
+    get their retryable 503 within DATABASE_POOL_TIMEOUT (docs/operations.md), not after the
+    pool's own 30 s wait for a fill that cannot happen."""
+    import asyncio
+
+    from infra import asyncdb
+
+    settings.ASYNC_DATABASE_POOL_MAX = 4
+    settings.ASYNC_DATABASE_POOL_MIN = 1
+    settings.ASYNC_DATABASE_POOL_TIMEOUT = 1.0
+    real_kwargs = asyncdb.connection_kwargs
+    # A socket folder where no PostgreSQL listens.
+    monkeypatch.setattr(
+        asyncdb, "connection_kwargs", lambda: {**real_kwargs(), "host": str(tmp_path)}
+    )
+    await asyncdb.close()
+    try:
+        async with httpx2.AsyncClient(
+            transport=asgi_transport(asgi_app), base_url="http://localhost", timeout=60
+        ) as client:
+            headers, body = modern("tools/list", **auth_header("some-token"))
+
+            async def one() -> tuple[int, float]:
+                started = time.monotonic()
+                response = await client.post("/mcp", headers=headers, content=body)
+                return response.status_code, time.monotonic() - started
+
+            results = await asyncio.wait_for(asyncio.gather(one(), one()), timeout=30)
+    finally:
+        await asyncdb.close()
+    for status, elapsed in results:
+        assert status == 503
+        assert elapsed < 3, f"503 after {elapsed:.1f} s with DATABASE_POOL_TIMEOUT=1 s"
+
+
 async def test_a_handler_meeting_a_database_outage_answers_503_retryable(
     http, seeded, monkeypatch, caplog
 ):
