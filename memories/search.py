@@ -674,7 +674,10 @@ def search_memories(
     }
     where = _where(filters, owner_id, params)
     alias = replica.read_alias()
+    outermost = not connections[alias].in_atomic_block
     with transaction.atomic(using=alias), connections[alias].cursor() as db:
+        if outermost:
+            _one_snapshot(connections[alias])
         _count_tenant(db, params)
         parsed = _parse(db, text)
         mode = position.mode if position else "ranked"
@@ -719,6 +722,16 @@ def search_memories(
             statistics=statistics if mode == "ranked" else None,
         ).encode(fingerprint)
     return page
+
+
+def _one_snapshot(connection) -> None:
+    """Let every statement of the search see the database as of its first: under READ
+    COMMITTED a revision committing between the words walk and the nearest-by-meaning statement
+    would put a memory and its successor on one page. A read-only transaction at REPEATABLE READ
+    never fails to serialize. Sent on the raw cursor (it sets no tenant and reads no rows), before
+    any other statement of the transaction, as PostgreSQL requires."""
+    with connection.connection.cursor() as raw:
+        raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
 
 
 def _count_tenant(db, params: dict) -> None:

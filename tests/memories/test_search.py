@@ -636,3 +636,50 @@ def test_the_walk_bound_counts_memories_of_every_thread_and_status(
     assert run(tenant, question, status="archived").hits == []
     monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 5)
     assert [hit.id for hit in run(tenant, question, status="archived").hits] == [old.id]
+
+
+def test_a_revision_committing_mid_search_never_shows_both_versions(transactional_db, monkeypatch):
+    """The search's statements share one snapshot: a revision that commits after the words walk
+    and before the nearest-by-meaning statement does not put the predecessor (found by words
+    while current) and the successor (found by meaning) on one page."""
+    import threading
+
+    from django.db import connections
+
+    from tests.factories import UserFactory
+
+    owner = UserFactory()
+    old = record_memory(
+        owner=owner,
+        memory_type="decision",
+        topic="Database",
+        content="We chose PostgreSQL for the memory store.",
+    )
+    walked = []
+    real_ids = search._ids
+
+    def revise_elsewhere() -> None:
+        try:
+            revise_memory(
+                owner=owner,
+                predecessor_id=old.id,
+                content="We chose PostgreSQL 18 for the memory store.",
+            )
+        finally:
+            connections.close_all()
+
+    def revise_after_the_walk(*args, **kwargs):
+        ids = real_ids(*args, **kwargs)
+        if not walked:
+            walked.append(ids)
+            worker = threading.Thread(target=revise_elsewhere)
+            worker.start()
+            worker.join()
+        return ids
+
+    monkeypatch.setattr(search, "_ids", revise_after_the_walk)
+    page = search_memories(
+        owner_id=owner.pk, query="postgresql memory store", filters=clean_filters(), limit=5
+    )
+    assert walked
+    assert [(hit.id, hit.valid_to) for hit in page.hits] == [(old.id, None)]
