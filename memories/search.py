@@ -687,10 +687,13 @@ def search_memories(
             ranked, statistics = _ranked(
                 db, parsed, where, params, position.statistics if position else None
             )
+        # Not for a query of stop words only, which asks for nothing (a topic sharing its
+        # letters is no answer).
         if (
             not ranked
             and position is None
-            and 0 < len(parsed.wanted.split()) <= TOPIC_FALLBACK_WORDS_MAX
+            and parsed.terms
+            and len(parsed.wanted.split()) <= TOPIC_FALLBACK_WORDS_MAX
         ):
             mode = "topic"
         if mode == "topic":

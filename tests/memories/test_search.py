@@ -383,6 +383,14 @@ def test_a_long_question_that_matches_nothing_gets_no_topic_lookalikes(tenant, s
     assert [hit.topic for hit in run(tenant, "anlytics wearhouse capcity reveiw").hits] == [topic]
 
 
+@pytest.mark.parametrize("query", ["the", "what is it", '"the"'])
+def test_a_query_of_stop_words_only_gets_no_topic_lookalikes(tenant, settings, query):
+    settings.SEARCH_EMBEDDER = "none"
+    MemoryFactory(owner=tenant, topic="Theme", content="Dark colours.")
+    MemoryFactory(owner=tenant, topic="What is it", content="A mystery box.")
+    assert run(tenant, query).hits == []
+
+
 def test_the_topic_fallback_stops_at_its_word_limit(tenant, settings):
     settings.SEARCH_EMBEDDER = "none"
     MemoryFactory(owner=tenant, topic="Quarterly zeppelin hangar lease review", content="entry")
