@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import connection
+from django.db import connections
 from django.utils import timezone
 
-from memories import bounds
+from memories import bounds, replica
 from memories.errors import InvalidInput
 from memories.excerpts import EXCERPT_COLUMNS, MemoryExcerpt
 from memories.models import Thread
@@ -118,7 +118,8 @@ def read_sections(
             ORDER BY {spec.order})"""  # noqa: S608
         for spec in specs
     ]
-    with connection.cursor() as cursor:
+    # A lag-tolerant read, on the replica inside `replica.tolerant_read`, as search's are.
+    with connections[replica.read_alias()].cursor() as cursor:
         cursor.execute("\nUNION ALL\n".join(parts), params)
         rows = cursor.fetchall()
     sections = {spec.name: Section() for spec in specs}

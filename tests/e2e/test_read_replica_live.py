@@ -89,6 +89,11 @@ async def test_own_write_is_read_at_once_while_the_lagging_replica_serves_search
             read = await client.read_resource(f"threengram://memory/{memory_id}")
             lagging = await client.call_tool("search", {"query": "lagging replica note"})
             older = await client.call_tool("search", {"query": "ship the resource"})
+            blocker = await client.call_tool(
+                "remember",
+                {"memoryType": "blocker", "topic": "disk", "content": "The staging disk is full"},
+            )
+            briefing = await client.call_tool("briefing", {})
         assert not await run_sync(with_replica.replica_has, memory_id)  # still paused
     finally:
         await run_sync(with_replica.replay, paused=False)
@@ -96,6 +101,10 @@ async def test_own_write_is_read_at_once_while_the_lagging_replica_serves_search
     assert json.loads(read.contents[0].text)["content"] == "Lagging replica note"
     assert lagging.structured_content["hits"] == []  # the replica has not replayed it yet
     assert [h["id"] for h in older.structured_content["hits"]] == [str(seeded.memory.id)]
+    # Briefing is a lag-tolerant read too: its sections come from the paused replica.
+    blocker_id = blocker.structured_content["memory"]["id"]
+    sections = briefing.structured_content["sections"]
+    assert blocker_id not in [item["id"] for s in sections.values() for item in s["items"]]
     await run_sync(with_replica.wait_until_replica_has, memory_id)
     async with mcp_client(with_replica.server.mcp_url, seeded.token) as client:
         caught_up = await client.call_tool("search", {"query": "lagging replica note"})
