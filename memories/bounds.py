@@ -48,23 +48,39 @@ def unstorable_text(value: str) -> str | None:
     return None
 
 
+# Levels of lists and objects an argument may nest: the deepest schema has a few.
+NESTING_MAX = 32
+
+
 def text_problem_in(value: object, path: str = "") -> str | None:
     """The first string inside `value` (nested lists and objects, keys included) that cannot be
-    stored, as '<path>: <why>', or None."""
-    if isinstance(value, str):
-        problem = unstorable_text(value)
-        return f"{path or 'value'}: {problem}" if problem else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            key_path = f"{path}.{key}" if path else str(key)
-            if isinstance(key, str) and (problem := unstorable_text(key)):
-                return f"{path or 'object'} key {key!r}: {problem}"
-            if problem := text_problem_in(item, key_path):
-                return problem
-    elif isinstance(value, list | tuple):
-        for index, item in enumerate(value):
-            if problem := text_problem_in(item, f"{path}[{index}]"):
-                return problem
+    stored, as '<path>: <why>', or None; also a nesting deeper than NESTING_MAX, which no
+    argument has and which would otherwise exhaust the stack of the code walking it. The walk
+    keeps its own stack, so any depth a JSON parser accepted is answered."""
+    # (what, path, depth): what is ("value", v) or ("key", k)
+    pending: list[tuple[str, object, str, int]] = [("value", value, path, 0)]
+    while pending:
+        kind, item, where, depth = pending.pop()
+        if kind == "key":
+            if isinstance(item, str) and (problem := unstorable_text(item)):
+                return f"{where or 'object'} key {item!r}: {problem}"
+        elif isinstance(item, str):
+            if problem := unstorable_text(item):
+                return f"{where or 'value'}: {problem}"
+        elif isinstance(item, dict | list | tuple):
+            if depth >= NESTING_MAX:
+                return f"{where or 'value'}: nested more than {NESTING_MAX} levels deep"
+            if isinstance(item, dict):
+                children = []
+                for key, child in item.items():
+                    key_path = f"{where}.{key}" if where else str(key)
+                    children += [("key", key, where, depth), ("value", child, key_path, depth + 1)]
+            else:
+                children = [
+                    ("value", child, f"{where}[{index}]", depth + 1)
+                    for index, child in enumerate(item)
+                ]
+            pending.extend(reversed(children))  # first child on top: checked in order
     return None
 
 

@@ -714,6 +714,23 @@ async def test_the_account_pages_are_not_open_to_other_origins(
 
 
 # --- GET /mcp ----------------------------------------------------------------------------------
+async def test_deeply_nested_arguments_are_a_tool_error_not_an_internal_one(http, seeded, caplog):
+    """The SDK's JSON parser accepts some 1,500 levels; the argument walk answers any of them."""
+    caplog.set_level(logging.ERROR)
+    headers, body = modern(
+        "tools/call",
+        {"name": "search", "arguments": {"query": "x", "memoryTypes": "NESTED"}},
+        name="search",
+        **auth_header(seeded.token),
+    )
+    body = body.replace('"NESTED"', "[" * 1200 + "]" * 1200)
+    response = await http.post("/mcp", headers=headers, content=body)
+    assert response.status_code == 200
+    result = response.json()["result"]
+    assert result["isError"] and "nested more than 32 levels deep" in result["content"][0]["text"]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
 async def test_get_is_405_at_once(http, read_only_token):
     started = time.monotonic()
     for headers in ({}, auth_header(read_only_token)):

@@ -231,6 +231,12 @@ async def test_bad_input_is_refused_naming_field_and_limit(agent, tool, argument
         ),
         # Unknown fields too: the walk runs before the schema, over every string.
         ("search", {"query": "x", "\ud800": 1}, "invalid_input: object key"),
+        # Deeper than any argument nests, and than a recursive walk could go.
+        (
+            "search",
+            {"query": "x", "memoryTypes": json.loads("[" * 1200 + "]" * 1200)},
+            "invalid_input: memoryTypes" + "[0]" * 31 + ": nested more than 32 levels deep",
+        ),
     ],
 )
 async def test_text_postgresql_cannot_store_is_refused_naming_the_field(
