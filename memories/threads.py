@@ -39,9 +39,13 @@ class Proposal:
 
 
 def _thread(owner, name: object, *, lock: bool = False) -> Thread:
+    """The owner's thread named `name`. Locked FOR NO KEY UPDATE, which a membership's foreign
+    key check (KEY SHARE, taken at the COMMIT of a revision copying its predecessor's
+    memberships) does not wait for: thread actions lock the thread, then the memories, then the
+    membership rows, and a revision holding a memory never waits for a thread action."""
     cleaned = bounds.clean_thread_name(name)
     threads = Thread.objects.named(owner.pk, cleaned)
-    thread = (threads.select_for_update() if lock else threads).first()
+    thread = (threads.select_for_update(no_key=True) if lock else threads).first()
     if thread is None:
         raise NotFound(f"thread '{cleaned}'")
     return thread
@@ -161,19 +165,21 @@ def remove_thread_members(*, owner, name: object, memory_ids: Sequence[object]) 
 def decide_thread_proposal(*, owner, proposal_id: object, accept: bool) -> ThreadMembership:
     """Accept or reject an open proposal. A decided, unknown or foreign id is NotFound."""
     parsed = services.parse_memory_id(proposal_id)
+    open_proposals = ThreadMembership.objects.filter(
+        owner=owner, id=parsed, state=MembershipState.PROPOSED
+    )
     with transaction.atomic():
         services.lock_live_owner(owner)
-        proposal = (
-            ThreadMembership.objects.select_for_update()
-            .select_related("thread")
-            .filter(owner=owner, id=parsed, state=MembershipState.PROPOSED)
-            .first()
-            if parsed
-            else None
-        )
-        if proposal is None:
+        found = open_proposals.first() if parsed else None
+        if found is None:
             raise NotFound(f"open proposal {proposal_id}")
-        if _locked_memories(owner, [proposal.memory_id]).get(proposal.memory_id) is not None:
+        # Locked in the order of the other thread actions (see _thread): thread, memory, row.
+        list(Thread.objects.select_for_update(no_key=True).filter(pk=found.thread_id).values("pk"))
+        superseded = _locked_memories(owner, [found.memory_id]).get(found.memory_id)
+        proposal = open_proposals.select_for_update(of=("self",)).select_related("thread").first()
+        if proposal is None:  # decided meanwhile
+            raise NotFound(f"open proposal {proposal_id}")
+        if superseded is not None:
             raise Conflict(
                 f"memory {proposal.memory_id} of proposal {proposal.id} is superseded; its "
                 "successor has the proposal now"
