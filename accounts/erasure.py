@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from django.contrib.admin.models import LogEntry
 from django.contrib.auth import get_user_model
+from django.contrib.contenttypes.models import ContentType
 from django.db import transaction
 from django.db.models import Case, Value, When
 from django.utils import timezone
@@ -58,8 +60,9 @@ def _revoke_oauth(user, now) -> dict[str, int]:
 
 
 def _deactivate(user, now) -> dict[str, int]:
-    """Deactivate and de-identify the account. The unusable password also ends every browser
-    session: Django compares the session's password hash on each request."""
+    """Deactivate and de-identify the account, in the admin's history of it too. The unusable
+    password also ends every browser session: Django compares the session's password hash on
+    each request."""
     user.username = f"erased-{user.pk}"
     user.email = ""
     user.first_name = ""
@@ -70,7 +73,11 @@ def _deactivate(user, now) -> dict[str, int]:
     user.erased_at = now
     user.set_unusable_password()
     user.save()
-    return {"accounts": 1}
+    # The admin's history names an object by its str() when it was changed: the username.
+    relabelled = LogEntry.objects.filter(
+        content_type=ContentType.objects.get_for_model(user), object_id=str(user.pk)
+    ).update(object_repr=user.username)
+    return {"accounts": 1, "admin_log_entries": relabelled}
 
 
 # In order. Other apps' tenant text joins this list (e.g. thread names), so the tests that prove

@@ -125,7 +125,31 @@ def test_revokes_every_oauth_credential_and_deactivates(populated):
         "oauth_grants": 1,
         "oauth_id_tokens": 0,
         "accounts": 1,
+        "admin_log_entries": 0,
     }
+
+
+def test_the_admins_history_of_the_account_no_longer_names_it(populated, staff_member, client):
+    """A staff member changed the account in the admin: its history kept the username."""
+    from django.contrib import admin
+    from django.contrib.admin.models import LogEntry
+    from django.test import RequestFactory
+
+    from accounts.admin import UserAdmin
+
+    username = populated.username
+    request = RequestFactory().post("/admin/accounts/user/")
+    request.user = staff_member
+    UserAdmin(type(populated), admin.site).log_change(request, populated, [{"changed": {}}])
+
+    result = erase_account(user=populated, requested_by_staff=staff_member)
+
+    assert result.counts["admin_log_entries"] == 1
+    assert not LogEntry.objects.filter(object_repr__icontains=username).exists()
+    staff_member.is_superuser = True
+    staff_member.save()
+    client.force_login(staff_member)
+    assert username.encode() not in client.get("/admin/").content  # "Recent actions"
 
 
 def test_writes_a_content_free_record(populated, staff_member):
