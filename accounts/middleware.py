@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.conf import settings
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 
@@ -43,17 +44,29 @@ def unstorable_part(request: HttpRequest) -> str | None:
 class UnstorableTextMiddleware:
     """400 for a request carrying NUL or a lone surrogate: otherwise a form field, a query
     parameter, an OAuth parameter or a session cookie reaches a database lookup, and PostgreSQL
-    refuses the statement (a 500). OAuth endpoints answer `invalid_request` (RFC 6749 §5.2)."""
+    refuses the statement (a 500). Also for a body past Django's size limits, naming the limit.
+    OAuth endpoints answer in their JSON error format (RFC 6749 §5.2, RFC 7591 §3.2.2)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        problem = unstorable_part(request)
+        try:
+            if request.method in ("POST", "PUT") and request.path.startswith(JSON_BODY_PREFIXES):
+                request.body  # noqa: B018 (read here, where its size limit is answered)
+            problem = unstorable_part(request)
+        except RequestDataTooBig:
+            problem = f"the body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes"
+        except TooManyFieldsSent:
+            problem = f"more than {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS} form fields"
         if problem is None:
             return self.get_response(request)
         if request.path.startswith(OAUTH_JSON_PREFIXES):
-            return JsonResponse(
-                {"error": "invalid_request", "error_description": problem}, status=400
+            # RFC 7591 §3.2.2 has no invalid_request; its metadata error covers the body.
+            error = (
+                "invalid_client_metadata"
+                if request.path.startswith(JSON_BODY_PREFIXES)
+                else "invalid_request"
             )
+            return JsonResponse({"error": error, "error_description": problem}, status=400)
         return HttpResponse(render_to_string("400.html", {"problem": problem}), status=400)

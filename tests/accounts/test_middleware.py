@@ -122,3 +122,38 @@ def test_a_session_cookie_with_nul_is_a_400_not_a_database_error(client):
 def test_a_path_with_nul_is_a_400(client):
     response = client.get("/memories/%00/")
     assert response.status_code == 400
+
+
+def _fields(count: int) -> str:
+    return "&".join(f"f{n}=1" for n in range(count))
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "content_type", "error", "limit"),
+    [
+        ("/oauth/token/", lambda s: _fields(s.DATA_UPLOAD_MAX_NUMBER_FIELDS + 1), "form",
+         "invalid_request", "more than 1000 form fields"),
+        ("/oauth/revoke/", lambda s: "token=" + "x" * s.DATA_UPLOAD_MAX_MEMORY_SIZE, "form",
+         "invalid_request", "larger than 2621440 bytes"),
+        ("/oauth/register/", lambda s: '{"client_name": "' + "x" * s.DATA_UPLOAD_MAX_MEMORY_SIZE
+         + '"}', "application/json", "invalid_client_metadata", "larger than 2621440 bytes"),
+    ],
+)  # fmt: skip
+def test_a_body_past_the_size_limits_gets_the_endpoints_json_error_naming_the_limit(
+    client, settings, path, body, content_type, error, limit
+):
+    content_type = "application/x-www-form-urlencoded" if content_type == "form" else content_type
+    response = client.generic("POST", path, body(settings), content_type=content_type)
+    assert response.status_code == 400
+    assert response.json()["error"] == error
+    assert limit in response.json()["error_description"]
+
+
+def test_a_page_form_past_the_field_limit_says_so(client, settings):
+    response = client.post(
+        "/accounts/login/",
+        _fields(settings.DATA_UPLOAD_MAX_NUMBER_FIELDS + 1),
+        content_type="application/x-www-form-urlencoded",
+    )
+    assert response.status_code == 400
+    assert b"more than 1000 form fields" in response.content
