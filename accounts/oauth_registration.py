@@ -53,6 +53,13 @@ def redirect_uri_problem(uri: Any) -> str | None:
     # DOT stores the URIs space-separated: one with white space in it would register two.
     if any(character.isspace() for character in uri):
         return f"redirect_uri {uri!r} must not contain white space"
+    # The authorization endpoint (oauthlib) takes ASCII URIs only (RFC 3986), so a registered
+    # non-ASCII one could never be used; it also keeps look-alike host names off the consent page.
+    if not uri.isascii():
+        return (
+            f"redirect_uri {uri!r} must be ASCII: percent-encode other characters and write an "
+            "international host name in its xn-- form"
+        )
     try:
         parts = urlsplit(uri)
         host = parts.hostname
