@@ -112,7 +112,7 @@ POLICY_VIOLATIONS = [
         "invalid_redirect_uri",
         "white space",
     ),
-    # The authorization endpoint takes ASCII URIs only; a look-alike host (Cyrillic "а").
+    # The authorization endpoint takes ASCII URIs only; a look-alike host (a Cyrillic "a", U+0430).
     ({"redirect_uris": ["https://\u0430pple.com/cb"]}, "invalid_redirect_uri", "ASCII"),
     ({"redirect_uris": ["https://b\u00fccher.example/cb"]}, "invalid_redirect_uri", "xn--"),
     ({"redirect_uris": ["https://ok.example.com/caf\u00e9"]}, "invalid_redirect_uri", "ASCII"),
