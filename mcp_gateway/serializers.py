@@ -66,8 +66,13 @@ def thread(item: Thread) -> dict:
 
 
 def pinned_thread(item: PinnedThread) -> dict:
-    """A pinned thread as briefing lists it (its proposals are not briefing's concern)."""
-    return {"name": item.name, "pinned": True, "memberCount": item.member_count, "proposalCount": 0}
+    """A pinned thread as briefing lists it, with its counts as `configure_thread` lists them."""
+    return {
+        "name": item.name,
+        "pinned": True,
+        "memberCount": item.member_count,
+        "proposalCount": item.proposal_count,
+    }
 
 
 def excerpt_item(item: MemoryExcerpt) -> dict:

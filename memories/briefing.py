@@ -150,6 +150,7 @@ BRIEFING_SECTIONS = [
 class PinnedThread:
     name: str
     member_count: int
+    proposal_count: int
 
 
 @dataclass
@@ -179,15 +180,13 @@ def build_briefing(*, owner_id: int, selector: Selector, mode: str = "brief") ->
         Thread.objects.owned_with_counts(owner_id)
         .filter(pinned=True)
         .order_by("name")
-        .values_list("name", "member_count")
+        .values_list("name", "member_count", "proposal_count")
     )
     return Briefing(
         selector=selector,
         mode=mode,
         generated_at=now,
         sections=sections,
-        pinned_threads=[
-            PinnedThread(name, members) for name, members in pinned[:PINNED_THREADS_MAX]
-        ],
+        pinned_threads=[PinnedThread(*counted) for counted in pinned[:PINNED_THREADS_MAX]],
         pinned_thread_count=len(pinned),
     )

@@ -464,6 +464,18 @@ async def test_briefing_lists_pinned_threads_and_selects_by_thread(agent):
     assert (await fails(agent, "briefing", {"selector": "thread", "value": "nope"})) == (
         "not_found: thread 'nope'"
     )
+    # A memory like its member is proposed to it: briefing counts it as the thread list does.
+    proposed = await ok(
+        agent, "remember", {"memoryType": "decision", "topic": "api", "content": "over HTTP/2"}
+    )
+    assert [p["thread"] for p in proposed["proposals"]] == ["API"]
+    listed = await ok(agent, "configure_thread", {"action": "list"})
+    brief = await ok(agent, "briefing", {})
+    assert (
+        brief["pinnedThreads"]["items"]
+        == listed["threads"]
+        == [{"name": "API", "pinned": True, "memberCount": 1, "proposalCount": 1}]
+    )
 
 
 async def test_handoff_flags_truncated_sections_and_excerpts(agent, other_agent):
