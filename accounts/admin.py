@@ -12,12 +12,15 @@ from oauth2_provider.models import (
 )
 
 from accounts.erasure import erase_account
+from accounts.forms import StaffUserChangeForm, StaffUserCreationForm
 from accounts.models import ErasureRecord, User
 from memories.admin import ReadOnlyAdminMixin
 
 
 @admin.register(User)
 class UserAdmin(DjangoUserAdmin):
+    form = StaffUserChangeForm
+    add_form = StaffUserCreationForm
     list_display = ("username", "email", "is_active", "is_staff", "date_joined", "erased_at")
     list_filter = ("is_active", "is_staff", "erased_at")
     readonly_fields = ("erased_at",)

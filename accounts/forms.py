@@ -10,7 +10,13 @@ from typing import TypeVar
 from django import forms
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth import get_user_model
-from django.contrib.auth.forms import AuthenticationForm, PasswordChangeForm, UserCreationForm
+from django.contrib.auth.forms import (
+    AdminUserCreationForm,
+    AuthenticationForm,
+    PasswordChangeForm,
+    UserChangeForm,
+    UserCreationForm,
+)
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 
@@ -78,6 +84,13 @@ class ThrottledPasswordChangeForm(ThrottledPasswordCheck, PasswordChangeForm):
         return self.throttled_check(self.user.get_username(), super().clean_old_password)
 
 
+def refuse_reserved_username(username: str | None) -> None:
+    """Erasure renames accounts to erased-<id>: a live account must never look like one (nor
+    take the name an erasure will need)."""
+    if username and username.casefold().startswith("erased-"):
+        raise ValidationError("Usernames may not start with “erased-”.", code="reserved")
+
+
 class SignUpForm(UserCreationForm):
     """Username (unique regardless of case), optional e-mail, password twice (Django's password
     validators apply)."""
@@ -89,9 +102,27 @@ class SignUpForm(UserCreationForm):
 
     def clean_username(self) -> str:
         username = super().clean_username()
-        # Erasure renames accounts to erased-<id>; a live account must never look like one.
-        if username and username.casefold().startswith("erased-"):
-            raise ValidationError("Usernames may not start with “erased-”.", code="reserved")
+        refuse_reserved_username(username)
+        return username
+
+
+class StaffUserCreationForm(AdminUserCreationForm):
+    """The admin's "add user" form, with sign-up's reserved names."""
+
+    def clean_username(self) -> str:
+        username = super().clean_username()
+        refuse_reserved_username(username)
+        return username
+
+
+class StaffUserChangeForm(UserChangeForm):
+    """The admin's user form: a username changed there keeps clear of the reserved names (an
+    erased account keeps its own)."""
+
+    def clean_username(self) -> str:
+        username = self.cleaned_data.get("username")
+        if "username" in self.changed_data:
+            refuse_reserved_username(username)
         return username
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.auth.models import AbstractUser
 from django.db import models
+from django.db.models.functions import Lower
 
 
 class User(AbstractUser):
@@ -12,6 +13,17 @@ class User(AbstractUser):
     it, so audit records and the append-only memories keep a valid owner."""
 
     erased_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta(AbstractUser.Meta):
+        constraints = [
+            # Sign-up promises names unique regardless of case; two sign-ups at once both pass
+            # the form's check, so the database decides.
+            models.UniqueConstraint(
+                Lower("username"),
+                name="accounts_user_username_lower_unique",
+                violation_error_message="A user with that username already exists.",
+            )
+        ]
 
 
 class ErasureRecord(models.Model):

@@ -8,12 +8,13 @@ from django.contrib.auth import login, logout
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
+from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import redirect, render, resolve_url
 from django.urls import reverse_lazy
 from django.utils import timezone
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from accounts.connected_apps import list_connected_apps, revoke_app_access
 from accounts.erasure import erase_account
@@ -33,14 +34,14 @@ MEMORIES_PER_PAGE = 20
 SEARCH_MAX = 200
 
 
-@require_GET
+@require_safe
 def home(request: HttpRequest) -> HttpResponse:
     if request.user.is_authenticated:
         return redirect("accounts:memories")
     return redirect("accounts:login")
 
 
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 def signup(request: HttpRequest) -> HttpResponse:
     if not settings.SIGNUP_ENABLED:
         raise Http404("Sign-up is closed.")
@@ -48,10 +49,17 @@ def signup(request: HttpRequest) -> HttpResponse:
         return redirect("accounts:memories")
     form = SignUpForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        user = form.save()
-        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-        messages.success(request, f"Welcome, {user.username}. Your account is ready.")
-        return redirect("accounts:memories")
+        try:
+            with transaction.atomic():
+                user = form.save()
+        except IntegrityError:
+            # Taken meanwhile by a sign-up that passed the same check (the database's unique
+            # index on the lower-case name decided).
+            form.add_error("username", "A user with that username already exists.")
+        else:
+            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+            messages.success(request, f"Welcome, {user.username}. Your account is ready.")
+            return redirect("accounts:memories")
     return render(request, "accounts/signup.html", {"form": form, "nav": "signup"})
 
 
@@ -70,6 +78,12 @@ class LoginView(auth_views.LoginView):
     form_class = ThrottledAuthenticationForm
     redirect_authenticated_user = True
     extra_context = {"nav": "login"}
+
+    def get_success_url(self) -> str:
+        # A `next` naming this page would send a signed-in person back here forever (Django
+        # raises on that loop): they go to the default page instead.
+        url = super().get_success_url()
+        return resolve_url(settings.LOGIN_REDIRECT_URL) if url == self.request.path else url
 
     def get_context_data(self, **kwargs):
         return super().get_context_data(signup_enabled=settings.SIGNUP_ENABLED, **kwargs)
@@ -101,7 +115,7 @@ class PasswordChangeDoneView(auth_views.PasswordChangeDoneView):
 
 
 @login_required
-@require_GET
+@require_safe
 def connected_apps(request: HttpRequest) -> HttpResponse:
     return render(
         request,
@@ -130,7 +144,7 @@ def revoke_app(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @login_required
-@require_GET
+@require_safe
 def memory_list(request: HttpRequest) -> HttpResponse:
     # Browsing may lag the agent's last write by a moment: on the read replica when there is one.
     return replica.tolerant_read(_memory_list, request)
@@ -162,7 +176,7 @@ def _memory_list(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-@require_GET
+@require_safe
 def memory_detail(request: HttpRequest, memory_id: str) -> HttpResponse:
     owned = Memory.objects.owned_by(request.user)
     # Malformed, missing and foreign ids all end in the same 404.
@@ -193,7 +207,7 @@ def _supersession_chain(owned, memory: Memory) -> list[Memory]:
 
 
 @login_required
-@require_GET
+@require_safe
 def export_memories(request: HttpRequest) -> StreamingHttpResponse:
     response = StreamingHttpResponse(
         export_memories_json(owner_id=request.user.pk, username=request.user.get_username()),
@@ -206,13 +220,13 @@ def export_memories(request: HttpRequest) -> StreamingHttpResponse:
 
 
 @login_required
-@require_GET
+@require_safe
 def account(request: HttpRequest) -> HttpResponse:
     return render(request, "accounts/account.html", {"nav": "account"})
 
 
 @login_required
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 def delete_account(request: HttpRequest) -> HttpResponse:
     form = DeleteAccountForm(request.POST or None, user=request.user, request=request)
     if request.method == "POST" and form.is_valid():
@@ -223,6 +237,6 @@ def delete_account(request: HttpRequest) -> HttpResponse:
     return throttled(page, form)
 
 
-@require_GET
+@require_safe
 def account_deleted(request: HttpRequest) -> HttpResponse:
     return render(request, "accounts/account_deleted.html")

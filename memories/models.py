@@ -119,9 +119,12 @@ class MemoryQuerySet(models.QuerySet):
     def containing(self, text: str) -> MemoryQuerySet:
         """Content or topic contains `text` (case-insensitive), or a tag equals it: the simple
         filter of the account pages' memory browser (agents use the ranked search instead)."""
-        return self.filter(
-            Q(content__icontains=text) | Q(topic__icontains=text) | Q(tags__contains=[text])
-        )
+        matches = Q(content__icontains=text) | Q(topic__icontains=text)
+        # The tags column is varchar(TAG_MAX)[], and PostgreSQL's cast to it cuts a longer text
+        # to a prefix that a tag could equal.
+        if len(text) <= bounds.TAG_MAX:
+            matches |= Q(tags__contains=[text])
+        return self.filter(matches)
 
 
 class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):

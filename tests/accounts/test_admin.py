@@ -67,3 +67,32 @@ def test_threads_are_listed_read_only(admin_client, tenant):
         ).status_code
         == 403
     )
+
+
+def test_the_admin_refuses_a_username_reserved_for_erased_accounts(admin_client, tenant):
+    """Erasure renames account N to erased-N: a live account holding that name would make the
+    erasure fail."""
+    reserved = f"Erased-{tenant.pk}"
+    added = admin_client.post(
+        reverse("admin:accounts_user_add"),
+        {"username": reserved, "usable_password": "true",
+         "password1": "Staff-chosen-pass-123", "password2": "Staff-chosen-pass-123"},
+    )  # fmt: skip
+    assert added.status_code == 200 and "may not start with" in added.text
+    other = UserFactory()
+    change_url = reverse("admin:accounts_user_change", args=[other.pk])
+    form = {"username": reserved, "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00"}
+    changed = admin_client.post(change_url, form)
+    assert changed.status_code == 200 and "may not start with" in changed.text
+    assert not type(tenant).objects.filter(username__iexact=reserved).exists()
+    erase_account(user=tenant)
+    tenant.refresh_from_db()
+    assert tenant.username == f"erased-{tenant.pk}"
+
+
+def test_an_erased_account_can_still_be_saved_in_the_admin(admin_client, tenant):
+    erase_account(user=tenant)
+    tenant.refresh_from_db()
+    form = {"username": tenant.username, "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00"}
+    response = admin_client.post(reverse("admin:accounts_user_change", args=[tenant.pk]), form)
+    assert response.status_code == 302, response.text[:2000]

@@ -54,6 +54,67 @@ def test_sign_up_refuses_names_that_look_like_erased_accounts_or_differ_only_in_
     assert get_user_model().objects.count() == 1
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("usernames", [("Alice", "alice"), ("bob", "bob")])
+def test_two_sign_ups_at_once_for_one_name_give_one_account(monkeypatch, usernames):
+    """Both pass the form's check before either inserts: the database's unique index on the
+    lower-case name decides, and the other person sees the form again, naming the field."""
+    import threading
+
+    from django.db import connection
+    from django.test import Client
+
+    from accounts.forms import SignUpForm
+
+    both_checked = threading.Barrier(2)
+    clean_username = SignUpForm.clean_username
+
+    def clean_username_then_wait(form):
+        value = clean_username(form)
+        both_checked.wait(timeout=10)
+        return value
+
+    monkeypatch.setattr(SignUpForm, "clean_username", clean_username_then_wait)
+    answers = []
+
+    def sign_up(username: str) -> None:
+        try:
+            response = Client(raise_request_exception=False).post(
+                reverse("accounts:signup"),
+                {"username": username, "password1": NEW_PASSWORD, "password2": NEW_PASSWORD},
+            )
+            answers.append((response.status_code, response.text))
+        finally:
+            connection.close()
+
+    workers = [threading.Thread(target=sign_up, args=(name,)) for name in usernames]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=30)
+    assert sorted(status for status, _ in answers) == [200, 302]
+    [refused] = [text for status, text in answers if status == 200]
+    assert "A user with that username already exists." in refused
+    assert get_user_model().objects.count() == 1
+
+
+def test_a_signed_in_visit_to_the_log_in_page_sent_back_to_itself_goes_home(client, tenant):
+    client.force_login(tenant)
+    response = client.get(reverse("accounts:login"), {"next": reverse("accounts:login")})
+    assert response.status_code == 302 and response["Location"] == "/"
+
+
+PAGES = ["home", "memories", "account", "connected_apps", "signup", "account_deleted"]
+
+
+@pytest.mark.parametrize("name", [*PAGES, "export_memories", "delete_account"])
+def test_pages_answer_head_as_they_answer_get(client, tenant, name):
+    """RFC 9110 §9.1: HEAD wherever GET (monitors and link checkers use it)."""
+    client.force_login(tenant)
+    url = reverse(f"accounts:{name}")
+    assert client.head(url).status_code == client.get(url).status_code
+
+
 @pytest.mark.django_db
 def test_sign_up_can_be_turned_off(client, settings):
     settings.SIGNUP_ENABLED = False

@@ -58,6 +58,16 @@ def test_search_matches_content_topic_and_tags(client, tenant):
     assert "No memory matches" in page
 
 
+def test_a_tag_matches_only_a_search_equal_to_it(client, tenant):
+    """Not a longer search whose first 64 characters (the tags' length) equal it."""
+    tag = "project-" + "x" * 56
+    MemoryFactory(owner=tenant, topic="t", content="unrelated", tags=[tag])
+    client.force_login(tenant)
+    assert "unrelated" in client.get(reverse("accounts:memories"), {"q": tag}).text
+    page = client.get(reverse("accounts:memories"), {"q": tag + "-and-more"}).text
+    assert "No memory matches" in page
+
+
 def test_an_overlong_search_is_refused_with_the_limit(client, tenant):
     MemoryFactory(owner=tenant, content="still listed")
     client.force_login(tenant)
