@@ -80,15 +80,20 @@ def _focus(arguments: dict[str, str]) -> tuple[str, str | None]:
     return kind, cleaners[kind](value)
 
 
+def _as_json(value: dict) -> str:
+    """As JSON, with names as the person wrote them (not as \\u escapes): the text is read."""
+    return json.dumps(value, ensure_ascii=False)
+
+
 def _briefing_text(arguments: dict[str, str]) -> str:
     selector, value = _focus(arguments)
     mode = arguments.get("mode") or "brief"
     if mode not in MODES:
         raise InvalidInput("mode", f"must be one of: {', '.join(MODES)}")
-    call = {"selector": selector, "mode": mode} | ({"value": value} if value else {})
+    call = _as_json({"selector": selector, "mode": mode} | ({"value": value} if value else {}))
     focus = f" for {selector} '{value}'" if value else ""
     return (
-        f"Start this session by calling the `briefing` tool with {json.dumps(call)}{focus}.\n"
+        f"Start this session by calling the `briefing` tool with {call}{focus}.\n"
         "Then tell me, briefly: overdue and open commitments (with due dates), current blockers, "
         "recent decisions I should keep in mind, and preferences that affect how you work. "
         "Use `get_memories` only when an excerpt is marked truncated and you need the full text."
@@ -100,7 +105,7 @@ def _debrief_text(arguments: dict[str, str]) -> str:
     where = ""
     if selector in ("scope", "project"):
         # As JSON, so that a value holding quotes still reads as one argument.
-        where = f" Pass {json.dumps({selector: value})[1:-1]} to every `remember` call."
+        where = f" Pass {_as_json({selector: value})[1:-1]} to every `remember` call."
     elif selector == "thread":
         where = (
             f" Then add the new memories to the thread '{value}' with `configure_thread` "
@@ -147,7 +152,8 @@ async def get_prompt(
 async def complete_prompt_argument(
     principal: Principal, prompt: str, argument: str, prefix: str
 ) -> list[str]:
-    """Values for a prompt argument from the tenant's own live data, prefix-matched, <= 100."""
+    """Values for a prompt argument from the tenant's own live data, prefix-matched (at most
+    COMPLETION_MAX + 1, see facet_values)."""
     problem = bounds.text_problem_in(
         {"ref.name": prompt, "argument.name": argument, "argument.value": prefix}
     )
@@ -155,7 +161,9 @@ async def complete_prompt_argument(
         raise MCPError(code=types.INVALID_PARAMS, message=f"invalid_input: {problem}")
     if not principal.can(settings.MEMORY_READ_SCOPE) or argument not in _ARGUMENTS.get(prompt, ()):
         return []
-    prefix = (prefix or "")[:100]
+    prefix = prefix or ""
+    if len(prefix) > bounds.PROJECT_MAX:  # longer than any value completed here
+        return []
     if argument == "mode":
         return [mode for mode in MODES if mode.startswith(prefix)]
     return await sync_to_async(facet_values, thread_sensitive=True)(

@@ -81,10 +81,12 @@ async def complete(
             )
     # ref/resource: the memory template's {id} is deliberately not completable (an id completer
     # would enumerate the tenant's corpus); unknown references get the same empty answer.
-    values = values[:COMPLETION_MAX]
-    return types.CompleteResult(
-        completion=types.Completion(values=values, total=len(values), has_more=False)
-    )
+    # MCP completion: hasMore when values were left out, whose number is then not known.
+    if len(values) > COMPLETION_MAX:
+        completion = types.Completion(values=values[:COMPLETION_MAX], has_more=True)
+    else:
+        completion = types.Completion(values=values, total=len(values), has_more=False)
+    return types.CompleteResult(completion=completion)
 
 
 def log_failure(what: str, request_id: str, exc: BaseException) -> None:

@@ -79,13 +79,14 @@ FACETS = ("scope", "project", "thread")
 
 def facet_values(*, owner_id: int, facet: str, prefix: str) -> list[str]:
     """The tenant's own scopes, projects (of current memories) or thread names starting with
-    `prefix` (case-insensitive), sorted, at most COMPLETION_MAX."""
+    `prefix` (case-insensitive), sorted, at most COMPLETION_MAX + 1: one past the most a
+    completion sends says that there are more."""
     if facet == "thread":
         return list(
             Thread.objects.filter(owner_id=owner_id, name__istartswith=prefix)
             .exclude(name=ERASED)
             .order_by("name")
-            .values_list("name", flat=True)[:COMPLETION_MAX]
+            .values_list("name", flat=True)[: COMPLETION_MAX + 1]
         )
     if facet not in ("scope", "project"):
         raise ValueError(facet)
@@ -94,5 +95,5 @@ def facet_values(*, owner_id: int, facet: str, prefix: str) -> list[str]:
         .filter(**{f"{facet}__istartswith": prefix, f"{facet}__isnull": False})
         .order_by(facet)
         .values_list(facet, flat=True)
-        .distinct()[:COMPLETION_MAX]
+        .distinct()[: COMPLETION_MAX + 1]
     )

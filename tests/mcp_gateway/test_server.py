@@ -91,6 +91,17 @@ async def test_prompt_completion_delegates_and_is_capped(asgi_app, seeded, monke
     assert calls == [(seeded.tenant.pk, "briefing", "topic", "ga")]
     assert len(result.completion.values) == 100  # spec: at most 100 per response
     assert result.completion.values[0] == "ga0"
+    assert result.completion.has_more is True  # and it says that it left some out
+
+
+async def test_a_completion_of_every_value_says_so(asgi_app, seeded):
+    async with mcp_client(IN_PROCESS_URL, seeded.token, transport=asgi_transport(asgi_app)) as c:
+        result = await c.complete(
+            types.PromptReference(name="briefing"), {"name": "mode", "value": ""}
+        )
+    completion = result.completion
+    assert completion.values == ["brief", "full"]
+    assert (completion.total, completion.has_more) == (2, False)
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])

@@ -89,7 +89,7 @@ async def test_completion_offers_own_live_values_by_prefix(agent, other_agent):
     assert await complete_prompt_argument(agent, "nope", "scope", "") == []
 
 
-async def test_completion_is_capped_at_100(agent, owner):
+async def test_completion_reads_one_past_the_100_sent_so_that_more_can_be_told(agent, owner):
     from asgiref.sync import sync_to_async
 
     from memories.models import Thread
@@ -98,7 +98,34 @@ async def test_completion_is_capped_at_100(agent, owner):
         [Thread(owner=owner, name=f"thread {n:03}") for n in range(150)]
     )
     values = await complete_prompt_argument(agent, "debrief", "thread", "thr")
-    assert len(values) == 100 and values[0] == "thread 000"
+    assert len(values) == 101 and values[0] == "thread 000"
+
+
+async def test_completion_matches_the_whole_prefix_however_long(agent):
+    await ok(agent, "configure_thread", {"action": "create", "name": "x" * 100})
+    project = "p" * 100 + "-alpha"
+    await ok(
+        agent,
+        "remember",
+        {"memoryType": "note", "topic": "t", "content": "c", "project": project},
+    )
+    assert await complete_prompt_argument(agent, "debrief", "thread", "x" * 100 + "y") == []
+    assert await complete_prompt_argument(agent, "briefing", "project", "p" * 100 + "-b") == []
+    assert await complete_prompt_argument(agent, "briefing", "project", "p" * 100) == [project]
+    assert await complete_prompt_argument(agent, "briefing", "project", "p" * 300) == []
+
+
+@pytest.mark.parametrize(
+    ("prompt", "arguments", "name"),
+    [
+        ("debrief", {"project": "日本語プロジェクト"}, "日本語プロジェクト"),
+        ("briefing", {"thread": "Ärger"}, "Ärger"),
+        ("briefing", {"project": "café"}, "café"),
+    ],
+)
+async def test_a_prompt_names_its_focus_as_written(agent, prompt, arguments, name):
+    text = (await get_prompt(agent, prompt, arguments)).messages[0].content.text
+    assert f'"{name}"' in text and "\\u" not in text
 
 
 async def test_completion_gives_nothing_without_read_scope(owner):
