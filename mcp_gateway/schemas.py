@@ -63,11 +63,17 @@ SELECTOR = {
         "default": "all",
         "description": "What to cover: everything, or one scope, project or thread.",
     },
+    # One maxLength for the three kinds, the largest; the description gives each kind's own,
+    # rather than if/then conditions that some clients' schema converters refuse.
     "value": {
         "type": "string",
         "minLength": 1,
         "maxLength": bounds.PROJECT_MAX,
-        "description": "The scope, project or thread name; omit for 'all'.",
+        "description": (
+            "The scope, project or thread name; omit for 'all'. At most "
+            f"{bounds.SCOPE_MAX} characters for a scope (kebab-case), {bounds.PROJECT_MAX} for "
+            f"a project, {bounds.THREAD_NAME_MAX} for a thread."
+        ),
     },
 }
 

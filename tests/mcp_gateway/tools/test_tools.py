@@ -48,6 +48,18 @@ def test_every_tool_is_described_strict_and_annotated():
         assert hints.read_only_hint is (tool.name in READ_TOOLS)
 
 
+@pytest.mark.parametrize("tool", ["briefing", "handoff"])
+@pytest.mark.parametrize(("selector", "limit"), [("scope", 64), ("project", 256), ("thread", 100)])
+async def test_a_selector_values_limit_is_told_before_the_call_and_by_its_refusal(
+    agent, tool, selector, limit
+):
+    [definition] = [t for t in tool_definitions() if t.name == tool]
+    value = definition.input_schema["properties"]["value"]
+    assert f"{limit} " in value["description"] and selector in value["description"]
+    refused = await fails(agent, tool, {"selector": selector, "value": "a" * (limit + 1)})
+    assert refused.startswith(f"invalid_input: value: must be at most {limit}")
+
+
 async def test_unknown_tool_is_a_tool_error(agent):
     assert (await fails(agent, "drop_tables")).startswith("not_found: unknown tool")
 
