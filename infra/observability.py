@@ -16,6 +16,7 @@ import select
 import sys
 import threading
 import time
+import traceback
 import uuid
 import weakref
 from importlib.metadata import PackageNotFoundError, version
@@ -66,6 +67,30 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str)
+
+    def formatException(self, exc_info) -> str:
+        return exception_without_message(exc_info)
+
+
+class PlainFormatter(logging.Formatter):
+    """`LOG_FORMAT=plain`: one readable line per record, exceptions as JsonFormatter's."""
+
+    def formatException(self, exc_info) -> str:
+        return exception_without_message(exc_info)
+
+
+def exception_without_message(exc_info) -> str:
+    """The exception's type and stack, and those of its causes, never its message: a database
+    error's message quotes the values of its statement (a search, a key, a name)."""
+    lines: list[str] = []
+    exc: BaseException | None = exc_info[1]
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        lines.append(f"{type(exc).__module__}.{type(exc).__qualname__}\n")
+        lines.extend(traceback.format_tb(exc.__traceback__))
+        exc = exc.__cause__ or exc.__context__
+    return "".join(lines).rstrip("\n")
 
 
 class DropClientDisconnect(logging.Filter):

@@ -45,6 +45,7 @@ from django.http import HttpRequest, HttpResponse
 from psycopg.sql import quote
 
 from infra import asyncdb
+from infra.observability import tenant_id_var
 
 APP_ROLE = "threengram_app"
 SET_TENANT_SQL = f"SELECT set_config('{asyncdb.TENANT_SETTING}', %s, %s)"
@@ -227,12 +228,17 @@ class TenantMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if not enabled():
-            return self.get_response(request)
         user = request.user
         tenant = user.pk if user.is_authenticated else None
-        with acting_for(tenant):
-            if tenant is not None and user.is_staff and request.path.startswith("/admin/"):
-                with all_tenants():
-                    return self.get_response(request)
-            return self.get_response(request)
+        # Lines logged while the request runs (a failure's) name its tenant, as /mcp's do.
+        logged_as = tenant_id_var.set(str(tenant) if tenant is not None else "-")
+        try:
+            if not enabled():
+                return self.get_response(request)
+            with acting_for(tenant):
+                if tenant is not None and user.is_staff and request.path.startswith("/admin/"):
+                    with all_tenants():
+                        return self.get_response(request)
+                return self.get_response(request)
+        finally:
+            tenant_id_var.reset(logged_as)

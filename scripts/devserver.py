@@ -27,6 +27,14 @@ def _database_url() -> str:
     return url
 
 
+def daphne_command(host: str, port: str, extra: list[str]) -> list[str]:
+    """The server `serve` runs. daphne's own access lines carry the query string (a search of
+    the memories page, an OAuth code): at verbosity 0 only the site's access line (the path
+    alone) is written."""
+    return [sys.executable, "-m", "daphne", "-v", "0", "-b", host, "-p", port,
+            "threengram.asgi:application", *extra]  # fmt: skip
+
+
 def _run(args: list[str], env: dict[str, str]) -> int:
     process = subprocess.Popen(args, env=env, cwd=ROOT)
 
@@ -65,7 +73,7 @@ def main() -> None:
         port = os.environ.get("PORT", "8000")
         print(f"serving on http://{host}:{port}/ (MCP endpoint /mcp); Ctrl-C stops", flush=True)
         code = _run(
-            [python, "-m", "daphne", "-b", host, "-p", port, "threengram.asgi:application", *extra],
+            daphne_command(host, port, extra),
             env,
         )
     else:

