@@ -127,3 +127,15 @@ def test_the_limits_leave_the_documented_special_values_alone():
         DATABASE_STATEMENT_TIMEOUT_MS="0",
         ASYNC_DATABASE_POOL_MAX="0",
     ) == [0, 0, 0]
+
+
+def test_a_replica_reached_directly_behind_a_pooled_primary_keeps_the_timeouts():
+    options = "[settings.DATABASES[a]['OPTIONS'].get('options') for a in ('default', 'replica')]"
+    pooled = {
+        "DATABASE_TRANSACTION_POOLER": "1",
+        "DATABASE_REPLICA_URL": "postgresql://nobody@127.0.0.1:2/replica",
+    }
+    assert _setting(options, **pooled) == [None, None]  # both through PgBouncer
+    primary, replica = _setting(options, **pooled, DATABASE_REPLICA_TRANSACTION_POOLER="0")
+    assert primary is None
+    assert replica == "-c statement_timeout=5000 -c lock_timeout=2000"
