@@ -71,6 +71,10 @@ def main() -> None:
     if len(sys.argv) < 2 or sys.argv[1] not in ("serve", "test"):
         sys.exit(__doc__)
     command, rest = sys.argv[1], sys.argv[2:]
+    if sys.version_info < MIN_PYTHON:
+        # This stage reads pyproject.toml with tomllib (3.11+): go on under the 3.12+ one.
+        python = _find_python()
+        os.execv(python, [python, str(Path(__file__).resolve()), command, *rest])
     extras = ["test"] if command == "test" else []
     _ensure_venv(extras)
     os.chdir(ROOT)

@@ -49,8 +49,19 @@ def _run(args: list[str], env: dict[str, str]) -> int:
 def main() -> None:
     command, extra = sys.argv[1], sys.argv[2:]
     env = dict(os.environ)
+    host = env.get("HOST", "127.0.0.1")
+    port = env.get("PORT", "8000")
     if command == "serve":
-        _write_dotenv(Path(env.get("THREENGRAM_ENV_FILE") or ROOT / ".env"))
+        dotenv = Path(env.get("THREENGRAM_ENV_FILE") or ROOT / ".env")
+        _write_dotenv(dotenv)
+        # As the settings read it: .env fills in what the environment leaves unset (here the
+        # choice of database, made before the settings are loaded).
+        import environ
+
+        environ.Env.read_env(str(dotenv), overwrite=False)
+        env = dict(os.environ)
+        # The public origin the OAuth metadata and challenges name: this server's.
+        env.setdefault("PUBLIC_BASE_URL", f"http://{host}:{port}")
     embedded = not env.get("DATABASE_URL")
     env["DATABASE_URL"] = _database_url()
     python = sys.executable
@@ -69,8 +80,6 @@ def main() -> None:
                 sys.exit(1)
         if embedded:
             env.setdefault("DATABASE_APP_ROLE", "threengram_app")
-        host = os.environ.get("HOST", "127.0.0.1")
-        port = os.environ.get("PORT", "8000")
         print(f"serving on http://{host}:{port}/ (MCP endpoint /mcp); Ctrl-C stops", flush=True)
         code = _run(
             daphne_command(host, port, extra),

@@ -50,12 +50,16 @@ def served(transactional_db, tmp_path):
         "CSRF_COOKIE_SECURE",
         "DJANGO_SETTINGS_MODULE",
     }
+    unset |= {"DATABASE_URL", "PUBLIC_BASE_URL"}
     env = {key: value for key, value in os.environ.items() if key not in unset}
+    # The database named in .env only (as .env.example suggests), and another port than the
+    # default with no public origin given: serve names its own.
+    (tmp_path / ".env").write_text(
+        f"SECRET_KEY={'k' * 50}\nDATABASE_URL={subprocess_database_url()}\n"
+    )
     env.update(
         THREENGRAM_ENV_FILE=str(tmp_path / ".env"),
-        DATABASE_URL=subprocess_database_url(),
         PORT=str(port),
-        PUBLIC_BASE_URL=f"http://127.0.0.1:{port}",
         DEMO_PASSWORD="a demo passphrase for the test",
         LOG_LEVEL="WARNING",
     )
@@ -90,6 +94,8 @@ def served(transactional_db, tmp_path):
 def test_serve_is_safe_and_usable_over_local_http(served):
     base, dotenv, log = served
     assert "DEBUG" not in dotenv.read_text() and "SECRET_KEY=" in dotenv.read_text()
+    output = log.read_text(errors="replace")
+    assert "embedded PostgreSQL" not in output  # the database of .env, not the embedded one
 
     with httpx2.Client(base_url=base, timeout=30) as browser:
         assert browser.get("/static/css/site.css").status_code == 200
@@ -116,6 +122,9 @@ def test_serve_is_safe_and_usable_over_local_http(served):
         assert "sessionid=" in session_cookie and "secure" not in session_cookie.lower()
         memories = browser.get("/memories/")
         assert memories.status_code == 200 and "append-only" in memories.text
+        # An MCP client is sent to this server, on this port, for its metadata.
+        challenge = browser.post("/mcp").headers["www-authenticate"]
+        assert f'resource_metadata="{base}/.well-known/oauth-protected-resource' in challenge
     assert "Traceback" not in log.read_text(errors="replace")
 
 
