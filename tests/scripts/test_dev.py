@@ -1,0 +1,49 @@
+"""scripts/dev.py's first stage runs under any Python 3 and goes on under a 3.12+ one: on a
+machine whose `python3` is older (Ubuntu 22.04: 3.10) beside a newer one."""
+
+from __future__ import annotations
+
+import glob
+import shutil
+import subprocess
+
+import pytest
+
+from tests.mcp_gateway.conftest import ROOT
+
+
+def _python_without_tomllib() -> str:
+    """A Python 3 older than 3.11 on this machine (pyenv's or the system's), or a skip."""
+    patterns = (
+        "/root/.pyenv/versions/3.10*/bin/python3",
+        "/root/.pyenv/versions/3.[89].*/bin/python3",
+        "/usr/bin/python3.10",
+        "/usr/bin/python3.[89]",
+    )
+    for pattern in patterns:
+        for candidate in sorted(glob.glob(pattern)):
+            return candidate
+    pytest.skip("no Python 3 older than 3.11 on this machine")
+
+
+def test_the_first_stage_runs_under_a_python_older_than_3_11(tmp_path):
+    old_python = _python_without_tomllib()
+    (tmp_path / "scripts").mkdir()
+    for name in ("scripts/dev.py", "pyproject.toml", "requirements.lock"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    # A .venv whose python only records what it is asked: nothing installed, nothing served.
+    calls = tmp_path / "calls.txt"
+    stub = tmp_path / ".venv" / "bin" / "python"
+    stub.parent.mkdir(parents=True)
+    stub.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    stub.chmod(0o755)
+
+    result = subprocess.run(
+        [old_python, str(tmp_path / "scripts" / "dev.py"), "serve"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-800:]
+    assert calls.read_text().splitlines()[-1] == "-m scripts.devserver serve"
