@@ -85,7 +85,11 @@ def _measure(label: str, run) -> tuple[str, float, float, int]:
 
 
 def main() -> None:
-    count = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("count", nargs="?", type=int, default=100_000, help="memories (100000)")
+    count = parser.parse_args().count
     _database()
     import django
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -47,3 +48,22 @@ def test_the_first_stage_runs_under_a_python_older_than_3_11(tmp_path):
 
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-800:]
     assert calls.read_text().splitlines()[-1] == "-m scripts.devserver serve"
+
+
+@pytest.mark.parametrize(
+    "script",
+    sorted(
+        path.name
+        for path in (ROOT / "scripts").glob("*.py")
+        if path.name.startswith(("bench_", "eval_", "conformance", "scale_out"))
+    ),
+)
+def test_every_script_the_docs_name_answers_help(script):
+    result = subprocess.run(
+        [sys.executable, f"scripts/{script}", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0 and result.stdout.startswith("usage:"), result.stderr[-500:]
