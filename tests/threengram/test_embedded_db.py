@@ -2,12 +2,14 @@
 data on the next run, and stopped when the last process using it exits."""
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from threengram.settings import _database_from_url
 
@@ -118,3 +120,21 @@ def test_a_shared_buffers_size_the_machine_cannot_hold_is_refused_before_it_is_w
     )
     assert not (pgdata / "postmaster.pid").exists()
     assert run_once(pgdata)[0] == 1  # the folder is usable: the size was never written
+
+
+def test_a_data_folder_of_another_user_is_refused_and_left_as_it_is(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("handing the folder to another user needs root")
+    pgdata = tmp_path / "pgdata"
+    pgdata.mkdir()
+    shutil.chown(pgdata, "nobody")
+    refused = subprocess.run(
+        [sys.executable, "-c", RUN, str(pgdata)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert refused.returncode != 0
+    assert f"{pgdata} belongs to the user nobody: run this as nobody" in refused.stderr
+    assert pgdata.owner() == "nobody" and not any(pgdata.iterdir())
