@@ -14,11 +14,11 @@ from oauth2_provider.models import (
 from accounts.erasure import erase_account
 from accounts.forms import StaffUserChangeForm, StaffUserCreationForm
 from accounts.models import ErasureRecord, User
-from memories.admin import ReadOnlyAdminMixin
+from memories.admin import ListedFiltersOnly, ReadOnlyAdminMixin
 
 
 @admin.register(User)
-class UserAdmin(DjangoUserAdmin):
+class UserAdmin(ListedFiltersOnly, DjangoUserAdmin):
     form = StaffUserChangeForm
     add_form = StaffUserCreationForm
     list_display = ("username", "email", "is_active", "is_staff", "date_joined", "erased_at")
@@ -80,7 +80,10 @@ class ErasureRecordAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 def _excluding(*fields: str):
-    class ExcludeSecrets:
+    class ExcludeSecrets(ListedFiltersOnly):
+        # DOT's Application.get_absolute_url names a page this site does not serve.
+        view_on_site = False
+
         def get_exclude(self, request, obj=None):
             return tuple({*(super().get_exclude(request, obj) or ()), *fields})
 
@@ -106,12 +109,16 @@ class GrantAdmin(_excluding("code"), oauth_admin.GrantAdmin):
     pass
 
 
+class IDTokenAdmin(_excluding(), oauth_admin.IDTokenAdmin):
+    pass
+
+
 for model, model_admin in (
     (get_application_model(), ApplicationAdmin),
     (get_access_token_model(), AccessTokenAdmin),
     (get_refresh_token_model(), RefreshTokenAdmin),
     (get_grant_model(), GrantAdmin),
-    (get_id_token_model(), oauth_admin.IDTokenAdmin),
+    (get_id_token_model(), IDTokenAdmin),
 ):
     admin.site.unregister(model)
     admin.site.register(model, model_admin)

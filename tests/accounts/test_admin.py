@@ -4,7 +4,15 @@ import pytest
 from django.urls import reverse
 
 from accounts.erasure import erase_account
-from tests.factories import MemoryFactory, UserFactory
+from tests.factories import (
+    PASSWORD,
+    AccessTokenFactory,
+    ApplicationFactory,
+    GrantFactory,
+    MemoryFactory,
+    ThreadFactory,
+    UserFactory,
+)
 
 
 @pytest.fixture
@@ -96,3 +104,86 @@ def test_an_erased_account_can_still_be_saved_in_the_admin(admin_client, tenant)
     form = {"username": tenant.username, "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00"}
     response = admin_client.post(reverse("admin:accounts_user_change", args=[tenant.pk]), form)
     assert response.status_code == 302, response.text[:2000]
+
+
+# --- the address bar takes only the filters a list offers ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "make", "lookup"),
+    [
+        ("memories_memory", lambda t: MemoryFactory(owner=t, content="PIN is 4711"),
+         {"content__icontains": "PIN is 4711"}),
+        ("memories_memory", lambda t: MemoryFactory(owner=t, topic="Salary"),
+         {"topic__startswith": "Sal"}),
+        ("memories_thread", lambda t: ThreadFactory(owner=t, name="Divorce"),
+         {"name__icontains": "divorce"}),
+        ("oauth2_provider_grant", lambda t: GrantFactory(user=t), {"code__startswith": "a"}),
+        ("oauth2_provider_application", lambda t: ApplicationFactory(),
+         {"client_secret__startswith": "pbkdf2"}),
+        ("oauth2_provider_accesstoken", lambda t: AccessTokenFactory(user=t),
+         {"token_checksum__startswith": "0"}),
+        # Malformed lookups were 500s.
+        ("memories_memory", lambda t: MemoryFactory(owner=t), {"content__regex": "("}),
+        ("memories_memory", lambda t: MemoryFactory(owner=t),
+         {"recorded_at__year": "99999999999"}),
+        ("accounts_user", lambda t: t, {"username__regex": "("}),
+    ],
+)  # fmt: skip
+def test_a_list_refuses_a_lookup_it_does_not_offer(admin_client, tenant, model, make, lookup):
+    """Django lets any column lookup through the address bar: `?content__icontains=…` would
+    answer yes or no to each guess at a tenant's text, or at a live authorization code."""
+    make(tenant)
+    url = reverse(f"admin:{model}_changelist")
+    assert admin_client.get(url).status_code == 200
+    assert admin_client.get(url, lookup).status_code == 400
+
+
+def test_a_list_keeps_the_filters_it_offers(admin_client, tenant):
+    archived = MemoryFactory(owner=tenant, status="archived")
+    url = reverse("admin:memories_memory_changelist")
+    offered = [
+        {"status__exact": "archived"},
+        {"owner__id__exact": tenant.pk},
+        {"valid_to__isempty": "1"},
+        {"memory_type__exact": archived.memory_type},
+    ]
+    for lookup in offered:
+        response = admin_client.get(url, lookup)
+        assert response.status_code == 200 and str(archived.pk) in response.text, lookup
+
+
+def test_an_oauth_application_offers_no_page_on_the_site_and_its_shortcut_is_a_404(admin_client):
+    from django.contrib.contenttypes.models import ContentType
+
+    application = ApplicationFactory()
+    change = admin_client.get(
+        reverse("admin:oauth2_provider_application_change", args=[application.pk])
+    )
+    assert change.status_code == 200 and "View on site" not in change.text
+    content_type = ContentType.objects.get_for_model(application)
+    shortcut = reverse("admin:view_on_site", args=[content_type.pk, application.pk])
+    assert admin_client.get(shortcut).status_code == 404
+
+
+def test_the_admins_own_password_change_is_throttled_on_the_log_in_budget(db, client, settings):
+    settings.LOGIN_FAILURES_PER_ACCOUNT_ADDRESS = 5
+    staff = UserFactory(is_staff=True, is_superuser=True)
+    client.force_login(staff)
+
+    def change(old: str):
+        new = "Brand-new-pass-98765"
+        return client.post(
+            reverse("admin:password_change"),
+            {"old_password": old, "new_password1": new, "new_password2": new},
+        )
+
+    for _ in range(5):
+        assert change("wrong-guess").status_code == 200
+    refused = change(PASSWORD)
+    assert refused.status_code == 429 and refused["Retry-After"]
+    staff.refresh_from_db()
+    assert staff.check_password(PASSWORD)
+    client.logout()
+    login = client.post(reverse("admin:login"), {"username": staff.username, "password": PASSWORD})
+    assert login.status_code == 429  # one budget with the log-in
