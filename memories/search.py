@@ -576,8 +576,9 @@ class _Position:
     """Where a page ends, as a cursor carries it: the candidate mode, the last hit's sort key,
     the first page's instant (`snapshot`) and word statistics (ranked mode). The instant is the
     clock's, and a memory's `recorded_at` is taken before its write commits: a write still
-    committing while the first page ran (milliseconds) may show on a later page. Only the
-    database's own snapshot, which a cursor cannot carry across requests, would close that."""
+    committing while the first page ran (milliseconds) may show on a later page. Closing that
+    would take the first page's database snapshot in the cursor and each row's inserting
+    transaction id, which the rows do not keep."""
 
     mode: str
     score: float
