@@ -17,11 +17,13 @@ import asyncio
 import contextvars
 import json
 import logging
+import re
 import sys
 import time
 from typing import Any, NamedTuple
 
 import mcp_types as types
+import pydantic_core
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -38,6 +40,7 @@ from mcp_gateway import auth, cors
 from mcp_gateway.principal import Principal
 from mcp_gateway.server import build_server, log_failure
 from memories import tenancy
+from memories.bounds import UNPAIRED_SURROGATE_MARK
 
 logger = logging.getLogger(__name__)
 access_logger = logging.getLogger("threengram.access")
@@ -141,8 +144,9 @@ async def _legacy_envelope_checked(
 
     if not complete or size > MAX_REQUEST_BODY_BYTES:
         return replay, None
+    raw = b"".join(message.get("body", b"") for message in read)
     try:
-        decoded = json.loads(b"".join(message.get("body", b"") for message in read))
+        decoded = json.loads(raw)
     except (ValueError, RecursionError):
         return replay, None
     # JSON-RPC 2.0 §4.1: a notification is a request object without an id.
@@ -155,7 +159,42 @@ async def _legacy_envelope_checked(
             types.INVALID_REQUEST, "Body must be a single JSON-RPC request or notification object"
         )
         return replay, Answer(400, body, [_JSON])
+    if _SDK_PARSER_REFUSES.search(raw) and not _sdk_parses(raw):
+        # The SDK's JSON parser refuses what this one read (a lone surrogate, e.g. a string cut
+        # inside an emoji by a JavaScript client; a byte-order mark): it gets the same request
+        # re-encoded, each lone surrogate marked so that the argument checks name the field as
+        # on the 2026 wire.
+        rewritten = json.dumps(_mark_lone_surrogates(decoded), ensure_ascii=False).encode()
+        read[:] = [{"type": "http.request", "body": rewritten, "more_body": False}]
     return replay, None
+
+
+# What may make pydantic's JSON parser (the SDK's on the 2025 wire) refuse a body json.loads
+# reads: a \u escape of a surrogate (lone ones are refused), a byte-order mark, UTF-16.
+_SDK_PARSER_REFUSES = re.compile(rb"\\u[dD][89a-fA-F]|^(\xef\xbb\xbf|\xff\xfe|\xfe\xff)")
+
+
+def _sdk_parses(raw: bytes) -> bool:
+    try:
+        pydantic_core.from_json(raw)
+    except ValueError:
+        return False
+    return True
+
+
+def _mark_lone_surrogates(value: Any) -> Any:
+    """`value` with every lone surrogate of its strings (json.loads pairs the others) replaced
+    by bounds.UNPAIRED_SURROGATE_MARK, which the same checks refuse."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub(UNPAIRED_SURROGATE_MARK, value)
+    if isinstance(value, dict):
+        return {_mark_lone_surrogates(k): _mark_lone_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mark_lone_surrogates(item) for item in value]
+    return value
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _jsonrpc_error(code: int, message: str, data: dict | None = None) -> bytes:

@@ -35,7 +35,10 @@ INSTANT_RANGE = "1970-01-01T00:00:00Z..9999-12-31T23:59:59.999999Z"
 # RFC 3339 §5.6 offsets are hours and minutes; the zones in use span -12:00..+14:00.
 MAX_UTC_OFFSET = timedelta(hours=14)
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+# A lone surrogate, or UNPAIRED_SURROGATE_MARK, which stands for one where a JSON parser that
+# refuses them had to be given the text (mcp_gateway.asgi, the 2025 wire).
+UNPAIRED_SURROGATE_MARK = "\ufffe"  # a noncharacter: never in text meant to be read
+_SURROGATE = re.compile("[\ud800-\udfff\ufffe]")
 
 
 def unstorable_text(value: str) -> str | None:

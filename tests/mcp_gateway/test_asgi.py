@@ -774,3 +774,47 @@ async def test_the_first_check_a_request_fails_answers_it(http, write_only_token
         response = await http.request(method, "/mcp", headers=headers, content=body)
         answers.append((method, response.status_code))
     assert answers == [(method, status) for method, _, status in cases]
+
+
+# "ab" and the first half of an emoji (U+1F600): what JavaScript's JSON.stringify writes for a
+# string cut inside the emoji, valid JSON (RFC 8259 §7) that the SDK's own parser refuses.
+CUT_EMOJI = "ab\ud83d"
+
+
+def _outcome(response) -> tuple:
+    body = response.json()
+    if "error" in body:
+        return ("error", body["error"]["code"], body["error"]["message"])
+    result = body["result"]
+    return ("result", result.get("isError"), result["content"][0]["text"])
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "name"),
+    [
+        ("tools/call", {"name": "remember", "arguments":
+            {"memoryType": "note", "topic": "t", "content": CUT_EMOJI}}, "remember"),
+        ("tools/call", {"name": "search", "arguments": {"query": CUT_EMOJI}}, "search"),
+        ("prompts/get", {"name": "briefing", "arguments": {"project": CUT_EMOJI}}, "briefing"),
+        ("completion/complete", {"ref": {"type": "ref/prompt", "name": "briefing"},
+            "argument": {"name": "project", "value": CUT_EMOJI}}, None),
+    ],
+)  # fmt: skip
+async def test_a_lone_surrogate_gets_the_same_answer_on_both_wires(
+    http, seeded, method, params, name
+):
+    token = auth_header(seeded.token)
+    headers, body = modern(method, params, name=name, **token)
+    assert "\\ud83d" in body
+    on_2026 = _outcome(await http.post("/mcp", headers=headers, content=body))
+    headers, body = legacy(method, params, **token)
+    on_2025 = _outcome(await http.post("/mcp", headers=headers, content=body))
+    assert "must not contain lone surrogates" in str(on_2026)
+    assert on_2025 == on_2026
+
+
+async def test_a_body_with_a_byte_order_mark_is_served_on_both_wires(http, seeded):
+    token = auth_header(seeded.token)
+    for headers, body in (modern("tools/list", **token), legacy("tools/list", **token)):
+        response = await http.post("/mcp", headers=headers, content=b"\xef\xbb\xbf" + body.encode())
+        assert response.status_code == 200 and "result" in response.json()
