@@ -29,7 +29,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from django.conf import settings
 from django.http import QueryDict
-from oauth2_provider.models import get_refresh_token_model
+from oauth2_provider.models import get_grant_model, get_refresh_token_model
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauthlib.oauth2 import Server
 from oauthlib.oauth2.rfc6749 import errors
@@ -204,7 +204,45 @@ class McpOAuth2Validator(OAuth2Validator):
             return False
         return request.user.is_active
 
+    def get_code_challenge(self, code, request):
+        # The grant may be gone since validate_code: exchanged by a concurrent request with the
+        # same code, or deleted by a revocation or an erasure. DOT's lookup then raised (a 500).
+        return self._grant_pkce(code, request)[0]
+
+    def get_code_challenge_method(self, code, request):
+        return self._grant_pkce(code, request)[1]
+
+    def _grant_pkce(self, code, request) -> tuple[str | None, str | None]:
+        pkce = (
+            get_grant_model()
+            .objects.filter(code=code, application=request.client)
+            .values_list("code_challenge", "code_challenge_method")
+            .first()
+        )
+        if pkce is None:
+            raise errors.InvalidGrantError(request=request)
+        return pkce[0] or None, pkce[1] or None
+
+    def invalidate_authorization_code(self, client_id, code, request, *args, **kwargs):
+        # Spent in _save_bearer_token already, in the transaction that saved its tokens.
+        if not getattr(request, "code_spent", False):
+            super().invalidate_authorization_code(client_id, code, request, *args, **kwargs)
+
     def _save_bearer_token(self, token, request, *args, **kwargs):
+        # The code is spent in the transaction that saves its tokens, its grant locked first: a
+        # second exchange of it (or a revocation, an erasure) racing this one waits, then finds
+        # it gone (invalid_grant, nothing saved). oauthlib spends it after the tokens are
+        # committed, so the loser of such a race had tokens saved and then got invalid_grant.
+        code_grant = None
+        if request.grant_type == "authorization_code":
+            code_grant = get_grant_model().objects.filter(
+                code=request.code, application=request.client
+            )
+            if not code_grant.select_for_update().values("pk"):
+                raise _RefusedWhileSaving(
+                    description="The authorization code was already used or revoked.",
+                    request=request,
+                )
         # A refresh validated just before the person revoked the app (or erased the account)
         # must not mint tokens once that revocation has committed: DOT's rotation would revoke
         # the already revoked token (a no-op) and issue a new pair. So the refresh token is read
@@ -219,16 +257,20 @@ class McpOAuth2Validator(OAuth2Validator):
                 .first()
             )
             if current is None:
-                raise _RevokedRefreshToken(request=request)
-        return super()._save_bearer_token(token, request, *args, **kwargs)
+                raise _RefusedWhileSaving(
+                    description="The refresh token was revoked.", request=request
+                )
+        saved = super()._save_bearer_token(token, request, *args, **kwargs)
+        if code_grant is not None:
+            code_grant.delete()
+            request.code_spent = True
+        return saved
 
 
-class _RevokedRefreshToken(errors.InvalidGrantError):
-    """invalid_grant raised while the token is saved: oauthlib's own errors of that stage carry
-    no headers (it adds them to the errors it catches itself), and RFC 6749 §5.1-5.2 want JSON
-    that is never cached."""
-
-    description = "The refresh token was revoked."
+class _RefusedWhileSaving(errors.InvalidGrantError):
+    """invalid_grant raised while the tokens are saved: oauthlib's own errors of that stage
+    carry no headers (it adds them to the errors it catches itself), and RFC 6749 §5.1-5.2 want
+    JSON that is never cached."""
 
     @property
     def headers(self) -> dict[str, str]:

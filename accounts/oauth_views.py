@@ -6,6 +6,7 @@ import json
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.csp import CSP
 from django.utils.decorators import method_decorator
@@ -150,7 +151,13 @@ class McpClientRegistrationView(DynamicClientRegistrationView):
 
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
         refusal = _registration_rate_refusal(request) or _policy_refusal(request)
-        return refusal or super().post(request, *args, **kwargs)
+        if refusal:
+            return refusal
+        # Always anonymous, as MCP clients register: DOT would make a signed-in person the
+        # owner of the client and of its registration token, which an erasure committing
+        # meanwhile would leave working (and a page could register clients in their name).
+        request.user = AnonymousUser()
+        return super().post(request, *args, **kwargs)
 
 
 @method_decorator(csrf_exempt, name="dispatch")
