@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import F
@@ -42,8 +43,19 @@ FIELDS = (
 )
 
 
+class _Encoder(DjangoJSONEncoder):
+    """Instants as the MCP tools give them, to the microsecond the database keeps, in UTC with
+    `Z` (Django's encoder cuts them to milliseconds: a `recorded_at` from the file would fall
+    before the memory's, and memories of one millisecond would lose their order)."""
+
+    def default(self, o):
+        if isinstance(o, datetime):
+            return o.astimezone(UTC).isoformat().replace("+00:00", "Z")
+        return super().default(o)
+
+
 def _dumps(value) -> str:
-    return json.dumps(value, cls=DjangoJSONEncoder, ensure_ascii=False)
+    return json.dumps(value, cls=_Encoder, ensure_ascii=False)
 
 
 async def export_memories_json(
@@ -57,6 +69,10 @@ async def export_memories_json(
         "exported_at": timezone.now(),
         "account": username,
     }
+    # Threads first, then the memories: a thread's members are memories, never deleted, so each
+    # is in the memories read after it (read after them, a member added meanwhile would not be).
+    with tenancy.acting_for(owner_id):
+        threads = [thread async for thread in _threads(owner_id)]
     yield _dumps(header)[:-1] + ', "memories": ['
     rows = (
         Memory.objects.filter(owner_id=owner_id)
@@ -75,7 +91,6 @@ async def export_memories_json(
             if len(pieces) >= chunk_rows:
                 yield "".join(pieces)
                 pieces = []
-        threads = [thread async for thread in _threads(owner_id)]
     yield "".join(pieces) + f'\n], "memory_count": {count}, "threads": {_dumps(threads)}}}\n'
 
 

@@ -186,3 +186,57 @@ def test_export_streams_from_an_async_iterator_in_bounded_pieces(client, tenant,
 def test_export_needs_a_login(client):
     response = client.get(reverse("accounts:export_memories"))
     assert response.status_code == 302 and "/login/" in response["Location"]
+
+
+def _export_reading_slowly(tenant, meanwhile=None) -> dict:
+    """The export read as a client does, a piece at a time; `meanwhile` runs after the header
+    and the first memory were sent."""
+    from asgiref.sync import sync_to_async
+
+    async def read() -> str:
+        pieces = export.export_memories_json(
+            owner_id=tenant.pk, username=tenant.username, chunk_rows=1
+        )
+        sent = [await pieces.__anext__(), await pieces.__anext__()]
+        if meanwhile is not None:
+            await sync_to_async(meanwhile)()
+        return "".join(sent + [piece async for piece in pieces])
+
+    return json.loads(async_to_sync(read)())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_thread_member_of_an_export_is_among_its_memories(tenant):
+    """A member revised, and a memory recorded and added, while the download is under way."""
+    from memories.threads import add_thread_members, create_thread, revise_memory_in_threads
+
+    member = record_memory(owner=tenant, memory_type="decision", topic="db", content="SQLite")
+    record_memory(owner=tenant, memory_type="note", topic="lunch", content="Pizza on Friday")
+    create_thread(owner=tenant, name="launch")
+    add_thread_members(owner=tenant, name="launch", memory_ids=[member.id])
+
+    def meanwhile() -> None:
+        revise_memory_in_threads(owner=tenant, predecessor_id=member.id, content="PostgreSQL")
+        newer = record_memory(owner=tenant, memory_type="fact", topic="db", content="Port 5432")
+        add_thread_members(owner=tenant, name="launch", memory_ids=[newer.id])
+
+    document = _export_reading_slowly(tenant, meanwhile)
+    exported = {row["id"] for row in document["memories"]}
+    [thread] = document["threads"]
+    assert thread["members"] and set(thread["members"]) <= exported
+
+
+def test_the_export_keeps_each_instant_to_the_microsecond(tenant):
+    from datetime import datetime
+
+    from memories.models import Memory
+
+    first = record_memory(owner=tenant, memory_type="decision", topic="db", content="SQLite")
+    revise_memory(owner=tenant, predecessor_id=first.id, content="PostgreSQL")
+    rows = {str(m.id): m for m in Memory.objects.filter(owner=tenant)}
+    for exported in _export_reading_slowly(tenant)["memories"]:
+        row = rows[exported["id"]]
+        assert exported["recorded_at"].endswith("Z")
+        assert datetime.fromisoformat(exported["recorded_at"]) == row.recorded_at
+        if row.valid_to is not None:
+            assert datetime.fromisoformat(exported["valid_to"]) == row.valid_to
