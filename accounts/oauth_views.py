@@ -230,8 +230,9 @@ class McpTokenView(TokenView):
             # replay is given without authenticating the client, so a confidential client's
             # refresh, with its secret in a header, in the body or left out, always goes to DOT.
             return super().post(request, *args, **kwargs)
+        asked = [request.POST.get("scope"), request.POST.getlist("resource")]
         with refresh_grace.one_at_a_time(refresh_token):
-            replayed = refresh_grace.replay(refresh_token, client_id)
+            replayed = refresh_grace.replay(refresh_token, client_id, asked)
             if replayed is not None:
                 return HttpResponse(
                     replayed,
@@ -240,5 +241,5 @@ class McpTokenView(TokenView):
                 )
             response = super().post(request, *args, **kwargs)
             if response.status_code == 200:
-                refresh_grace.remember(refresh_token, client_id, response.content)
+                refresh_grace.remember(refresh_token, client_id, asked, response.content)
             return response

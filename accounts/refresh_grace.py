@@ -65,18 +65,20 @@ def is_public_client(client_id: str) -> bool:
     ).exists()
 
 
-def remember(refresh_token: str, client_id: str, body: bytes) -> None:
-    """Keep the successful response `body` of refreshing `refresh_token` for the grace period."""
+def remember(refresh_token: str, client_id: str, asked: list, body: bytes) -> None:
+    """Keep the successful response `body` of refreshing `refresh_token` for the grace period,
+    with what the request `asked` (its scope and resources)."""
     seconds = settings.OAUTH_REFRESH_GRACE_SECONDS
     if seconds <= 0:
         return
-    payload = json.dumps({"client_id": client_id, "body": body.decode()}).encode()
+    payload = json.dumps({"client_id": client_id, "asked": asked, "body": body.decode()}).encode()
     cache.set(_cache_key(refresh_token), _cipher(refresh_token).encrypt(payload), seconds)
 
 
-def replay(refresh_token: str, client_id: str) -> bytes | None:
-    """The response of the first refresh of `refresh_token` by the same client, if it was
-    given within the grace period."""
+def replay(refresh_token: str, client_id: str, asked: list) -> bytes | None:
+    """The response of the first refresh of `refresh_token` by the same client asking the same
+    (scope, resources), if it was given within the grace period. A request asking anything else
+    is no retry: it goes through every check, as it would after the grace period."""
     if settings.OAUTH_REFRESH_GRACE_SECONDS <= 0:
         return None
     kept = cache.get(_cache_key(refresh_token))
@@ -88,7 +90,9 @@ def replay(refresh_token: str, client_id: str) -> bytes | None:
         )
     except (InvalidToken, ValueError):
         return None
-    if payload["client_id"] != client_id or not _still_live(json.loads(payload["body"])):
+    if (payload["client_id"], payload.get("asked")) != (client_id, asked) or not _still_live(
+        json.loads(payload["body"])
+    ):
         return None
     return payload["body"].encode()
 

@@ -392,6 +392,27 @@ def test_a_refresh_replayed_within_the_grace_period_gets_the_same_tokens(signed_
     assert _refresh(signed_in, application, second.json()["refresh_token"]).status_code == 200
 
 
+@pytest.mark.parametrize(
+    "asking",
+    [{"scope": "memory:read"}, {"scope": "admin"}, {"resource": "https://other.example.com/mcp"}],
+)
+def test_a_refresh_asking_otherwise_within_the_grace_period_is_no_replay(
+    signed_in, application, asking
+):
+    """Less scope, an unknown one, another resource: not the first refresh retried, so not its
+    tokens (read-write, for /mcp), but every check, as after the grace period."""
+    first = _tokens(signed_in, application)
+    assert _refresh(signed_in, application, first["refresh_token"]).status_code == 200
+    again = token_request(
+        signed_in,
+        application,
+        grant_type="refresh_token",
+        refresh_token=first["refresh_token"],
+        **asking,
+    )
+    assert again.status_code == 400 and "access_token" not in again.json()
+
+
 def test_a_refresh_replayed_within_the_grace_period_after_a_revocation_is_refused(
     signed_in, application
 ):
