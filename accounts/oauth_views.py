@@ -8,10 +8,12 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.template.loader import render_to_string
 from django.utils.csp import CSP
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider.compat import login_not_required
+from oauth2_provider.models import get_application_model
 
 # DOT's own helper for RFC 9207 (private, but DOT is pinned): replaces any `iss` and appends ours.
 from oauth2_provider.oauth2_backends import _add_iss_to_redirect
@@ -52,6 +54,15 @@ class McpAuthorizationView(AuthorizationView):
             request.GET = request.GET.copy()
             del request.GET["approval_prompt"]
         return super().get(request, *args, **kwargs)
+
+    def form_valid(self, form):
+        # The client may be gone since the consent page was shown (a daily clean-up of stale
+        # clients, staff), or its id edited in the form: DOT's lookup then raised (a 500).
+        try:
+            return super().form_valid(form)
+        except get_application_model().DoesNotExist:
+            problem = "the app asking for access is no longer registered; start again from it"
+            return HttpResponse(render_to_string("400.html", {"problem": problem}), status=400)
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)

@@ -160,6 +160,19 @@ def test_consent_page_shows_client_redirect_host_scopes_and_resource(signed_in, 
     assert "form-action 'self' http://127.0.0.1:33418;" in response["Content-Security-Policy"]
 
 
+def test_allowing_a_client_removed_since_the_consent_page_was_shown_says_so(signed_in):
+    """A daily clean-up of stale clients (or staff) removed it before the person clicked."""
+    from tests.accounts.oauth_helpers import consent_fields
+
+    application = ApplicationFactory(redirect_uris=REDIRECT_URI)
+    _, challenge = pkce_pair()
+    url = authorize_url(authorize_params(application, challenge))
+    fields = consent_fields(signed_in.get(url))
+    application.delete()
+    response = signed_in.post(url, {**fields, "allow": "Authorize"})
+    assert response.status_code == 400 and "no longer registered" in response.text
+
+
 def test_consent_page_has_no_loopback_warning_for_a_web_client(signed_in):
     web = ApplicationFactory(redirect_uris="https://claude.ai/api/mcp/auth_callback")
     _, challenge = pkce_pair()
