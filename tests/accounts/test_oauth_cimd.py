@@ -48,6 +48,11 @@ class FakeResponse:
     def read(self, amount: int) -> bytes:
         return self._body[:amount]
 
+    def read1(self, amount: int) -> bytes:
+        """What has arrived, as a socket gives it: here all of it, then nothing."""
+        arrived, self._body = self._body[:amount], self._body[amount:]
+        return arrived
+
     def release_conn(self) -> None:
         pass
 
