@@ -28,14 +28,20 @@ RUN = textwrap.dedent(
 )
 
 
-def run_once(pgdata: Path) -> tuple[int, str]:
-    result = subprocess.run(
+def start_in_a_process(pgdata: Path, **environment: str) -> subprocess.CompletedProcess:
+    """RUN (start the server on `pgdata`, write a row, print) in a process of its own."""
+    return subprocess.run(
         [sys.executable, "-c", RUN, str(pgdata)],
         capture_output=True,
         text=True,
         timeout=120,
         cwd=Path(__file__).resolve().parents[2],
+        env={**os.environ, **environment},
     )
+
+
+def run_once(pgdata: Path) -> tuple[int, str]:
+    result = start_in_a_process(pgdata)
     assert result.returncode == 0, result.stderr
     *_, shared_buffers, count = result.stdout.strip().splitlines()
     return int(count), shared_buffers
@@ -106,14 +112,7 @@ def test_a_shared_buffers_size_the_machine_cannot_hold_is_refused_before_it_is_w
     """Written with ALTER SYSTEM, such a size would fail every later start of the server, and the
     variable could not take it back (the server must run to rewrite it)."""
     pgdata = tmp_path / "pgdata"
-    refused = subprocess.run(
-        [sys.executable, "-c", RUN, str(pgdata)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=Path(__file__).resolve().parents[2],
-        env={**os.environ, "EMBEDDED_PG_SHARED_BUFFERS": "4TB"},
-    )
+    refused = start_in_a_process(pgdata, EMBEDDED_PG_SHARED_BUFFERS="4TB")
     assert refused.returncode != 0
     assert "EMBEDDED_PG_SHARED_BUFFERS=4TB: must be less than this machine's memory" in (
         refused.stderr
@@ -128,13 +127,7 @@ def test_a_data_folder_of_another_user_is_refused_and_left_as_it_is(tmp_path):
     pgdata = tmp_path / "pgdata"
     pgdata.mkdir()
     shutil.chown(pgdata, "nobody")
-    refused = subprocess.run(
-        [sys.executable, "-c", RUN, str(pgdata)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=Path(__file__).resolve().parents[2],
-    )
+    refused = start_in_a_process(pgdata)
     assert refused.returncode != 0
     assert f"{pgdata} belongs to the user nobody: run this as nobody" in refused.stderr
     assert pgdata.owner() == "nobody" and not any(pgdata.iterdir())
