@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import unicodedata
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
@@ -87,12 +88,22 @@ def text_problem_in(value: object, path: str = "") -> str | None:
     return None
 
 
+# White space, and the characters that show nothing (zero-width space, joiners, word joiner,
+# byte-order mark), at either end of a text.
+_UNSEEN = r"\s\u200b\u200c\u200d\u2060\ufeff"
+_UNSEEN_ENDS = re.compile(f"^[{_UNSEEN}]+|[{_UNSEEN}]+$")
+
+
 def _text(field: str, value: object, *, maximum: int, minimum: int = 1) -> str:
     if not isinstance(value, str):
         raise InvalidInput(field, "must be a string")
     if problem := unstorable_text(value):
         raise InvalidInput(field, problem)
-    value = value.strip()
+    # One spelling per text: NFC (macOS input often arrives decomposed, NFD), so a thread name,
+    # a duplicate or a filter value is the same whichever way it was typed; and no white space
+    # or invisible character at either end ("launch" and "launch" + a zero-width space would be
+    # two names that look one).
+    value = _UNSEEN_ENDS.sub("", unicodedata.normalize("NFC", value))
     # len() counts Unicode code points, which is what the limits are stated in.
     if len(value) < minimum:
         raise InvalidInput(field, f"must be at least {minimum} character(s) after trimming")

@@ -5,6 +5,7 @@ read a memory in (`EXCERPT_COLUMNS`, `MemoryExcerpt.from_row`)."""
 
 from __future__ import annotations
 
+import unicodedata
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,10 +24,25 @@ class Excerpt:
 
 
 def excerpt(content: str, limit: int = SEARCH_EXCERPT_MAX) -> Excerpt:
-    """At most `limit` code points: the body as is, or its first limit-1 and an ellipsis."""
+    """At most `limit` code points: the body as is, or its first limit-1 and an ellipsis, the
+    cut stepped back off a character that only modifies the one before it (a joiner, a
+    variation selector, a combining mark) and off half a flag, so that the ellipsis does not
+    join an emoji nor a flag show as a lone letter."""
     if len(content) <= limit:
         return Excerpt(content, False)
-    return Excerpt(content[: limit - 1].rstrip() + ELLIPSIS, True)
+    kept = content[: limit - 1].rstrip()
+    while kept and unicodedata.category(kept[-1]) in _ATTACHING:
+        kept = kept[:-1]
+    flags = len(kept) - len(kept.rstrip(_REGIONAL_INDICATORS))
+    if flags % 2:  # regional indicators pair into flags: an odd one out is half of one
+        kept = kept[:-1]
+    return Excerpt(kept.rstrip() + ELLIPSIS, True)
+
+
+# Mn, Me: combining marks; Cf: zero-width joiner and the like; Sk is not (a modifier letter
+# stands alone). Variation selectors are Mn.
+_ATTACHING = frozenset({"Mn", "Me", "Cf"})
+_REGIONAL_INDICATORS = "".join(chr(code) for code in range(0x1F1E6, 0x1F200))
 
 
 # The columns of a memory `m` that `MemoryExcerpt.from_row` reads, in its order. The content is

@@ -1,0 +1,46 @@
+"""Text as people type it: one spelling per text (NFC), nothing invisible at its ends, and
+excerpts that never cut a character that shows as one in two."""
+
+import unicodedata
+
+import pytest
+
+from memories.errors import Conflict, DuplicateMemory, InvalidInput
+from memories.excerpts import excerpt
+from memories.models import Thread
+from memories.services import record_memory
+from memories.threads import create_thread, pin_thread
+
+NFC, NFD = unicodedata.normalize("NFC", "Café"), unicodedata.normalize("NFD", "Café")
+
+
+def test_a_thread_name_typed_decomposed_is_the_same_thread(tenant):
+    assert NFC != NFD
+    create_thread(owner=tenant, name=NFC)
+    assert pin_thread(owner=tenant, name=NFD, pinned=True).name == NFC
+    with pytest.raises(Conflict):
+        create_thread(owner=tenant, name=NFD)
+    assert Thread.objects.filter(owner=tenant).count() == 1
+
+
+def test_the_same_content_typed_decomposed_is_a_duplicate(tenant):
+    record_memory(owner=tenant, memory_type="note", topic="t", content=f"Lunch at {NFC}")
+    with pytest.raises(DuplicateMemory):
+        record_memory(owner=tenant, memory_type="note", topic="t", content=f"Lunch at {NFD}")
+
+
+def test_an_invisible_character_at_an_end_makes_no_other_name(tenant):
+    create_thread(owner=tenant, name="launch")
+    with pytest.raises(Conflict):
+        create_thread(owner=tenant, name="launch\u200b")
+    with pytest.raises(InvalidInput, match="at least 1 character"):
+        create_thread(owner=tenant, name="\u200b\u200d\ufeff")
+
+
+def test_an_excerpt_never_ends_in_half_a_flag_or_a_dangling_joiner():
+    flags = excerpt("\U0001f1eb\U0001f1f7" * 400, 600).text  # 400 French flags
+    assert flags.endswith("\U0001f1f7\u2026") and (len(flags) - 1) % 2 == 0
+    family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"
+    for shift in range(len(family)):
+        text = excerpt("a" * (597 - shift) + family + "x" * 20, 600).text
+        assert unicodedata.category(text[-2]) not in ("Mn", "Me", "Cf"), repr(text[-4:])
