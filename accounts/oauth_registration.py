@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import time
+import unicodedata
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -127,6 +128,14 @@ def client_metadata_problem(metadata: dict[str, Any]) -> tuple[str, str] | None:
         return (
             "invalid_client_metadata",
             f"client_name must be a string of at most {CLIENT_NAME_MAX} characters",
+        )
+    # The consent page names the client to the person: a bidi override (U+202E) would show
+    # "Claude Code" for "edoC edualC" and reverse the rest of the line, a control character or
+    # another invisible one would hide what the name really is.
+    if any(unicodedata.category(character) in ("Cc", "Cf") for character in name):
+        return (
+            "invalid_client_metadata",
+            "client_name must not contain control, formatting or bidi characters",
         )
     return _scope_problem(metadata.get("scope"))
 

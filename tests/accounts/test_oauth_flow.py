@@ -173,6 +173,14 @@ def test_allowing_a_client_removed_since_the_consent_page_was_shown_says_so(sign
     assert response.status_code == 400 and "no longer registered" in response.text
 
 
+def test_the_consent_page_isolates_the_clients_name_from_the_text_around_it(signed_in):
+    """A name stored before registration refused bidi controls cannot reorder the heading."""
+    application = ApplicationFactory(name="\u202eedoC edualC", redirect_uris=REDIRECT_URI)
+    _, challenge = pkce_pair()
+    page = signed_in.get(authorize_url(authorize_params(application, challenge))).text
+    assert "<q><bdi>\u202eedoC edualC</bdi></q>" in page
+
+
 def test_consent_page_has_no_loopback_warning_for_a_web_client(signed_in):
     web = ApplicationFactory(redirect_uris="https://claude.ai/api/mcp/auth_callback")
     _, challenge = pkce_pair()

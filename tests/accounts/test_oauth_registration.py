@@ -140,6 +140,9 @@ POLICY_VIOLATIONS = [
     ({"client_name": "x" * 101}, "invalid_client_metadata", "100 characters"),
     ({"client_name": 7}, "invalid_client_metadata", "client_name"),
     ({"client_name": "Cl\x00aude"}, "invalid_client_metadata", "NUL"),
+    # A right-to-left override shows "edoC edualC" as "Claude Code" on the consent page.
+    ({"client_name": "\u202eedoC edualC"}, "invalid_client_metadata", "bidi"),
+    ({"client_name": "Claude\u200b Code"}, "invalid_client_metadata", "formatting"),
     ({"client_name": "Cl\ud800aude"}, "invalid_client_metadata", "surrogate"),
     ({"logo_uri": ["https://x.example/\x00"]}, "invalid_client_metadata", "logo_uri[0]"),
 ]
