@@ -44,3 +44,29 @@ def test_an_excerpt_never_ends_in_half_a_flag_or_a_dangling_joiner():
     for shift in range(len(family)):
         text = excerpt("a" * (597 - shift) + family + "x" * 20, 600).text
         assert unicodedata.category(text[-2]) not in ("Mn", "Me", "Cf"), repr(text[-4:])
+
+
+def test_thread_names_saved_decomposed_before_are_composed_by_the_migration(tenant):
+    """Migration 0015: a name saved in NFD before the services composed names is reachable by
+    its name again; one whose composed form another thread already had is marked instead."""
+    import importlib
+
+    from django.db import connection
+
+    from tests.factories import ThreadFactory
+
+    migration = importlib.import_module("memories.migrations.0015_thread_names_nfc")
+    lone = ThreadFactory(owner=tenant, name="Résumé")
+    twin_nfc = ThreadFactory(owner=tenant, name=NFC)
+    twin_nfd = ThreadFactory(owner=tenant, name="placeholder")
+    with connection.cursor() as cursor:  # as an older server stored them
+        cursor.execute(
+            "UPDATE memories_thread SET name = %s WHERE id = %s",
+            [unicodedata.normalize("NFD", "Résumé"), lone.id],
+        )
+        cursor.execute("UPDATE memories_thread SET name = %s WHERE id = %s", [NFD, twin_nfd.id])
+        cursor.execute(migration.FORWARD)
+    assert pin_thread(owner=tenant, name="Résumé", pinned=True).id == lone.id
+    assert pin_thread(owner=tenant, name=NFC, pinned=True).id == twin_nfc.id
+    twin_nfd.refresh_from_db()
+    assert twin_nfd.name == f"{NFC} (renamed)"
