@@ -23,7 +23,7 @@ import uuid_utils.compat
 from django.contrib.postgres.fields import ArrayField
 from django.db import DatabaseError, models
 from django.db.models import F, Q, Value
-from django.db.models.functions import MD5, Length, Lower
+from django.db.models.functions import MD5, Length, Lower, Replace
 from django.utils import timezone
 from pgvector.django import VectorField
 
@@ -281,13 +281,35 @@ class _RowCount(models.Subquery):
     output_field = models.IntegerField()
 
 
+# Case-folding the database can index: lower() maps one character at a time, so the final
+# sigma and the sharp s, which have no one-character capital, are folded after it ("Οδός" is
+# "ΟΔΌΣ", "Straße" is "STRASSE"). Not UPPER(): it takes the dotless i for an i.
+THREAD_NAME_FOLDS = (("\u03c2", "\u03c3"), ("\u00df", "ss"))
+
+
+def thread_name_key(name):
+    """The expression thread names are compared by, for a name column or value."""
+    key = Lower(name)
+    for letter, folded in THREAD_NAME_FOLDS:
+        key = Replace(key, Value(letter), Value(folded))
+    return key
+
+
+def thread_name_key_text(name: str) -> str:
+    """thread_name_key in Python, for keys that never reach the database (a cursor's
+    fingerprint)."""
+    key = name.lower()
+    for letter, folded in THREAD_NAME_FOLDS:
+        key = key.replace(letter, folded)
+    return key
+
+
 class ThreadQuerySet(models.QuerySet):
     def named(self, owner_id: int, name: str) -> ThreadQuerySet:
         """The owner's thread named `name` in any case, compared as the unique index on names
-        compares them (lower() in the database: UPPER() takes the dotless i for an i, so two
-        threads the index tells apart would match one name)."""
-        return self.alias(lower_name=Lower("name")).filter(
-            owner_id=owner_id, lower_name=Lower(Value(name))
+        compares them (thread_name_key)."""
+        return self.alias(name_key=thread_name_key(F("name"))).filter(
+            owner_id=owner_id, name_key=thread_name_key(Value(name))
         )
 
     def owned_with_counts(self, owner_id: int) -> ThreadQuerySet:
@@ -344,7 +366,10 @@ class Thread(TenantRow):
         constraints = [
             # Names are unique per tenant, case-insensitively; erased names (all alike) are exempt.
             models.UniqueConstraint(
-                F("owner"), Lower("name"), name="thread_unique_name", condition=~Q(name=ERASED)
+                F("owner"),
+                thread_name_key(F("name")),
+                name="thread_unique_name",
+                condition=~Q(name=ERASED),
             ),
             models.CheckConstraint(name="thread_name_not_empty", condition=Q(name__regex=r"\S")),
         ]

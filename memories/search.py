@@ -74,7 +74,7 @@ from memories.excerpts import (
     SEARCH_EXCERPT_MAX,
     MemoryExcerpt,
 )
-from memories.models import MemoryType, Status, Thread
+from memories.models import MemoryType, Status, Thread, thread_name_key_text
 
 DEFAULT_LIMIT = 5
 MAX_LIMIT = 25
@@ -196,7 +196,7 @@ class SearchFilters:
                 "t": sorted(self.memory_types),
                 "s": self.scope,
                 "p": self.project,
-                "th": self.thread.lower() if self.thread else None,  # as thread names compare
+                "th": thread_name_key_text(self.thread) if self.thread else None,
                 "st": self.status,
                 "ra": self.recorded_after.isoformat() if self.recorded_after else None,
                 "rb": self.recorded_before.isoformat() if self.recorded_before else None,

@@ -70,3 +70,40 @@ def test_thread_names_saved_decomposed_before_are_composed_by_the_migration(tena
     assert pin_thread(owner=tenant, name=NFC, pinned=True).id == twin_nfc.id
     twin_nfd.refresh_from_db()
     assert twin_nfd.name == f"{NFC} (renamed)"
+
+
+@pytest.mark.parametrize(
+    ("name", "in_capitals"),
+    [("\u039f\u03b4\u03cc\u03c2", "\u039f\u0394\u038c\u03a3"), ("Stra\u00dfe", "STRASSE")],
+)
+def test_a_name_in_capitals_is_the_same_thread_where_lower_case_has_no_one_letter_capital(
+    tenant, name, in_capitals
+):
+    """The Greek final sigma and the German sharp s: "ΟΔΌΣ" is "Οδός", "STRASSE" is "Straße"."""
+    assert in_capitals == name.upper()
+    create_thread(owner=tenant, name=name)
+    assert pin_thread(owner=tenant, name=in_capitals, pinned=True).name == name
+    with pytest.raises(Conflict):
+        create_thread(owner=tenant, name=in_capitals)
+
+
+def test_names_alike_under_the_new_comparison_are_marked_by_the_migration(tenant):
+    """Migration 0016 builds the folded unique index; two names it finds alike (possible before
+    it) first get the later one's name marked."""
+    import importlib
+
+    from django.db import connection
+
+    from tests.factories import ThreadFactory
+
+    migration = importlib.import_module("memories.migrations.0016_thread_names_compare_folded")
+    first = ThreadFactory(owner=tenant, name="Stra\u00dfe")
+    later = ThreadFactory(owner=tenant, name="placeholder")
+    with connection.cursor() as cursor:  # the old index told them apart; this one would not
+        cursor.execute("DROP INDEX thread_unique_name")
+        cursor.execute("UPDATE memories_thread SET name = 'STRASSE' WHERE id = %s", [later.id])
+        cursor.execute(migration.MARK_ALIKE)
+    first.refresh_from_db()
+    later.refresh_from_db()
+    assert first.name == "Stra\u00dfe"
+    assert later.name == f"STRASSE ({str(later.id)[:8]})"
