@@ -368,7 +368,9 @@ CORS_ALLOWED_ORIGIN_REGEXES = env.str(
 ).split()
 # The OAuth endpoints an MCP client calls; the account pages and the admin stay same-origin.
 CORS_URLS_REGEX = r"^/(\.well-known/|oauth/(token|revoke|register)/)"
-CORS_ALLOW_METHODS = ("GET", "POST", "OPTIONS")
+# PUT and DELETE: a browser client updates and deletes its registration (RFC 7592); /mcp
+# itself answers anything but POST with 405.
+CORS_ALLOW_METHODS = ("GET", "POST", "PUT", "DELETE", "OPTIONS")
 # What MCP clients send (Streamable HTTP transport, 2025-11-25 and 2026-07-28).
 CORS_ALLOW_HEADERS = (
     "authorization",
