@@ -8,7 +8,6 @@ The low-level `Server` is the layer that lets a `resources/read` result carry it
 from __future__ import annotations
 
 import logging
-import traceback
 from typing import Any
 
 import mcp_types as types
@@ -21,7 +20,7 @@ from opentelemetry import trace
 from pydantic import ValidationError
 
 from infra import dbfaults
-from infra.observability import new_request_id, request_id_var
+from infra.observability import exception_without_message, new_request_id, request_id_var
 from mcp_gateway import prompts, resources, tools
 from mcp_gateway.auth import require_principal
 from mcp_gateway.orm import orm_request_context
@@ -93,11 +92,10 @@ def log_failure(what: str, request_id: str, exc: BaseException) -> None:
     """Log an unexpected exception: its type and stack, never its message or arguments, which
     could quote memory content or a token."""
     logger.error(
-        "%s failed, request id %s: %s\n%s",
+        "%s failed, request id %s: %s",
         what,
         request_id,
-        type(exc).__name__,
-        "".join(traceback.format_tb(exc.__traceback__)),
+        exception_without_message((type(exc), exc, exc.__traceback__)),
     )
 
 
