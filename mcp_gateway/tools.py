@@ -282,8 +282,34 @@ def tool_definitions() -> list[types.Tool]:
     return list(_DEFINITIONS)
 
 
+# Per tool, the item limit (maxItems) of each list argument, checked before the schema is: the
+# validator looks at every item of a list, and compares every pair of one that must be unique and
+# cannot be sorted, so a list of a million wrong items would hold the event loop (every tenant's
+# requests) for seconds before the one error that matters.
+_ITEM_LIMITS = {
+    spec.name: {
+        name: schema["maxItems"]
+        for name, schema in spec.input_schema.get("properties", {}).items()
+        if "maxItems" in schema
+    }
+    for spec in TOOLS
+}
+
+
+def _too_many_items(spec: ToolSpec, arguments: dict) -> str | None:
+    """The first list argument longer than its schema allows, phrased as the schema's error."""
+    for name, most in _ITEM_LIMITS[spec.name].items():
+        value = arguments.get(name)
+        if isinstance(value, list) and len(value) > most:
+            return f"{name}: at most {most} items; got {len(value)}"
+    return None
+
+
 def _schema_error(spec: ToolSpec, arguments: dict) -> str | None:
     """The first schema violation, phrased as '<field>: <what is wrong, with the limit>'."""
+    too_many = _too_many_items(spec, arguments)
+    if too_many is not None:
+        return too_many
     errors = sorted(
         _VALIDATORS[spec.name].iter_errors(arguments), key=lambda e: (len(e.path), list(e.path))
     )
