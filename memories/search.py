@@ -188,10 +188,12 @@ class SearchFilters:
             or self.recorded_before is not None
         )
 
-    def fingerprint(self, query: str) -> str:
-        """What a cursor is bound to: the query and every filter, canonically."""
+    def fingerprint(self, owner_id: int, query: str) -> str:
+        """What a cursor is bound to: the account, the query and every filter, canonically.
+        (Another account's cursor would bring that account's instant and word statistics.)"""
         canonical = json.dumps(
             {
+                "o": owner_id,
                 "q": query,
                 "t": sorted(self.memory_types),
                 "s": self.scope,
@@ -658,7 +660,7 @@ def search_memories(
     text = bounds.clean_text("query", query, maximum=QUERY_MAX)
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidInput("limit", f"must be between 1 and {MAX_LIMIT}; got {limit}")
-    fingerprint = filters.fingerprint(text)
+    fingerprint = filters.fingerprint(owner_id, text)
     position = None
     if cursor is not None:
         if len(cursor) > CURSOR_MAX:

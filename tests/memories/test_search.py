@@ -355,6 +355,17 @@ def test_cursor_is_bound_to_its_query_and_filters(tenant):
         run(tenant, "bound cursor", limit=1, cursor=cursor[:-2] + "xx")
 
 
+def test_a_cursor_is_bound_to_its_account(tenant, other_tenant):
+    # The same query in another account: its instant and word statistics are not this one's.
+    for owner in (tenant, other_tenant):
+        for n in range(3):
+            MemoryFactory(owner=owner, content=f"sprint retro notes {n}")
+    cursor = run(tenant, "sprint retro", limit=1).next_cursor
+    assert cursor
+    with pytest.raises(InvalidInput, match="cursor: was issued for a different query"):
+        run(other_tenant, "sprint retro", limit=1, cursor=cursor)
+
+
 def test_a_cursor_is_bound_to_its_thread_as_thread_names_compare(tenant):
     # Names compare case-folded: "STRASSE" names the thread "Straße"; "Strand" is another.
     memories = [MemoryFactory(owner=tenant, content=f"street works {n}") for n in range(3)]
