@@ -164,7 +164,12 @@ async def _legacy_envelope_checked(
         # inside an emoji by a JavaScript client; a byte-order mark): it gets the same request
         # re-encoded, each lone surrogate marked so that the argument checks name the field as
         # on the 2026 wire.
-        rewritten = json.dumps(_mark_lone_surrogates(decoded), ensure_ascii=False).encode()
+        try:
+            rewritten = json.dumps(_mark_lone_surrogates(decoded), ensure_ascii=False).encode()
+        except RecursionError:
+            # Nested deeper than Python's recursion allows (json.loads reads deeper): deeper
+            # still than the SDK's parser reads, which answers it as any body it cannot parse.
+            return replay, None
         read[:] = [{"type": "http.request", "body": rewritten, "more_body": False}]
     return replay, None
 

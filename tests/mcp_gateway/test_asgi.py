@@ -813,6 +813,19 @@ async def test_a_lone_surrogate_gets_the_same_answer_on_both_wires(
     assert on_2025 == on_2026
 
 
+async def test_a_lone_surrogate_nested_past_pythons_recursion_is_a_parse_error(http, seeded):
+    # json.loads reads nesting deeper than a recursive walk of what it read may go.
+    headers, _ = legacy("tools/list", **auth_header(seeded.token))
+    deep = "[" * 1400 + "]" * 1400
+    for query in ("x", "\\ud800"):
+        body = (
+            '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search",'
+            f'"arguments":{{"query":"{query}","x":{deep}}}}}}}'
+        )
+        response = await http.post("/mcp", headers=headers, content=body)
+        assert response.status_code == 400 and response.json()["error"]["code"] == -32700
+
+
 async def test_a_body_with_a_byte_order_mark_is_served_on_both_wires(http, seeded):
     token = auth_header(seeded.token)
     for headers, body in (modern("tools/list", **token), legacy("tools/list", **token)):
