@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth import get_user_model
 from django.contrib.contenttypes.models import ContentType
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Case, Value, When
 from django.utils import timezone
 
@@ -33,7 +33,17 @@ class ErasureResult:
     counts: dict[str, int] = field(default_factory=dict)
 
 
+# The account's memories locked in key order first: the order the vector backfill
+# (memories.backfill) locks a batch of them in. An UPDATE of the whole account locks them in the
+# order it reads the table, and the two writers would deadlock.
+_LOCK_MEMORIES_IN_KEY_ORDER = """
+SELECT count(*) FROM (
+    SELECT 1 FROM memories_memory WHERE owner_id = %s ORDER BY owner_id, id FOR UPDATE) m"""
+
+
 def _erase_memories(user, now) -> dict[str, int]:
+    with connection.cursor() as cursor:
+        cursor.execute(_LOCK_MEMORIES_IN_KEY_ORDER, [user.pk])
     rewritten = Memory.objects.filter(owner=user).update(
         content=ERASED,
         content_length=len(ERASED),
