@@ -216,6 +216,14 @@ class TestCommand:
             call_command("erase_account", populated.username)
         assert not ErasureRecord.objects.exists()
 
+    def test_without_a_terminal_to_confirm_on_refuses_and_changes_nothing(
+        self, populated, monkeypatch
+    ):
+        monkeypatch.setattr("sys.stdin", io.StringIO(""))  # run from cron, without --yes
+        with pytest.raises(CommandError, match=r"pass --yes.*nothing was changed"):
+            call_command("erase_account", populated.username, stdout=io.StringIO())
+        assert not ErasureRecord.objects.exists()
+
     def test_erases_after_confirmation(self, populated, monkeypatch):
         username = populated.username
         monkeypatch.setattr("builtins.input", lambda prompt: username)

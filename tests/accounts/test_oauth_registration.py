@@ -323,6 +323,18 @@ def test_stale_unused_registrations_are_deleted_and_used_ones_kept(client, tenan
     assert unused.pk not in remaining
 
 
+@pytest.mark.parametrize("days", ["-1", "0", "100000000"])
+def test_clearing_stale_clients_refuses_an_age_out_of_range(db, days):
+    from django.core.management import CommandError, call_command
+
+    from tests.factories import ApplicationFactory
+
+    just_registered = ApplicationFactory(registration_source="dcr")  # its user on the consent page
+    with pytest.raises(CommandError, match="--days must be between 1 and 36500"):
+        call_command("clear_stale_oauth_clients", "--days", days, stdout=None)
+    assert Application.objects.filter(pk=just_registered.pk).exists()
+
+
 def test_token_endpoint_is_rate_limited_per_ip(client, settings):
     settings.OAUTH_TOKEN_RATE = 3
     form = {"grant_type": "authorization_code", "code": "guess", "client_id": "nobody"}

@@ -382,9 +382,11 @@ def test_without_a_model_the_command_refuses_before_clearing_anything(tenant, se
     assert np.array_equal(stored_vector(kept), vector)
 
 
-def test_a_batch_size_below_one_is_refused(db):
-    with pytest.raises(CommandError, match="--batch-size must be at least 1"):
-        call_command("embed_memories", "--batch-size=0")
+@pytest.mark.parametrize("size", [0, 2**63])
+def test_a_batch_size_out_of_range_is_refused(account_indexes_dropped, size):
+    MemoryFactory()  # a memory without a vector: the fill would run
+    with pytest.raises(CommandError, match="--batch-size must be between 1 and 100000"):
+        call_command("embed_memories", f"--batch-size={size}")
 
 
 def test_a_second_run_while_one_is_going_is_refused(unembedded):

@@ -31,10 +31,16 @@ class Command(BaseCommand):
             if staff_member is None:
                 raise CommandError(f"{staff!r} is not an active staff account")
         if not yes:
-            answer = input(
-                f"Erase account {username!r} and every memory in it? This cannot be undone. "
-                "Type the username to confirm: "
-            )
+            try:
+                answer = input(
+                    f"Erase account {username!r} and every memory in it? This cannot be undone. "
+                    "Type the username to confirm: "
+                )
+            except EOFError:
+                raise CommandError(
+                    "no terminal to confirm on (pass --yes to erase without asking); "
+                    "nothing was changed"
+                ) from None
             if answer.strip() != username:
                 raise CommandError("confirmation did not match; nothing was changed")
         result = erase_account(user=user, requested_by_staff=staff_member)

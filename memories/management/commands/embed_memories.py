@@ -22,6 +22,8 @@ from memories.management.maintenance import (
     report_index_sync,
 )
 
+# A batch is one model call and one transaction: past this, memory grows and nothing speeds up.
+BATCH_MAX = 100_000
 # Progress lines at most this often: a line per batch floods a terminal on a large table.
 PROGRESS_EVERY_SECONDS = 2.0
 
@@ -60,7 +62,7 @@ class Command(BaseCommand):
             "--batch-size",
             type=int,
             default=500,
-            help="memories per model call and per transaction (default 500)",
+            help=f"memories per model call and per transaction (default 500, at most {BATCH_MAX})",
         )
         parser.add_argument(
             "--reembed",
@@ -84,8 +86,8 @@ class Command(BaseCommand):
         maintenance_work_mem: str,
         **options: Any,
     ) -> None:
-        if batch_size < 1:
-            raise CommandError("--batch-size must be at least 1")
+        if not 1 <= batch_size <= BATCH_MAX:
+            raise CommandError(f"--batch-size must be between 1 and {BATCH_MAX}; got {batch_size}")
         check_memory_size(maintenance_work_mem)
         embedder = get_embedder()
         if embedder is None:
