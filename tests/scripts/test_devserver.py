@@ -38,6 +38,37 @@ def test_a_dotenv_as_earlier_versions_wrote_it_loses_debug_and_nothing_else(tmp_
     assert edited.read_text().startswith("DEBUG=1\n")  # the owner's own choice stays
 
 
+def test_the_dotenv_holding_the_secret_key_is_readable_by_its_owner_only(tmp_path):
+    old_mask = os.umask(0o022)
+    try:
+        devserver._write_dotenv(tmp_path / ".env")
+    finally:
+        os.umask(old_mask)
+    assert (tmp_path / ".env").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_dotenv_written_by_hand_without_a_key_gets_one_and_keeps_the_rest(tmp_path):
+    dotenv = tmp_path / ".env"
+    dotenv.write_text("DATABASE_URL=postgresql://memory@db.example.com/memory")
+    dotenv.chmod(0o644)
+    devserver._write_dotenv(dotenv)
+    text = dotenv.read_text()
+    assert re.fullmatch(
+        r"DATABASE_URL=postgresql://memory@db\.example\.com/memory\nSECRET_KEY=[\w-]{60,}\n", text
+    )
+    assert dotenv.stat().st_mode & 0o777 == 0o600
+    devserver._write_dotenv(dotenv)
+    assert dotenv.read_text() == text
+
+
+@pytest.mark.parametrize(
+    ("host", "origin"),
+    [("127.0.0.1", "http://127.0.0.1:8001"), ("::1", "http://[::1]:8001")],
+)
+def test_serve_names_the_origin_it_listens_on(host, origin):
+    assert devserver.local_origin(host, "8001") == origin
+
+
 @pytest.fixture
 def served(transactional_db, tmp_path):
     """The serve command as the README runs it, on the test database and a fresh .env."""

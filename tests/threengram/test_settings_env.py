@@ -26,8 +26,8 @@ def _load_settings(print_expression: str, **variables: str) -> subprocess.Comple
         SECRET_KEY="not-a-secret-" + "x" * 40,
         # Never connected to: importing the settings opens no connection.
         DATABASE_URL="postgresql://nobody@127.0.0.1:1/nothing",
-        **variables,
     )
+    environment.update(variables)
     return subprocess.run(
         [
             sys.executable,
@@ -98,6 +98,41 @@ def test_a_space_after_a_comma_keeps_every_host_and_origin():
             "ASYNC_DATABASE_POOL_MIN=9",
             "more than ASYNC_DATABASE_POOL_MAX=4",
         ),
+        # Past PostgreSQL's integer range: it refuses every connection asking for it.
+        (
+            {"DATABASE_STATEMENT_TIMEOUT_MS": "3000000000"},
+            "DATABASE_STATEMENT_TIMEOUT_MS",
+            "at most 2147483647",
+        ),
+        # Read as written or refused: "500ms" is not 500 seconds.
+        ({"DATABASE_POOL_TIMEOUT": "500ms"}, "DATABASE_POOL_TIMEOUT", "number of seconds"),
+        ({"DATABASE_RECONNECT_TIMEOUT": "inf"}, "DATABASE_RECONNECT_TIMEOUT", "more than 0"),
+        # A typo of a boolean is no silent "off" (a redirect loop behind the TLS proxy,
+        # startup options PgBouncer refuses).
+        ({"BEHIND_TLS_PROXY": "ture"}, "BEHIND_TLS_PROXY", "must be one of 1, true"),
+        ({"DATABASE_TRANSACTION_POOLER": "enabled"}, "DATABASE_TRANSACTION_POOLER", "one of"),
+        # The issuer and the token audience derive from an origin, nothing more.
+        ({"PUBLIC_BASE_URL": "https://memory.example.com/mcp"}, "PUBLIC_BASE_URL", "an origin"),
+        ({"PUBLIC_BASE_URL": "https://"}, "PUBLIC_BASE_URL", "an origin"),
+        # A shared cache whose client is not installed would fail every log-in.
+        ({"CACHE_URL": "redis://cache.example.com:6379/0"}, "CACHE_URL", "pip install -e .[redis]"),
+        ({"CACHE_URL": "memcache://cache.example.com:11211"}, "CACHE_URL", "pymemcache://"),
+        # django-cors-headers would compile it on every request from a browser: a 500.
+        (
+            {"CORS_ALLOWED_ORIGIN_REGEXES": r"^https://(agents\.example\.com$"},
+            "CORS_ALLOWED_ORIGIN_REGEXES",
+            "not a valid pattern",
+        ),
+        ({"LOG_FORMAT": "text"}, "LOG_FORMAT", "json or plain"),
+        ({"LOG_LEVEL": "VERBOSE"}, "LOG_LEVEL", "one of DEBUG, INFO"),
+        # Never echoing the URL: it holds the password.
+        ({"DATABASE_URL": "postgresql://memory@db.example.com:abc/m"}, "DATABASE_URL", "port"),
+        (
+            {"DATABASE_URL": "mysql://memory:hunter2@db.example.com/m"},
+            "DATABASE_URL",
+            "postgresql://",
+        ),
+        ({"DATABASE_URL": "   "}, "DATABASE_URL must be set", "DEBUG is off"),
     ],
 )
 def test_a_value_that_cannot_work_stops_start_up_naming_the_variable_and_its_limit(
@@ -107,6 +142,28 @@ def test_a_value_that_cannot_work_stops_start_up_naming_the_variable_and_its_lim
     assert result.returncode != 0, f"{variables} was accepted"
     last_line = result.stderr.strip().splitlines()[-1]
     assert "ImproperlyConfigured" in last_line and named in last_line and limit in last_line
+
+
+def test_a_malformed_database_url_is_never_echoed():
+    result = _load_settings("1", DATABASE_URL="mysql://memory:hunter2@db.example.com/m")
+    assert result.returncode != 0 and "hunter2" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("variables", "expression", "value"),
+    [
+        ({"DATABASE_POOL_TIMEOUT": "0.5e1"}, "ASYNC_DATABASE_POOL_TIMEOUT", 5),
+        ({"DATABASE_RECONNECT_TIMEOUT": " 2e0 "}, "DATABASE_RECONNECT_TIMEOUT", 2),
+        ({"PUBLIC_BASE_URL": "https://memory.example.com/ "}, "MCP_RESOURCE_URL",
+         "https://memory.example.com/mcp"),
+        ({"MCP_ACCESS_LOG": "Off", "SIGNUP_ENABLED": " yes "}, "[settings.MCP_ACCESS_LOG, "
+         "settings.SIGNUP_ENABLED][0]", False),
+        ({"LOG_LEVEL": "debug"}, "LOG_LEVEL", "DEBUG"),
+    ],
+)  # fmt: skip
+def test_values_are_read_as_written(variables, expression, value):
+    expression = expression if expression.startswith("[") else f"settings.{expression}"
+    assert _setting(expression, **variables) == value
 
 
 def test_a_database_cache_is_accepted_with_the_mcp_rate_limit_off():
