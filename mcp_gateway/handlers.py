@@ -247,8 +247,27 @@ THREAD_ACTIONS: dict[str, ThreadAction] = {
 }
 
 
+# The fields each action reads besides `action`. Any other is refused rather than ignored: an
+# accept_proposal naming a thread would otherwise accept into the proposal's own thread, and a
+# create with members would create an empty thread, both answered as success.
+_ACTION_FIELDS = {
+    "list": (),
+    "create": ("name",),
+    "rename": ("name", "newName"),
+    "pin": ("name",),
+    "unpin": ("name",),
+    "add_members": ("name", "memoryIds"),
+    "remove_members": ("name", "memoryIds"),
+    "accept_proposal": ("proposalId",),
+    "reject_proposal": ("proposalId",),
+}
+
+
 def _configure_thread_sync(principal: Principal, args: dict) -> dict:
     action = args["action"]
+    for field in args:
+        if field != "action" and field not in _ACTION_FIELDS[action]:
+            raise InvalidArguments(f"{field}: not used by action '{action}'")
     return {"action": action, **THREAD_ACTIONS[action](_owner(principal), args)}
 
 

@@ -580,6 +580,29 @@ async def test_thread_action_without_its_argument_is_invalid_input(
     assert text == f"invalid_input: {missing}: is required for action '{action}'"
 
 
+UNUSED_BY_ACTION = [
+    ("list", {"name": "payments"}, "name"),
+    ("create", {"name": "holidays", "memoryIds": [str(uuid.uuid4())]}, "memoryIds"),
+    ("pin", {"name": "holidays", "newName": "trips"}, "newName"),
+    ("accept_proposal", {"proposalId": str(uuid.uuid4()), "name": "holidays"}, "name"),
+    ("reject_proposal", {"proposalId": str(uuid.uuid4()), "memoryIds": ["x"]}, "memoryIds"),
+]
+
+
+@pytest.mark.parametrize(
+    ("action", "arguments", "unused"),
+    UNUSED_BY_ACTION,
+    ids=[f"{action}-{unused}" for action, _, unused in UNUSED_BY_ACTION],
+)
+async def test_a_thread_action_refuses_a_field_it_would_ignore(agent, action, arguments, unused):
+    # An accept naming a thread would accept into the proposal's own; a create with members
+    # would make an empty thread: both answered as success, were the field ignored.
+    text = await fails(agent, "configure_thread", {"action": action} | arguments)
+    assert text == f"invalid_input: {unused}: not used by action '{action}'"
+    listed = await ok(agent, "configure_thread", {"action": "list"})
+    assert listed["threads"] == []
+
+
 async def test_server_proposes_membership_and_applies_it_only_on_acceptance(agent):
     seed = await remember(
         agent, topic="payment gateway retries", content="retry 3 times", project="shop"
