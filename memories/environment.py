@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db import connection
+from django.db.models import F
 
-from memories.models import ERASED, Memory, Thread
+from memories.models import ERASED, Memory, Thread, thread_name_key, thread_name_key_text
 from memories.threads import LIST_MAX
 
 PROJECTS_MAX = 100
@@ -83,7 +84,9 @@ def facet_values(*, owner_id: int, facet: str, prefix: str) -> list[str]:
     completion sends says that there are more."""
     if facet == "thread":
         return list(
-            Thread.objects.filter(owner_id=owner_id, name__istartswith=prefix)
+            # Names compared as thread names compare, whatever the prefix's case or form.
+            Thread.objects.alias(name_key=thread_name_key(F("name")))
+            .filter(owner_id=owner_id, name_key__startswith=thread_name_key_text(prefix))
             .exclude(name=ERASED)
             .order_by("name")
             .values_list("name", flat=True)[: COMPLETION_MAX + 1]

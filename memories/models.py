@@ -16,6 +16,7 @@ ForeignKey (exclude across it, Count over it)."""
 
 from __future__ import annotations
 
+import unicodedata
 import uuid
 from datetime import datetime
 
@@ -23,7 +24,7 @@ import uuid_utils.compat
 from django.contrib.postgres.fields import ArrayField
 from django.db import DatabaseError, models
 from django.db.models import F, Q, Value
-from django.db.models.functions import MD5, Length, Lower, Replace
+from django.db.models.functions import MD5, Length
 from django.utils import timezone
 from pgvector.django import VectorField
 
@@ -281,27 +282,28 @@ class _RowCount(models.Subquery):
     output_field = models.IntegerField()
 
 
-# Case-folding the database can index: lower() maps one character at a time, so the final
-# sigma and the sharp s, which have no one-character capital, are folded after it ("Οδός" is
-# "ΟΔΌΣ", "Straße" is "STRASSE"). Not UPPER(): it takes the dotless i for an i.
-THREAD_NAME_FOLDS = (("\u03c2", "\u03c3"), ("\u00df", "ss"))
+class ThreadNameKey(models.Func):
+    """What thread names are compared by, in the database: Unicode's canonical caseless match
+    (Unicode 16.0, 3.13: NFD, full case folding, NFD), so "STRASSE" is "Straße", "ΟΔΌΣ" is
+    "Οδός", and a capital whose lower case decomposes finds it. Under the built-in
+    pg_unicode_fast collation, named here, so that the database's own locale (C folds ASCII
+    only) plays no part."""
+
+    template = (
+        "normalize(casefold(normalize((%(expressions)s)::text, NFD) COLLATE pg_unicode_fast), NFD)"
+    )
+    output_field = models.TextField()
 
 
 def thread_name_key(name):
     """The expression thread names are compared by, for a name column or value."""
-    key = Lower(name)
-    for letter, folded in THREAD_NAME_FOLDS:
-        key = Replace(key, Value(letter), Value(folded))
-    return key
+    return ThreadNameKey(name)
 
 
 def thread_name_key_text(name: str) -> str:
-    """thread_name_key in Python, for keys that never reach the database (a cursor's
+    """ThreadNameKey in Python (the same folding; a completion's prefix, a cursor's
     fingerprint)."""
-    key = name.lower()
-    for letter, folded in THREAD_NAME_FOLDS:
-        key = key.replace(letter, folded)
-    return key
+    return unicodedata.normalize("NFD", unicodedata.normalize("NFD", name).casefold())
 
 
 class ThreadQuerySet(models.QuerySet):

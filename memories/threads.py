@@ -18,7 +18,14 @@ from django.utils import timezone
 
 from memories import bounds, services
 from memories.errors import Conflict, InvalidInput, NotFound
-from memories.models import ERASED, MembershipState, Memory, Thread, ThreadMembership
+from memories.models import (
+    ERASED,
+    MembershipState,
+    Memory,
+    Thread,
+    ThreadMembership,
+    thread_name_key_text,
+)
 
 THREADS_MAX = 200  # per tenant: keeps proposals, listings and describe_environment bounded
 MEMBERS_PER_CALL_MAX = 20
@@ -84,7 +91,7 @@ def _new_thread_name(value: object, field: str) -> str:
     """A name a thread may be given: not the one erasure gives every thread of an account (the
     unique index on names leaves it out, so that an erased account's threads can share it)."""
     cleaned = bounds.clean_thread_name(value, field)
-    if cleaned.lower() == ERASED:  # as thread names compare (lower)
+    if thread_name_key_text(cleaned) == ERASED:  # as thread names compare
         raise InvalidInput(field, f"'{ERASED}' is reserved")
     return cleaned
 

@@ -59,7 +59,8 @@ def test_thread_names_saved_decomposed_before_are_composed_by_the_migration(tena
     lone = ThreadFactory(owner=tenant, name="Résumé")
     twin_nfc = ThreadFactory(owner=tenant, name=NFC)
     twin_nfd = ThreadFactory(owner=tenant, name="placeholder")
-    with connection.cursor() as cursor:  # as an older server stored them
+    with connection.cursor() as cursor:  # as an older server stored them, under its index
+        cursor.execute("DROP INDEX thread_unique_name")
         cursor.execute(
             "UPDATE memories_thread SET name = %s WHERE id = %s",
             [unicodedata.normalize("NFD", "Résumé"), lone.id],
@@ -74,13 +75,21 @@ def test_thread_names_saved_decomposed_before_are_composed_by_the_migration(tena
 
 @pytest.mark.parametrize(
     ("name", "in_capitals"),
-    [("\u039f\u03b4\u03cc\u03c2", "\u039f\u0394\u038c\u03a3"), ("Stra\u00dfe", "STRASSE")],
-)
+    [
+        ("\u039f\u03b4\u03cc\u03c2", "\u039f\u0394\u038c\u03a3"),
+        ("Stra\u00dfe", "STRASSE"),
+        # Capitals whose lower case decomposes: lower() of the capital is not the name.
+        ("\u03c0\u03c1\u03bf\u0390\u03c3\u03c4\u03bf\u03c1\u03af\u03b1",
+         "\u03a0\u03a1\u039f\u03aa\u0301\u03a3\u03a4\u039f\u03a1\u038a\u0391"),
+        ("\u01f0ob", "J\u030cOB"),
+    ],
+)  # fmt: skip
 def test_a_name_in_capitals_is_the_same_thread_where_lower_case_has_no_one_letter_capital(
     tenant, name, in_capitals
 ):
-    """The Greek final sigma and the German sharp s: "ΟΔΌΣ" is "Οδός", "STRASSE" is "Straße"."""
-    assert in_capitals == name.upper()
+    """The Greek final sigma and the German sharp s: "ΟΔΌΣ" is "Οδός", "STRASSE" is "Straße";
+    "ΠΡΟΪ́ΣΤΟΡΊΑ" is "προΐστορία"."""
+    assert unicodedata.normalize("NFC", in_capitals) == unicodedata.normalize("NFC", name.upper())
     create_thread(owner=tenant, name=name)
     assert pin_thread(owner=tenant, name=in_capitals, pinned=True).name == name
     with pytest.raises(Conflict):
@@ -107,3 +116,54 @@ def test_names_alike_under_the_new_comparison_are_marked_by_the_migration(tenant
     later.refresh_from_db()
     assert first.name == "Stra\u00dfe"
     assert later.name == f"STRASSE ({str(later.id)[:8]})"
+
+
+def test_names_compare_alike_whatever_the_databases_locale(tenant):
+    """A database created under the C locale folds ASCII only in lower(): the comparison names
+    its collation, so "Équipe" and "équipe" are one thread there too."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:  # the collation a C-locale database gives the column
+        cursor.execute(
+            'ALTER TABLE memories_thread ALTER COLUMN name TYPE varchar(100) COLLATE "C"'
+        )
+    create_thread(owner=tenant, name="\u00c9quipe")
+    with pytest.raises(Conflict):
+        create_thread(owner=tenant, name="\u00e9quipe")
+    assert pin_thread(owner=tenant, name="\u00c9QUIPE", pinned=True).name == "\u00c9quipe"
+
+
+@pytest.mark.parametrize(
+    "prefix", ["\u00e9qu", unicodedata.normalize("NFD", "\u00c9qu"), "STRASS", "stra\u00df"]
+)
+def test_a_thread_name_completes_from_a_prefix_as_names_compare(tenant, prefix):
+    from memories.environment import facet_values
+
+    for name in ("\u00c9quipe", "Stra\u00dfe", "Strand"):
+        create_thread(owner=tenant, name=name)
+    expected = ["Stra\u00dfe"] if prefix.lower().startswith("stra") else ["\u00c9quipe"]
+    assert facet_values(owner_id=tenant.pk, facet="thread", prefix=prefix) == expected
+
+
+def test_names_alike_under_the_canonical_caseless_match_are_marked_by_the_migration(tenant):
+    """Migration 0017 builds the unique index on the canonical caseless key; two names it finds
+    alike (possible before it) first get the later one's name marked."""
+    import importlib
+
+    from django.db import connection
+
+    from tests.factories import ThreadFactory
+
+    migration = importlib.import_module("memories.migrations.0017_thread_names_fold_canonically")
+    small = "\u03c0\u03c1\u03bf\u0390\u03c3\u03c4\u03bf\u03c1\u03af\u03b1"
+    first = ThreadFactory(owner=tenant, name=small)
+    later = ThreadFactory(owner=tenant, name="placeholder")
+    capital = unicodedata.normalize("NFC", small.upper())
+    with connection.cursor() as cursor:  # the old index told them apart; this one would not
+        cursor.execute("DROP INDEX thread_unique_name")
+        cursor.execute("UPDATE memories_thread SET name = %s WHERE id = %s", [capital, later.id])
+        cursor.execute(migration.MARK_ALIKE)
+    first.refresh_from_db()
+    later.refresh_from_db()
+    assert first.name == small
+    assert later.name == f"{capital} ({str(later.id)[:8]})"
