@@ -25,13 +25,18 @@ class Excerpt:
 
 def excerpt(content: str, limit: int = SEARCH_EXCERPT_MAX) -> Excerpt:
     """At most `limit` code points: the body as is, or its first limit-1 and an ellipsis, the
-    cut stepped back off a character that only modifies the one before it (a joiner, a
-    variation selector, a combining mark) and off half a flag, so that the ellipsis does not
-    join an emoji nor a flag show as a lone letter."""
+    cut stepped back to the start of a character that the cut would split (one followed by a
+    joiner, a variation selector, a combining mark or a skin tone; one joined to the one before
+    it) and off half a flag, so that neither the excerpt nor the ellipsis shows another emoji
+    (a family cut after its second person is a couple) nor a flag a lone letter. `content`
+    needs only its first `limit` + 1 code points."""
     if len(content) <= limit:
         return Excerpt(content, False)
-    kept = content[: limit - 1].rstrip()
-    while kept and unicodedata.category(kept[-1]) in _ATTACHING:
+    kept, following = content[: limit - 1], content[limit - 1]
+    while kept and (_attaches(following) or kept[-1] == _JOINER):
+        kept, following = kept[:-1], kept[-1]
+    kept = kept.rstrip()
+    while kept and kept[-1] == _JOINER:  # before a space: it would join the ellipsis
         kept = kept[:-1]
     flags = len(kept) - len(kept.rstrip(_REGIONAL_INDICATORS))
     if flags % 2:  # regional indicators pair into flags: an odd one out is half of one
@@ -40,8 +45,17 @@ def excerpt(content: str, limit: int = SEARCH_EXCERPT_MAX) -> Excerpt:
 
 
 # Mn, Me: combining marks; Cf: zero-width joiner and the like; Sk is not (a modifier letter
-# stands alone). Variation selectors are Mn.
+# stands alone), but for the emoji skin tones. Variation selectors are Mn.
 _ATTACHING = frozenset({"Mn", "Me", "Cf"})
+_SKIN_TONES = frozenset(chr(code) for code in range(0x1F3FB, 0x1F400))
+_JOINER = "\u200d"
+
+
+def _attaches(character: str) -> bool:
+    """Whether `character` modifies the one before it, showing as one with it."""
+    return unicodedata.category(character) in _ATTACHING or character in _SKIN_TONES
+
+
 _REGIONAL_INDICATORS = "".join(chr(code) for code in range(0x1F1E6, 0x1F200))
 
 
