@@ -381,8 +381,11 @@ def _parse(db, text: str) -> _Query:
     rest = _PHRASE.sub(" ", text)
     exclusions = _EXCLUSION.findall(rest)
     rest = _EXCLUSION.sub(" ", rest)
+    # An exclusion goes as a phrase: "-env:staging" excludes the two words together, where as a
+    # bare word its punctuation would split it and leave "staging" required.
     required = " ".join(
-        [f'{minus}"{phrase}"' for minus, phrase in quoted] + [f"-{x}" for x in exclusions]
+        [f'{minus}"{phrase}"' for minus, phrase in quoted]
+        + ['-"{}"'.format(x.replace('"', " ")) for x in exclusions]
     )
     wanted = " ".join(" ".join([rest, *phrases]).split())
     db.execute(

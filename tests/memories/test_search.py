@@ -184,6 +184,13 @@ def test_a_minus_before_a_phrase_excludes_it(tenant, corpus):
     assert corpus["Editor"].id in {hit.id for hit in run(tenant, 'neovim-"dark theme"').hits}
 
 
+@pytest.mark.parametrize("exclusion", ["-env:staging", "-env(staging)", "-env|staging"])
+def test_an_exclusion_with_punctuation_only_excludes(tenant, corpus, exclusion):
+    # Its words together are excluded; neither becomes required ("Deploy" holds neither).
+    ids = {hit.id for hit in run(tenant, f"deploys database {exclusion}").hits}
+    assert corpus["Deploy"].id in ids
+
+
 @pytest.mark.parametrize("requirement", ["-the", '"of"', '-"of the"'])
 def test_a_phrase_or_exclusion_of_stop_words_only_requires_nothing(tenant, corpus, requirement):
     question = "which postgresql database did we choose for the store"
