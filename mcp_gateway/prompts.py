@@ -107,10 +107,8 @@ def _debrief_text(arguments: dict[str, str]) -> str:
         # As JSON, so that a value holding quotes still reads as one argument.
         where = f" Pass {_as_json({selector: value})[1:-1]} to every `remember` call."
     elif selector == "thread":
-        where = (
-            f" Then add the new memories to the thread '{value}' with `configure_thread` "
-            '(action "add_members").'
-        )
+        arguments = _as_json({"action": "add_members", "name": value})[1:-1]
+        where = f" Then add the new memories to the thread with `configure_thread` ({arguments})."
     return (
         "Before we stop, save what this session produced so the next one can pick it up.\n"
         "1. `search` first, so you do not store what is already there.\n"

@@ -3,6 +3,7 @@ Two statements; every list is bounded."""
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 
 from django.db import connection
@@ -93,6 +94,8 @@ def facet_values(*, owner_id: int, facet: str, prefix: str) -> list[str]:
         )
     if facet not in ("scope", "project"):
         raise ValueError(facet)
+    # Stored text is NFC (memories.bounds): a prefix typed decomposed is the same text.
+    prefix = unicodedata.normalize("NFC", prefix)
     return list(
         Memory.objects.filter(owner_id=owner_id, valid_to__isnull=True)
         .filter(**{f"{facet}__istartswith": prefix, f"{facet}__isnull": False})

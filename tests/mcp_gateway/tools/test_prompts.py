@@ -1,6 +1,7 @@
 """Prompts `briefing` and `debrief`, and completion of their arguments from the tenant's data."""
 
 import re
+import unicodedata
 
 import pytest
 from mcp.shared.exceptions import MCPError
@@ -32,13 +33,29 @@ async def test_debrief_prompt_mentions_only_real_tools(agent):
     text = (await get_prompt(agent, "debrief", {"thread": "launch"})).messages[0].content.text
     mentioned = set(re.findall(r"`(\w+)`", text))
     assert len(mentioned) >= 5 and mentioned <= {spec.name for spec in TOOLS}
-    assert "'launch'" in text and "add_members" in text
+    assert '"action": "add_members", "name": "launch"' in text
 
 
 async def test_debrief_prompt_quotes_a_project_as_json(agent):
     project = 'the "big" one'
     text = (await get_prompt(agent, "debrief", {"project": project})).messages[0].content.text
     assert 'Pass "project": "the \\"big\\" one" to every `remember` call.' in text
+
+
+async def test_debrief_prompt_quotes_a_thread_as_json(agent):
+    # Quoted by hand, "launch' and 'ops" would read as two threads.
+    thread = "launch' and 'ops"
+    await ok(agent, "configure_thread", {"action": "create", "name": thread})
+    text = (await get_prompt(agent, "debrief", {"thread": thread})).messages[0].content.text
+    assert '"name": "launch\' and \'ops"' in text
+
+
+async def test_completion_takes_a_prefix_typed_decomposed(agent):
+    project = "Caf\u00e9 Lumi\u00e8re"
+    memory = {"memoryType": "note", "topic": "t", "content": "c", "project": project}
+    await ok(agent, "remember", memory)
+    for prefix in ("caf\u00e9", unicodedata.normalize("NFD", "caf\u00e9")):
+        assert await complete_prompt_argument(agent, "briefing", "project", prefix) == [project]
 
 
 @pytest.mark.parametrize(
