@@ -23,15 +23,13 @@ from oauth2_provider.cimd import CIMDError, SafeMetadataFetcher
 from oauth2_provider.models import get_application_model
 from oauth2_provider.settings import oauth2_settings
 
+from accounts.oauth_validators import IGNORED_SCOPES
 from infra.rate_limit import FixedWindow
 from memories.bounds import text_problem_in
 
 ALLOWED_RESPONSE_TYPES = {"code"}
 CLIENT_NAME_MAX = 100  # shown on the consent page
 SCOPE_MAX = 1_000
-# Scopes a client may name besides this server's own: OIDC's `openid` and `offline_access`
-# (OIDC Core §11), which MCP clients commonly send and which this server ignores.
-IGNORED_SCOPES = {"openid", "offline_access"}
 
 
 def allowed_grant_types() -> set[str]:
@@ -78,7 +76,14 @@ def redirect_uri_problem(uri: Any) -> str | None:
         return None
     if parts.scheme == "http":
         return f"redirect_uri {uri!r}: http is allowed only for loopback hosts; use https"
-    return f"redirect_uri {uri!r}: the scheme must be https (or http on a loopback host)"
+    native = settings.OAUTH_NATIVE_REDIRECT_SCHEMES
+    if parts.scheme in native and (host or parts.path) and not parts.fragment:
+        return None  # a desktop client's own scheme (RFC 8252 §7.1)
+    return (
+        f"redirect_uri {uri!r}: the scheme must be https (or http on a loopback host"
+        + (f", or one of {', '.join(native)}" if native else "")
+        + ")"
+    )
 
 
 def _refused_values(metadata: dict[str, Any], field: str, default: list, allowed: set) -> list:
@@ -150,6 +155,7 @@ def _scope_problem(scope: Any) -> tuple[str, str] | None:
             "invalid_client_metadata",
             f"scope must be a string of at most {SCOPE_MAX} characters",
         )
+    # The OpenID Connect scopes clients send by habit are ignored here as at authorization.
     known = set(oauth2_settings.SCOPES) | IGNORED_SCOPES
     unknown = sorted(set(scope.split()) - known)
     if unknown:

@@ -46,6 +46,7 @@ logger = logging.getLogger(__name__)
 access_logger = logging.getLogger("threengram.access")
 
 MCP_PATH = "/mcp"
+_MCP_PATHS = (MCP_PATH, f"{MCP_PATH}/")
 # RFC 9728 §3.1: path-inserted form for the resource PUBLIC_BASE_URL/mcp, plus the root form
 # that some clients try first.
 METADATA_PATHS = frozenset(
@@ -372,8 +373,9 @@ class GatewayRouter:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
-        elif scope["type"] == "http" and scope["path"] == MCP_PATH:
-            await self._mcp(scope, receive, send)
+        elif scope["type"] == "http" and scope["path"] in _MCP_PATHS:
+            # The endpoint URL as people paste it, with a trailing slash too, is the endpoint.
+            await self._mcp({**scope, "path": MCP_PATH}, receive, send)
         elif scope["type"] == "http" and scope["path"] in METADATA_PATHS:
             await self._protected_resource_metadata(scope, receive, send)
         else:

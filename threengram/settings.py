@@ -493,6 +493,25 @@ OAUTH_TOKEN_RATE = _at_least("OAUTH_TOKEN_RATE", 60, 1)
 OAUTH_REFRESH_GRACE_SECONDS = _at_least("OAUTH_REFRESH_GRACE_SECONDS", 60, 0)
 OAUTH_TOKEN_RATE_WINDOW = _at_least("OAUTH_TOKEN_RATE_WINDOW", 60, 1)
 
+# RFC 8252 §7.1: desktop clients that register a callback of their own URI scheme
+# (Cursor: cursor://anysphere.cursor-mcp/oauth/callback, beside its https and loopback ones; a
+# registration with one refused URI is refused whole). PKCE binds the code to the client that
+# asked for it, as for a loopback callback. Schemes a browser would run or read as a page are
+# never accepted.
+OAUTH_NATIVE_REDIRECT_SCHEMES = _names(
+    "OAUTH_NATIVE_REDIRECT_SCHEMES", default=["cursor", "vscode", "vscode-insiders"]
+)
+_NEVER_REDIRECT_SCHEMES = {
+    "javascript", "vbscript", "data", "file", "about", "blob", "filesystem", "ftp", "ws", "wss",
+    "http", "https",
+}  # fmt: skip
+for _scheme in OAUTH_NATIVE_REDIRECT_SCHEMES:
+    if not re.fullmatch(r"[a-z][a-z0-9+.-]*", _scheme) or _scheme in _NEVER_REDIRECT_SCHEMES:
+        raise ImproperlyConfigured(
+            f"OAUTH_NATIVE_REDIRECT_SCHEMES: {_scheme!r} is not a private-use URI scheme "
+            "(lower case, RFC 3986 3.1; not http, https, javascript, data, file or the like)."
+        )
+
 OAUTH2_PROVIDER = {
     "SCOPES": {
         MEMORY_READ_SCOPE: "Read your memories",
@@ -528,7 +547,7 @@ OAUTH2_PROVIDER = {
     "REQUEST_APPROVAL_PROMPT": "force",
     # RFC 8252 §7.3: native clients (Claude Code, VS Code) listen on any loopback port.
     "ALLOW_LOCALHOST_LOOPBACK": True,
-    "ALLOWED_REDIRECT_URI_SCHEMES": ["http", "https"],
+    "ALLOWED_REDIRECT_URI_SCHEMES": ["http", "https", *OAUTH_NATIVE_REDIRECT_SCHEMES],
     "DCR_ENABLED": True,
     # Open to anonymous MCP clients; the view rate-limits and polices the metadata instead.
     "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),

@@ -45,6 +45,12 @@ def _register(client, remote_addr="127.0.0.1", **metadata):
         ["http://localhost:52100/callback"],  # Claude Code
         ["http://[::1]:8080/cb"],
         ["https://vscode.dev/redirect", "http://127.0.0.1:33418/"],
+        # Cursor, given only the URL (RFC 8252 §7.1: its own scheme, then its other callbacks).
+        [
+            "cursor://anysphere.cursor-mcp/oauth/callback",
+            "https://www.cursor.com/agents/mcp/oauth/callback",
+            "http://localhost:8787/callback",
+        ],
     ],
 )
 def test_anonymous_mcp_client_registers_as_a_public_client(client, redirect_uris):
@@ -98,7 +104,8 @@ POLICY_VIOLATIONS = [
         "invalid_redirect_uri",
         "loopback",
     ),
-    ({"redirect_uris": ["cursor://anysphere/callback"]}, "invalid_redirect_uri", "https"),
+    ({"redirect_uris": ["myapp://anysphere/callback"]}, "invalid_redirect_uri", "https"),
+    ({"redirect_uris": ["cursor://anysphere/callback#x"]}, "invalid_redirect_uri", "https"),
     ({"redirect_uris": ["javascript:alert(1)"]}, "invalid_redirect_uri", "https"),
     # Goes to evil.example, while a page showing the authority would name claude.ai.
     (
@@ -366,3 +373,62 @@ def test_a_registration_body_nested_too_deeply_is_refused(client):
         "error_description": "the client metadata is nested too deeply",
     }
     assert Application.objects.count() == 0
+
+
+@pytest.mark.parametrize("method", ["client_secret_post", "client_secret_basic"])
+def test_the_registration_answer_names_the_auth_method_asked_for(client, method):
+    # RFC 7591 §3.2.1: clients use the method the answer names.
+    response = _register(client, token_endpoint_auth_method=method)
+    assert response.status_code == 201, response.content
+    assert response.json()["token_endpoint_auth_method"] == method
+    assert response.json()["client_secret"]
+
+
+def test_the_openid_scopes_clients_send_by_habit_are_ignored_at_registration(client):
+    scope = "openid profile email address phone offline_access memory:read memory:write"
+    assert _register(client, scope=scope).status_code == 201
+
+
+def test_cursor_logs_in_through_its_own_scheme(client, tenant):
+    from urllib.parse import parse_qs, urlencode, urlsplit
+
+    from django.conf import settings
+
+    from tests.accounts.oauth_helpers import consent_fields, pkce_pair
+
+    callback = "cursor://anysphere.cursor-mcp/oauth/callback"
+    client_id = _register(client, client_name="Cursor", redirect_uris=[callback]).json()[
+        "client_id"
+    ]
+    client.force_login(tenant)
+    verifier, challenge = pkce_pair()
+    url = "/oauth/authorize/?" + urlencode(
+        {
+            "response_type": "code",
+            "client_id": client_id,
+            "redirect_uri": callback,
+            "state": "s",
+            "scope": "memory:read memory:write",
+            "code_challenge": challenge,
+            "code_challenge_method": "S256",
+            "resource": settings.MCP_RESOURCE_URL,
+        }
+    )
+    page = client.get(url)
+    assert page.status_code == 200
+    # The consent form's POST redirects to the client's scheme: the page's CSP allows it.
+    assert "form-action 'self' cursor:" in page["Content-Security-Policy"]
+    allowed = client.post(url, {**consent_fields(page), "allow": "Authorize"})
+    assert allowed.status_code == 302 and allowed["Location"].startswith(f"{callback}?")
+    code = parse_qs(urlsplit(allowed["Location"]).query)["code"][0]
+    token = client.post(
+        "/oauth/token/",
+        {
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": callback,
+            "code_verifier": verifier,
+            "client_id": client_id,
+        },
+    )
+    assert token.status_code == 200, token.content

@@ -76,6 +76,18 @@ async def test_no_credentials_get_a_challenge_without_error_code(http):
     assert "error" not in challenge  # RFC 6750 §3.1: no error information without credentials
 
 
+async def test_the_endpoint_url_with_a_trailing_slash_is_the_endpoint(http, seeded):
+    # As people paste it: discovery starts there, and a token works there.
+    for version in (modern, legacy):
+        headers, body = version("tools/list")
+        challenge = await http.post("/mcp/", headers=headers, content=body)
+        assert challenge.status_code == 401
+        assert f'resource_metadata="{METADATA_URL}"' in challenge.headers["www-authenticate"]
+        headers, body = version("tools/list", **auth_header(seeded.token))
+        listed = await http.post("/mcp/", headers=headers, content=body)
+        assert listed.status_code == 200 and listed.json()["result"]["tools"]
+
+
 @pytest.fixture
 def refused_token(request, transactional_db) -> str:
     from django.utils import timezone
@@ -358,7 +370,8 @@ async def test_a_handler_meeting_a_database_outage_answers_503_retryable(
 
 async def test_other_paths_go_to_django(http, transactional_db):
     assert (await http.get("/admin/login/")).status_code == 200
-    assert (await http.get("/mcp/")).status_code == 404  # no trailing-slash alias
+    assert (await http.get("/mcpx")).status_code == 404
+    assert (await http.get("/mcp/x")).status_code == 404
 
 
 async def test_every_mcp_request_gets_one_access_line_without_content(http, seeded, caplog):

@@ -124,6 +124,12 @@ def test_a_space_after_a_comma_keeps_every_host_and_origin():
             "not a valid pattern",
         ),
         ({"LOG_FORMAT": "text"}, "LOG_FORMAT", "json or plain"),
+        # A scheme a browser runs or reads as a page is no desktop client's callback.
+        (
+            {"OAUTH_NATIVE_REDIRECT_SCHEMES": "cursor,javascript"},
+            "OAUTH_NATIVE_REDIRECT_SCHEMES",
+            "not a private-use URI scheme",
+        ),
         ({"LOG_LEVEL": "VERBOSE"}, "LOG_LEVEL", "one of DEBUG, INFO"),
         # Never echoing the URL: it holds the password.
         ({"DATABASE_URL": "postgresql://memory@db.example.com:abc/m"}, "DATABASE_URL", "port"),
