@@ -99,14 +99,39 @@ def log_failure(what: str, request_id: str, exc: BaseException) -> None:
     )
 
 
+# What a field must be, by pydantic's error type; any other reads "is not valid".
+_MUST_BE = {
+    "missing": "is required",
+    "string_type": "must be a string",
+    "dict_type": "must be an object",
+    "list_type": "must be an array",
+    "int_type": "must be an integer",
+    "bool_type": "must be a boolean",
+}
+
+
+def _invalid_params(invalid: ValidationError) -> str:
+    """The first invalid field of a request's params, named, and what it must be."""
+    first = invalid.errors()[0]
+    location = list(first["loc"])
+    if location[:1] == ["params"]:  # the request's surface check names the params themselves
+        location = location[1:]
+    field = ".".join(str(part)[:64] for part in location) or "params"
+    return f"Invalid request parameters: {field}: {_MUST_BE.get(first['type'], 'is not valid')}"
+
+
 async def hide_internal_errors(ctx: ServerRequestContext, call_next: CallNext) -> HandlerResult:
     """An unexpected exception becomes a generic -32603 on both wires. Without this the SDK sends
     `str(exc)` to 2025-era clients. Logged with a request id and the stack, never the exception
     message (which could quote memory content)."""
     try:
         return await call_next(ctx)
-    except (MCPError, ValidationError):
+    except MCPError:
         raise
+    except ValidationError as invalid:
+        # The SDK answers the params' validation with a bare "Invalid request parameters":
+        # this names the field and what it must be, never the value (no pydantic text).
+        raise MCPError(code=types.INVALID_PARAMS, message=_invalid_params(invalid)) from None
     except Exception as exc:
         request_id = request_id_var.get()  # set by the router (infra.observability)
         if request_id == "-":  # no router in front (in-process use)

@@ -88,6 +88,27 @@ async def test_the_endpoint_url_with_a_trailing_slash_is_the_endpoint(http, seed
         assert listed.status_code == 200 and listed.json()["result"]["tools"]
 
 
+@pytest.mark.parametrize(
+    ("method", "params", "message"),
+    [
+        ("prompts/get", {"name": "briefing", "arguments": {"scope": None}},
+         "arguments.scope: must be a string"),
+        ("prompts/get", {"name": "briefing", "arguments": {"mode": 2}},
+         "arguments.mode: must be a string"),
+        ("resources/read", {}, "uri: is required"),
+    ],
+)  # fmt: skip
+async def test_params_of_the_wrong_shape_are_refused_naming_the_field_on_both_wires(
+    http, seeded, method, params, message
+):
+    token = auth_header(seeded.token)
+    for headers, body in (modern(method, params, name=params.get("name"), **token),
+                          legacy(method, params, **token)):  # fmt: skip
+        error = (await http.post("/mcp", headers=headers, content=body)).json()["error"]
+        assert error["code"] == -32602
+        assert error["message"] == f"Invalid request parameters: {message}", error
+
+
 @pytest.fixture
 def refused_token(request, transactional_db) -> str:
     from django.utils import timezone
