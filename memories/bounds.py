@@ -88,9 +88,14 @@ def text_problem_in(value: object, path: str = "") -> str | None:
     return None
 
 
-# White space, and the characters that show nothing (zero-width space, joiners, word joiner,
-# byte-order mark), at either end of a text.
-_UNSEEN = r"\s\u200b\u200c\u200d\u2060\ufeff"
+# White space, and the characters that show nothing, at either end of a text: Unicode's
+# Default_Ignorable_Code_Point (soft hyphen, joiners and marks of direction, invisible operators,
+# Hangul fillers, byte-order mark...) but for the variation selectors and tag characters, which
+# end an emoji ("❤️" is a heart and U+FE0F) or a flag as it shows.
+_UNSEEN = (
+    r"\s\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+    r"\u2060-\u206f\u3164\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+)
 _UNSEEN_ENDS = re.compile(f"^[{_UNSEEN}]+|[{_UNSEEN}]+$")
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from memories.errors import Conflict, DuplicateMemory, InvalidInput
 from memories.excerpts import excerpt
-from memories.models import Thread
+from memories.models import Memory, Thread
 from memories.services import record_memory
 from memories.threads import create_thread, pin_thread
 
@@ -35,6 +35,32 @@ def test_an_invisible_character_at_an_end_makes_no_other_name(tenant):
         create_thread(owner=tenant, name="launch\u200b")
     with pytest.raises(InvalidInput, match="at least 1 character"):
         create_thread(owner=tenant, name="\u200b\u200d\ufeff")
+
+
+# A left-to-right mark, a soft hyphen, an invisible separator, a combining grapheme joiner, a
+# Hangul filler: each shows nothing.
+INVISIBLE = ["\u200e", "\u200f", "\u00ad", "\u2063", "\u034f", "\u3164"]
+
+
+@pytest.mark.parametrize("invisible", INVISIBLE)
+def test_a_text_of_invisible_characters_is_refused_and_one_at_an_end_makes_no_other(
+    tenant, invisible
+):
+    kept = record_memory(owner=tenant, memory_type="fact", topic="db", content="We use PostgreSQL")
+    with pytest.raises(DuplicateMemory):
+        record_memory(
+            owner=tenant, memory_type="fact", topic="db", content=f"We use PostgreSQL{invisible}"
+        )
+    with pytest.raises(InvalidInput, match="topic: must be at least 1 character"):
+        record_memory(owner=tenant, memory_type="fact", topic=invisible, content="x")
+    assert [m.id for m in Memory.objects.filter(owner=tenant)] == [kept.id]
+
+
+def test_an_emoji_keeps_its_presentation_selector_at_an_end(tenant):
+    memory = record_memory(
+        owner=tenant, memory_type="note", topic="mood", content="love it \u2764\ufe0f"
+    )
+    assert memory.content.endswith("\u2764\ufe0f")
 
 
 def test_an_excerpt_never_ends_in_half_a_flag_or_a_dangling_joiner():
