@@ -10,6 +10,8 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
+import regex
+
 from memories.fields import readable_instant_sql
 from memories.models import MemoryResource, is_overdue
 
@@ -24,39 +26,57 @@ class Excerpt:
 
 
 def excerpt(content: str, limit: int = SEARCH_EXCERPT_MAX) -> Excerpt:
-    """At most `limit` code points: the body as is, or its first limit-1 and an ellipsis, the
-    cut stepped back to the start of a character that the cut would split (one followed by a
-    joiner, a variation selector, a combining mark or a skin tone; one joined to the one before
-    it) and off half a flag, so that neither the excerpt nor the ellipsis shows another emoji
-    (a family cut after its second person is a couple) nor a flag a lone letter. `content`
-    needs only its first `limit` + 1 code points."""
+    """At most `limit` code points: the body as is, or its whole characters (Unicode's extended
+    grapheme clusters: an emoji sequence, a flag, a letter with its marks, a Hangul syllable of
+    jamo, an Indic conjunct) within the first limit-1 and an ellipsis, so that a cut never shows
+    a character that is not in the body. `content` needs only its first `limit` + 1 code points
+    (a character that reaches the last of them may go on: it is not kept)."""
     if len(content) <= limit:
         return Excerpt(content, False)
-    kept, following = content[: limit - 1], content[limit - 1]
-    while kept and (_attaches(following) or kept[-1] == _JOINER):
-        kept, following = kept[:-1], kept[-1]
-    kept = kept.rstrip()
-    while kept and kept[-1] == _JOINER:  # before a space: it would join the ellipsis
-        kept = kept[:-1]
-    flags = len(kept) - len(kept.rstrip(_REGIONAL_INDICATORS))
-    if flags % 2:  # regional indicators pair into flags: an odd one out is half of one
-        kept = kept[:-1]
-    return Excerpt(kept.rstrip() + ELLIPSIS, True)
+    end = start = _cluster_start_before(content, limit - 1)
+    for character in _CHARACTER.finditer(content, start, limit):
+        if character.end() > limit - 1:
+            break
+        end = character.end()
+    return Excerpt(content[:end].rstrip() + ELLIPSIS, True)
 
 
-# Mn, Me: combining marks; Cf: zero-width joiner and the like; Sk is not (a modifier letter
-# stands alone), but for the emoji skin tones. Variation selectors are Mn.
-_ATTACHING = frozenset({"Mn", "Me", "Cf"})
-_SKIN_TONES = frozenset(chr(code) for code in range(0x1F3FB, 0x1F400))
-_JOINER = "\u200d"
+# An extended grapheme cluster (Unicode Standard Annex #29): what a reader sees as one character.
+_CHARACTER = regex.compile(r"\X")
+# Segmenting from the start of a long body costs a regex match per character: the search starts
+# instead at a boundary at most this far before the cut, found between two plain characters.
+_SEGMENT_WINDOW = 256
+# Plain characters: letters, digits, punctuation, spaces and math or currency signs, between
+# which UAX #29 always breaks. Not symbols (So: emoji, flags; Sk: skin tones), marks, format
+# characters (joiners), Hangul jamo (they join into syllables) nor the few letters that join.
+_PLAIN_CLASSES, _PLAIN_SYMBOLS_AND_SPACE = ("L", "N", "P"), ("Sm", "Sc", "Zs")
+_JAMO = ((0x1100, 0x11FF), (0xA960, 0xA97F), (0xD7B0, 0xD7FF))
+# Letters that join what follows (Prepend) or what precedes (Thai and Lao AM, spacing marks;
+# the halfwidth katakana sound marks, extending).
+_JOINING_LETTERS = (0x0D4E, 0x111C2, 0x111C3, 0x1193F, 0x11941, 0x11A3A, 0x11D46, 0x11F02)
+_JOINING = frozenset(
+    chr(code)
+    for code in (*_JOINING_LETTERS, *range(0x11A84, 0x11A8A), 0x0E33, 0x0EB3, 0xFF9E, 0xFF9F)
+)
 
 
-def _attaches(character: str) -> bool:
-    """Whether `character` modifies the one before it, showing as one with it."""
-    return unicodedata.category(character) in _ATTACHING or character in _SKIN_TONES
+def _plain(character: str) -> bool:
+    code = ord(character)
+    category = unicodedata.category(character)
+    return (
+        (category.startswith(_PLAIN_CLASSES) or category in _PLAIN_SYMBOLS_AND_SPACE)
+        and not any(low <= code <= high for low, high in _JAMO)
+        and character not in _JOINING
+    )
 
 
-_REGIONAL_INDICATORS = "".join(chr(code) for code in range(0x1F1E6, 0x1F200))
+def _cluster_start_before(content: str, cut: int) -> int:
+    """A grapheme cluster boundary at or before `cut`: between two plain characters within
+    _SEGMENT_WINDOW of it, else the start."""
+    for position in range(cut, max(0, cut - _SEGMENT_WINDOW), -1):
+        if _plain(content[position - 1]) and _plain(content[position]):
+            return position
+    return 0
 
 
 # The columns of a memory `m` that `MemoryExcerpt.from_row` reads, in its order. The content is

@@ -4,6 +4,8 @@ excerpts that never cut a character that shows as one in two."""
 import unicodedata
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memories.errors import Conflict, DuplicateMemory, InvalidInput
 from memories.excerpts import excerpt
@@ -197,3 +199,30 @@ def test_names_alike_under_the_canonical_caseless_match_are_marked_by_the_migrat
     later.refresh_from_db()
     assert first.name == small
     assert later.name == f"{capital} ({str(later.id)[:8]})"
+
+
+# Pieces of text that join into one character in every way UAX #29 knows: emoji sequences,
+# skin tones, flags, keycaps, combining marks, Hangul jamo, Indic conjuncts and vowel signs,
+# Thai AM, halfwidth katakana marks, CR LF; and plain letters, spaces and CJK between them.
+PIECES = [
+    "a", "b", " ", "\u6570", "\u0915", "\u094d", "\u0937", "\u093f", "\u1112", "\u1161",
+    "\u11ab", "\ud55c", "\U0001f468", "\u200d", "\U0001f469", "\U0001f3fd", "\U0001f1eb",
+    "\U0001f1f7", "\u0301", "\ufe0f", "\u20e3", "\u0e01", "\u0e33", "\uff76", "\uff9e", "\r",
+    "\n", "\u0d4e",
+]  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(st.lists(st.sampled_from(PIECES), min_size=1, max_size=90), st.integers(3, 40))
+def test_an_excerpt_keeps_whole_characters_only(pieces, limit):
+    import regex
+
+    content = "".join(pieces)
+    cut = excerpt(content, limit)
+    if len(content) <= limit:
+        assert (cut.text, cut.truncated) == (content, False)
+        return
+    # What segmenting the whole body from its start keeps (UAX #29, extended grapheme clusters).
+    whole = [c.end() for c in regex.finditer(r"\X", content, endpos=limit) if c.end() < limit]
+    kept = content[: whole[-1] if whole else 0].rstrip()
+    assert cut.text == kept + "\u2026" and len(cut.text) <= limit and cut.truncated
