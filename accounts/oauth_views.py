@@ -150,27 +150,6 @@ def _policy_refusal(request: HttpRequest) -> HttpResponse | None:
     return JsonResponse({"error": error, "error_description": description}, status=400)
 
 
-# The client authentication methods the token endpoint takes for a client with a secret.
-_SECRET_METHODS = ("client_secret_basic", "client_secret_post")
-
-
-def _with_requested_auth_method(request: HttpRequest, response: HttpResponse) -> HttpResponse:
-    """RFC 7591 §3.2.1: the response states the registered metadata, and clients use the
-    `token_endpoint_auth_method` it names. DOT names client_secret_basic for every client with
-    a secret; the token endpoint takes either way, so the answer names the one asked for."""
-    if response.status_code not in (200, 201):
-        return response
-    try:
-        asked = json.loads(request.body).get("token_endpoint_auth_method")
-        answer = json.loads(response.content)
-    except (ValueError, AttributeError, RecursionError):
-        return response
-    if asked in _SECRET_METHODS and answer.get("token_endpoint_auth_method") in _SECRET_METHODS:
-        answer["token_endpoint_auth_method"] = asked
-        response.content = json.dumps(answer)
-    return response
-
-
 def _registration_rate_refusal(request: HttpRequest) -> HttpResponse | None:
     retry_after = registration_window().hit(client_ip(request))
     return too_many_requests(retry_after, "client registrations") if retry_after else None
@@ -190,7 +169,7 @@ class McpClientRegistrationView(DynamicClientRegistrationView):
         # owner of the client and of its registration token, which an erasure committing
         # meanwhile would leave working (and a page could register clients in their name).
         request.user = AnonymousUser()
-        return _with_requested_auth_method(request, super().post(request, *args, **kwargs))
+        return super().post(request, *args, **kwargs)
 
 
 @method_decorator(csrf_exempt, name="dispatch")
@@ -210,9 +189,7 @@ class McpClientManagementView(DynamicClientRegistrationManagementView):
         auth = self._authenticate_registration_request(request, client_id)
         if isinstance(auth, HttpResponse):
             return auth
-        return _policy_refusal(request) or _with_requested_auth_method(
-            request, super().put(request, client_id, *args, **kwargs)
-        )
+        return _policy_refusal(request) or super().put(request, client_id, *args, **kwargs)
 
 
 @method_decorator(csrf_exempt, name="dispatch")

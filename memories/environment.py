@@ -7,9 +7,9 @@ import unicodedata
 from dataclasses import dataclass
 
 from django.db import connection
-from django.db.models import F
+from django.db.models import F, Value
 
-from memories.models import ERASED, Memory, Thread, thread_name_key, thread_name_key_text
+from memories.models import ERASED, Memory, Thread, thread_name_key
 from memories.threads import LIST_MAX
 
 PROJECTS_MAX = 100
@@ -87,7 +87,7 @@ def facet_values(*, owner_id: int, facet: str, prefix: str) -> list[str]:
         return list(
             # Names compared as thread names compare, whatever the prefix's case or form.
             Thread.objects.alias(name_key=thread_name_key(F("name")))
-            .filter(owner_id=owner_id, name_key__startswith=thread_name_key_text(prefix))
+            .filter(owner_id=owner_id, name_key__startswith=thread_name_key(Value(prefix)))
             .exclude(name=ERASED)
             .order_by("name")
             .values_list("name", flat=True)[: COMPLETION_MAX + 1]

@@ -207,14 +207,15 @@ def _database_from_url(
     through a transaction pooler, which refuses startup options (its connect_query sets the
     timeouts instead). A URL that libpq would refuse, or read as another port, is refused at
     start-up, naming the variable but never echoing the URL (it holds the password)."""
-    scheme = url.partition("://")[0] if "://" in url else None
-    if scheme is not None and scheme not in ("postgres", "postgresql"):
-        raise ImproperlyConfigured(f"{name}: must be a postgresql:// URL; got {scheme}://…")
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*)://", url)  # a URL, not key=value pairs
+    if scheme and scheme[1] not in ("postgres", "postgresql"):
+        raise ImproperlyConfigured(f"{name}: must be a postgresql:// URL; got {scheme[1]}://…")
     try:
         params = conninfo_to_dict(url)
     except Exception:
         raise ImproperlyConfigured(f"{name}: is not a PostgreSQL connection URL.") from None
-    if any(not part.isdigit() for part in str(params.get("port", "0")).split(",")):
+    # One port per host, an empty one for the default (libpq's multi-host form).
+    if any(part and not part.isdigit() for part in str(params.get("port", "")).split(",")):
         raise ImproperlyConfigured(f"{name}: the port must be a number.")
     pool_min, pool_max = _pool_sizes("DATABASE_POOL", 2, 10)
     if not pooled:
@@ -325,11 +326,17 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 # processes set CACHE_URL to a shared cache (e.g. redis://… or memcached), or each process counts
 # on its own and a client gets up to N times the limit. Not a database cache while the /mcp
 # limit is on: that limit counts on the event loop, where Django refuses a database call (below).
-# The client library each shared cache backend imports on first use.
+# The client library each shared cache backend imports on first use, and how to install it.
 _CACHE_CLIENTS = {
-    "django.core.cache.backends.redis.RedisCache": ("redis", "redis"),
-    "django.core.cache.backends.memcached.PyMemcacheCache": ("pymemcache", "memcached"),
-    "django.core.cache.backends.memcached.PyLibMCCache": ("pymemcache", "memcached"),
+    "django.core.cache.backends.redis.RedisCache": ("redis", "pip install -e .[redis]"),
+    "django.core.cache.backends.memcached.PyMemcacheCache": (
+        "pymemcache",
+        "pip install -e .[memcached]",
+    ),
+    "django.core.cache.backends.memcached.PyLibMCCache": (
+        "pylibmc",
+        "pip install pylibmc, or use pymemcache:// with pip install -e .[memcached]",
+    ),
 }
 
 
@@ -344,11 +351,10 @@ def _cache(name: str) -> dict:
     if backend.endswith(".MemcachedCache"):  # python-memcached, removed in Django 4.1
         raise ImproperlyConfigured(f"{name}: memcache:// is no longer supported; use pymemcache://")
     if backend in _CACHE_CLIENTS:
-        module, extra = _CACHE_CLIENTS[backend]
+        module, install = _CACHE_CLIENTS[backend]
         if find_spec(module) is None:
             raise ImproperlyConfigured(
-                f"{name} names a cache whose client ({module}) is not installed: "
-                f"pip install -e .[{extra}]"
+                f"{name} names a cache whose client ({module}) is not installed: {install}"
             )
     return cache
 

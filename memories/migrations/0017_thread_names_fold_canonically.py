@@ -14,10 +14,11 @@ KEY = (
     "normalize(casefold(normalize(({name})::text, NFD) COLLATE pg_unicode_fast), NFD)"
 )
 
-# The later of two alike names: 89 characters of it and " (" + 8 of its id + ")", at most 100.
+# Every later one of names alike: 61 characters of it and " (" + its id + ")", at most 100 and
+# unlike any other (the start of an id is its creation time, shared by threads made together).
 MARK_ALIKE = f"""
 UPDATE memories_thread t
-SET name = left(t.name, 89) || ' (' || left(t.id::text, 8) || ')'
+SET name = left(t.name, 61) || ' (' || t.id::text || ')'
 WHERE t.name <> '[erased]' AND EXISTS (
     SELECT 1 FROM memories_thread o
     WHERE o.owner_id = t.owner_id AND o.name <> '[erased]'

@@ -177,6 +177,47 @@ def test_a_thread_name_completes_from_a_prefix_as_names_compare(tenant, prefix):
     assert facet_values(owner_id=tenant.pk, facet="thread", prefix=prefix) == expected
 
 
+def test_names_alike_made_at_once_are_each_marked_apart_by_the_migration(tenant):
+    """Four names alike under the canonical caseless match (the ligatures fold), made within the
+    same minute (their ids start alike): each later one gets a mark of its own, and the index
+    builds."""
+    import importlib
+
+    from django.db import connection
+
+    from tests.factories import ThreadFactory
+
+    migration = importlib.import_module("memories.migrations.0017_thread_names_fold_canonically")
+    names = ["\ufb01\ufb02 notes", "fi\ufb02 notes", "\ufb01fl notes", "fifl notes"]
+    with connection.cursor() as cursor:
+        cursor.execute("DROP INDEX thread_unique_name")  # as an older index told them apart
+    threads = [ThreadFactory(owner=tenant, name=name) for name in names]
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # no deferred checks before the index
+        cursor.execute(migration.MARK_ALIKE)
+        key = migration.KEY.format(name="name")
+        cursor.execute(
+            f"CREATE UNIQUE INDEX thread_unique_name ON memories_thread (owner_id, ({key}))"
+        )
+    for thread in threads:
+        thread.refresh_from_db()
+    assert [t.name for t in threads] == [names[0]] + [
+        f"{n} ({t.id})" for n, t in zip(names[1:], threads[1:], strict=True)
+    ]
+
+
+@pytest.mark.parametrize(
+    "name",
+    # Letters of Unicode 16.0, which the database folds and Python 3.12 (Unicode 15.0) does not.
+    ["\U00010d50\U00010d70 plans", "\ua7cb plans"],
+)
+def test_a_thread_name_completes_from_itself_whatever_unicode_version_python_has(tenant, name):
+    from memories.environment import facet_values
+
+    create_thread(owner=tenant, name=name)
+    assert facet_values(owner_id=tenant.pk, facet="thread", prefix=name) == [name]
+
+
 def test_names_alike_under_the_canonical_caseless_match_are_marked_by_the_migration(tenant):
     """Migration 0017 builds the unique index on the canonical caseless key; two names it finds
     alike (possible before it) first get the later one's name marked."""
@@ -198,7 +239,7 @@ def test_names_alike_under_the_canonical_caseless_match_are_marked_by_the_migrat
     first.refresh_from_db()
     later.refresh_from_db()
     assert first.name == small
-    assert later.name == f"{capital} ({str(later.id)[:8]})"
+    assert later.name == f"{capital} ({later.id})"
 
 
 # Pieces of text that join into one character in every way UAX #29 knows: emoji sequences,

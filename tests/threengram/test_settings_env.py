@@ -124,6 +124,7 @@ def test_a_space_after_a_comma_keeps_every_host_and_origin():
             "not a valid pattern",
         ),
         ({"LOG_FORMAT": "text"}, "LOG_FORMAT", "json or plain"),
+        ({"CACHE_URL": "pylibmc://cache.example.com:11211"}, "CACHE_URL", "client (pylibmc)"),
         # A scheme a browser runs or reads as a page is no desktop client's callback.
         (
             {"OAUTH_NATIVE_REDIRECT_SCHEMES": "cursor,javascript"},
@@ -148,6 +149,20 @@ def test_a_value_that_cannot_work_stops_start_up_naming_the_variable_and_its_lim
     assert result.returncode != 0, f"{variables} was accepted"
     last_line = result.stderr.strip().splitlines()[-1]
     assert "ImproperlyConfigured" in last_line and named in last_line and limit in last_line
+
+
+@pytest.mark.parametrize(
+    ("url", "port"),
+    [
+        # libpq's multi-host form: an empty item is the default port.
+        ("postgresql://memory@db1.example.com,db2.example.com:5433/m", ",5433"),
+        ("host=db1.example.com,db2.example.com port=,5433 dbname=m user=memory", ",5433"),
+        # A key=value string whose password holds "://" is no URL of another scheme.
+        ("host=db.example.com dbname=m user=memory password=Tr0ub4dor://3", ""),
+    ],
+)
+def test_every_connection_string_libpq_takes_is_taken(url, port):
+    assert _setting("settings.DATABASES['default']['PORT']", DATABASE_URL=url) == port
 
 
 def test_a_malformed_database_url_is_never_echoed():
