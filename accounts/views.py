@@ -209,6 +209,9 @@ def _supersession_chain(owned, memory: Memory) -> list[Memory]:
 @login_required
 @require_safe
 def export_memories(request: HttpRequest) -> StreamingHttpResponse:
+    # The first memory is read before the answer starts: a database that cannot answer now
+    # gets the retryable 503 (infra/dbfaults.py), not a 200 whose body breaks off at once.
+    Memory.objects.filter(owner_id=request.user.pk).order_by("recorded_at", "id").first()
     response = StreamingHttpResponse(
         export_memories_json(owner_id=request.user.pk, username=request.user.get_username()),
         content_type="application/json; charset=utf-8",

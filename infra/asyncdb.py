@@ -366,9 +366,10 @@ async def close() -> None:
         await pool.close()
 
 
-async def check_pool() -> None:
+async def check_pool(*, drain: bool = False) -> None:
     """Drop this process's dead idle connections now (infra/dbfaults.py: after a database
-    restart), instead of letting one request fail on each of them."""
+    restart), instead of letting one request fail on each of them; with `drain`, renew every
+    connection (opened while the server took no writes, one keeps refusing them)."""
     pool = _pool
     if pool is not None and _pool_loop is asyncio.get_running_loop():
-        await pool.check()
+        await (pool.drain() if drain else pool.check())

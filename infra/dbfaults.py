@@ -43,15 +43,30 @@ _checks: set[asyncio.Task] = set()
 
 def is_unavailable(exc: BaseException | None) -> bool:
     """True for errors that say "the database cannot answer now" (connection lost or refused,
-    pool timeout, statement or lock timeout, serialization failure), through Django's wrappers."""
+    pool timeout, statement or lock timeout, serialization failure, a server that takes no
+    writes for now: a standby during fail-over, a read-only guard), through Django's wrappers."""
     seen = 0
     while exc is not None and seen < 10:
         # psycopg_pool.PoolTimeout, QueryCanceled, LockNotAvailable, AdminShutdown,
         # SerializationFailure and DeadlockDetected are all psycopg OperationalErrors.
         if isinstance(
             exc,
-            OperationalError | InterfaceError | psycopg.OperationalError | psycopg.InterfaceError,
+            OperationalError
+            | InterfaceError
+            | psycopg.OperationalError
+            | psycopg.InterfaceError
+            | psycopg.errors.ReadOnlySqlTransaction,
         ):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
+def _is_read_only(exc: BaseException | None) -> bool:
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
             return True
         exc = exc.__cause__ or exc.__context__
         seen += 1
@@ -69,36 +84,57 @@ class Outcome:
 request_outcome: ContextVar[Outcome | None] = ContextVar("request_outcome", default=None)
 
 
-def mark_unavailable() -> None:
-    """Record the failure for this request's reply and drop dead pooled connections."""
+def mark_unavailable(exc: BaseException | None = None) -> None:
+    """Record the failure for this request's reply and drop dead pooled connections (after a
+    refused write, every pooled connection: one opened while the server took no writes keeps
+    refusing them after it takes them again)."""
     outcome = request_outcome.get()
     if outcome is not None:
         outcome.unavailable = True
+    if _due_for_check():
+        task = asyncio.get_running_loop().create_task(_check_pools(drain=_is_read_only(exc)))
+        _checks.add(task)  # the loop keeps only weak references to tasks
+        task.add_done_callback(_checks.discard)
+
+
+def _due_for_check() -> bool:
+    """At most one round of pool checks per _CHECK_INTERVAL_SECONDS per process."""
     global _last_check
     now = time.monotonic()
     if now - _last_check < _CHECK_INTERVAL_SECONDS:
-        return
+        return False
     _last_check = now
-    task = asyncio.get_running_loop().create_task(_check_pools())
-    _checks.add(task)  # the loop keeps only weak references to tasks
-    task.add_done_callback(_checks.discard)
+    return True
 
 
-async def _check_pools() -> None:
+async def _check_pools(*, drain: bool = False) -> None:
     try:
-        await asyncdb.check_pool()
-        pool = connections["default"].pool  # Django's psycopg pool (None without pooling)
-        if pool is not None:
-            await asyncio.to_thread(pool.check)
+        await asyncdb.check_pool(drain=drain)
+        await asyncio.to_thread(check_django_pool, drain=drain)
     except Exception as exc:  # a check that fails now is retried on the next failure
         logger.warning("database pool check failed: %s", type(exc).__name__)
+
+
+def check_django_pool(*, drain: bool = False) -> None:
+    """Drop the dead idle connections of Django's pool (or, with `drain`, renew them all)."""
+    pool = connections["default"].pool  # Django's psycopg pool (None without pooling)
+    if pool is not None:
+        pool.drain() if drain else pool.check()
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
     """The site's handler500. A page that failed because the database cannot answer now gets the
     same retryable answer as /mcp: 503 with `Retry-After` (RFC 9110 §15.6.4) and a page saying
-    so, rendered without touching the database. Anything else is Django's plain 500."""
-    if is_unavailable(sys.exc_info()[1]):
+    so, rendered without touching the database, and, as for /mcp, drops the dead pooled
+    connections (so that pages after a restart fail once, not once per pooled connection).
+    Anything else is Django's plain 500."""
+    failure = sys.exc_info()[1]
+    if is_unavailable(failure):
+        if _due_for_check():
+            try:
+                check_django_pool(drain=_is_read_only(failure))
+            except Exception as exc:  # retried on the next failure
+                logger.warning("database pool check failed: %s", type(exc).__name__)
         response = HttpResponse(render_to_string("503.html"), status=503)
         response["Retry-After"] = str(RETRY_AFTER_SECONDS)
         return response

@@ -299,7 +299,18 @@ class ReadinessCheck:
             executor = MigrationExecutor(connection)
             pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
         except DatabaseError:
-            return 503, {"status": "unavailable", "database": "unreachable"}
+            # The pooled connection may have died with a restart the database is back from:
+            # drop the dead ones and ask once more, or the probe would fail once per pooled
+            # connection, keeping the process out of a load balancer's rotation that long.
+            connection.close()
+            try:
+                from infra.dbfaults import check_django_pool  # (logging loads this module early)
+
+                check_django_pool()
+                executor = MigrationExecutor(connection)
+                pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
+            except DatabaseError:
+                return 503, {"status": "unavailable", "database": "unreachable"}
         if pending:
             body = {"status": "unavailable", "database": "ok", "pending_migrations": len(pending)}
             return 503, body

@@ -518,7 +518,7 @@ class GatewayRouter:
             await self._internal_error(receive, send, 503, "bearer token check")
             return
         logger.warning("MCP bearer token check: database unavailable")
-        dbfaults.mark_unavailable()
+        dbfaults.mark_unavailable(exc)
         body = _jsonrpc_error(
             types.INTERNAL_ERROR,
             f"{dbfaults.MESSAGE} (request id {request_id_var.get()})",

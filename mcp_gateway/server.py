@@ -139,7 +139,7 @@ async def hide_internal_errors(ctx: ServerRequestContext, call_next: CallNext) -
         if dbfaults.is_unavailable(exc):
             # Retryable, not a bug: no stack in the log, the router answers 503 + Retry-After.
             logger.warning("MCP %s: database unavailable, request id %s", ctx.method, request_id)
-            dbfaults.mark_unavailable()
+            dbfaults.mark_unavailable(exc)
             raise MCPError(
                 code=types.INTERNAL_ERROR,
                 message=f"{dbfaults.MESSAGE} (request id {request_id})",

@@ -240,3 +240,20 @@ def test_the_export_keeps_each_instant_to_the_microsecond(tenant):
         assert datetime.fromisoformat(exported["recorded_at"]) == row.recorded_at
         if row.valid_to is not None:
             assert datetime.fromisoformat(exported["valid_to"]) == row.valid_to
+
+
+def test_an_export_while_the_database_cannot_answer_is_a_retryable_503(transactional_db, tenant):
+    """Not a 200 whose body breaks off: the first memory is read before the answer starts."""
+    import psycopg
+    from django.db import connection
+    from django.test import Client
+
+    browser = Client(raise_request_exception=False)
+    browser.force_login(tenant)
+    with connection.cursor() as cursor:  # this connection waits at most half a second
+        cursor.execute("SET lock_timeout = 500")
+    with psycopg.connect(**connection.get_connection_params()) as blocker:
+        blocker.execute("LOCK TABLE memories_memory IN ACCESS EXCLUSIVE MODE")
+        response = browser.get(reverse("accounts:export_memories"))
+        blocker.rollback()
+    assert response.status_code == 503 and response["Retry-After"] == "1"

@@ -218,3 +218,72 @@ async def test_slow_database_is_cut_off_by_the_statement_timeout(faults_env):
         response = await http.post(daphne.mcp_url, headers=headers, content=body)
     assert response.status_code == 200 and "result" in response.json()
     assert "Traceback" not in daphne.output()
+
+
+def _database_read_only(url: str, on: bool) -> None:
+    """The database takes no writes (a fail-over's demoted primary, a storage guard) from its
+    next sessions on, or takes them again; with `on`, the server's sessions are cut so that it
+    opens read-only ones."""
+    admin = {**conninfo_to_dict(url), "dbname": "postgres"}
+    with psycopg.connect(**admin, autocommit=True) as conn:
+        setting = (
+            "SET default_transaction_read_only = on"
+            if on
+            else "RESET default_transaction_read_only"
+        )
+        conn.execute(f"ALTER DATABASE {DATABASE} {setting}")
+        if on:
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = %s AND pid <> pg_backend_pid()",
+                [DATABASE],
+            )
+
+
+async def test_a_read_only_database_refuses_writes_retryably_and_recovers_without_a_restart(
+    faults_env,
+):
+    postgres, daphne, tenants = faults_env
+    tenant = tenants[1]
+
+    async def remember(http) -> httpx2.Response:
+        arguments = {"memoryType": "note", "topic": "ro", "content": f"note {time.time_ns()}"}
+        headers, body = loadgen.tool_call(tenant.token, "remember", arguments)
+        return await http.post(daphne.mcp_url, headers=headers, content=body)
+
+    async with httpx2.AsyncClient(timeout=30) as http:
+        await asyncio.to_thread(_database_read_only, postgres.url, True)
+        try:
+            refusals = [await remember(http) for _ in range(12)]  # pooled sessions: read-only
+            headers, body = loadgen.resource_read(tenant.token, tenant.memory_ids[0])
+            read = await http.post(daphne.mcp_url, headers=headers, content=body)
+        finally:
+            await asyncio.to_thread(_database_read_only, postgres.url, False)
+        assert read.status_code == 200  # reads go on
+        for refusal in refusals:  # never an internal error: retry later
+            assert refusal.status_code == 503 and refusal.headers["retry-after"] == "1"
+            assert refusal.json()["error"]["data"]["retryable"] is True
+        outcomes = []
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            response = await remember(http)
+            outcomes.append(response.status_code)
+            if response.status_code == 200:
+                break
+            await asyncio.sleep(0.3)
+    assert outcomes[-1] == 200, outcomes  # writable again: the read-only sessions were renewed
+    assert "Traceback" not in daphne.output()
+
+
+async def test_readiness_comes_back_with_the_database(faults_env):
+    postgres, daphne, _ = faults_env
+    ready = daphne.mcp_url.removesuffix("/mcp") + "/ready"
+    async with httpx2.AsyncClient(timeout=30) as http:
+        assert (await http.get(ready)).status_code == 200
+        await asyncio.to_thread(postgres.pg_ctl, "-m", "fast", "stop")
+        await asyncio.sleep(5.1)  # past the answer's 5 s of caching
+        assert (await http.get(ready)).status_code == 503
+        await asyncio.to_thread(postgres.start)
+        await asyncio.sleep(5.1)
+        # One probe: the dead pooled connections are dropped, not met one probe at a time.
+        assert (await http.get(ready)).status_code == 200
