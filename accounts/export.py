@@ -58,6 +58,13 @@ def _dumps(value) -> str:
     return json.dumps(value, cls=_Encoder, ensure_ascii=False)
 
 
+def check_export_readable(*, owner_id: int) -> None:
+    """Read the export's first memory, as the export will: a database that cannot answer (down,
+    a lock or statement timeout) raises here, before a streaming answer has sent its 200 and
+    could only break off (infra/dbfaults.py answers the error with a retryable 503)."""
+    Memory.objects.filter(owner_id=owner_id).order_by("recorded_at", "id").first()
+
+
 async def export_memories_json(
     *, owner_id: int, username: str, chunk_rows: int | None = None
 ) -> AsyncIterator[str]:

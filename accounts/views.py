@@ -18,7 +18,7 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 
 from accounts.connected_apps import list_connected_apps, revoke_app_access
 from accounts.erasure import erase_account
-from accounts.export import export_memories_json
+from accounts.export import check_export_readable, export_memories_json
 from accounts.forms import (
     DeleteAccountForm,
     SignUpForm,
@@ -209,9 +209,8 @@ def _supersession_chain(owned, memory: Memory) -> list[Memory]:
 @login_required
 @require_safe
 def export_memories(request: HttpRequest) -> StreamingHttpResponse:
-    # The first memory is read before the answer starts: a database that cannot answer now
-    # gets the retryable 503 (infra/dbfaults.py), not a 200 whose body breaks off at once.
-    Memory.objects.filter(owner_id=request.user.pk).order_by("recorded_at", "id").first()
+    # Before the answer starts: a database that cannot answer gets the retryable 503.
+    check_export_readable(owner_id=request.user.pk)
     response = StreamingHttpResponse(
         export_memories_json(owner_id=request.user.pk, username=request.user.get_username()),
         content_type="application/json; charset=utf-8",

@@ -20,6 +20,7 @@ import asyncio
 import logging
 import sys
 import time
+from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 
@@ -41,36 +42,35 @@ _last_check = 0.0
 _checks: set[asyncio.Task] = set()
 
 
+def _causes(exc: BaseException | None) -> Iterator[BaseException]:
+    """`exc` and what it was raised from or during (Django wraps psycopg's errors), at most 10."""
+    seen = 0
+    while exc is not None and seen < 10:
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+
+
+# psycopg_pool.PoolTimeout, QueryCanceled, LockNotAvailable, AdminShutdown, SerializationFailure
+# and DeadlockDetected are all psycopg OperationalErrors.
+_UNAVAILABLE = (
+    OperationalError
+    | InterfaceError
+    | psycopg.OperationalError
+    | psycopg.InterfaceError
+    | psycopg.errors.ReadOnlySqlTransaction
+)
+
+
 def is_unavailable(exc: BaseException | None) -> bool:
     """True for errors that say "the database cannot answer now" (connection lost or refused,
     pool timeout, statement or lock timeout, serialization failure, a server that takes no
     writes for now: a standby during fail-over, a read-only guard), through Django's wrappers."""
-    seen = 0
-    while exc is not None and seen < 10:
-        # psycopg_pool.PoolTimeout, QueryCanceled, LockNotAvailable, AdminShutdown,
-        # SerializationFailure and DeadlockDetected are all psycopg OperationalErrors.
-        if isinstance(
-            exc,
-            OperationalError
-            | InterfaceError
-            | psycopg.OperationalError
-            | psycopg.InterfaceError
-            | psycopg.errors.ReadOnlySqlTransaction,
-        ):
-            return True
-        exc = exc.__cause__ or exc.__context__
-        seen += 1
-    return False
+    return any(isinstance(cause, _UNAVAILABLE) for cause in _causes(exc))
 
 
 def _is_read_only(exc: BaseException | None) -> bool:
-    seen = 0
-    while exc is not None and seen < 10:
-        if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
-            return True
-        exc = exc.__cause__ or exc.__context__
-        seen += 1
-    return False
+    return any(isinstance(cause, psycopg.errors.ReadOnlySqlTransaction) for cause in _causes(exc))
 
 
 @dataclass
@@ -118,8 +118,12 @@ async def _check_pools(*, drain: bool = False) -> None:
 def check_django_pool(*, drain: bool = False) -> None:
     """Drop the dead idle connections of Django's pool (or, with `drain`, renew them all)."""
     pool = connections["default"].pool  # Django's psycopg pool (None without pooling)
-    if pool is not None:
-        pool.drain() if drain else pool.check()
+    if pool is None:
+        return
+    if drain:
+        pool.drain()
+    else:
+        pool.check()
 
 
 def server_error(request: HttpRequest) -> HttpResponse:

@@ -295,9 +295,12 @@ class ReadinessCheck:
 
     @staticmethod
     def _check() -> tuple[int, dict]:
-        try:
+        def pending_migrations() -> list:
             executor = MigrationExecutor(connection)
-            pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
+            return executor.migration_plan(executor.loader.graph.leaf_nodes())
+
+        try:
+            pending = pending_migrations()
         except DatabaseError:
             # The pooled connection may have died with a restart the database is back from:
             # drop the dead ones and ask once more, or the probe would fail once per pooled
@@ -307,8 +310,7 @@ class ReadinessCheck:
                 from infra.dbfaults import check_django_pool  # (logging loads this module early)
 
                 check_django_pool()
-                executor = MigrationExecutor(connection)
-                pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
+                pending = pending_migrations()
             except DatabaseError:
                 return 503, {"status": "unavailable", "database": "unreachable"}
         if pending:

@@ -157,21 +157,11 @@ async def handoff(principal: Principal, args: dict) -> dict:
 
 # --- configure_thread: one function per action ----------------------------------------------
 # Each takes the owner and the arguments and returns the result's fields after "action". The
-# input schema is one object for every action, so it cannot say which fields an action needs:
-# each action checks its own (`name` first, for the actions on one thread).
+# input schema is one object for every action, so it cannot say which fields an action reads:
+# _ACTION_FIELDS does, and each action gets all of its fields, checked before it runs (`name`
+# first), and no other.
 
 ThreadAction = Callable[[AbstractBaseUser, dict], dict]
-
-
-def _require(args: dict, action: str, key: str) -> None:
-    if key not in args:
-        raise InvalidArguments(f"{key}: is required for action '{action}'")
-
-
-def _thread_name(args: dict, action: str) -> str:
-    """The `name` every action on one thread needs, checked before its own fields."""
-    _require(args, action, "name")
-    return args["name"]
 
 
 def _list(owner: AbstractBaseUser, args: dict) -> dict:
@@ -182,43 +172,40 @@ def _list(owner: AbstractBaseUser, args: dict) -> dict:
 
 
 def _create(owner: AbstractBaseUser, args: dict) -> dict:
-    thread = threads.create_thread(owner=owner, name=_thread_name(args, "create"))
+    thread = threads.create_thread(owner=owner, name=args["name"])
     return {"thread": serializers.thread(thread)}
 
 
 def _rename(owner: AbstractBaseUser, args: dict) -> dict:
-    name = _thread_name(args, "rename")
-    _require(args, "rename", "newName")
-    thread = threads.rename_thread(owner=owner, name=name, new_name=args["newName"])
+    thread = threads.rename_thread(owner=owner, name=args["name"], new_name=args["newName"])
     return {"thread": serializers.thread(thread)}
 
 
 def _pin(owner: AbstractBaseUser, args: dict) -> dict:
-    thread = threads.pin_thread(owner=owner, name=_thread_name(args, "pin"), pinned=True)
+    thread = threads.pin_thread(owner=owner, name=args["name"], pinned=True)
     return {"thread": serializers.thread(thread)}
 
 
 def _unpin(owner: AbstractBaseUser, args: dict) -> dict:
-    thread = threads.pin_thread(owner=owner, name=_thread_name(args, "unpin"), pinned=False)
+    thread = threads.pin_thread(owner=owner, name=args["name"], pinned=False)
     return {"thread": serializers.thread(thread)}
 
 
 def _add_members(owner: AbstractBaseUser, args: dict) -> dict:
-    name = _thread_name(args, "add_members")
-    _require(args, "add_members", "memoryIds")
-    thread = threads.add_thread_members(owner=owner, name=name, memory_ids=args["memoryIds"])
+    thread = threads.add_thread_members(
+        owner=owner, name=args["name"], memory_ids=args["memoryIds"]
+    )
     return {"thread": serializers.thread(thread)}
 
 
 def _remove_members(owner: AbstractBaseUser, args: dict) -> dict:
-    name = _thread_name(args, "remove_members")
-    _require(args, "remove_members", "memoryIds")
-    thread = threads.remove_thread_members(owner=owner, name=name, memory_ids=args["memoryIds"])
+    thread = threads.remove_thread_members(
+        owner=owner, name=args["name"], memory_ids=args["memoryIds"]
+    )
     return {"thread": serializers.thread(thread)}
 
 
 def _accept_proposal(owner: AbstractBaseUser, args: dict) -> dict:
-    _require(args, "accept_proposal", "proposalId")
     membership = threads.decide_thread_proposal(
         owner=owner, proposal_id=args["proposalId"], accept=True
     )
@@ -226,49 +213,39 @@ def _accept_proposal(owner: AbstractBaseUser, args: dict) -> dict:
 
 
 def _reject_proposal(owner: AbstractBaseUser, args: dict) -> dict:
-    _require(args, "reject_proposal", "proposalId")
     membership = threads.decide_thread_proposal(
         owner=owner, proposal_id=args["proposalId"], accept=False
     )
     return {"proposal": serializers.decided_proposal(membership)}
 
 
-# Every action of schemas.THREAD_ACTIONS (the input schema's enum, checked before any handler).
-THREAD_ACTIONS: dict[str, ThreadAction] = {
-    "list": _list,
-    "create": _create,
-    "rename": _rename,
-    "pin": _pin,
-    "unpin": _unpin,
-    "add_members": _add_members,
-    "remove_members": _remove_members,
-    "accept_proposal": _accept_proposal,
-    "reject_proposal": _reject_proposal,
-}
-
-
-# The fields each action reads besides `action`. Any other is refused rather than ignored: an
+# Every action of schemas.THREAD_ACTIONS (the input schema's enum, checked before any handler),
+# and the fields it reads, all required. Any other field is refused rather than ignored: an
 # accept_proposal naming a thread would otherwise accept into the proposal's own thread, and a
 # create with members would create an empty thread, both answered as success.
-_ACTION_FIELDS = {
-    "list": (),
-    "create": ("name",),
-    "rename": ("name", "newName"),
-    "pin": ("name",),
-    "unpin": ("name",),
-    "add_members": ("name", "memoryIds"),
-    "remove_members": ("name", "memoryIds"),
-    "accept_proposal": ("proposalId",),
-    "reject_proposal": ("proposalId",),
+THREAD_ACTIONS: dict[str, tuple[ThreadAction, tuple[str, ...]]] = {
+    "list": (_list, ()),
+    "create": (_create, ("name",)),
+    "rename": (_rename, ("name", "newName")),
+    "pin": (_pin, ("name",)),
+    "unpin": (_unpin, ("name",)),
+    "add_members": (_add_members, ("name", "memoryIds")),
+    "remove_members": (_remove_members, ("name", "memoryIds")),
+    "accept_proposal": (_accept_proposal, ("proposalId",)),
+    "reject_proposal": (_reject_proposal, ("proposalId",)),
 }
 
 
 def _configure_thread_sync(principal: Principal, args: dict) -> dict:
     action = args["action"]
+    run, fields = THREAD_ACTIONS[action]
     for field in args:
-        if field != "action" and field not in _ACTION_FIELDS[action]:
+        if field != "action" and field not in fields:
             raise InvalidArguments(f"{field}: not used by action '{action}'")
-    return {"action": action, **THREAD_ACTIONS[action](_owner(principal), args)}
+    for field in fields:
+        if field not in args:
+            raise InvalidArguments(f"{field}: is required for action '{action}'")
+    return {"action": action, **run(_owner(principal), args)}
 
 
 async def configure_thread(principal: Principal, args: dict) -> dict:
