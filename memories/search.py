@@ -270,10 +270,13 @@ _CONFIG = "'threengram_unaccented'"
 # A quoted phrase, excluded when a minus sign precedes it.
 _PHRASE = re.compile(r'((?:^|(?<=\s))-)?"([^"]*)"?')
 _EXCLUSION = re.compile(r"(?:^|\s)-(\w[^\s]*)")
-# Per candidate: where it holds each query term (see _fields_held), and its cosine similarity
-# to the query. The page's excerpts are read afterwards, for the page alone (_PAGE_SQL).
+# What scoring reads of a candidate: where it holds each query term (see _fields_held), and its
+# cosine similarity to the query. A walk selects them as it finds its candidates (the rows are
+# in hand); those found otherwise (by the words function or by meaning) are read by key. The
+# page's excerpts are read afterwards, for the page alone (_PAGE_SQL).
+_CANDIDATE_COLUMNS = "m.id, m.recorded_at, m.content_length, {fields_held}, {cosine}"
 _RANKED_SQL = """
-SELECT m.id, m.recorded_at, m.content_length, {fields_held}, {cosine}
+SELECT {columns}
 FROM memories_memory m
 WHERE m.owner_id = %(owner)s AND m.id = ANY(%(ids)s::uuid[])
 """
@@ -301,7 +304,7 @@ _WORD_MATCHES = """WITH matches AS MATERIALIZED (
 # through the index on owner, type and recency (memory_owner_type_current, current memories) and
 # merged by recency, so the walk reads the memories of those types only, and its bound counts
 # those.
-_LEXICAL_RECENT = """(SELECT m.id FROM ({recent}) m
+_LEXICAL_RECENT = """(SELECT {columns} FROM ({recent}) m
       WHERE TRUE {selection}
       AND m.search_vector @@ %({terms})s::tsquery {required}
       ORDER BY m.recorded_at DESC LIMIT %(walk_limit)s)"""
@@ -789,14 +792,17 @@ _NEAREST_NARROWED = (*_NEAREST, f"SET LOCAL hnsw.max_scan_tuples = {SEMANTIC_SCA
 
 
 def _rows(db, sql: str, params: dict, plan: tuple[str, ...]) -> list[tuple]:
-    for setting in plan:
-        db.execute(setting)
+    # The plan's settings go as one message, and so do the resets: statements without
+    # parameters are sent as a simple query, which may hold several.
+    if plan:
+        db.execute("; ".join(plan))
     db.execute(sql, params)
     rows = db.fetchall()
     # Back to the defaults for the next statement; a plan of none changed nothing. (The `hnsw.`
     # settings end with the transaction: no later statement of a search scans that index.)
-    for setting in {statement.split()[2] for statement in plan if "hnsw." not in statement}:
-        db.execute(f"RESET {setting}")
+    resets = sorted({statement.split()[2] for statement in plan if "hnsw." not in statement})
+    if resets:
+        db.execute("; ".join(f"RESET {setting}" for setting in resets))
     return rows
 
 
@@ -813,18 +819,19 @@ def _walk(
     walk_max: int | None = None,
     terms: str = "any_term",
     most: int | None = None,
-) -> list[uuid.UUID]:
+) -> list[_Candidate]:
     """The walk's `most` (by default LEXICAL_CANDIDATES) most recent matches; `terms` names the
     parameter with the terms' tsquery."""
     params["walk_max"] = WALK_RECENT_MAX if walk_max is None else walk_max
     params["walk_limit"] = params["lexical_max"] if most is None else most
     walk = _LEXICAL_RECENT.format(
+        columns=params["candidate_columns"],
         recent=_recent(where, params),
         required=required,
         selection=where.selection,
         terms=terms,
     )
-    return _ids(db, walk, params, _WALK)
+    return _candidates(_rows(db, walk, params, _WALK), params)
 
 
 def _recent(where: _Where, params: dict) -> str:
@@ -845,7 +852,7 @@ def _recent(where: _Where, params: dict) -> str:
 
 def _rare_term_matches(
     db, required: str, where: _Where, params: dict, walk_matches: list[_Candidate]
-) -> list[uuid.UUID]:
+) -> list[_Candidate]:
     """After a walk that found `walk_matches`: matches of the query's terms that few of them
     hold, older ones too (see RARE_TERM_HELD_MAX)."""
     # The account's words index holds its current memories only: asOf walks.
@@ -874,10 +881,11 @@ def _rare_term_matches(
     params["rare_limit"] = RARE_TERM_CANDIDATES * len(rare)
     matches = _RARE_WORD_MATCHES.format(required=_required_query(required), thread=where.thread)
     [(ids,)] = _rows(db, matches, params, _RARE_TERMS_BY_KEY)
-    return ids
+    walked = {candidate.id for candidate in walk_matches}
+    return _read_candidates(db, [i for i in ids if i not in walked], params)
 
 
-def _few_terms(db, required: str, where: _Where, params: dict) -> list[uuid.UUID]:
+def _few_terms(db, required: str, where: _Where, params: dict) -> list[_Candidate]:
     """Word candidates of a query of few terms in an account with a words index: by a walk when
     its terms are common among the most recent memories, else through the index (see
     WORDS_PROBE_MAX)."""
@@ -930,16 +938,17 @@ def _required_query(required: str) -> str:
     return _REQUIRED_QUERY if required else "NULL::tsquery"
 
 
-def _indexed_words(db, required: str, where: _Where, params: dict) -> list[uuid.UUID]:
+def _indexed_words(db, required: str, where: _Where, params: dict) -> list[_Candidate]:
     """Word candidates through the account's words index (see _WORD_MATCHES)."""
     _word_filters(db, where, params, LEXICAL_CANDIDATES)
     matches = _WORD_MATCHES.format(required=_required_query(required), thread=where.thread)
     [(found, ids)] = _rows(db, matches, params, _BY_KEY)
+    candidates = _read_candidates(db, ids, params)
     if len(ids) < LEXICAL_CANDIDATES and found == params["word_matches_max"]:
         # The thread narrowed the index's most recent matches only, and there are older ones:
         # the walk finds those among them in the thread, as without the index.
-        ids += _walk(db, required, where, params)
-    return ids
+        candidates += _new(_walk(db, required, where, params), candidates)
+    return candidates
 
 
 def _ranked(
@@ -958,34 +967,33 @@ def _ranked(
         "any_term": _any_term(parsed.terms),
         "required": parsed.required,
     }
+    cosine = "NULL::float8"
+    if vector is not None:
+        params["vector"] = "[" + ",".join(f"{x:.6g}" for x in vector) + "]"
+        cosine = "1 - (m.embedding <=> %(vector)s::vector)"
+    params["candidate_columns"] = _CANDIDATE_COLUMNS.format(
+        fields_held=_fields_held(parsed.terms, params), cosine=cosine
+    )
     few_terms = len(parsed.terms) <= INDEXED_QUERY_TERMS_MAX
     # The account's words index holds its current memories only: asOf walks.
     by_walk = not (few_terms and params["words_indexed"] and where.current)
     if by_walk:
-        word_ids = _walk(db, required, where, params)
+        candidates = _walk(db, required, where, params)
     else:
-        word_ids = _few_terms(db, required, where, params)
-    cosine = "NULL::float8"
-    meaning_ids = []
+        candidates = _few_terms(db, required, where, params)
+    word_matches = list(candidates)
     if vector is not None:
-        params["vector"] = "[" + ",".join(f"{x:.6g}" for x in vector) + "]"
         plan: tuple[str, ...] = ()
         # The account's index holds its current memories only: asOf scans exactly.
         if params["nearest_indexed"] and where.current:
             plan = _NEAREST_NARROWED if where.narrowed else _NEAREST
         meaning_ids = _ids(db, _SEMANTIC.format(required=required, filters=where.sql), params, plan)
-        cosine = "1 - (m.embedding <=> %(vector)s::vector)"
-    candidates = _read_candidates(db, parsed.terms, word_ids + meaning_ids, cosine, params)
+        seen = {candidate.id for candidate in candidates}
+        candidates += _read_candidates(db, [i for i in meaning_ids if i not in seen], params)
     if by_walk:
         # Which terms are rare among the walk's matches is read from their candidates.
-        walked_ids = set(word_ids)
-        older = _rare_term_matches(
-            db, required, where, params, [c for c in candidates if c.id in walked_ids]
-        )
-        seen = {c.id for c in candidates}
-        candidates += _read_candidates(
-            db, parsed.terms, [i for i in older if i not in seen], cosine, params
-        )
+        older = _rare_term_matches(db, required, where, params, word_matches)
+        candidates += _new(older, candidates)
     first_page = statistics is None
     if statistics is None:
         statistics = _WordStatistics.of(candidates, parsed.terms, params["tenant_size"])
@@ -1003,15 +1011,18 @@ def _ranked(
     return hits, statistics
 
 
-def _read_candidates(
-    db, terms: tuple[str, ...], ids: list[uuid.UUID], cosine: str, params: dict
-) -> list[_Candidate]:
-    """The candidates `ids` as scoring reads them (see _RANKED_SQL)."""
+def _read_candidates(db, ids: list[uuid.UUID], params: dict) -> list[_Candidate]:
+    """The candidates `ids`, read by key (see _CANDIDATE_COLUMNS)."""
     if not ids:
         return []
     params["ids"] = list(dict.fromkeys(ids))
-    fields_held = _fields_held(terms, params)
-    db.execute(_RANKED_SQL.format(fields_held=fields_held, cosine=cosine), params)
+    db.execute(_RANKED_SQL.format(columns=params["candidate_columns"]), params)
+    return _candidates(db.fetchall(), params)
+
+
+def _candidates(rows: list[tuple], params: dict) -> list[_Candidate]:
+    """Rows of _CANDIDATE_COLUMNS as candidates."""
+    terms = params["terms"]
     return [
         _Candidate(
             id=row[0],
@@ -1020,8 +1031,14 @@ def _read_candidates(
             fields_held={t: held for t, held in zip(terms, row[3], strict=True) if held},
             cosine=row[4],
         )
-        for row in db.fetchall()
+        for row in rows
     ]
+
+
+def _new(found: list[_Candidate], known: list[_Candidate]) -> list[_Candidate]:
+    """Those of `found` that are not among `known`."""
+    ids = {candidate.id for candidate in known}
+    return [candidate for candidate in found if candidate.id not in ids]
 
 
 def _topic_matches(db, parsed: _Query, where: _Where, params: dict) -> list[_Candidate]:

@@ -675,7 +675,7 @@ def test_a_revision_committing_mid_search_never_shows_both_versions(transactiona
         content="We chose PostgreSQL for the memory store.",
     )
     walked = []
-    real_ids = search._ids
+    real_rows = search._rows
 
     def revise_elsewhere() -> None:
         try:
@@ -688,15 +688,15 @@ def test_a_revision_committing_mid_search_never_shows_both_versions(transactiona
             connections.close_all()
 
     def revise_after_the_walk(*args, **kwargs):
-        ids = real_ids(*args, **kwargs)
+        rows = real_rows(*args, **kwargs)
         if not walked:
-            walked.append(ids)
+            walked.append(rows)
             worker = threading.Thread(target=revise_elsewhere)
             worker.start()
             worker.join()
-        return ids
+        return rows
 
-    monkeypatch.setattr(search, "_ids", revise_after_the_walk)
+    monkeypatch.setattr(search, "_rows", revise_after_the_walk)
     page = search_memories(
         owner_id=owner.pk, query="postgresql memory store", filters=clean_filters(), limit=5
     )
