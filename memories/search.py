@@ -133,7 +133,12 @@ RARE_TERMS_MAX = 4
 RARE_TERM_CANDIDATES = 20
 RARE_TERM_SAMPLE_MAX = 5_000
 # A tenant's current memories are counted up to this many (for the IDF); a larger
-# tenant counts as this large.
+# tenant counts as this large. An account whose own nearest-neighbour index held at least this
+# many entries when PostgreSQL last counted them (pg_class.reltuples: set by the index's build
+# and by VACUUM, estimated by ANALYZE) is not counted again: an account's current memories never
+# become fewer (a revision closes one and adds its successor), and counting reads a table page
+# per row written since the last VACUUM (the visibility map does not cover them yet), as many
+# as this right after a bulk load.
 TENANT_SIZE_COUNTED_MAX = 10_000
 # BM25F (Robertson & Zaragoza, "The Probabilistic Relevance Framework: BM25 and Beyond", 3.3).
 # A new account's handful of memories says little about how rare a word is: below this many, the
@@ -340,13 +345,18 @@ _SEMANTIC = """(SELECT m.id FROM memories_memory m
       ORDER BY m.embedding <=> %(vector)s::vector LIMIT %(semantic_max)s)"""
 _REQUIRED_QUERY = f"websearch_to_tsquery({_CONFIG}, %(required)s)"
 _REQUIRED = f"AND m.search_vector @@ {_REQUIRED_QUERY}"
-# The tenant's size, and whether it has valid nearest-neighbour and words indexes of its own.
+# The tenant's size (see TENANT_SIZE_COUNTED_MAX), and whether it has valid nearest-neighbour and
+# words indexes of its own.
 _TENANT_SIZE_SQL = """
-SELECT (SELECT count(*) FROM (
-            SELECT 1 FROM memories_memory m
-            WHERE m.owner_id = %(owner)s AND m.valid_to IS NULL
-              AND m.recorded_at <= %(snapshot)s
-            LIMIT %(tenant_size_max)s) n),
+SELECT CASE WHEN coalesce((SELECT c.reltuples FROM pg_class c
+                           WHERE c.oid = to_regclass(%(nearest_index)s)), 0)
+                 >= %(tenant_size_max)s
+            THEN %(tenant_size_max)s
+            ELSE (SELECT count(*) FROM (
+                      SELECT 1 FROM memories_memory m
+                      WHERE m.owner_id = %(owner)s AND m.valid_to IS NULL
+                        AND m.recorded_at <= %(snapshot)s
+                      LIMIT %(tenant_size_max)s) n) END,
        coalesce((SELECT i.indisvalid FROM pg_index i
                  WHERE i.indexrelid = to_regclass(%(nearest_index)s)), false),
        coalesce((SELECT i.indisvalid FROM pg_index i

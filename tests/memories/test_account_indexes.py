@@ -13,7 +13,7 @@ from datetime import timedelta
 import psycopg
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from accounts.erasure import erase_account
@@ -140,6 +140,42 @@ def test_a_search_as_of_an_instant_scans_exactly(large_at_three):
     )
     assert hits and account_indexes.NEAREST.index_name(owner.pk) not in json.dumps(plans)
     assert '"Disabled": true' not in json.dumps(plans)
+
+
+def tenant_size(owner, counted_max: int) -> tuple[int, int]:
+    """The account's size as a search takes it, counted up to `counted_max`, and how many scans
+    of the memories table that took (PostgreSQL's counters of the transaction)."""
+    scans = (
+        "SELECT coalesce(sum(seq_scan + idx_scan), 0) FROM pg_stat_xact_user_tables "
+        "WHERE relname = 'memories_memory'"
+    )
+    params = {"owner": owner.pk, "snapshot": timezone.now(), "tenant_size_max": counted_max}
+    with transaction.atomic(), connection.cursor() as db:
+        db.execute(scans)
+        [(before,)] = db.fetchall()
+        search._count_tenant(db, params)
+        db.execute(scans)
+        [(after,)] = db.fetchall()
+    return params["tenant_size"], after - before
+
+
+def test_an_account_whose_index_held_the_counted_most_is_not_counted_again(large_at_three):
+    """An account's current memories never become fewer (a revision closes one and adds its
+    successor): once its own nearest-neighbour index held as many as a search counts, by
+    PostgreSQL's count of the index's entries, the search takes it as that large without
+    reading its memories to count them; under that, it counts them."""
+    owner = UserFactory()
+    for topic, content in NOTES[:3]:
+        remember(owner, topic, content)
+    index_accounts()  # the build counts the index's 3 entries
+    assert tenant_size(owner, counted_max=3) == (3, 0)
+    remember(owner, *NOTES[3])
+    assert tenant_size(owner, counted_max=3) == (3, 0)
+    assert tenant_size(owner, counted_max=10) == (4, 1)
+    other = UserFactory()
+    for topic, content in NOTES[:3]:
+        remember(other, topic, content)
+    assert tenant_size(other, counted_max=3) == (3, 1)  # no index of its own
 
 
 def test_an_erased_account_loses_its_index(large_at_three):
