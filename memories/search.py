@@ -802,17 +802,14 @@ _NEAREST_NARROWED = (*_NEAREST, f"SET LOCAL hnsw.max_scan_tuples = {SEMANTIC_SCA
 
 
 def _rows(db, sql: str, params: dict, plan: tuple[str, ...]) -> list[tuple]:
-    # The plan's settings go as one message, and so do the resets: statements without
-    # parameters are sent as a simple query, which may hold several.
-    if plan:
-        db.execute("; ".join(plan))
+    for setting in plan:
+        db.execute(setting)
     db.execute(sql, params)
     rows = db.fetchall()
     # Back to the defaults for the next statement; a plan of none changed nothing. (The `hnsw.`
     # settings end with the transaction: no later statement of a search scans that index.)
-    resets = sorted({statement.split()[2] for statement in plan if "hnsw." not in statement})
-    if resets:
-        db.execute("; ".join(f"RESET {setting}" for setting in resets))
+    for setting in {statement.split()[2] for statement in plan if "hnsw." not in statement}:
+        db.execute(f"RESET {setting}")
     return rows
 
 
