@@ -12,7 +12,7 @@ current rows, because an index over every account's rows costs on both sides:
   lists), each then discarded by the owner filter.
 
 The words index serves a search through `memory_recent_word_matches` (migrations
-memories/0012 and 0013), a function that runs as the owner of the tables and reads the current
+memories/0012, 0013 and 0018), a function that runs as the owner of the tables and reads the current
 tenant from the same setting as the row-level security policies: the full-text operator is not
 leakproof, so under row-level security PostgreSQL may not use it as an index condition, and a
 search would otherwise read the account's rows one by one.
@@ -205,10 +205,10 @@ NEAREST = Kind(
     holds="embedding IS NOT NULL",
 )
 # The owner as an expression, not the bare column, in the index's condition and in the one
-# statement that reads it (migrations memories/0012, 0013): the btree indexes that lead with the
-# owner cannot serve that expression, so the planner has no other plan for that statement,
-# whatever the table's statistics say (without them it took a btree's bitmap of the whole
-# account).
+# statement that reads it (migrations memories/0012, 0013, 0018): the btree indexes that lead
+# with the owner cannot serve that expression, so the planner has no other plan for that
+# statement, whatever the table's statistics say (without them it took a btree's bitmap of the
+# whole account).
 WORDS = Kind(
     label="words",
     prefix="memory_words_",

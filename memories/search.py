@@ -276,9 +276,10 @@ _CONFIG = "'threengram_unaccented'"
 _PHRASE = re.compile(r'((?:^|(?<=\s))-)?"([^"]*)"?')
 _EXCLUSION = re.compile(r"(?:^|\s)-(\w[^\s]*)")
 # What scoring reads of a candidate: where it holds each query term (see _fields_held), and its
-# cosine similarity to the query. A walk selects them as it finds its candidates (the rows are
-# in hand); those found otherwise (by the words function or by meaning) are read by key. The
-# page's excerpts are read afterwards, for the page alone (_PAGE_SQL).
+# cosine similarity to the query. The walk and the words function select them as they find
+# their candidates (the rows are in hand); those found otherwise (by meaning, a rare term's
+# lookup) are read by key. The page's excerpts are read afterwards, for the page alone
+# (_PAGE_SQL).
 _CANDIDATE_COLUMNS = "m.id, m.recorded_at, m.content_length, {fields_held}, {cosine}"
 _RANKED_SQL = """
 SELECT {columns}
@@ -289,17 +290,19 @@ WHERE m.owner_id = %(owner)s AND m.id = ANY(%(ids)s::uuid[])
 # rows from before tags were indexed) and the tags and project.
 _FIELDS = (("A", "A"), ("B", "BD"), ("C", "C"))
 # The most recent memories matching any term through the account's words index, as the
-# function gives them (migration memories/0013: it applies every filter but the thread's), those
-# of them in the thread if one is asked for, and how many the function gave.
+# function gives them (migration memories/0018: it applies every filter but the thread's, and
+# returns what scoring reads), those of them in the thread if one is asked for, and how many the
+# function gave (on every row; on a row of NULLs when none is in the thread).
 _WORD_MATCHES = """WITH matches AS MATERIALIZED (
-        SELECT w.id, w.recorded_at, %(owner)s::bigint AS owner_id
+        SELECT w.*, %(owner)s::bigint AS owner_id
         FROM memory_recent_word_matches(
             %(any_term)s::tsquery, {required}, %(word_from)s::timestamptz,
             %(word_until)s::timestamptz, %(word_status)s::text, %(word_types)s::text[],
             %(word_scope)s::text, %(word_project)s::text, %(word_matches_max)s) w)
-    SELECT (SELECT count(*) FROM matches),
-           array(SELECT m.id FROM matches m WHERE TRUE {thread}
-                 ORDER BY m.recorded_at DESC, m.id DESC LIMIT %(lexical_max)s)"""
+    SELECT (SELECT count(*) FROM matches), kept.*
+    FROM (SELECT) one LEFT JOIN LATERAL (
+        SELECT {columns} FROM matches m WHERE TRUE {thread}
+        ORDER BY m.recorded_at DESC, m.id DESC LIMIT %(lexical_max)s) kept ON TRUE"""
 # The most recent memories matching any term among the WALK_RECENT_MAX most recent memories
 # (the walk's bound when the query's terms are rare in a large tenant: a subquery with a LIMIT is
 # planned on its own, so the walk stops there whatever the terms). The selection (status, type,
@@ -948,10 +951,15 @@ def _required_query(required: str) -> str:
 def _indexed_words(db, required: str, where: _Where, params: dict) -> list[_Candidate]:
     """Word candidates through the account's words index (see _WORD_MATCHES)."""
     _word_filters(db, where, params, LEXICAL_CANDIDATES)
-    matches = _WORD_MATCHES.format(required=_required_query(required), thread=where.thread)
-    [(found, ids)] = _rows(db, matches, params, _BY_KEY)
-    candidates = _read_candidates(db, ids, params)
-    if len(ids) < LEXICAL_CANDIDATES and found == params["word_matches_max"]:
+    matches = _WORD_MATCHES.format(
+        columns=params["candidate_columns"],
+        required=_required_query(required),
+        thread=where.thread,
+    )
+    rows = _rows(db, matches, params, _BY_KEY)
+    found = rows[0][0]
+    candidates = _candidates([row[1:] for row in rows if row[1] is not None], params)
+    if len(candidates) < LEXICAL_CANDIDATES and found == params["word_matches_max"]:
         # The thread narrowed the index's most recent matches only, and there are older ones:
         # the walk finds those among them in the thread, as without the index.
         candidates += _new(_walk(db, required, where, params), candidates)

@@ -20,7 +20,7 @@ rolled-back change can never leave a stale tenant in force). The gateway's own s
 transaction-locally (`set_config(..., true)`).
 
 The paths past the wall are explicit and narrow: `memory_recent_word_matches` (migrations
-memories/0012 and 0013: ids of the setting's tenant only, the policy's condition applied by the
+memories/0012, 0013, 0018: rows of the setting's tenant only, the policy's condition applied by the
 function), `all_tenants()`, `SET LOCAL ROLE NONE` in a
 transaction, i.e. the session's own (owner) role until that transaction ends, used by the staff
 admin; and `as_owner()`, used by `manage.py migrate` (schema changes need the owner). The
