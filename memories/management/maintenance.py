@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from django.conf import settings
 from django.core.management.base import CommandError, CommandParser, OutputWrapper
 
 from memories import account_indexes, backfill, tenancy
@@ -49,7 +50,15 @@ def exclusive_maintenance(work_mem: str) -> Iterator[None]:
     """As the owner of the tables (past row-level security, to reach every tenant and change
     the schema), holding the database-wide backfill lock, with `work_mem` as
     maintenance_work_mem and no timeouts (`backfill.maintenance_session`). Another run holding
-    the lock is a CommandError."""
+    the lock is a CommandError, and so is a run configured for a transaction pooler: the lock
+    and the settings belong to the session, which such a pooler hands to other clients between
+    transactions (and CREATE INDEX CONCURRENTLY runs outside any transaction)."""
+    if settings.DATABASE_TRANSACTION_POOLER:
+        raise CommandError(
+            "embed_memories and index_accounts need a session of their own: run them with "
+            "DATABASE_URL naming PostgreSQL directly (the primary, as the owner of the tables) "
+            "and DATABASE_TRANSACTION_POOLER=0, not through PgBouncer"
+        )
     with tenancy.as_owner():
         try:
             with backfill.single_run(), backfill.maintenance_session(work_mem=work_mem):

@@ -567,6 +567,17 @@ def test_index_accounts_waits_for_a_running_embed_memories(large_at_three):
     assert account_indexes.NEAREST.indexes() == {owner.pk: True}
 
 
+def test_index_accounts_configured_for_a_transaction_pooler_is_refused(large_at_three, settings):
+    """CREATE INDEX CONCURRENTLY and the lock it holds need a session of their own."""
+    large = UserFactory()
+    for topic, content in NOTES[:3]:
+        remember(large, topic, content)
+    settings.DATABASE_TRANSACTION_POOLER = True
+    with pytest.raises(CommandError, match="DATABASE_TRANSACTION_POOLER=0, not through PgBouncer"):
+        index_accounts()
+    assert account_indexes.NEAREST.indexes() == {}
+
+
 def test_filters_reach_past_the_words_index_s_most_recent_matches(buried_lease, monkeypatch):
     """The index applies the filters, phrases and exclusions to all its matches, before it keeps
     the most recent; a thread (which it does not know) narrows those it kept, and when too few

@@ -402,6 +402,16 @@ def test_a_second_run_while_one_is_going_is_refused(unembedded):
     assert all(stored_vector(memory) is not None for memory in memories)
 
 
+def test_a_run_configured_for_a_transaction_pooler_is_refused(unembedded, settings):
+    """Its lock and its settings belong to its session, which PgBouncer in transaction mode
+    hands to other clients between transactions."""
+    memories, _ = unembedded
+    settings.DATABASE_TRANSACTION_POOLER = True
+    with pytest.raises(CommandError, match="DATABASE_TRANSACTION_POOLER=0, not through PgBouncer"):
+        run_backfill()
+    assert all(stored_vector(memory) is None for memory in memories)
+
+
 # --- the model: SEARCH_EMBEDDER ------------------------------------------------------------
 
 
