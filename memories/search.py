@@ -59,6 +59,7 @@ import math
 import re
 import uuid
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -891,8 +892,7 @@ def _rare_term_matches(
     params["rare_limit"] = RARE_TERM_CANDIDATES * len(rare)
     matches = _RARE_WORD_MATCHES.format(required=_required_query(required), thread=where.thread)
     [(ids,)] = _rows(db, matches, params, _RARE_TERMS_BY_KEY)
-    walked = {candidate.id for candidate in walk_matches}
-    return _read_candidates(db, [i for i in ids if i not in walked], params)
+    return _read_candidates(db, ids, params, known=walk_matches)
 
 
 def _few_terms(db, required: str, where: _Where, params: dict) -> list[_Candidate]:
@@ -1003,8 +1003,7 @@ def _ranked(
         if params["nearest_indexed"] and where.current:
             plan = _NEAREST_NARROWED if where.narrowed else _NEAREST
         meaning_ids = _ids(db, _SEMANTIC.format(required=required, filters=where.sql), params, plan)
-        seen = {candidate.id for candidate in candidates}
-        candidates += _read_candidates(db, [i for i in meaning_ids if i not in seen], params)
+        candidates += _read_candidates(db, meaning_ids, params, known=candidates)
     if by_walk:
         # Which terms are rare among the walk's matches is read from their candidates.
         older = _rare_term_matches(db, required, where, params, word_matches)
@@ -1026,11 +1025,16 @@ def _ranked(
     return hits, statistics
 
 
-def _read_candidates(db, ids: list[uuid.UUID], params: dict) -> list[_Candidate]:
-    """The candidates `ids`, read by key (see _CANDIDATE_COLUMNS)."""
+def _read_candidates(
+    db, ids: list[uuid.UUID], params: dict, known: Iterable[_Candidate] = ()
+) -> list[_Candidate]:
+    """The candidates `ids` but those `known` (already read), read by key (see
+    _CANDIDATE_COLUMNS)."""
+    read = {candidate.id for candidate in known}
+    ids = [i for i in dict.fromkeys(ids) if i not in read]
     if not ids:
         return []
-    params["ids"] = list(dict.fromkeys(ids))
+    params["ids"] = ids
     db.execute(_RANKED_SQL.format(columns=params["candidate_columns"]), params)
     return _candidates(db.fetchall(), params)
 
