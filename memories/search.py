@@ -349,17 +349,27 @@ _SEMANTIC = """(SELECT m.id FROM memories_memory m
       ORDER BY m.embedding <=> %(vector)s::vector LIMIT %(semantic_max)s)"""
 _REQUIRED_QUERY = f"websearch_to_tsquery({_CONFIG}, %(required)s)"
 _REQUIRED = f"AND m.search_vector @@ {_REQUIRED_QUERY}"
-# The tenant's size (see TENANT_SIZE_COUNTED_MAX), and whether it has valid nearest-neighbour and
-# words indexes of its own.
+# The instant the search ranks memories recorded by (see _Position), the tenant's size (see
+# TENANT_SIZE_COUNTED_MAX), and whether it has valid nearest-neighbour and words indexes of its
+# own. A first page's instant is this process's clock, or the tenant's newest memory if later: a
+# memory stamped by a host whose clock runs ahead of this one's (and its revision, stamped no
+# earlier) is found at once, not once this clock has caught up.
 _TENANT_SIZE_SQL = """
-SELECT CASE WHEN coalesce((SELECT c.reltuples FROM pg_class c
+WITH instant AS (
+    SELECT CASE WHEN %(first_page)s
+                THEN greatest(%(snapshot)s::timestamptz,
+                              (SELECT max(m.recorded_at) FROM memories_memory m
+                               WHERE m.owner_id = %(owner)s))
+                ELSE %(snapshot)s::timestamptz END AS snapshot)
+SELECT (SELECT snapshot FROM instant),
+       CASE WHEN coalesce((SELECT c.reltuples FROM pg_class c
                            WHERE c.oid = to_regclass(%(nearest_index)s)), 0)
                  >= %(tenant_size_max)s
             THEN %(tenant_size_max)s
             ELSE (SELECT count(*) FROM (
                       SELECT 1 FROM memories_memory m
                       WHERE m.owner_id = %(owner)s AND m.valid_to IS NULL
-                        AND m.recorded_at <= %(snapshot)s
+                        AND m.recorded_at <= (SELECT snapshot FROM instant)
                       LIMIT %(tenant_size_max)s) n) END,
        coalesce((SELECT i.indisvalid FROM pg_index i
                  WHERE i.indexrelid = to_regclass(%(nearest_index)s)), false),
@@ -597,10 +607,10 @@ def _conjunction(clauses: list[str]) -> str:
 class _Position:
     """Where a page ends, as a cursor carries it: the candidate mode, the last hit's sort key,
     the first page's instant (`snapshot`) and word statistics (ranked mode). The instant is the
-    clock's, and a memory's `recorded_at` is taken before its write commits: a write still
-    committing while the first page ran (milliseconds) may show on a later page. Closing that
-    would take the first page's database snapshot in the cursor and each row's inserting
-    transaction id, which the rows do not keep."""
+    clock's (see _TENANT_SIZE_SQL), and a memory's `recorded_at` is taken before its write
+    commits: a write still committing while the first page ran (milliseconds) may show on a
+    later page. Closing that would take the first page's database snapshot in the cursor and
+    each row's inserting transaction id, which the rows do not keep."""
 
     mode: str
     score: float
@@ -697,6 +707,7 @@ def search_memories(
         # Later pages rank what the first one saw: a memory written since does not appear, and
         # the first page's word statistics score the rest (see _Position).
         "snapshot": position.snapshot if position else timezone.now(),
+        "first_page": position is None,
     }
     where = _where(filters, owner_id, params)
     alias = replica.read_alias()
@@ -767,7 +778,12 @@ def _count_tenant(db, params: dict) -> None:
     params["nearest_index"] = account_indexes.NEAREST.index_name(params["owner"])
     params["words_index"] = account_indexes.WORDS.index_name(params["owner"])
     db.execute(_TENANT_SIZE_SQL, params)
-    params["tenant_size"], params["nearest_indexed"], params["words_indexed"] = db.fetchone()
+    (
+        params["snapshot"],
+        params["tenant_size"],
+        params["nearest_indexed"],
+        params["words_indexed"],
+    ) = db.fetchone()
 
 
 # Plans are chosen here by the account's own indexes and the query's length, not left to table

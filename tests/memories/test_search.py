@@ -338,6 +338,36 @@ def test_archiving_a_hit_between_pages_repeats_and_skips_nothing(tenant, rare_an
     assert set(seen) == {memory.id for memory in rare + common}
 
 
+def test_a_memory_stamped_by_a_clock_ahead_of_ours_is_found_at_once(tenant):
+    # Another server process, whose clock runs ahead of this one's, recorded it.
+    ahead = MemoryFactory(
+        owner=tenant,
+        topic="Zeppelin hangar lease",
+        content="We renew the zeppelin hangar lease in March.",
+        recorded_at=timezone.now() + timedelta(seconds=30),
+    )
+    assert [hit.id for hit in run(tenant, "zeppelin hangar").hits] == [ahead.id]
+    # Its revision is stamped no earlier than it was: found at once too, in its place.
+    successor = revise_memory(
+        owner=tenant, predecessor_id=ahead.id, content="We renew the zeppelin hangar lease in May."
+    )
+    assert [hit.id for hit in run(tenant, "zeppelin hangar").hits] == [successor.id]
+
+
+def test_the_pages_of_a_search_that_saw_a_memory_stamped_ahead_repeat_and_skip_nothing(
+    tenant, rare_and_common
+):
+    rare, common, _ = rare_and_common
+    ahead = MemoryFactory(
+        owner=tenant, content="alpha beta ahead", recorded_at=timezone.now() + timedelta(seconds=30)
+    )
+    first = run(tenant, "alpha beta", limit=5)
+    assert first.hits[0].id == ahead.id
+    seen = page_through(tenant, "alpha beta", first, limit=5)
+    assert len(seen) == len(set(seen)) == 16
+    assert set(seen) == {memory.id for memory in [ahead, *rare, *common]}
+
+
 def test_a_cursor_of_the_longest_query_fits_its_bound(tenant, settings):
     settings.SEARCH_EMBEDDER = "none"
     words = [f"{a}{b}" for a in "bcdfghjklmnpqrstvwxz" for b in "aeiou"][:166]
