@@ -91,8 +91,10 @@ def _insert(memory: Memory) -> Memory:
     return memory
 
 
-def _explain_lost_insert(lost: _LostInsert) -> DomainError:
-    """After the rollback: the domain error for a lost insert, naming the winner if any."""
+def _explain_lost_insert(lost: _LostInsert) -> DomainError | None:
+    """After the rollback: the domain error for a lost insert, naming the winner; None when the
+    current memory it repeated is current no more (revised or erased since the insert was
+    refused), and so stands in its way no longer."""
     memory = lost.memory
     if lost.constraint == "memory_one_successor":
         return Conflict(f"memory {memory.predecessor_id} is already superseded")
@@ -103,7 +105,24 @@ def _explain_lost_insert(lost: _LostInsert) -> DomainError:
         .values_list("id", flat=True)
         .first()
     )
-    return DuplicateMemory(existing)
+    return None if existing is None else DuplicateMemory(existing)
+
+
+# How many times a write runs while the duplicate it lost to keeps leaving before it is named.
+WRITE_ATTEMPTS = 3
+
+
+def _written(write: Callable[[], Memory]) -> Memory:
+    """`write` (one transaction), its lost insert as its domain error; run again when the
+    duplicate it lost to was current no more once looked up (see _explain_lost_insert)."""
+    for _ in range(WRITE_ATTEMPTS):
+        try:
+            return write()
+        except _LostInsert as lost:
+            error = _explain_lost_insert(lost)
+            if error is not None:
+                raise error from None
+    raise Conflict("the same content was current at each attempt, then revised or erased; retry")
 
 
 @dataclass(frozen=True)
@@ -207,15 +226,16 @@ def record_memory(
         due_at=due_at,
     )
     memory = _new_memory(owner, fields)
-    try:
+
+    def write() -> Memory:
         with transaction.atomic():
             lock_live_owner(owner)
             _insert(memory)
             if and_then is not None:
                 and_then(memory)
             return memory
-    except _LostInsert as lost:
-        raise _explain_lost_insert(lost) from None
+
+    return _written(write)
 
 
 def revise_memory(
@@ -235,23 +255,23 @@ def revise_memory(
     pointing back to it. Fields not given are carried over. Revising a memory that is already
     superseded is a Conflict, so two concurrent revisions yield one successor and one Conflict.
     `and_then`: as in `record_memory`, called with the successor."""
-    try:
-        return _revise(
+    given = {
+        "memory_type": memory_type,
+        "topic": topic,
+        "scope": scope,
+        "project": project,
+        "tags": tags,
+        "due_at": due_at,
+    }
+    return _written(
+        lambda: _revise(
             owner=owner,
             predecessor_id=predecessor_id,
             content=content,
             and_then=and_then,
-            given={
-                "memory_type": memory_type,
-                "topic": topic,
-                "scope": scope,
-                "project": project,
-                "tags": tags,
-                "due_at": due_at,
-            },
+            given=given,
         )
-    except _LostInsert as lost:
-        raise _explain_lost_insert(lost) from None
+    )
 
 
 def _returned(field) -> str:

@@ -1,14 +1,16 @@
-"""Two revisions of one memory racing on separate connections: exactly one successor wins and
-the other gets a Conflict. Real threads, real PostgreSQL connections, committed transactions."""
+"""Writes racing: two revisions of one memory on separate connections (exactly one successor
+wins, the other gets a Conflict), identical remembers, and a duplicate that leaves between a
+refused write and the lookup naming it. Real PostgreSQL connections, committed transactions."""
 
 import threading
 
 import pytest
 from django.db import connection
 
+from memories import services
 from memories.errors import Conflict, DuplicateMemory
 from memories.models import Memory
-from memories.services import record_memory, revise_memory
+from memories.services import WRITE_ATTEMPTS, record_memory, revise_memory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -56,3 +58,57 @@ def test_concurrent_identical_remembers_store_one(tenant):
     assert sum(isinstance(o, Memory) for o in outcomes) == 1, outcomes
     assert sum(isinstance(o, DuplicateMemory) for o in outcomes) == 3
     assert Memory.objects.count() == 1
+
+
+@pytest.fixture
+def duplicate_leaving(monkeypatch, tenant):
+    """Between each refused write and the lookup naming the current memory it repeats, that
+    memory is revised (by another request, as it might be); `then_again` also stores the content
+    once more after it, so that the next attempt is refused too. Yields the revisions made."""
+    explain = services._explain_lost_insert
+    revisions = []
+
+    def revised_meanwhile(lost, then_again=False):
+        [current] = Memory.objects.filter(owner=tenant, valid_to=None, content=lost.memory.content)
+        revisions.append(
+            revise_memory(
+                owner=tenant, predecessor_id=current.id, content=f"moved {len(revisions)}"
+            )
+        )
+        named = explain(lost)
+        if then_again:
+            record_memory(owner=tenant, memory_type="note", topic="t", content=lost.memory.content)
+        return named
+
+    monkeypatch.setattr(services, "_explain_lost_insert", revised_meanwhile)
+    return revised_meanwhile, revisions
+
+
+def test_a_remember_whose_duplicate_was_revised_meanwhile_is_stored(tenant, duplicate_leaving):
+    first = record_memory(owner=tenant, memory_type="note", topic="t", content="same text")
+    _, revisions = duplicate_leaving
+    stored = record_memory(owner=tenant, memory_type="note", topic="t", content="same text")
+    assert [r.predecessor_id for r in revisions] == [first.id]
+    assert list(Memory.objects.filter(valid_to=None, content="same text")) == [stored]
+
+
+def test_a_revision_whose_duplicate_was_revised_meanwhile_is_stored(tenant, duplicate_leaving):
+    record_memory(owner=tenant, memory_type="note", topic="t", content="same text")
+    other = record_memory(owner=tenant, memory_type="note", topic="u", content="other text")
+    successor = revise_memory(owner=tenant, predecessor_id=other.id, content="same text")
+    assert successor.predecessor_id == other.id
+    assert list(Memory.objects.filter(valid_to=None, content="same text")) == [successor]
+
+
+def test_a_write_whose_duplicates_keep_leaving_is_a_conflict(
+    tenant, duplicate_leaving, monkeypatch
+):
+    revised_meanwhile, revisions = duplicate_leaving
+    monkeypatch.setattr(
+        services, "_explain_lost_insert", lambda lost: revised_meanwhile(lost, then_again=True)
+    )
+    record_memory(owner=tenant, memory_type="note", topic="t", content="same text")
+    with pytest.raises(Conflict, match="revised or erased; retry"):
+        record_memory(owner=tenant, memory_type="fact", topic="t", content="same text")
+    assert len(revisions) == WRITE_ATTEMPTS
+    assert not Memory.objects.filter(memory_type="fact").exists()
