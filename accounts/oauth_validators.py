@@ -24,6 +24,7 @@ grants and tokens. What it leaves open, and this module closes:
 from __future__ import annotations
 
 import hashlib
+import re
 import uuid
 from urllib.parse import parse_qs, urlsplit
 
@@ -104,6 +105,11 @@ def check_mcp_resource(resources: list[str], request) -> None:
         )
 
 
+S256_CHALLENGE = re.compile(r"[A-Za-z0-9_-]{43}")
+# The grant's column (django-oauth-toolkit's Grant.nonce).
+NONCE_MAX = 255
+
+
 def require_s256_and_mcp_resource(request) -> dict:
     """oauthlib `pre_auth` validator: runs after client_id and redirect_uri are validated (so the
     error is redirected to the client) and before the consent page is shown."""
@@ -113,6 +119,17 @@ def require_s256_and_mcp_resource(request) -> dict:
         raise errors.InvalidRequestError(
             description="code_challenge_method must be S256 (plain and missing are refused).",
             request=request,
+        )
+    # RFC 7636 §4.2: an S256 challenge is BASE64URL(SHA-256(verifier)) unpadded, 43 characters.
+    # Refused here, before the consent page, rather than by the grant's column once allowed.
+    if not S256_CHALLENGE.fullmatch(request.code_challenge):
+        raise errors.InvalidRequestError(
+            description="code_challenge must be the 43-character BASE64URL S256 digest.",
+            request=request,
+        )
+    if len(getattr(request, "nonce", None) or "") > NONCE_MAX:
+        raise errors.InvalidRequestError(
+            description=f"nonce must be at most {NONCE_MAX} characters.", request=request
         )
     check_mcp_resource(_requested_resources(request), request)
     return {}

@@ -35,6 +35,17 @@ from accounts.oauth_validators import normalised_parameters
 from infra.rate_limit import FixedWindow, client_ip
 
 
+def _bad_request(problem: str) -> HttpResponse:
+    return HttpResponse(render_to_string("400.html", {"problem": problem}), status=400)
+
+
+def _registered_redirect(application, redirect_uri: str) -> bool:
+    try:
+        return application.redirect_uri_allowed(redirect_uri)
+    except ValueError:  # not a URI at all (an unclosed IPv6 literal)
+        return False
+
+
 class McpAuthorizationView(AuthorizationView):
     """Login, then the consent page (templates/oauth2_provider/authorize.html)."""
 
@@ -58,11 +69,26 @@ class McpAuthorizationView(AuthorizationView):
     def form_valid(self, form):
         # The client may be gone since the consent page was shown (a daily clean-up of stale
         # clients, staff), or its id edited in the form: DOT's lookup then raised (a 500).
+        gone = "the app asking for access is no longer registered; start again from it"
+        application = (
+            get_application_model()
+            .objects.filter(client_id=form.cleaned_data.get("client_id") or "")
+            .first()
+        )
+        if application is None:
+            return _bad_request(gone)
+        # DOT sends a denial (and a refused resource) to the posted redirect_uri as it stands;
+        # oauthlib matches it against the client's registered ones for an allowed request only.
+        # An error goes to a registered one only (RFC 6749 §4.1.2.1); a malformed one raised.
+        if not _registered_redirect(application, form.cleaned_data.get("redirect_uri") or ""):
+            return _bad_request(
+                "the address the app asked to return to is not one it registered; start again "
+                "from the app"
+            )
         try:
             return super().form_valid(form)
         except get_application_model().DoesNotExist:
-            problem = "the app asking for access is no longer registered; start again from it"
-            return HttpResponse(render_to_string("400.html", {"problem": problem}), status=400)
+            return _bad_request(gone)
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)

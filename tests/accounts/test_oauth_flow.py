@@ -218,6 +218,20 @@ def test_deny_redirects_with_access_denied_and_issues_nothing(signed_in, applica
     assert _counts() == (0, 0, 0)
 
 
+@pytest.mark.parametrize("tampered", ["https://evil.example.com/cb", "http://[::1"])
+def test_a_denial_never_goes_to_a_redirect_uri_edited_into_the_consent_post(
+    signed_in, application, tampered
+):
+    """RFC 6749 §4.1.2.1: an error goes to a registered redirect URI only, or to none."""
+    _, challenge = pkce_pair()
+    params = authorize_params(application, challenge)
+    response = signed_in.post(authorize_url(params), {**params, "redirect_uri": tampered})
+    assert response.status_code == 400
+    assert "Location" not in response
+    assert "not one it registered" in response.text
+    assert _counts() == (0, 0, 0)
+
+
 # --- bad authorization requests: refused before the consent page --------------------------
 
 
@@ -233,6 +247,12 @@ def test_deny_redirects_with_access_denied_and_issues_nothing(signed_in, applica
             "invalid_target",
         ),
         ({"scope": "memory:read admin"}, "invalid_scope"),
+        # RFC 7636 §4.2: an S256 challenge is 43 BASE64URL characters, unpadded.
+        ({"code_challenge": "A" * 129}, "invalid_request"),
+        ({"code_challenge": "A" * 42}, "invalid_request"),
+        ({"code_challenge": "A" * 43 + "="}, "invalid_request"),
+        ({"code_challenge": "A" * 42 + "+"}, "invalid_request"),
+        ({"nonce": "n" * 256}, "invalid_request"),  # more than the grant can keep
     ],
 )
 def test_bad_authorization_request_is_redirected_with_an_error(
@@ -251,6 +271,18 @@ def test_plain_pkce_smuggled_into_the_consent_post_is_refused(signed_in, applica
     _, challenge = pkce_pair()
     params = authorize_params(application, challenge)
     tampered = {**params, "code_challenge_method": "plain", "allow": "Authorize"}
+    query = redirect_query(signed_in.post(authorize_url(params), tampered))
+    assert query["error"] == ["invalid_request"]
+    assert _counts() == (0, 0, 0)
+
+
+@pytest.mark.parametrize("overrides", [{"code_challenge": "A" * 5000}, {"nonce": "n" * 256}])
+def test_an_overlong_value_smuggled_into_the_consent_post_is_refused(
+    signed_in, application, overrides
+):
+    _, challenge = pkce_pair()
+    params = authorize_params(application, challenge)
+    tampered = {**params, **overrides, "allow": "Authorize"}
     query = redirect_query(signed_in.post(authorize_url(params), tampered))
     assert query["error"] == ["invalid_request"]
     assert _counts() == (0, 0, 0)
