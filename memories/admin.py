@@ -29,7 +29,21 @@ class ListedFiltersOnly:
         offered |= {self.date_hierarchy, *self.owner_fields} - {None}
         if field not in offered or (rest and rest not in _FILTER_LOOKUPS):
             return False
+        if rest in _DATE_PARTS and not _within(value, *_DATE_PARTS[rest]):
+            return False
         return super().lookup_allowed(lookup, value, request)
+
+
+# A date drill-down's parts (date_hierarchy, `__year`...) that a date can have: the database or
+# Django's drill-down (which adds a year or a day to the one asked for) fails on others, a 500.
+_DATE_PARTS = {"year": (1, 9998), "month": (1, 12), "day": (1, 31)}
+
+
+def _within(value: object, low: int, high: int) -> bool:
+    try:
+        return low <= int(str(value)) <= high
+    except ValueError:
+        return False
 
 
 class ReadOnlyAdminMixin(ListedFiltersOnly):
