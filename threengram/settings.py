@@ -100,13 +100,28 @@ if not SECRET_KEY:
 # The public origin of this server, e.g. https://memory.example.com. The MCP resource URL
 # (RFC 8707 audience of every token) and the OAuth issuer derive from it.
 PUBLIC_BASE_URL = env.str("PUBLIC_BASE_URL", default="http://127.0.0.1:8000").strip().rstrip("/")
-_public = urlsplit(PUBLIC_BASE_URL)
-_public_origin = f"{_public.scheme}://{_public.netloc}"
-if (
-    _public.scheme not in ("http", "https")
-    or not _public.hostname
-    or _public_origin != PUBLIC_BASE_URL
-):
+
+
+def _is_origin(url: str) -> bool:
+    """An http(s) origin: scheme, host and an optional port of 1-65535, nothing more (RFC 6454
+    §4); no user, no empty port, no white space."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # refuses a port that is no number, or past 65535
+    except ValueError:  # an unclosed IPv6 literal too
+        return False
+    return (
+        parts.scheme in ("http", "https")
+        and bool(parts.hostname)
+        and f"{parts.scheme}://{parts.netloc}" == url
+        and "@" not in parts.netloc
+        and not parts.netloc.endswith(":")
+        and port != 0
+        and not any(character.isspace() for character in url)
+    )
+
+
+if not _is_origin(PUBLIC_BASE_URL):
     raise ImproperlyConfigured(
         f"PUBLIC_BASE_URL={PUBLIC_BASE_URL!r}: must be an origin, scheme and host only "
         "(e.g. https://memory.example.com; the MCP endpoint is PUBLIC_BASE_URL/mcp)."
@@ -214,9 +229,13 @@ def _database_from_url(
         params = conninfo_to_dict(url)
     except Exception:
         raise ImproperlyConfigured(f"{name}: is not a PostgreSQL connection URL.") from None
-    # One port per host, an empty one for the default (libpq's multi-host form).
-    if any(part and not part.isdigit() for part in str(params.get("port", "")).split(",")):
-        raise ImproperlyConfigured(f"{name}: the port must be a number.")
+    # One port per host, an empty one for the default (libpq's multi-host form); libpq refuses
+    # every connection to a port past the TCP range.
+    if any(
+        part and not (part.isascii() and part.isdigit() and 1 <= int(part) <= 65535)
+        for part in str(params.get("port", "")).split(",")
+    ):
+        raise ImproperlyConfigured(f"{name}: the port must be a number from 1 to 65535.")
     pool_min, pool_max = _pool_sizes("DATABASE_POOL", 2, 10)
     if not pooled:
         params["options"] = (

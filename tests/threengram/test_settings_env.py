@@ -114,6 +114,13 @@ def test_a_space_after_a_comma_keeps_every_host_and_origin():
         # The issuer and the token audience derive from an origin, nothing more.
         ({"PUBLIC_BASE_URL": "https://memory.example.com/mcp"}, "PUBLIC_BASE_URL", "an origin"),
         ({"PUBLIC_BASE_URL": "https://"}, "PUBLIC_BASE_URL", "an origin"),
+        ({"PUBLIC_BASE_URL": "https://[::1"}, "PUBLIC_BASE_URL", "an origin"),
+        ({"PUBLIC_BASE_URL": "https://memory.example.com:abc"}, "PUBLIC_BASE_URL", "an origin"),
+        ({"PUBLIC_BASE_URL": "https://memory.example.com:99999"}, "PUBLIC_BASE_URL", "an origin"),
+        ({"PUBLIC_BASE_URL": "https://memory.example.com:0"}, "PUBLIC_BASE_URL", "an origin"),
+        ({"PUBLIC_BASE_URL": "https://memory.example.com:"}, "PUBLIC_BASE_URL", "an origin"),
+        ({"PUBLIC_BASE_URL": "https://user:pw@memory.example.com"}, "PUBLIC_BASE_URL", "an origin"),
+        ({"PUBLIC_BASE_URL": "https://memory example.com"}, "PUBLIC_BASE_URL", "an origin"),
         # A shared cache whose client is not installed would fail every log-in.
         ({"CACHE_URL": "redis://cache.example.com:6379/0"}, "CACHE_URL", "pip install -e .[redis]"),
         ({"CACHE_URL": "memcache://cache.example.com:11211"}, "CACHE_URL", "pymemcache://"),
@@ -134,6 +141,11 @@ def test_a_space_after_a_comma_keeps_every_host_and_origin():
         ({"LOG_LEVEL": "VERBOSE"}, "LOG_LEVEL", "one of DEBUG, INFO"),
         # Never echoing the URL: it holds the password.
         ({"DATABASE_URL": "postgresql://memory@db.example.com:abc/m"}, "DATABASE_URL", "port"),
+        # libpq refuses every connection to these.
+        ({"DATABASE_URL": "postgresql://memory@db.example.com:99999/m"}, "DATABASE_URL", "1 to"),
+        ({"DATABASE_URL": "postgresql://memory@db.example.com:0/m"}, "DATABASE_URL", "1 to"),
+        ({"DATABASE_URL": "host=db.example.com port=70000 dbname=m"}, "DATABASE_URL", "1 to"),
+        ({"DATABASE_URL": "postgresql://memory@db.example.com:\u00b2/m"}, "DATABASE_URL", "1 to"),
         (
             {"DATABASE_URL": "mysql://memory:hunter2@db.example.com/m"},
             "DATABASE_URL",
@@ -177,6 +189,11 @@ def test_a_malformed_database_url_is_never_echoed():
         ({"DATABASE_RECONNECT_TIMEOUT": " 2e0 "}, "DATABASE_RECONNECT_TIMEOUT", 2),
         ({"PUBLIC_BASE_URL": "https://memory.example.com/ "}, "MCP_RESOURCE_URL",
          "https://memory.example.com/mcp"),
+        ({"PUBLIC_BASE_URL": "https://memory.example.com:8443"}, "MCP_RESOURCE_URL",
+         "https://memory.example.com:8443/mcp"),
+        ({"PUBLIC_BASE_URL": "http://[::1]:8000"}, "MCP_RESOURCE_URL", "http://[::1]:8000/mcp"),
+        ({"PUBLIC_BASE_URL": "https://Memory.Example.com"}, "OAUTH_ISSUER",
+         "https://Memory.Example.com"),
         ({"MCP_ACCESS_LOG": "Off", "SIGNUP_ENABLED": " yes "}, "[settings.MCP_ACCESS_LOG, "
          "settings.SIGNUP_ENABLED][0]", False),
         ({"LOG_LEVEL": "debug"}, "LOG_LEVEL", "DEBUG"),
