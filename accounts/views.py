@@ -47,7 +47,7 @@ def signup(request: HttpRequest) -> HttpResponse:
         raise Http404("Sign-up is closed.")
     if request.user.is_authenticated:
         return redirect("accounts:memories")
-    form = SignUpForm(request.POST or None)
+    form = SignUpForm(request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():
         try:
             with transaction.atomic():
@@ -230,7 +230,9 @@ def account(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "HEAD", "POST"])
 def delete_account(request: HttpRequest) -> HttpResponse:
-    form = DeleteAccountForm(request.POST or None, user=request.user, request=request)
+    form = DeleteAccountForm(
+        request.POST if request.method == "POST" else None, user=request.user, request=request
+    )
     if request.method == "POST" and form.is_valid():
         erase_account(user=request.user)
         logout(request)

@@ -43,6 +43,13 @@ def test_sign_up_rejects_weak_and_mismatched_passwords_naming_the_field(client):
 
 
 @pytest.mark.django_db
+def test_a_sign_up_post_without_any_field_names_what_is_required(client):
+    response = client.post(reverse("accounts:signup"), {})
+    assert response.status_code == 200 and "This field is required." in response.text
+    assert not get_user_model().objects.exists()
+
+
+@pytest.mark.django_db
 def test_sign_up_refuses_names_that_look_like_erased_accounts_or_differ_only_in_case(client):
     UserFactory(username="grace")
     for username, message in (("erased-12", "may not start with"), ("GRACE", "already exists")):

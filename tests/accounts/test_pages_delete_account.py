@@ -29,6 +29,14 @@ def test_wrong_password_deletes_nothing(client, tenant):
     assert not ErasureRecord.objects.exists()
 
 
+def test_a_post_without_the_password_field_says_it_is_required(client, tenant):
+    client.force_login(tenant)
+    response = client.post(reverse("accounts:delete_account"), {})
+    assert response.status_code == 200 and "This field is required." in response.text
+    tenant.refresh_from_db()
+    assert tenant.is_active and not ErasureRecord.objects.exists()
+
+
 def test_right_password_erases_logs_out_and_confirms(client, tenant, other_tenant):
     MemoryFactory(owner=tenant, content="private words")
     theirs = MemoryFactory(owner=other_tenant, content="someone else's")
