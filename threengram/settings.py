@@ -129,6 +129,12 @@ if not _is_origin(PUBLIC_BASE_URL):
 MCP_RESOURCE_URL = f"{PUBLIC_BASE_URL}/mcp"
 
 ALLOWED_HOSTS = _names("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
+if not ALLOWED_HOSTS and not DEBUG:
+    # Django would answer every request 400 (it allows the loopback names unnamed in DEBUG only).
+    raise ImproperlyConfigured(
+        "ALLOWED_HOSTS: must name at least one host this server answers for (e.g. "
+        "memory.example.com), or be unset for the loopback names."
+    )
 CSRF_TRUSTED_ORIGINS = _names("CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [

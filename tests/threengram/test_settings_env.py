@@ -152,6 +152,8 @@ def test_a_space_after_a_comma_keeps_every_host_and_origin():
             "postgresql://",
         ),
         ({"DATABASE_URL": "   "}, "DATABASE_URL must be set", "DEBUG is off"),
+        # Every request would be a 400.
+        ({"ALLOWED_HOSTS": " , "}, "ALLOWED_HOSTS", "at least one host"),
     ],
 )
 def test_a_value_that_cannot_work_stops_start_up_naming_the_variable_and_its_limit(
