@@ -19,7 +19,10 @@ DATETIME = {
     "type": "string",
     "format": "date-time",
     "maxLength": 40,
-    "description": "ISO 8601 with an offset, e.g. 2026-12-31T17:00:00Z.",
+    "description": (
+        "ISO 8601 with an offset, e.g. 2026-12-31T17:00:00Z: from 1970-01-01 to 9999-12-31, an "
+        "offset of whole minutes within ±14:00, no leap second."
+    ),
 }
 
 
@@ -45,7 +48,9 @@ SCOPE = {
     "minLength": 1,
     "maxLength": bounds.SCOPE_MAX,
     "pattern": bounds.SCOPE_PATTERN.pattern,
-    "description": f"kebab-case, default '{bounds.DEFAULT_SCOPE}'.",
+    "description": (
+        f"kebab-case, default '{bounds.DEFAULT_SCOPE}'; '{bounds.ERASED_SCOPE}' is reserved."
+    ),
 }
 PROJECT = {"type": "string", "minLength": 1, "maxLength": bounds.PROJECT_MAX}
 THREAD_NAME = {"type": "string", "minLength": 1, "maxLength": bounds.THREAD_NAME_MAX}

@@ -108,15 +108,19 @@ def _text(field: str, value: object, *, maximum: int, minimum: int = 1) -> str:
     # a duplicate or a filter value is the same whichever way it was typed; and no white space
     # or invisible character at either end ("launch" and "launch" + a zero-width space would be
     # two names that look one).
+    sent = len(value)
     value = _UNSEEN_ENDS.sub("", unicodedata.normalize("NFC", value))
     # len() counts Unicode code points, which is what the limits are stated in.
     if len(value) < minimum:
         raise InvalidInput(field, f"must be at least {minimum} character(s) after trimming")
     if len(value) > maximum:
+        # NFC spells a few characters in more code points (U+0958 as U+0915 U+093C): a text that
+        # fit as sent may not, and the count is then not the sender's.
+        grown = f" ({sent} as sent)" if sent <= maximum else ""
         raise InvalidInput(
             field,
-            f"must be at most {maximum} characters (Unicode code points) after trimming; "
-            f"got {len(value)}",
+            f"must be at most {maximum} characters (Unicode code points, in NFC) after "
+            f"trimming; got {len(value)}{grown}",
         )
     return value
 

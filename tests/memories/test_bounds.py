@@ -20,7 +20,7 @@ def remember_note(owner, **overrides):
     [
         ({"content": ""}, "content", "at least 1"),
         ({"content": "   \n\t "}, "content", "at least 1"),
-        ({"content": "x" * 2001}, "content", "at most 2000 characters (Unicode code points)"),
+        ({"content": "x" * 2001}, "content", "at most 2000 characters (Unicode code points, in"),
         ({"content": 42}, "content", "must be a string"),
         # What erasure writes: a live copy would escape the duplicate check and hold no vector.
         ({"content": " [erased] "}, "content", "'[erased]' is reserved"),

@@ -31,6 +31,20 @@ def test_the_same_content_typed_decomposed_is_a_duplicate(tenant):
         record_memory(owner=tenant, memory_type="note", topic="t", content=f"Lunch at {NFD}")
 
 
+def test_a_text_that_nfc_lengthens_past_its_limit_is_refused_naming_both_counts(tenant):
+    # U+0958 is a composition exclusion: NFC spells it U+0915 U+093C.
+    with pytest.raises(InvalidInput) as refused:
+        record_memory(owner=tenant, memory_type="note", topic="t", content="\u0958" * 1500)
+    assert str(refused.value) == (
+        "invalid_input: content: must be at most 2000 characters (Unicode code points, in NFC) "
+        "after trimming; "
+        "got 3000 (1500 as sent)"
+    )
+    assert not Memory.objects.exists()
+    stored = record_memory(owner=tenant, memory_type="note", topic="t", content="\u0958" * 1000)
+    assert stored.content == "\u0915\u093c" * 1000
+
+
 def test_an_invisible_character_at_an_end_makes_no_other_name(tenant):
     create_thread(owner=tenant, name="launch")
     with pytest.raises(Conflict):
