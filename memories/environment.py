@@ -6,9 +6,10 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import dataclass
 
-from django.db import connection
+from django.db import connections
 from django.db.models import F, Value
 
+from memories import replica
 from memories.models import ERASED, Memory, Thread, thread_name_key
 from memories.threads import LIST_MAX
 
@@ -26,7 +27,8 @@ class EnvironmentStats:
 
 
 def environment_stats(*, owner_id: int) -> EnvironmentStats:
-    with connection.cursor() as cursor:
+    # A lag-tolerant read (memories.replica): on the replica with the threads listed beside it.
+    with connections[replica.read_alias()].cursor() as cursor:
         cursor.execute(
             """
             SELECT memory_type, status, commitment_status, valid_to IS NULL, count(*)

@@ -94,6 +94,7 @@ async def test_own_write_is_read_at_once_while_the_lagging_replica_serves_search
                 {"memoryType": "blocker", "topic": "disk", "content": "The staging disk is full"},
             )
             briefing = await client.call_tool("briefing", {})
+            environment = await client.call_tool("describe_environment", {})
         assert not await run_sync(with_replica.replica_has, memory_id)  # still paused
     finally:
         await run_sync(with_replica.replay, paused=False)
@@ -105,6 +106,8 @@ async def test_own_write_is_read_at_once_while_the_lagging_replica_serves_search
     blocker_id = blocker.structured_content["memory"]["id"]
     sections = briefing.structured_content["sections"]
     assert blocker_id not in [item["id"] for s in sections.values() for item in s["items"]]
+    # And describe_environment's counts: the paused replica has neither new memory.
+    assert "blocker" not in environment.structured_content["memoriesByType"]
     await run_sync(with_replica.wait_until_replica_has, memory_id)
     async with mcp_client(with_replica.server.mcp_url, seeded.token) as client:
         caught_up = await client.call_tool("search", {"query": "lagging replica note"})
