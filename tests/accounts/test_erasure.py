@@ -246,3 +246,22 @@ class TestCommand:
     def test_unknown_account(self, db):
         with pytest.raises(CommandError, match="no account named"):
             call_command("erase_account", "nobody", "--yes")
+
+    # A shell passes bytes that are not UTF-8 to Python as lone surrogates.
+    @pytest.mark.parametrize("name", ["bad\x00name", "bad\udcffname"])
+    @pytest.mark.parametrize("option", ["USERNAME", "--staff"])
+    def test_a_name_no_account_can_have_is_refused_naming_the_option(
+        self, populated, staff_member, option, name
+    ):
+        arguments = [name] if option == "USERNAME" else [populated.username, "--staff", name]
+        with pytest.raises(CommandError, match=rf"^{option} must not contain .*nothing was"):
+            call_command("erase_account", *arguments, "--yes", stdout=io.StringIO())
+        assert not ErasureRecord.objects.exists()
+
+    def test_an_empty_staff_name_is_refused_not_read_as_none(self, populated):
+        """`--staff "$STAFF"` with the variable unset: the record would say the user asked."""
+        with pytest.raises(CommandError, match="'' is not an active staff account"):
+            call_command(
+                "erase_account", populated.username, "--yes", "--staff", "", stdout=io.StringIO()
+            )
+        assert not ErasureRecord.objects.exists()

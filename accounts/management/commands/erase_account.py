@@ -4,6 +4,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts.erasure import erase_account
+from memories.bounds import unstorable_text
 
 
 class Command(BaseCommand):
@@ -18,13 +19,18 @@ class Command(BaseCommand):
         parser.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
     def handle(self, *args, username, staff, yes, **options):
+        # A name no account can have (NUL, or bytes a shell passed that are not UTF-8) cannot be
+        # looked up: PostgreSQL refuses it.
+        for option, value in (("USERNAME", username), ("--staff", staff)):
+            if value is not None and (problem := unstorable_text(value)):
+                raise CommandError(f"{option} {problem}; nothing was changed")
         User = get_user_model()
         try:
             user = User.objects.get(username=username)
         except User.DoesNotExist:
             raise CommandError(f"no account named {username!r}") from None
         staff_member = None
-        if staff:
+        if staff is not None:  # an empty one (an unset variable) names no staff member: refused
             staff_member = User.objects.filter(
                 username=staff, is_staff=True, is_active=True
             ).first()
