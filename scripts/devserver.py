@@ -57,6 +57,8 @@ def main() -> None:
     host = env.get("HOST", "127.0.0.1")
     port = env.get("PORT", "8000")
     if command == "serve":
+        if problem := listen_address_problem(host, port):
+            sys.exit(problem)  # before .env is written or the database started
         dotenv = Path(env.get("THREENGRAM_ENV_FILE") or ROOT / ".env")
         _write_dotenv(dotenv)
         # As the settings read it: .env fills in what the environment leaves unset (here the
@@ -96,6 +98,16 @@ def main() -> None:
                 sys.exit("ruff found problems; fix with: ruff check --fix . && ruff format .")
         code = _run([python, "-m", "pytest", *extra], env)
     sys.exit(code)
+
+
+def listen_address_problem(host: str, port: str) -> str | None:
+    """Why HOST and PORT cannot be listened on, or None. Checked first: PUBLIC_BASE_URL is made
+    from them, and the settings would refuse it with a traceback naming that variable instead."""
+    if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+        return f"PORT must be a port number from 1 to 65535; got {port!r}"
+    if not host or not host.isascii() or any(c.isspace() or c in "/?#@[]" for c in host):
+        return f"HOST must be a host name or an IP address to listen on; got {host!r}"
+    return None
 
 
 def local_origin(host: str, port: str) -> str:

@@ -69,6 +69,31 @@ def test_serve_names_the_origin_it_listens_on(host, origin):
     assert devserver.local_origin(host, "8001") == origin
 
 
+@pytest.mark.parametrize(
+    ("variables", "named"),
+    [
+        ({"PORT": "abc"}, "PORT"),
+        ({"PORT": "0"}, "PORT"),
+        ({"PORT": "99999"}, "PORT"),
+        ({"HOST": "my host"}, "HOST"),
+        ({"HOST": "[::1]"}, "HOST"),  # brackets belong to the URL, not the address
+    ],
+)
+def test_serve_refuses_an_address_it_cannot_listen_on_naming_it(tmp_path, variables, named):
+    dotenv = tmp_path / ".env"
+    result = subprocess.run(
+        [sys.executable, "-m", "scripts.devserver", "serve"],
+        cwd=ROOT,
+        env={**os.environ, "THREENGRAM_ENV_FILE": str(dotenv), **variables},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert result.stderr.strip().startswith(f"{named} must be") and "Traceback" not in result.stderr
+    assert not dotenv.exists()  # nothing written, no database started
+
+
 @pytest.fixture
 def served(transactional_db, tmp_path):
     """The serve command as the README runs it, on the test database and a fresh .env."""
