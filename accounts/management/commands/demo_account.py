@@ -1,4 +1,7 @@
-"""Create (or reset) the demo account printed by the quick start, with a few memories."""
+"""Create (or reset) the demo account printed by the quick start, with a few memories.
+
+`dev.py serve` runs it at every start: an erased demo account (erasure renames it) comes back at
+the next start as a new account, with its password and its few memories again."""
 
 import os
 
@@ -25,9 +28,6 @@ class Command(BaseCommand):
         user, _ = User.objects.get_or_create(
             username="demo", defaults={"email": "demo@example.com"}
         )
-        if user.erased_at is not None:
-            self.stdout.write("the demo account was erased; create another with createsuperuser")
-            return
         user.set_password(password)
         user.is_active = True
         user.save()

@@ -1,0 +1,36 @@
+"""`manage.py demo_account`, which `dev.py serve` runs at every start: the quick start's login,
+with a few memories, whatever happened to the account before."""
+
+import io
+
+from django.contrib.auth import authenticate, get_user_model
+from django.core.management import call_command
+
+from accounts.erasure import erase_account
+from memories.models import ERASED, Memory
+
+
+def demo_account() -> str:
+    out = io.StringIO()
+    call_command("demo_account", stdout=out)
+    return out.getvalue()
+
+
+def test_it_creates_the_printed_login_with_a_few_memories_once(db):
+    assert "username 'demo', password 'demo-password-change-me'" in demo_account()
+    demo_account()  # a second start resets the password and adds nothing
+    demo = authenticate(username="demo", password="demo-password-change-me")
+    assert demo is not None
+    assert Memory.objects.filter(owner=demo).count() == 3
+
+
+def test_an_erased_demo_account_comes_back_as_a_new_account(db):
+    demo_account()
+    erased = get_user_model().objects.get(username="demo")
+    erase_account(user=erased)
+    demo_account()
+    again = get_user_model().objects.get(username="demo")
+    assert again.pk != erased.pk and again.is_active
+    assert Memory.objects.filter(owner=again).count() == 3
+    # The erased account stays erased: its memories are not given back.
+    assert set(Memory.objects.filter(owner=erased).values_list("content", flat=True)) == {ERASED}
