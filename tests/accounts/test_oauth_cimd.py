@@ -157,6 +157,11 @@ def test_first_sight_fetches_the_document_from_a_checked_address(signed_in, inte
         ["fe80::1"],
         ["::ffff:10.0.0.1"],
         ["64:ff9b::a9fe:a9fe"],  # NAT64 of 169.254.169.254
+        # Global to ipaddress on this Python; a local gateway may route them inward.
+        ["64:ff9b:1::a9fe:a9fe"],  # local-use NAT64 (RFC 8215)
+        ["::a00:1"],  # IPv4-compatible 10.0.0.1
+        ["::ffff:0:a00:1"],  # SIIT's IPv4-translated 10.0.0.1
+        ["fec0::1"],  # site-local
         [PUBLIC_IP, "10.0.0.1"],  # one private answer spoils the host
     ],
 )

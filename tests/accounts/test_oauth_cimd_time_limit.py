@@ -61,12 +61,12 @@ class SlowDocumentServer:
     """An HTTPS server that sends its headers at once, then the document one byte every
     `interval` seconds: each read finishes well within any timeout, the whole does not."""
 
-    def __init__(self, tmp_path, body: bytes, interval: float) -> None:
+    def __init__(self, tmp_path, body: bytes, interval: float, slow_headers: bool = False) -> None:
         cert, key = _certificate(tmp_path)
         self.server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.server_context.load_cert_chain(cert, key)
         self.client_context = ssl.create_default_context(cafile=cert)
-        self.body, self.interval = body, interval
+        self.body, self.interval, self.slow_headers = body, interval, slow_headers
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.stop = threading.Event()
@@ -83,6 +83,12 @@ class SlowDocumentServer:
             try:
                 with self.server_context.wrap_socket(raw, server_side=True) as tls:
                     tls.recv(65536)
+                    if self.slow_headers:  # a header that does not end, a byte at a time
+                        tls.sendall(b"HTTP/1.1 200 OK\r\nX-Pad: ")
+                        ends = time.monotonic() + 10  # (a fetch without a deadline waits it out)
+                        while time.monotonic() < ends and not self.stop.wait(self.interval):
+                            tls.sendall(b"a")
+                        return
                     tls.sendall(
                         b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                         + f"Content-Length: {len(self.body)}\r\n\r\n".encode()
@@ -112,10 +118,10 @@ def slow_server(tmp_path, monkeypatch):
     }
     server = None
 
-    def start(interval: float):
+    def start(interval: float, slow_headers: bool = False):
         nonlocal server, client_id
         # The client_id names the server's port; the document must name it too.
-        server = SlowDocumentServer(tmp_path, b"", interval)
+        server = SlowDocumentServer(tmp_path, b"", interval, slow_headers)
         client_id = f"https://{HOST}:{server.port}/client.json"
         body = json.dumps({"client_id": client_id, **document}).encode()
         server.body = body
@@ -186,3 +192,14 @@ def test_a_document_sent_slowly_is_abandoned_at_the_time_limit(
     assert elapsed < 3, (
         f"the fetch took {elapsed:.1f} s against a 1 s limit ({response.status_code})"
     )
+
+
+def test_headers_sent_slowly_are_abandoned_at_the_time_limit(client, tenant, settings, slow_server):
+    """urllib3's timeouts bound each read of the status line and headers, not all of them: a
+    server dripping a header a byte at a time held an anonymous request for as long as it
+    dripped."""
+    settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "CIMD_FETCH_TIMEOUT_SECONDS": 1}
+    client_id, _ = slow_server(interval=0.05, slow_headers=True)
+    response, elapsed = _authorize(client, tenant, client_id)
+    assert response.status_code == 400  # an unknown client
+    assert elapsed < 3, f"the fetch took {elapsed:.1f} s against a 1 s limit"
