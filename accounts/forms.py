@@ -21,7 +21,7 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 
 from accounts.throttle import login_retry_after, record_login_failure, record_login_success
-from infra.rate_limit import client_ip
+from infra.rate_limit import client_network
 
 THROTTLED_MESSAGE = (
     "Too many failed password attempts for this account or from your network. "
@@ -39,7 +39,7 @@ class ThrottledPasswordCheck:
     retry_after: int | None = None
 
     def throttled_check(self, username: str, check: Callable[[], T]) -> T:
-        ip = client_ip(self.request) if self.request is not None else "unknown"
+        ip = client_network(self.request) if self.request is not None else "unknown"
         self.retry_after = login_retry_after(username=username, ip=ip)
         if self.retry_after:
             raise ValidationError(

@@ -32,7 +32,7 @@ from accounts.oauth_registration import (
     registration_window,
 )
 from accounts.oauth_validators import normalised_parameters
-from infra.rate_limit import FixedWindow, client_ip
+from infra.rate_limit import FixedWindow, client_network
 
 
 def _bad_request(problem: str) -> HttpResponse:
@@ -177,7 +177,7 @@ def _policy_refusal(request: HttpRequest) -> HttpResponse | None:
 
 
 def _registration_rate_refusal(request: HttpRequest) -> HttpResponse | None:
-    retry_after = registration_window().hit(client_ip(request))
+    retry_after = registration_window().hit(client_network(request))
     return too_many_requests(retry_after, "client registrations") if retry_after else None
 
 
@@ -232,7 +232,7 @@ class McpTokenView(TokenView):
             limit=settings.OAUTH_TOKEN_RATE,
             window=settings.OAUTH_TOKEN_RATE_WINDOW,
         )
-        retry_after = window.hit(client_ip(request))
+        retry_after = window.hit(client_network(request))
         if retry_after:
             return too_many_requests(retry_after, "token requests")
         # oauthlib and DOT serve every grant type a client is registered for (DOT even answers

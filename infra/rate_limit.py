@@ -13,6 +13,7 @@ A refusal is HTTP 429 with Retry-After (RFC 6585 §4, RFC 9110 §10.2.3).
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import threading
 import time
 from dataclasses import dataclass, field
@@ -23,11 +24,22 @@ from django.dispatch import receiver
 from django.http import HttpRequest
 
 
-def client_ip(request: HttpRequest) -> str:
-    """The peer address as the ASGI server reports it. Behind a proxy, run daphne with
-    --proxy-headers so that this is the client and not the proxy; X-Forwarded-For is never read
-    here because any client can forge it."""
-    return request.META.get("REMOTE_ADDR", "") or "unknown"
+def client_network(request: HttpRequest) -> str:
+    """The peer, as the limits per client address count it: the address the ASGI server reports,
+    an IPv6 one by its /64 (RFC 4291 §2.5.4: a host or a LAN is given a whole /64, and could
+    count a fresh address for each request) and an IPv4-mapped one as its IPv4 address. Behind a
+    proxy, run daphne with --proxy-headers so that this is the client and not the proxy;
+    X-Forwarded-For is never read here because any client can forge it."""
+    address = request.META.get("REMOTE_ADDR", "") or "unknown"
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if ip.version == 4:
+        return str(ip)
+    if ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ipaddress.ip_network(f"{ip}/64", strict=False))
 
 
 @dataclass(frozen=True)

@@ -229,6 +229,20 @@ def test_registration_is_rate_limited_per_ip(client, settings):
     assert _register(client, remote_addr="198.51.100.7").status_code == 201
 
 
+def test_an_ipv6_host_is_counted_by_its_64_not_by_each_address_it_takes(client, settings):
+    """A host or a LAN is given a whole /64: a fresh address per registration must not escape
+    the rate."""
+    settings.OAUTH_REGISTRATION_RATE = 3
+    statuses = [_register(client, f"2001:db8:1:2::{n:x}").status_code for n in range(1, 6)]
+    assert statuses == [201, 201, 201, 429, 429]
+    assert _register(client, "2001:db8:1:3::1").status_code == 201  # the next /64
+    # An IPv4-mapped address counts as its IPv4 address, not as one /64 of every such peer.
+    mapped = [_register(client, "::ffff:198.51.100.7").status_code for _ in range(4)]
+    assert mapped == [201, 201, 201, 429]
+    assert _register(client, "198.51.100.7").status_code == 429  # the same peer
+    assert _register(client, "::ffff:198.51.100.8").status_code == 201
+
+
 def test_retry_after_is_the_time_until_the_window_frees(client, settings):
     settings.OAUTH_REGISTRATION_RATE = 1
     window = settings.OAUTH_REGISTRATION_RATE_WINDOW
