@@ -171,3 +171,26 @@ async def test_nginx_logs_the_path_without_its_query_string(transactional_db):
             stop_server(backend)
     assert any('"GET /memories/ HTTP/1.1" 200' in line for line in lines), lines
     assert [line for line in lines if SECRET_QUERY in line] == []
+
+
+@pytest.mark.live
+def test_nginx_error_log_holds_no_query_string_when_a_server_cannot_be_reached():
+    """A search of the memories page while the server behind nginx restarts (nothing listens on
+    its port yet): nginx answers 502, and none of its logs quotes the search."""
+    with tempfile.TemporaryDirectory() as folder:
+        port, backend_port = free_port(), free_port()  # nothing listens on backend_port
+        with scale_out.running_nginx(port, [backend_port], Path(folder) / "nginx") as nginx:
+            with httpx2.Client(base_url=nginx.url, timeout=10) as http:
+                response = http.get(
+                    "/memories/",
+                    params={"q": SECRET_QUERY},
+                    # the page a click on a search hit comes from
+                    headers={"referer": f"{nginx.url}/memories/?q={SECRET_QUERY}"},
+                )
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and not nginx.access_log():
+                time.sleep(0.05)
+            access_log, error_log = nginx.access_log(), nginx.error_log()
+    assert response.status_code == 502
+    assert any('"GET /memories/ HTTP/1.1" 502' in line for line in access_log), access_log
+    assert SECRET_QUERY not in error_log, error_log
