@@ -24,7 +24,8 @@ def revoke_oauth_credentials(
     nothing is ever half revoked; the number of rows of each kind is returned. `at` is the
     revocation time (now by default; erasure passes its own, so its records agree).
 
-    Lock order: the live refresh tokens first (in primary-key order), then the access tokens.
+    Lock order: the authorization codes first (see lock_codes), then the live refresh tokens (in
+    primary-key order), then the access tokens.
     It is the order in which django-oauth-toolkit 3.4 takes them when it rotates a refresh token
     (`OAuth2Validator._save_bearer_token`: `select_for_update` of the refresh token, then of its
     access token) and in `RefreshToken.revoke()` and `revoke_family()`. A concurrent refresh
@@ -34,6 +35,7 @@ def revoke_oauth_credentials(
     owned = {"user": user} if application is None else {"user": user, "application": application}
     with transaction.atomic():
         now = at or timezone.now()
+        lock_codes(**owned)
         live_refresh = get_refresh_token_model().objects.filter(**owned, revoked__isnull=True)
         list(live_refresh.order_by("pk").select_for_update().values_list("pk", flat=True))
         # `updated` is auto_now, which a queryset update does not set.
@@ -47,3 +49,12 @@ def revoke_oauth_credentials(
         "oauth_grants": grants_deleted,
         "oauth_id_tokens": id_tokens_deleted,
     }
+
+
+def lock_codes(**owned) -> None:
+    """Lock the authorization codes (grants) matching `owned`, in primary-key order. A code
+    exchange holds its code's grant locked until the tokens it issues are committed: waiting for
+    it here, before anything else is locked, lets a revocation's later statements (each with a
+    fresh snapshot, at READ COMMITTED) see those tokens and revoke them, instead of missing them
+    and then finding the code gone. A refresh never locks a grant, so its order is unchanged."""
+    list(get_grant_model().objects.filter(**owned).order_by("pk").select_for_update().values("pk"))

@@ -1,0 +1,105 @@
+"""A revocation or an erasure racing a code exchange, on real connections: the exchange holds its
+code's grant locked while the tokens it issues are saved, and commits them after the revocation
+has started. The tokens must not outlive the revocation, and the erasure must not deadlock."""
+
+import asyncio
+import threading
+import time
+
+import pytest
+from django.db import connection
+from django.test import Client
+from oauth2_provider.models import get_access_token_model, get_refresh_token_model
+from oauth2_provider.oauth2_validators import OAuth2Validator
+
+from accounts.connected_apps import revoke_app_access
+from accounts.erasure import erase_account
+from mcp_gateway import auth
+from tests.accounts.oauth_helpers import REDIRECT_URI, exchange, get_code, pkce_pair
+from tests.factories import ApplicationFactory
+
+AccessToken = get_access_token_model()
+RefreshToken = get_refresh_token_model()
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _a_statement_waits_for_a_lock(timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE wait_event_type = 'Lock' AND datname = current_database()"
+            )
+            if cursor.fetchone()[0]:
+                return True
+        time.sleep(0.05)
+    return False
+
+
+def _race(tenant, monkeypatch, revoke):
+    """Exchange a code; once its tokens are saved but not committed, start `revoke` in another
+    thread, wait until it waits for a lock, then let the exchange commit. Returns the
+    application, the exchange's answers and the errors raised."""
+    application = ApplicationFactory(redirect_uris=REDIRECT_URI)
+    browser = Client()
+    browser.force_login(tenant)
+    verifier, challenge = pkce_pair()
+    code = get_code(browser, application, challenge)
+    saved, go_on = threading.Event(), threading.Event()
+    save = OAuth2Validator._save_bearer_token
+
+    def save_then_wait(self, *args, **kwargs):
+        result = save(self, *args, **kwargs)  # the tokens inserted, the code's grant locked
+        saved.set()
+        assert go_on.wait(10)
+        return result
+
+    monkeypatch.setattr(OAuth2Validator, "_save_bearer_token", save_then_wait)
+    answers, errors = [], []
+
+    def in_a_thread(work, name):
+        def run():
+            try:
+                answers.append((name, work()))
+            except Exception as error:  # collected and asserted on
+                errors.append((name, repr(error)))
+            finally:
+                connection.close()
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
+
+    agent = in_a_thread(lambda: exchange(Client(), application, code, verifier), "exchange")
+    assert saved.wait(10)
+    person = in_a_thread(lambda: revoke(application), "revocation")
+    assert _a_statement_waits_for_a_lock()
+    go_on.set()
+    agent.join(30)
+    person.join(30)
+    return application, answers, errors
+
+
+def test_an_app_disconnected_while_its_code_is_exchanged_keeps_no_live_token(tenant, monkeypatch):
+    application, answers, errors = _race(
+        tenant, monkeypatch, lambda app: revoke_app_access(user=tenant, application=app)
+    )
+    assert errors == []
+    answer = dict(answers)["exchange"]
+    assert answer.status_code == 200
+    # The person was told its tokens no longer work.
+    assert asyncio.run(auth.authenticate(answer.json()["access_token"])) is None
+    assert not AccessToken.objects.filter(user=tenant, application=application).exists()
+    live = RefreshToken.objects.filter(user=tenant, application=application, revoked=None)
+    assert not live.exists()
+
+
+def test_an_account_erased_while_a_code_is_exchanged_is_erased(tenant, monkeypatch):
+    _, answers, errors = _race(tenant, monkeypatch, lambda app: erase_account(user=tenant))
+    assert errors == []  # was a deadlock: the erasure held the user row, waiting for the code
+    assert dict(answers)["exchange"].status_code == 200
+    tenant.refresh_from_db()
+    assert tenant.erased_at is not None
+    assert not AccessToken.objects.filter(user=tenant).exists()
+    assert not RefreshToken.objects.filter(user=tenant, revoked=None).exists()
