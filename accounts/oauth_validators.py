@@ -247,9 +247,11 @@ class McpOAuth2Validator(OAuth2Validator):
 
     def _save_bearer_token(self, token, request, *args, **kwargs):
         # The code is spent in the transaction that saves its tokens, its grant locked first: a
-        # second exchange of it (or a revocation, an erasure) racing this one waits, then finds
-        # it gone (invalid_grant, nothing saved). oauthlib spends it after the tokens are
-        # committed, so the loser of such a race had tokens saved and then got invalid_grant.
+        # second exchange of it racing this one waits, then finds it gone (invalid_grant,
+        # nothing saved); a revocation or an erasure, which lock the codes first too
+        # (accounts/revocation.lock_codes), wait, then revoke the tokens saved here. oauthlib
+        # spends it after the tokens are committed, so the loser of such a race had tokens saved
+        # and then got invalid_grant.
         code_grant = None
         if request.grant_type == "authorization_code":
             code_grant = get_grant_model().objects.filter(
