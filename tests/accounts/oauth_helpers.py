@@ -10,6 +10,9 @@ import secrets
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 from django.conf import settings
+from django.test import Client
+
+from tests.factories import ApplicationFactory
 
 REDIRECT_URI = "http://127.0.0.1:33418/callback"
 
@@ -67,6 +70,16 @@ def get_code(client, application, challenge: str, **overrides) -> str:
     fields = consent_fields(client.get(url))
     response = client.post(url, {**fields, "allow": "Authorize"})
     return redirect_query(response)["code"][0]
+
+
+def a_code_to_exchange(user):
+    """A new client, and a code `user` gave it in a browser of their own: (application, code,
+    verifier)."""
+    application = ApplicationFactory(redirect_uris=REDIRECT_URI)
+    browser = Client()
+    browser.force_login(user)
+    verifier, challenge = pkce_pair()
+    return application, get_code(browser, application, challenge), verifier
 
 
 def token_request(client, application, **data):

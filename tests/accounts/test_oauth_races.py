@@ -14,8 +14,7 @@ from oauth2_provider.models import get_access_token_model, get_application_model
 
 from accounts.erasure import erase_account
 from accounts.oauth_validators import McpOAuth2Validator
-from tests.accounts.oauth_helpers import REDIRECT_URI, exchange, get_code, pkce_pair
-from tests.factories import ApplicationFactory
+from tests.accounts.oauth_helpers import a_code_to_exchange, exchange
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -24,11 +23,7 @@ def _exchange_with(tenant, monkeypatch, meanwhile: Callable) -> object:
     """The client exchanges its code; right after the code is validated, `meanwhile(application,
     code, verifier)` runs and commits on another connection; then the exchange goes on. Its
     answer, as the client gets it."""
-    application = ApplicationFactory(redirect_uris=REDIRECT_URI)
-    browser = Client()
-    browser.force_login(tenant)
-    verifier, challenge = pkce_pair()
-    code = get_code(browser, application, challenge)
+    application, code, verifier = a_code_to_exchange(tenant)
     validated, go_on = threading.Event(), threading.Event()
     validate_code = McpOAuth2Validator.validate_code
 

@@ -15,8 +15,7 @@ from oauth2_provider.oauth2_validators import OAuth2Validator
 from accounts.connected_apps import revoke_app_access
 from accounts.erasure import erase_account
 from mcp_gateway import auth
-from tests.accounts.oauth_helpers import REDIRECT_URI, exchange, get_code, pkce_pair
-from tests.factories import ApplicationFactory
+from tests.accounts.oauth_helpers import a_code_to_exchange, exchange
 
 AccessToken = get_access_token_model()
 RefreshToken = get_refresh_token_model()
@@ -41,11 +40,7 @@ def _race(tenant, monkeypatch, revoke):
     """Exchange a code; once its tokens are saved but not committed, start `revoke` in another
     thread, wait until it waits for a lock, then let the exchange commit. Returns the
     application, the exchange's answers and the errors raised."""
-    application = ApplicationFactory(redirect_uris=REDIRECT_URI)
-    browser = Client()
-    browser.force_login(tenant)
-    verifier, challenge = pkce_pair()
-    code = get_code(browser, application, challenge)
+    application, code, verifier = a_code_to_exchange(tenant)
     saved, go_on = threading.Event(), threading.Event()
     save = OAuth2Validator._save_bearer_token
 
