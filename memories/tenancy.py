@@ -46,6 +46,7 @@ from psycopg.sql import quote
 
 from infra import asyncdb
 from infra.observability import tenant_id_var
+from memories import replica
 
 APP_ROLE = "threengram_app"
 SET_TENANT_SQL = f"SELECT set_config('{asyncdb.TENANT_SETTING}', %s, %s)"
@@ -144,13 +145,23 @@ def _fits_one_message(sql: Any, many: bool, context: dict[str, Any]) -> bool:
     )
 
 
+def behind_transaction_pooler(connection: BaseDatabaseWrapper) -> bool:
+    """Whether `connection`'s sessions are a transaction pooler's, shared with other clients
+    between transactions. The read replica has a setting of its own: it may be reached through
+    PgBouncer while the primary is not, and a session-wide role or tenant left there would serve
+    the pooler's next client, another tenant's request."""
+    if connection.alias == replica.REPLICA:
+        return settings.DATABASE_REPLICA_TRANSACTION_POOLER
+    return settings.DATABASE_TRANSACTION_POOLER
+
+
 def _apply_tenant(
     execute: Callable, sql: str, params: Any, many: bool, context: dict[str, Any]
 ) -> Any:
     if isinstance(sql, str) and _NO_ROWS.match(sql):
         return execute(sql, params, many, context)
     connection = context["connection"]
-    if settings.DATABASE_TRANSACTION_POOLER:
+    if behind_transaction_pooler(connection):
         return _apply_in_transaction(execute, sql, params, many, context)
     # What the session holds is tracked on the psycopg connection itself: with Django's
     # connection pool one physical session serves many Django connections in turn.
@@ -207,7 +218,7 @@ def enter_app_role(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) 
         return
     session = connection.connection
     role = settings.DATABASE_APP_ROLE if enabled() else ""
-    if settings.DATABASE_TRANSACTION_POOLER:
+    if behind_transaction_pooler(connection):
         pass  # no session state: the role is set in each transaction (_apply_in_transaction)
     elif getattr(session, "threengram_role", "") != role:
         with session.cursor() as cursor:

@@ -257,7 +257,7 @@ def _database_from_url(
         "PORT": params.pop("port", ""),
         # A named cursor (QuerySet.iterator) lives in its session, which a transaction pooler
         # does not keep.
-        "DISABLE_SERVER_SIDE_CURSORS": DATABASE_TRANSACTION_POOLER,
+        "DISABLE_SERVER_SIDE_CURSORS": pooled,
         "OPTIONS": {
             **params,
             # psycopg 3 connection pool (Django 5.1+). Sized per server process.
@@ -293,7 +293,8 @@ DATABASES = {"default": _database_from_url(DATABASE_URL)}
 DATABASE_REPLICA_URL = env.str("DATABASE_REPLICA_URL", default="").strip()
 # Whether the replica too is reached through a transaction pooler. A replica reached directly
 # while the primary goes through PgBouncer (=0) gets the timeouts as startup options, as
-# nothing else would set them there.
+# nothing else would set them there; one reached through PgBouncer while the primary is not (=1)
+# gets the role and tenant of row-level security in every transaction (memories/tenancy.py).
 DATABASE_REPLICA_TRANSACTION_POOLER = _flag(
     "DATABASE_REPLICA_TRANSACTION_POOLER", DATABASE_TRANSACTION_POOLER
 )

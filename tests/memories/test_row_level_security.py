@@ -4,18 +4,20 @@ nothing of another tenant, and nothing at all without a tenant."""
 
 from __future__ import annotations
 
+import copy
 import io
 from collections.abc import Iterator
 
 import psycopg
 import pytest
 from django.core.management import call_command
-from django.db import DatabaseError, connection, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.test import override_settings
 
 from accounts.erasure import erase_account
 from infra import asyncdb
-from memories import services, tenancy, threads
+from memories import replica, services, tenancy, threads
 from memories.errors import NotFound
 from memories.models import ERASED, Memory, Thread, ThreadMembership
 from memories.search import clean_filters, search_memories
@@ -306,6 +308,49 @@ def test_behind_a_transaction_pooler_nothing_stays_on_the_session(two_tenants, o
         with tenancy.all_tenants():
             assert Memory.objects.count() == 4
         connections.close_all()
+
+
+@pytest.fixture
+def replica_alias(orm_as_app_role, monkeypatch) -> Iterator[BaseDatabaseWrapper]:
+    """A `replica` database (memories/replica.py) on the test database itself: a standby holds
+    what the primary does, and the routing and the sessions are what is tested here."""
+    primary = connections[DEFAULT_DB_ALIAS]
+    replica_db = type(primary)(copy.deepcopy(primary.settings_dict), replica.REPLICA)
+    connections[replica.REPLICA] = replica_db
+    monkeypatch.setattr(replica, "configured", lambda: True)
+    try:
+        yield replica_db
+    finally:
+        replica_db.close()
+        replica_db.close_pool()
+        del connections[replica.REPLICA]
+
+
+def test_a_replica_behind_a_transaction_pooler_keeps_nothing_on_its_sessions(
+    two_tenants, replica_alias, settings
+):
+    """The primary reached directly, the replica through PgBouncer
+    (DATABASE_REPLICA_TRANSACTION_POOLER=1): the pooler lends each transaction of a replica
+    connection whichever server session is free, as another client left it. The replica's reads
+    set their role and tenant in their own transaction, and leave neither behind."""
+    tenant, other = two_tenants
+    settings.DATABASE_REPLICA_TRANSACTION_POOLER = True
+
+    def owners_seen() -> list[int]:  # a read that forgets the tenant filter
+        return sorted(Memory.objects.values_list("owner_id", flat=True))
+
+    with tenancy.acting_for(tenant.pk):
+        assert replica.tolerant_read(owners_seen) == [tenant.pk]
+    session = replica_alias.connection
+    with session.cursor() as cursor:
+        cursor.execute(f"SELECT current_setting('{asyncdb.TENANT_SETTING}', true)")
+        assert (cursor.fetchone()[0] or "") == ""  # nothing for the pooler's next client
+        # The session as the pooler lends it next: another client's tenant on it, and the login
+        # role (no client of this server session has switched it to the application role).
+        cursor.execute("RESET ROLE")
+        cursor.execute(tenancy.SET_TENANT_SQL, (str(other.pk), False))
+    with tenancy.acting_for(tenant.pk):
+        assert replica.tolerant_read(owners_seen) == [tenant.pk]
 
 
 OWNERS_SEEN = asyncdb.prepared_statement(

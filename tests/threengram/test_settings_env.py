@@ -236,3 +236,15 @@ def test_a_replica_reached_directly_behind_a_pooled_primary_keeps_the_timeouts()
     primary, replica = _setting(options, **pooled, DATABASE_REPLICA_TRANSACTION_POOLER="0")
     assert primary is None
     assert replica == "-c statement_timeout=5000 -c lock_timeout=2000"
+
+
+def test_only_a_database_reached_through_a_pooler_goes_without_server_side_cursors():
+    # A named cursor lives in its session, which a transaction pooler does not keep.
+    disabled = (
+        "[settings.DATABASES[a]['DISABLE_SERVER_SIDE_CURSORS'] for a in ('default', 'replica')]"
+    )
+    replica = {"DATABASE_REPLICA_URL": "postgresql://nobody@127.0.0.1:2/replica"}
+    assert _setting(disabled, **replica) == [False, False]
+    assert _setting(disabled, **replica, DATABASE_REPLICA_TRANSACTION_POOLER="1") == [False, True]
+    pooled = {**replica, "DATABASE_TRANSACTION_POOLER": "1"}
+    assert _setting(disabled, **pooled, DATABASE_REPLICA_TRANSACTION_POOLER="0") == [True, False]
