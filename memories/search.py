@@ -45,7 +45,8 @@ Ranking:
   memories are searched unless asOf names another instant, so a superseded memory and its
   successor are never both hits.
 - Paging: the cursor is signed (django.core.signing, SECRET_KEY) and carries the position, the
-  candidate mode, the first page's instant and word statistics (_Position) and a fingerprint of
+  candidate mode, the first page's instant, word statistics and the reach of its words walk
+  (_Position, _WordStatistics) and a fingerprint of
   the query and filters; it is refused for any other query. Later pages score with the first
   page's statistics, so a write between pages (a revision changes the account's size, an archive
   which candidates hold a term) does not shift the scores of the rest and so repeat or skip hits.
@@ -314,7 +315,7 @@ _WORD_MATCHES = """WITH matches AS MATERIALIZED (
 # merged by recency, so the walk reads the memories of those types only, and its bound counts
 # those.
 _LEXICAL_RECENT = """(SELECT {columns} FROM ({recent}) m
-      WHERE TRUE {selection}
+      WHERE TRUE {selection} {since}
       AND m.search_vector @@ %({terms})s::tsquery {required}
       ORDER BY m.recorded_at DESC LIMIT %(walk_limit)s)"""
 _RECENT = """
@@ -445,15 +446,30 @@ class _Candidate:
 class _WordStatistics:
     """What a words score depends on besides the memory: the account's size (as the IDF counts
     it), how many candidates hold each query term (in the query's term order) and their average
-    length. A cursor carries the first page's, so that later pages score as it did."""
+    length; and, of the words walk (_ranked), which terms were rare among its matches (`rare`,
+    their positions in the query's term order; None: not known, decided anew) and the oldest
+    match it reached when it stopped at its bound (`walked_to`; None: it read all it may). A
+    cursor carries the first page's, so that later pages score as it did and rank every
+    candidate it did that still passes the filters: a write between pages changes what a
+    bounded walk finds (an archived memory, or one added to a thread, joins the matches of a
+    `status: archived` or thread walk and would push the oldest one out; an archive lets an
+    older match in, which may hold a rare term and make it common), so a later page walks back
+    as far as the first did, without a bound, and looks up the same rare terms."""
 
     total: int
     held_by: tuple[int, ...]
     average_length: float
+    rare: tuple[int, ...] | None = None
+    walked_to: datetime | None = None
 
     @classmethod
     def of(
-        cls, candidates: list[_Candidate], terms: tuple[str, ...], tenant_size: int
+        cls,
+        candidates: list[_Candidate],
+        terms: tuple[str, ...],
+        tenant_size: int,
+        rare: tuple[str, ...] = (),
+        walked_to: datetime | None = None,
     ) -> _WordStatistics:
         held = Counter(term for candidate in candidates for term in candidate.fields_held)
         lengths = [candidate.content_length for candidate in candidates] or [1]
@@ -461,7 +477,15 @@ class _WordStatistics:
             total=max(tenant_size, len(candidates), IDF_TENANT_SIZE_MIN),
             held_by=tuple(held[term] for term in terms),
             average_length=sum(lengths) / len(lengths),
+            rare=tuple(terms.index(term) for term in rare),
+            walked_to=walked_to,
         )
+
+    def rare_terms(self, terms: tuple[str, ...]) -> tuple[str, ...] | None:
+        """The first page's rare terms among `terms` (the query's), if known."""
+        if self.rare is None:
+            return None
+        return tuple(terms[n] for n in self.rare if 0 <= n < len(terms))
 
 
 def _words_scores(
@@ -631,7 +655,13 @@ class _Position:
         }
         if self.statistics is not None:
             statistics = self.statistics
-            payload["w"] = [statistics.total, statistics.held_by, statistics.average_length]
+            payload["w"] = [
+                statistics.total,
+                statistics.held_by,
+                statistics.average_length,
+                statistics.rare,
+                statistics.walked_to.isoformat() if statistics.walked_to else None,
+            ]
         return signing.dumps(payload, salt=_CURSOR_SALT, compress=True)
 
     @classmethod
@@ -643,11 +673,16 @@ class _Position:
                 raise ValueError(payload["m"])
             statistics = None
             if "w" in payload:
-                total, held_by, average_length = payload["w"]
+                # A cursor issued before the walk's reach was carried has three (rare None:
+                # the later pages walk and choose rare terms as they did then).
+                total, held_by, average_length, *walk = payload["w"]
+                rare, walked_to = walk if walk else (None, None)
                 statistics = _WordStatistics(
                     total=int(total),
                     held_by=tuple(int(count) for count in held_by),
                     average_length=float(average_length),
+                    rare=tuple(int(n) for n in rare) if rare is not None else None,
+                    walked_to=datetime.fromisoformat(walked_to) if walked_to else None,
                 )
             position = cls(
                 mode=payload["m"],
@@ -846,16 +881,26 @@ def _walk(
     walk_max: int | None = None,
     terms: str = "any_term",
     most: int | None = None,
+    bounded: bool = True,
+    back_to: datetime | None = None,
 ) -> list[_Candidate]:
     """The walk's `most` (by default LEXICAL_CANDIDATES) most recent matches; `terms` names the
-    parameter with the terms' tsquery."""
+    parameter with the terms' tsquery. Not `bounded` (a later page's walk, see
+    _WordStatistics.walked_to): every match, recorded since `back_to` if given."""
     params["walk_max"] = WALK_RECENT_MAX if walk_max is None else walk_max
     params["walk_limit"] = params["lexical_max"] if most is None else most
+    since = ""
+    if not bounded:
+        params["walk_limit"] = None  # LIMIT NULL: all of them
+        if back_to is not None:
+            params["walk_since"] = back_to
+            since = "AND m.recorded_at >= %(walk_since)s"
     walk = _LEXICAL_RECENT.format(
         columns=params["candidate_columns"],
         recent=_recent(where, params),
         required=required,
         selection=where.selection,
+        since=since,
         terms=terms,
     )
     return _candidates(_rows(db, walk, params, _WALK), params)
@@ -878,24 +923,35 @@ def _recent(where: _Where, params: dict) -> str:
 
 
 def _rare_term_matches(
-    db, required: str, where: _Where, params: dict, walk_matches: list[_Candidate]
-) -> list[_Candidate]:
+    db,
+    required: str,
+    where: _Where,
+    params: dict,
+    walk_matches: list[_Candidate],
+    rare: tuple[str, ...] | None = None,
+) -> tuple[list[_Candidate], tuple[str, ...]]:
     """After a walk that found `walk_matches`: matches of the query's terms that few of them
-    hold, older ones too (see RARE_TERM_HELD_MAX)."""
+    hold, older ones too (see RARE_TERM_HELD_MAX), and those terms. `rare`: the terms to look
+    up, as a first page chose them (a later page's walk may find other matches: see
+    _WordStatistics)."""
     # The account's words index holds its current memories only: asOf walks.
     indexed = params["words_indexed"] and where.current
-    if len(walk_matches) < params["lexical_max"] and not indexed:
-        return []  # the walk read all it may read
-    held = Counter(term for candidate in walk_matches for term in candidate.fields_held)
-    rare = sorted(
-        (term for term in params["terms"] if held[term] <= RARE_TERM_HELD_MAX),
-        key=lambda term: held[term],
-    )[:RARE_TERMS_MAX]
+    if rare is None:
+        if len(walk_matches) < params["lexical_max"] and not indexed:
+            # The walk read all it may read: a rare term's lookup would find no match it did not.
+            return [], ()
+        held = Counter(term for candidate in walk_matches for term in candidate.fields_held)
+        rare = tuple(
+            sorted(
+                (term for term in params["terms"] if held[term] <= RARE_TERM_HELD_MAX),
+                key=lambda term: held[term],
+            )[:RARE_TERMS_MAX]
+        )
     if not rare:
-        return []
+        return [], ()
     if not indexed:
-        params["rare_any_term"] = _any_term(tuple(rare))
-        return _walk(
+        params["rare_any_term"] = _any_term(rare)
+        walked = _walk(
             db,
             required,
             where,
@@ -903,12 +959,13 @@ def _rare_term_matches(
             terms="rare_any_term",
             most=RARE_TERM_CANDIDATES * len(rare),
         )
+        return walked, rare
     _word_filters(db, where, params, RARE_TERM_CANDIDATES)
     params["rare_terms"] = [_any_term((term,)) for term in rare]
     params["rare_limit"] = RARE_TERM_CANDIDATES * len(rare)
     matches = _RARE_WORD_MATCHES.format(required=_required_query(required), thread=where.thread)
     [(ids,)] = _rows(db, matches, params, _RARE_TERMS_BY_KEY)
-    return _read_candidates(db, ids, params, known=walk_matches)
+    return _read_candidates(db, ids, params, known=walk_matches), rare
 
 
 def _few_terms(db, required: str, where: _Where, params: dict) -> list[_Candidate]:
@@ -1008,8 +1065,16 @@ def _ranked(
     few_terms = len(parsed.terms) <= INDEXED_QUERY_TERMS_MAX
     # The account's words index holds its current memories only: asOf walks.
     by_walk = not (few_terms and params["words_indexed"] and where.current)
-    if by_walk:
+    # A later page whose cursor carries how far the first page's walk reached (see
+    # _WordStatistics) walks back as far, however many matches that is now.
+    reached = statistics is not None and statistics.rare is not None
+    walked_to = None
+    if by_walk and reached:
+        candidates = _walk(db, required, where, params, bounded=False, back_to=statistics.walked_to)
+    elif by_walk:
         candidates = _walk(db, required, where, params)
+        if len(candidates) >= params["lexical_max"]:
+            walked_to = min(candidate.recorded_at for candidate in candidates)
     else:
         candidates = _few_terms(db, required, where, params)
     word_matches = list(candidates)
@@ -1020,13 +1085,24 @@ def _ranked(
             plan = _NEAREST_NARROWED if where.narrowed else _NEAREST
         meaning_ids = _ids(db, _SEMANTIC.format(required=required, filters=where.sql), params, plan)
         candidates += _read_candidates(db, meaning_ids, params, known=candidates)
+    rare: tuple[str, ...] = ()
     if by_walk:
-        # Which terms are rare among the walk's matches is read from their candidates.
-        older = _rare_term_matches(db, required, where, params, word_matches)
+        # Which terms are rare among the walk's matches is read from their candidates, on the
+        # first page; a later page looks up the same ones.
+        older, rare = _rare_term_matches(
+            db,
+            required,
+            where,
+            params,
+            word_matches,
+            rare=statistics.rare_terms(parsed.terms) if statistics else None,
+        )
         candidates += _new(older, candidates)
     first_page = statistics is None
     if statistics is None:
-        statistics = _WordStatistics.of(candidates, parsed.terms, params["tenant_size"])
+        statistics = _WordStatistics.of(
+            candidates, parsed.terms, params["tenant_size"], rare, walked_to
+        )
     rarest = _words_scores(candidates, parsed.terms, statistics)
     for candidate in candidates:
         _fuse(candidate)

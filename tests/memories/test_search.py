@@ -338,6 +338,74 @@ def test_archiving_a_hit_between_pages_repeats_and_skips_nothing(tenant, rare_an
     assert set(seen) == {memory.id for memory in rare + common}
 
 
+def test_an_archive_between_pages_does_not_drop_the_matches_of_a_rare_word(
+    tenant, settings, monkeypatch
+):
+    """The walk stops at its most recent matches (5 here, 300 in production); a word few of them
+    hold is looked up again for older matches. An archive between pages lets an older match into
+    the walk: the word it holds must not turn common there and lose its older matches."""
+    settings.SEARCH_EMBEDDER = "none"
+    monkeypatch.setattr("memories.search.LEXICAL_CANDIDATES", 5)
+    now = timezone.now()
+
+    def recorded(minutes_ago: int, content: str):
+        return MemoryFactory(
+            owner=tenant, content=content, recorded_at=now - timedelta(minutes=minutes_ago)
+        )
+
+    newest = recorded(1, "alpha note one")
+    recorded(2, "alpha note two")
+    for n in range(3):
+        recorded(3 + n, f"alpha zulu note {n}")  # 3 of the walk's 5 hold "zulu": rare
+    recorded(10, "alpha zulu four")  # the walk's sixth match
+    zulu_only = [recorded(100 + n, f"zulu record {n}") for n in range(3)]
+    for n in range(20):
+        recorded(1000 + n, f"unrelated {n}")
+    everything = [hit.id for hit in run(tenant, "alpha zulu", limit=25).hits]
+    assert {memory.id for memory in zulu_only} <= set(everything)
+    first = run(tenant, "alpha zulu", limit=3)
+    archive_memory(owner=tenant, memory_id=newest.id)  # the sixth match joins the walk
+    seen = page_through(tenant, "alpha zulu", first, limit=3)
+    assert seen == [memory_id for memory_id in everything if memory_id != newest.id]
+
+
+@pytest.mark.parametrize("joins", ["archived", "thread"])
+def test_a_memory_joining_the_filter_between_pages_pushes_no_match_out(
+    tenant, settings, monkeypatch, joins
+):
+    """A `status: archived` or thread search walks that set's most recent matches (5 here); a
+    memory archived or added to the thread between pages is a newer match: the later pages still
+    rank the first page's oldest match."""
+    settings.SEARCH_EMBEDDER = "none"
+    monkeypatch.setattr("memories.search.LEXICAL_CANDIDATES", 5)
+    now = timezone.now()
+    newer, *older = [
+        MemoryFactory(
+            owner=tenant, content=f"alpha entry {n}", recorded_at=now - timedelta(minutes=n)
+        )
+        for n in range(6)
+    ]
+    filters = {"status": "archived"} if joins == "archived" else {"thread": "entries"}
+    if joins == "thread":
+        create_thread(owner=tenant, name="entries")
+        add_thread_members(owner=tenant, name="entries", memory_ids=[m.id for m in older])
+    else:
+        for memory in older:
+            archive_memory(owner=tenant, memory_id=memory.id)
+    first = run(tenant, "alpha entry", limit=2, **filters)
+    if joins == "thread":
+        add_thread_members(owner=tenant, name="entries", memory_ids=[newer.id])
+    else:
+        archive_memory(owner=tenant, memory_id=newer.id)
+    seen, cursor = [hit.id for hit in first.hits], first.next_cursor
+    while cursor:
+        page = run(tenant, "alpha entry", limit=2, cursor=cursor, **filters)
+        seen += [hit.id for hit in page.hits]
+        cursor = page.next_cursor
+    assert len(seen) == len(set(seen))
+    assert {memory.id for memory in older} <= set(seen)
+
+
 def test_a_memory_stamped_by_a_clock_ahead_of_ours_is_found_at_once(tenant):
     # Another server process, whose clock runs ahead of this one's, recorded it.
     ahead = MemoryFactory(
