@@ -841,34 +841,41 @@ def _count_tenant(db, params: dict) -> None:
 #   large one's until its index is built.
 # (No sort either: an index that does not give the order, scanned whole and sorted, is the
 # plan the walk replaces.)
-_WALK = ("SET LOCAL enable_bitmapscan = off", "SET LOCAL enable_sort = off")
+_Plan = tuple[tuple[str, str], ...]  # planner settings (name, value) for one statement
+_WALK: _Plan = (("enable_bitmapscan", "off"), ("enable_sort", "off"))
 # The function's matches, and for a thread filter each one's membership by its key (not a scan
 # of the memberships).
-_BY_KEY = ("SET LOCAL enable_seqscan = off", "SET LOCAL enable_bitmapscan = off")
-_RARE_TERMS_BY_KEY = (*_BY_KEY, f"SET LOCAL gin_fuzzy_search_limit = {RARE_TERM_SAMPLE_MAX}")
-_NEAREST = (
-    "SET LOCAL enable_indexscan = on",
-    "SET LOCAL enable_sort = off",
+_BY_KEY: _Plan = (("enable_seqscan", "off"), ("enable_bitmapscan", "off"))
+_RARE_TERMS_BY_KEY = (*_BY_KEY, ("gin_fuzzy_search_limit", str(RARE_TERM_SAMPLE_MAX)))
+_NEAREST: _Plan = (
+    ("enable_indexscan", "on"),
+    ("enable_sort", "off"),
     # A filtered nearest-neighbour scan that keeps going until it has enough rows.
-    "SET LOCAL hnsw.iterative_scan = relaxed_order",
-    f"SET LOCAL hnsw.ef_search = {account_indexes.SEARCH_LIST_SIZE}",
+    ("hnsw.iterative_scan", "relaxed_order"),
+    ("hnsw.ef_search", str(account_indexes.SEARCH_LIST_SIZE)),
 )
-_NEAREST_NARROWED = (*_NEAREST, f"SET LOCAL hnsw.max_scan_tuples = {SEMANTIC_SCAN_MAX}")
+_NEAREST_NARROWED = (*_NEAREST, ("hnsw.max_scan_tuples", str(SEMANTIC_SCAN_MAX)))
 
 
-def _rows(db, sql: str, params: dict, plan: tuple[str, ...]) -> list[tuple]:
-    for setting in plan:
-        db.execute(setting)
-    db.execute(sql, params)
-    rows = db.fetchall()
-    # Back to the defaults for the next statement; a plan of none changed nothing. (The `hnsw.`
-    # settings end with the transaction: no later statement of a search scans that index.)
-    for setting in {statement.split()[2] for statement in plan if "hnsw." not in statement}:
-        db.execute(f"RESET {setting}")
-    return rows
+def _rows(db, sql: str, params: dict, plan: _Plan) -> list[tuple]:
+    """The rows of `sql` run under `plan` (settings for this statement only). The settings, the
+    statement and the settings' reset go as one message: a round trip costs about as much as
+    a setting's statement takes, and a search runs several statements with their own plans.
+    The message starts with a SELECT so that row-level security's tenant setting goes in front
+    of it (memories/tenancy.py); the cursor is then on the settings' result."""
+    if not plan:
+        db.execute(sql, params)
+        return db.fetchall()
+    settings = ", ".join(f"set_config('{name}', '{value}', true)" for name, value in plan)
+    # Back to the defaults for the next statement. (The `hnsw.` settings end with the
+    # transaction: no later statement of a search scans that index.)
+    resets = "".join(f"; RESET {name}" for name, _ in plan if not name.startswith("hnsw."))
+    db.execute(f"SELECT {settings}; {sql}{resets}", params)
+    db.nextset()
+    return db.fetchall()
 
 
-def _ids(db, sql: str, params: dict, plan: tuple[str, ...]) -> list[uuid.UUID]:
+def _ids(db, sql: str, params: dict, plan: _Plan) -> list[uuid.UUID]:
     return [row[0] for row in _rows(db, sql, params, plan)]
 
 
@@ -1079,7 +1086,7 @@ def _ranked(
         candidates = _few_terms(db, required, where, params)
     word_matches = list(candidates)
     if vector is not None:
-        plan: tuple[str, ...] = ()
+        plan: _Plan = ()
         # The account's index holds its current memories only: asOf scans exactly.
         if params["nearest_indexed"] and where.current:
             plan = _NEAREST_NARROWED if where.narrowed else _NEAREST

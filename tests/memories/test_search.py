@@ -623,8 +623,16 @@ def explaining(plans: list[dict]) -> Iterator[None]:
     to it."""
 
     def explain(execute, sql, params, many, context):
-        if sql.lstrip().startswith("(SELECT m.id"):
-            execute("EXPLAIN (FORMAT JSON) " + sql, params, many, context)
+        # A statement goes alone, or as "SELECT <its plan's settings>; <it>; RESET ..."
+        # (search._rows): explained under those settings, as it runs.
+        settings, statement = "", sql
+        if sql.startswith("SELECT set_config("):
+            settings, statement = sql.split("; ")[0] + "; ", sql.partition("; ")[2]
+            statement = statement.split("; RESET ")[0]
+        if statement.lstrip().startswith("(SELECT m.id"):
+            execute(f"{settings}EXPLAIN (FORMAT JSON) {statement}", params, many, context)
+            if settings:
+                context["cursor"].nextset()
             plans.append(context["cursor"].fetchone()[0][0]["Plan"])
         return execute(sql, params, many, context)
 
