@@ -57,11 +57,23 @@ UPDATE memories_memory m SET embedding = batch.embedding::vector
  WHERE m.owner_id = batch.owner_id AND m.id = batch.id AND m.embedding IS NULL
    AND m.content <> %s"""
 
+# Of a batch's rows, those erased: why the fill left them (else, they had a vector by then).
+_ERASED_OF_BATCH = """
+SELECT count(*) FROM memories_memory m
+  JOIN unnest(%s::bigint[], %s::uuid[]) AS batch(owner_id, id)
+    ON m.owner_id = batch.owner_id AND m.id = batch.id
+ WHERE m.content = %s"""
+
+# The batch's rows are locked as they are read, in key order: the order an erasure locks an
+# account's rows in (accounts/erasure.py). The UPDATE's join alone would lock them in the order
+# it joins them, which may be the table's (a hash join, in a table of a few thousand rows), and
+# the two would deadlock once lifecycle changes have moved rows. MATERIALIZED: the batch is a
+# statement of its own, whose every row is locked before the UPDATE reaches it.
 _CLEAR = """
-WITH batch AS (
+WITH batch AS MATERIALIZED (
     SELECT owner_id, id FROM memories_memory
      WHERE embedding IS NOT NULL AND (owner_id, id) > (%s, %s)
-     ORDER BY owner_id, id LIMIT %s)
+     ORDER BY owner_id, id LIMIT %s FOR UPDATE)
 UPDATE memories_memory m SET embedding = NULL FROM batch
  WHERE m.owner_id = batch.owner_id AND m.id = batch.id
 RETURNING m.owner_id, m.id"""
@@ -74,10 +86,12 @@ _DECIMALS = 8
 
 @dataclass(frozen=True)
 class Batch:
-    """One batch's outcome: rows visited and rows changed."""
+    """One batch's outcome: rows visited, rows changed, and of the rows left as they were, those
+    an erasure reached between the read and the write (the others had a vector by then)."""
 
     visited: int
     changed: int
+    erased: int = 0
 
 
 def count_missing() -> int:
@@ -129,7 +143,8 @@ def _fill(embedder: Embedder, size: int, context: contextvars.Context) -> Iterat
                 following = _missing_after(last, size)
                 literals = pending.result()
                 pending = embedded(following) if following else None
-                yield Batch(visited=len(rows), changed=_write(rows, literals))
+                changed, erased = _write(rows, literals)
+                yield Batch(visited=len(rows), changed=changed, erased=erased)
                 rows = following
         finally:
             worker.submit(connections.close_all).result()
@@ -149,13 +164,18 @@ def _vector_literals_of(embedder: Embedder, rows: list[tuple]) -> list[str]:
     return vector_literals(embedder.embed(texts))
 
 
-def _write(rows: list[tuple], literals: list[str]) -> int:
-    """Write each row's vector where the column is still empty; the rows changed."""
+def _write(rows: list[tuple], literals: list[str]) -> tuple[int, int]:
+    """Write each row's vector where the column is still empty; the rows changed, and the rows
+    left that an erasure reached first."""
+    owners, ids = [row[0] for row in rows], [row[1] for row in rows]
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(
-            _FILL, [[row[0] for row in rows], [row[1] for row in rows], literals, ERASED]
-        )
-        return cursor.rowcount
+        cursor.execute(_FILL, [owners, ids, literals, ERASED])
+        changed = cursor.rowcount
+        if changed == len(rows):
+            return changed, 0
+        # A statement of its own: its snapshot holds the erasure the UPDATE waited for.
+        cursor.execute(_ERASED_OF_BATCH, [owners, ids, ERASED])
+        return changed, cursor.fetchone()[0]
 
 
 def clear(*, size: int) -> Iterator[Batch]:

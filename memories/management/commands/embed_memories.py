@@ -112,7 +112,7 @@ class Command(BaseCommand):
             )
         if reembed:
             with closing(backfill.clear(size=batch_size)) as batches:
-                _, cleared = self._run(batches, total=None, verb="cleared")
+                _, cleared, _ = self._run(batches, total=None, verb="cleared")
             self.stdout.write(f"cleared {count(cleared, 'vector')}; embedding every memory again")
         missing = backfill.count_missing()
         if missing:
@@ -157,7 +157,7 @@ class Command(BaseCommand):
         started = time.perf_counter()
         # Closed however the loop ends: the fill's worker thread ends with it.
         with closing(backfill.fill(embedder, size=batch_size)) as batches:
-            visited, done = self._run(batches, total=missing, verb="embedded")
+            visited, done, erased = self._run(batches, total=missing, verb="embedded")
         seconds = time.perf_counter() - started
         self.stdout.write(
             self.style.SUCCESS(
@@ -165,27 +165,31 @@ class Command(BaseCommand):
                 f"({done / max(seconds, 1e-9):,.0f} memories/s)"
             )
         )
-        if visited > done:
+        if erased:
+            # Accounts erased between our read and our write: an erased memory holds no vector.
+            self.stdout.write(f"skipped {count(erased, 'memory')} erased meanwhile")
+        if visited > done + erased:
             # Rows a server process embedded between our read and our write: theirs are kept.
-            kept = count(visited - done, "vector")
+            kept = count(visited - done - erased, "vector")
             self.stdout.write(f"kept {kept} the server wrote meanwhile")
 
     def _run(
         self, batches: Iterable[backfill.Batch], *, total: int | None, verb: str
-    ) -> tuple[int, int]:
-        """Run the batches, reporting progress; rows visited and rows changed."""
-        visited, changed, reported = 0, 0, 0
+    ) -> tuple[int, int, int]:
+        """Run the batches, reporting progress; rows visited, changed and found erased."""
+        visited, changed, erased, reported = 0, 0, 0, 0
         started = last_report = time.perf_counter()
         for batch in batches:
             visited += batch.visited
             changed += batch.changed
+            erased += batch.erased
             now = time.perf_counter()
             if now - last_report >= PROGRESS_EVERY_SECONDS:
                 last_report, reported = now, visited
                 self._progress(verb, visited, total, now - started)
         if visited != reported:
             self._progress(verb, visited, total, time.perf_counter() - started)
-        return visited, changed
+        return visited, changed, erased
 
     def _progress(self, verb: str, done: int, total: int | None, seconds: float) -> None:
         # Rows other writers leave without a vector meanwhile may push `done` past the count.
