@@ -89,6 +89,8 @@ class FastEmbedEmbedder:
     def __init__(self, folder: str) -> None:
         self.name = f"fastembed:{folder}"
         library = _optional("fastembed", "fastembed")
+        # FastEmbed describes a folder by its model_name (file names, pooling): its default,
+        # BAAI/bge-small-en-v1.5, whose files the folder must hold (docs/operations.md).
         self._model = library.TextEmbedding(specific_model_path=folder, local_files_only=True)
 
     def embed(self, texts: list[str]) -> np.ndarray:
