@@ -310,6 +310,22 @@ def test_behind_a_transaction_pooler_nothing_stays_on_the_session(two_tenants, o
         connections.close_all()
 
 
+def test_a_search_behind_a_transaction_pooler_finds_its_tenants_memories_only(
+    two_tenants, orm_as_app_role, settings
+):
+    """A search's statements carry their plan settings in their own message, in front of which
+    go the role and tenant of the statement's transaction: each tenant finds its own memory,
+    and nothing stays on the session."""
+    settings.DATABASE_TRANSACTION_POOLER = True
+    with tenancy.all_tenants():
+        own = dict(Memory.objects.values_list("owner_id", "id"))
+    for owner in two_tenants:
+        with tenancy.acting_for(owner.pk):
+            page = search_memories(owner_id=owner.pk, query="secret", filters=clean_filters())
+        assert [hit.id for hit in page.hits] == [own[owner.pk]]
+        assert _raw_setting(tenancy.asyncdb.TENANT_SETTING) == ""
+
+
 @pytest.fixture
 def replica_alias(orm_as_app_role, monkeypatch) -> Iterator[BaseDatabaseWrapper]:
     """A `replica` database (memories/replica.py) on the test database itself: a standby holds
