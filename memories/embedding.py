@@ -9,19 +9,24 @@
 
 Whatever the model, vectors are cut or zero-padded to the column's `EMBEDDING_DIMENSIONS` and
 scaled to unit length, so cosine distance is comparable across memories. Changing the model
-leaves old vectors in another space: `manage.py embed_memories --reembed` rewrites them all.
+leaves old vectors in another space: the table records which model made its vectors
+(`StoredVectors`), a question's vector is compared only with its own model's
+(`comparable_with`), and `manage.py embed_memories --reembed` rewrites them all.
 The model is loaded once per process (the ASGI application loads it at start-up).
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+
+logger = logging.getLogger(__name__)
 
 EMBEDDING_DIMENSIONS = 256
 # What of a memory is embedded: enough for its meaning; a long tail adds little and costs time.
@@ -137,6 +142,29 @@ def embed_memories(texts: list[str]) -> list[np.ndarray | None]:
     if embedder is None or not texts:
         return [None] * len(texts)
     return list(embedder.embed(texts))
+
+
+def comparable_with(stored_by: str | None) -> bool:
+    """Whether this process's question vectors may be compared with the stored ones, which the
+    embedder `stored_by` made (None: not known, taken to be this process's). Otherwise search
+    ranks by words only, and says why in the log once per process."""
+    embedder = get_embedder()
+    if embedder is None:
+        return False
+    if stored_by in (None, embedder.name):
+        return True
+    _warn_incomparable(stored_by, embedder.name)
+    return False
+
+
+@functools.cache
+def _warn_incomparable(stored_by: str, running: str) -> None:
+    logger.warning(
+        "search ranks by words only: the stored vectors were made by %s, SEARCH_EMBEDDER is %s; "
+        "run manage.py embed_memories --reembed",
+        stored_by,
+        running,
+    )
 
 
 def embed_query(text: str) -> np.ndarray | None:

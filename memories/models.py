@@ -435,3 +435,28 @@ class ThreadMembership(TenantRow):
 
     def __str__(self) -> str:
         return f"{self.state} {self.memory_id} in {self.thread_id}"
+
+
+class StoredVectors(models.Model):
+    """Which embedder made the vectors in `Memory.embedding` (its `SEARCH_EMBEDDER` value): one
+    row, or none when not known. Vectors of two models are not comparable, so a search compares
+    a question's vector only with vectors of its own model (memories/search.py), and a backfill
+    adds only vectors of the table's model (`embed_memories`; `--reembed` clears the old model's
+    and then records the new one)."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1, editable=False)
+    embedder = models.TextField()
+
+    class Meta:
+        constraints = [models.CheckConstraint(name="stored_vectors_one_row", condition=Q(id=1))]
+
+    def __str__(self) -> str:
+        return self.embedder
+
+    @classmethod
+    def model(cls, using: str = "default") -> str | None:
+        return cls.objects.using(using).values_list("embedder", flat=True).first()
+
+    @classmethod
+    def record(cls, embedder: str) -> None:
+        cls.objects.update_or_create(id=1, defaults={"embedder": embedder})

@@ -19,7 +19,8 @@ Ranking:
 - Meaning. The embedding of the query without its exclusions (memories/embedding.py) against
   each memory's: up to the SEMANTIC_CANDIDATES nearest current memories join the candidates (a
   large account's own HNSW index keeps this bounded, memories/account_indexes.py), and every
-  candidate gets its cosine similarity.
+  candidate gets its cosine similarity. Not while the stored vectors are another model's
+  (after a change of SEARCH_EMBEDDER, until `embed_memories --reembed`): words only then.
 - Fusion: score = words + MEANING_WEIGHT * max(0, cosine), rounded to 6 places so paging
   compares exact values. A hit matches by words or has a cosine of at least MEANING_MATCH_MIN.
 - Abstention: when the best candidate scores under the relevance floor the search returns no
@@ -69,7 +70,7 @@ from django.db import connections, transaction
 from django.utils import timezone
 
 from memories import account_indexes, bounds, replica, tenancy
-from memories.embedding import embed_query
+from memories.embedding import comparable_with, embed_query
 from memories.errors import InvalidInput
 from memories.excerpts import (
     EXCERPT_COLUMNS,
@@ -375,7 +376,8 @@ SELECT (SELECT snapshot FROM instant),
        coalesce((SELECT i.indisvalid FROM pg_index i
                  WHERE i.indexrelid = to_regclass(%(nearest_index)s)), false),
        coalesce((SELECT i.indisvalid FROM pg_index i
-                 WHERE i.indexrelid = to_regclass(%(words_index)s)), false)
+                 WHERE i.indexrelid = to_regclass(%(words_index)s)), false),
+       (SELECT v.embedder FROM memories_storedvectors v WHERE v.id = 1)
 """
 _TOPIC_SQL = """
 SELECT m.id, m.recorded_at, m.content_length, similarity(m.topic, %(wanted)s)
@@ -818,6 +820,7 @@ def _count_tenant(db, params: dict) -> None:
         params["tenant_size"],
         params["nearest_indexed"],
         params["words_indexed"],
+        params["vectors_by"],
     ) = db.fetchone()
 
 
@@ -1055,7 +1058,8 @@ def _ranked(
     first page decided that the query has answers."""
     if not parsed.terms:
         return [], None  # only stop words or punctuation: nothing to look for
-    vector = embed_query(parsed.wanted)
+    # A question's vector is compared only with vectors of its own model (StoredVectors).
+    vector = embed_query(parsed.wanted) if comparable_with(params["vectors_by"]) else None
     required = _REQUIRED if parsed.required else ""
     params |= {
         "terms": list(parsed.terms),

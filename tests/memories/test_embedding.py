@@ -17,6 +17,7 @@ from accounts.erasure import erase_account
 from memories import account_indexes, backfill
 from memories.embedding import EMBEDDING_DIMENSIONS, _embedder_for, get_embedder
 from memories.management.maintenance import check_memory_size
+from memories.models import StoredVectors
 from memories.search import clean_filters, search_memories
 from memories.services import record_memory, revise_memory
 from tests.factories import MemoryFactory, UserFactory, embed
@@ -243,9 +244,25 @@ def test_reembed_replaces_every_vector_of_another_model(transactional_db):
         MemoryFactory(content=f"stored under another model {n}", embedding=np.eye(256)[n])
         for n in range(3)
     ]
+    StoredVectors.record("sentence-transformers:/models/retired")
     out = run_backfill("--reembed")
     assert "cleared 3 vectors" in out and "embedded 3 memories" in out
     assert all(stands_for(stored_vector(memory), memory) for memory in memories)
+    assert StoredVectors.model() == "wordllama"  # searches compare with them again
+
+
+def test_a_fill_adds_no_vector_of_another_model_than_the_stored_ones(unembedded):
+    """A run without --reembed after SEARCH_EMBEDDER changed would mix two models' vectors,
+    which no search can compare: it is refused before anything changes, naming both."""
+    StoredVectors.record("sentence-transformers:/models/retired")
+    with pytest.raises(
+        CommandError,
+        match=r"made by sentence-transformers:/models/retired, and "
+        r"SEARCH_EMBEDDER is wordllama.*--reembed",
+    ):
+        run_backfill()
+    memories, _ = unembedded
+    assert all(stored_vector(memory) is None for memory in memories)
 
 
 def test_the_indexes_are_rebuilt_for_a_large_fill_and_kept_for_a_small_one(unembedded):

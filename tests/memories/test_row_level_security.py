@@ -71,6 +71,13 @@ def test_the_app_role_is_neither_superuser_nor_owner_nor_bypassing_rls(app_role_
     assert privileges == (False, False, True)
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
         app_role_sql.execute("TRUNCATE memories_memory")
+    # Which model made the stored vectors: searches read it, only embed_memories changes it.
+    assert app_role_sql.execute(
+        "SELECT has_table_privilege('memories_storedvectors', 'SELECT'), "
+        "has_table_privilege('memories_storedvectors', 'INSERT'), "
+        "has_table_privilege('memories_storedvectors', 'UPDATE'), "
+        "has_table_privilege('memories_storedvectors', 'DELETE')"
+    ).fetchone() == (True, False, False, False)
 
 
 TENANT_TABLES = ("memories_memory", "memories_thread", "memories_threadmembership")

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from memories import account_indexes, bounds, search, tenancy
 from memories.errors import InvalidInput, NotFound
+from memories.models import StoredVectors
 from memories.search import (
     CURSOR_MAX,
     QUERY_MAX,
@@ -127,6 +128,25 @@ def test_meaning_alone_can_match(tenant):
     hits = run(tenant, "favorite color").hits
     assert [hit.id for hit in hits] == [colour.id]
     assert hits[0].matched_by == ("meaning",)
+
+
+def test_a_question_is_compared_only_with_vectors_of_its_own_model(tenant, caplog):
+    """After SEARCH_EMBEDDER changed and until `embed_memories --reembed` records the new model,
+    the stored vectors are another model's: a search ranks by words only, and says why in the
+    log, rather than compare vectors of two spaces."""
+    colour = record_memory(
+        owner=tenant,
+        memory_type="preference",
+        topic="Favourite colour",
+        content="My favourite colour is blue.",
+    )
+    StoredVectors.record("sentence-transformers:/models/retired")
+    # Only the topic's spelling is left to find it by.
+    assert [hit.matched_by for hit in run(tenant, "favorite color").hits] == [("words",)]
+    assert "the stored vectors were made by sentence-transformers:/models/retired" in caplog.text
+    StoredVectors.record("wordllama")
+    hits = run(tenant, "favorite color").hits
+    assert [(hit.id, hit.matched_by) for hit in hits] == [(colour.id, ("meaning",))]
 
 
 def test_a_question_about_something_never_stored_gets_no_hits(tenant, corpus):

@@ -21,6 +21,7 @@ from memories.management.maintenance import (
     indexes_of,
     report_index_sync,
 )
+from memories.models import StoredVectors
 
 # A batch is one model call and one transaction: past this, memory grows and nothing speeds up.
 BATCH_MAX = 100_000
@@ -103,6 +104,13 @@ class Command(BaseCommand):
     def _embed(
         self, embedder: Embedder, *, batch_size: int, reembed: bool, keep_index: bool
     ) -> None:
+        stored_by = StoredVectors.model()
+        if not reembed and stored_by not in (None, embedder.name):
+            raise CommandError(
+                f"the stored vectors were made by {stored_by}, and SEARCH_EMBEDDER is "
+                f"{embedder.name}: vectors of two models are not comparable. Run this with "
+                "--reembed (or set SEARCH_EMBEDDER back)."
+            )
         dropped = self._indexes_to_drop(reembed=reembed, keep_index=keep_index)
         for owner_id in dropped:
             account_indexes.NEAREST.drop(owner_id)
@@ -114,6 +122,10 @@ class Command(BaseCommand):
             with closing(backfill.clear(size=batch_size)) as batches:
                 _, cleared, _ = self._run(batches, total=None, verb="cleared")
             self.stdout.write(f"cleared {count(cleared, 'vector')}; embedding every memory again")
+        if stored_by != embedder.name:
+            # Every vector left is this model's (a cleared table's, or one not known before):
+            # searches compare with them again.
+            StoredVectors.record(embedder.name)
         missing = backfill.count_missing()
         if missing:
             self._fill(embedder, missing, batch_size)
