@@ -10,6 +10,25 @@ from memories import account_indexes, tenancy
 from tests.factories import MemoryFactory
 
 
+def search_statement(sql: str) -> tuple[str, str]:
+    """A message of search._rows, split into its plan settings ("SELECT set_config(...); ", or
+    "" when it has none) and its statement (without the resets after it)."""
+    if not sql.startswith("SELECT set_config("):
+        return "", sql
+    settings, _, rest = sql.partition("; ")
+    return settings + "; ", rest.split("; RESET ")[0]
+
+
+def explain_as_sent(execute, sql: str, params, many: bool, context: dict) -> dict:
+    """The plan of a search statement (`sql`, a message of search._rows), under its plan
+    settings; an execute wrapper's arguments."""
+    settings, statement = search_statement(sql)
+    execute(f"{settings}EXPLAIN (FORMAT JSON) {statement}", params, many, context)
+    if settings:
+        context["cursor"].nextset()
+    return context["cursor"].fetchone()[0][0]["Plan"]
+
+
 def mark_invalid(kind: account_indexes.Kind, owner_ids: list[int]) -> None:
     """The accounts' indexes of `kind` as a CREATE INDEX CONCURRENTLY that did not finish
     leaves them: invalid (still written to, never read). The test is skipped where the

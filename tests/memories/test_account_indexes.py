@@ -23,7 +23,7 @@ from memories.search import clean_filters, search_memories
 from memories.services import archive_memory, record_memory
 from memories.threads import add_thread_members, create_thread
 from tests.factories import MemoryFactory, UserFactory
-from tests.memories.conftest import bury_under_recent_notes, mark_invalid
+from tests.memories.conftest import bury_under_recent_notes, explain_as_sent, mark_invalid
 
 NOTES = [
     ("Primary database", "Chose PostgreSQL 16 over MongoDB for the ledger's transactions."),
@@ -101,8 +101,7 @@ def meaning_plans(owner, question: str, **filters) -> tuple[list[str], list[dict
 
     def explain(execute, sql, params, many, context):
         if "ORDER BY m.embedding <=>" in sql:
-            execute("EXPLAIN (FORMAT JSON) " + sql, params, many, context)
-            plans.append(context["cursor"].fetchone()[0][0]["Plan"])
+            plans.append(explain_as_sent(execute, sql, params, many, context))
             execute("SELECT current_setting('hnsw.ef_search')", None, False, context)
             plans[-1]["ef_search"] = int(context["cursor"].fetchone()[0])
         return execute(sql, params, many, context)

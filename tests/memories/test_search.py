@@ -25,7 +25,7 @@ from memories.search import (
 from memories.services import archive_memory, record_memory, revise_memory
 from memories.threads import add_thread_members, create_thread
 from tests.factories import MemoryFactory
-from tests.memories.conftest import bury_under_recent_notes
+from tests.memories.conftest import bury_under_recent_notes, explain_as_sent, search_statement
 
 
 def run(owner, query, **kwargs):
@@ -643,17 +643,8 @@ def explaining(plans: list[dict]) -> Iterator[None]:
     to it."""
 
     def explain(execute, sql, params, many, context):
-        # A statement goes alone, or as "SELECT <its plan's settings>; <it>; RESET ..."
-        # (search._rows): explained under those settings, as it runs.
-        settings, statement = "", sql
-        if sql.startswith("SELECT set_config("):
-            settings, statement = sql.split("; ")[0] + "; ", sql.partition("; ")[2]
-            statement = statement.split("; RESET ")[0]
-        if statement.lstrip().startswith("(SELECT m.id"):
-            execute(f"{settings}EXPLAIN (FORMAT JSON) {statement}", params, many, context)
-            if settings:
-                context["cursor"].nextset()
-            plans.append(context["cursor"].fetchone()[0][0]["Plan"])
+        if search_statement(sql)[1].lstrip().startswith("(SELECT m.id"):
+            plans.append(explain_as_sent(execute, sql, params, many, context))
         return execute(sql, params, many, context)
 
     connection.ensure_connection()
