@@ -8,6 +8,7 @@ The low-level `Server` is the layer that lets a `resources/read` result carry it
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import mcp_types as types
@@ -110,14 +111,31 @@ _MUST_BE = {
 }
 
 
-def _invalid_params(invalid: ValidationError) -> str:
-    """The first invalid field of a request's params, named, and what it must be."""
+def _invalid_params(invalid: ValidationError, params: Mapping[str, Any] | None) -> str:
+    """The first invalid field of a request's params (`params` as sent), named as the request
+    wrote it, and what it must be."""
     first = invalid.errors()[0]
     location = list(first["loc"])
     if location[:1] == ["params"]:  # the request's surface check names the params themselves
         location = location[1:]
-    field = ".".join(str(part)[:64] for part in location) or "params"
-    return f"Invalid request parameters: {field}: {_MUST_BE.get(first['type'], 'is not valid')}"
+    must_be = _MUST_BE.get(first["type"], "is not valid")
+    path: list[str] = []
+    value: Any = params
+    for depth, part in enumerate(location):
+        in_request = (isinstance(value, Mapping) and part in value) or (
+            isinstance(value, list) and isinstance(part, int) and 0 <= part < len(value)
+        )
+        if in_request:
+            value = value[part]
+        elif not (depth == len(location) - 1 and first["type"] == "missing"):
+            # Not in the request: one of a union's alternatives, by its type's name
+            # ("ref.PromptReference.name", "progressToken.str"). The value matched none of them,
+            # and what the first one expects is not what the field must be.
+            must_be = "is not valid"
+            break
+        path.append(str(part)[:64])
+    field = ".".join(path) or "params"
+    return f"Invalid request parameters: {field}: {must_be}"
 
 
 async def hide_internal_errors(ctx: ServerRequestContext, call_next: CallNext) -> HandlerResult:
@@ -131,7 +149,9 @@ async def hide_internal_errors(ctx: ServerRequestContext, call_next: CallNext) -
     except ValidationError as invalid:
         # The SDK answers the params' validation with a bare "Invalid request parameters":
         # this names the field and what it must be, never the value (no pydantic text).
-        raise MCPError(code=types.INVALID_PARAMS, message=_invalid_params(invalid)) from None
+        raise MCPError(
+            code=types.INVALID_PARAMS, message=_invalid_params(invalid, ctx.params)
+        ) from None
     except Exception as exc:
         request_id = request_id_var.get()  # set by the router (infra.observability)
         if request_id == "-":  # no router in front (in-process use)

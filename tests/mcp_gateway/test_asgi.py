@@ -88,6 +88,9 @@ async def test_the_endpoint_url_with_a_trailing_slash_is_the_endpoint(http, seed
         assert listed.status_code == 200 and listed.json()["result"]["tools"]
 
 
+ARGUMENT = {"name": "project", "value": ""}
+
+
 @pytest.mark.parametrize(
     ("method", "params", "message"),
     [
@@ -96,6 +99,14 @@ async def test_the_endpoint_url_with_a_trailing_slash_is_the_endpoint(http, seed
         ("prompts/get", {"name": "briefing", "arguments": {"mode": 2}},
          "arguments.mode: must be a string"),
         ("resources/read", {}, "uri: is required"),
+        # A value that matches none of a field's alternatives (a prompt or a resource template
+        # reference) is named as the request wrote it: pydantic's location for it goes on with
+        # an alternative's type name ("ref.PromptReference.name"), no field of the request.
+        ("completion/complete", {"ref": {"type": "ref/nope"}, "argument": ARGUMENT},
+         "ref: is not valid"),
+        ("completion/complete", {"ref": {"type": "ref/prompt"}, "argument": ARGUMENT},
+         "ref: is not valid"),
+        ("completion/complete", {"ref": "briefing", "argument": ARGUMENT}, "ref: is not valid"),
     ],
 )  # fmt: skip
 async def test_params_of_the_wrong_shape_are_refused_naming_the_field_on_both_wires(
