@@ -28,8 +28,10 @@ def client_network(request: HttpRequest) -> str:
     """The peer, as the limits per client address count it: the address the ASGI server reports,
     an IPv6 one by its /64 (RFC 4291 §2.5.4: a host or a LAN is given a whole /64, and could
     count a fresh address for each request) and an IPv4-mapped one as its IPv4 address. Behind a
-    proxy, run daphne with --proxy-headers so that this is the client and not the proxy;
-    X-Forwarded-For is never read here because any client can forge it."""
+    proxy, run uvicorn with --proxy-headers --forwarded-allow-ips <the proxy's address>
+    (deploy/nginx.conf) so that this is the client and not the proxy (not daphne's
+    --proxy-headers, which takes X-Forwarded-For from any client); X-Forwarded-For is never read
+    here because any client can forge it."""
     address = request.META.get("REMOTE_ADDR", "") or "unknown"
     try:
         ip = ipaddress.ip_address(address)

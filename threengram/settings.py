@@ -373,6 +373,10 @@ def _cache(name: str) -> dict:
         cache = env.cache(name, default="locmemcache://")
     except ImproperlyConfigured as unknown:
         raise ImproperlyConfigured(f"{name}: {unknown}") from None
+    if urlsplit(env.str(name, default="")).scheme.lower() == "pymemcache":
+        # django-environ reads pymemcache:// as pylibmc's backend while pymemcache is not
+        # installed: start-up would then name the wrong client and extra.
+        cache["BACKEND"] = "django.core.cache.backends.memcached.PyMemcacheCache"
     backend = cache["BACKEND"]
     if backend.endswith(".MemcachedCache"):  # python-memcached, removed in Django 4.1
         raise ImproperlyConfigured(f"{name}: memcache:// is no longer supported; use pymemcache://")
@@ -406,11 +410,18 @@ LOGIN_FAILURE_WINDOW_SECONDS = _at_least("LOGIN_FAILURE_WINDOW_SECONDS", 15 * 60
 
 # --- Security (production defaults) -----------------------------------------------------------
 # Plain http is relaxed only where it cannot work otherwise: with DEBUG on, or when the public
-# origin is http on this machine's loopback (`scripts/dev.py serve`, reachable from this machine
-# only, as ALLOWED_HOSTS defaults to loopback names): Secure cookies would never come back over
-# http, and there is no https to redirect to. Any other origin gets the https defaults.
+# origin is http on this machine's loopback and the server answers for loopback names only
+# (`scripts/dev.py serve`, reachable from this machine only): Secure cookies would never come
+# back over http, and there is no https to redirect to. Any other origin gets the https
+# defaults, and so does a public host in ALLOWED_HOSTS: PUBLIC_BASE_URL left unset (its default
+# is loopback http) must not serve that host's log-in with cookies that travel over plain http.
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _ORIGIN = urlsplit(PUBLIC_BASE_URL)
-LOCAL_HTTP = _ORIGIN.scheme == "http" and _ORIGIN.hostname in ("127.0.0.1", "localhost", "::1")
+LOCAL_HTTP = (
+    _ORIGIN.scheme == "http"
+    and _ORIGIN.hostname in _LOOPBACK
+    and all(host.lower().strip("[]") in _LOOPBACK for host in ALLOWED_HOSTS)
+)
 _HTTPS = not (DEBUG or LOCAL_HTTP)
 SECURE_SSL_REDIRECT = _flag("SECURE_SSL_REDIRECT", _HTTPS)
 SESSION_COOKIE_SECURE = _flag("SESSION_COOKIE_SECURE", _HTTPS)

@@ -124,6 +124,12 @@ def test_a_space_after_a_comma_keeps_every_host_and_origin():
         # A shared cache whose client is not installed would fail every log-in.
         ({"CACHE_URL": "redis://cache.example.com:6379/0"}, "CACHE_URL", "pip install -e .[redis]"),
         ({"CACHE_URL": "memcache://cache.example.com:11211"}, "CACHE_URL", "pymemcache://"),
+        # The documented memcached URL names its own client (not pylibmc's) and extra.
+        (
+            {"CACHE_URL": "pymemcache://cache.example.com:11211"},
+            "CACHE_URL",
+            "client (pymemcache) is not installed: pip install -e .[memcached]",
+        ),
         # django-cors-headers would compile it on every request from a browser: a 500.
         (
             {"CORS_ALLOWED_ORIGIN_REGEXES": r"^https://(agents\.example\.com$"},
@@ -248,3 +254,20 @@ def test_only_a_database_reached_through_a_pooler_goes_without_server_side_curso
     assert _setting(disabled, **replica, DATABASE_REPLICA_TRANSACTION_POOLER="1") == [False, True]
     pooled = {**replica, "DATABASE_TRANSACTION_POOLER": "1"}
     assert _setting(disabled, **pooled, DATABASE_REPLICA_TRANSACTION_POOLER="0") == [True, False]
+
+
+def test_a_public_host_keeps_secure_cookies_and_https_without_a_public_base_url(monkeypatch):
+    """The plain-http relaxation is for a server reachable from this machine only: forgetting
+    PUBLIC_BASE_URL (whose default is a loopback http origin) while ALLOWED_HOSTS names a public
+    host must not serve that host's log-in with cookies that travel over plain http."""
+    for name in ("SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE", "SECURE_SSL_REDIRECT"):
+        monkeypatch.delenv(name, raising=False)  # the test settings pin them
+    secure = (
+        "[settings.SESSION_COOKIE_SECURE, settings.CSRF_COOKIE_SECURE, "
+        "settings.SECURE_SSL_REDIRECT, settings.SECURE_HSTS_SECONDS]"
+    )
+    loopback = {"PUBLIC_BASE_URL": "http://127.0.0.1:8000"}
+    assert _setting(secure, **loopback) == [False, False, False, 0]
+    assert _setting(secure, **loopback, ALLOWED_HOSTS="localhost, [::1]") == [False] * 3 + [0]
+    public = _setting(secure, **loopback, ALLOWED_HOSTS="127.0.0.1, memory.example.com")
+    assert public == [True, True, True, 31_536_000]
