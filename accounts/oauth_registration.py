@@ -62,6 +62,11 @@ def redirect_uri_problem(uri: Any) -> str | None:
             f"redirect_uri {uri!r} must be ASCII: percent-encode other characters and write an "
             "international host name in its xn-- form"
         )
+    # RFC 6749 §3.1.2: no fragment (a bare "#" is one too). Checked here rather than left to
+    # DOT's validator, which answers invalid_client_metadata: RFC 7591 §3.2.2 names a refused
+    # redirect URI invalid_redirect_uri.
+    if "#" in uri:
+        return f"redirect_uri {uri!r} must not carry a fragment (#...)"
     try:
         parts = urlsplit(uri)
         host = parts.hostname
@@ -79,7 +84,7 @@ def redirect_uri_problem(uri: Any) -> str | None:
     if parts.scheme == "http":
         return f"redirect_uri {uri!r}: http is allowed only for loopback hosts; use https"
     native = settings.OAUTH_NATIVE_REDIRECT_SCHEMES
-    if parts.scheme in native and (host or parts.path) and not parts.fragment:
+    if parts.scheme in native and (host or parts.path):
         return None  # a desktop client's own scheme (RFC 8252 §7.1)
     return (
         f"redirect_uri {uri!r}: the scheme must be https (or http on a loopback host"

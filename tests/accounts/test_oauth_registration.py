@@ -105,7 +105,10 @@ POLICY_VIOLATIONS = [
         "loopback",
     ),
     ({"redirect_uris": ["myapp://anysphere/callback"]}, "invalid_redirect_uri", "https"),
-    ({"redirect_uris": ["cursor://anysphere/callback#x"]}, "invalid_redirect_uri", "https"),
+    # RFC 6749 §3.1.2: a redirection endpoint URI must not include a fragment component.
+    ({"redirect_uris": ["cursor://anysphere/callback#x"]}, "invalid_redirect_uri", "fragment"),
+    ({"redirect_uris": ["https://ok.example.com/cb#top"]}, "invalid_redirect_uri", "fragment"),
+    ({"redirect_uris": ["http://127.0.0.1:33418/cb#"]}, "invalid_redirect_uri", "fragment"),
     ({"redirect_uris": ["javascript:alert(1)"]}, "invalid_redirect_uri", "https"),
     # Goes to evil.example, while a page showing the authority would name claude.ai.
     (

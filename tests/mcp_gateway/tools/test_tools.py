@@ -725,6 +725,76 @@ async def test_describe_environment_reports_own_data_and_no_secrets(agent, other
     assert settings.SECRET_KEY not in text and "postgres" not in text.lower()
 
 
+async def test_describe_environment_lists_100_projects_with_the_exact_count(agent, owner):
+    for n in range(101):
+        await Memory.objects.acreate(
+            owner=owner,
+            memory_type="note",
+            topic="t",
+            content=f"note {n}",
+            content_length=len(f"note {n}"),
+            project=f"project {n:03}",
+            recorded_at=timezone.now(),
+        )
+    env = await ok(agent, "describe_environment")
+    assert env["projects"]["count"] == 101
+    assert env["projects"]["names"] == [f"project {n:03}" for n in range(100)]
+
+
+# --- defaults the tool docs state (docs/tools.md) ------------------------------------------
+
+
+async def test_search_gives_5_hits_unless_told_otherwise(agent):
+    for n in range(6):
+        await remember(agent, topic=f"retro {n}", content=f"sprint retro notes number {n}")
+    result = await ok(agent, "search", {"query": "sprint retro"})
+    assert (result["count"], result["hasMore"]) == (5, True)
+
+
+async def test_handoff_gives_10_items_a_section_unless_told_otherwise(agent, owner):
+    for n in range(11):
+        await Memory.objects.acreate(
+            owner=owner,
+            memory_type="decision",
+            topic=f"decision {n}",
+            content=f"we chose {n}",
+            content_length=len(f"we chose {n}"),
+            recorded_at=timezone.now(),
+        )
+    decisions = (await ok(agent, "handoff"))["sections"]["decisions"]
+    assert (decisions["count"], len(decisions["items"]), decisions["truncated"]) == (11, 10, True)
+
+
+async def test_get_memories_spends_20000_characters_unless_told_otherwise(agent, owner):
+    ids = [
+        str(
+            (
+                await Memory.objects.acreate(
+                    owner=owner,
+                    memory_type="note",
+                    topic=f"long {n}",
+                    content=f"{n:02}" + "x" * 1998,
+                    content_length=2000,
+                    recorded_at=timezone.now(),
+                )
+            ).id
+        )
+        for n in range(11)
+    ]
+    result = await ok(agent, "get_memories", {"ids": ids})
+    assert [m["contentWithheld"] for m in result["memories"]] == [False] * 10 + [True]
+    assert result["withheldForBudget"] == ids[10:]
+
+
+async def test_briefing_lists_10_pinned_threads_and_counts_them_all(agent):
+    for n in range(11):
+        await ok(agent, "configure_thread", {"action": "create", "name": f"thread {n:02}"})
+        await ok(agent, "configure_thread", {"action": "pin", "name": f"thread {n:02}"})
+    pinned = (await ok(agent, "briefing"))["pinnedThreads"]
+    assert (pinned["count"], pinned["truncated"]) == (11, True)
+    assert [t["name"] for t in pinned["items"]] == [f"thread {n:02}" for n in range(10)]
+
+
 # --- unexpected failures -------------------------------------------------------------------
 
 
