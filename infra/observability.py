@@ -329,5 +329,21 @@ def ready(request: HttpRequest) -> JsonResponse:
     return JsonResponse(body, status=status)
 
 
+class ProbeMiddleware:
+    """Answers the liveness and readiness probes before the host check and the https redirect:
+    an orchestrator probes each process at its own address (a Host that ALLOWED_HOSTS does not
+    name, which Django answers with 400) and over plain http behind the TLS proxy (which the
+    redirect answers with 301). Their answers hold nothing of any account."""
+
+    PROBES = {"/health": health, "/ready": ready}
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        probe = self.PROBES.get(request.path_info)
+        return probe(request) if probe is not None else self.get_response(request)
+
+
 def version_view(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"name": "threengram", "version": VERSION})

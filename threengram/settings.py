@@ -156,6 +156,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "infra.observability.RequestIdMiddleware",
+    # /health and /ready, before the host check and the https redirect (infra/observability.py).
+    "infra.observability.ProbeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # CORS for browser-based MCP clients on the OAuth endpoints (mcp_gateway/cors.py); before
     # anything that may answer, so its answers carry the headers too.

@@ -5,8 +5,6 @@ from infra import observability
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("health", observability.health, name="health"),
-    path("ready", observability.ready, name="ready"),
     path("version", observability.version_view, name="version"),
     path("", include("accounts.urls")),
     # OAuth 2.1 authorization server for MCP clients (RFC 8414 metadata at the root).

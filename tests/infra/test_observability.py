@@ -40,6 +40,20 @@ def test_ready_answers_from_a_check_at_most_a_few_seconds_old(
     assert len(rechecked) > 0
 
 
+def test_an_orchestrator_probes_a_process_at_its_own_address_over_plain_http(client, db, settings):
+    """A probe names the process's address as its Host, which ALLOWED_HOSTS does not (Django
+    would answer 400), and comes over plain http behind the TLS proxy (the https redirect would
+    answer 301): the probes answer it all the same. Every other path stays behind both."""
+    settings.ALLOWED_HOSTS = ["memory.example.com"]
+    settings.SECURE_SSL_REDIRECT = True
+    readiness.forget()
+    probe = {"HTTP_HOST": "10.1.2.3:8001"}
+    assert client.get("/health", **probe).json() == {"status": "ok"}
+    assert client.get("/ready", **probe).json() == {"status": "ready", "database": "ok"}
+    assert client.get("/version", **probe).status_code == 400
+    assert client.get("/version", HTTP_HOST="memory.example.com").status_code == 301
+
+
 def test_version(client):
     assert client.get("/version").json() == {"name": "threengram", "version": VERSION}
 
@@ -56,12 +70,12 @@ def test_every_response_carries_a_request_id(client):
 def test_access_log_is_json_with_request_and_tenant_ids(client, tenant, caplog):
     client.force_login(tenant)
     with caplog.at_level(logging.INFO, logger="threengram.access"):
-        response = client.get("/health?content=secret-memory-text")
+        response = client.get("/version?content=secret-memory-text")
     record = next(r for r in caplog.records if r.name == "threengram.access")
     line = json.loads(JsonFormatter().format(record))
     assert line["request_id"] == response["X-Request-ID"]
     assert line["tenant_id"] == str(tenant.pk)
-    assert (line["method"], line["path"], line["status"]) == ("GET", "/health", 200)
+    assert (line["method"], line["path"], line["status"]) == ("GET", "/version", 200)
     assert isinstance(line["latency_ms"], float)
     assert "secret-memory-text" not in json.dumps(line)
 
