@@ -219,6 +219,15 @@ def test_log_in_throttle_counts_the_address_nginx_saw(behind_nginx):
     assert ok.status_code == 302  # 127.0.0.1 itself was never throttled
 
 
+def test_the_request_id_is_nginxs_not_the_clients(behind_nginx):
+    chosen = {"X-Request-ID": "chosen-by-the-client-0001"}
+    with httpx2.Client(base_url=behind_nginx.url, headers=chosen, timeout=10) as http:
+        ids = [http.get("/version").headers["X-Request-ID"] for _ in range(2)]
+        ids.append(http.post("/mcp", json={}).headers["X-Request-ID"])  # the gateway's too
+    assert all(re.fullmatch("[0-9a-f]{32}", request_id) for request_id in ids), ids
+    assert len(set(ids)) == 3
+
+
 def test_nginx_refuses_a_body_over_the_apps_limit_before_it_reaches_a_process(behind_nginx):
     logged_before = len(behind_nginx.nginx.access_log())
     response = httpx2.post(
