@@ -144,6 +144,15 @@ def embed_memories(texts: list[str]) -> list[np.ndarray | None]:
     return list(embedder.embed(texts))
 
 
+def storable_with(stored_by: str | None) -> bool:
+    """Whether this process's memory vectors may join the stored ones, which the embedder
+    `stored_by` made (None: not known, taken to be this process's). A vector of another model
+    would be compared with them as if it were theirs, and no fill replaces a vector: the memory
+    is stored without one, which `embed_memories` gives it with the table's model."""
+    embedder = get_embedder()
+    return embedder is None or stored_by in (None, embedder.name)
+
+
 def comparable_with(stored_by: str | None) -> bool:
     """Whether this process's question vectors may be compared with the stored ones, which the
     embedder `stored_by` made (None: not known, taken to be this process's). Otherwise search

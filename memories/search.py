@@ -450,19 +450,22 @@ class _WordStatistics:
     it), how many candidates hold each query term (in the query's term order) and their average
     length; and, of the words walk (_ranked), which terms were rare among its matches (`rare`,
     their positions in the query's term order; None: not known, decided anew) and the oldest
-    match it reached when it stopped at its bound (`walked_to`; None: it read all it may). A
+    match it reached when it stopped at its bound (`walked_to`; None: it read all it may), and
+    the same of the rare terms' own walk (`rare_walked_to`). A
     cursor carries the first page's, so that later pages score as it did and rank every
     candidate it did that still passes the filters: a write between pages changes what a
     bounded walk finds (an archived memory, or one added to a thread, joins the matches of a
     `status: archived` or thread walk and would push the oldest one out; an archive lets an
     older match in, which may hold a rare term and make it common), so a later page walks back
-    as far as the first did, without a bound, and looks up the same rare terms."""
+    as far as the first did, without a bound, and looks up the same rare terms, which it walks
+    for as far back as the first page did too."""
 
     total: int
     held_by: tuple[int, ...]
     average_length: float
     rare: tuple[int, ...] | None = None
     walked_to: datetime | None = None
+    rare_walked_to: datetime | None = None
 
     @classmethod
     def of(
@@ -472,6 +475,7 @@ class _WordStatistics:
         tenant_size: int,
         rare: tuple[str, ...] = (),
         walked_to: datetime | None = None,
+        rare_walked_to: datetime | None = None,
     ) -> _WordStatistics:
         held = Counter(term for candidate in candidates for term in candidate.fields_held)
         lengths = [candidate.content_length for candidate in candidates] or [1]
@@ -481,6 +485,7 @@ class _WordStatistics:
             average_length=sum(lengths) / len(lengths),
             rare=tuple(terms.index(term) for term in rare),
             walked_to=walked_to,
+            rare_walked_to=rare_walked_to,
         )
 
     def rare_terms(self, terms: tuple[str, ...]) -> tuple[str, ...] | None:
@@ -663,6 +668,7 @@ class _Position:
                 statistics.average_length,
                 statistics.rare,
                 statistics.walked_to.isoformat() if statistics.walked_to else None,
+                statistics.rare_walked_to.isoformat() if statistics.rare_walked_to else None,
             ]
         return signing.dumps(payload, salt=_CURSOR_SALT, compress=True)
 
@@ -676,15 +682,20 @@ class _Position:
             statistics = None
             if "w" in payload:
                 # A cursor issued before the walk's reach was carried has three (rare None:
-                # the later pages walk and choose rare terms as they did then).
+                # the later pages walk and choose rare terms as they did then); one issued
+                # before the rare terms' walk's reach was, five (None: they walk back as far
+                # as they may, which finds every match the first page's walk did).
                 total, held_by, average_length, *walk = payload["w"]
-                rare, walked_to = walk if walk else (None, None)
+                rare, walked_to, rare_walked_to = (*walk, None)[:3] if walk else (None,) * 3
                 statistics = _WordStatistics(
                     total=int(total),
                     held_by=tuple(int(count) for count in held_by),
                     average_length=float(average_length),
                     rare=tuple(int(n) for n in rare) if rare is not None else None,
                     walked_to=datetime.fromisoformat(walked_to) if walked_to else None,
+                    rare_walked_to=(
+                        datetime.fromisoformat(rare_walked_to) if rare_walked_to else None
+                    ),
                 )
             position = cls(
                 mode=payload["m"],
@@ -938,18 +949,20 @@ def _rare_term_matches(
     where: _Where,
     params: dict,
     walk_matches: list[_Candidate],
-    rare: tuple[str, ...] | None = None,
-) -> tuple[list[_Candidate], tuple[str, ...]]:
+    statistics: _WordStatistics | None = None,
+) -> tuple[list[_Candidate], tuple[str, ...], datetime | None]:
     """After a walk that found `walk_matches`: matches of the query's terms that few of them
-    hold, older ones too (see RARE_TERM_HELD_MAX), and those terms. `rare`: the terms to look
-    up, as a first page chose them (a later page's walk may find other matches: see
-    _WordStatistics)."""
+    hold, older ones too (see RARE_TERM_HELD_MAX), those terms, and the oldest match their walk
+    reached when it stopped at its bound. A later page (`statistics`, its first page's) looks up
+    the terms the first page chose, and walks for them as far back (a later page's walk may find
+    other matches: see _WordStatistics)."""
+    rare = statistics.rare_terms(params["terms"]) if statistics else None
     # The account's words index holds its current memories only: asOf walks.
     indexed = params["words_indexed"] and where.current
     if rare is None:
         if len(walk_matches) < params["lexical_max"] and not indexed:
             # The walk read all it may read: a rare term's lookup would find no match it did not.
-            return [], ()
+            return [], (), None
         held = Counter(term for candidate in walk_matches for term in candidate.fields_held)
         rare = tuple(
             sorted(
@@ -958,24 +971,30 @@ def _rare_term_matches(
             )[:RARE_TERMS_MAX]
         )
     if not rare:
-        return [], ()
+        return [], (), None
     if not indexed:
         params["rare_any_term"] = _any_term(rare)
+        most = RARE_TERM_CANDIDATES * len(rare)
         walked = _walk(
             db,
             required,
             where,
             params,
             terms="rare_any_term",
-            most=RARE_TERM_CANDIDATES * len(rare),
+            most=most,
+            bounded=statistics is None,
+            back_to=statistics.rare_walked_to if statistics else None,
         )
-        return walked, rare
+        reached = None
+        if statistics is None and len(walked) >= most:
+            reached = min(candidate.recorded_at for candidate in walked)
+        return walked, rare, reached
     _word_filters(db, where, params, RARE_TERM_CANDIDATES)
     params["rare_terms"] = [_any_term((term,)) for term in rare]
     params["rare_limit"] = RARE_TERM_CANDIDATES * len(rare)
     matches = _RARE_WORD_MATCHES.format(required=_required_query(required), thread=where.thread)
     [(ids,)] = _rows(db, matches, params, _RARE_TERMS_BY_KEY)
-    return _read_candidates(db, ids, params, known=walk_matches), rare
+    return _read_candidates(db, ids, params, known=walk_matches), rare, None
 
 
 def _few_terms(db, required: str, where: _Where, params: dict) -> list[_Candidate]:
@@ -1097,22 +1116,18 @@ def _ranked(
         meaning_ids = _ids(db, _SEMANTIC.format(required=required, filters=where.sql), params, plan)
         candidates += _read_candidates(db, meaning_ids, params, known=candidates)
     rare: tuple[str, ...] = ()
+    rare_walked_to = None
     if by_walk:
         # Which terms are rare among the walk's matches is read from their candidates, on the
         # first page; a later page looks up the same ones.
-        older, rare = _rare_term_matches(
-            db,
-            required,
-            where,
-            params,
-            word_matches,
-            rare=statistics.rare_terms(parsed.terms) if statistics else None,
+        older, rare, rare_walked_to = _rare_term_matches(
+            db, required, where, params, word_matches, statistics if reached else None
         )
         candidates += _new(older, candidates)
     first_page = statistics is None
     if statistics is None:
         statistics = _WordStatistics.of(
-            candidates, parsed.terms, params["tenant_size"], rare, walked_to
+            candidates, parsed.terms, params["tenant_size"], rare, walked_to, rare_walked_to
         )
     rarest = _words_scores(candidates, parsed.terms, statistics)
     for candidate in candidates:

@@ -13,7 +13,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from memories import bounds
-from memories.embedding import embed_memories, memory_text
+from memories.embedding import embed_memories, memory_text, storable_with
 from memories.errors import (
     AccountInactive,
     Conflict,
@@ -54,20 +54,24 @@ def _clean_memory_type(value: object) -> str:
     return value  # type: ignore[return-value]
 
 
-def lock_live_owner(owner) -> None:
+def lock_live_owner(owner) -> str | None:
     """Serialize with erase_account (which takes FOR UPDATE on the same row): a write either
-    completes before an erasure and is erased by it, or sees the account inactive."""
+    completes before an erasure and is erased by it, or sees the account inactive. Returns which
+    embedder made the stored vectors (StoredVectors), read in the same statement: a memory
+    written in the transaction gets its vector only if it is theirs (_insert)."""
     # FOR SHARE has no ORM spelling; the table and key come from the user model, whichever it is.
     meta = get_user_model()._meta
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT is_active FROM {connection.ops.quote_name(meta.db_table)} "  # noqa: S608
-            f"WHERE {connection.ops.quote_name(meta.pk.column)} = %s FOR SHARE",
+            "SELECT u.is_active, (SELECT v.embedder FROM memories_storedvectors v WHERE v.id = 1)"  # noqa: S608
+            f" FROM {connection.ops.quote_name(meta.db_table)} u"
+            f" WHERE u.{connection.ops.quote_name(meta.pk.column)} = %s FOR SHARE OF u",
             [owner.pk],
         )
         row = cursor.fetchone()
     if row is None or not row[0]:
         raise AccountInactive("this account is deactivated")
+    return row[1]
 
 
 class _LostInsert(Exception):
@@ -78,9 +82,15 @@ class _LostInsert(Exception):
         self.memory = memory
 
 
-def _insert(memory: Memory) -> Memory:
+def _insert(memory: Memory, vectors_by: str | None) -> Memory:
     """Insert, letting the database's unique indexes decide duplicates and lost revise races:
-    no pre-check query on the hot path, and no window between a check and the write."""
+    no pre-check query on the hot path, and no window between a check and the write. The
+    memory's vector only if the model that made the stored ones (`vectors_by`, as
+    lock_live_owner read it) made it too: a server running another SEARCH_EMBEDDER than the
+    table's (before `embed_memories --reembed` has recorded it, or still the old one after) would
+    add a vector that searches compare as one of theirs and that no fill replaces."""
+    if memory.embedding is not None and not storable_with(vectors_by):
+        memory.embedding = None
     try:
         memory.save(force_insert=True)
     except IntegrityError as error:
@@ -229,8 +239,7 @@ def record_memory(
 
     def write() -> Memory:
         with transaction.atomic():
-            lock_live_owner(owner)
-            _insert(memory)
+            _insert(memory, lock_live_owner(owner))
             if and_then is not None:
                 and_then(memory)
             return memory
@@ -314,7 +323,7 @@ def _revise(
     and_then: Callable[[Memory], None] | None,
 ) -> Memory:
     with transaction.atomic():
-        lock_live_owner(owner)
+        vectors_by = lock_live_owner(owner)
         predecessor = _close(owner, predecessor_id, timezone.now())
         # The successor is current from the instant its predecessor stopped being.
         now = predecessor.valid_to
@@ -330,7 +339,9 @@ def _revise(
             commitment = inherited["memory_type"] == MemoryType.COMMITMENT
             due_at = bounds.within_bounds(predecessor.due_at) if commitment else None
         fields = MemoryFields.clean(content=content, due_at=due_at, **inherited)
-        successor = _insert(_new_memory(owner, fields, predecessor=predecessor, recorded_at=now))
+        successor = _insert(
+            _new_memory(owner, fields, predecessor=predecessor, recorded_at=now), vectors_by
+        )
         if and_then is not None:
             and_then(successor)
         return successor

@@ -95,6 +95,23 @@ def test_a_revision_gets_the_vector_of_its_own_text_and_the_old_one_keeps_its_ow
     assert not np.allclose(stored_vector(first), stored_vector(second))
 
 
+def test_a_server_writes_no_vector_of_another_model_than_the_stored_ones(tenant):
+    """A server process whose SEARCH_EMBEDDER is not the stored vectors' model (restarted with a
+    new one before `embed_memories --reembed`, or one still running the old one during it)
+    would add vectors no search can compare with the others, and which no fill replaces: its
+    memories are stored without one, for the fill of the table's model to give them theirs."""
+    StoredVectors.record("sentence-transformers:/models/retired")
+    first = record_memory(
+        owner=tenant, memory_type="fact", topic="Lunch", content="Pizza on Fridays"
+    )
+    second = revise_memory(owner=tenant, predecessor_id=first.id, content="Sushi on Thursdays")
+    assert stored_vector(first) is None and stored_vector(second) is None
+    assert backfill.count_missing() == 2
+    StoredVectors.record("wordllama")
+    third = record_memory(owner=tenant, memory_type="fact", topic="Tea", content="Green tea")
+    assert stands_for(stored_vector(third), third)
+
+
 # --- the backfill --------------------------------------------------------------------------
 
 
@@ -472,6 +489,7 @@ def test_a_sentence_transformers_model_from_a_local_folder(tenant, search_embedd
 
     search_embedder(f"sentence-transformers:{tmp_path}")
     assert get_embedder().name == f"sentence-transformers:{tmp_path}"
+    StoredVectors.record(get_embedder().name)  # the table's model, as after --reembed
     memory = record_memory(owner=tenant, memory_type="fact", topic="coffee", content="espresso")
     vector = stored_vector(memory)
     assert np.linalg.norm(vector) == pytest.approx(1, abs=1e-5)

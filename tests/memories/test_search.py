@@ -426,6 +426,38 @@ def test_a_memory_joining_the_filter_between_pages_pushes_no_match_out(
     assert {memory.id for memory in older} <= set(seen)
 
 
+def test_a_memory_archived_between_pages_pushes_no_match_of_a_rare_word_out(
+    tenant, settings, monkeypatch
+):
+    """A rare word's own walk stops at its most recent matches too (2 here, 20 in production):
+    a memory archived between pages that holds the word is a newer match of a `status:
+    archived` search, and the later pages still rank the first page's oldest one."""
+    settings.SEARCH_EMBEDDER = "none"
+    monkeypatch.setattr("memories.search.LEXICAL_CANDIDATES", 5)
+    monkeypatch.setattr("memories.search.RARE_TERM_CANDIDATES", 2)
+    now = timezone.now()
+
+    def recorded(minutes_ago: int, content: str):
+        return MemoryFactory(
+            owner=tenant, content=content, recorded_at=now - timedelta(minutes=minutes_ago)
+        )
+
+    notes = [recorded(n, f"alpha note {n}") for n in range(6)]  # the walk's 5, none with zulu
+    newest_zulu, joining, oldest_zulu = (recorded(100 + n, f"zulu record {n}") for n in range(3))
+    for memory in [*notes, newest_zulu, oldest_zulu]:
+        archive_memory(owner=tenant, memory_id=memory.id)
+    first = run(tenant, "alpha zulu", limit=1, status="archived")
+    assert [hit.id for hit in first.hits] == [newest_zulu.id]
+    archive_memory(owner=tenant, memory_id=joining.id)  # between the two zulu matches
+    seen, cursor = [hit.id for hit in first.hits], first.next_cursor
+    while cursor:
+        page = run(tenant, "alpha zulu", limit=1, cursor=cursor, status="archived")
+        seen += [hit.id for hit in page.hits]
+        cursor = page.next_cursor
+    assert len(seen) == len(set(seen))
+    assert oldest_zulu.id in seen
+
+
 def test_a_memory_stamped_by_a_clock_ahead_of_ours_is_found_at_once(tenant):
     # Another server process, whose clock runs ahead of this one's, recorded it.
     ahead = MemoryFactory(
