@@ -21,7 +21,7 @@ from django.db.models import Case, Value, When
 from django.utils import timezone
 
 from accounts.models import ErasureRecord
-from accounts.revocation import lock_codes, revoke_oauth_credentials
+from accounts.revocation import lock_codes, lock_refresh_tokens, revoke_oauth_credentials
 from memories import tenancy
 from memories.models import ERASED, ERASED_SCOPE, Memory, Thread
 
@@ -102,9 +102,11 @@ def erase_account(*, user, requested_by_staff=None) -> ErasureResult:
     # Row-level security (memories/tenancy.py): the erasure acts for the erased account, which
     # may not be the requesting staff member's; its rows are the only tenant rows it touches.
     with tenancy.acting_for(user.pk), transaction.atomic():
-        # The user's codes before the user row: a code exchange holds its code's grant, then
-        # takes a key-share lock on the user row for its tokens' foreign keys (a deadlock else).
+        # The user's codes and live refresh tokens before the user row: a code exchange holds
+        # its code's grant, a refresh its refresh token, and each then takes a key-share lock
+        # on the user row for its tokens' foreign keys (a deadlock else).
         lock_codes(user=user)
+        lock_refresh_tokens(user=user)
         locked = User.objects.select_for_update().get(pk=user.pk)
         if locked.erased_at is not None:
             return ErasureResult(record=locked.erasure_record, already_erased=True)

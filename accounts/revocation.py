@@ -36,8 +36,8 @@ def revoke_oauth_credentials(
     with transaction.atomic():
         now = at or timezone.now()
         lock_codes(**owned)
+        lock_refresh_tokens(**owned)
         live_refresh = get_refresh_token_model().objects.filter(**owned, revoked__isnull=True)
-        list(live_refresh.order_by("pk").select_for_update().values_list("pk", flat=True))
         # `updated` is auto_now, which a queryset update does not set.
         refresh_revoked = live_refresh.update(revoked=now, updated=now, access_token=None)
         access_deleted, _ = get_access_token_model().objects.filter(**owned).delete()
@@ -58,3 +58,12 @@ def lock_codes(**owned) -> None:
     fresh snapshot, at READ COMMITTED) see those tokens and revoke them, instead of missing them
     and then finding the code gone. A refresh never locks a grant, so its order is unchanged."""
     list(get_grant_model().objects.filter(**owned).order_by("pk").select_for_update().values("pk"))
+
+
+def lock_refresh_tokens(**owned) -> None:
+    """Lock the live refresh tokens matching `owned`, in primary-key order. A refresh holds its
+    refresh token locked until the tokens it issues are committed (see revoke_oauth_credentials)
+    and, like a code exchange, takes a key-share lock on the user row for their foreign keys
+    only at that COMMIT: an erasure waits for it here, before it locks the user row."""
+    live = get_refresh_token_model().objects.filter(**owned, revoked__isnull=True)
+    list(live.order_by("pk").select_for_update().values_list("pk", flat=True))

@@ -1,12 +1,14 @@
-"""A revocation or an erasure racing a code exchange, on real connections: the exchange holds its
-code's grant locked while the tokens it issues are saved, and commits them after the revocation
-has started. The tokens must not outlive the revocation, and the erasure must not deadlock."""
+"""A revocation or an erasure racing a code exchange or a refresh, on real connections: the
+exchange holds its code's grant (a refresh, its refresh token) locked while the tokens it issues
+are saved, and commits them after the revocation has started. The tokens must not outlive the
+revocation, and the erasure must not deadlock."""
 
 import asyncio
 import threading
 import time
 
 import pytest
+from django.conf import settings
 from django.db import connection
 from django.test import Client
 from oauth2_provider.models import get_access_token_model, get_refresh_token_model
@@ -15,7 +17,7 @@ from oauth2_provider.oauth2_validators import OAuth2Validator
 from accounts.connected_apps import revoke_app_access
 from accounts.erasure import erase_account
 from mcp_gateway import auth
-from tests.accounts.oauth_helpers import a_code_to_exchange, exchange
+from tests.accounts.oauth_helpers import a_code_to_exchange, exchange, token_request
 
 AccessToken = get_access_token_model()
 RefreshToken = get_refresh_token_model()
@@ -36,11 +38,29 @@ def _a_statement_waits_for_a_lock(timeout: float = 10.0) -> bool:
     return False
 
 
-def _race(tenant, monkeypatch, revoke):
-    """Exchange a code; once its tokens are saved but not committed, start `revoke` in another
-    thread, wait until it waits for a lock, then let the exchange commit. Returns the
-    application, the exchange's answers and the errors raised."""
+def by_code(application, code, verifier):
+    """The agent's token request: it exchanges its code."""
+    return lambda: exchange(Client(), application, code, verifier)
+
+
+def by_refresh(application, code, verifier):
+    """The agent's token request: it exchanged its code earlier, and now refreshes."""
+    refresh_token = exchange(Client(), application, code, verifier).json()["refresh_token"]
+    return lambda: token_request(
+        Client(),
+        application,
+        grant_type="refresh_token",
+        refresh_token=refresh_token,
+        resource=settings.MCP_RESOURCE_URL,
+    )
+
+
+def _race(tenant, monkeypatch, revoke, asks=by_code):
+    """The agent asks for tokens (`asks`: by code or by refresh); once they are saved but not
+    committed, start `revoke` in another thread, wait until it waits for a lock, then let the
+    agent's request commit. Returns the application, the answers and the errors raised."""
     application, code, verifier = a_code_to_exchange(tenant)
+    ask = asks(application, code, verifier)
     saved, go_on = threading.Event(), threading.Event()
     save = OAuth2Validator._save_bearer_token
 
@@ -66,7 +86,7 @@ def _race(tenant, monkeypatch, revoke):
         thread.start()
         return thread
 
-    agent = in_a_thread(lambda: exchange(Client(), application, code, verifier), "exchange")
+    agent = in_a_thread(ask, "agent")
     assert saved.wait(10)
     person = in_a_thread(lambda: revoke(application), "revocation")
     assert _a_statement_waits_for_a_lock()
@@ -81,7 +101,7 @@ def test_an_app_disconnected_while_its_code_is_exchanged_keeps_no_live_token(ten
         tenant, monkeypatch, lambda app: revoke_app_access(user=tenant, application=app)
     )
     assert errors == []
-    answer = dict(answers)["exchange"]
+    answer = dict(answers)["agent"]
     assert answer.status_code == 200
     # The person was told its tokens no longer work.
     assert asyncio.run(auth.authenticate(answer.json()["access_token"])) is None
@@ -93,7 +113,21 @@ def test_an_app_disconnected_while_its_code_is_exchanged_keeps_no_live_token(ten
 def test_an_account_erased_while_a_code_is_exchanged_is_erased(tenant, monkeypatch):
     _, answers, errors = _race(tenant, monkeypatch, lambda app: erase_account(user=tenant))
     assert errors == []  # was a deadlock: the erasure held the user row, waiting for the code
-    assert dict(answers)["exchange"].status_code == 200
+    assert dict(answers)["agent"].status_code == 200
+    tenant.refresh_from_db()
+    assert tenant.erased_at is not None
+    assert not AccessToken.objects.filter(user=tenant).exists()
+    assert not RefreshToken.objects.filter(user=tenant, revoked=None).exists()
+
+
+def test_an_account_erased_while_a_refresh_saves_its_tokens_is_erased(tenant, monkeypatch):
+    _, answers, errors = _race(
+        tenant, monkeypatch, lambda app: erase_account(user=tenant), asks=by_refresh
+    )
+    # Was a deadlock, the erasure aborted: it held the user row, waiting for the refresh token,
+    # and the refresh, holding it, took a key-share lock on the user row for its new tokens.
+    assert errors == []
+    assert dict(answers)["agent"].status_code == 200
     tenant.refresh_from_db()
     assert tenant.erased_at is not None
     assert not AccessToken.objects.filter(user=tenant).exists()
