@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.contrib.auth import get_user_model
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, OperationalError, connection, transaction
 from django.utils import timezone
+from psycopg.errors import DeadlockDetected
 
 from memories import bounds
 from memories.embedding import embed_memories, memory_text, storable_with
@@ -97,6 +98,14 @@ def _insert(memory: Memory, vectors_by: str | None) -> Memory:
         constraint = getattr(getattr(error.__cause__, "diag", None), "constraint_name", None)
         if constraint in ("memory_unique_live_content", "memory_one_successor"):
             raise _LostInsert(constraint, memory) from None
+        raise
+    except OperationalError as error:
+        # The one wait an insert of a new row has is the unique index's, for the writer of an
+        # equal content (or of the row being closed that holds it). Two revisions swapping two
+        # memories' contents each wait so for the other's predecessor to close, and PostgreSQL
+        # ends one of them: that one lost to the content still current, as one after the other.
+        if isinstance(error.__cause__, DeadlockDetected):
+            raise _LostInsert("memory_unique_live_content", memory) from None
         raise
     return memory
 

@@ -1,6 +1,7 @@
 """Writes racing: two revisions of one memory on separate connections (exactly one successor
-wins, the other gets a Conflict), identical remembers, and a duplicate that leaves between a
-refused write and the lookup naming it. Real PostgreSQL connections, committed transactions."""
+wins, the other gets a Conflict), two revisions swapping two memories' contents, identical
+remembers, and a duplicate that leaves between a refused write and the lookup naming it. Real
+PostgreSQL connections, committed transactions."""
 
 import threading
 
@@ -49,6 +50,32 @@ def test_two_concurrent_revisions_give_one_successor_and_one_conflict(tenant, ro
     conflicts = [o for o in outcomes if isinstance(o, Conflict)]
     assert len(successors) == 1 and len(conflicts) == 1, outcomes
     assert list(Memory.objects.filter(predecessor=original)) == successors
+
+
+def test_two_revisions_swapping_contents_at_once_are_both_duplicates(tenant, monkeypatch):
+    """Each has closed its predecessor before it inserts the other's content, so each waits, in
+    the unique index, for the other's predecessor to close: as one after the other, both are
+    refused as duplicates (not a deadlock, which the client would see as a database outage)."""
+    first = record_memory(owner=tenant, memory_type="note", topic="t", content="deploy friday")
+    second = record_memory(owner=tenant, memory_type="note", topic="t", content="deploy monday")
+    both_closed = threading.Barrier(2)
+    close = services._close
+
+    def close_then_wait(*args):
+        closed = close(*args)
+        both_closed.wait(10)
+        return closed
+
+    monkeypatch.setattr(services, "_close", close_then_wait)
+    outcomes = race(
+        [
+            lambda: revise_memory(owner=tenant, predecessor_id=first.id, content="deploy monday"),
+            lambda: revise_memory(owner=tenant, predecessor_id=second.id, content="deploy friday"),
+        ]
+    )
+    assert [type(o) for o in outcomes] == [DuplicateMemory, DuplicateMemory], outcomes
+    assert {o.existing_id for o in outcomes} == {first.id, second.id}
+    assert set(Memory.objects.filter(valid_to=None)) == {first, second}
 
 
 def test_concurrent_identical_remembers_store_one(tenant):
