@@ -79,10 +79,13 @@ def _owned_memory_ids(owner, memory_ids: Sequence[object]) -> list[uuid.UUID]:
 def _locked_memories(owner, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, datetime | None]:
     """The owner's memories among `ids`, each with its `valid_to` (None: current), locked until
     the transaction ends: a revision of one waits, and then carries what this transaction did to
-    its threads over to its successor (or, if it came first, this one finds it superseded)."""
+    its threads over to its successor (or, if it came first, this one finds it superseded).
+    Locked in key order, the order the backfill, an erasure and another thread action lock
+    memories in, whatever order a plan would read them in."""
     return dict(
         Memory.objects.select_for_update(no_key=True)
         .filter(owner=owner, id__in=ids)
+        .order_by("id")
         .values_list("id", "valid_to")
     )
 
