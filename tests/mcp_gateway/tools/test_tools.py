@@ -386,22 +386,27 @@ async def test_get_memories_returns_bodies_lifecycle_and_links(agent):
     assert not any("embedding" in memory for memory in result["memories"])
 
 
-async def test_get_memories_withholds_bodies_beyond_the_budget(agent, owner):
-    ids = [
+async def long_notes(owner, count: int) -> list[str]:
+    """The ids of `count` new notes of 2,000 characters each."""
+    return [
         str(
             (
                 await Memory.objects.acreate(
                     owner=owner,
                     memory_type="note",
                     topic=f"long {n}",
-                    content=f"{n}" + "x" * 1999,
+                    content=f"{n:02}" + "x" * 1998,
                     content_length=2000,
                     recorded_at=timezone.now(),
                 )
             ).id
         )
-        for n in range(3)
+        for n in range(count)
     ]
+
+
+async def test_get_memories_withholds_bodies_beyond_the_budget(agent, owner):
+    ids = await long_notes(owner, 3)
     result = await ok(agent, "get_memories", {"ids": ids, "maxChars": 5000})
     assert [m["contentWithheld"] for m in result["memories"]] == [False, False, True]
     assert result["memories"][2]["content"] is None
@@ -766,21 +771,7 @@ async def test_handoff_gives_10_items_a_section_unless_told_otherwise(agent, own
 
 
 async def test_get_memories_spends_20000_characters_unless_told_otherwise(agent, owner):
-    ids = [
-        str(
-            (
-                await Memory.objects.acreate(
-                    owner=owner,
-                    memory_type="note",
-                    topic=f"long {n}",
-                    content=f"{n:02}" + "x" * 1998,
-                    content_length=2000,
-                    recorded_at=timezone.now(),
-                )
-            ).id
-        )
-        for n in range(11)
-    ]
+    ids = await long_notes(owner, 11)
     result = await ok(agent, "get_memories", {"ids": ids})
     assert [m["contentWithheld"] for m in result["memories"]] == [False] * 10 + [True]
     assert result["withheldForBudget"] == ids[10:]
