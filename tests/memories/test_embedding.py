@@ -4,6 +4,7 @@ computed by the model SEARCH_EMBEDDER names (memories/embedding.py, memories/bac
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 
@@ -266,6 +267,19 @@ def test_reembed_replaces_every_vector_of_another_model(transactional_db):
     assert "cleared 3 vectors" in out and "embedded 3 memories" in out
     assert all(stands_for(stored_vector(memory), memory) for memory in memories)
     assert StoredVectors.model() == "wordllama"  # searches compare with them again
+
+
+@pytest.mark.parametrize(("running", "recorded"), [("wordllama", "wordllama"), ("none", None)])
+def test_an_installation_upgraded_records_the_model_it_runs_with(db, settings, running, recorded):
+    """Migration 0019: the vectors an installation already holds are its running model's; one
+    running without a model records none (not known, taken to be the next one's)."""
+    from django.apps import apps
+
+    migration = importlib.import_module("memories.migrations.0019_stored_vectors")
+    StoredVectors.objects.all().delete()
+    settings.SEARCH_EMBEDDER = running
+    migration.record_the_running_model(apps, None)
+    assert StoredVectors.model() == recorded
 
 
 def test_a_fill_adds_no_vector_of_another_model_than_the_stored_ones(unembedded):
