@@ -29,6 +29,9 @@ MIN_PYTHON = (3, 12)
 def _find_python() -> str:
     if sys.version_info >= MIN_PYTHON:
         return sys.executable
+    # pyenv's shims pick the version the checkout's .python-version names (main changed to it),
+    # unless PYENV_VERSION, which pyenv set for this older python3, pins them all to this one.
+    os.environ.pop("PYENV_VERSION", None)
     for name in ("python3.14", "python3.13", "python3.12"):
         found = shutil.which(name)
         if found and subprocess.run([found, "-c", "1"], capture_output=True).returncode == 0:
@@ -71,16 +74,21 @@ def main() -> None:
     if len(sys.argv) < 2 or sys.argv[1] not in ("serve", "test"):
         sys.exit(__doc__)
     command, rest = sys.argv[1], sys.argv[2:]
+    # First: a version manager (pyenv's shims, reading .python-version) picks the interpreter
+    # by the working directory; run from another one, it found no 3.12+.
+    os.chdir(ROOT)
     if sys.version_info < MIN_PYTHON:
         # This stage reads pyproject.toml with tomllib (3.11+): go on under the 3.12+ one.
         python = _find_python()
         os.execv(python, [python, str(Path(__file__).resolve()), command, *rest])
     extras = ["test"] if command == "test" else []
     _ensure_venv(extras)
-    os.chdir(ROOT)
     os.execv(str(VENV_PYTHON), [str(VENV_PYTHON), "-m", "scripts.devserver", command, *rest])
 
 
 if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:  # Ctrl-C while installing: stopped, as asked (the next run resumes)
+        sys.exit(130)

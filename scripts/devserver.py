@@ -7,19 +7,24 @@ share one running PostgreSQL, and it is stopped cleanly when the command ends (C
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _database_url() -> str:
-    if os.environ.get("DATABASE_URL"):
-        return os.environ["DATABASE_URL"]
+    if url := os.environ.get("DATABASE_URL"):
+        if problem := database_problem(url):
+            sys.exit(problem)
+        return url
     from django.core.exceptions import ImproperlyConfigured
 
     from threengram.embedded_db import start
@@ -32,6 +37,25 @@ def _database_url() -> str:
     return url
 
 
+def database_problem(url: str) -> str | None:
+    """Why the database at DATABASE_URL (a .env edited by hand) cannot be reached, in a line, or
+    None. Tried first: the migrate step would wait out its pool's timeout, log each retry and
+    end in a traceback. A URL the settings cannot read is theirs to name (never echoing it: it
+    holds the password)."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        conninfo_to_dict(url)
+    except psycopg.Error:
+        return None
+    try:
+        psycopg.connect(url, connect_timeout=10).close()
+    except psycopg.OperationalError as refused:
+        return f"DATABASE_URL: cannot connect: {str(refused).splitlines()[0]}"
+    return None
+
+
 def daphne_command(host: str, port: str, extra: list[str]) -> list[str]:
     """The server `serve` runs. daphne's own access lines carry the query string (a search of
     the memories page, an OAuth code): at verbosity 0 only the site's access line (the path
@@ -40,18 +64,48 @@ def daphne_command(host: str, port: str, extra: list[str]) -> list[str]:
             "threengram.asgi:application", *extra]  # fmt: skip
 
 
+def _dying_with_this_process() -> Callable[[], None] | None:
+    """What a child runs before it starts so that the kernel sends it SIGTERM when this process
+    dies (Linux's PR_SET_PDEATHSIG). Killed (SIGKILL), this process cannot stop daphne itself,
+    which would keep the port and answer every page with a 503 once the next run stopped the
+    database under it. The function is looked up here: the forked child only calls it."""
+    if sys.platform != "linux":
+        return None
+    import ctypes
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    pr_set_pdeathsig = 1
+    return lambda: prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
 def _run(args: list[str], env: dict[str, str]) -> int:
-    process = subprocess.Popen(args, env=env, cwd=ROOT)
+    process = subprocess.Popen(args, env=env, cwd=ROOT, preexec_fn=_dying_with_this_process())
 
     def forward(signum: int, _frame: object) -> None:
         process.send_signal(signum)
 
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, forward)
     return process.wait()
 
 
+def _exit_cleanly(signum: int, _frame: object) -> None:
+    """SIGTERM, and SIGHUP (the terminal closed), end the command as Ctrl-C does: through the
+    exit handlers, which stop the embedded PostgreSQL. By default they end the process at once,
+    and the database outlived the command."""
+    sys.exit(128 + signum)
+
+
 def main() -> None:
+    try:
+        _main()
+    except KeyboardInterrupt:  # Ctrl-C while starting: stopped, as asked, not a failure
+        sys.exit(128 + signal.SIGINT)
+
+
+def _main() -> None:
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _exit_cleanly)
     command, extra = sys.argv[1], sys.argv[2:]
     env = dict(os.environ)
     host = env.get("HOST", "127.0.0.1")
@@ -87,7 +141,8 @@ def main() -> None:
                 sys.exit(1)
         if embedded:
             env.setdefault("DATABASE_APP_ROLE", "threengram_app")
-        print(f"serving on http://{host}:{port}/ (MCP endpoint /mcp); Ctrl-C stops", flush=True)
+        origin = local_origin(host, port)
+        print(f"serving on {origin}/ (MCP endpoint /mcp); Ctrl-C stops", flush=True)
         code = _run(
             daphne_command(host, port, extra),
             env,
@@ -107,17 +162,43 @@ def listen_address_problem(host: str, port: str) -> str | None:
         return f"PORT must be a port number from 1 to 65535; got {port!r}"
     if not host or not host.isascii() or any(c.isspace() or c in "/?#@[]" for c in host):
         return f"HOST must be a host name or an IP address to listen on; got {host!r}"
+    # Tried now, as daphne will (SO_REUSEADDR, the family by the address): daphne finds out
+    # only after the migrations, and says so in a log line after "serving on".
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            listener.bind((host, int(port)))
+        except socket.gaierror as unknown:
+            return f"HOST must be a host name or an IP address to listen on; {host!r}: {unknown}"
+        except OSError as refused:
+            if refused.errno == errno.EADDRINUSE:
+                return f"PORT must be free: {port} is in use on {host} (another serve?)"
+            if refused.errno == errno.EACCES:
+                return f"PORT must be one this user may listen on; {port}: {refused.strerror}"
+            return f"HOST must be an address of this machine; {host!r}: {refused.strerror}"
     return None
 
 
+# Listening on every address: this machine reaches it on loopback, the origin serve names.
+_LOOPBACK_OF_ANY_ADDRESS = {"0.0.0.0": "127.0.0.1", "::": "::1"}  # noqa: S104 (read, not bound)
+
+
 def local_origin(host: str, port: str) -> str:
-    """The origin of a server listening on `host` and `port`; an IPv6 address in brackets
-    (RFC 3986 3.2.2)."""
+    """The origin of a server listening on `host` and `port`, reached from this machine; an
+    IPv6 address in brackets (RFC 3986 3.2.2)."""
+    host = _LOOPBACK_OF_ANY_ADDRESS.get(host, host)
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 # What earlier versions wrote: DEBUG on, for a server that is meant to be used, not debugged.
 _OLD_DEFAULT_DOTENV = re.compile(r"DEBUG=1\nSECRET_KEY=[A-Za-z0-9_-]+\n")
+
+
+# A SECRET_KEY line with no value (or empty quotes), as in .env.example.
+_EMPTY_SECRET_KEY = re.compile(
+    r"^[ \t]*(?:export[ \t]+)?SECRET_KEY[ \t]*=[ \t]*(?:\"\"|'')?[ \t]*$", re.MULTILINE
+)
 
 
 def _write_dotenv(dotenv: Path) -> None:
@@ -136,6 +217,11 @@ def _write_dotenv(dotenv: Path) -> None:
     if _OLD_DEFAULT_DOTENV.fullmatch(written):
         dotenv.write_text(written.removeprefix("DEBUG=1\n"))
         print(f"{dotenv}: DEBUG=1 removed (generated default); add it back only to develop")
+    elif empty := _EMPTY_SECRET_KEY.search(written):
+        # The settings would refuse to start with it (DEBUG off): as good as missing.
+        key = secrets.token_urlsafe(50)
+        dotenv.write_text(f"{written[: empty.start()]}SECRET_KEY={key}{written[empty.end() :]}")
+        print(f"{dotenv}: SECRET_KEY was empty; a generated one set")
     elif not re.search(r"^\s*(export\s+)?SECRET_KEY\s*=", written, re.MULTILINE):
         separator = "" if not written or written.endswith("\n") else "\n"
         dotenv.write_text(f"{written}{separator}SECRET_KEY={secrets.token_urlsafe(50)}\n")

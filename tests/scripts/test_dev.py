@@ -30,7 +30,7 @@ def _python_without_tomllib() -> str:
 def test_the_first_stage_runs_under_a_python_older_than_3_11(tmp_path):
     old_python = _python_without_tomllib()
     (tmp_path / "scripts").mkdir()
-    for name in ("scripts/dev.py", "pyproject.toml", "requirements.lock"):
+    for name in ("scripts/dev.py", "pyproject.toml", "requirements.lock", ".python-version"):
         shutil.copy(ROOT / name, tmp_path / name)
     # A .venv whose python only records what it is asked: nothing installed, nothing served.
     calls = tmp_path / "calls.txt"
@@ -47,6 +47,48 @@ def test_the_first_stage_runs_under_a_python_older_than_3_11(tmp_path):
     )
 
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-800:]
+    assert calls.read_text().splitlines()[-1] == "-m scripts.devserver serve"
+
+
+def test_run_from_another_folder_it_finds_the_python_the_checkout_names(tmp_path):
+    """pyenv's shims pick the interpreter by the working directory (the checkout's
+    .python-version) unless PYENV_VERSION pins it: run as `python3 /path/to/scripts/dev.py
+    serve` from elsewhere, with an older global python3, the first stage found no 3.12+."""
+    old_python = _python_without_tomllib()
+    checkout = tmp_path / "threengram"
+    (checkout / "scripts").mkdir(parents=True)
+    for name in ("scripts/dev.py", "pyproject.toml", "requirements.lock", ".python-version"):
+        shutil.copy(ROOT / name, checkout / name)
+    calls = tmp_path / "calls.txt"
+    stub = checkout / ".venv" / "bin" / "python"
+    stub.parent.mkdir(parents=True)
+    stub.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    stub.chmod(0o755)
+    # A shim as pyenv's: python3.12 only where PYENV_VERSION, or else a .python-version in the
+    # working directory, names 3.12.
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    shim = shims / "python3.12"
+    shim.write_text(
+        '#!/bin/sh\nversion="${PYENV_VERSION:-$(cat .python-version 2>/dev/null)}"\n'
+        '[ "$version" = 3.12 ] || { echo "pyenv: python3.12: command not found" >&2; exit 127; }\n'
+        f'exec {sys.executable} "$@"\n'
+    )
+    shim.chmod(0o755)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    result = subprocess.run(
+        [old_python, str(checkout / "scripts" / "dev.py"), "serve"],
+        cwd=elsewhere,
+        # As pyenv runs the global python3: pinned to its version for whatever it starts.
+        env={"PATH": f"{shims}:/usr/bin:/bin", "HOME": str(tmp_path), "PYENV_VERSION": "3.10"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert result.returncode == 0, result.stderr[-800:]
     assert calls.read_text().splitlines()[-1] == "-m scripts.devserver serve"
 
 

@@ -4,19 +4,45 @@ pages, and log-in working over plain http on this machine (scripts/devserver.py)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
+import socket
 import subprocess
 import sys
 import time
 
 import httpx2
+import psutil
 import pytest
 
 from scripts import devserver
 from tests.mcp_gateway.conftest import ROOT, free_port, subprocess_database_url
 
 LEAKS = ("Traceback", "URLconf", "SECRET_KEY", "DATABASE_URL", "settings.py", "site-packages")
+# Where a run that goes past its checks fails at once: no database answers there.
+NO_DATABASE = "postgresql://nobody@127.0.0.1:1/nothing"
+
+
+def serve(dotenv, **variables: str | None) -> subprocess.CompletedProcess:
+    """`serve` run to its end on `dotenv`, on a free port unless told otherwise (None: a
+    variable unset, left to the .env)."""
+    environment = {
+        **os.environ,
+        "THREENGRAM_ENV_FILE": str(dotenv),
+        "DATABASE_URL": NO_DATABASE,
+        "PORT": str(free_port()),
+        **variables,
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "scripts.devserver", "serve"],
+        cwd=ROOT,
+        env={key: value for key, value in environment.items() if value is not None},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_a_new_dotenv_gets_a_secret_key_and_no_debug(tmp_path):
@@ -47,6 +73,16 @@ def test_the_dotenv_holding_the_secret_key_is_readable_by_its_owner_only(tmp_pat
     assert (tmp_path / ".env").stat().st_mode & 0o777 == 0o600
 
 
+def test_a_dotenv_with_an_empty_key_gets_one_in_its_place(tmp_path):
+    """As in .env.example: with DEBUG off the settings would refuse to start on it."""
+    dotenv = tmp_path / ".env"
+    dotenv.write_text("LOG_FORMAT=plain\nSECRET_KEY=\nLOG_LEVEL=WARNING\n")
+    devserver._write_dotenv(dotenv)
+    assert re.fullmatch(
+        r"LOG_FORMAT=plain\nSECRET_KEY=[\w-]{60,}\nLOG_LEVEL=WARNING\n", dotenv.read_text()
+    )
+
+
 def test_a_dotenv_written_by_hand_without_a_key_gets_one_and_keeps_the_rest(tmp_path):
     dotenv = tmp_path / ".env"
     dotenv.write_text("DATABASE_URL=postgresql://memory@db.example.com/memory")
@@ -63,7 +99,14 @@ def test_a_dotenv_written_by_hand_without_a_key_gets_one_and_keeps_the_rest(tmp_
 
 @pytest.mark.parametrize(
     ("host", "origin"),
-    [("127.0.0.1", "http://127.0.0.1:8001"), ("::1", "http://[::1]:8001")],
+    [
+        ("127.0.0.1", "http://127.0.0.1:8001"),
+        ("::1", "http://[::1]:8001"),
+        # Every address: this machine's loopback, not an origin no client can use (and the
+        # https redirect every page of a non-loopback origin gets).
+        ("0.0.0.0", "http://127.0.0.1:8001"),
+        ("::", "http://[::1]:8001"),
+    ],
 )
 def test_serve_names_the_origin_it_listens_on(host, origin):
     assert devserver.local_origin(host, "8001") == origin
@@ -77,21 +120,96 @@ def test_serve_names_the_origin_it_listens_on(host, origin):
         ({"PORT": "99999"}, "PORT"),
         ({"HOST": "my host"}, "HOST"),
         ({"HOST": "[::1]"}, "HOST"),  # brackets belong to the URL, not the address
+        # Found only by listening: daphne said so in a log line, after "serving on".
+        ({"HOST": "198.51.100.7"}, "HOST"),  # not an address of this machine
+        ({"HOST": "no-such-host.invalid"}, "HOST"),
     ],
 )
 def test_serve_refuses_an_address_it_cannot_listen_on_naming_it(tmp_path, variables, named):
     dotenv = tmp_path / ".env"
-    result = subprocess.run(
-        [sys.executable, "-m", "scripts.devserver", "serve"],
-        cwd=ROOT,
-        env={**os.environ, "THREENGRAM_ENV_FILE": str(dotenv), **variables},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = serve(dotenv, **variables)
     assert result.returncode != 0
-    assert result.stderr.strip().startswith(f"{named} must be") and "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"{named} must be") and result.stderr.count("\n") == 1, (
+        result.stderr
+    )
     assert not dotenv.exists()  # nothing written, no database started
+
+
+def test_serve_refuses_a_port_in_use_before_it_starts_anything(tmp_path):
+    """A second serve on the port of the first: before, it ran the migrations and reset the demo
+    password under the running one, printed "serving on", and then failed in a log line."""
+    dotenv = tmp_path / ".env"
+    with socket.create_server(("127.0.0.1", 0)) as first:
+        port = first.getsockname()[1]
+        result = serve(dotenv, PORT=str(port))
+    assert result.returncode != 0
+    assert result.stderr == f"PORT must be free: {port} is in use on 127.0.0.1 (another serve?)\n"
+    assert not dotenv.exists()
+
+
+def test_a_bad_value_in_the_dotenv_is_named_in_one_line(db, tmp_path):
+    dotenv = tmp_path / ".env"
+    dotenv.write_text(f"SECRET_KEY={'k' * 50}\nLOG_LEVEL=verbose\n")
+    result = serve(dotenv, DATABASE_URL=subprocess_database_url())
+    assert result.returncode != 0
+    assert result.stderr == (
+        "LOG_LEVEL='VERBOSE': must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL.\n"
+    )
+
+
+def test_a_database_url_in_the_dotenv_that_cannot_be_reached_is_named_in_one_line(tmp_path):
+    """Before, the migrate step waited out its pool's timeout, logged each retry and ended in
+    two tracebacks."""
+    dotenv = tmp_path / ".env"
+    dotenv.write_text(f"SECRET_KEY={'k' * 50}\nDATABASE_URL={NO_DATABASE}\n")
+    result = serve(dotenv, DATABASE_URL=None)
+    assert result.returncode != 0
+    assert result.stderr == (
+        'DATABASE_URL: cannot connect: connection failed: connection to server at "127.0.0.1", '
+        "port 1 failed: Connection refused\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["-m", "scripts.devserver", "serve"], ["manage.py", "migrate"]],
+    ids=["serve", "its migrate step"],
+)
+def test_ctrl_c_while_serve_starts_stops_it_without_a_traceback(tmp_path, command):
+    """Ctrl-C at a terminal reaches the whole foreground process group: here while serve, or
+    its migrate step, waits for a database that took the connection and has not answered."""
+    dotenv = tmp_path / ".env"
+    with socket.create_server(("127.0.0.1", 0)) as silent_database:
+        dotenv.write_text(
+            f"SECRET_KEY={'k' * 50}\n"
+            f"DATABASE_URL=postgresql://nobody@127.0.0.1:{silent_database.getsockname()[1]}/db\n"
+        )
+        environment = {key: value for key, value in os.environ.items() if key != "DATABASE_URL"}
+        process = subprocess.Popen(
+            [sys.executable, *command],
+            cwd=ROOT,
+            env={
+                **environment,
+                "THREENGRAM_ENV_FILE": str(dotenv),
+                "PORT": str(free_port()),
+                "DJANGO_SETTINGS_MODULE": "threengram.settings",
+            },
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            silent_database.settimeout(60)
+            connection, _ = silent_database.accept()  # connecting: held open, unanswered
+            with connection:
+                os.killpg(process.pid, signal.SIGINT)
+                _, errors = process.communicate(timeout=60)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 128 + signal.SIGINT
+    assert "Traceback" not in errors, errors
 
 
 @pytest.fixture
@@ -140,7 +258,7 @@ def served(transactional_db, tmp_path):
                 time.sleep(0.2)
         else:
             pytest.fail(f"serve did not answer:\n{log.read_text(errors='replace')}")
-        yield base, tmp_path / ".env", log
+        yield base, tmp_path / ".env", log, process
     finally:
         process.terminate()
         process.wait(20)
@@ -148,7 +266,7 @@ def served(transactional_db, tmp_path):
 
 @pytest.mark.live
 def test_serve_is_safe_and_usable_over_local_http(served):
-    base, dotenv, log = served
+    base, dotenv, log, _ = served
     assert "DEBUG" not in dotenv.read_text() and "SECRET_KEY=" in dotenv.read_text()
     output = log.read_text(errors="replace")
     assert "embedded PostgreSQL" not in output  # the database of .env, not the embedded one
@@ -182,6 +300,36 @@ def test_serve_is_safe_and_usable_over_local_http(served):
         challenge = browser.post("/mcp").headers["www-authenticate"]
         assert f'resource_metadata="{base}/.well-known/oauth-protected-resource' in challenge
     assert "Traceback" not in log.read_text(errors="replace")
+
+
+def _stopped_with(process: subprocess.Popen, signum: int) -> list[psutil.Process]:
+    """Send `signum` to serve alone; its children (daphne) still running 20 s later."""
+    children = psutil.Process(process.pid).children(recursive=True)
+    assert children, "serve runs daphne"
+    process.send_signal(signum)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(20)
+    _, alive = psutil.wait_procs(children, timeout=20)
+    for orphan in alive:  # what the test found wrong, not left behind
+        orphan.kill()
+    return alive
+
+
+@pytest.mark.live
+def test_a_killed_serve_takes_its_server_down_with_it(served):
+    """SIGKILL cannot be caught: daphne, left running, kept the port (the next serve could not
+    listen on it) and answered 503 once the next run stopped the database under it."""
+    *_, process = served
+    assert _stopped_with(process, signal.SIGKILL) == []
+
+
+@pytest.mark.live
+def test_serve_stops_cleanly_when_its_terminal_closes(served):
+    """SIGHUP ended serve at once, its exit handlers skipped (the embedded PostgreSQL's stop
+    among them: the database outlived the command) and daphne orphaned."""
+    *_, process = served
+    assert _stopped_with(process, signal.SIGHUP) == []
+    assert process.returncode >= 0  # exited, not killed by the signal
 
 
 def test_the_production_settings_keep_secure_cookies_and_https():

@@ -157,6 +157,20 @@ def test_a_shared_buffers_size_the_machine_cannot_hold_is_refused_before_it_is_w
     assert run_once(pgdata)[0] == 1  # the folder is usable: the size was never written
 
 
+def test_a_checkout_whose_path_holds_a_space_is_refused_naming_it(tmp_path):
+    """pg_ctl hands the data folder to postgres through a shell, unquoted: the server was
+    started on the path cut at the space, and failed with the library's traceback."""
+    (tmp_path / "my projects").mkdir()
+    pgdata = tmp_path / "my projects" / "pgdata"
+    refused = start_in_a_process(pgdata)
+    assert refused.returncode != 0
+    assert (
+        f"ImproperlyConfigured: the embedded PostgreSQL cannot run in {pgdata}: PostgreSQL's "
+        "tools misread the ' ' in its path"
+    ) in refused.stderr
+    assert not pgdata.exists()
+
+
 def test_a_data_folder_of_another_user_is_refused_and_left_as_it_is(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("handing the folder to another user needs root")
