@@ -32,6 +32,10 @@ from memories.bounds import text_problem_in
 ALLOWED_RESPONSE_TYPES = {"code"}
 CLIENT_NAME_MAX = 100  # shown on the consent page
 SCOPE_MAX = 1_000
+# Django's URLValidator (which DOT applies to each redirect URI) refuses longer URLs with a
+# message that names no limit; MCP clients register one to three.
+REDIRECT_URI_MAX = 2_048
+REDIRECT_URIS_MAX = 20
 
 
 def allowed_grant_types() -> set[str]:
@@ -52,6 +56,8 @@ def redirect_uri_problem(uri: Any) -> str | None:
     """Why `uri` may not be registered, or None if it may."""
     if not isinstance(uri, str):
         return "each redirect_uri must be a string"
+    if len(uri) > REDIRECT_URI_MAX:
+        return f"each redirect_uri must be at most {REDIRECT_URI_MAX} characters; got {len(uri)}"
     # DOT stores the URIs space-separated: one with white space in it would register two.
     if any(character.isspace() for character in uri):
         return f"redirect_uri {uri!r} must not contain white space"
@@ -110,6 +116,11 @@ def client_metadata_problem(metadata: dict[str, Any]) -> tuple[str, str] | None:
         return "invalid_client_metadata", problem
     redirect_uris = metadata.get("redirect_uris", [])
     if isinstance(redirect_uris, list):
+        if len(redirect_uris) > REDIRECT_URIS_MAX:
+            return (
+                "invalid_redirect_uri",
+                f"redirect_uris: at most {REDIRECT_URIS_MAX} URIs; got {len(redirect_uris)}",
+            )
         for uri in redirect_uris:
             problem = redirect_uri_problem(uri)
             if problem:
@@ -150,6 +161,25 @@ def client_metadata_problem(metadata: dict[str, Any]) -> tuple[str, str] | None:
             "client_name must not contain control, formatting or bidi characters",
         )
     return _scope_problem(metadata.get("scope"))
+
+
+def client_update_problem(application: Any, metadata: dict[str, Any]) -> tuple[str, str] | None:
+    """(error code, description) when an RFC 7592 update would turn a public client into a
+    confidential one or back, else None. DOT would make a public client confidential without
+    issuing it a secret, so every later token request of it would fail; RFC 7591 §2 reads an
+    omitted `token_endpoint_auth_method` as `client_secret_basic`, so an update of a public client
+    must send `none` again."""
+    method = metadata.get("token_endpoint_auth_method", "client_secret_basic")
+    registered_public = application.client_type == application.CLIENT_PUBLIC
+    if (method == "none") == registered_public:
+        return None
+    registered = "none" if registered_public else "client_secret_basic or client_secret_post"
+    return (
+        "invalid_client_metadata",
+        f"token_endpoint_auth_method cannot change on an update: this client was registered "
+        f"with {registered} (an omitted one means client_secret_basic); register a new client "
+        "for another method",
+    )
 
 
 def _scope_problem(scope: Any) -> tuple[str, str] | None:

@@ -28,6 +28,7 @@ from oauth2_provider.views import (
 from accounts import refresh_grace
 from accounts.oauth_registration import (
     client_metadata_problem,
+    client_update_problem,
     is_loopback_host,
     registration_window,
 )
@@ -160,11 +161,16 @@ def too_many_requests(retry_after: int, what: str) -> JsonResponse:
     return response
 
 
-def _policy_refusal(request: HttpRequest) -> HttpResponse | None:
-    """The registration policy's 400 for this request's client metadata, or None."""
+def _policy_refusal(request: HttpRequest, registered=None) -> HttpResponse | None:
+    """The registration policy's 400 for this request's client metadata, or None; with the
+    `registered` client, the policy of an update of it too."""
     try:
         metadata = json.loads(request.body)
-        problem = client_metadata_problem(metadata) if isinstance(metadata, dict) else None
+        problem = None
+        if isinstance(metadata, dict):
+            problem = client_metadata_problem(metadata) or (
+                registered and client_update_problem(registered, metadata)
+            )
     except RecursionError:
         # Nested deeper than Python parses (or walks): no client's metadata is.
         problem = ("invalid_client_metadata", "the client metadata is nested too deeply")
@@ -215,7 +221,9 @@ class McpClientManagementView(DynamicClientRegistrationManagementView):
         auth = self._authenticate_registration_request(request, client_id)
         if isinstance(auth, HttpResponse):
             return auth
-        return _policy_refusal(request) or super().put(request, client_id, *args, **kwargs)
+        return _policy_refusal(request, auth.application) or super().put(
+            request, client_id, *args, **kwargs
+        )
 
 
 @method_decorator(csrf_exempt, name="dispatch")

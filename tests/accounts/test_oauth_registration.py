@@ -155,6 +155,17 @@ POLICY_VIOLATIONS = [
     ({"client_name": "Claude\u200b Code"}, "invalid_client_metadata", "formatting"),
     ({"client_name": "Cl\ud800aude"}, "invalid_client_metadata", "surrogate"),
     ({"logo_uri": ["https://x.example/\x00"]}, "invalid_client_metadata", "logo_uri[0]"),
+    # Django's own check of a longer URI names no limit.
+    (
+        {"redirect_uris": ["https://ok.example.com/" + "a" * 2_030]},
+        "invalid_redirect_uri",
+        "at most 2048 characters; got 2053",
+    ),
+    (
+        {"redirect_uris": [f"http://127.0.0.1:{port}/cb" for port in range(40000, 40021)]},
+        "invalid_redirect_uri",
+        "at most 20 URIs; got 21",
+    ),
 ]
 
 
@@ -204,6 +215,53 @@ def test_an_update_within_the_policy_is_applied(client):
     application = Application.objects.get(client_id=registration["client_id"])
     assert application.name == "Claude (renamed)"
     assert application.redirect_uris == "http://127.0.0.1:40000/cb"
+
+
+@pytest.mark.parametrize(
+    ("registered_with", "updated_with"),
+    [("none", None), ("none", "client_secret_basic"), ("client_secret_basic", "none")],
+)
+def test_an_update_cannot_turn_a_public_client_confidential_or_back(
+    client, registered_with, updated_with
+):
+    """DOT would make a public client confidential without giving it a secret: every token
+    request of it would fail from then on."""
+    registration = _register(client, token_endpoint_auth_method=registered_with).json()
+    before = Application.objects.get(client_id=registration["client_id"])
+    metadata = {"client_name": "Renamed", "token_endpoint_auth_method": updated_with}
+    if updated_with is None:  # left out, as RFC 7591 §2 reads it: client_secret_basic
+        body = {"client_id": registration["client_id"], "redirect_uris": ["https://a.example/cb"]}
+        response = client.put(
+            f"/oauth/register/{registration['client_id']}/",
+            body,
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {registration['registration_access_token']}",
+        )
+    else:
+        response = _update(client, registration, **metadata)
+    assert response.status_code == 400, response.content
+    assert response.json()["error"] == "invalid_client_metadata"
+    description = response.json()["error_description"]
+    assert "token_endpoint_auth_method cannot change" in description
+    assert f"registered with {'none' if registered_with == 'none' else 'client_secret'}" in (
+        description
+    )
+    after = Application.objects.get(client_id=registration["client_id"])
+    assert (after.client_type, after.name, after.client_secret) == (
+        before.client_type,
+        before.name,
+        before.client_secret,
+    )
+
+
+def test_a_confidential_client_may_switch_how_it_sends_its_secret(client):
+    registration = _register(client, token_endpoint_auth_method="client_secret_basic").json()
+    response = _update(
+        client, registration, client_name="Renamed", token_endpoint_auth_method="client_secret_post"
+    )
+    assert response.status_code == 200, response.content
+    application = Application.objects.get(client_id=registration["client_id"])
+    assert (application.client_type, application.name) == ("confidential", "Renamed")
 
 
 def test_an_update_without_the_registration_token_is_refused_before_the_policy(client):
