@@ -91,6 +91,14 @@ class McpAuthorizationView(AuthorizationView):
         except get_application_model().DoesNotExist:
             return _bad_request(gone)
 
+    def form_invalid(self, form):
+        # DOT would render the consent page again from the invalid form alone: no app name, no
+        # address, no scopes, and an Allow button that posts the same form.
+        fields = ", ".join(sorted(form.errors))
+        return _bad_request(
+            f"the consent form came back without a valid {fields}; start again from the app"
+        )
+
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         application = context.get("application")

@@ -232,6 +232,27 @@ def test_a_denial_never_goes_to_a_redirect_uri_edited_into_the_consent_post(
     assert _counts() == (0, 0, 0)
 
 
+@pytest.mark.parametrize(
+    ("tampered", "named"),
+    [
+        ({"scope": ""}, "scope"),
+        ({"redirect_uri": ""}, "redirect_uri"),
+        ({"client_id": ""}, "client_id"),
+        ({"scope": "", "client_id": ""}, "client_id, scope"),
+    ],
+)
+def test_a_consent_post_with_an_emptied_field_names_it_and_issues_nothing(
+    signed_in, application, tampered, named
+):
+    _, challenge = pkce_pair()
+    params = authorize_params(application, challenge)
+    response = signed_in.post(authorize_url(params), {**params, **tampered, "allow": "Authorize"})
+    assert response.status_code == 400
+    assert f"without a valid {named};" in response.text
+    assert "Allow" not in response.text
+    assert _counts() == (0, 0, 0)
+
+
 # --- bad authorization requests: refused before the consent page --------------------------
 
 
