@@ -164,7 +164,14 @@ async def _legacy_envelope_checked(
         # The SDK's JSON parser refuses what this one read (a lone surrogate, e.g. a string cut
         # inside an emoji by a JavaScript client; a byte-order mark): it gets the same request
         # re-encoded, each lone surrogate marked so that the argument checks name the field as
-        # on the 2026 wire.
+        # on the 2026 wire. Not in the id, which the answer must echo unchanged (JSON-RPC 2.0
+        # §5) and the SDK cannot read.
+        request_id = decoded.get("id") if isinstance(decoded, dict) else None
+        if isinstance(request_id, str) and _LONE_SURROGATE.search(request_id):
+            body = _jsonrpc_error(
+                types.INVALID_REQUEST, "id: must not contain lone surrogates (invalid Unicode)"
+            )
+            return replay, Answer(400, body, [_JSON])
         try:
             rewritten = json.dumps(_mark_lone_surrogates(decoded), ensure_ascii=False).encode()
         except RecursionError:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 import mcp_types as types
@@ -305,6 +305,22 @@ def _too_many_items(spec: ToolSpec, arguments: dict) -> str | None:
     return None
 
 
+# How much of a name the client made up an error repeats.
+SHOWN_NAME_MAX = 64
+
+
+def _shown_name(name: str) -> str:
+    return name if len(name) <= SHOWN_NAME_MAX else f"{name[:SHOWN_NAME_MAX]}…"
+
+
+def _field_path(parts: Iterable[str | int]) -> str:
+    """A schema error's place as the domain's checks name it: `tags[0]`, `filters.type`."""
+    path = ""
+    for part in parts:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else str(part)
+    return path
+
+
 def _schema_error(spec: ToolSpec, arguments: dict) -> str | None:
     """The first schema violation, phrased as '<field>: <what is wrong, with the limit>'."""
     too_many = _too_many_items(spec, arguments)
@@ -316,7 +332,7 @@ def _schema_error(spec: ToolSpec, arguments: dict) -> str | None:
     if not errors:
         return None
     error = errors[0]
-    path = ".".join(str(part) for part in error.path)
+    path = _field_path(error.path)
     field = path or "arguments"
     limit = error.validator_value
     match error.validator:
@@ -324,7 +340,7 @@ def _schema_error(spec: ToolSpec, arguments: dict) -> str | None:
             allowed = set(error.schema.get("properties", {}))
             unknown = sorted(key for key in error.instance if key not in allowed)
             prefix = f"{path}." if path else ""
-            return f"{prefix}{unknown[0]}: unknown field"
+            return f"{prefix}{_shown_name(unknown[0])}: unknown field"
         case "required":
             missing = [key for key in limit if key not in error.instance]
             return f"{missing[0]}: is required"
@@ -369,7 +385,7 @@ async def call_tool(
 ) -> types.CallToolResult:
     spec = _BY_NAME.get(name)
     if spec is None:
-        return _error(f"not_found: unknown tool {name[:64]!r}")
+        return _error(f"not_found: unknown tool {_shown_name(name)!r}")
     scope = settings.MEMORY_READ_SCOPE if spec.scope == "read" else settings.MEMORY_WRITE_SCOPE
     # configure_thread's `list` only reads; every other action writes.
     if spec.name == "configure_thread" and (arguments or {}).get("action") == "list":

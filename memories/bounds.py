@@ -48,7 +48,7 @@ def unstorable_text(value: str) -> str | None:
     if "\x00" in value:
         return "must not contain NUL characters"
     if not value.isascii() and _SURROGATE.search(value):  # ASCII has none: skip the scan
-        return "must not contain lone surrogates (invalid Unicode)"
+        return "must not contain lone surrogates (invalid Unicode) or U+FFFE"
     return None
 
 
@@ -67,7 +67,8 @@ def text_problem_in(value: object, path: str = "") -> str | None:
         kind, item, where, depth = pending.pop()
         if kind == "key":
             if isinstance(item, str) and (problem := unstorable_text(item)):
-                return f"{where or 'object'} key {item!r}: {problem}"
+                shown = item if len(item) <= 64 else f"{item[:64]}…"  # a key may be huge
+                return f"{where or 'object'} key {shown!r}: {problem}"
         elif isinstance(item, str):
             if problem := unstorable_text(item):
                 return f"{where or 'value'}: {problem}"

@@ -871,6 +871,21 @@ async def test_a_lone_surrogate_nested_past_pythons_recursion_is_a_parse_error(h
         assert response.status_code == 400 and response.json()["error"]["code"] == -32700
 
 
+@pytest.mark.parametrize("request_id", ["\\ud800", "a\\udc00b"])
+async def test_an_id_with_a_lone_surrogate_is_an_invalid_request_not_echoed_changed(
+    http, seeded, request_id
+):
+    """The 2025 wire's SDK cannot read it, and the answer may not carry another id."""
+    headers, _ = legacy("ping", **auth_header(seeded.token))
+    body = f'{{"jsonrpc":"2.0","id":"{request_id}","method":"ping"}}'
+    response = await http.post("/mcp", headers=headers, content=body)
+    assert response.status_code == 400
+    answer = response.json()
+    assert answer["id"] is None
+    assert answer["error"]["code"] == -32600
+    assert answer["error"]["message"] == "id: must not contain lone surrogates (invalid Unicode)"
+
+
 async def test_a_body_with_a_byte_order_mark_is_served_on_both_wires(http, seeded):
     token = auth_header(seeded.token)
     for headers, body in (modern("tools/list", **token), legacy("tools/list", **token)):

@@ -91,6 +91,13 @@ async def test_read_only_token_cannot_write_but_can_list_threads(owner):
     [
         ("describe_environment", {"verbose": True}, "invalid_input: verbose: unknown field"),
         ("search", {"query": "x", "limit": 5, "sort": "asc"}, "invalid_input: sort: unknown field"),
+        # A made-up name is shown in part only; a list item is named as the domain names it.
+        ("search", {"query": "x", "k" * 100_000: 1}, f"invalid_input: {'k' * 64}…: unknown field"),
+        (
+            "remember",
+            {"memoryType": "note", "topic": "t", "content": "c", "tags": ["ok", ""]},
+            "invalid_input: tags[1]: must be at least 1 character(s)",
+        ),
         ("remember", {"memoryType": "note", "topic": "t"}, "invalid_input: content: is required"),
         (
             "remember",
@@ -235,6 +242,17 @@ async def test_bad_input_is_refused_naming_field_and_limit(agent, tool, argument
             "invalid_input: tags[1]: must not contain lone surrogates",
         ),
         ("search", {"query": "\udc00"}, "invalid_input: query: must not contain lone surrogates"),
+        # The stand-in for a lone surrogate on the 2025 wire (mcp_gateway.asgi), named as itself.
+        (
+            "remember",
+            {"memoryType": "note", "topic": "t", "content": "a\ufffeb"},
+            "invalid_input: content: must not contain lone surrogates (invalid Unicode) or U+FFFE",
+        ),
+        (
+            "search",
+            {"query": "x", "\x00" + "k" * 100_000: 1},
+            f"invalid_input: object key '\\x00{'k' * 63}…':",
+        ),
         ("search", {"query": "x", "project": "p\x00"}, "invalid_input: project: must not"),
         (
             "configure_thread",
