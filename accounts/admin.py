@@ -1,6 +1,7 @@
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
+from django.db import OperationalError
 from django.template.response import TemplateResponse
 from oauth2_provider import admin as oauth_admin
 from oauth2_provider.models import (
@@ -30,7 +31,12 @@ class UserAdmin(ListedFiltersOnly, DjangoUserAdmin):
     def erase_accounts(self, request, queryset):
         """Like Django's delete action: a confirmation page first, then erase_account for each
         selected account, recorded as requested by this staff member."""
-        targets = list(queryset.filter(erased_at__isnull=True).exclude(pk=request.user.pk))
+        # In key order, whatever order the list shows: the whole request is one transaction
+        # (memories.tenancy), so each erasure keeps its locks until the last is done, and two
+        # overlapping batches taken in different orders would wait on each other.
+        targets = list(
+            queryset.filter(erased_at__isnull=True).exclude(pk=request.user.pk).order_by("pk")
+        )
         if queryset.filter(pk=request.user.pk).exists():
             self.message_user(
                 request, "You cannot erase your own account from here.", messages.ERROR
@@ -38,13 +44,26 @@ class UserAdmin(ListedFiltersOnly, DjangoUserAdmin):
         if not targets:
             return None
         if request.POST.get("confirm") == "yes":
+            erased, busy = 0, []
             for user in targets:
-                erase_account(user=user, requested_by_staff=request.user)
+                try:
+                    result = erase_account(user=user, requested_by_staff=request.user)
+                except OperationalError:
+                    # A row it must rewrite was held past the lock timeout (another erasure of
+                    # it, a backfill batch): its own savepoint is rolled back, the others go on.
+                    busy.append(user.username)
+                    continue
+                erased += not result.already_erased
             self.message_user(
-                request,
-                f"Erased {len(targets)} account(s); see Erasure records.",
-                messages.SUCCESS,
+                request, f"Erased {erased} account(s); see Erasure records.", messages.SUCCESS
             )
+            if busy:
+                self.message_user(
+                    request,
+                    f"Not erased, their data was in use: {', '.join(busy)}. Nothing of them "
+                    "changed; select them and erase again.",
+                    messages.WARNING,
+                )
             return None
         context = {
             **self.admin_site.each_context(request),

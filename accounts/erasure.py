@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth import get_user_model
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.contenttypes.models import ContentType
 from django.db import connection, transaction
 from django.db.models import Case, Value, When
@@ -95,19 +97,56 @@ def _deactivate(user, now) -> dict[str, int]:
 ERASURE_STEPS: list[Callable] = [_erase_memories, _erase_threads, _revoke_oauth, _deactivate]
 
 
+# An erasure rewrites every memory of the account in one transaction, and nothing bounds how many
+# an account holds: its statements may run this long, not a request's DATABASE_STATEMENT_TIMEOUT_MS
+# (its lock waits keep DATABASE_LOCK_TIMEOUT_MS: a busy row is a retry, not a wait).
+ERASURE_STATEMENT_TIMEOUT_MS = 600_000
+
+
+def _allow_time_for_the_whole_account() -> None:
+    configured = settings.DATABASE_STATEMENT_TIMEOUT_MS
+    if configured and configured < ERASURE_STATEMENT_TIMEOUT_MS:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT set_config('statement_timeout', %s, true)",
+                [f"{ERASURE_STATEMENT_TIMEOUT_MS}ms"],
+            )
+
+
+def _lock_users(account_id: int, staff_member) -> AbstractBaseUser:
+    """Lock the erased account's user row for update and, when a staff member asked, theirs for
+    key share (the erasure record's foreign key takes that lock anyway), in key order: two
+    staff members erasing each other at once each waited on the row the other held."""
+    User = get_user_model()
+    staff_id = staff_member.pk if staff_member is not None else account_id
+    for user_id in sorted({account_id, staff_id}):
+        if user_id == account_id:
+            locked = User.objects.select_for_update().get(pk=account_id)
+        else:
+            # The ORM offers no FOR KEY SHARE; the names come from the model, not from input.
+            table = connection.ops.quote_name(User._meta.db_table)
+            key = connection.ops.quote_name(User._meta.pk.column)
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    f"SELECT 1 FROM {table} WHERE {key} = %s FOR KEY SHARE",  # noqa: S608
+                    [user_id],
+                )
+    return locked
+
+
 def erase_account(*, user, requested_by_staff=None) -> ErasureResult:
     """Erase `user`'s account. `requested_by_staff` is the staff member who asked, or None when
     the account holder asked. A second call changes nothing and reports already_erased."""
-    User = get_user_model()
     # Row-level security (memories/tenancy.py): the erasure acts for the erased account, which
     # may not be the requesting staff member's; its rows are the only tenant rows it touches.
     with tenancy.acting_for(user.pk), transaction.atomic():
+        _allow_time_for_the_whole_account()
         # The user's codes and live refresh tokens before the user row: a code exchange holds
         # its code's grant, a refresh its refresh token, and each then takes a key-share lock
         # on the user row for its tokens' foreign keys (a deadlock else).
         lock_codes(user=user)
         lock_refresh_tokens(user=user)
-        locked = User.objects.select_for_update().get(pk=user.pk)
+        locked = _lock_users(user.pk, requested_by_staff)
         if locked.erased_at is not None:
             return ErasureResult(record=locked.erasure_record, already_erased=True)
         now = timezone.now()

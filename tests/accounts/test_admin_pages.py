@@ -1,11 +1,16 @@
 """Staff pages: OAuth credentials never rendered, the staff erasure action, no erased text."""
 
+import threading
+
 import pytest
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.db import connection, transaction
 from django.urls import reverse
 from oauth2_provider.models import get_access_token_model
 
+from accounts import admin as admin_module
 from accounts.models import ErasureRecord
+from memories import tenancy
 from memories.models import ERASED, Memory
 from tests.factories import (
     AccessTokenFactory,
@@ -88,6 +93,68 @@ def test_staff_erase_an_account_after_a_confirmation_page(admin_client, superuse
     records = admin_client.get(reverse("admin:accounts_erasurerecord_changelist")).text
     assert superuser.username in records  # the requester, in the row and the filter
     assert bystander.username not in records  # the staff filter does not list every account
+
+
+def test_a_batch_is_erased_in_key_order_whatever_order_the_list_shows(admin_client, monkeypatch):
+    """Overlapping batches of two staff members lock their accounts in the same order."""
+    erased_in_order = []
+    real = admin_module.erase_account
+
+    def recording(*, user, requested_by_staff):
+        erased_in_order.append(user.pk)
+        return real(user=user, requested_by_staff=requested_by_staff)
+
+    monkeypatch.setattr(admin_module, "erase_account", recording)
+    url = reverse("admin:accounts_user_changelist")
+    for order in ("1", "-1"):  # by username, up and down
+        names = [f"{name}-{order}" for name in ("carol", "bob", "alice")]
+        selection = [UserFactory(username=name).pk for name in names]
+        erased_in_order.clear()
+        admin_client.post(
+            f"{url}?o={order}",
+            {"action": "erase_accounts", ACTION_CHECKBOX_NAME: selection, "confirm": "yes"},
+        )
+        assert erased_in_order == sorted(selection)
+
+
+def test_an_account_in_use_is_left_out_of_a_batch_saying_so(
+    transactional_db, admin_client, tenant, other_tenant
+):
+    MemoryFactory(owner=tenant)
+    held, release = threading.Event(), threading.Event()
+
+    def hold_a_memory():  # as another erasure of it or a backfill batch does
+        try:
+            with transaction.atomic(), tenancy.acting_for(tenant.pk):
+                Memory.objects.select_for_update().filter(owner=tenant).first()
+                held.set()
+                release.wait(30)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_a_memory)
+    holder.start()
+    try:
+        assert held.wait(10)
+        response = admin_client.post(
+            reverse("admin:accounts_user_changelist"),
+            {
+                "action": "erase_accounts",
+                ACTION_CHECKBOX_NAME: [tenant.pk, other_tenant.pk],
+                "confirm": "yes",
+            },
+            follow=True,
+        )
+    finally:
+        release.set()
+        holder.join(30)
+    assert response.status_code == 200
+    assert "Erased 1 account(s)" in response.text
+    assert f"Not erased, their data was in use: {tenant.username}." in response.text
+    tenant.refresh_from_db()
+    other_tenant.refresh_from_db()
+    assert tenant.erased_at is None and other_tenant.erased_at is not None
+    assert list(ErasureRecord.objects.values_list("account_id", flat=True)) == [other_tenant.pk]
 
 
 def test_staff_cannot_erase_their_own_account_from_the_action(admin_client, superuser):

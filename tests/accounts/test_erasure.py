@@ -1,10 +1,11 @@
 """Account erasure: one call, one transaction, complete, idempotent, and all-or-nothing."""
 
 import io
+import threading
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import connection
+from django.db import connection, transaction
 from oauth2_provider.models import (
     get_access_token_model,
     get_grant_model,
@@ -14,7 +15,7 @@ from oauth2_provider.models import (
 from accounts import erasure
 from accounts.erasure import erase_account
 from accounts.models import ErasureRecord
-from memories.models import Memory, Thread, ThreadMembership
+from memories.models import ERASED, Memory, Thread, ThreadMembership
 from memories.services import record_memory, revise_memory
 from memories.threads import add_thread_members, create_thread
 from tests.factories import AccessTokenFactory, GrantFactory, MemoryFactory, RefreshTokenFactory
@@ -202,6 +203,27 @@ def test_a_failure_midway_changes_nothing(populated, monkeypatch, failing_step):
     assert not ErasureRecord.objects.exists()
 
 
+def test_an_account_too_large_for_a_requests_statement_timeout_is_erased(populated, settings):
+    """Nothing bounds how many memories an account holds; its erasure must still finish."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO memories_memory (id, content, content_length, memory_type, topic, scope,"
+            " tags, recorded_at, status, owner_id) SELECT gen_random_uuid(), 'note ' || n,"
+            " length('note ' || n), 'note', 'bulk', 'personal', '{}', now(), 'active', %s"
+            " FROM generate_series(1, 20000) n",
+            [populated.pk],
+        )
+        # The request timeout of this connection, far under what rewriting 20,000 rows takes.
+        settings.DATABASE_STATEMENT_TIMEOUT_MS = 20
+        cursor.execute("SET statement_timeout = 20")
+        try:
+            result = erase_account(user=populated)
+        finally:
+            cursor.execute("RESET statement_timeout")
+    assert result.counts["memories"] == 20_003
+    assert not Memory.objects.filter(owner=populated).exclude(content=ERASED).exists()
+
+
 def test_an_erased_account_cannot_write_again(populated):
     erase_account(user=populated)
     populated.refresh_from_db()
@@ -242,6 +264,36 @@ class TestCommand:
             stdout=io.StringIO(),
         )
         assert ErasureRecord.objects.get().staff_member == staff_member
+
+    def test_a_row_held_past_the_lock_timeout_is_one_line_and_changes_nothing(
+        self, transactional_db, populated
+    ):
+        held, release = threading.Event(), threading.Event()
+
+        def hold_a_memory():  # as a long backfill batch or a write in flight does
+            try:
+                with transaction.atomic():
+                    Memory.objects.select_for_update().filter(owner=populated).first()
+                    held.set()
+                    release.wait(30)
+            finally:
+                connection.close()
+
+        holder = threading.Thread(target=hold_a_memory)
+        holder.start()
+        try:
+            assert held.wait(10)
+            with pytest.raises(CommandError) as refused:
+                call_command("erase_account", populated.username, "--yes", stdout=io.StringIO())
+        finally:
+            release.set()
+            holder.join(30)
+        assert str(refused.value) == (
+            f"the database could not erase {populated.username!r} now (canceling statement due "
+            "to lock timeout); nothing was changed, run the command again"
+        )
+        assert not ErasureRecord.objects.exists()
+        assert not Memory.objects.filter(owner=populated, content=ERASED).exists()
 
     def test_unknown_account(self, db):
         with pytest.raises(CommandError, match="no account named"):

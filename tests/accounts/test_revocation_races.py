@@ -1,9 +1,11 @@
 """A revocation or an erasure racing a code exchange or a refresh, on real connections: the
 exchange holds its code's grant (a refresh, its refresh token) locked while the tokens it issues
 are saved, and commits them after the revocation has started. The tokens must not outlive the
-revocation, and the erasure must not deadlock."""
+revocation, and the erasure must not deadlock. So must two erasures that each name the other's
+account."""
 
 import asyncio
+import contextlib
 import threading
 import time
 
@@ -14,10 +16,13 @@ from django.test import Client
 from oauth2_provider.models import get_access_token_model, get_refresh_token_model
 from oauth2_provider.oauth2_validators import OAuth2Validator
 
+from accounts import erasure
 from accounts.connected_apps import revoke_app_access
 from accounts.erasure import erase_account
+from accounts.models import ErasureRecord
 from mcp_gateway import auth
 from tests.accounts.oauth_helpers import a_code_to_exchange, exchange, token_request
+from tests.factories import UserFactory
 
 AccessToken = get_access_token_model()
 RefreshToken = get_refresh_token_model()
@@ -132,3 +137,39 @@ def test_an_account_erased_while_a_refresh_saves_its_tokens_is_erased(tenant, mo
     assert tenant.erased_at is not None
     assert not AccessToken.objects.filter(user=tenant).exists()
     assert not RefreshToken.objects.filter(user=tenant, revoked=None).exists()
+
+
+def test_two_staff_members_erasing_each_other_at_once_both_finish(monkeypatch):
+    """Each erasure holds its account's row while it erases; the record then names the staff
+    member, whose row the other erasure holds."""
+    first, second = UserFactory(is_staff=True), UserFactory(is_staff=True)
+    both_erasing = threading.Barrier(2)
+
+    def wait_for_the_other(user, now):
+        # Under the lock timeout: when the other erasure waits on this one, it goes on alone.
+        with contextlib.suppress(threading.BrokenBarrierError):
+            both_erasing.wait(1)
+        return {}
+
+    monkeypatch.setattr(erasure, "ERASURE_STEPS", [*erasure.ERASURE_STEPS, wait_for_the_other])
+    errors: list[str] = []
+
+    def erase(account, staff):
+        try:
+            erase_account(user=account, requested_by_staff=staff)
+        except Exception as error:  # collected and asserted on
+            errors.append(repr(error))
+        finally:
+            connection.close()
+
+    threads = [
+        threading.Thread(target=erase, args=(second, first)),
+        threading.Thread(target=erase, args=(first, second)),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert errors == []
+    records = ErasureRecord.objects.values_list("account_id", "staff_member_id")
+    assert sorted(records) == sorted([(second.pk, first.pk), (first.pk, second.pk)])

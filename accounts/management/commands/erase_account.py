@@ -2,6 +2,7 @@
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
+from django.db import OperationalError
 
 from accounts.erasure import erase_account
 from memories.bounds import unstorable_text
@@ -49,7 +50,16 @@ class Command(BaseCommand):
                 ) from None
             if answer.strip() != username:
                 raise CommandError("confirmation did not match; nothing was changed")
-        result = erase_account(user=user, requested_by_staff=staff_member)
+        try:
+            result = erase_account(user=user, requested_by_staff=staff_member)
+        except OperationalError as error:
+            # A row the erasure must rewrite was held past the lock timeout (a backfill batch, a
+            # write in flight), or the database went away: one transaction, so nothing changed.
+            reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise CommandError(
+                f"the database could not erase {username!r} now ({reason}); nothing was changed, "
+                "run the command again"
+            ) from None
         if result.already_erased:
             self.stdout.write(f"account #{user.pk} was already erased; nothing changed")
         else:
