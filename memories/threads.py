@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, OperationalError, connection, transaction
 from django.utils import timezone
+from psycopg.errors import DeadlockDetected
 
 from memories import bounds, services
 from memories.errors import Conflict, InvalidInput, NotFound
@@ -131,6 +132,12 @@ def rename_thread(*, owner, name: object, new_name: object) -> Thread:
                 thread.save(update_fields=["name"])
         except IntegrityError:
             raise Conflict(f"a thread named '{cleaned}' already exists") from None
+        except OperationalError as error:
+            # Two renames swapping two names each wait in the unique index for the other's old
+            # name, and PostgreSQL ends one: its new name was still taken, as one after the other.
+            if isinstance(error.__cause__, DeadlockDetected):
+                raise Conflict(f"a thread named '{cleaned}' already exists") from None
+            raise
         return thread
 
 

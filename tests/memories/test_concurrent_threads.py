@@ -3,6 +3,7 @@ revision's copied memberships check their thread's key at COMMIT (deferred forei
 it holds the memory, and thread actions lock the thread before the memory. Neither deadlocks:
 the revision wins and the thread action finds the memory superseded."""
 
+import functools
 import threading
 import time
 from collections.abc import Callable
@@ -12,7 +13,7 @@ from django.db import connection
 
 from memories import threads
 from memories.errors import Conflict, NotFound
-from memories.models import MembershipState, Memory, ThreadMembership
+from memories.models import MembershipState, Memory, Thread, ThreadMembership
 from memories.services import record_memory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -132,3 +133,29 @@ def test_accepting_a_proposal_racing_add_members_of_its_memory(
     errors = [o for o in outcomes if isinstance(o, Exception)]
     assert all(isinstance(error, NotFound) for error in errors), outcomes
     assert ThreadMembership.objects.get(id=proposal.id).state == MembershipState.MEMBER
+
+
+def test_two_renames_swapping_two_names_are_conflicts_never_an_outage(tenant):
+    """Each rename's update waits in the unique index for the other's old name; when both are
+    in their update at once PostgreSQL ends one (a database error the client would read as an
+    outage): as one after the other, whichever is refused is a conflict."""
+    at_once = threading.Event()
+    at_once.set()
+    outcomes = []
+    for round_ in range(30):
+        first, second = f"first {round_}", f"second {round_}"
+        threads.create_thread(owner=tenant, name=first)
+        threads.create_thread(owner=tenant, name=second)
+        both_ready = threading.Barrier(2)
+
+        def rename(name: str, new_name: str, ready: threading.Barrier) -> Thread:
+            ready.wait(10)
+            return threads.rename_thread(owner=tenant, name=name, new_name=new_name)
+
+        outcomes += race(
+            functools.partial(rename, first, second, both_ready),
+            functools.partial(rename, second, first, both_ready),
+            at_once,
+        )
+    assert {type(outcome) for outcome in outcomes} <= {Thread, Conflict}, outcomes
+    assert Conflict in {type(outcome) for outcome in outcomes}
