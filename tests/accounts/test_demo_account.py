@@ -34,3 +34,22 @@ def test_an_erased_demo_account_comes_back_as_a_new_account(db):
     assert Memory.objects.filter(owner=again).count() == 3
     # The erased account stays erased: its memories are not given back.
     assert set(Memory.objects.filter(owner=erased).values_list("content", flat=True)) == {ERASED}
+
+
+def test_a_person_who_signed_up_as_demo_in_another_case_keeps_their_account(db, client):
+    demo_account()
+    erase_account(user=get_user_model().objects.get(username="demo"))
+    signed_up = client.post(
+        "/signup/",
+        {
+            "username": "Demo",
+            "password1": "a-long-passphrase-9",
+            "password2": "a-long-passphrase-9",
+        },
+    )
+    assert signed_up.status_code == 302
+    assert demo_account() == (
+        "no demo login: the name is taken by the account 'Demo', signed up on this server\n"
+    )
+    assert authenticate(username="Demo", password="a-long-passphrase-9") is not None
+    assert not get_user_model().objects.filter(username="demo").exists()

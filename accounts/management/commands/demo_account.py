@@ -25,6 +25,15 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         User = get_user_model()
         password = os.environ.get("DEMO_PASSWORD", "demo-password-change-me")
+        # Usernames are unique whatever their case: after the demo account was erased, someone
+        # may have signed up as "Demo". That account is theirs, not the demo's to reset.
+        taken = User.objects.filter(username__iexact="demo").exclude(username="demo").first()
+        if taken is not None:
+            self.stdout.write(
+                f"no demo login: the name is taken by the account {taken.username!r}, "
+                "signed up on this server"
+            )
+            return
         user, _ = User.objects.get_or_create(
             username="demo", defaults={"email": "demo@example.com"}
         )
