@@ -55,6 +55,55 @@ SET_LOCAL_ROLE_AND_TENANT_SQL = (
     f"SELECT set_config('role', %s, true), set_config('{asyncdb.TENANT_SETTING}', %s, true)"
 )
 
+# What the application role may do, granted by the schema's owner whenever `manage.py migrate`
+# runs and the role exists (memories/management/commands/migrate.py): a role a DBA created after
+# the migrations that would have granted this gets it then. Rows of every table and sequence of
+# the schema, and of the tables the owner creates later, but no DELETE or TRUNCATE of memories
+# (append-only) and no write of the stored vectors' model (embed_memories writes it, as the
+# owner); the words function of large accounts, which PUBLIC may not call.
+APP_ROLE_PRIVILEGES_SQL = f"""
+DO $$
+DECLARE
+    schema text := current_schema();
+    words_function regprocedure;
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{APP_ROLE}') THEN
+        RETURN;
+    END IF;
+    EXECUTE format('GRANT USAGE ON SCHEMA %I TO {APP_ROLE}', schema);
+    EXECUTE format(
+        'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %I TO {APP_ROLE}', schema);
+    EXECUTE format('GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA %I TO {APP_ROLE}', schema);
+    EXECUTE format(
+        'ALTER DEFAULT PRIVILEGES IN SCHEMA %I GRANT SELECT, INSERT, UPDATE, DELETE '
+        'ON TABLES TO {APP_ROLE}', schema);
+    EXECUTE format(
+        'ALTER DEFAULT PRIVILEGES IN SCHEMA %I GRANT USAGE, SELECT ON SEQUENCES TO {APP_ROLE}',
+        schema);
+    IF to_regclass('memories_memory') IS NOT NULL THEN
+        REVOKE DELETE, TRUNCATE ON memories_memory FROM {APP_ROLE};
+    END IF;
+    IF to_regclass('memories_storedvectors') IS NOT NULL THEN
+        REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON memories_storedvectors FROM {APP_ROLE};
+    END IF;
+    FOR words_function IN
+        SELECT oid::regprocedure FROM pg_proc
+        WHERE proname = 'memory_recent_word_matches' AND pronamespace = schema::regnamespace
+    LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO {APP_ROLE}', words_function);
+    END LOOP;
+END
+$$;
+"""  # noqa: S608 (constants only)
+
+
+def grant_app_role_privileges(using: str = DEFAULT_DB_ALIAS) -> None:
+    """Grant the application role what it needs on the schema, as its owner; nothing when the
+    role does not exist (row-level security is then off: DATABASE_APP_ROLE names no role)."""
+    with connections[using].cursor() as cursor:
+        cursor.execute(APP_ROLE_PRIVILEGES_SQL)
+
+
 current_tenant: ContextVar[int | None] = ContextVar("current_tenant", default=None)
 _as_owner: ContextVar[bool] = ContextVar("as_owner", default=False)
 _past_wall: ContextVar[bool] = ContextVar("past_wall", default=False)

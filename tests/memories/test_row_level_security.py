@@ -80,6 +80,40 @@ def test_the_app_role_is_neither_superuser_nor_owner_nor_bypassing_rls(app_role_
     ).fetchone() == (True, False, False, False)
 
 
+def _privileges(conn: psycopg.Connection) -> tuple:
+    return conn.execute(
+        f"SELECT has_table_privilege('{ROLE}', 'accounts_user', 'SELECT'), "
+        f"has_table_privilege('{ROLE}', 'memories_memory', 'INSERT'), "
+        f"has_table_privilege('{ROLE}', 'memories_memory', 'DELETE'), "
+        f"has_table_privilege('{ROLE}', 'memories_storedvectors', 'SELECT'), "
+        f"has_table_privilege('{ROLE}', 'memories_storedvectors', 'INSERT'), "
+        f"bool_and(has_function_privilege('{ROLE}', oid, 'EXECUTE')) "
+        "FROM pg_proc WHERE proname = 'memory_recent_word_matches'"
+    ).fetchone()
+
+
+def test_migrate_grants_a_role_created_after_the_migrations_what_it_needs(transactional_db):
+    """Where the migrating user may not create roles, a DBA creates the role later; the next
+    `manage.py migrate` grants it its privileges (the migrations that would have were run)."""
+    needed = (True, True, False, True, False, True)
+    with psycopg.connect(subprocess_database_url(), autocommit=True) as owner:
+        assert _privileges(owner) == needed
+        owner.execute(f"REVOKE ALL ON ALL TABLES IN SCHEMA public FROM {ROLE}")
+        owner.execute(f"REVOKE ALL ON ALL FUNCTIONS IN SCHEMA public FROM {ROLE}")
+        try:
+            assert _privileges(owner) == (False, False, False, False, False, False)
+            call_command("migrate", verbosity=0)
+            assert _privileges(owner) == needed
+            # ... and on the tables the owner creates later, as a later migration does.
+            owner.execute("CREATE TABLE later_table (id integer)")
+            assert owner.execute(
+                f"SELECT has_table_privilege('{ROLE}', 'later_table', 'SELECT')"
+            ).fetchone() == (True,)
+        finally:
+            owner.execute("DROP TABLE IF EXISTS later_table")
+            tenancy.grant_app_role_privileges()
+
+
 TENANT_TABLES = ("memories_memory", "memories_thread", "memories_threadmembership")
 
 

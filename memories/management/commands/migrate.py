@@ -2,7 +2,9 @@
 
 The server's connections act as the row-level-security role (DATABASE_APP_ROLE, on by default;
 memories/tenancy.py), which may not change the schema, and which migration memories/0007
-creates in the first place. Django's own command, run inside `tenancy.as_owner()`."""
+creates in the first place. Django's own command, run inside `tenancy.as_owner()`; then the
+role's privileges on the schema, granted again (tenancy.APP_ROLE_PRIVILEGES_SQL), so that a role a
+DBA created after the migrations that grant them gets them too."""
 
 from typing import Any
 
@@ -15,3 +17,5 @@ class Command(DjangoMigrateCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         with tenancy.as_owner():
             super().handle(*args, **options)
+            if not options.get("plan"):
+                tenancy.grant_app_role_privileges(options["database"])
