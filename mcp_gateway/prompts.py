@@ -21,7 +21,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_gateway.principal import Principal
 from memories import bounds
-from memories.briefing import MODES
+from memories.briefing import MODES, Selector
 from memories.environment import FACETS, facet_values
 from memories.errors import InvalidInput
 
@@ -72,12 +72,8 @@ def _focus(arguments: dict[str, str]) -> tuple[str, str | None]:
     if not given:
         return "all", None
     kind, value = given[0]
-    cleaners = {
-        "scope": bounds.clean_scope,
-        "project": lambda v: bounds.clean_text("project", v, maximum=bounds.PROJECT_MAX),
-        "thread": lambda v: bounds.clean_thread_name(v, "thread"),
-    }
-    return kind, cleaners[kind](value)
+    selector = Selector.clean(kind, value, field=kind)
+    return selector.kind, selector.value
 
 
 def _as_json(value: dict) -> str:

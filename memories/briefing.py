@@ -36,24 +36,22 @@ class Selector:
     value: str | None = None
 
     @classmethod
-    def clean(cls, kind: object = None, value: object = None) -> Selector:
+    def clean(cls, kind: object = None, value: object = None, field: str = "value") -> Selector:
+        """The selector `kind` names, its value checked as the field `field` (the tools send
+        the value in `value`, the prompts in an argument named as the kind)."""
         kind = kind or "all"
         if kind not in SELECTOR_KINDS:
             raise InvalidInput("selector", f"must be one of: {', '.join(SELECTOR_KINDS)}")
         if kind == "all":
             if value is not None:
-                raise InvalidInput("value", "must be omitted when selector is 'all'")
+                raise InvalidInput(field, "must be omitted when selector is 'all'")
             return cls()
         if value is None:
-            raise InvalidInput("value", f"is required when selector is '{kind}'")
-        if kind == "scope" and (
-            not isinstance(value, str) or not bounds.SCOPE_PATTERN.match(value)
-        ):
-            raise InvalidInput("value", "a scope is kebab-case: lowercase letters and digits")
+            raise InvalidInput(field, f"is required when selector is '{kind}'")
         cleaned = {
-            "scope": lambda v: bounds.clean_scope(v, "value"),
-            "project": lambda v: bounds.clean_text("value", v, maximum=bounds.PROJECT_MAX),
-            "thread": lambda v: bounds.clean_thread_name(v, "value"),
+            "scope": lambda v: bounds.clean_scope(v, field),
+            "project": lambda v: bounds.clean_text(field, v, maximum=bounds.PROJECT_MAX),
+            "thread": lambda v: bounds.clean_thread_name(v, field),
         }[kind](value)
         return cls(kind=kind, value=cleaned)
 

@@ -62,7 +62,12 @@ async def test_completion_takes_a_prefix_typed_decomposed(agent):
     ("name", "arguments", "message"),
     [
         ("nope", {}, "Unknown prompt: nope"),
-        ("debrief", {"scope": "Work Notes"}, "invalid_input: scope: must be kebab-case"),
+        (
+            "debrief",
+            {"scope": "Work Notes"},
+            "invalid_input: scope: must be kebab-case: lowercase letters and digits separated by "
+            "single hyphens",
+        ),
         ("debrief", {"colour": "red"}, "colour: unknown argument"),
         ("briefing", {"mode": "long"}, "invalid_input: mode: must be one of: brief, full"),
         ("briefing", {"scope": "a", "project": "b"}, "invalid_input: project: give at most one"),

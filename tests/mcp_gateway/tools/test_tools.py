@@ -191,6 +191,13 @@ async def test_read_only_token_cannot_write_but_can_list_threads(owner):
             "invalid_input: value: must be at most 64 characters",
         ),
         ("briefing", {"selector": "scope", "value": "erased"}, "invalid_input: value: 'erased'"),
+        # Worded as the scope of a memory and the briefing prompt's scope argument are.
+        (
+            "briefing",
+            {"selector": "scope", "value": "Work Notes"},
+            "invalid_input: value: must be kebab-case: lowercase letters and digits separated by "
+            "single hyphens",
+        ),
         # A filter left blank narrows nothing: refused, not taken for no filter.
         ("search", {"query": "x", "project": "   "}, "invalid_input: project: must be at least"),
         ("search", {"query": "x", "recordedAfter": ""}, "invalid_input: recordedAfter: must be"),
