@@ -186,24 +186,8 @@ def memory_detail(request: HttpRequest, memory_id: str) -> HttpResponse:
     return render(
         request,
         "accounts/memory_detail.html",
-        {"memory": memory, "chain": _supersession_chain(owned, memory), "nav": "memories"},
+        {"memory": memory, "chain": Memory.objects.revision_chain(memory), "nav": "memories"},
     )
-
-
-def _supersession_chain(owned, memory: Memory) -> list[Memory]:
-    """The whole revision history `memory` belongs to, oldest first. Each step stays within the
-    owner's rows, so a chain can never lead into another tenant's memories."""
-    older: list[Memory] = []
-    cursor = memory
-    while cursor.predecessor_id is not None:
-        cursor = owned.get(id=cursor.predecessor_id)
-        older.append(cursor)
-    newer: list[Memory] = []
-    cursor = memory
-    while (successor := owned.filter(predecessor_id=cursor.id).first()) is not None:
-        newer.append(successor)
-        cursor = successor
-    return [*reversed(older), memory, *newer]
 
 
 @login_required

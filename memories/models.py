@@ -22,7 +22,7 @@ from datetime import datetime
 
 import uuid_utils.compat
 from django.contrib.postgres.fields import ArrayField
-from django.db import DatabaseError, models
+from django.db import DatabaseError, connection, models
 from django.db.models import F, Q, Value
 from django.db.models.functions import MD5, Length
 from django.utils import timezone
@@ -128,7 +128,35 @@ class MemoryQuerySet(models.QuerySet):
         return self.filter(matches)
 
 
+# A memory's revision history, both ways from it, within one owner's rows: `depth` < 0 for its
+# predecessors, > 0 for its successors (revisions form a chain: one successor each at most).
+_REVISION_CHAIN_SQL = """
+WITH RECURSIVE older(id, predecessor_id, depth) AS (
+    SELECT id, predecessor_id, 0 FROM memories_memory WHERE owner_id = %(owner)s AND id = %(id)s
+    UNION ALL
+    SELECT m.id, m.predecessor_id, older.depth - 1
+    FROM older JOIN memories_memory m ON m.owner_id = %(owner)s AND m.id = older.predecessor_id
+), newer(id, depth) AS (
+    SELECT id, 0 FROM memories_memory WHERE owner_id = %(owner)s AND id = %(id)s
+    UNION ALL
+    SELECT m.id, newer.depth + 1
+    FROM newer JOIN memories_memory m ON m.owner_id = %(owner)s AND m.predecessor_id = newer.id
+)
+SELECT id, depth FROM older UNION SELECT id, depth FROM newer
+"""
+
+
 class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
+    def revision_chain(self, memory: Memory) -> list[Memory]:
+        """The whole revision history `memory` belongs to, oldest first, in two statements.
+        Each step stays within the owner's rows, so a chain never leads into another tenant's
+        memories."""
+        with connection.cursor() as cursor:
+            cursor.execute(_REVISION_CHAIN_SQL, {"owner": memory.owner_id, "id": memory.id})
+            depth_of = dict(cursor.fetchall())
+        revisions = self.filter(owner_id=memory.owner_id, id__in=list(depth_of))
+        return sorted(revisions, key=lambda revision: depth_of[revision.id])
+
     def get_queryset(self) -> MemoryQuerySet:
         # The vector serves search alone (raw SQL); ORM reads need not fetch and parse it.
         return super().get_queryset().defer("embedding")

@@ -95,6 +95,21 @@ def test_detail_shows_the_whole_supersession_chain(client, tenant, history):
     assert page.index(str(first.id)) < page.index("This memory") < page.index(str(third.id))
 
 
+def test_a_long_history_is_read_in_a_few_statements_oldest_first(
+    client, tenant, django_assert_max_num_queries
+):
+    chain = [record_memory(owner=tenant, memory_type="decision", topic="db", content="v0")]
+    for version in range(1, 30):
+        chain.append(
+            revise_memory(owner=tenant, predecessor_id=chain[-1].id, content=f"v{version}")
+        )
+    client.force_login(tenant)
+    with django_assert_max_num_queries(12):  # the session, the user, the memory, its history
+        page = client.get(reverse("accounts:memory_detail", args=[chain[12].id])).text
+    shown = [match for match in re.findall(r'/memories/([0-9a-f-]{36})/"', page)]
+    assert shown == [str(memory.id) for memory in chain if memory != chain[12]]
+
+
 def test_browser_is_read_only(client, tenant, history):
     client.force_login(tenant)
     for url in (
