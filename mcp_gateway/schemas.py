@@ -11,10 +11,16 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from memories import bounds, briefing, handoff, reading, search, threads
+from memories.excerpts import EXCERPT_MAX
 from memories.models import CommitmentStatus, MemoryType
 
 MEMORY_TYPES = list(MemoryType.values)
-ID = {"type": "string", "minLength": 1, "maxLength": 64, "description": "A memory id (UUID)."}
+ID = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": bounds.MEMORY_ID_MAX,
+    "description": "A memory id (UUID).",
+}
 DATETIME = {
     "type": "string",
     "format": "date-time",
@@ -115,7 +121,7 @@ EXCERPT_ITEM = output(
         "uri": {"type": "string"},
         "memoryType": {"type": "string"},
         "topic": {"type": "string"},
-        "excerpt": {"type": "string", "maxLength": 600},
+        "excerpt": {"type": "string", "maxLength": EXCERPT_MAX},
         "truncated": {"type": "boolean"},
         "contentLength": {"type": "integer"},
         "scope": {"type": "string"},

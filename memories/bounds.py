@@ -18,6 +18,8 @@ TAGS_MAX = 32
 SCOPE_MAX = 64
 PROJECT_MAX = 256
 THREAD_NAME_MAX = 100
+# Longer than any spelling of a UUID (braces, urn:uuid: prefix): no memory id can be longer.
+MEMORY_ID_MAX = 64
 DEFAULT_SCOPE = "personal"
 # The scope erasure gives every memory of an account (accounts/erasure.py), which counts it as
 # empty (memories/account_indexes.py): no live memory may take it.

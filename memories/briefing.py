@@ -14,13 +14,13 @@ from django.utils import timezone
 
 from memories import bounds, replica
 from memories.errors import InvalidInput
-from memories.excerpts import EXCERPT_COLUMNS, MemoryExcerpt
+from memories.excerpts import EXCERPT_COLUMNS, EXCERPT_MAX, MemoryExcerpt
 from memories.models import Thread
 
 SELECTOR_KINDS = ("all", "scope", "project", "thread")
 MODES = ("brief", "full")
 ITEMS = {"brief": 3, "full": 10}
-EXCERPT = {"brief": 200, "full": 600}
+EXCERPT = {"brief": 200, "full": EXCERPT_MAX}
 RECENT_DECISION_DAYS = 30
 PINNED_THREADS_MAX = 10
 

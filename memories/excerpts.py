@@ -16,7 +16,8 @@ from memories.fields import readable_instant_sql
 from memories.models import MemoryResource, is_overdue
 
 ELLIPSIS = "\u2026"
-SEARCH_EXCERPT_MAX = 600
+# The longest excerpt of a memory's content any tool shows (search hits, handoffs, full briefings).
+EXCERPT_MAX = 600
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,7 @@ class Excerpt:
     truncated: bool
 
 
-def excerpt(content: str, limit: int = SEARCH_EXCERPT_MAX) -> Excerpt:
+def excerpt(content: str, limit: int = EXCERPT_MAX) -> Excerpt:
     """At most `limit` code points: the body as is, or its whole characters (Unicode's extended
     grapheme clusters: an emoji sequence, a flag, a letter with its marks, a Hangul syllable of
     jamo, an Indic conjunct) within the first limit-1 and an ellipsis, so that a cut never shows

@@ -12,7 +12,7 @@ from django.utils import timezone
 from memories import bounds
 from memories.briefing import OPEN_COMMITMENT, Section, SectionSpec, Selector, read_sections
 from memories.errors import InvalidInput
-from memories.excerpts import SEARCH_EXCERPT_MAX
+from memories.excerpts import EXCERPT_MAX
 
 DEFAULT_ITEMS = 10
 MAX_ITEMS = 25
@@ -62,7 +62,7 @@ def build_handoff(
             selector=selector,
             specs=HANDOFF_SECTIONS,
             items=section_limit,
-            excerpt_max=SEARCH_EXCERPT_MAX,
+            excerpt_max=EXCERPT_MAX,
             now=now,
         ),
     )

@@ -74,7 +74,7 @@ from memories.embedding import comparable_with, embed_query
 from memories.errors import InvalidInput
 from memories.excerpts import (
     EXCERPT_COLUMNS,
-    SEARCH_EXCERPT_MAX,
+    EXCERPT_MAX,
     MemoryExcerpt,
 )
 from memories.models import MemoryType, Status, Thread, thread_name_key_text
@@ -746,7 +746,7 @@ def search_memories(
         position = _Position.decode(cursor, fingerprint)
     params: dict = {
         "owner": owner_id,
-        "excerpt_fetch": SEARCH_EXCERPT_MAX + 1,
+        "excerpt_fetch": EXCERPT_MAX + 1,
         "lexical_max": LEXICAL_CANDIDATES,
         "semantic_max": SEMANTIC_CANDIDATES,
         "tenant_size_max": TENANT_SIZE_COUNTED_MAX,
@@ -795,7 +795,7 @@ def search_memories(
     now = timezone.now()
     for candidate in shown:
         row = rows[candidate.id]
-        fields = MemoryExcerpt.row_fields(row, excerpt_max=SEARCH_EXCERPT_MAX, now=now)
+        fields = MemoryExcerpt.row_fields(row, excerpt_max=EXCERPT_MAX, now=now)
         page.hits.append(
             SearchHit(**fields, score=candidate.score, matched_by=candidate.matched_by)
         )

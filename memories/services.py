@@ -41,7 +41,7 @@ def parse_memory_id(value: object) -> uuid.UUID | None:
     like an unknown id, so a malformed id tells nothing a missing one does not."""
     if isinstance(value, uuid.UUID):
         return value
-    if not isinstance(value, str) or len(value) > 64:
+    if not isinstance(value, str) or len(value) > bounds.MEMORY_ID_MAX:
         return None
     try:
         return uuid.UUID(value)

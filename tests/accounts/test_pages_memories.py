@@ -106,7 +106,7 @@ def test_a_long_history_is_read_in_a_few_statements_oldest_first(
     client.force_login(tenant)
     with django_assert_max_num_queries(12):  # the session, the user, the memory, its history
         page = client.get(reverse("accounts:memory_detail", args=[chain[12].id])).text
-    shown = [match for match in re.findall(r'/memories/([0-9a-f-]{36})/"', page)]
+    shown = re.findall(r'/memories/([0-9a-f-]{36})/"', page)
     assert shown == [str(memory.id) for memory in chain if memory != chain[12]]
 
 
