@@ -15,7 +15,7 @@ from oauth2_provider.models import (
 from accounts.erasure import erase_account
 from accounts.forms import StaffUserChangeForm, StaffUserCreationForm
 from accounts.models import ErasureRecord, User
-from memories.admin import ListedFiltersOnly, ReadOnlyAdminMixin
+from infra.admin import ListedFiltersOnly, ReadOnlyAdminMixin
 
 
 @admin.register(User)
