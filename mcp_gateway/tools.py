@@ -49,6 +49,8 @@ class ToolSpec:
     destructive: bool
     idempotent: bool
     handler: Handler
+    # Values of the `action` argument that only read: they need the read scope alone.
+    reading_actions: frozenset[str] = frozenset()
 
 
 def _describe_environment(principal: Principal, args: dict) -> Awaitable[dict]:
@@ -214,6 +216,7 @@ TOOLS: list[ToolSpec] = [
         destructive=True,  # remove_members takes memories out of a curated thread
         idempotent=False,
         handler=handlers.configure_thread,
+        reading_actions=frozenset({"list"}),
     ),
     ToolSpec(
         name="describe_environment",
@@ -387,8 +390,8 @@ async def call_tool(
     if spec is None:
         return _error(f"not_found: unknown tool {_shown_name(name)!r}")
     scope = settings.MEMORY_READ_SCOPE if spec.scope == "read" else settings.MEMORY_WRITE_SCOPE
-    # configure_thread's `list` only reads; every other action writes.
-    if spec.name == "configure_thread" and (arguments or {}).get("action") == "list":
+    action = (arguments or {}).get("action")
+    if isinstance(action, str) and action in spec.reading_actions:
         scope = settings.MEMORY_READ_SCOPE
     if not principal.can(scope):
         auth.note_insufficient_scope(scope)
