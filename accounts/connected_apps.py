@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlsplit
 
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 from django.db.models import Max, Min, Q
 from django.utils import timezone
@@ -55,7 +56,7 @@ def _live_credentials(user, now):
     )
 
 
-def list_connected_apps(*, user) -> list[ConnectedApp]:
+def list_connected_apps(*, user: AbstractBaseUser) -> list[ConnectedApp]:
     """Every app holding a live credential for `user`, most recently used first."""
     now = timezone.now()
     access, refresh, grants = _live_credentials(user, now)
@@ -115,7 +116,9 @@ def _describe(user, application, now, all_scopes: dict[str, str]) -> ConnectedAp
     )
 
 
-def revoke_app_access(*, user, application) -> dict[str, int]:
+def revoke_app_access(
+    *, user: AbstractBaseUser, application: AbstractApplication
+) -> dict[str, int]:
     """Disconnect `application` from `user` at once (`revoke_oauth_credentials`), so the app is
     never half-connected."""
     return revoke_oauth_credentials(user=user, application=application)

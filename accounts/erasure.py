@@ -113,7 +113,7 @@ def _allow_time_for_the_whole_account() -> None:
             )
 
 
-def _lock_users(account_id: int, staff_member) -> AbstractBaseUser:
+def _lock_users(account_id: int, staff_member: AbstractBaseUser | None) -> AbstractBaseUser:
     """Lock the erased account's user row for update and, when a staff member asked, theirs for
     key share (the erasure record's foreign key takes that lock anyway), in key order: two
     staff members erasing each other at once each waited on the row the other held."""
@@ -134,7 +134,9 @@ def _lock_users(account_id: int, staff_member) -> AbstractBaseUser:
     return locked
 
 
-def erase_account(*, user, requested_by_staff=None) -> ErasureResult:
+def erase_account(
+    *, user: AbstractBaseUser, requested_by_staff: AbstractBaseUser | None = None
+) -> ErasureResult:
     """Erase `user`'s account. `requested_by_staff` is the staff member who asked, or None when
     the account holder asked. A second call changes nothing and reports already_erased."""
     # Row-level security (memories/tenancy.py): the erasure acts for the erased account, which

@@ -21,6 +21,7 @@ import uuid
 from datetime import datetime
 
 import uuid_utils.compat
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.postgres.fields import ArrayField
 from django.db import DatabaseError, connection, models
 from django.db.models import F, Q, Value
@@ -105,7 +106,7 @@ def is_overdue(*, due_at: datetime | None, commitment_status: str | None, now: d
 
 
 class MemoryQuerySet(models.QuerySet):
-    def owned_by(self, owner) -> MemoryQuerySet:
+    def owned_by(self, owner: AbstractBaseUser) -> MemoryQuerySet:
         """Only this tenant's memories: the start of every read path."""
         return self.filter(owner=owner)
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import IntegrityError, OperationalError, connection, transaction
 from django.utils import timezone
 from psycopg.errors import DeadlockDetected
@@ -55,7 +56,7 @@ def _clean_memory_type(value: object) -> str:
     return value  # type: ignore[return-value]
 
 
-def lock_live_owner(owner) -> str | None:
+def lock_live_owner(owner: AbstractBaseUser) -> str | None:
     """Serialize with erase_account (which takes FOR UPDATE on the same row): a write either
     completes before an erasure and is erased by it, or sees the account inactive. Returns which
     embedder made the stored vectors (StoredVectors), read in the same statement: a memory
@@ -220,7 +221,7 @@ def _new_memory(
 
 def record_memory(
     *,
-    owner,
+    owner: AbstractBaseUser,
     memory_type: object,
     topic: object,
     content: object,
@@ -258,7 +259,7 @@ def record_memory(
 
 def revise_memory(
     *,
-    owner,
+    owner: AbstractBaseUser,
     predecessor_id: object,
     content: object,
     memory_type: object = _UNSET,
@@ -311,7 +312,7 @@ _CLOSE_SQL = (
 )
 
 
-def _close(owner, predecessor_id: object, at: datetime) -> Memory:
+def _close(owner: AbstractBaseUser, predecessor_id: object, at: datetime) -> Memory:
     parsed = parse_memory_id(predecessor_id)
     if parsed is None:
         raise NotFound(f"memory {predecessor_id}")
@@ -356,7 +357,7 @@ def _revise(
         return successor
 
 
-def archive_memory(*, owner, memory_id: object) -> Memory:
+def archive_memory(*, owner: AbstractBaseUser, memory_id: object) -> Memory:
     """Move a current memory to `archived` (lifecycle only). Archiving twice is a no-op."""
     with transaction.atomic():
         lock_live_owner(owner)
@@ -369,7 +370,7 @@ def archive_memory(*, owner, memory_id: object) -> Memory:
         return memory
 
 
-def resolve_commitment(*, owner, memory_id: object, status: object) -> Memory:
+def resolve_commitment(*, owner: AbstractBaseUser, memory_id: object, status: object) -> Memory:
     """Move a commitment through its state machine (COMMITMENT_TRANSITIONS). The same state is a
     no-op; an illegal move raises InvalidTransition naming both states."""
     if status not in CommitmentStatus.values:
@@ -391,7 +392,7 @@ def resolve_commitment(*, owner, memory_id: object, status: object) -> Memory:
         return memory
 
 
-def _locked(owner, memory_id: object) -> Memory:
+def _locked(owner: AbstractBaseUser, memory_id: object) -> Memory:
     parsed = parse_memory_id(memory_id)
     memory = (
         Memory.objects.select_for_update().filter(owner=owner, id=parsed).first()

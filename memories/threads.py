@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import IntegrityError, OperationalError, connection, transaction
 from django.utils import timezone
 from psycopg.errors import DeadlockDetected
@@ -46,7 +47,7 @@ class Proposal:
     similarity: float
 
 
-def _thread(owner, name: object, *, lock: bool = False) -> Thread:
+def _thread(owner: AbstractBaseUser, name: object, *, lock: bool = False) -> Thread:
     """The owner's thread named `name`. Locked FOR NO KEY UPDATE, which a membership's foreign
     key check (KEY SHARE, taken at the COMMIT of a revision copying its predecessor's
     memberships) does not wait for: thread actions lock the thread, then the memories, then the
@@ -59,7 +60,7 @@ def _thread(owner, name: object, *, lock: bool = False) -> Thread:
     return thread
 
 
-def _owned_memory_ids(owner, memory_ids: Sequence[object]) -> list[uuid.UUID]:
+def _owned_memory_ids(owner: AbstractBaseUser, memory_ids: Sequence[object]) -> list[uuid.UUID]:
     if not 1 <= len(memory_ids) <= MEMBERS_PER_CALL_MAX:
         raise InvalidInput(
             "memoryIds", f"give 1 to {MEMBERS_PER_CALL_MAX} ids; got {len(memory_ids)}"
@@ -77,7 +78,9 @@ def _owned_memory_ids(owner, memory_ids: Sequence[object]) -> list[uuid.UUID]:
     return [p for p in parsed if p is not None]
 
 
-def _locked_memories(owner, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, datetime | None]:
+def _locked_memories(
+    owner: AbstractBaseUser, ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, datetime | None]:
     """The owner's memories among `ids`, each with its `valid_to` (None: current), locked until
     the transaction ends: a revision of one waits, and then carries what this transaction did to
     its threads over to its successor (or, if it came first, this one finds it superseded).
@@ -100,7 +103,7 @@ def _new_thread_name(value: object, field: str) -> str:
     return cleaned
 
 
-def create_thread(*, owner, name: object, pinned: bool = False) -> Thread:
+def create_thread(*, owner: AbstractBaseUser, name: object, pinned: bool = False) -> Thread:
     cleaned = _new_thread_name(name, "name")
     with transaction.atomic():
         services.lock_live_owner(owner)  # serialize with erasure, as memory writes do
@@ -121,7 +124,7 @@ def create_thread(*, owner, name: object, pinned: bool = False) -> Thread:
             raise Conflict(f"a thread named '{cleaned}' already exists") from None
 
 
-def rename_thread(*, owner, name: object, new_name: object) -> Thread:
+def rename_thread(*, owner: AbstractBaseUser, name: object, new_name: object) -> Thread:
     cleaned = _new_thread_name(new_name, "newName")
     with transaction.atomic():
         services.lock_live_owner(owner)  # a name written after an erasure would survive it
@@ -141,7 +144,7 @@ def rename_thread(*, owner, name: object, new_name: object) -> Thread:
         return thread
 
 
-def pin_thread(*, owner, name: object, pinned: bool) -> Thread:
+def pin_thread(*, owner: AbstractBaseUser, name: object, pinned: bool) -> Thread:
     with transaction.atomic():
         services.lock_live_owner(owner)
         thread = _thread(owner, name, lock=True)
@@ -151,7 +154,9 @@ def pin_thread(*, owner, name: object, pinned: bool) -> Thread:
         return thread
 
 
-def add_thread_members(*, owner, name: object, memory_ids: Sequence[object]) -> Thread:
+def add_thread_members(
+    *, owner: AbstractBaseUser, name: object, memory_ids: Sequence[object]
+) -> Thread:
     """Make memories members (accepting any open proposal for them). Idempotent."""
     with transaction.atomic():
         services.lock_live_owner(owner)
@@ -166,7 +171,9 @@ def add_thread_members(*, owner, name: object, memory_ids: Sequence[object]) -> 
         return thread
 
 
-def remove_thread_members(*, owner, name: object, memory_ids: Sequence[object]) -> Thread:
+def remove_thread_members(
+    *, owner: AbstractBaseUser, name: object, memory_ids: Sequence[object]
+) -> Thread:
     """Take memories out of a thread. The row is kept as `rejected`, so the server does not
     propose them again."""
     with transaction.atomic():
@@ -179,7 +186,9 @@ def remove_thread_members(*, owner, name: object, memory_ids: Sequence[object]) 
         return thread
 
 
-def decide_thread_proposal(*, owner, proposal_id: object, accept: bool) -> ThreadMembership:
+def decide_thread_proposal(
+    *, owner: AbstractBaseUser, proposal_id: object, accept: bool
+) -> ThreadMembership:
     """Accept or reject an open proposal. A decided, unknown or foreign id is NotFound."""
     parsed = services.parse_memory_id(proposal_id)
     open_proposals = ThreadMembership.objects.filter(
@@ -207,7 +216,7 @@ def decide_thread_proposal(*, owner, proposal_id: object, accept: bool) -> Threa
         return proposal
 
 
-def list_threads(*, owner) -> list[Thread]:
+def list_threads(*, owner: AbstractBaseUser) -> list[Thread]:
     """All the tenant's threads (at most THREADS_MAX exist; pinned first, then by name) with
     member and open-proposal counts of current memories."""
     return list(
@@ -215,7 +224,7 @@ def list_threads(*, owner) -> list[Thread]:
     )
 
 
-def list_open_proposals(*, owner, limit: int = LIST_MAX) -> list[Proposal]:
+def list_open_proposals(*, owner: AbstractBaseUser, limit: int = LIST_MAX) -> list[Proposal]:
     rows = (
         ThreadMembership.objects.filter(
             owner=owner,
@@ -296,7 +305,9 @@ def propose_thread_memberships(*, memory: Memory) -> list[Proposal]:
     ]
 
 
-def record_memory_with_proposals(*, owner, **fields) -> tuple[Memory, list[Proposal]]:
+def record_memory_with_proposals(
+    *, owner: AbstractBaseUser, **fields
+) -> tuple[Memory, list[Proposal]]:
     """`services.record_memory`, then membership proposals for the new memory, in the same
     transaction."""
     proposals: list[Proposal] = []
@@ -308,7 +319,9 @@ def record_memory_with_proposals(*, owner, **fields) -> tuple[Memory, list[Propo
     return memory, proposals
 
 
-def revise_memory_in_threads(*, owner, predecessor_id: object, **fields) -> Memory:
+def revise_memory_in_threads(
+    *, owner: AbstractBaseUser, predecessor_id: object, **fields
+) -> Memory:
     """`services.revise_memory`; the successor takes its predecessor's place in every thread (the
     same memory, revised, stays in its threads), in the same transaction."""
     return services.revise_memory(
