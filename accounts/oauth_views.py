@@ -234,6 +234,14 @@ class McpClientManagementView(DynamicClientRegistrationManagementView):
         )
 
 
+def token_window() -> FixedWindow:
+    return FixedWindow(
+        name="oauth-token",
+        limit=settings.OAUTH_TOKEN_RATE,
+        window=settings.OAUTH_TOKEN_RATE_WINDOW,
+    )
+
+
 @method_decorator(csrf_exempt, name="dispatch")
 @method_decorator(login_not_required, name="dispatch")
 class McpTokenView(TokenView):
@@ -243,12 +251,7 @@ class McpTokenView(TokenView):
     grace period gets the first response again (accounts/refresh_grace.py)."""
 
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        window = FixedWindow(
-            name="oauth-token",
-            limit=settings.OAUTH_TOKEN_RATE,
-            window=settings.OAUTH_TOKEN_RATE_WINDOW,
-        )
-        retry_after = window.hit(client_network(request))
+        retry_after = token_window().hit(client_network(request))
         if retry_after:
             return too_many_requests(retry_after, "token requests")
         # oauthlib and DOT serve every grant type a client is registered for (DOT even answers
@@ -270,20 +273,9 @@ class McpTokenView(TokenView):
         body = normalised_parameters(request.POST, default_resource=False)
         if body is not None:
             request.POST = body
-        refresh_token = request.POST.get("refresh_token")
-        client_id = request.POST.get("client_id")
-        if (
-            request.POST.get("grant_type") != "refresh_token"
-            or not refresh_token
-            or not client_id
-            or "authorization" in request.headers
-            or request.POST.get("client_secret")
-            or not refresh_grace.is_public_client(client_id)
-        ):
-            # The grace period is for public clients (client_id in the body, no secret): a
-            # replay is given without authenticating the client, so a confidential client's
-            # refresh, with its secret in a header, in the body or left out, always goes to DOT.
+        if not refresh_grace.applies_to(request):
             return super().post(request, *args, **kwargs)
+        refresh_token, client_id = request.POST["refresh_token"], request.POST["client_id"]
         asked = [request.POST.get("scope"), request.POST.getlist("resource")]
         with refresh_grace.one_at_a_time(refresh_token):
             replayed = refresh_grace.replay(refresh_token, client_id, asked)

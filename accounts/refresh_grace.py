@@ -31,6 +31,7 @@ from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
 from django.core.cache import cache
 from django.db import connection, transaction
+from django.http import HttpRequest
 from oauth2_provider.models import get_application_model, get_refresh_token_model
 
 
@@ -54,6 +55,21 @@ def one_at_a_time(refresh_token: str) -> Iterator[None]:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [lock_id])
         yield
+
+
+def applies_to(request: HttpRequest) -> bool:
+    """Whether the grace period may answer this token request: a refresh by a public client
+    (its client_id in the body, no secret anywhere). A replay is given without authenticating
+    the client, so a confidential client's refresh, with its secret in a header, in the body or
+    left out, always goes to DOT."""
+    return bool(
+        request.POST.get("grant_type") == "refresh_token"
+        and request.POST.get("refresh_token")
+        and request.POST.get("client_id")
+        and "authorization" not in request.headers
+        and not request.POST.get("client_secret")
+        and is_public_client(request.POST["client_id"])
+    )
 
 
 def is_public_client(client_id: str) -> bool:
