@@ -298,6 +298,9 @@ class TestCommand:
     def test_unknown_account(self, db):
         with pytest.raises(CommandError, match="no account named"):
             call_command("erase_account", "nobody", "--yes")
+        with pytest.raises(CommandError) as refused:
+            call_command("erase_account", "x" * 100_000, "--yes")
+        assert str(refused.value) == f"no account named '{'x' * 150}…'"
 
     # A shell passes bytes that are not UTF-8 to Python as lone surrogates.
     @pytest.mark.parametrize("name", ["bad\x00name", "bad\udcffname"])

@@ -8,6 +8,11 @@ from accounts.erasure import erase_account
 from memories.bounds import unstorable_text
 
 
+def _shown(name: str) -> str:
+    """A name as a refusal repeats it: usernames are at most 150 characters, a typo is short."""
+    return name if len(name) <= 150 else f"{name[:150]}…"
+
+
 class Command(BaseCommand):
     help = (
         "Erase an account: overwrite all its memories with [erased], revoke every OAuth "
@@ -29,14 +34,14 @@ class Command(BaseCommand):
         try:
             user = User.objects.get(username=username)
         except User.DoesNotExist:
-            raise CommandError(f"no account named {username!r}") from None
+            raise CommandError(f"no account named {_shown(username)!r}") from None
         staff_member = None
         if staff is not None:  # an empty one (an unset variable) names no staff member: refused
             staff_member = User.objects.filter(
                 username=staff, is_staff=True, is_active=True
             ).first()
             if staff_member is None:
-                raise CommandError(f"{staff!r} is not an active staff account")
+                raise CommandError(f"{_shown(staff)!r} is not an active staff account")
         if not yes:
             try:
                 answer = input(
