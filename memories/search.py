@@ -83,6 +83,9 @@ DEFAULT_LIMIT = 5
 MAX_LIMIT = 25
 QUERY_MAX = 500
 CURSOR_MAX = 2048
+# A cursor pages through one result list, minutes after its first page; an older one would page
+# by word statistics and an instant long stale, so it is refused and the search started anew.
+CURSOR_MAX_AGE = 24 * 3600
 # Bounded work per search, however large the tenant: the most recent memories matching any term
 # (and a few more per rare term, see RARE_TERM_HELD_MAX), and the nearest by meaning.
 LEXICAL_CANDIDATES = 300
@@ -449,21 +452,20 @@ class _WordStatistics:
     """What a words score depends on besides the memory: the account's size (as the IDF counts
     it), how many candidates hold each query term (in the query's term order) and their average
     length; and, of the words walk (_ranked), which terms were rare among its matches (`rare`,
-    their positions in the query's term order; None: not known, decided anew) and the oldest
-    match it reached when it stopped at its bound (`walked_to`; None: it read all it may), and
-    the same of the rare terms' own walk (`rare_walked_to`). A
-    cursor carries the first page's, so that later pages score as it did and rank every
-    candidate it did that still passes the filters: a write between pages changes what a
-    bounded walk finds (an archived memory, or one added to a thread, joins the matches of a
-    `status: archived` or thread walk and would push the oldest one out; an archive lets an
-    older match in, which may hold a rare term and make it common), so a later page walks back
-    as far as the first did, without a bound, and looks up the same rare terms, which it walks
-    for as far back as the first page did too."""
+    their positions in the query's term order) and the oldest match it reached when it stopped
+    at its bound (`walked_to`; None: it read all it may), and the same of the rare terms' own
+    walk (`rare_walked_to`). A cursor carries the first page's, so that later pages score as it
+    did and rank every candidate it did that still passes the filters: a write between pages
+    changes what a bounded walk finds (an archived memory, or one added to a thread, joins the
+    matches of a `status: archived` or thread walk and would push the oldest one out; an archive
+    lets an older match in, which may hold a rare term and make it common), so a later page walks
+    back as far as the first did, without a bound, and looks up the same rare terms, which it
+    walks for as far back as the first page did too."""
 
     total: int
     held_by: tuple[int, ...]
     average_length: float
-    rare: tuple[int, ...] | None = None
+    rare: tuple[int, ...] = ()
     walked_to: datetime | None = None
     rare_walked_to: datetime | None = None
 
@@ -488,10 +490,8 @@ class _WordStatistics:
             rare_walked_to=rare_walked_to,
         )
 
-    def rare_terms(self, terms: tuple[str, ...]) -> tuple[str, ...] | None:
-        """The first page's rare terms among `terms` (the query's), if known."""
-        if self.rare is None:
-            return None
+    def rare_terms(self, terms: tuple[str, ...]) -> tuple[str, ...]:
+        """The first page's rare terms among `terms` (the query's)."""
         return tuple(terms[n] for n in self.rare if 0 <= n < len(terms))
 
 
@@ -676,22 +676,17 @@ class _Position:
     def decode(cls, cursor: str, fingerprint: str) -> _Position:
         """The position `cursor` carries, if this server issued it for `fingerprint`."""
         try:
-            payload = signing.loads(cursor, salt=_CURSOR_SALT)
+            payload = signing.loads(cursor, salt=_CURSOR_SALT, max_age=CURSOR_MAX_AGE)
             if payload["m"] not in MODES:
                 raise ValueError(payload["m"])
             statistics = None
             if "w" in payload:
-                # A cursor issued before the walk's reach was carried has three (rare None:
-                # the later pages walk and choose rare terms as they did then); one issued
-                # before the rare terms' walk's reach was, five (None: they walk back as far
-                # as they may, which finds every match the first page's walk did).
-                total, held_by, average_length, *walk = payload["w"]
-                rare, walked_to, rare_walked_to = (*walk, None)[:3] if walk else (None,) * 3
+                total, held_by, average_length, rare, walked_to, rare_walked_to = payload["w"]
                 statistics = _WordStatistics(
                     total=int(total),
                     held_by=tuple(int(count) for count in held_by),
                     average_length=float(average_length),
-                    rare=tuple(int(n) for n in rare) if rare is not None else None,
+                    rare=tuple(int(n) for n in rare),
                     walked_to=datetime.fromisoformat(walked_to) if walked_to else None,
                     rare_walked_to=(
                         datetime.fromisoformat(rare_walked_to) if rare_walked_to else None
@@ -706,6 +701,12 @@ class _Position:
                 statistics=statistics,
             )
             bound_to = payload["f"]
+        except signing.SignatureExpired:
+            raise InvalidInput(
+                "cursor",
+                f"has expired (a cursor lasts {CURSOR_MAX_AGE // 3600} hours); omit it to start"
+                " a new search",
+            ) from None
         except (signing.BadSignature, KeyError, TypeError, ValueError):
             raise InvalidInput(
                 "cursor", "is not a cursor this server issued; omit it to start a new search"
@@ -1095,11 +1096,10 @@ def _ranked(
     few_terms = len(parsed.terms) <= INDEXED_QUERY_TERMS_MAX
     # The account's words index holds its current memories only: asOf walks.
     by_walk = not (few_terms and params["words_indexed"] and where.current)
-    # A later page whose cursor carries how far the first page's walk reached (see
-    # _WordStatistics) walks back as far, however many matches that is now.
-    reached = statistics is not None and statistics.rare is not None
+    # A later page walks back as far as the first page's walk reached (see _WordStatistics),
+    # however many matches that is now.
     walked_to = None
-    if by_walk and reached:
+    if by_walk and statistics is not None:
         candidates = _walk(db, required, where, params, bounded=False, back_to=statistics.walked_to)
     elif by_walk:
         candidates = _walk(db, required, where, params)
@@ -1121,7 +1121,7 @@ def _ranked(
         # Which terms are rare among the walk's matches is read from their candidates, on the
         # first page; a later page looks up the same ones.
         older, rare, rare_walked_to = _rare_term_matches(
-            db, required, where, params, word_matches, statistics if reached else None
+            db, required, where, params, word_matches, statistics
         )
         candidates += _new(older, candidates)
     first_page = statistics is None

@@ -3,11 +3,14 @@
 import json
 import random
 import string
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
+from django.core import signing
 from django.db import connection
 from django.utils import timezone
 
@@ -16,6 +19,7 @@ from memories.errors import InvalidInput, NotFound
 from memories.models import StoredVectors
 from memories.search import (
     CURSOR_MAX,
+    CURSOR_MAX_AGE,
     QUERY_MAX,
     TOPIC_FALLBACK_WORDS_MAX,
     TOPIC_SIMILARITY_MIN,
@@ -514,6 +518,43 @@ def test_cursor_is_bound_to_its_account_query_and_filters(tenant, other_tenant):
         run(other_tenant, "bound cursor", limit=1, cursor=cursor)
     with pytest.raises(InvalidInput, match="cursor: is not a cursor this server issued"):
         run(tenant, "bound cursor", limit=1, cursor=cursor[:-2] + "xx")
+
+
+def resigned(payload: dict, issued_at: float) -> str:
+    """A cursor carrying `payload`, signed as search signs one, at the instant `issued_at`."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(signing, "time", SimpleNamespace(time=lambda: issued_at))
+        return signing.dumps(payload, salt=search._CURSOR_SALT, compress=True)
+
+
+def test_a_cursor_older_than_its_lifetime_is_refused(tenant):
+    for n in range(3):
+        MemoryFactory(owner=tenant, content=f"aging cursor {n}")
+    payload = signing.loads(
+        run(tenant, "aging cursor", limit=1).next_cursor, salt=search._CURSOR_SALT
+    )
+    young = resigned(payload, time.time() - CURSOR_MAX_AGE + 60)
+    assert len(run(tenant, "aging cursor", limit=1, cursor=young).hits) == 1
+    old = resigned(payload, time.time() - CURSOR_MAX_AGE - 60)
+    with pytest.raises(InvalidInput) as refused:
+        run(tenant, "aging cursor", limit=1, cursor=old)
+    assert str(refused.value) == (
+        "invalid_input: cursor: has expired (a cursor lasts 24 hours); omit it to start a new"
+        " search"
+    )
+
+
+def test_a_cursor_of_another_shape_is_refused(tenant):
+    for n in range(3):
+        MemoryFactory(owner=tenant, content=f"shaped cursor {n}")
+    payload = signing.loads(
+        run(tenant, "shaped cursor", limit=1).next_cursor, salt=search._CURSOR_SALT
+    )
+    assert len(payload["w"]) == 6
+    for words in (payload["w"][:3], payload["w"][:5]):
+        cursor = resigned({**payload, "w": words}, time.time())
+        with pytest.raises(InvalidInput, match="cursor: is not a cursor this server issued"):
+            run(tenant, "shaped cursor", limit=1, cursor=cursor)
 
 
 def test_a_cursor_is_bound_to_its_thread_as_thread_names_compare(tenant):
