@@ -15,7 +15,7 @@ import mcp_types as types
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from mcp.shared.exceptions import MCPError
-from oauth2_provider.models import get_access_token_model, get_application_model
+from oauth2_provider.models import get_access_token_model
 
 from infra import asyncdb
 from mcp_gateway.principal import Principal
@@ -46,11 +46,10 @@ def _valid_token(audience: str) -> str:
 # Parameters: request numbers, checksums (`_TokenChecks._arrays`), audience.
 CHECK_TOKENS = asyncdb.prepared_statement(
     "threengram_check_tokens",
-    "SELECT q.n, t.user_id, t.scope, a.client_id "  # noqa: S608 (constants)
+    "SELECT q.n, t.user_id, t.scope "  # noqa: S608 (constants)
     "FROM unnest(string_to_array($1, ',')::int[], string_to_array($2, ',')::text[]) "
     "AS q(n, checksum) "
     f"JOIN {_TOKEN_TABLES} ON t.token_checksum = q.checksum "
-    f"LEFT JOIN {get_application_model()._meta.db_table} a ON a.id = t.application_id "
     f"WHERE {_valid_token('$3')}",
 )
 
@@ -116,8 +115,8 @@ def _checksum(token: str) -> str:
 
 
 def _principal(row: tuple) -> Principal:
-    user_id, scope, client_id = row
-    return Principal(user_id=user_id, scopes=frozenset(scope.split()), client_id=client_id or "")
+    user_id, scope = row
+    return Principal(user_id=user_id, scopes=frozenset(scope.split()))
 
 
 async def authenticate(token: str) -> Principal | None:

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 class Principal:
     user_id: int
     scopes: frozenset[str]
-    client_id: str
 
     def can(self, scope: str) -> bool:
         return scope in self.scopes

@@ -171,7 +171,7 @@ async def main(calls: int, seed: int, only: str | None = None, rls: bool = False
     sample_others = rng.sample(others, min(50, len(others)))
 
     def principal(user_id: int) -> Principal:
-        return Principal(user_id, frozenset({"memory:read", "memory:write"}), "bench")
+        return Principal(user_id, frozenset({"memory:read", "memory:write"}))
 
     def ids_of(owner_id: int) -> list[str]:
         rows = Memory.objects.filter(owner_id=owner_id).values_list("id", flat=True)

@@ -235,9 +235,7 @@ def main() -> None:
     if args.crowd:
         store_crowd(owner, dataset, args.crowd)
     stored_in = time.perf_counter() - started
-    principal = Principal(
-        user_id=owner.pk, scopes=frozenset({"memory:read"}), client_id="eval-search"
-    )
+    principal = Principal(user_id=owner.pk, scopes=frozenset({"memory:read"}))
     figures = asyncio.run(evaluate(principal, dataset, ids))
     print(f"embedder         {args.embedder}")
     print(

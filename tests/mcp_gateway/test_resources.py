@@ -201,7 +201,7 @@ async def test_foreign_scheme_and_shapes_are_invalid_params(asgi_app, seeded):
 
 @pytest.mark.parametrize(
     "principal",
-    [None, Principal(user_id=1, scopes=frozenset({"memory:write"}), client_id="c")],
+    [None, Principal(user_id=1, scopes=frozenset({"memory:write"}))],
     ids=["no principal", "write scope only"],
 )
 async def test_read_scope_is_enforced_in_the_handler(seeded, principal):
@@ -218,9 +218,7 @@ async def test_read_scope_is_enforced_in_the_handler(seeded, principal):
 
 
 async def test_read_with_read_scope_in_process(seeded):
-    principal = Principal(
-        user_id=seeded.tenant.pk, scopes=frozenset({"memory:read"}), client_id="c"
-    )
+    principal = Principal(user_id=seeded.tenant.pk, scopes=frozenset({"memory:read"}))
     token = current_principal.set(principal)
     try:
         async with Client(build_server()) as c:

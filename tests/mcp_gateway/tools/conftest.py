@@ -46,7 +46,7 @@ def stranger(transactional_db):
 
 
 def principal_for(user, scopes=("memory:read", "memory:write")) -> Principal:
-    return Principal(user_id=user.pk, scopes=frozenset(scopes), client_id="test-client")
+    return Principal(user_id=user.pk, scopes=frozenset(scopes))
 
 
 @pytest.fixture
