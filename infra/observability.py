@@ -290,6 +290,8 @@ class ReadinessCheck:
             return self._answer[1], self._answer[2]
 
     def forget(self) -> None:
+        """Drop the kept answer, so that the next probe checks anew. For tests: each starts
+        from its own check, not from an answer kept from an earlier test."""
         with self._lock:
             self._answer = None
 

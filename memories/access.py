@@ -41,10 +41,6 @@ class MemoryRow(MemoryResource):
     predecessor_id: uuid.UUID | None
     due_at: datetime | None
 
-    @property
-    def is_current(self) -> bool:
-        return self.valid_to is None
-
 
 COLUMNS = (
     "id",

@@ -301,10 +301,6 @@ class Memory(MemoryResource, TenantRow):
         # Never the content: __str__ ends up in logs and admin lists.
         return f"{self.memory_type} {self.id}"
 
-    @property
-    def is_current(self) -> bool:
-        return self.valid_to is None
-
 
 class _RowCount(models.Subquery):
     template = "(SELECT count(*) FROM (%(subquery)s) counted)"

@@ -68,7 +68,7 @@ async def test_returns_only_the_owners_memories(corpus):
         assert getattr(row, name) == (tuple(expected) if name == "tags" else expected), name
     assert found[also_mine.id].commitment_status == "open"
     assert found[also_mine.id].due_at == also_mine.due_at is not None
-    assert row.resource_uri == f"threengram://memory/{mine.id}" and row.is_current
+    assert row.resource_uri == f"threengram://memory/{mine.id}" and row.valid_to is None
 
 
 async def test_no_ids_reads_nothing(corpus):
