@@ -96,8 +96,7 @@ async def read_memories(
                 status=memory.status,
                 valid_to=memory.valid_to,
                 commitment_status=memory.commitment_status,
-                # The access gate may hand back a narrower row object than Memory.
-                due_at=getattr(memory, "due_at", None),
+                due_at=memory.due_at,
                 predecessor_id=memory.predecessor_id,
                 successor_id=successors.get(memory.id),
             )
