@@ -227,11 +227,11 @@ class PolicedMetadataFetcher(SafeMetadataFetcher):
     def _fetch(self, client_id: str) -> tuple[dict[str, Any], int]:
         """DOT's `SafeMetadataFetcher.fetch` (django-oauth-toolkit is pinned: this calls its
         private helpers), with two more bounds. Every read of the socket, the status line's and
-        the headers' too, ends by the fetch's deadline: urllib3's timeouts bound each read, so a
-        server dripping its headers or its body a byte at a time held the fetch (and one of the
-        few fetch slots) for as long as it dripped. DOT's read of the body is kept: urllib3
-        decompresses no more than the size cap asks for. And addresses this Python still counts
-        as global but that a local gateway may route inward are refused (NOT_PUBLIC)."""
+        the headers' too, ends by the fetch's deadline: urllib3's timeouts bound each read alone,
+        so a server dripping its headers or its body a byte at a time would hold the fetch (and
+        one of the few fetch slots) for as long as it dripped. DOT's read of the body is kept:
+        urllib3 decompresses no more than the size cap asks for. And addresses `ipaddress` may
+        count as global but that a local gateway may route inward are refused (NOT_PUBLIC)."""
         deadline = time.monotonic() + oauth2_settings.CIMD_FETCH_TIMEOUT_SECONDS
         parsed = cimd._validate_client_id_url(client_id)
         port = parsed.port or 443
@@ -273,10 +273,11 @@ class PolicedMetadataFetcher(SafeMetadataFetcher):
         raise CIMDError(f"could not fetch client_id document: {failure}")
 
 
-# Ranges that `ipaddress` counts as global on Python releases before CPython's fix of gh-113171
-# (the 3.12.1 this project is tested on among them), which DOT's check therefore lets through:
-# NAT64 for local use (RFC 8215), which a gateway may translate to a private or metadata
-# address, the deprecated IPv4-compatible and site-local ranges, and SIIT's IPv4-translated one.
+# Ranges that are not globally reachable but that `ipaddress` may count as global (its tables
+# vary with the Python release), so that DOT's check would let them through: NAT64 for local use
+# (RFC 8215; not globally reachable in IANA's IPv6 Special-Purpose Address Registry, RFC 6890),
+# which a gateway may translate to a private or metadata address, and the IPv4-compatible,
+# SIIT IPv4-translated and site-local ranges, which lie in space IANA keeps reserved.
 NOT_PUBLIC = tuple(
     ipaddress.ip_network(network)
     for network in ("64:ff9b:1::/48", "::/96", "::ffff:0:0:0/96", "fec0::/10")

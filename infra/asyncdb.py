@@ -1,8 +1,8 @@
 """Native asyncio PostgreSQL access for the request hot paths (bearer-token check, memory reads).
 
-Why not the async ORM there: each async ORM call is a `sync_to_async` hop to a worker thread, and
-on a small VM a hop costs about as much as the SQL itself (docs/performance.md). psycopg 3 talks
-to PostgreSQL from the event loop directly. The connection settings come from Django's
+Why not the async ORM there: each async ORM call is a `sync_to_async` hop to a worker thread,
+which costs about as much as the SQL itself (docs/performance.md). psycopg 3 talks to PostgreSQL
+from the event loop directly. The connection settings come from Django's
 `DATABASES["default"]`, read when the first connection is made, so the test database that
 pytest-django swaps in is the one used.
 
@@ -232,10 +232,10 @@ SET_TENANT = prepared_statement(
 class LoopTurnBatch[Item, Result](ABC):
     """Runs together the items that callers submit in the same turn of the event loop.
 
-    On a small VM a PostgreSQL round trip costs the sender far more CPU than the statements cost
-    the server: waking the backend (the client's `send`) dominates the event loop's time, the
-    lookups themselves are cheap (docs/performance.md). So the requests that reach a query in the
-    same loop turn send one message together: `submit(item)` waits for that item's own result of
+    A PostgreSQL round trip costs the sender far more CPU than the statements cost the server:
+    waking the backend (the client's `send`) dominates the event loop's time, the lookups
+    themselves are cheap (docs/performance.md). So the requests that reach a query in the same
+    loop turn send one message together: `submit(item)` waits for that item's own result of
     `run(items)`. A lone request waits for nothing but the end of the current turn. Nothing is
     cached or shared between requests beyond the message itself, not even a failure: when the
     batch fails, its items run again one by one and each gets its own result or error."""

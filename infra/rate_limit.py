@@ -102,7 +102,7 @@ def event_loop_counter_store() -> BaseCache:
 
     `django.core.cache.cache` resolves its backend through asgiref's `Local`, which in async code
     keeps one backend per context, and every ASGI request runs in a context of its own: each
-    request built a new backend object, costing more CPU than the count itself
+    request would build a new backend object, costing more CPU than the count itself
     (docs/performance.md). Requests on one event loop share its thread and never interleave within
     a cache call (the calls are synchronous), so one backend per thread is safe, as it is for
     Django's own per-thread backends."""

@@ -8,8 +8,8 @@ Ranking:
   candidate (the LEXICAL_CANDIDATES most recent such memories, which bounds the work, and a few
   of the most recent matches of each term rare among those, older ones too: RARE_TERM_HELD_MAX).
   Each is scored BM25F-style on which of its fields hold each term (not how often: a memory is
-  a few sentences, and counting made no difference on the eval set): a term weighs more the fewer of
-  the tenant's memories hold it (IDF), long content is length-normalised, a term in the topic
+  a few sentences, in which a repeated term says little): a term weighs more the fewer of the
+  tenant's memories hold it (IDF), long content is length-normalised, a term in the topic
   counts TOPIC_WEIGHT times, in the tags or project TAGS_WEIGHT times, a term in the content,
   and the fields' sum saturates. The words score is that sum divided by the summed IDFs of the
   query's WORDS_SCALE_TERMS rarest terms: about 1 when a memory holds what is most distinctive
@@ -30,9 +30,8 @@ Ranking:
   one, a partial match's words score more (its terms' IDF nears that of the terms it lacks) and
   the best of more unrelated memories scores higher. A hit holding all of the query's
   WORDS_SCALE_TERMS rarest terms is no partial match: RELEVANCE_FLOOR holds for it. The weights
-  and the floor were set on the retrieval eval set (tests/memories/retrieval_eval,
-  scripts/eval_search.py): chosen on random halves of its questions, they kept their gain on the
-  other halves, so they are not fitted to single items.
+  and the floor were set on the retrieval eval set, measured by scripts/eval_search.py (how:
+  tests/memories/retrieval_eval/README.md).
 - Topic fallback: when a query of at most TOPIC_FALLBACK_WORDS_MAX words abstains, topics
   trigram-similar to the query without its exclusions (pg_trgm similarity >=
   TOPIC_SIMILARITY_MIN) among the TOPIC_FALLBACK_RECENT most recent memories that hold its
@@ -159,8 +158,8 @@ TAGS_WEIGHT = 2.0
 MEANING_WEIGHT = 0.4
 MEANING_MATCH_MIN = 0.5
 # The floor for an account of up to RELEVANCE_FLOOR_SIZE memories, and how much it rises for each
-# tenfold growth beyond (counted up to TENANT_SIZE_COUNTED_MAX, as the IDF is): set with the eval
-# set's memories alone and behind crowds of 800 to 20,000 others (scripts/eval_search.py --crowd).
+# tenfold growth beyond (counted up to TENANT_SIZE_COUNTED_MAX, as the IDF is): set on the eval
+# set's memories alone and behind crowds of others (scripts/eval_search.py --crowd).
 RELEVANCE_FLOOR = 0.28
 RELEVANCE_FLOOR_SIZE = 200
 RELEVANCE_FLOOR_PER_DECADE = 0.07

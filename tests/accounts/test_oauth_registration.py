@@ -432,7 +432,8 @@ def test_token_endpoint_is_rate_limited_per_ip(client, settings):
 
 
 def test_a_registration_body_that_is_not_json_is_refused(client):
-    # A form (multipart) body, read as a form before the view reads it whole, was a 500.
+    # A form (multipart) body, which Django reads as a form before the view reads the body
+    # whole: refused as bad metadata, not a server error.
     response = client.post("/oauth/register/", {"client_name": "Claude"})
     assert response.status_code == 400
     assert response.json()["error"] == "invalid_client_metadata"

@@ -1,4 +1,4 @@
-"""Database guards and service rules added with the tool surface: due dates are substance,
+"""Database guards and service rules of threads and due dates: due dates are substance,
 proposals never apply themselves. (A membership never crosses tenants: test_tenant_keys.)"""
 
 import threading
