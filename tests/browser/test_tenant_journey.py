@@ -1,9 +1,8 @@
 """A tenant's whole journey in a real browser, then staff auditing it in the admin.
 
-sign up → authorize an MCP client through the consent page (or, until the authorization server
-is merged, hold tokens created the way it would) → see it under Connected apps → revoke → its
-tokens are gone → browse memories → delete the account → its other app's token is gone too →
-staff see the erasure record. A screenshot of every page goes to artifacts/browser/.
+sign up → authorize an MCP client through the consent page → see it under Connected apps →
+revoke → its tokens are gone → browse memories → delete the account → its other app's token is
+gone too → staff see the erasure record. A screenshot of every page goes to artifacts/browser/.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import httpx2 as httpx
 import pytest
 from django.contrib.auth import get_user_model
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 from oauth2_provider.models import get_access_token_model, get_refresh_token_model
 from playwright.sync_api import expect
 
@@ -40,15 +39,6 @@ def _token_exists(raw: str) -> bool:
     return AccessToken.objects.filter(
         token_checksum=hashlib.sha256(raw.encode()).hexdigest()
     ).exists()
-
-
-def _consent_page_available() -> bool:
-    try:
-        reverse("oauth2_provider:authorize")
-        reverse("oauth2_provider:token")
-    except NoReverseMatch:
-        return False
-    return True
 
 
 def _authorize_through_consent(page, daphne_server, screenshots, name: str) -> str:
@@ -94,19 +84,6 @@ def _authorize_through_consent(page, daphne_server, screenshots, name: str) -> s
     return response.json()["access_token"]
 
 
-def _connect_app(page, daphne_server, screenshots, user, name: str) -> str:
-    if _consent_page_available():
-        return _authorize_through_consent(page, daphne_server, screenshots, name)
-    # Until the authorization server is merged: the rows its token endpoint would write.
-    refresh = RefreshTokenFactory(
-        user=user,
-        application=ApplicationFactory(name=name),
-        access_token__scope=SCOPES,
-        access_token__resource=[daphne_server("/mcp")],
-    )
-    return refresh.access_token.token
-
-
 def test_tenant_journey_and_staff_audit(page, browser, daphne_server, screenshots, console_errors):
     # --- sign up ---------------------------------------------------------------------------
     page.goto(daphne_server("/signup/"))
@@ -121,8 +98,8 @@ def test_tenant_journey_and_staff_audit(page, browser, daphne_server, screenshot
     ada = get_user_model().objects.get(username="ada")
 
     # --- two MCP clients get access ---------------------------------------------------------
-    first_token = _connect_app(page, daphne_server, screenshots, ada, "Claude Code")
-    second_token = _connect_app(page, daphne_server, screenshots, ada, "Notes agent")
+    first_token = _authorize_through_consent(page, daphne_server, screenshots, "Claude Code")
+    second_token = _authorize_through_consent(page, daphne_server, screenshots, "Notes agent")
     assert _token_exists(first_token) and _token_exists(second_token)
 
     # --- connected apps, revoke one ---------------------------------------------------------
@@ -245,12 +222,6 @@ def test_pages_read_well_on_a_phone(browser, daphne_server, screenshots):
 
 
 def test_mcp_refuses_revoked_and_erased_tokens(page, daphne_server):
-    probe = httpx.post(daphne_server("/mcp"), json={})
-    if probe.status_code == 404:
-        pytest.skip(
-            "The MCP gateway (/mcp, the gateway helper's branch) is not merged yet: /mcp "
-            "answers 404, so there is no endpoint to refuse the revoked token."
-        )
     tenant = UserFactory()
     initialize = {
         "jsonrpc": "2.0",
