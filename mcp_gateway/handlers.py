@@ -1,8 +1,9 @@
 """The tool handlers: one async function per tool, `(principal, arguments) -> result dict`.
 
 Each is thin: it reads the arguments (already checked against the tool's input schema by
-mcp_gateway.tools.call_tool), calls one `memories` service with the tenant taken from the
-verified token only, and shapes the answer with mcp_gateway.serializers. The domain's own
+mcp_gateway.tools.call_tool), calls the `memories` services it needs (one for most tools; the
+thread list and describe_environment read two) with the tenant taken from the verified token
+only, and shapes the answer with mcp_gateway.serializers. The domain's own
 refusals (memories.errors.DomainError) and `InvalidArguments` propagate to call_tool, which
 turns them into tool errors.
 """

@@ -1,8 +1,8 @@
 """The Memory: append-only. Substance (content, topic, tags, type, scope, project, recorded_at,
 due_at) is fixed at insert; only lifecycle columns (status, valid_to, commitment_status) ever move.
-Revising inserts a successor with a new id. The trigger of migration 0002 (extended to due_at in
-0005) enforces this in the database; account erasure is the one permitted rewrite of substance
-(to ERASED).
+Revising inserts a successor with a new id. The trigger `memories_memory_guard` (as migration
+0009 last defines it) enforces this in the database, and lets an embedding be filled or cleared,
+never replaced; account erasure is the one permitted rewrite of substance (to ERASED).
 
 Every key carries the tenant (migration 0008, docs/operations.md "Past one database"). In the
 database the primary keys are `(owner_id, id)`, and the links between tenant rows (a memory's

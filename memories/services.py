@@ -1,5 +1,7 @@
-"""Lifecycle use cases. Each is one transaction; none ever writes content, topic or tags of an
-existing memory (only erase_account in accounts.erasure does, to the sentinel)."""
+"""Lifecycle use cases. Each writes in one transaction: a write that lost its insert to a
+duplicate gone by the time it is looked up runs again in a new one, up to WRITE_ATTEMPTS times
+(_written). None ever writes content, topic or tags of an existing memory (only erase_account in
+accounts.erasure does, to the sentinel)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,9 @@
 
 The server only ever *proposes* (a `proposed` membership row); a memory becomes a member only
 when the tenant adds it or accepts the proposal. A rejected proposal is kept so it is not made
-again. Every function takes the owner and looks threads and memories up within that owner, so an
-unknown id and another tenant's id fail alike (NotFound).
+again. Every function takes the owner (propose_thread_memberships takes the new memory, and
+proposes within its owner) and looks threads and memories up within that owner, so an unknown
+id and another tenant's id fail alike (NotFound).
 """
 
 from __future__ import annotations
