@@ -12,6 +12,13 @@ CHROMIUM = "/usr/bin/chromium"
 
 
 @pytest.fixture
+def anyio_backend() -> str:
+    """Async tests (`pytest.mark.anyio`) run on asyncio alone: the gateway and its database
+    access (psycopg's async pool) are asyncio code."""
+    return "asyncio"
+
+
+@pytest.fixture
 def tenant(db):
     return UserFactory()
 

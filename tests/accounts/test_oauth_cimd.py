@@ -13,7 +13,6 @@ import json
 import socket
 
 import pytest
-from django.core.cache import cache
 from oauth2_provider import cimd
 from oauth2_provider.models import get_application_model
 
@@ -109,15 +108,7 @@ def internet(monkeypatch):
     fake = FakeInternet()
     monkeypatch.setattr(cimd.socket, "getaddrinfo", fake.getaddrinfo)
     monkeypatch.setattr(cimd.urllib3, "HTTPSConnectionPool", fake.pool)
-    cache.clear()  # DOT backs off failed URLs in the cache
-    yield fake
-    cache.clear()
-
-
-@pytest.fixture
-def signed_in(client, tenant):
-    client.force_login(tenant)
-    return client
+    return fake
 
 
 def _authorize(client, client_id=CLIENT_ID):

@@ -17,7 +17,6 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
-from django.core.cache import cache
 from oauth2_provider import cimd
 from oauth2_provider.models import get_application_model
 
@@ -139,9 +138,7 @@ def slow_server(tmp_path, monkeypatch):
     monkeypatch.setattr(
         cimd, "ssl", types.SimpleNamespace(create_default_context=lambda: server.client_context)
     )
-    cache.clear()
     yield start
-    cache.clear()
     if server is not None:
         server.close()
 

@@ -43,12 +43,6 @@ def application(db):
     return ApplicationFactory(name="Test MCP client", redirect_uris=REDIRECT_URI)
 
 
-@pytest.fixture
-def signed_in(client, tenant):
-    client.force_login(tenant)
-    return client
-
-
 def _counts() -> tuple[int, int, int]:
     return Grant.objects.count(), AccessToken.objects.count(), RefreshToken.objects.count()
 

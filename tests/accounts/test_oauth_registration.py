@@ -6,7 +6,6 @@ import hashlib
 import time
 
 import pytest
-from django.core.cache import cache
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_application_model
 
@@ -14,13 +13,6 @@ Application = get_application_model()
 AccessToken = get_access_token_model()
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _fresh_rate_counters():
-    cache.clear()
-    yield
-    cache.clear()
 
 
 def _register(client, remote_addr="127.0.0.1", **metadata):

@@ -21,11 +21,6 @@ READ_MARK = asyncdb.prepared_statement(
 DIVIDE = asyncdb.prepared_statement("threengram_test_divide", "SELECT 1 / $1::int")
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(autouse=True, params=["prepared", "inline (transaction pooler)"])
 def prepare_mode(request, settings) -> str:
     """Both ways of sending: EXECUTE of statements prepared per connection, or the statements

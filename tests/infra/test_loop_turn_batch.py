@@ -13,11 +13,6 @@ from infra.asyncdb import LoopTurnBatch
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 # A bug here leaves a caller waiting forever: every wait is bounded, so the test fails instead.
 LONG_ENOUGH = 5
 

@@ -35,11 +35,6 @@ from tests.factories import AccessTokenFactory, MemoryFactory, UserFactory
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def make_token(user, scope: str = "memory:read memory:write", **kwargs) -> str:
     """A DOT access token for `user`, issued for this MCP server (RFC 8707 resource)."""
     kwargs.setdefault("resource", [settings.MCP_RESOURCE_URL])

@@ -37,11 +37,6 @@ LIFECYCLE_AND_BODY_ATTRIBUTES = [
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def corpus(transactional_db):
     owner, other = UserFactory(), UserFactory()
     return {

@@ -10,11 +10,6 @@ from mcp_gateway.tools import TOOLS, call_tool
 from tests.factories import UserFactory
 
 
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
 @pytest.fixture(autouse=True)
 async def _close_worker_connections(anyio_backend):
     """Tools reach the database from asgiref's thread-sensitive worker; close its connection so
