@@ -29,6 +29,7 @@ benchmarks seed their corpora as the owner.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -42,6 +43,7 @@ from django.db.backends.base.base import NO_DB_ALIAS, BaseDatabaseWrapper
 from django.db.backends.signals import connection_created
 from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
+from django.urls import get_script_prefix, reverse
 from psycopg.sql import quote
 
 from infra import asyncdb
@@ -280,6 +282,14 @@ def enter_app_role(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) 
         connection.execute_wrappers.remove(_apply_tenant)
 
 
+@functools.cache
+def _admin_path() -> str:
+    """Where the URLconf mounts the admin, as a path without the script prefix: taken from it
+    (on first use, once the URLconf is loaded) so that moving the admin moves staff access
+    too."""
+    return "/" + reverse("admin:index").removeprefix(get_script_prefix())
+
+
 class TenantMiddleware:
     """The site's tenant is the logged-in user (after AuthenticationMiddleware); a staff member
     in the admin works across tenants through `all_tenants`."""
@@ -296,7 +306,8 @@ class TenantMiddleware:
             if not enabled():
                 return self.get_response(request)
             with acting_for(tenant):
-                if tenant is not None and user.is_staff and request.path.startswith("/admin/"):
+                in_admin = request.path_info.startswith(_admin_path())
+                if tenant is not None and user.is_staff and in_admin:
                     with all_tenants():
                         return self.get_response(request)
                 return self.get_response(request)
