@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
+from django.utils.cache import add_never_cache_headers
 
 from memories.bounds import unstorable_text
 
@@ -70,3 +71,18 @@ class UnstorableTextMiddleware:
             )
             return JsonResponse({"error": error, "error_description": problem}, status=400)
         return HttpResponse(render_to_string("400.html", {"problem": problem}), status=400)
+
+
+def private_pages(get_response: Callable[[HttpRequest], HttpResponse]) -> Callable:
+    """A page answered to a signed-in person shows their account (memories, connected apps,
+    consent): no browser or proxy may keep it (RFC 9111 §5.2.2.3 no-store, §5.2.2.7 private),
+    unless the view said how it may be cached."""
+
+    def middleware(request: HttpRequest) -> HttpResponse:
+        response = get_response(request)
+        user = getattr(request, "user", None)
+        if user is not None and user.is_authenticated and not response.has_header("Cache-Control"):
+            add_never_cache_headers(response)
+        return response
+
+    return middleware

@@ -192,7 +192,13 @@ def memory_detail(request: HttpRequest, memory_id: str) -> HttpResponse:
 
 @login_required
 @require_safe
-def export_memories(request: HttpRequest) -> StreamingHttpResponse:
+def export_memories(request: HttpRequest) -> HttpResponse:
+    if request.method == "HEAD":
+        # The headers alone: no export is made, and a server that would send a streamed body
+        # to a HEAD request (daphne does) has none to send.
+        response = HttpResponse(content_type="application/json; charset=utf-8")
+        response["Cache-Control"] = "no-store"
+        return response
     # Before the answer starts: a database that cannot answer gets the retryable 503.
     check_export_readable(owner_id=request.user.pk)
     response = StreamingHttpResponse(
@@ -228,3 +234,10 @@ def delete_account(request: HttpRequest) -> HttpResponse:
 @require_safe
 def account_deleted(request: HttpRequest) -> HttpResponse:
     return render(request, "accounts/account_deleted.html")
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """The site's page for a form whose CSRF check failed (CSRF_FAILURE_VIEW): most often a page
+    left open across a log-in or log-out elsewhere. Django's own page names a setting and
+    styles itself inline, which the site's Content-Security-Policy blocks."""
+    return render(request, "403_csrf.html", status=403)

@@ -171,6 +171,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Pages of a signed-in person are never cached (accounts/middleware.py).
+    "accounts.middleware.private_pages",
     # Row-level security: the logged-in user is the tenant (memories/tenancy.py).
     "memories.tenancy.TenantMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -179,6 +181,7 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "threengram.urls"
+CSRF_FAILURE_VIEW = "accounts.views.csrf_failure"
 ASGI_APPLICATION = "threengram.asgi.application"
 
 TEMPLATES = [

@@ -4,6 +4,7 @@ import time
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.test import Client
 from django.urls import reverse
 
 from tests.factories import PASSWORD, UserFactory
@@ -276,3 +277,17 @@ def test_password_change_with_the_wrong_old_password_changes_nothing(client, ten
     assert "Your old password was entered incorrectly" in response.text
     tenant.refresh_from_db()
     assert tenant.check_password(PASSWORD)
+
+
+@pytest.mark.django_db
+def test_a_form_whose_csrf_check_fails_gets_the_sites_page(tenant):
+    """A log-in form left open while the person logged in elsewhere: a page that says what to
+    do, without naming settings or styling itself inline (the site's CSP allows neither)."""
+    browser = Client(enforce_csrf_checks=True)
+    response = browser.post(
+        reverse("accounts:login"), {"username": tenant.username, "password": "whatever"}
+    )
+    assert response.status_code == 403
+    assert "This form has expired" in response.text
+    assert "reload the page and try again" in response.text
+    assert "DEBUG" not in response.text and "<style" not in response.text
