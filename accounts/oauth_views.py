@@ -251,9 +251,30 @@ class McpTokenView(TokenView):
     grace period gets the first response again (accounts/refresh_grace.py)."""
 
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        response = self._answer(request, *args, **kwargs)
+        # DOT answers some errors (parameters in the URL) without a content type: every answer
+        # of this endpoint is JSON and never stored (RFC 6749 §5.1, §5.2).
+        if response["Content-Type"].startswith("text/html"):
+            response["Content-Type"] = "application/json"
+        if not response.has_header("Cache-Control"):
+            response["Cache-Control"] = "no-store"
+        return response
+
+    def _answer(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
         retry_after = token_window().hit(client_network(request))
         if retry_after:
             return too_many_requests(retry_after, "token requests")
+        # RFC 6749 §4.1.3, §6: the parameters come form-encoded; DOT would read a JSON body as no
+        # parameters at all and answer that the grant type is unsupported.
+        if request.content_type not in ("application/x-www-form-urlencoded", "multipart/form-data"):
+            return JsonResponse(
+                {
+                    "error": "invalid_request",
+                    "error_description": "the body must be application/x-www-form-urlencoded, "
+                    f"not {request.content_type or 'missing'}",
+                },
+                status=400,
+            )
         # oauthlib and DOT serve every grant type a client is registered for (DOT even answers
         # device-code polls before oauthlib sees them); the registration policy keeps dynamic
         # clients to the advertised ones, and this keeps every client, however it was created,

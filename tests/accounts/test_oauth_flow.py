@@ -693,3 +693,28 @@ def test_a_missing_or_differently_written_resource_means_the_mcp_endpoint(
 def test_resources_are_compared_after_normalisation(settings, given, read_as):
     settings.MCP_RESOURCE_URL = "https://memory.example.com/mcp"
     assert canonical_resource(given) == read_as
+
+
+def test_every_token_endpoint_answer_is_json_and_never_stored(client, application):
+    # DOT refuses parameters in the URL with a body of JSON sent as a page.
+    in_the_url = client.post(
+        "/oauth/token/?grant_type=authorization_code&code=x", {"client_id": application.client_id}
+    )
+    assert in_the_url.status_code == 400
+    assert in_the_url["Content-Type"] == "application/json"
+    assert in_the_url["Cache-Control"] == "no-store"
+    assert in_the_url.json()["error"] == "invalid_request"
+
+
+def test_a_token_request_in_json_is_refused_naming_the_encoding(client, application):
+    response = client.post(
+        "/oauth/token/",
+        {"grant_type": "authorization_code", "code": "x", "client_id": application.client_id},
+        content_type="application/json",
+    )
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "invalid_request",
+        "error_description": "the body must be application/x-www-form-urlencoded, not "
+        "application/json",
+    }
