@@ -312,6 +312,54 @@ def _challenge(status: int, error: str | None, description: str) -> Answer:
     )
 
 
+def _media_type(value: str | None) -> str:
+    """The media type of a Content-Type or Accept entry, without parameters, lower case (media
+    types are case-insensitive, RFC 9110 §8.3.1)."""
+    return (value or "").split(";")[0].strip().lower()
+
+
+def _body_guard(headers: Headers) -> Answer | None:
+    """What the body must be, answered as a JSON-RPC error naming it on both wires (the SDK
+    answers some of these with an empty or plain-text body, and reads the Content-Type case-
+    sensitively on the 2025 wire): a JSON body (415), in no content coding (415, RFC 9110
+    §8.4), of at most MAX_REQUEST_BODY_BYTES when its length is declared (413), and an answer
+    the client accepts as JSON (406)."""
+    content_type = _media_type(_header(headers, b"content-type"))
+    if content_type != "application/json":
+        return _refused(415, f"Content-Type must be application/json; got {content_type or 'none'}")
+    coding = (_header(headers, b"content-encoding") or "identity").strip().lower()
+    if coding != "identity":
+        return _refused(
+            415, f"Content-Encoding {coding[:40]} is not supported; send the body as is"
+        )
+    length = _header(headers, b"content-length")
+    if length is not None and length.isdigit() and int(length) > MAX_REQUEST_BODY_BYTES:
+        return _refused(
+            413, f"the body is {int(length)} bytes; at most {MAX_REQUEST_BODY_BYTES} are read"
+        )
+    accepted = {_media_type(entry) for entry in (_header(headers, b"accept") or "").split(",")}
+    if not accepted & {"application/json", "application/*", "*/*"}:
+        return _refused(406, "Accept must include application/json (the answers are JSON)")
+    return None
+
+
+def _with_plain_json_content_type(scope: Scope) -> Scope:
+    """`scope` with its Content-Type spelled as the SDK compares it on the 2025 wire (exactly
+    `application/json`), when the client wrote it otherwise (`Application/JSON`), which
+    _body_guard admitted."""
+    for name, value in scope["headers"]:
+        if name == b"content-type":
+            if value.startswith(b"application/json"):
+                return scope
+            break
+    headers = [(n, v) for n, v in scope["headers"] if n != b"content-type"]
+    return {**scope, "headers": [*headers, (b"content-type", b"application/json")]}
+
+
+def _refused(status: int, message: str) -> Answer:
+    return Answer(status, _jsonrpc_error(types.INVALID_REQUEST, message), [_JSON])
+
+
 def _scope_guard(principal: Principal) -> Answer | None:
     """Every MCP method needs memory:read (RFC 6750 §3.1 `insufficient_scope`, 403); tools that
     write are checked per call, so a read-only token can still list them and read."""
@@ -511,7 +559,7 @@ class GatewayRouter:
         if principal is None:
             answer = _challenge(401, "invalid_token", "Invalid or expired token")
         else:
-            answer = _scope_guard(principal) or _rate_limit_guard(principal)
+            answer = _scope_guard(principal) or _body_guard(headers) or _rate_limit_guard(principal)
         if answer is not None:
             await _answer(receive, send, answer)
             return
@@ -549,6 +597,7 @@ class GatewayRouter:
         try:
             if not self._ready.is_set():  # only until the first request has started it
                 await self.startup()
+            scope = _with_plain_json_content_type(scope)
             receive, refusal = await _legacy_envelope_checked(scope, _headers(scope), receive)
             if refusal is not None:
                 await _answer(receive, send, refusal)

@@ -287,18 +287,17 @@ async def test_legacy_wire_errors(http, seeded):
     unknown = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "memories/dump"})
     response = await http.post("/mcp", headers=headers, content=unknown)
     assert response.json()["error"]["code"] == -32601
-    response = await http.post(
-        "/mcp", headers={**headers, "content-type": "text/plain"}, content=unknown
-    )
-    assert response.status_code == 400
 
 
-async def test_oversized_body_is_413(http, seeded):
+async def test_oversized_body_is_413_naming_the_limit(http, seeded):
     headers, _ = modern("tools/call", **auth_header(seeded.token))
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
         "name": "remember", "arguments": {"content": "x" * MAX_REQUEST_BODY_BYTES}}})  # fmt: skip
     response = await http.post("/mcp", headers=headers, content=body)
     assert response.status_code == 413
+    assert response.json()["error"]["message"] == (
+        f"the body is {len(body)} bytes; at most {MAX_REQUEST_BODY_BYTES} are read"
+    )
 
 
 async def test_token_check_failure_is_generic_and_logged(http, monkeypatch, caplog):
@@ -891,3 +890,45 @@ async def test_a_body_with_a_byte_order_mark_is_served_on_both_wires(http, seede
     for headers, body in (modern("tools/list", **token), legacy("tools/list", **token)):
         response = await http.post("/mcp", headers=headers, content=b"\xef\xbb\xbf" + body.encode())
         assert response.status_code == 200 and "result" in response.json()
+
+
+# --- what the body must be, named on both wires -------------------------------------------
+
+
+@pytest.mark.parametrize("wire", [modern, legacy])
+@pytest.mark.parametrize(
+    ("changed", "status", "message"),
+    [
+        (
+            {"content-type": "text/plain"},
+            415,
+            "Content-Type must be application/json; got text/plain",
+        ),
+        ({"content-type": ""}, 415, "Content-Type must be application/json; got none"),
+        ({"content-encoding": "gzip"}, 415, "Content-Encoding gzip is not supported"),
+        ({"accept": "text/event-stream"}, 406, "Accept must include application/json"),
+        ({"accept": "text/html"}, 406, "Accept must include application/json"),
+    ],
+)
+async def test_a_body_or_answer_this_endpoint_cannot_serve_is_named_on_both_wires(
+    http, seeded, wire, changed, status, message
+):
+    headers, body = wire("tools/list", **auth_header(seeded.token))
+    response = await http.post("/mcp", headers={**headers, **changed}, content=body)
+    assert response.status_code == status
+    assert response.json()["error"]["code"] == -32600
+    assert response.json()["error"]["message"].startswith(message)
+
+
+@pytest.mark.parametrize("wire", [modern, legacy])
+@pytest.mark.parametrize(
+    "content_type", ["Application/JSON", "application/json; charset=utf-8", "APPLICATION/JSON"]
+)
+async def test_a_json_content_type_is_read_whatever_its_case(http, seeded, wire, content_type):
+    """Media types are case-insensitive (RFC 9110 §8.3.1)."""
+    headers, body = wire("tools/list", **auth_header(seeded.token))
+    response = await http.post(
+        "/mcp", headers={**headers, "content-type": content_type}, content=body
+    )
+    assert response.status_code == 200, response.text
+    assert "tools" in response.json()["result"]
