@@ -72,9 +72,10 @@ def response_headers(origin: str) -> list[tuple[bytes, bytes]]:
 
 
 def preflight_headers() -> list[tuple[bytes, bytes]]:
-    """What a 204 answer to a preflight adds to `response_headers`."""
+    """What a 204 answer to a preflight of /mcp adds to `response_headers`: POST, the one method
+    /mcp serves (the OAuth endpoints' preflights, django-cors-headers', name theirs)."""
     return [
-        (b"access-control-allow-methods", ", ".join(conf.CORS_ALLOW_METHODS).encode()),
+        (b"access-control-allow-methods", b"POST, OPTIONS"),
         (b"access-control-allow-headers", ", ".join(conf.CORS_ALLOW_HEADERS).encode()),
         (b"access-control-max-age", str(conf.CORS_PREFLIGHT_MAX_AGE).encode()),
     ]
