@@ -86,3 +86,29 @@ def private_pages(get_response: Callable[[HttpRequest], HttpResponse]) -> Callab
         return response
 
     return middleware
+
+
+def explained_405(get_response: Callable[[HttpRequest], HttpResponse]) -> Callable:
+    """A 405 (Django's method decorators, DOT's views) says which methods the address takes, in
+    the endpoint's own format: a page for people, JSON for the OAuth endpoints clients call.
+    Django sends it with an empty body, which a browser shows as a blank error page."""
+
+    def middleware(request: HttpRequest) -> HttpResponse:
+        response = get_response(request)
+        if response.status_code != 405 or response.content:
+            return response
+        allowed = response.get("Allow", "")
+        problem = f"{request.method} is not allowed here; this address takes {allowed or 'none'}"
+        if request.path.startswith(OAUTH_JSON_PREFIXES):
+            explained = JsonResponse(
+                {"error": "invalid_request", "error_description": problem}, status=405
+            )
+        else:
+            explained = HttpResponse(
+                render_to_string("405.html", {"problem": problem}, request), status=405
+            )
+        if allowed:
+            explained["Allow"] = allowed
+        return explained
+
+    return middleware

@@ -171,8 +171,9 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    # Pages of a signed-in person are never cached (accounts/middleware.py).
+    # A signed-in person's pages are never cached; a 405 names the methods (accounts/middleware.py).
     "accounts.middleware.private_pages",
+    "accounts.middleware.explained_405",
     # Row-level security: the logged-in user is the tenant (memories/tenancy.py).
     "memories.tenancy.TenantMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",

@@ -291,3 +291,15 @@ def test_a_form_whose_csrf_check_fails_gets_the_sites_page(tenant):
     assert "This form has expired" in response.text
     assert "reload the page and try again" in response.text
     assert "DEBUG" not in response.text and "<style" not in response.text
+
+
+@pytest.mark.django_db
+def test_a_method_an_address_does_not_take_is_explained(client, tenant):
+    client.force_login(tenant)
+    page = client.get(reverse("accounts:logout"))
+    assert page.status_code == 405 and page["Allow"] == "POST, OPTIONS"
+    assert "GET is not allowed here; this address takes POST, OPTIONS" in page.text
+    token = client.get("/oauth/token/")
+    assert token.status_code == 405
+    assert token.json()["error"] == "invalid_request"
+    assert token.json()["error_description"].startswith("GET is not allowed here")
