@@ -1,5 +1,13 @@
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pytest
 from django.core.cache import cache
+from django.db import connection, transaction
+
+from memories import tenancy
+from memories.models import Memory
 
 
 @pytest.fixture(autouse=True)
@@ -15,3 +23,28 @@ def _fresh_cache():
 def signed_in(client, tenant):
     client.force_login(tenant)
     return client
+
+
+@contextmanager
+def a_memory_held_elsewhere(owner) -> Iterator[None]:
+    """One of `owner`'s memories locked by another connection during the block, as a long
+    backfill batch, a write in flight or another erasure of the account holds it."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        try:
+            with transaction.atomic(), tenancy.acting_for(owner.pk):
+                Memory.objects.select_for_update().filter(owner=owner).first()
+                held.set()
+                release.wait(30)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(10)
+        yield
+    finally:
+        release.set()
+        holder.join(30)

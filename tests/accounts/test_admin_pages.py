@@ -1,17 +1,14 @@
 """Staff pages: OAuth credentials never rendered, the staff erasure action, no erased text."""
 
-import threading
-
 import pytest
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
-from django.db import connection, transaction
 from django.urls import reverse
 from oauth2_provider.models import get_access_token_model
 
 from accounts import admin as admin_module
 from accounts.models import ErasureRecord
-from memories import tenancy
 from memories.models import ERASED, Memory
+from tests.accounts.conftest import a_memory_held_elsewhere
 from tests.factories import (
     AccessTokenFactory,
     ApplicationFactory,
@@ -121,21 +118,7 @@ def test_an_account_in_use_is_left_out_of_a_batch_saying_so(
     transactional_db, admin_client, tenant, other_tenant
 ):
     MemoryFactory(owner=tenant)
-    held, release = threading.Event(), threading.Event()
-
-    def hold_a_memory():  # as another erasure of it or a backfill batch does
-        try:
-            with transaction.atomic(), tenancy.acting_for(tenant.pk):
-                Memory.objects.select_for_update().filter(owner=tenant).first()
-                held.set()
-                release.wait(30)
-        finally:
-            connection.close()
-
-    holder = threading.Thread(target=hold_a_memory)
-    holder.start()
-    try:
-        assert held.wait(10)
+    with a_memory_held_elsewhere(tenant):
         response = admin_client.post(
             reverse("admin:accounts_user_changelist"),
             {
@@ -145,9 +128,6 @@ def test_an_account_in_use_is_left_out_of_a_batch_saying_so(
             },
             follow=True,
         )
-    finally:
-        release.set()
-        holder.join(30)
     assert response.status_code == 200
     assert "Erased 1 account(s)" in response.text
     assert f"Not erased, their data was in use: {tenant.username}." in response.text

@@ -1,11 +1,10 @@
 """Account erasure: one call, one transaction, complete, idempotent, and all-or-nothing."""
 
 import io
-import threading
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import connection, transaction
+from django.db import connection
 from oauth2_provider.models import (
     get_access_token_model,
     get_grant_model,
@@ -18,6 +17,7 @@ from accounts.models import ErasureRecord
 from memories.models import ERASED, Memory, Thread, ThreadMembership
 from memories.services import record_memory, revise_memory
 from memories.threads import add_thread_members, create_thread
+from tests.accounts.conftest import a_memory_held_elsewhere
 from tests.factories import AccessTokenFactory, GrantFactory, MemoryFactory, RefreshTokenFactory
 
 AccessToken = get_access_token_model()
@@ -268,26 +268,11 @@ class TestCommand:
     def test_a_row_held_past_the_lock_timeout_is_one_line_and_changes_nothing(
         self, transactional_db, populated
     ):
-        held, release = threading.Event(), threading.Event()
-
-        def hold_a_memory():  # as a long backfill batch or a write in flight does
-            try:
-                with transaction.atomic():
-                    Memory.objects.select_for_update().filter(owner=populated).first()
-                    held.set()
-                    release.wait(30)
-            finally:
-                connection.close()
-
-        holder = threading.Thread(target=hold_a_memory)
-        holder.start()
-        try:
-            assert held.wait(10)
-            with pytest.raises(CommandError) as refused:
-                call_command("erase_account", populated.username, "--yes", stdout=io.StringIO())
-        finally:
-            release.set()
-            holder.join(30)
+        with (
+            a_memory_held_elsewhere(populated),
+            pytest.raises(CommandError) as refused,
+        ):
+            call_command("erase_account", populated.username, "--yes", stdout=io.StringIO())
         assert str(refused.value) == (
             f"the database could not erase {populated.username!r} now (canceling statement due "
             "to lock timeout); nothing was changed, run the command again"

@@ -18,3 +18,22 @@ def server_user():
     user.password = hasher.encode(PASSWORD, hasher.salt(), iterations=1000)
     user.save(update_fields=["password"])
     return user
+
+
+def logged_in(url: str, user):
+    """An HTTP client of the live server at `url`, logged in as `user` through the log-in page."""
+    import re
+
+    import httpx2
+
+    from tests.factories import PASSWORD
+
+    http = httpx2.Client(base_url=url, timeout=10)
+    page = http.get("/login/")
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)[1]
+    response = http.post(
+        "/login/",
+        data={"csrfmiddlewaretoken": token, "username": user.username, "password": PASSWORD},
+    )
+    assert response.status_code == 302, response.text
+    return http

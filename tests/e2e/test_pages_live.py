@@ -3,20 +3,15 @@ HTTP server shows (a HEAD answered on the wire, the cache headers a browser sees
 
 from __future__ import annotations
 
-import re
 import socket
-import sys
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from urllib.parse import urlsplit
 
-import httpx2
 import pytest
 
-from tests.e2e.conftest import server_user
-from tests.factories import PASSWORD, MemoryFactory
-from tests.mcp_gateway.conftest import LiveServer, free_port, start_server, stop_server
+from tests.e2e.conftest import logged_in, server_user
+from tests.factories import MemoryFactory
+from tests.mcp_gateway.conftest import LiveServer, free_port, running_daphne
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -25,32 +20,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def serve_daphne(django_db_setup, django_db_blocker) -> Iterator[LiveServer]:
     """daphne on plain http, as `dev.py serve` runs it."""
     port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    with tempfile.TemporaryDirectory() as folder:
-        server = start_server(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-             "threengram.asgi:application"],
-            port,
-            Path(folder) / "daphne.log",
-            {"PUBLIC_BASE_URL": url, "SESSION_COOKIE_SECURE": "0", "CSRF_COOKIE_SECURE": "0"},
-        )  # fmt: skip
-        server.url = url
-        try:
-            yield server
-        finally:
-            stop_server(server)
-
-
-def _logged_in(url: str, user) -> httpx2.Client:
-    http = httpx2.Client(base_url=url, timeout=10)
-    page = http.get("/login/")
-    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)[1]
-    response = http.post(
-        "/login/",
-        data={"csrfmiddlewaretoken": token, "username": user.username, "password": PASSWORD},
-    )
-    assert response.status_code == 302, response.text
-    return http
+    insecure_cookies = {"SESSION_COOKIE_SECURE": "0", "CSRF_COOKIE_SECURE": "0"}
+    with running_daphne(
+        port, {"PUBLIC_BASE_URL": f"http://localhost:{port}", **insecure_cookies}
+    ) as server:
+        yield server
 
 
 def test_a_head_of_the_export_gets_no_body_on_the_connection(serve_daphne):
@@ -60,7 +34,7 @@ def test_a_head_of_the_export_gets_no_body_on_the_connection(serve_daphne):
     user = server_user()
     for number in range(25):
         MemoryFactory(owner=user, content=f"{number} " + "exported " * 200)
-    session = _logged_in(serve_daphne.url, user).cookies["sessionid"]
+    session = logged_in(serve_daphne.url, user).cookies["sessionid"]
     parts = urlsplit(serve_daphne.url)
     with socket.create_connection((parts.hostname, parts.port), timeout=5) as connection:
         connection.sendall(
@@ -82,7 +56,7 @@ def test_a_head_of_the_export_gets_no_body_on_the_connection(serve_daphne):
 
 @pytest.mark.parametrize("path", ["/memories/", "/apps/", "/account/", "/account/delete/"])
 def test_a_signed_in_persons_pages_are_never_stored(serve_daphne, path):
-    http = _logged_in(serve_daphne.url, server_user())
+    http = logged_in(serve_daphne.url, server_user())
     response = http.get(path)
     assert response.status_code == 200
     cache_control = response.headers["cache-control"]

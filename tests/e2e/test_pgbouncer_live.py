@@ -21,7 +21,7 @@ from accounts.models import ErasureRecord
 from infra import asyncdb
 from memories.models import Memory
 from scripts import scale_out
-from tests.e2e.conftest import server_user
+from tests.e2e.conftest import logged_in, server_user
 from tests.e2e.oauth.conftest import Browser
 from tests.e2e.oauth.test_sdk_flow import _provider, _token_row
 from tests.factories import PASSWORD, MemoryFactory
@@ -151,23 +151,11 @@ async def test_two_tenants_taking_turns_on_one_server_connection_see_only_their_
     }
 
 
-def _logged_in(url: str, user) -> httpx2.Client:
-    http = httpx2.Client(base_url=url, timeout=10)
-    page = http.get("/login/")
-    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)[1]
-    response = http.post(
-        "/login/",
-        data={"csrfmiddlewaretoken": token, "username": user.username, "password": PASSWORD},
-    )
-    assert response.status_code == 302, response.text
-    return http
-
-
 @pytest.mark.django_db(transaction=True)
 def test_memory_pages_of_two_users_taking_turns(pooled):
     users = [server_user(), server_user()]
     memories = [MemoryFactory(owner=user, content=f"page of {user.username}") for user in users]
-    clients = [_logged_in(pooled.url, user) for user in users]
+    clients = [logged_in(pooled.url, user) for user in users]
     try:
         for _ in range(3):
             for number, http in enumerate(clients):
@@ -187,7 +175,7 @@ def test_erasure_through_the_pooler(pooled):
     user, bystander = server_user(), server_user()
     mine = MemoryFactory(owner=user, content="to be erased")
     theirs = MemoryFactory(owner=bystander, content="stays")
-    http = _logged_in(pooled.url, user)
+    http = logged_in(pooled.url, user)
     try:
         page = http.get(reverse("accounts:delete_account"))
         token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)[1]

@@ -15,7 +15,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -255,21 +255,27 @@ def stop_server(server: LiveServer) -> None:
         server.process.wait(5)
 
 
-@pytest.fixture(scope="module")
-def live_daphne(django_db_setup, django_db_blocker) -> Iterator[LiveServer]:
-    """daphne serving threengram.asgi:application, as the README's run command does."""
-    port = free_port()
+@contextmanager
+def running_daphne(port: int, extra_env: dict | None = None) -> Iterator[LiveServer]:
+    """daphne serving threengram.asgi:application on `port`, as the README's run command does."""
     with tempfile.TemporaryDirectory() as folder:
         server = start_server(
             [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
              "threengram.asgi:application"],
             port,
             Path(folder) / "daphne.log",
+            extra_env,
         )  # fmt: skip
         try:
             yield server
         finally:
             stop_server(server)
+
+
+@pytest.fixture(scope="module")
+def live_daphne(django_db_setup, django_db_blocker) -> Iterator[LiveServer]:
+    with running_daphne(free_port()) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
