@@ -1,7 +1,7 @@
 """Indexes of one large account each: a nearest-neighbour (HNSW) index over its vectors and a
 full-text (GIN) index over its words.
 
-A search reads one tenant's current memories (memories/search.py). A small account is read
+A search reads one tenant's current memories (memories/search/). A small account is read
 directly: its few thousand rows cost less to scan than an index walk. An account with
 LARGE_ACCOUNT_MIN current memories or more gets indexes of its own, partial on its owner and on
 current rows, because an index over every account's rows costs on both sides:
@@ -51,8 +51,8 @@ _REPLACED_SUFFIX = "_replaced"
 # The nearest-neighbour graph (NEAREST's options) has fewer links per node than pgvector's
 # defaults, so that a memory joins it faster: its account's remember pays for that on every write.
 # A search makes up for the sparser graph by keeping this many candidates as it walks
-# (hnsw.ef_search; pgvector's default is fewer than search.SEMANTIC_CANDIDATES). Both sides are
-# measured in docs/performance.md.
+# (hnsw.ef_search; pgvector's default is fewer than search.candidates.SEMANTIC_CANDIDATES). Both
+# sides are measured in docs/performance.md.
 SEARCH_LIST_SIZE = 200
 
 

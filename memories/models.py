@@ -465,9 +465,9 @@ class ThreadMembership(TenantRow):
 class StoredVectors(models.Model):
     """Which embedder made the vectors in `Memory.embedding` (its `SEARCH_EMBEDDER` value): one
     row, or none when not known. Vectors of two models are not comparable, so a search compares
-    a question's vector only with vectors of its own model (memories/search.py), and a backfill
-    adds only vectors of the table's model (`embed_memories`; `--reembed` clears the old model's
-    and then records the new one)."""
+    a question's vector only with vectors of its own model (memories/search/candidates.py), and
+    a backfill adds only vectors of the table's model (`embed_memories`; `--reembed` clears the
+    old model's and then records the new one)."""
 
     id = models.PositiveSmallIntegerField(primary_key=True, default=1, editable=False)
     embedder = models.TextField()

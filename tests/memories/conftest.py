@@ -1,3 +1,5 @@
+import importlib
+import pkgutil
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -6,13 +8,30 @@ from django.db import connection, connections
 from django.test import override_settings
 from django.utils import timezone
 
+import memories.search
 from memories import account_indexes, tenancy
 from tests.factories import MemoryFactory
 
 
+def patch_search(patcher: pytest.MonkeyPatch, name: str, value: object) -> None:
+    """Set `name` to `value` for one test (through `patcher`) in every module of memories/search/
+    that binds it: a module that imports a name holds a binding of its own, the one its functions
+    read (LEXICAL_CANDIDATES is read in the package's __init__ and in candidates.py)."""
+    package = memories.search
+    modules = [package] + [
+        importlib.import_module(f"{package.__name__}.{module.name}")
+        for module in pkgutil.iter_modules(package.__path__)
+    ]
+    bound = [module for module in modules if name in vars(module)]
+    assert bound, f"no module of memories/search/ binds {name}"
+    assert all(vars(module)[name] is vars(bound[0])[name] for module in bound), name
+    for module in bound:
+        patcher.setattr(module, name, value)
+
+
 def search_statement(sql: str) -> tuple[str, str]:
-    """A message of search._rows, split into its plan settings ("SELECT set_config(...); ", or
-    "" when it has none) and its statement (without the resets after it)."""
+    """A message of _rows (memories/search/sql.py), split into its plan settings ("SELECT
+    set_config(...); ", or "" when it has none) and its statement (without the resets after it)."""
     if not sql.startswith("SELECT set_config("):
         return "", sql
     settings, _, rest = sql.partition("; ")
@@ -20,8 +39,8 @@ def search_statement(sql: str) -> tuple[str, str]:
 
 
 def explain_as_sent(execute, sql: str, params, many: bool, context: dict) -> dict:
-    """The plan of a search statement (`sql`, a message of search._rows), under its plan
-    settings; an execute wrapper's arguments."""
+    """The plan of a search statement (`sql`, a message of _rows, memories/search/sql.py), under
+    its plan settings; an execute wrapper's arguments."""
     settings, statement = search_statement(sql)
     execute(f"{settings}EXPLAIN (FORMAT JSON) {statement}", params, many, context)
     if settings:

@@ -19,11 +19,16 @@ from django.utils import timezone
 from accounts.erasure import erase_account
 from memories import account_indexes, backfill, search
 from memories.models import Memory
-from memories.search import clean_filters, search_memories
+from memories.search import candidates, clean_filters, search_memories
 from memories.services import archive_memory, record_memory
 from memories.threads import add_thread_members, create_thread
 from tests.factories import MemoryFactory, UserFactory
-from tests.memories.conftest import bury_under_recent_notes, explain_as_sent, mark_invalid
+from tests.memories.conftest import (
+    bury_under_recent_notes,
+    explain_as_sent,
+    mark_invalid,
+    patch_search,
+)
 
 NOTES = [
     ("Primary database", "Chose PostgreSQL 16 over MongoDB for the ledger's transactions."),
@@ -308,7 +313,7 @@ def buried_lease(large_at_three, monkeypatch, settings):
     memories a search walks (two, here), and no model: it can be found by its words only (not
     by its topic's spelling either)."""
     settings.SEARCH_EMBEDDER = "none"
-    monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 2)
+    patch_search(monkeypatch, "WALK_RECENT_MAX", 2)
     owner = UserFactory()
     old = bury_under_recent_notes(
         owner,
@@ -395,7 +400,7 @@ def test_filters_walk_no_further_when_the_index_gave_every_match(buried_lease):
             owner_id=owner.pk, query="hindenburg", filters=clean_filters(memory_types=["fact"])
         )
     assert [hit.id for hit in page.hits] == [old.id]
-    assert walks == [search.WORDS_PROBE_MAX]  # the probe of the most recent memories only
+    assert walks == [candidates.WORDS_PROBE_MAX]  # the probe of the most recent memories only
 
 
 def test_a_few_words_common_among_the_most_recent_memories_are_walked_for(
@@ -406,18 +411,18 @@ def test_a_few_words_common_among_the_most_recent_memories_are_walked_for(
     owner, old = buried_lease
     called = MemoryFactory(owner=owner, memory_type="note", content="Hindenburg Estates called.")
     index_accounts()
-    monkeypatch.setattr("memories.search.WORDS_PROBE_MAX", 4)
-    monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 10)
+    patch_search(monkeypatch, "WORDS_PROBE_MAX", 4)
+    patch_search(monkeypatch, "WALK_RECENT_MAX", 10)
     # All four most recent memories hold "note": the most recent matches, without the index.
-    monkeypatch.setattr("memories.search.LEXICAL_CANDIDATES", 3)
+    patch_search(monkeypatch, "LEXICAL_CANDIDATES", 3)
     hits, through_index = words_search(owner, "note")
     assert not through_index and len(hits) == 3
-    monkeypatch.setattr("memories.search.LEXICAL_CANDIDATES", 300)
+    patch_search(monkeypatch, "LEXICAL_CANDIDATES", 300)
     # One of the four holds "hindenburg": one in WORDS_DENSE_SHARE at least, so the walk.
-    monkeypatch.setattr("memories.search.WORDS_DENSE_SHARE", 4)
+    patch_search(monkeypatch, "WORDS_DENSE_SHARE", 4)
     assert words_search(owner, "hindenburg") == ([called.id, old.id], False)
     # Fewer than that: rare enough for the index.
-    monkeypatch.setattr("memories.search.WORDS_DENSE_SHARE", 3)
+    patch_search(monkeypatch, "WORDS_DENSE_SHARE", 3)
     assert words_search(owner, "hindenburg") == ([called.id, old.id], True)
 
 
@@ -429,9 +434,9 @@ def dense_among_the_most_recent(buried_lease, monkeypatch):
     owner, old = buried_lease
     called = MemoryFactory(owner=owner, memory_type="note", content="Hindenburg Estates called.")
     index_accounts()
-    monkeypatch.setattr("memories.search.WORDS_PROBE_MAX", 4)
-    monkeypatch.setattr("memories.search.WORDS_DENSE_SHARE", 4)
-    monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 10)
+    patch_search(monkeypatch, "WORDS_PROBE_MAX", 4)
+    patch_search(monkeypatch, "WORDS_DENSE_SHARE", 4)
+    patch_search(monkeypatch, "WALK_RECENT_MAX", 10)
     return owner, old, called
 
 
@@ -443,10 +448,10 @@ def test_a_few_words_dense_among_the_most_recent_memories_but_not_before_use_the
     them instead."""
     owner, old, called = dense_among_the_most_recent
     # A walk of every memory finds both.
-    monkeypatch.setattr("memories.search.WORDS_DENSE_WALK_MAX", 10)
+    patch_search(monkeypatch, "WORDS_DENSE_WALK_MAX", 10)
     assert words_search(owner, "hindenburg") == ([called.id, old.id], False)
     # A walk of the four most recent finds one, and the account holds more: the index.
-    monkeypatch.setattr("memories.search.WORDS_DENSE_WALK_MAX", 4)
+    patch_search(monkeypatch, "WORDS_DENSE_WALK_MAX", 4)
     assert words_search(owner, "hindenburg") == ([called.id, old.id], True)
 
 
@@ -461,9 +466,9 @@ def test_a_dense_walk_that_finds_enough_matches_gives_them_without_the_index(
         content="Hindenburg Estates wrote about the rent.",
         recorded_at=old.recorded_at + timedelta(days=1),
     )
-    monkeypatch.setattr("memories.search.LEXICAL_CANDIDATES", 2)
+    patch_search(monkeypatch, "LEXICAL_CANDIDATES", 2)
     # The six most recent hold two: enough.
-    monkeypatch.setattr("memories.search.WORDS_DENSE_WALK_MAX", 6)
+    patch_search(monkeypatch, "WORDS_DENSE_WALK_MAX", 6)
     assert words_search(owner, "hindenburg") == ([called.id, wrote.id], False)
 
 
@@ -474,7 +479,7 @@ def test_a_dense_walk_that_read_every_memory_of_the_types_and_dates_asked_for_is
     however large the account."""
     owner, old, called = dense_among_the_most_recent
     # The five notes fit the walk; the account's six memories do not.
-    monkeypatch.setattr("memories.search.WORDS_DENSE_WALK_MAX", 5)
+    patch_search(monkeypatch, "WORDS_DENSE_WALK_MAX", 5)
     assert words_search(owner, "hindenburg", memory_types=["note"]) == ([called.id], False)
     after = (old.recorded_at + timedelta(seconds=1)).isoformat()
     assert words_search(owner, "hindenburg", recorded_after=after) == ([called.id], False)
@@ -498,7 +503,7 @@ def test_a_questions_terms_common_among_the_recent_memories_are_not_looked_up_ag
     """The walk holds the most recent matches of the common terms; older ones are not read."""
     owner, old = buried_lease
     index_accounts()
-    monkeypatch.setattr("memories.search.RARE_TERM_HELD_MAX", 1)
+    patch_search(monkeypatch, "RARE_TERM_HELD_MAX", 1)
     # Both memories the walk reads hold "recent", "unrelated" and "note"; none holds "zeppelin".
     hits, through_index = words_search(owner, "recent unrelated note zeppelin")
     assert through_index
@@ -521,7 +526,7 @@ def test_each_rare_term_is_looked_up_on_its_own(buried_lease, monkeypatch):
             recorded_at=old.recorded_at + timedelta(days=1, minutes=n),
         )
     index_accounts()
-    monkeypatch.setattr("memories.search.RARE_TERM_CANDIDATES", 5)
+    patch_search(monkeypatch, "RARE_TERM_CANDIDATES", 5)
     hits, through_index = words_search(owner, "hindenburg estates mooring fees?", limit=25)
     assert through_index
     assert old.id in hits
@@ -542,9 +547,9 @@ def test_without_a_words_index_a_questions_rare_terms_are_walked_for_again(
     """In an account without a words index, when the walk stopped at LEXICAL_CANDIDATES
     matches, a walk for the rare terms alone reads further back."""
     owner, old = buried_lease
-    monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 10)
-    monkeypatch.setattr("memories.search.LEXICAL_CANDIDATES", 2)
-    monkeypatch.setattr("memories.search.RARE_TERM_HELD_MAX", 1)
+    patch_search(monkeypatch, "WALK_RECENT_MAX", 10)
+    patch_search(monkeypatch, "LEXICAL_CANDIDATES", 2)
+    patch_search(monkeypatch, "RARE_TERM_HELD_MAX", 1)
     hits, through_index = words_search(owner, "recent unrelated note zeppelin")
     assert not through_index
     assert old.id in hits
@@ -592,8 +597,8 @@ def test_filters_reach_past_the_words_index_s_most_recent_matches(buried_lease, 
     thread = create_thread(owner=owner, name="hangar")
     add_thread_members(owner=owner, name=thread.name, memory_ids=[old.id])
     index_accounts()
-    monkeypatch.setattr("memories.search.WORD_MATCHES_MAX", 1)
-    monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 10)
+    patch_search(monkeypatch, "WORD_MATCHES_MAX", 1)
+    patch_search(monkeypatch, "WALK_RECENT_MAX", 10)
     assert words_search(owner, "hindenburg") == ([newer.id, old.id], True)
     assert words_search(owner, "hindenburg", memory_types=["fact"]) == ([old.id], True)
     assert words_search(owner, "hindenburg -called") == ([old.id], True)

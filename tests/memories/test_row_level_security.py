@@ -23,6 +23,7 @@ from memories.models import ERASED, Memory, Thread, ThreadMembership
 from memories.search import clean_filters, search_memories
 from tests.factories import MemoryFactory, UserFactory
 from tests.mcp_gateway.conftest import subprocess_database_url
+from tests.memories.conftest import patch_search
 
 ROLE = tenancy.APP_ROLE
 
@@ -527,7 +528,7 @@ def test_a_search_reaches_the_words_index_as_the_app_role(
     call_command("index_accounts", stdout=io.StringIO())
     settings.SEARCH_EMBEDDER = "none"
     # The walk reads nothing: a hit comes through the account's words index.
-    monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 0)
+    patch_search(monkeypatch, "WALK_RECENT_MAX", 0)
     for owner in (tenant, other):
         with tenancy.acting_for(owner.pk):
             page = search_memories(owner_id=owner.pk, query="secret", filters=clean_filters())

@@ -14,22 +14,29 @@ from django.core import signing
 from django.db import connection
 from django.utils import timezone
 
-from memories import account_indexes, bounds, search, tenancy
+from memories import account_indexes, bounds, tenancy
 from memories.errors import InvalidInput, NotFound
 from memories.models import StoredVectors
 from memories.search import (
     CURSOR_MAX,
-    CURSOR_MAX_AGE,
     QUERY_MAX,
     TOPIC_FALLBACK_WORDS_MAX,
     TOPIC_SIMILARITY_MIN,
     clean_filters,
+    scoring,
     search_memories,
+    sql,
 )
+from memories.search.cursor import _CURSOR_SALT, CURSOR_MAX_AGE
 from memories.services import archive_memory, record_memory, revise_memory
 from memories.threads import add_thread_members, create_thread
 from tests.factories import MemoryFactory
-from tests.memories.conftest import bury_under_recent_notes, explain_as_sent, search_statement
+from tests.memories.conftest import (
+    bury_under_recent_notes,
+    explain_as_sent,
+    patch_search,
+    search_statement,
+)
 
 
 def run(owner, query, **kwargs):
@@ -369,7 +376,7 @@ def test_an_archive_between_pages_does_not_drop_the_matches_of_a_rare_word(
     hold is looked up again for older matches. An archive between pages lets an older match into
     the walk: the word it holds must not turn common there and lose its older matches."""
     settings.SEARCH_EMBEDDER = "none"
-    monkeypatch.setattr("memories.search.LEXICAL_CANDIDATES", 5)
+    patch_search(monkeypatch, "LEXICAL_CANDIDATES", 5)
     now = timezone.now()
 
     def recorded(minutes_ago: int, content: str):
@@ -401,7 +408,7 @@ def test_a_memory_joining_the_filter_between_pages_pushes_no_match_out(
     memory archived or added to the thread between pages is a newer match: the later pages still
     rank the first page's oldest match."""
     settings.SEARCH_EMBEDDER = "none"
-    monkeypatch.setattr("memories.search.LEXICAL_CANDIDATES", 5)
+    patch_search(monkeypatch, "LEXICAL_CANDIDATES", 5)
     now = timezone.now()
     newer, *older = [
         MemoryFactory(
@@ -437,8 +444,8 @@ def test_a_memory_archived_between_pages_pushes_no_match_of_a_rare_word_out(
     a memory archived between pages that holds the word is a newer match of a `status:
     archived` search, and the later pages still rank the first page's oldest one."""
     settings.SEARCH_EMBEDDER = "none"
-    monkeypatch.setattr("memories.search.LEXICAL_CANDIDATES", 5)
-    monkeypatch.setattr("memories.search.RARE_TERM_CANDIDATES", 2)
+    patch_search(monkeypatch, "LEXICAL_CANDIDATES", 5)
+    patch_search(monkeypatch, "RARE_TERM_CANDIDATES", 2)
     now = timezone.now()
 
     def recorded(minutes_ago: int, content: str):
@@ -524,15 +531,13 @@ def resigned(payload: dict, issued_at: float) -> str:
     """A cursor carrying `payload`, signed as search signs one, at the instant `issued_at`."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(signing, "time", SimpleNamespace(time=lambda: issued_at))
-        return signing.dumps(payload, salt=search._CURSOR_SALT, compress=True)
+        return signing.dumps(payload, salt=_CURSOR_SALT, compress=True)
 
 
 def test_a_cursor_older_than_its_lifetime_is_refused(tenant):
     for n in range(3):
         MemoryFactory(owner=tenant, content=f"aging cursor {n}")
-    payload = signing.loads(
-        run(tenant, "aging cursor", limit=1).next_cursor, salt=search._CURSOR_SALT
-    )
+    payload = signing.loads(run(tenant, "aging cursor", limit=1).next_cursor, salt=_CURSOR_SALT)
     young = resigned(payload, time.time() - CURSOR_MAX_AGE + 60)
     assert len(run(tenant, "aging cursor", limit=1, cursor=young).hits) == 1
     old = resigned(payload, time.time() - CURSOR_MAX_AGE - 60)
@@ -547,9 +552,7 @@ def test_a_cursor_older_than_its_lifetime_is_refused(tenant):
 def test_a_cursor_of_another_shape_is_refused(tenant):
     for n in range(3):
         MemoryFactory(owner=tenant, content=f"shaped cursor {n}")
-    payload = signing.loads(
-        run(tenant, "shaped cursor", limit=1).next_cursor, salt=search._CURSOR_SALT
-    )
+    payload = signing.loads(run(tenant, "shaped cursor", limit=1).next_cursor, salt=_CURSOR_SALT)
     assert len(payload["w"]) == 6
     for words in (payload["w"][:3], payload["w"][:5]):
         cursor = resigned({**payload, "w": words}, time.time())
@@ -611,9 +614,9 @@ def test_the_topic_fallback_bound_counts_memories_of_every_type(
 ):
     settings.SEARCH_EMBEDDER = "none"
     misspelt = "Zepelin hangr leese"  # no word matches: only the fallback finds it
-    monkeypatch.setattr("memories.search.TOPIC_FALLBACK_RECENT", 4)
+    patch_search(monkeypatch, "TOPIC_FALLBACK_RECENT", 4)
     assert run(tenant, misspelt, memory_types=["decision"]).hits == []
-    monkeypatch.setattr("memories.search.TOPIC_FALLBACK_RECENT", 5)
+    patch_search(monkeypatch, "TOPIC_FALLBACK_RECENT", 5)
     assert [hit.id for hit in run(tenant, misspelt, memory_types=["decision"]).hits] == [
         buried_decision.id
     ]
@@ -661,11 +664,11 @@ def test_a_larger_account_needs_a_closer_match(tenant, settings, monkeypatch):
         owner=tenant, topic="Release train", content="Mobile releases ship every second Tuesday."
     )
     question = "how often do mobile releases ship?"
-    monkeypatch.setattr("memories.search.RELEVANCE_FLOOR_PER_DECADE", 1.0)
+    patch_search(monkeypatch, "RELEVANCE_FLOOR_PER_DECADE", 1.0)
     assert [hit.id for hit in run(tenant, question).hits] == [release.id]
-    bulk_load_notes(tenant, 10 * search.RELEVANCE_FLOOR_SIZE - 1)
+    bulk_load_notes(tenant, 10 * scoring.RELEVANCE_FLOOR_SIZE - 1)
     assert run(tenant, question).hits == []
-    monkeypatch.setattr("memories.search.RELEVANCE_FLOOR_PER_DECADE", 0.0)
+    patch_search(monkeypatch, "RELEVANCE_FLOOR_PER_DECADE", 0.0)
     assert [hit.id for hit in run(tenant, question).hits] == [release.id]
 
 
@@ -681,20 +684,20 @@ def test_a_memory_holding_every_rare_term_asked_for_answers_in_a_large_account(t
     )
     for n in range(10):
         MemoryFactory(owner=tenant, topic=f"Door {n}", content=f"Hangar door {n} repainted.")
-    bulk_load_notes(tenant, 10 * search.RELEVANCE_FLOOR_SIZE)
+    bulk_load_notes(tenant, 10 * scoring.RELEVANCE_FLOOR_SIZE)
     hits = run(tenant, "zeppelin hangar").hits
     assert hits[0].id == lease.id
-    assert search.RELEVANCE_FLOOR <= hits[0].score < search.relevance_floor(2_000)
+    assert scoring.RELEVANCE_FLOOR <= hits[0].score < scoring.relevance_floor(2_000)
 
 
 def test_the_relevance_floor_by_account_size():
-    floor, per_decade = search.RELEVANCE_FLOOR, search.RELEVANCE_FLOOR_PER_DECADE
-    size = search.RELEVANCE_FLOOR_SIZE
-    assert search.relevance_floor(1) == search.relevance_floor(size) == floor
-    assert search.relevance_floor(10 * size) == pytest.approx(floor + per_decade)
+    floor, per_decade = scoring.RELEVANCE_FLOOR, scoring.RELEVANCE_FLOOR_PER_DECADE
+    size = scoring.RELEVANCE_FLOOR_SIZE
+    assert scoring.relevance_floor(1) == scoring.relevance_floor(size) == floor
+    assert scoring.relevance_floor(10 * size) == pytest.approx(floor + per_decade)
     # The account counts up to TENANT_SIZE_COUNTED_MAX memories, as for the IDF.
-    counted = search.TENANT_SIZE_COUNTED_MAX
-    assert search.relevance_floor(10**6) == search.relevance_floor(counted) > floor + per_decade
+    counted = scoring.TENANT_SIZE_COUNTED_MAX
+    assert scoring.relevance_floor(10**6) == scoring.relevance_floor(counted) > floor + per_decade
 
 
 @pytest.fixture
@@ -801,9 +804,9 @@ def test_the_walk_stops_after_the_most_recent_memories(tenant, monkeypatch, sett
         "raising the rent next year?"
     )
     assert [hit.id for hit in run(tenant, question).hits] == [old.id]
-    monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 4)
+    patch_search(monkeypatch, "WALK_RECENT_MAX", 4)
     assert all(hit.id != old.id for hit in run(tenant, question).hits)
-    monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 5)
+    patch_search(monkeypatch, "WALK_RECENT_MAX", 5)
     assert [hit.id for hit in run(tenant, question).hits] == [old.id]
 
 
@@ -816,11 +819,11 @@ def test_the_walk_bound_counts_memories_of_the_types_asked_for(
     settings.SEARCH_EMBEDDER = "none"
     old = buried_decision
     question = "what did we decide about the zeppelin hangar, and who negotiates the lease terms?"
-    monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 1)
+    patch_search(monkeypatch, "WALK_RECENT_MAX", 1)
     assert run(tenant, question).hits == []  # the most recent memory is a note
     assert [hit.id for hit in run(tenant, question, memory_types=["decision"]).hits] == [old.id]
     assert run(tenant, question, memory_types=["decision", "note"]).hits == []
-    monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 5)
+    patch_search(monkeypatch, "WALK_RECENT_MAX", 5)
     hits = run(tenant, question, memory_types=["decision", "note"]).hits
     assert [hit.id for hit in hits] == [old.id]
 
@@ -836,14 +839,14 @@ def test_the_walk_bound_counts_memories_of_every_thread_and_status(
     thread = create_thread(owner=tenant, name="hangar")
     add_thread_members(owner=tenant, name=thread.name, memory_ids=[old.id])
     question = "what did we decide about the zeppelin hangar, and who negotiates the lease terms?"
-    monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 4)
+    patch_search(monkeypatch, "WALK_RECENT_MAX", 4)
     assert run(tenant, question, thread="hangar").hits == []
-    monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 5)
+    patch_search(monkeypatch, "WALK_RECENT_MAX", 5)
     assert [hit.id for hit in run(tenant, question, thread="hangar").hits] == [old.id]
     archive_memory(owner=tenant, memory_id=old.id)
-    monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 4)
+    patch_search(monkeypatch, "WALK_RECENT_MAX", 4)
     assert run(tenant, question, status="archived").hits == []
-    monkeypatch.setattr("memories.search.WALK_RECENT_MAX", 5)
+    patch_search(monkeypatch, "WALK_RECENT_MAX", 5)
     assert [hit.id for hit in run(tenant, question, status="archived").hits] == [old.id]
 
 
@@ -865,7 +868,7 @@ def test_a_revision_committing_mid_search_never_shows_both_versions(transactiona
         content="We chose PostgreSQL for the memory store.",
     )
     walked = []
-    real_rows = search._rows
+    real_rows = sql._rows
 
     def revise_elsewhere() -> None:
         try:
@@ -886,7 +889,7 @@ def test_a_revision_committing_mid_search_never_shows_both_versions(transactiona
             worker.join()
         return rows
 
-    monkeypatch.setattr(search, "_rows", revise_after_the_walk)
+    patch_search(monkeypatch, "_rows", revise_after_the_walk)
     page = search_memories(
         owner_id=owner.pk, query="postgresql memory store", filters=clean_filters(), limit=5
     )

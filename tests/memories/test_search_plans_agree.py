@@ -20,6 +20,7 @@ from memories.search import clean_filters, search_memories
 from memories.services import archive_memory, record_memory, resolve_commitment, revise_memory
 from memories.threads import add_thread_members, create_thread
 from tests.factories import MemoryFactory, UserFactory
+from tests.memories.conftest import patch_search
 
 WORDS = [
     "zeppelin", "hangar", "lease", "invoice", "kafka", "postgres",
@@ -193,7 +194,7 @@ def test_a_large_accounts_plans_find_what_a_small_accounts_walk_finds(twin_accou
     for plan, (bounds, queries) in PLANS.items():
         with monkeypatch.context() as patched:
             for name, value in bounds.items():
-                patched.setattr(f"memories.search.{name}", value)
+                patch_search(patched, name, value)
             assert _disagreements(base, small, large, queries) == [], plan
 
 

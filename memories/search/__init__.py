@@ -1,0 +1,192 @@
+"""Search over one tenant's memories: words and meaning fused into one score, a relevance floor
+so that a question about something never stored finds nothing, and keyset paging with a signed
+cursor.
+
+This module runs one page (search_memories); the package, by concern:
+- query.py: the query's terms, phrases and exclusions.
+- filters.py: the filters, cleaned, and as SQL clauses.
+- candidates.py: which memories are scored (words, meaning, the topic fallback's), within
+  bounded work, and the plans their statements run under.
+- scoring.py: the words score (BM25F), its fusion with meaning, the relevance floor.
+- cursor.py: the signed cursor.
+- sql.py: the statements, and how one is sent with its plan settings.
+
+Ranking, past what those modules' docstrings say:
+- Topic fallback: when a query of at most TOPIC_FALLBACK_WORDS_MAX words abstains, topics
+  trigram-similar to the query without its exclusions (pg_trgm similarity >=
+  TOPIC_SIMILARITY_MIN) among the TOPIC_FALLBACK_RECENT most recent memories that hold its
+  phrases and none of its exclusions: this catches typos and near-miss topic names. A
+  query of more words is a question, not a topic name: when neither its words nor its meaning
+  matched, a topic that shares letters with it is noise, not an answer (and comparing every
+  recent topic with a long query costs more than the rest of the search).
+- Order: score desc, then recorded_at desc (recency breaks ties), then id. Only current
+  memories are searched unless asOf names another instant, so a superseded memory and its
+  successor are never both hits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.db import connections, transaction
+from django.utils import timezone
+
+from memories import account_indexes, bounds, replica
+from memories.errors import InvalidInput
+from memories.excerpts import EXCERPT_MAX, MemoryExcerpt
+from memories.search.candidates import (
+    LEXICAL_CANDIDATES,
+    SEMANTIC_CANDIDATES,
+    _ranked,
+    _topic_matches,
+)
+from memories.search.cursor import CURSOR_MAX, _Position
+from memories.search.filters import STATUS_FILTERS, SearchFilters, _where, clean_filters
+from memories.search.query import _parse
+from memories.search.scoring import TENANT_SIZE_COUNTED_MAX, _Candidate
+from memories.search.sql import _PAGE_SQL, _TENANT_SIZE_SQL
+
+__all__ = [
+    "CURSOR_MAX",
+    "DEFAULT_LIMIT",
+    "MAX_LIMIT",
+    "QUERY_MAX",
+    "STATUS_FILTERS",
+    "SearchFilters",
+    "SearchHit",
+    "SearchPage",
+    "clean_filters",
+    "search_memories",
+]
+
+DEFAULT_LIMIT = 5
+MAX_LIMIT = 25
+QUERY_MAX = 500
+# The topic fallback compares the query with the topics of this many most recent memories (all
+# of them for most tenants; a filter narrows those), so its cost does not grow with the tenant
+# or the table.
+TOPIC_FALLBACK_RECENT = 3_000
+# A topic's name is a few words; a query of more is a question (see the module docstring).
+TOPIC_FALLBACK_WORDS_MAX = 6
+TOPIC_SIMILARITY_MIN = 0.3
+
+
+@dataclass(frozen=True)
+class SearchHit(MemoryExcerpt):
+    score: float
+    matched_by: tuple[str, ...] = ()
+
+
+@dataclass
+class SearchPage:
+    hits: list[SearchHit] = field(default_factory=list)
+    next_cursor: str | None = None
+
+
+def search_memories(
+    *,
+    owner_id: int,
+    query: object,
+    filters: SearchFilters,
+    limit: int = DEFAULT_LIMIT,
+    cursor: str | None = None,
+) -> SearchPage:
+    """One page of the tenant's memories matching `query`, best first (see module docstring)."""
+    text = bounds.clean_text("query", query, maximum=QUERY_MAX)
+    if not 1 <= limit <= MAX_LIMIT:
+        raise InvalidInput("limit", f"must be between 1 and {MAX_LIMIT}; got {limit}")
+    fingerprint = filters.fingerprint(owner_id, text)
+    position = None
+    if cursor is not None:
+        if len(cursor) > CURSOR_MAX:
+            raise InvalidInput("cursor", f"must be at most {CURSOR_MAX} characters")
+        position = _Position.decode(cursor, fingerprint)
+    params: dict = {
+        "owner": owner_id,
+        "excerpt_fetch": EXCERPT_MAX + 1,
+        "lexical_max": LEXICAL_CANDIDATES,
+        "semantic_max": SEMANTIC_CANDIDATES,
+        "tenant_size_max": TENANT_SIZE_COUNTED_MAX,
+        "recent": TOPIC_FALLBACK_RECENT,
+        "topic_min": TOPIC_SIMILARITY_MIN,
+        # Later pages rank what the first one saw: a memory written since does not appear, and
+        # the first page's word statistics score the rest (see _Position).
+        "snapshot": position.snapshot if position else timezone.now(),
+        "first_page": position is None,
+    }
+    where = _where(filters, owner_id, params)
+    alias = replica.read_alias()
+    outermost = not connections[alias].in_atomic_block
+    with transaction.atomic(using=alias), connections[alias].cursor() as db:
+        if outermost:
+            _one_snapshot(connections[alias])
+        _count_tenant(db, params)
+        parsed = _parse(db, text)
+        mode = position.mode if position else "ranked"
+        ranked: list[_Candidate] = []
+        statistics = None
+        if mode == "ranked":
+            ranked, statistics = _ranked(
+                db, parsed, where, params, position.statistics if position else None
+            )
+        # Not for a query of stop words only, which asks for nothing (a topic sharing its
+        # letters is no answer).
+        if (
+            not ranked
+            and position is None
+            and parsed.terms
+            and len(parsed.wanted.split()) <= TOPIC_FALLBACK_WORDS_MAX
+        ):
+            mode = "topic"
+        if mode == "topic":
+            ranked = _topic_matches(db, parsed, where, params)
+        ranked.sort(key=lambda c: (c.score, c.recorded_at, c.id), reverse=True)
+        if position is not None:
+            ranked = [c for c in ranked if position.follows(c)]
+        shown = ranked[:limit]
+        rows = {}
+        if shown:
+            db.execute(_PAGE_SQL, params | {"ids": [c.id for c in shown]})
+            rows = {row[0]: row for row in db.fetchall()}
+    page = SearchPage()
+    now = timezone.now()
+    for candidate in shown:
+        row = rows[candidate.id]
+        fields = MemoryExcerpt.row_fields(row, excerpt_max=EXCERPT_MAX, now=now)
+        page.hits.append(
+            SearchHit(**fields, score=candidate.score, matched_by=candidate.matched_by)
+        )
+    if len(ranked) > limit:
+        last = ranked[limit - 1]
+        page.next_cursor = _Position(
+            mode=mode,
+            score=last.score,
+            recorded_at=last.recorded_at,
+            id=last.id,
+            snapshot=params["snapshot"],
+            statistics=statistics if mode == "ranked" else None,
+        ).encode(fingerprint)
+    return page
+
+
+def _one_snapshot(connection) -> None:
+    """Let every statement of the search see the database as of its first: under READ
+    COMMITTED a revision committing between the words walk and the nearest-by-meaning statement
+    would put a memory and its successor on one page. A read-only transaction at REPEATABLE READ
+    never fails to serialize. Sent on the raw cursor (it sets no tenant and reads no rows), before
+    any other statement of the transaction, as PostgreSQL requires."""
+    with connection.connection.cursor() as raw:
+        raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+
+
+def _count_tenant(db, params: dict) -> None:
+    params["nearest_index"] = account_indexes.NEAREST.index_name(params["owner"])
+    params["words_index"] = account_indexes.WORDS.index_name(params["owner"])
+    db.execute(_TENANT_SIZE_SQL, params)
+    (
+        params["snapshot"],
+        params["tenant_size"],
+        params["nearest_indexed"],
+        params["words_indexed"],
+        params["vectors_by"],
+    ) = db.fetchone()

@@ -1,0 +1,446 @@
+"""The candidates a search scores, found with bounded work however large the tenant:
+- Words. A memory matching *any* of the query's terms is a candidate (the LEXICAL_CANDIDATES
+  most recent such memories, which bounds the work, and a few of the most recent matches of each
+  term rare among those, older ones too: RARE_TERM_HELD_MAX).
+- Meaning. The embedding of the query without its exclusions (memories/embedding.py) against
+  each memory's: up to the SEMANTIC_CANDIDATES nearest current memories join the candidates (a
+  large account's own HNSW index keeps this bounded, memories/account_indexes.py), and every
+  candidate gets its cosine similarity. Not while the stored vectors are another model's
+  (after a change of SEARCH_EMBEDDER, until `embed_memories --reembed`): words only then.
+- The topic fallback's: topics spelled like the query (see the package's docstring).
+The plans these statements run under are chosen here too; _ranked scores the candidates
+(scoring.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Iterable
+from datetime import datetime
+
+from memories import account_indexes, tenancy
+from memories.embedding import comparable_with, embed_query
+from memories.search.filters import _Where
+from memories.search.query import _any_term, _Query
+from memories.search.scoring import (
+    RELEVANCE_FLOOR,
+    TENANT_SIZE_COUNTED_MAX,
+    _Candidate,
+    _fuse,
+    _words_scores,
+    _WordStatistics,
+    relevance_floor,
+)
+from memories.search.sql import (
+    _CANDIDATE_COLUMNS,
+    _LEXICAL_RECENT,
+    _RANKED_SQL,
+    _RARE_WORD_MATCHES,
+    _RECENT,
+    _RECENT_OF_TYPE,
+    _REQUIRED,
+    _REQUIRED_QUERY,
+    _SEMANTIC,
+    _TOPIC_SQL,
+    _WALK_SOURCE_SIZE,
+    _WORD_MATCHES,
+    _fields_held,
+    _ids,
+    _Plan,
+    _rows,
+)
+
+# Bounded work per search, however large the tenant: the most recent memories matching any term
+# (and a few more per rare term, see RARE_TERM_HELD_MAX), and the nearest by meaning.
+LEXICAL_CANDIDATES = 300
+SEMANTIC_CANDIDATES = 50
+# A nearest-neighbour search with a narrowing filter (type, scope, project, thread, dates) stops
+# after about this many entries of the account's HNSW index (nearest first) instead of pgvector's
+# default 20,000: a search finds about (the share of the account that passes its filters) times
+# this many candidates by meaning, so a filter that leaves a small share finds fewer by meaning
+# (words still find theirs) rather than walking the graph far and long.
+SEMANTIC_SCAN_MAX = 5_000
+# The walk (see _WALK) reads at most this many of the tenant's most recent memories: in a large
+# tenant, older ones are found by words only through its words index, and by meaning always.
+WALK_RECENT_MAX = 20_000
+# In an account with a words index of its own, a query of at most this many terms may find its
+# word candidates through that index (see _WORD_MATCHES and below): the LEXICAL_CANDIDATES most
+# recent current memories holding any of them that pass the filters (with a thread filter, those
+# in the thread among the WORD_MATCHES_MAX most recent).
+INDEXED_QUERY_TERMS_MAX = 3
+WORD_MATCHES_MAX = 1_000
+# The index reads every match of the terms to find the most recent (that is its order: by term,
+# not by time), so its cost grows with the share of the account that holds them; a walk's
+# shrinks with it (it stops at LEXICAL_CANDIDATES matches). So such a query first walks the
+# WORDS_PROBE_MAX most recent memories: terms that LEXICAL_CANDIDATES of them hold are common, and
+# those are their most recent matches; terms that one in WORDS_DENSE_SHARE of them holds at least
+# are walked for (which then reads about LEXICAL_CANDIDATES * WORDS_DENSE_SHARE memories, fewer
+# than the index would read in an account of 20,000 or more); rarer ones go through the index.
+# (A walk costs more per memory read than the index does: a larger share walked for more.)
+# Terms dense among the most recent memories may be rare among older ones: the walk for them
+# reads at most WORDS_DENSE_WALK_MAX memories (twice what their density in the probe predicts),
+# and when it finds fewer than LEXICAL_CANDIDATES there while more memories of the types and
+# dates asked for remain unread, the index finds them instead.
+WORDS_PROBE_MAX = 500
+WORDS_DENSE_SHARE = 8
+WORDS_DENSE_WALK_MAX = 2 * LEXICAL_CANDIDATES * WORDS_DENSE_SHARE
+# A query that walks finds the tenant's most recent matches, which in a large account may all be
+# newer than the memory it asks about. So its terms that at most RARE_TERM_HELD_MAX of those
+# matches hold (rare among recent memories: what is distinctive in the question; the
+# RARE_TERMS_MAX held by fewest) are looked up again, each on its own, so that no term's
+# matches crowd out another's: in an account with a words index, the RARE_TERM_CANDIDATES most
+# recent memories holding it, however old (with a thread filter, those in the thread among its
+# WORD_MATCHES_MAX most recent); in any other, when the walk stopped at LEXICAL_CANDIDATES
+# before reading all it may, a walk for those terms alone (RARE_TERM_CANDIDATES per term, among
+# the WALK_RECENT_MAX most recent). A term rare among recent memories but common among older
+# ones gives its most recent among a sample of about RARE_TERM_SAMPLE_MAX of its matches
+# (gin_fuzzy_search_limit, which samples a scan whose every term is that common: one term per
+# scan here), so that its lookup stays bounded; such a term weighs little, and which of its
+# matches are candidates may differ between calls (and so between a query's pages: a later page
+# scores as the first did, so it repeats none of its hits, but it may miss one).
+RARE_TERM_HELD_MAX = 3
+RARE_TERMS_MAX = 4
+RARE_TERM_CANDIDATES = 20
+RARE_TERM_SAMPLE_MAX = 5_000
+
+
+# Plans are chosen here by the account's own indexes and the query's length, not left to table
+# statistics, which are missing right after a bulk load and describe the whole table rather than
+# one tenant (a search then took seconds where it takes milliseconds with these plans).
+# - Words, in general: walk the tenant's memories newest first until LEXICAL_CANDIDATES match
+#   (memory_owner_recent; with a type filter, those of each type merged by recency,
+#   memory_owner_type_current), cheap when the query's terms are common among them, as the
+#   terms of a question of many words together are; it stops after WALK_RECENT_MAX memories
+#   when they are rare.
+# - Words, a query of few terms in an account with its own words index (a large one,
+#   memories/account_indexes.py): its terms may be rare, and the walk would then read most of
+#   the account; the index reads as many entries as the account has matches, so it serves the
+#   terms that a short walk finds rare (WORDS_PROBE_MAX). A question's many terms together
+#   match much of the account, which the walk finds newest first at once; the index then serves
+#   those of its terms that the walk's matches seldom hold (RARE_TERM_HELD_MAX).
+# - Meaning, an account with its own HNSW index (a large one): that index (a sort of its vectors
+#   is the plan to avoid).
+# - Meaning, any other account: an exact scan of its own vectors, a small account's few, or a
+#   large one's until its index is built.
+# (No sort either: an index that does not give the order, scanned whole and sorted, is the
+# plan the walk replaces.)
+_WALK: _Plan = (("enable_bitmapscan", "off"), ("enable_sort", "off"))
+# The function's matches, and for a thread filter each one's membership by its key (not a scan
+# of the memberships).
+_BY_KEY: _Plan = (("enable_seqscan", "off"), ("enable_bitmapscan", "off"))
+_RARE_TERMS_BY_KEY = (*_BY_KEY, ("gin_fuzzy_search_limit", str(RARE_TERM_SAMPLE_MAX)))
+_NEAREST: _Plan = (
+    ("enable_indexscan", "on"),
+    ("enable_sort", "off"),
+    # A filtered nearest-neighbour scan that keeps going until it has enough rows.
+    ("hnsw.iterative_scan", "relaxed_order"),
+    ("hnsw.ef_search", str(account_indexes.SEARCH_LIST_SIZE)),
+)
+_NEAREST_NARROWED = (*_NEAREST, ("hnsw.max_scan_tuples", str(SEMANTIC_SCAN_MAX)))
+
+
+def _walk(
+    db,
+    required: str,
+    where: _Where,
+    params: dict,
+    *,
+    walk_max: int | None = None,
+    terms: str = "any_term",
+    most: int | None = None,
+    bounded: bool = True,
+    back_to: datetime | None = None,
+) -> list[_Candidate]:
+    """The walk's `most` (by default LEXICAL_CANDIDATES) most recent matches; `terms` names the
+    parameter with the terms' tsquery. Not `bounded` (a later page's walk, see
+    _WordStatistics.walked_to): every match, recorded since `back_to` if given."""
+    params["walk_max"] = WALK_RECENT_MAX if walk_max is None else walk_max
+    params["walk_limit"] = params["lexical_max"] if most is None else most
+    since = ""
+    if not bounded:
+        params["walk_limit"] = None  # LIMIT NULL: all of them
+        if back_to is not None:
+            params["walk_since"] = back_to
+            since = "AND m.recorded_at >= %(walk_since)s"
+    walk = _LEXICAL_RECENT.format(
+        columns=params["candidate_columns"],
+        recent=_recent(where, params),
+        required=required,
+        selection=where.selection,
+        since=since,
+        terms=terms,
+    )
+    return _candidates(_rows(db, walk, params, _WALK), params)
+
+
+def _recent(where: _Where, params: dict) -> str:
+    """The walk's source: the tenant's most recent memories, or with a type filter on current
+    memories, those of each type merged by recency (see _LEXICAL_RECENT)."""
+    types = params.get("types")
+    if not types or not where.current:
+        return _RECENT.format(reach=where.reach)
+    for n, memory_type in enumerate(types):
+        params[f"walk_type_{n}"] = memory_type
+    if len(types) == 1:
+        return _RECENT_OF_TYPE.format(n=0, reach=where.reach)
+    merged = " UNION ALL ".join(
+        _RECENT_OF_TYPE.format(n=n, reach=where.reach) for n in range(len(types))
+    )
+    return f"{merged}\n        ORDER BY recorded_at DESC LIMIT %(walk_max)s"
+
+
+def _rare_term_matches(
+    db,
+    required: str,
+    where: _Where,
+    params: dict,
+    walk_matches: list[_Candidate],
+    statistics: _WordStatistics | None = None,
+) -> tuple[list[_Candidate], tuple[str, ...], datetime | None]:
+    """After a walk that found `walk_matches`: matches of the query's terms that few of them
+    hold, older ones too (see RARE_TERM_HELD_MAX), those terms, and the oldest match their walk
+    reached when it stopped at its bound. A later page (`statistics`, its first page's) looks up
+    the terms the first page chose, and walks for them as far back (a later page's walk may find
+    other matches: see _WordStatistics)."""
+    rare = statistics.rare_terms(params["terms"]) if statistics else None
+    # The account's words index holds its current memories only: asOf walks.
+    indexed = params["words_indexed"] and where.current
+    if rare is None:
+        if len(walk_matches) < params["lexical_max"] and not indexed:
+            # The walk read all it may read: a rare term's lookup would find no match it did not.
+            return [], (), None
+        held = Counter(term for candidate in walk_matches for term in candidate.fields_held)
+        rare = tuple(
+            sorted(
+                (term for term in params["terms"] if held[term] <= RARE_TERM_HELD_MAX),
+                key=lambda term: held[term],
+            )[:RARE_TERMS_MAX]
+        )
+    if not rare:
+        return [], (), None
+    if not indexed:
+        params["rare_any_term"] = _any_term(rare)
+        most = RARE_TERM_CANDIDATES * len(rare)
+        walked = _walk(
+            db,
+            required,
+            where,
+            params,
+            terms="rare_any_term",
+            most=most,
+            bounded=statistics is None,
+            back_to=statistics.rare_walked_to if statistics else None,
+        )
+        reached = None
+        if statistics is None and len(walked) >= most:
+            reached = min(candidate.recorded_at for candidate in walked)
+        return walked, rare, reached
+    _word_filters(db, where, params, RARE_TERM_CANDIDATES)
+    params["rare_terms"] = [_any_term((term,)) for term in rare]
+    params["rare_limit"] = RARE_TERM_CANDIDATES * len(rare)
+    matches = _RARE_WORD_MATCHES.format(required=_required_query(required), thread=where.thread)
+    [(ids,)] = _rows(db, matches, params, _RARE_TERMS_BY_KEY)
+    return _read_candidates(db, ids, params, known=walk_matches), rare, None
+
+
+def _few_terms(db, required: str, where: _Where, params: dict) -> list[_Candidate]:
+    """Word candidates of a query of few terms in an account with a words index: by a walk when
+    its terms are common among the most recent memories, else through the index (see
+    WORDS_PROBE_MAX)."""
+    probed = _walk(db, required, where, params, walk_max=WORDS_PROBE_MAX)
+    if len(probed) >= LEXICAL_CANDIDATES:
+        return probed
+    if len(probed) * WORDS_DENSE_SHARE >= WORDS_PROBE_MAX:
+        walked = _walk(db, required, where, params, walk_max=WORDS_DENSE_WALK_MAX)
+        if len(walked) >= LEXICAL_CANDIDATES or _walked_whole(
+            db, where, params, WORDS_DENSE_WALK_MAX
+        ):
+            return walked  # the most recent matches, or every match there is
+    return _indexed_words(db, required, where, params)
+
+
+def _walked_whole(db, where: _Where, params: dict, bound: int) -> bool:
+    """Whether a walk of at most `bound` memories read every memory it may read (those of the
+    types and dates asked for): there are no more than that."""
+    if params["tenant_size"] <= bound < TENANT_SIZE_COUNTED_MAX:
+        return True  # the account holds no more (its count is exact under its cap)
+    size = _WALK_SOURCE_SIZE.format(recent=_recent(where, params))
+    [(readable,)] = _rows(db, size, params | {"walk_max": bound + 1}, _WALK)
+    return readable <= bound
+
+
+def _word_filters(db, where: _Where, params: dict, most: int) -> None:
+    """filters._where's values as the words function takes them (it applies them itself; a
+    missing one is no filter), and how many matches it gives per call: `most`, or with a thread
+    to filter on too, enough of the most recent matches for some to be in it."""
+    until = params["snapshot"]
+    if params.get("before") is not None:
+        until = min(params["before"], until)
+    params |= {
+        "word_from": params.get("after"),
+        "word_until": until,
+        "word_status": params.get("status"),
+        "word_types": params.get("types"),
+        "word_scope": params.get("scope"),
+        "word_project": params.get("project"),
+        "word_matches_max": WORD_MATCHES_MAX if where.thread else most,
+    }
+    if not tenancy.enabled():
+        # The function reads the tenant where row-level security does; without it, nothing else
+        # has set it.
+        db.execute(tenancy.SET_TENANT_SQL, [tenancy.tenant_text(params["owner"]), True])
+
+
+def _required_query(required: str) -> str:
+    """The words function's `required` argument: the phrases and exclusions, if any."""
+    return _REQUIRED_QUERY if required else "NULL::tsquery"
+
+
+def _indexed_words(db, required: str, where: _Where, params: dict) -> list[_Candidate]:
+    """Word candidates through the account's words index (see _WORD_MATCHES)."""
+    _word_filters(db, where, params, LEXICAL_CANDIDATES)
+    matches = _WORD_MATCHES.format(
+        columns=params["candidate_columns"],
+        required=_required_query(required),
+        thread=where.thread,
+    )
+    rows = _rows(db, matches, params, _BY_KEY)
+    found = rows[0][0]
+    candidates = _candidates([row[1:] for row in rows if row[1] is not None], params)
+    if len(candidates) < LEXICAL_CANDIDATES and found == params["word_matches_max"]:
+        # The thread narrowed the index's most recent matches only, and there are older ones:
+        # the walk finds those among them in the thread, as without the index.
+        candidates += _new(_walk(db, required, where, params), candidates)
+    return candidates
+
+
+def _ranked(
+    db, parsed: _Query, where: _Where, params: dict, statistics: _WordStatistics | None
+) -> tuple[list[_Candidate], _WordStatistics | None]:
+    """Candidates by words and by meaning, fused, and the word statistics they were scored
+    with. A first page (`statistics` None) computes those, and gets no candidates when the best
+    is under the floor; a later page scores with its first page's, and does not abstain: the
+    first page decided that the query has answers."""
+    if not parsed.terms:
+        return [], None  # only stop words or punctuation: nothing to look for
+    # A question's vector is compared only with vectors of its own model (StoredVectors).
+    vector = embed_query(parsed.wanted) if comparable_with(params["vectors_by"]) else None
+    required = _REQUIRED if parsed.required else ""
+    params |= {
+        "terms": list(parsed.terms),
+        "any_term": _any_term(parsed.terms),
+        "required": parsed.required,
+    }
+    cosine = "NULL::float8"
+    if vector is not None:
+        params["vector"] = "[" + ",".join(f"{x:.6g}" for x in vector) + "]"
+        cosine = "1 - (m.embedding <=> %(vector)s::vector)"
+    params["candidate_columns"] = _CANDIDATE_COLUMNS.format(
+        fields_held=_fields_held(parsed.terms, params), cosine=cosine
+    )
+    few_terms = len(parsed.terms) <= INDEXED_QUERY_TERMS_MAX
+    # The account's words index holds its current memories only: asOf walks.
+    by_walk = not (few_terms and params["words_indexed"] and where.current)
+    # A later page walks back as far as the first page's walk reached (see _WordStatistics),
+    # however many matches that is now.
+    walked_to = None
+    if by_walk and statistics is not None:
+        candidates = _walk(db, required, where, params, bounded=False, back_to=statistics.walked_to)
+    elif by_walk:
+        candidates = _walk(db, required, where, params)
+        if len(candidates) >= params["lexical_max"]:
+            walked_to = min(candidate.recorded_at for candidate in candidates)
+    else:
+        candidates = _few_terms(db, required, where, params)
+    word_matches = list(candidates)
+    if vector is not None:
+        plan: _Plan = ()
+        # The account's index holds its current memories only: asOf scans exactly.
+        if params["nearest_indexed"] and where.current:
+            plan = _NEAREST_NARROWED if where.narrowed else _NEAREST
+        meaning_ids = _ids(db, _SEMANTIC.format(required=required, filters=where.sql), params, plan)
+        candidates += _read_candidates(db, meaning_ids, params, known=candidates)
+    rare: tuple[str, ...] = ()
+    rare_walked_to = None
+    if by_walk:
+        # Which terms are rare among the walk's matches is read from their candidates, on the
+        # first page; a later page looks up the same ones.
+        older, rare, rare_walked_to = _rare_term_matches(
+            db, required, where, params, word_matches, statistics
+        )
+        candidates += _new(older, candidates)
+    first_page = statistics is None
+    if statistics is None:
+        statistics = _WordStatistics.of(
+            candidates, parsed.terms, params["tenant_size"], rare, walked_to, rare_walked_to
+        )
+    rarest = _words_scores(candidates, parsed.terms, statistics)
+    for candidate in candidates:
+        _fuse(candidate)
+    hits = [c for c in candidates if c.matched_by]
+    floor = relevance_floor(params["tenant_size"])
+    # A hit that holds the query's rarest terms all is no partial match: its words score does not
+    # grow with the account, and the floor it is held to does not either.
+    if first_page and not any(
+        c.score >= (RELEVANCE_FLOOR if rarest <= c.fields_held.keys() else floor) for c in hits
+    ):
+        return [], statistics
+    return hits, statistics
+
+
+def _read_candidates(
+    db, ids: list[uuid.UUID], params: dict, known: Iterable[_Candidate] = ()
+) -> list[_Candidate]:
+    """The candidates `ids` but those `known` (already read), read by key (see
+    _CANDIDATE_COLUMNS)."""
+    read = {candidate.id for candidate in known}
+    ids = [i for i in dict.fromkeys(ids) if i not in read]
+    if not ids:
+        return []
+    params["ids"] = ids
+    db.execute(_RANKED_SQL.format(columns=params["candidate_columns"]), params)
+    return _candidates(db.fetchall(), params)
+
+
+def _candidates(rows: list[tuple], params: dict) -> list[_Candidate]:
+    """Rows of _CANDIDATE_COLUMNS as candidates."""
+    terms = params["terms"]
+    return [
+        _Candidate(
+            id=row[0],
+            recorded_at=row[1],
+            content_length=row[2],
+            fields_held={t: held for t, held in zip(terms, row[3], strict=True) if held},
+            cosine=row[4],
+        )
+        for row in rows
+    ]
+
+
+def _new(found: list[_Candidate], known: list[_Candidate]) -> list[_Candidate]:
+    """Those of `found` that are not among `known`."""
+    ids = {candidate.id for candidate in known}
+    return [candidate for candidate in found if candidate.id not in ids]
+
+
+def _topic_matches(db, parsed: _Query, where: _Where, params: dict) -> list[_Candidate]:
+    """Topics spelled like the text asked for, that hold the query's phrases and none of its
+    exclusions."""
+    params |= {"wanted": parsed.wanted, "required": parsed.required}
+    required = _REQUIRED if parsed.required else ""
+    db.execute(
+        _TOPIC_SQL.format(reach=where.reach, selection=where.selection, required=required), params
+    )
+    return [
+        _Candidate(
+            id=row[0],
+            recorded_at=row[1],
+            content_length=row[2],
+            fields_held={},
+            cosine=None,
+            score=round(float(row[3]), 6),
+            matched_by=("words",),
+        )
+        for row in db.fetchall()
+    ]

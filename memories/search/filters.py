@@ -1,0 +1,171 @@
+"""The search's filters: cleaned from the tool's arguments, canonical in the fingerprint a
+cursor is bound to, and as SQL clauses on the memories a search reads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+from memories import bounds
+from memories.errors import InvalidInput
+from memories.models import MemoryType, Status, Thread, thread_name_key_text
+
+STATUS_FILTERS = ("active", "archived", "any")
+
+
+@dataclass(frozen=True)
+class SearchFilters:
+    memory_types: tuple[str, ...] = ()
+    scope: str | None = None
+    project: str | None = None
+    thread: str | None = None
+    status: str | None = None  # None: "active", or "any" with as_of
+    recorded_after: datetime | None = None
+    recorded_before: datetime | None = None
+    as_of: datetime | None = None
+
+    def narrows(self) -> bool:
+        """Whether a filter beyond lifecycle (status, asOf) narrows the tenant's memories."""
+        return bool(
+            self.memory_types
+            or self.scope is not None
+            or self.project is not None
+            or self.thread is not None
+            or self.recorded_after is not None
+            or self.recorded_before is not None
+        )
+
+    def fingerprint(self, owner_id: int, query: str) -> str:
+        """What a cursor is bound to: the account, the query and every filter, canonically.
+        (Another account's cursor would bring that account's instant and word statistics.)"""
+        canonical = json.dumps(
+            {
+                "o": owner_id,
+                "q": query,
+                "t": sorted(self.memory_types),
+                "s": self.scope,
+                "p": self.project,
+                "th": thread_name_key_text(self.thread) if self.thread else None,
+                "st": self.status,
+                "ra": self.recorded_after.isoformat() if self.recorded_after else None,
+                "rb": self.recorded_before.isoformat() if self.recorded_before else None,
+                "ao": self.as_of.isoformat() if self.as_of else None,
+            },
+            sort_keys=True,
+        )
+        return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+def clean_filters(
+    *,
+    memory_types: object = None,
+    scope: object = None,
+    project: object = None,
+    thread: object = None,
+    status: object = None,
+    recorded_after: object = None,
+    recorded_before: object = None,
+    as_of: object = None,
+) -> SearchFilters:
+    types: tuple[str, ...] = ()
+    if memory_types is not None:
+        if not isinstance(memory_types, list | tuple) or not memory_types:
+            raise InvalidInput("memoryTypes", "must be a non-empty list of memory types")
+        unknown = [t for t in memory_types if t not in MemoryType.values]
+        if unknown:
+            raise InvalidInput("memoryTypes", f"must be among: {', '.join(MemoryType.values)}")
+        types = tuple(dict.fromkeys(memory_types))
+    if status is not None and status not in STATUS_FILTERS:
+        raise InvalidInput("status", f"must be one of: {', '.join(STATUS_FILTERS)}")
+    after = before = None
+    if recorded_after is not None:
+        after = bounds.clean_datetime("recordedAfter", recorded_after)
+    if recorded_before is not None:
+        before = bounds.clean_datetime("recordedBefore", recorded_before)
+    if after and before and after > before:
+        raise InvalidInput("recordedAfter", "must not be later than recordedBefore")
+    return SearchFilters(
+        memory_types=types,
+        scope=bounds.clean_scope(scope) if scope is not None else None,
+        # A filter narrows: a blank project is refused, not taken for no filter.
+        project=(
+            None
+            if project is None
+            else bounds.clean_text("project", project, maximum=bounds.PROJECT_MAX)
+        ),
+        thread=bounds.clean_thread_name(thread, "thread") if thread is not None else None,
+        status=status,  # type: ignore[arg-type]
+        recorded_after=after,
+        recorded_before=before,
+        as_of=bounds.clean_datetime("asOf", as_of) if as_of is not None else None,
+    )
+
+
+@dataclass(frozen=True)
+class _Where:
+    """The filters as SQL clauses on `m`. `reach`: which of the tenant's memories the search
+    reads at all (current or as of an instant, recorded dates), conditions that the walks over
+    the most recent memories (words, topic fallback) apply as they read; `selection`: status,
+    type, scope, project and thread, applied to what a walk has read, so that its bound holds
+    whatever the filters (see sql._LEXICAL_RECENT; without asOf, a walk reads only memories of
+    the types asked for, see candidates._recent). `thread`: the thread filter's clause alone (""
+    for none). `narrowed`: SearchFilters.narrows(). `current`: only current memories are read (no
+    asOf), as an account's nearest-neighbour index holds."""
+
+    reach: str
+    selection: str
+    thread: str
+    narrowed: bool
+    current: bool
+
+    @property
+    def sql(self) -> str:
+        return self.reach + self.selection
+
+
+def _where(filters: SearchFilters, owner_id: int, params: dict) -> _Where:
+    reach: list[str] = []
+    if filters.as_of is not None:
+        reach.append(
+            "m.recorded_at <= %(as_of)s AND (m.valid_to IS NULL OR m.valid_to > %(as_of)s)"
+        )
+        params["as_of"] = filters.as_of
+    else:
+        reach.append("m.valid_to IS NULL")
+    if filters.recorded_after is not None:
+        reach.append("m.recorded_at >= %(after)s")
+        params["after"] = filters.recorded_after
+    if filters.recorded_before is not None:
+        reach.append("m.recorded_at <= %(before)s")
+        params["before"] = filters.recorded_before
+    selection: list[str] = []
+    status = filters.status or ("any" if filters.as_of else Status.ACTIVE)
+    if status != "any":
+        selection.append("m.status = %(status)s")
+        params["status"] = status
+    if filters.memory_types:
+        selection.append("m.memory_type = ANY(%(types)s)")
+        params["types"] = list(filters.memory_types)
+    if filters.scope is not None:
+        selection.append("m.scope = %(scope)s")
+        params["scope"] = filters.scope
+    if filters.project is not None:
+        selection.append("m.project = %(project)s")
+        params["project"] = filters.project
+    thread = []
+    if filters.thread is not None:
+        thread.append(Thread.objects.members_sql(owner_id, filters.thread, params, key="thread"))
+    return _Where(
+        reach=_conjunction(reach),
+        selection=_conjunction(selection + thread),
+        thread=_conjunction(thread),
+        narrowed=filters.narrows(),
+        current=filters.as_of is None,
+    )
+
+
+def _conjunction(clauses: list[str]) -> str:
+    return "".join(f"\n      AND {clause}" for clause in clauses)

@@ -1,0 +1,174 @@
+"""The search's SQL statements, and how one is sent with the planner settings it runs under
+(_rows; the plans themselves are chosen in candidates.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from memories.excerpts import EXCERPT_COLUMNS
+from memories.search.query import _CONFIG, _any_term
+
+# What scoring reads of a candidate: where it holds each query term (see _fields_held), and its
+# cosine similarity to the query. The walk and the words function select them as they find
+# their candidates (the rows are in hand); those found otherwise (by meaning, a rare term's
+# lookup) are read by key. The page's excerpts are read afterwards, for the page alone
+# (_PAGE_SQL).
+_CANDIDATE_COLUMNS = "m.id, m.recorded_at, m.content_length, {fields_held}, {cosine}"
+_RANKED_SQL = """
+SELECT {columns}
+FROM memories_memory m
+WHERE m.owner_id = %(owner)s AND m.id = ANY(%(ids)s::uuid[])
+"""
+# The labels of the search vector's parts (migration memories/0009): the topic, the content (D:
+# rows from before tags were indexed) and the tags and project.
+_FIELDS = (("A", "A"), ("B", "BD"), ("C", "C"))
+# The most recent memories matching any term through the account's words index, as the
+# function gives them (migration memories/0018: it applies every filter but the thread's, and
+# returns what scoring reads), those of them in the thread if one is asked for, and how many the
+# function gave (on every row; on a row of NULLs when none is in the thread).
+_WORD_MATCHES = """WITH matches AS MATERIALIZED (
+        SELECT w.*, %(owner)s::bigint AS owner_id
+        FROM memory_recent_word_matches(
+            %(any_term)s::tsquery, {required}, %(word_from)s::timestamptz,
+            %(word_until)s::timestamptz, %(word_status)s::text, %(word_types)s::text[],
+            %(word_scope)s::text, %(word_project)s::text, %(word_matches_max)s) w)
+    SELECT (SELECT count(*) FROM matches), kept.*
+    FROM (SELECT) one LEFT JOIN LATERAL (
+        SELECT {columns} FROM matches m WHERE TRUE {thread}
+        ORDER BY m.recorded_at DESC, m.id DESC LIMIT %(lexical_max)s) kept ON TRUE"""
+# The most recent memories matching any term among the WALK_RECENT_MAX most recent memories
+# (the walk's bound when the query's terms are rare in a large tenant: a subquery with a LIMIT is
+# planned on its own, so the walk stops there whatever the terms). The selection (status, type,
+# scope, project, thread) is applied to what the walk has read, not while it reads: a selective
+# filter would otherwise make it read far past WALK_RECENT_MAX memories to find that many that
+# pass. A type filter is the exception: the most recent memories of each type asked for are read
+# through the index on owner, type and recency (memory_owner_type_current, current memories) and
+# merged by recency, so the walk reads the memories of those types only, and its bound counts
+# those.
+_LEXICAL_RECENT = """(SELECT {columns} FROM ({recent}) m
+      WHERE TRUE {selection} {since}
+      AND m.search_vector @@ %({terms})s::tsquery {required}
+      ORDER BY m.recorded_at DESC LIMIT %(walk_limit)s)"""
+_RECENT = """
+        SELECT m.* FROM memories_memory m
+        WHERE m.owner_id = %(owner)s AND m.recorded_at <= %(snapshot)s {reach}
+        ORDER BY m.recorded_at DESC LIMIT %(walk_max)s"""
+_RECENT_OF_TYPE = """(
+        SELECT m.* FROM memories_memory m
+        WHERE m.owner_id = %(owner)s AND m.memory_type = %(walk_type_{n})s
+          AND m.recorded_at <= %(snapshot)s {reach}
+        ORDER BY m.recorded_at DESC LIMIT %(walk_max)s)"""
+# How many memories a walk may read, up to one past its bound (%(walk_max)s).
+_WALK_SOURCE_SIZE = "SELECT count(*) FROM ({recent}) m"
+# Each of the rare terms' most recent matches through the account's words index (see
+# candidates.RARE_TERM_HELD_MAX), one call of the function per term; those in the thread if one
+# is asked for, the most recent RARE_TERM_CANDIDATES per term of them.
+_RARE_WORD_MATCHES = """SELECT array(
+    SELECT m.id FROM (
+        SELECT DISTINCT w.id, w.recorded_at, %(owner)s::bigint AS owner_id
+        FROM unnest(%(rare_terms)s::tsquery[]) AS t(term),
+             memory_recent_word_matches(
+                t.term, {required}, %(word_from)s::timestamptz, %(word_until)s::timestamptz,
+                %(word_status)s::text, %(word_types)s::text[], %(word_scope)s::text,
+                %(word_project)s::text, %(word_matches_max)s) w) m
+    WHERE TRUE {thread}
+    ORDER BY m.recorded_at DESC, m.id DESC LIMIT %(rare_limit)s)"""
+# Served by the account's own HNSW index when it has one (memories/account_indexes.py), else an
+# exact scan of its vectors; see candidates._WALK and what follows.
+_SEMANTIC = """(SELECT m.id FROM memories_memory m
+      WHERE m.owner_id = %(owner)s AND m.embedding IS NOT NULL
+        AND m.recorded_at <= %(snapshot)s {required} {filters}
+      ORDER BY m.embedding <=> %(vector)s::vector LIMIT %(semantic_max)s)"""
+_REQUIRED_QUERY = f"websearch_to_tsquery({_CONFIG}, %(required)s)"
+_REQUIRED = f"AND m.search_vector @@ {_REQUIRED_QUERY}"
+# The instant the search ranks memories recorded by (see cursor._Position), the tenant's size (see
+# scoring.TENANT_SIZE_COUNTED_MAX), and whether it has valid nearest-neighbour and words indexes of
+# its own. A first page's instant is this process's clock, or the tenant's newest memory if later: a
+# memory stamped by a host whose clock runs ahead of this one's (and its revision, stamped no
+# earlier) is found at once, not once this clock has caught up.
+_TENANT_SIZE_SQL = """
+WITH instant AS (
+    SELECT CASE WHEN %(first_page)s
+                THEN greatest(%(snapshot)s::timestamptz,
+                              (SELECT max(m.recorded_at) FROM memories_memory m
+                               WHERE m.owner_id = %(owner)s))
+                ELSE %(snapshot)s::timestamptz END AS snapshot)
+SELECT (SELECT snapshot FROM instant),
+       CASE WHEN coalesce((SELECT c.reltuples FROM pg_class c
+                           WHERE c.oid = to_regclass(%(nearest_index)s)), 0)
+                 >= %(tenant_size_max)s
+            THEN %(tenant_size_max)s
+            ELSE (SELECT count(*) FROM (
+                      SELECT 1 FROM memories_memory m
+                      WHERE m.owner_id = %(owner)s AND m.valid_to IS NULL
+                        AND m.recorded_at <= (SELECT snapshot FROM instant)
+                      LIMIT %(tenant_size_max)s) n) END,
+       coalesce((SELECT i.indisvalid FROM pg_index i
+                 WHERE i.indexrelid = to_regclass(%(nearest_index)s)), false),
+       coalesce((SELECT i.indisvalid FROM pg_index i
+                 WHERE i.indexrelid = to_regclass(%(words_index)s)), false),
+       (SELECT v.embedder FROM memories_storedvectors v WHERE v.id = 1)
+"""
+_TOPIC_SQL = """
+SELECT m.id, m.recorded_at, m.content_length, similarity(m.topic, %(wanted)s)
+FROM (
+    SELECT m.* FROM memories_memory m
+    WHERE m.owner_id = %(owner)s AND m.recorded_at <= %(snapshot)s {reach}
+    ORDER BY m.recorded_at DESC
+    LIMIT %(recent)s
+) m
+WHERE TRUE {selection} {required}
+  AND similarity(m.topic, %(wanted)s) >= %(topic_min)s
+"""
+_PAGE_SQL = (
+    f"SELECT {EXCERPT_COLUMNS} FROM memories_memory m "  # noqa: S608 (constants)
+    "WHERE m.owner_id = %(owner)s AND m.id = ANY(%(ids)s::uuid[])"
+)
+
+
+def _fields_held(terms: tuple[str, ...], params: dict) -> str:
+    """An SQL array with, for each term, the labels of the fields that hold it ("AB": topic and
+    content; "" for none). Each a match of the search vector against a constant query, which
+    PostgreSQL does in C, rather than unnesting every lexeme of every candidate to find the
+    few asked for."""
+    labels = []
+    for n, term in enumerate(terms):
+        params[f"term_{n}"] = _any_term((term,))
+        checks = []
+        for label, weights in _FIELDS:
+            params[f"term_{n}_{label}"] = f"{params[f'term_{n}']}:{weights}"
+            checks.append(
+                f"CASE WHEN m.search_vector @@ %(term_{n}_{label})s::tsquery "
+                f"THEN '{label}' ELSE '' END"
+            )
+        labels.append(
+            f"CASE WHEN m.search_vector @@ %(term_{n})s::tsquery "
+            f"THEN {' || '.join(checks)} ELSE '' END"
+        )
+    return f"ARRAY[{', '.join(labels)}]::text[]"
+
+
+_Plan = tuple[tuple[str, str], ...]  # planner settings (name, value) for one statement
+
+
+def _rows(db, sql: str, params: dict, plan: _Plan) -> list[tuple]:
+    """The rows of `sql` run under `plan` (settings for this statement only). The settings, the
+    statement and the settings' reset go as one message: a round trip costs about as much as
+    a setting's statement takes, and a search runs several statements with their own plans.
+    The message starts with a SELECT so that row-level security's tenant setting goes in front
+    of it (memories/tenancy.py); the cursor is then on the settings' result."""
+    if not plan:
+        db.execute(sql, params)
+        return db.fetchall()
+    settings = ", ".join(f"set_config('{name}', '{value}', true)" for name, value in plan)
+    # Back to the defaults for the next statement. (The `hnsw.` settings end with the
+    # transaction: no later statement of a search scans that index.)
+    resets = "".join(f"; RESET {name}" for name, _ in plan if not name.startswith("hnsw."))
+    db.execute(f"SELECT {settings}; {sql}{resets}", params)
+    db.nextset()
+    return db.fetchall()
+
+
+def _ids(db, sql: str, params: dict, plan: _Plan) -> list[uuid.UUID]:
+    return [row[0] for row in _rows(db, sql, params, plan)]
