@@ -379,6 +379,9 @@ def test_a_search_behind_a_transaction_pooler_finds_its_tenants_memories_only(
     settings.DATABASE_TRANSACTION_POOLER = True
     with tenancy.all_tenants():
         own = dict(Memory.objects.values_list("owner_id", "id"))
+    connection.ensure_connection()
+    with connection.connection.cursor() as cursor:  # as another client may have left it
+        cursor.execute(tenancy.SET_TENANT_SQL, ("", False))
     for owner in two_tenants:
         with tenancy.acting_for(owner.pk):
             page = search_memories(owner_id=owner.pk, query="secret", filters=clean_filters())
