@@ -65,12 +65,17 @@ def canonical_resource(uri: str) -> str:
 
 
 def normalised_parameters(params: QueryDict, *, default_resource: bool) -> QueryDict | None:
-    """The request parameters with the ignored scopes dropped and every `resource` that names
-    the MCP endpoint in its exact form; with `default_resource`, that resource when none is
-    named. None when nothing changes."""
+    """The request parameters with the ignored scopes dropped, the read scope beside the write
+    scope, and every `resource` that names the MCP endpoint in its exact form; with
+    `default_resource`, that resource when none is named. None when nothing changes."""
     changed = params.copy()
     if "scope" in params:
         scopes = [scope for scope in params["scope"].split() if scope not in IGNORED_SCOPES]
+        # Every /mcp request needs the read scope (the session's own calls: initialize, the
+        # catalogues): a token of the write scope alone could call nothing. Writing includes
+        # reading what one wrote, and the consent page names both.
+        if settings.MEMORY_WRITE_SCOPE in scopes and settings.MEMORY_READ_SCOPE not in scopes:
+            scopes.insert(0, settings.MEMORY_READ_SCOPE)
         if scopes:
             changed["scope"] = " ".join(scopes)
         else:  # as if no scope was asked for: the default scopes apply

@@ -640,6 +640,9 @@ def test_a_read_only_request_is_offered_no_choice(signed_in, application):
         ("openid memory:read memory:write offline_access", "memory:read memory:write"),
         ("memory:read offline_access", "memory:read"),
         ("openid profile email offline_access", "memory:read"),  # nothing left: the default
+        # Every /mcp request needs the read scope: writing alone could call nothing.
+        ("memory:write", "memory:read memory:write"),
+        ("memory:write offline_access", "memory:read memory:write"),
     ],
 )
 def test_oidc_scopes_are_ignored_and_the_grant_says_what_was_granted(
