@@ -88,10 +88,12 @@ TOOLS: list[ToolSpec] = [
             "questions like 'what did we decide about X' or 'anything about Y'. Ask in natural "
             "language, in your own words: memories matching any of the words or close in "
             'meaning rank first ("quoted phrase" and -exclude narrow; fuzzy topic matching '
-            "catches typos). No hits means nothing relevant is stored. Each hit says how it "
-            "matched (matchedBy). Filters: memoryTypes, scope, project, thread, status, "
-            "recordedAfter, recordedBefore, asOf (as it stood at a past date). Hits are short "
-            "excerpts; page with nextCursor."
+            "catches typos). No hits means nothing matched well enough: if it may be stored, "
+            "ask again with a word it would contain (a name, a product, a project). Each hit "
+            "says how it matched (matchedBy). Filters: memoryTypes, scope, project, thread, "
+            "status, recordedAfter, recordedBefore, asOf (each memory's version as it stood at a "
+            "past date). "
+            "Hits are short excerpts; page with nextCursor."
         ),
         input_schema=schemas.SEARCH_IN,
         output_schema=schemas.SEARCH_OUT,
