@@ -42,7 +42,7 @@ def proposal(item: Proposal) -> dict:
         "proposalId": str(item.id),
         "thread": item.thread,
         "memoryId": str(item.memory_id),
-        "similarity": item.similarity,
+        "similarity": _similarity(item.similarity),
     }
 
 
@@ -52,9 +52,15 @@ def decided_proposal(membership: ThreadMembership) -> dict:
         "proposalId": str(membership.id),
         "thread": membership.thread.name,
         "memoryId": str(membership.memory_id),
-        "similarity": membership.similarity,
+        "similarity": _similarity(membership.similarity),
         "state": membership.state,
     }
+
+
+def _similarity(value: float | None) -> float | None:
+    """Three decimals, as it is compared (the column is a 4-byte float: 0.85 reads back as
+    0.8500000238418579)."""
+    return None if value is None else round(value, 3)
 
 
 def thread(item: Thread) -> dict:

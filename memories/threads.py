@@ -301,8 +301,7 @@ def propose_thread_memberships(*, memory: Memory) -> list[Proposal]:
         )
         rows = cursor.fetchall()
     return [
-        Proposal(id=row[0], thread=row[1], memory_id=memory.id, similarity=round(row[2], 3))
-        for row in rows
+        Proposal(id=row[0], thread=row[1], memory_id=memory.id, similarity=row[2]) for row in rows
     ]
 
 

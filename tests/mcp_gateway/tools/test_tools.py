@@ -671,6 +671,10 @@ async def test_server_proposes_membership_and_applies_it_only_on_acceptance(agen
     listed = await ok(agent, "configure_thread", {"action": "list"})
     assert listed["threads"][0]["memberCount"] == 1  # not applied yet
     assert [p["proposalId"] for p in listed["proposals"]] == [proposal["proposalId"]]
+    # The same similarity wherever the proposal is shown, to three decimals (a 4-byte float
+    # column reads back as 0.8947368264198303).
+    assert listed["proposals"][0]["similarity"] == proposal["similarity"]
+    assert proposal["similarity"] == round(proposal["similarity"], 3)
 
     accepted = await ok(
         agent,
@@ -678,6 +682,7 @@ async def test_server_proposes_membership_and_applies_it_only_on_acceptance(agen
         {"action": "accept_proposal", "proposalId": proposal["proposalId"]},
     )
     assert accepted["proposal"]["state"] == "member"
+    assert accepted["proposal"]["similarity"] == proposal["similarity"]
     again = await fails(
         agent,
         "configure_thread",
