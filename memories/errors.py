@@ -37,8 +37,14 @@ class Conflict(DomainError):
 class DuplicateMemory(DomainError):
     reason = "duplicate_memory"
 
-    def __init__(self, existing_id: object) -> None:
-        super().__init__(f"the same content is already stored as memory {existing_id}")
+    def __init__(self, existing_id: object, archived: bool = False) -> None:
+        message = f"the same content is already stored as memory {existing_id}"
+        if archived:
+            # Searches leave archived memories out by default: say where it went.
+            message += (
+                " (archived: search with status 'archived' finds it; revise it to use it again)"
+            )
+        super().__init__(message)
         self.existing_id = existing_id
 
 

@@ -124,10 +124,13 @@ def _explain_lost_insert(lost: _LostInsert) -> DomainError | None:
         Memory.objects.owned_by(memory.owner_id)
         .current()
         .filter(content=memory.content)
-        .values_list("id", flat=True)
+        .values_list("id", "status")
         .first()
     )
-    return None if existing is None else DuplicateMemory(existing)
+    if existing is None:
+        return None
+    existing_id, status = existing
+    return DuplicateMemory(existing_id, archived=status == Status.ARCHIVED)
 
 
 # How many times a write runs while the duplicate it lost to keeps leaving before it is named.

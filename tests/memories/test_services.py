@@ -67,6 +67,16 @@ class TestRemember:
         assert str(error.value).startswith("duplicate_memory:")
         assert Memory.objects.count() == 1
 
+    def test_a_duplicate_of_an_archived_memory_says_where_it_went(self, tenant):
+        first = record_memory(owner=tenant, memory_type="note", topic="a", content="Same words")
+        archive_memory(owner=tenant, memory_id=first.id)
+        with pytest.raises(DuplicateMemory) as error:
+            record_memory(owner=tenant, memory_type="note", topic="b", content="Same words")
+        assert str(error.value) == (
+            f"duplicate_memory: the same content is already stored as memory {first.id} "
+            "(archived: search with status 'archived' finds it; revise it to use it again)"
+        )
+
     def test_duplicates_are_per_tenant(self, tenant, other_tenant):
         record_memory(owner=tenant, memory_type="note", topic="a", content="Same words")
         record_memory(owner=other_tenant, memory_type="note", topic="a", content="Same words")
