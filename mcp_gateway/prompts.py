@@ -129,7 +129,9 @@ async def get_prompt(
     arguments = arguments or {}
     unknown = sorted(set(arguments) - _ARGUMENTS[name])
     if unknown:
-        raise MCPError(code=types.INVALID_PARAMS, message=f"{unknown[0][:64]}: unknown argument")
+        raise MCPError(
+            code=types.INVALID_PARAMS, message=f"invalid_input: {unknown[0][:64]}: unknown argument"
+        )
     try:
         text = render(arguments)
     except InvalidInput as error:
@@ -159,7 +161,7 @@ async def complete_prompt_argument(
     if len(prefix) > bounds.PROJECT_MAX:  # longer than any value completed here
         return []
     if argument == "mode":
-        return [mode for mode in MODES if mode.startswith(prefix)]
+        return [mode for mode in MODES if mode.startswith(prefix.casefold())]
     return await sync_to_async(facet_values, thread_sensitive=True)(
         owner_id=principal.user_id, facet=argument, prefix=prefix
     )

@@ -392,7 +392,7 @@ async def call_tool(
     if spec is None:
         return _error(f"not_found: unknown tool {_shown_name(name)!r}")
     scope = settings.MEMORY_READ_SCOPE if spec.scope == "read" else settings.MEMORY_WRITE_SCOPE
-    action = (arguments or {}).get("action")
+    action = arguments.get("action") if isinstance(arguments, dict) else None
     if isinstance(action, str) and action in spec.reading_actions:
         scope = settings.MEMORY_READ_SCOPE
     if not principal.can(scope):

@@ -68,7 +68,7 @@ async def test_completion_takes_a_prefix_typed_decomposed(agent):
             "invalid_input: scope: must be kebab-case: lowercase letters and digits separated by "
             "single hyphens",
         ),
-        ("debrief", {"colour": "red"}, "colour: unknown argument"),
+        ("debrief", {"colour": "red"}, "invalid_input: colour: unknown argument"),
         ("briefing", {"mode": "long"}, "invalid_input: mode: must be one of: brief, full"),
         ("briefing", {"scope": "a", "project": "b"}, "invalid_input: project: give at most one"),
         ("debrief", {"thread": "t" * 101}, "invalid_input: thread: must be at most 100"),
@@ -107,6 +107,7 @@ async def test_completion_offers_own_live_values_by_prefix(agent, other_agent):
     assert await complete_prompt_argument(agent, "briefing", "project", "A") == ["apollo", "atlas"]
     assert await complete_prompt_argument(agent, "debrief", "thread", "l") == ["Launch", "legal"]
     assert await complete_prompt_argument(agent, "briefing", "mode", "f") == ["full"]
+    assert await complete_prompt_argument(agent, "briefing", "mode", "B") == ["brief"]
     assert await complete_prompt_argument(agent, "debrief", "mode", "") == []  # not its argument
     assert await complete_prompt_argument(agent, "nope", "scope", "") == []
 
