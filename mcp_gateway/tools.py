@@ -109,8 +109,9 @@ TOOLS: list[ToolSpec] = [
         description=(
             "Read the complete, whole text of memories by id (1-20 ids you already have, e.g. "
             "from hits whose excerpt was cut off), with lifecycle state: status, validTo, "
-            "commitmentStatus, tags, predecessor and successor ids. Ids unknown or not yours "
-            "come back in notFound; bodies share a maxChars budget per call."
+            "commitmentStatus, tags, predecessor and successor ids (a memory with validTo set "
+            "was revised: its successor is current). Ids unknown or not yours come back in "
+            "notFound; bodies share a maxChars budget per call."
         ),
         input_schema=schemas.GET_MEMORIES_IN,
         output_schema=schemas.GET_MEMORIES_OUT,
