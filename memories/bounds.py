@@ -160,8 +160,9 @@ def clean_scope(value: object, field: str = "scope") -> str:
 def clean_project(value: object) -> str | None:
     if value is None:
         return None
-    project = _text("project", value, maximum=PROJECT_MAX, minimum=0)
-    return project or None
+    # Blank is refused as the schema refuses "": it would silently mean no project (and on a
+    # revision, drop the one it had).
+    return _text("project", value, maximum=PROJECT_MAX)
 
 
 def clean_tags(value: object) -> list[str]:

@@ -32,6 +32,8 @@ def remember_note(owner, **overrides):
         ({"scope": "a" * 65}, "scope", "at most 64"),
         ({"scope": "erased"}, "scope", "'erased' is reserved"),
         ({"project": "p" * 257}, "project", "at most 256"),
+        # As "" is: blank would mean no project (on a revision, dropping the one it had).
+        ({"project": "  "}, "project", "at least 1"),
         ({"tags": [f"t{i}" for i in range(33)]}, "tags", "at most 32 tags"),
         ({"tags": ["ok", "x" * 65]}, "tags[1]", "at most 64"),
         ({"tags": ["ok", "  "]}, "tags[1]", "at least 1"),
