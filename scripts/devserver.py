@@ -56,6 +56,18 @@ def database_problem(url: str) -> str | None:
     return None
 
 
+def serve_steps(*, embedded: bool, env: dict[str, str]) -> list[list[str]]:
+    """The manage.py commands `serve` runs before the server. The demo account, whose password
+    is printed (and published in the README), goes on the embedded database only: another
+    server's may hold real accounts and be reachable. DEMO_PASSWORD asks for it there too."""
+    with_demo = embedded or bool(env.get("DEMO_PASSWORD"))
+    return [
+        ["migrate", "--no-input", "-v", "0"],
+        *([["demo_account"]] if with_demo else []),
+        ["collectstatic", "--no-input", "-v", "0"],
+    ]
+
+
 def daphne_command(host: str, port: str, extra: list[str]) -> list[str]:
     """The server `serve` runs. daphne's own access lines carry the query string (a search of
     the memories page, an OAuth code): at verbosity 0 only the site's access line (the path
@@ -131,12 +143,7 @@ def _main() -> None:
         # (memories/tenancy.py), which the migrations create on the embedded database.
         owner_env = {**env, "DATABASE_APP_ROLE": ""}
         # DEBUG is off, so the app server serves /static/ from STATIC_ROOT (WhiteNoise).
-        steps = (
-            ["migrate", "--no-input", "-v", "0"],
-            ["demo_account"],
-            ["collectstatic", "--no-input", "-v", "0"],
-        )
-        for step in steps:
+        for step in serve_steps(embedded=embedded, env=env):
             if subprocess.run([python, "manage.py", *step], env=owner_env, cwd=ROOT).returncode:
                 sys.exit(1)
         if embedded:

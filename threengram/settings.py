@@ -401,7 +401,17 @@ CACHES = {"default": _cache("CACHE_URL")}
 # The model that embeds memories and queries for semantic search (memories/embedding.py):
 # `wordllama` (ships in its wheel), `sentence-transformers:<folder>`, `fastembed:<folder>` or
 # `none` (words only). After a change, `manage.py embed_memories --reembed`.
-SEARCH_EMBEDDER = env.str("SEARCH_EMBEDDER", default="wordllama")
+SEARCH_EMBEDDER = env.str("SEARCH_EMBEDDER", default="wordllama").strip()
+_EMBEDDER_KIND, _, _EMBEDDER_FOLDER = SEARCH_EMBEDDER.partition(":")
+# Checked here, not only where the model loads (the server's start): `manage.py check` and the
+# maintenance commands refuse a value no server could start with.
+if SEARCH_EMBEDDER not in ("wordllama", "none") and not (
+    _EMBEDDER_KIND in ("sentence-transformers", "fastembed") and _EMBEDDER_FOLDER.strip()
+):
+    raise ImproperlyConfigured(
+        f"SEARCH_EMBEDDER={SEARCH_EMBEDDER[:80]!r}: expected wordllama, none, "
+        "sentence-transformers:<model folder> or fastembed:<model folder>"
+    )
 
 # --- Accounts pages ----------------------------------------------------------------------------
 SIGNUP_ENABLED = _flag("SIGNUP_ENABLED", True)

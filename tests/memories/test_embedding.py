@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import io
 import json
+import time
 
 import numpy as np
 import pytest
@@ -446,11 +447,27 @@ def test_a_second_run_while_one_is_going_is_refused(unembedded):
     memories, _ = unembedded
     with psycopg.connect(**connection.get_connection_params()) as other:
         other.execute("SELECT pg_advisory_lock(%s)", [backfill._RUN_LOCK])
+        assert _advisory_lock_held(backfill._RUN_LOCK)
         with pytest.raises(CommandError, match="embed_memories or index_accounts is running"):
             run_backfill()
         assert all(stored_vector(memory) is None for memory in memories)
-    run_backfill()  # the other session ended: its lock went with it
+    # The other session ended: its lock goes with it, once its server process has exited (which
+    # a loaded machine may take a moment to finish after the client closed).
+    deadline = time.monotonic() + 10
+    while _advisory_lock_held(backfill._RUN_LOCK) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    run_backfill()
     assert all(stored_vector(memory) is not None for memory in memories)
+
+
+def _advisory_lock_held(key: int) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory'"
+            " AND ((classid::bigint << 32) | objid::bigint) = %s)",
+            [key],
+        )
+        return cursor.fetchone()[0]
 
 
 def test_a_run_configured_for_a_transaction_pooler_is_refused(unembedded, settings):

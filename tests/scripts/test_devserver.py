@@ -135,6 +135,22 @@ def test_serve_refuses_an_address_it_cannot_listen_on_naming_it(tmp_path, variab
     assert not dotenv.exists()  # nothing written, no database started
 
 
+@pytest.mark.parametrize(
+    ("embedded", "env", "with_demo"),
+    [
+        (True, {}, True),
+        # Another server's database may hold real accounts: no account with a published password.
+        (False, {}, False),
+        (False, {"DEMO_PASSWORD": ""}, False),
+        (False, {"DEMO_PASSWORD": "chosen for this database"}, True),
+    ],
+)
+def test_the_demo_account_goes_on_the_embedded_database_or_where_asked(embedded, env, with_demo):
+    steps = devserver.serve_steps(embedded=embedded, env=env)
+    assert (["demo_account"] in steps) is with_demo
+    assert steps[0][0] == "migrate" and steps[-1][0] == "collectstatic"
+
+
 def test_serve_refuses_a_port_in_use_before_it_starts_anything(tmp_path):
     """A second serve on the port of the first: before, it ran the migrations and reset the demo
     password under the running one, printed "serving on", and then failed in a log line."""

@@ -48,6 +48,10 @@ def _setting(print_expression: str, **variables: str):
     return json.loads(result.stdout.splitlines()[-1])
 
 
+def test_the_search_embedder_is_read_trimmed():
+    assert _setting("settings.SEARCH_EMBEDDER", SEARCH_EMBEDDER=" none ") == "none"
+
+
 def test_cors_origin_regexes_are_split_on_whitespace_so_their_commas_survive():
     first = r"^https://agents\.example\.com(:\d{1,5})?$"
     second = r"^https://[a-z]{2,8}\.example\.org$"
@@ -160,6 +164,10 @@ def test_a_space_after_a_comma_keeps_every_host_and_origin():
         ({"DATABASE_URL": "   "}, "DATABASE_URL must be set", "DEBUG is off"),
         # Every request would be a 400.
         ({"ALLOWED_HOSTS": " , "}, "ALLOWED_HOSTS", "at least one host"),
+        # What no server could start with fails `manage.py check` as it fails start-up.
+        ({"SEARCH_EMBEDDER": "bogus"}, "SEARCH_EMBEDDER='bogus'", "expected wordllama, none"),
+        ({"SEARCH_EMBEDDER": "fastembed:"}, "SEARCH_EMBEDDER", "fastembed:<model folder>"),
+        ({"SEARCH_EMBEDDER": "none:x"}, "SEARCH_EMBEDDER", "expected wordllama, none"),
     ],
 )
 def test_a_value_that_cannot_work_stops_start_up_naming_the_variable_and_its_limit(
