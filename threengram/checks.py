@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from django.conf import settings
 from django.core.checks import Error, Tags, register
+from django.http.request import validate_host
 
 
 @register(Tags.security, deploy=True)
@@ -39,3 +42,20 @@ def check_cors_does_not_allow_every_origin(app_configs=None, **kwargs) -> list[E
             )
         ]
     return []
+
+
+@register(Tags.security, deploy=True)
+def check_public_host_is_allowed(app_configs=None, **kwargs) -> list[Error]:
+    """PUBLIC_BASE_URL is the address clients use; a host ALLOWED_HOSTS does not name gets 400
+    on every page and 421 on /mcp, so nothing works, yet each setting looks right alone."""
+    host = urlsplit(settings.PUBLIC_BASE_URL).hostname or ""
+    if validate_host(host, settings.ALLOWED_HOSTS):
+        return []
+    return [
+        Error(
+            f"PUBLIC_BASE_URL's host {host!r} is not in ALLOWED_HOSTS: every request to it "
+            "would be refused.",
+            hint="Add it to ALLOWED_HOSTS (see .env.example).",
+            id="threengram.E003",
+        )
+    ]

@@ -11,7 +11,11 @@ from pathlib import Path
 import pytest
 
 from tests.mcp_gateway.conftest import subprocess_database_url
-from threengram.checks import check_cors_does_not_allow_every_origin, check_database_is_configured
+from threengram.checks import (
+    check_cors_does_not_allow_every_origin,
+    check_database_is_configured,
+    check_public_host_is_allowed,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -125,3 +129,15 @@ def test_production_connections_act_as_the_row_level_security_role_by_default():
         "shell", "-c", CURRENT_USER, DATABASE_URL=url, DATABASE_APP_ROLE="", **PRODUCTION
     )
     assert "acting as threengram_app" not in opted_out.stdout
+
+
+def test_the_deploy_check_refuses_a_public_host_allowed_hosts_does_not_name(settings):
+    settings.PUBLIC_BASE_URL = "https://memory.example.com"
+    settings.ALLOWED_HOSTS = ["memory.example.com"]
+    assert check_public_host_is_allowed() == []
+    settings.ALLOWED_HOSTS = [".example.com"]  # a domain and its subdomains, as Django reads it
+    assert check_public_host_is_allowed() == []
+    settings.ALLOWED_HOSTS = ["other.example.org"]
+    [error] = check_public_host_is_allowed()
+    assert error.id == "threengram.E003"
+    assert "'memory.example.com' is not in ALLOWED_HOSTS" in error.msg
