@@ -114,24 +114,21 @@ def _allow_time_for_the_whole_account() -> None:
 
 
 def _lock_users(account_id: int, staff_member: AbstractBaseUser | None) -> AbstractBaseUser:
-    """Lock the erased account's user row for update and, when a staff member asked, theirs for
-    key share (the erasure record's foreign key takes that lock anyway), in key order: two
-    staff members erasing each other at once each waited on the row the other held."""
+    """Lock the erased account's user row for update, user rows in key order: the erasure
+    record's foreign key takes a key-share lock on the staff member's row, so two staff members
+    erasing each other at once each waited on the row the other held. A staff member's row of a
+    lower key is locked first, explicitly; one of a higher key is locked after, by the record."""
     User = get_user_model()
-    staff_id = staff_member.pk if staff_member is not None else account_id
-    for user_id in sorted({account_id, staff_id}):
-        if user_id == account_id:
-            locked = User.objects.select_for_update().get(pk=account_id)
-        else:
-            # The ORM offers no FOR KEY SHARE; the names come from the model, not from input.
-            table = connection.ops.quote_name(User._meta.db_table)
-            key = connection.ops.quote_name(User._meta.pk.column)
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    f"SELECT 1 FROM {table} WHERE {key} = %s FOR KEY SHARE",  # noqa: S608
-                    [user_id],
-                )
-    return locked
+    if staff_member is not None and staff_member.pk < account_id:
+        # The ORM offers no FOR KEY SHARE; the names come from the model, not from input.
+        table = connection.ops.quote_name(User._meta.db_table)
+        key = connection.ops.quote_name(User._meta.pk.column)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT 1 FROM {table} WHERE {key} = %s FOR KEY SHARE",  # noqa: S608
+                [staff_member.pk],
+            )
+    return User.objects.select_for_update().get(pk=account_id)
 
 
 def erase_account(

@@ -69,6 +69,11 @@ def is_unavailable(exc: BaseException | None) -> bool:
     return any(isinstance(cause, _UNAVAILABLE) for cause in _causes(exc))
 
 
+def is_deadlock(exc: BaseException | None) -> bool:
+    """True when PostgreSQL ended the statement to break a deadlock, through Django's wrappers."""
+    return any(isinstance(cause, psycopg.errors.DeadlockDetected) for cause in _causes(exc))
+
+
 def _is_read_only(exc: BaseException | None) -> bool:
     return any(isinstance(cause, psycopg.errors.ReadOnlySqlTransaction) for cause in _causes(exc))
 

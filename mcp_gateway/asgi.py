@@ -343,17 +343,14 @@ def _body_guard(headers: Headers) -> Answer | None:
     return None
 
 
-def _with_plain_json_content_type(scope: Scope) -> Scope:
+def _with_plain_json_content_type(scope: Scope, headers: Headers) -> Scope:
     """`scope` with its Content-Type spelled as the SDK compares it on the 2025 wire (exactly
     `application/json`), when the client wrote it otherwise (`Application/JSON`), which
     _body_guard admitted."""
-    for name, value in scope["headers"]:
-        if name == b"content-type":
-            if value.startswith(b"application/json"):
-                return scope
-            break
-    headers = [(n, v) for n, v in scope["headers"] if n != b"content-type"]
-    return {**scope, "headers": [*headers, (b"content-type", b"application/json")]}
+    if headers.get(b"content-type", b"").startswith(b"application/json"):
+        return scope
+    kept = [(name, value) for name, value in scope["headers"] if name != b"content-type"]
+    return {**scope, "headers": [*kept, (b"content-type", b"application/json")]}
 
 
 def _refused(status: int, message: str) -> Answer:
@@ -563,7 +560,7 @@ class GatewayRouter:
         if answer is not None:
             await _answer(receive, send, answer)
             return
-        await self._dispatch(scope, receive, send, principal)
+        await self._dispatch(scope, headers, receive, send, principal)
 
     async def _token_check_failed(self, receive: Receive, send: Send, exc: Exception) -> None:
         """The token check could not run (called while `exc` is handled). A database outage is
@@ -584,6 +581,7 @@ class GatewayRouter:
     async def _dispatch(
         self,
         scope: Scope,
+        headers: Headers,
         receive: Receive,
         send: Send,
         principal: Principal,
@@ -597,8 +595,8 @@ class GatewayRouter:
         try:
             if not self._ready.is_set():  # only until the first request has started it
                 await self.startup()
-            scope = _with_plain_json_content_type(scope)
-            receive, refusal = await _legacy_envelope_checked(scope, _headers(scope), receive)
+            scope = _with_plain_json_content_type(scope, headers)
+            receive, refusal = await _legacy_envelope_checked(scope, headers, receive)
             if refusal is not None:
                 await _answer(receive, send, refusal)
                 return

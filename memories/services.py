@@ -14,8 +14,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import IntegrityError, OperationalError, connection, transaction
 from django.utils import timezone
-from psycopg.errors import DeadlockDetected
 
+from infra import dbfaults
 from memories import bounds
 from memories.embedding import embed_memories, memory_text, storable_with
 from memories.errors import (
@@ -107,7 +107,7 @@ def _insert(memory: Memory, vectors_by: str | None) -> Memory:
         # equal content (or of the row being closed that holds it). Two revisions swapping two
         # memories' contents each wait so for the other's predecessor to close, and PostgreSQL
         # ends one of them: that one lost to the content still current, as one after the other.
-        if isinstance(error.__cause__, DeadlockDetected):
+        if dbfaults.is_deadlock(error):
             raise _LostInsert("memory_unique_live_content", memory) from None
         raise
     return memory

@@ -17,8 +17,8 @@ from datetime import datetime
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import IntegrityError, OperationalError, connection, transaction
 from django.utils import timezone
-from psycopg.errors import DeadlockDetected
 
+from infra import dbfaults
 from memories import bounds, services
 from memories.errors import Conflict, InvalidInput, NotFound
 from memories.models import (
@@ -139,7 +139,7 @@ def rename_thread(*, owner: AbstractBaseUser, name: object, new_name: object) ->
         except OperationalError as error:
             # Two renames swapping two names each wait in the unique index for the other's old
             # name, and PostgreSQL ends one: its new name was still taken, as one after the other.
-            if isinstance(error.__cause__, DeadlockDetected):
+            if dbfaults.is_deadlock(error):
                 raise Conflict(f"a thread named '{cleaned}' already exists") from None
             raise
         return thread

@@ -7,6 +7,7 @@ import glob
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -27,17 +28,23 @@ def _python_without_tomllib() -> str:
     pytest.skip("no Python 3 older than 3.11 on this machine")
 
 
-def test_the_first_stage_runs_under_a_python_older_than_3_11(tmp_path):
-    old_python = _python_without_tomllib()
-    (tmp_path / "scripts").mkdir()
+def _checkout_recording_its_python(checkout: Path) -> Path:
+    """The files dev.py's first stage reads, copied into `checkout`, and a .venv whose python
+    only records what it is asked (nothing installed, nothing served): the file it writes to."""
+    (checkout / "scripts").mkdir(parents=True)
     for name in ("scripts/dev.py", "pyproject.toml", "requirements.lock", ".python-version"):
-        shutil.copy(ROOT / name, tmp_path / name)
-    # A .venv whose python only records what it is asked: nothing installed, nothing served.
-    calls = tmp_path / "calls.txt"
-    stub = tmp_path / ".venv" / "bin" / "python"
+        shutil.copy(ROOT / name, checkout / name)
+    calls = checkout / "calls.txt"
+    stub = checkout / ".venv" / "bin" / "python"
     stub.parent.mkdir(parents=True)
     stub.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
     stub.chmod(0o755)
+    return calls
+
+
+def test_the_first_stage_runs_under_a_python_older_than_3_11(tmp_path):
+    old_python = _python_without_tomllib()
+    calls = _checkout_recording_its_python(tmp_path)
 
     result = subprocess.run(
         [old_python, str(tmp_path / "scripts" / "dev.py"), "serve"],
@@ -56,14 +63,7 @@ def test_run_from_another_folder_it_finds_the_python_the_checkout_names(tmp_path
     serve` from elsewhere, with an older global python3, the first stage found no 3.12+."""
     old_python = _python_without_tomllib()
     checkout = tmp_path / "threengram"
-    (checkout / "scripts").mkdir(parents=True)
-    for name in ("scripts/dev.py", "pyproject.toml", "requirements.lock", ".python-version"):
-        shutil.copy(ROOT / name, checkout / name)
-    calls = tmp_path / "calls.txt"
-    stub = checkout / ".venv" / "bin" / "python"
-    stub.parent.mkdir(parents=True)
-    stub.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
-    stub.chmod(0o755)
+    calls = _checkout_recording_its_python(checkout)
     # A shim as pyenv's: python3.12 only where PYENV_VERSION, or else a .python-version in the
     # working directory, names 3.12.
     shims = tmp_path / "shims"
