@@ -192,6 +192,11 @@ def _unpin(owner: AbstractBaseUser, args: dict) -> dict:
     return {"thread": serializers.thread(thread)}
 
 
+def _delete(owner: AbstractBaseUser, args: dict) -> dict:
+    thread = threads.delete_thread(owner=owner, name=args["name"])
+    return {"thread": serializers.thread(thread)}
+
+
 def _add_members(owner: AbstractBaseUser, args: dict) -> dict:
     thread = threads.add_thread_members(
         owner=owner, name=args["name"], memory_ids=args["memoryIds"]
@@ -230,6 +235,7 @@ THREAD_ACTIONS: dict[str, tuple[ThreadAction, tuple[str, ...]]] = {
     "rename": (_rename, ("name", "newName")),
     "pin": (_pin, ("name",)),
     "unpin": (_unpin, ("name",)),
+    "delete": (_delete, ("name",)),
     "add_members": (_add_members, ("name", "memoryIds")),
     "remove_members": (_remove_members, ("name", "memoryIds")),
     "accept_proposal": (_accept_proposal, ("proposalId",)),

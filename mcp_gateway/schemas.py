@@ -381,6 +381,7 @@ THREAD_ACTIONS = (
     "rename",
     "pin",
     "unpin",
+    "delete",
     "add_members",
     "remove_members",
     "accept_proposal",

@@ -208,15 +208,16 @@ TOOLS: list[ToolSpec] = [
         title="Configure threads",
         description=(
             "Organise threads, named groups of related memories: list threads and pending "
-            "proposals, create, rename, pin or unpin (pinned threads show in briefing), add "
-            "memories to a group or take them out, and accept or reject a proposal. The server "
-            "only proposes; nothing joins a thread until you add or accept it."
+            "proposals, create, rename, pin or unpin (pinned threads show in briefing), delete "
+            "(the group goes, its memories stay), add memories to a group or take them out, "
+            "and accept or reject a proposal. The server only proposes; nothing joins a thread "
+            "until you add or accept it."
         ),
         input_schema=schemas.CONFIGURE_THREAD_IN,
         output_schema=schemas.CONFIGURE_THREAD_OUT,
         scope="write",
         read_only=False,
-        destructive=True,  # remove_members takes memories out of a curated thread
+        destructive=True,  # delete and remove_members undo curation
         idempotent=False,
         handler=handlers.configure_thread,
         reading_actions=frozenset({"list"}),

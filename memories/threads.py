@@ -49,10 +49,10 @@ class Proposal:
 
 
 def _thread(owner: AbstractBaseUser, name: object, *, lock: bool = False) -> Thread:
-    """The owner's thread named `name`. Locked FOR NO KEY UPDATE, which a membership's foreign
-    key check (KEY SHARE, taken at the COMMIT of a revision copying its predecessor's
-    memberships) does not wait for: thread actions lock the thread, then the memories, then the
-    membership rows, and a revision holding a memory never waits for a thread action."""
+    """The owner's thread named `name`. Locked FOR NO KEY UPDATE, which the KEY SHARE lock a
+    revision or a proposal takes on a thread it adds a membership row to does not wait for:
+    thread actions lock the thread, then the memories, then the membership rows, and a revision
+    holding a memory never waits for a thread action."""
     cleaned = bounds.clean_thread_name(name)
     threads = Thread.objects.named(owner.pk, cleaned)
     thread = (threads.select_for_update(no_key=True) if lock else threads).first()
@@ -155,6 +155,28 @@ def pin_thread(*, owner: AbstractBaseUser, name: object, pinned: bool) -> Thread
         return thread
 
 
+def delete_thread(*, owner: AbstractBaseUser, name: object) -> Thread:
+    """Delete a thread and every membership row of it (members, open proposals, rejections); the
+    memories themselves stay. Returns the thread as it was, with its counts.
+
+    Locked FOR UPDATE, which conflicts with the KEY SHARE lock every writer of a membership row
+    takes on its thread before inserting (a revision copying its predecessor's memberships, a
+    new memory's proposals; thread actions hold a stronger lock): a writer that came first
+    commits before the delete reads the rows it deletes, and one that comes after finds the
+    thread gone and adds nothing to it. The delete locks no memory, so a revision holding one
+    never waits for it in a cycle."""
+    with transaction.atomic():
+        services.lock_live_owner(owner)  # serialize with erasure, as other thread actions do
+        cleaned = bounds.clean_thread_name(name)
+        thread = Thread.objects.named(owner.pk, cleaned).select_for_update(of=("self",)).first()
+        if thread is None:
+            raise NotFound(f"thread '{cleaned}'")
+        counted = Thread.objects.owned_with_counts(owner.pk).get(pk=thread.pk)
+        ThreadMembership.objects.filter(owner=owner, thread_id=thread.pk).delete()
+        thread.delete()
+        return counted
+
+
 def add_thread_members(
     *, owner: AbstractBaseUser, name: object, memory_ids: Sequence[object]
 ) -> Thread:
@@ -243,8 +265,8 @@ def propose_thread_memberships(*, memory: Memory) -> list[Proposal]:
     in the same project whose topic is similar (pg_trgm), among the tenant's
     PROPOSAL_MEMBERS_COMPARED most recently added members. One statement, which also returns
     the threads' names; a thread that already has any membership row for this memory is skipped
-    (so rejections stick). Inside a caller's transaction it is part of that one (no savepoint of
-    its own)."""
+    (so rejections stick), and so is one being deleted. Inside a caller's transaction it is part
+    of that one (no savepoint of its own)."""
     with transaction.atomic(savepoint=False), connection.cursor() as cursor:
         cursor.execute(
             """
@@ -280,6 +302,12 @@ def propose_thread_memberships(*, memory: Memory) -> list[Proposal]:
                     SELECT 1 FROM memories_threadmembership done
                     WHERE done.owner_id = %(owner)s AND done.thread_id = best.thread_id
                       AND done.memory_id = %(memory)s
+                )
+                  -- A thread being deleted is waited for, then skipped (delete_thread).
+                  AND EXISTS (
+                    SELECT 1 FROM memories_thread locked
+                    WHERE locked.owner_id = %(owner)s AND locked.id = best.thread_id
+                    FOR KEY SHARE
                 )
                 RETURNING id, thread_id, similarity
             )
@@ -331,18 +359,30 @@ def revise_memory_in_threads(
 
 def _join_predecessors_threads(successor: Memory) -> None:
     """A member stays a member, an open proposal stays open (now for the successor) and a
-    rejection stays (the successor is not proposed to that thread again)."""
-    ThreadMembership.objects.bulk_create(
-        [
-            ThreadMembership(
-                thread_id=thread_id,
-                memory=successor,
-                state=state,
-                similarity=similarity,
-                decided_at=None if state == MembershipState.PROPOSED else successor.recorded_at,
-            )
-            for thread_id, state, similarity in ThreadMembership.objects.filter(
-                owner=successor.owner_id, memory_id=successor.predecessor_id
-            ).values_list("thread_id", "state", "similarity")
-        ]
-    )
+    rejection stays (the successor is not proposed to that thread again). Each thread is locked
+    FOR KEY SHARE first, as its foreign key check would at COMMIT: a thread being deleted is
+    waited for and then skipped, never a foreign key violation at COMMIT (delete_thread)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO memories_threadmembership
+                (id, owner_id, thread_id, memory_id, state, similarity, created_at, decided_at)
+            SELECT gen_random_uuid(), ms.owner_id, ms.thread_id, %(successor)s, ms.state,
+                   ms.similarity, %(now)s,
+                   CASE WHEN ms.state = 'proposed' THEN NULL ELSE %(recorded_at)s END
+            FROM memories_threadmembership ms
+            WHERE ms.owner_id = %(owner)s AND ms.memory_id = %(predecessor)s
+              AND EXISTS (
+                  SELECT 1 FROM memories_thread t
+                  WHERE t.owner_id = ms.owner_id AND t.id = ms.thread_id
+                  FOR KEY SHARE
+              )
+            """,
+            {
+                "successor": successor.id,
+                "owner": successor.owner_id,
+                "predecessor": successor.predecessor_id,
+                "now": timezone.now(),
+                "recorded_at": successor.recorded_at,
+            },
+        )

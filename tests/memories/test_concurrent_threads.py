@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from memories import threads
 from memories.errors import Conflict, NotFound
@@ -159,3 +159,87 @@ def test_two_renames_swapping_two_names_are_conflicts_never_an_outage(tenant):
         )
     assert {type(outcome) for outcome in outcomes} <= {Thread, Conflict}, outcomes
     assert Conflict in {type(outcome) for outcome in outcomes}
+
+
+def _delete_then_linger(owner, name: str, deleted: threading.Event) -> Thread:
+    """delete_thread, its locks held a moment after it ran; the event is set then."""
+    with transaction.atomic():
+        thread = threads.delete_thread(owner=owner, name=name)
+        deleted.set()
+        time.sleep(LINGER_SECONDS)
+    return thread
+
+
+def test_a_delete_racing_a_revision_of_a_member_waits_and_deletes_the_successors_membership(
+    tenant, member_of_launch, copied_then_lingering
+):
+    revised, deleted = race(
+        lambda: threads.revise_memory_in_threads(
+            owner=tenant, predecessor_id=member_of_launch.id, content="ship on saturday"
+        ),
+        lambda: threads.delete_thread(owner=tenant, name="launch"),
+        copied_then_lingering,
+    )
+    assert isinstance(revised, Memory), revised
+    assert isinstance(deleted, Thread), deleted
+    assert not Thread.objects.filter(owner=tenant).exists()
+    assert not ThreadMembership.objects.filter(owner=tenant).exists()
+
+
+def test_a_revision_racing_a_delete_leaves_the_deleted_thread_out(tenant, member_of_launch):
+    deleted_event = threading.Event()
+    deleted, revised = race(
+        lambda: _delete_then_linger(tenant, "launch", deleted_event),
+        lambda: threads.revise_memory_in_threads(
+            owner=tenant, predecessor_id=member_of_launch.id, content="ship on saturday"
+        ),
+        deleted_event,
+    )
+    assert isinstance(deleted, Thread), deleted
+    assert isinstance(revised, Memory), revised
+    assert Memory.objects.current().get(owner=tenant).content == "ship on saturday"
+    assert not ThreadMembership.objects.filter(owner=tenant).exists()
+
+
+def test_a_new_memorys_proposal_racing_a_delete_leaves_the_deleted_thread_out(
+    tenant, member_of_launch
+):
+    deleted_event = threading.Event()
+    deleted, recorded = race(
+        lambda: _delete_then_linger(tenant, "launch", deleted_event),
+        lambda: threads.record_memory_with_proposals(
+            owner=tenant, memory_type="decision", topic="launch plans", content="ship on monday"
+        ),
+        deleted_event,
+    )
+    assert isinstance(deleted, Thread), deleted
+    memory, proposals = recorded
+    assert proposals == []
+    assert Memory.objects.filter(id=memory.id).exists()
+    assert not ThreadMembership.objects.filter(owner=tenant).exists()
+
+
+def test_a_delete_racing_a_new_memorys_proposal_deletes_the_proposal(
+    tenant, member_of_launch, monkeypatch
+):
+    proposed = threading.Event()
+    propose = threads.propose_thread_memberships
+
+    def propose_then_linger(*, memory: Memory) -> list:
+        made = propose(memory=memory)
+        proposed.set()
+        time.sleep(LINGER_SECONDS)
+        return made
+
+    monkeypatch.setattr(threads, "propose_thread_memberships", propose_then_linger)
+    recorded, deleted = race(
+        lambda: threads.record_memory_with_proposals(
+            owner=tenant, memory_type="decision", topic="launch plans", content="ship on monday"
+        ),
+        lambda: threads.delete_thread(owner=tenant, name="launch"),
+        proposed,
+    )
+    _memory, [proposal] = recorded
+    assert proposal.thread == "launch"
+    assert isinstance(deleted, Thread), deleted
+    assert not ThreadMembership.objects.filter(owner=tenant).exists()

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from accounts.erasure import erase_account
 from memories import services, threads
-from memories.errors import AccountInactive, Conflict, DuplicateMemory, InvalidInput
+from memories.errors import AccountInactive, Conflict, DuplicateMemory, InvalidInput, NotFound
 from memories.models import MembershipState, Memory, Thread, ThreadMembership
 from memories.services import record_memory, revise_memory
 from memories.threads import (
@@ -252,3 +252,62 @@ def test_a_deactivated_account_moves_no_lifecycle_or_membership(tenant, write):
     assert (memory.status, memory.commitment_status) == ("active", "open")
     assert not Thread.objects.get(owner=tenant).pinned
     assert not ThreadMembership.objects.filter(owner=tenant).exists()
+
+
+def test_deleting_a_thread_removes_its_memberships_and_keeps_its_memories(
+    tenant, proposed_for_budget
+):
+    memory, proposal = proposed_for_budget
+    threads.decide_thread_proposal(owner=tenant, proposal_id=proposal.id, accept=False)
+    other = create_thread(owner=tenant, name="other")
+    add_thread_members(owner=tenant, name="other", memory_ids=[memory.id])
+
+    deleted = threads.delete_thread(owner=tenant, name="BUDGET")
+
+    assert (deleted.name, deleted.member_count, deleted.proposal_count) == ("budget", 1, 0)
+    assert list(Thread.objects.filter(owner=tenant)) == [other]
+    assert list(ThreadMembership.objects.filter(owner=tenant).values_list("thread_id")) == [
+        (other.pk,)
+    ]
+    assert Memory.objects.current().filter(owner=tenant).count() == 2
+
+
+def test_a_deleted_threads_name_starts_afresh(tenant, proposed_for_budget):
+    memory, proposal = proposed_for_budget
+    threads.decide_thread_proposal(owner=tenant, proposal_id=proposal.id, accept=False)
+    threads.delete_thread(owner=tenant, name="budget")
+    create_thread(owner=tenant, name="budget")
+    add_thread_members(owner=tenant, name="budget", memory_ids=[memory.id])  # not rejected now
+    [listed] = [t for t in threads.list_threads(owner=tenant) if t.name == "budget"]
+    assert listed.member_count == 1
+
+
+def test_deleting_frees_a_place_under_the_thread_cap(tenant, monkeypatch):
+    monkeypatch.setattr(threads, "THREADS_MAX", 2)
+    create_thread(owner=tenant, name="a")
+    create_thread(owner=tenant, name="b")
+    with pytest.raises(Conflict, match="at most 2 threads"):
+        create_thread(owner=tenant, name="c")
+    threads.delete_thread(owner=tenant, name="a")
+    create_thread(owner=tenant, name="c")
+    assert sorted(t.name for t in threads.list_threads(owner=tenant)) == ["b", "c"]
+
+
+def test_deleting_an_unknown_or_foreign_thread_is_not_found(tenant, other_tenant):
+    create_thread(owner=other_tenant, name="theirs")
+    for name in ("theirs", "missing"):
+        with pytest.raises(NotFound, match=f"thread '{name}'"):
+            threads.delete_thread(owner=tenant, name=name)
+    assert Thread.objects.filter(owner=other_tenant).count() == 1
+
+
+def test_a_revision_after_a_delete_joins_only_the_threads_left(tenant):
+    memory = record_memory(owner=tenant, memory_type="note", topic="standup", content="v1")
+    for name in ("rituals", "team"):
+        create_thread(owner=tenant, name=name)
+        add_thread_members(owner=tenant, name=name, memory_ids=[memory.id])
+    threads.delete_thread(owner=tenant, name="rituals")
+    successor = revise_memory_in_threads(owner=tenant, predecessor_id=memory.id, content="v2")
+    [membership] = ThreadMembership.objects.filter(memory_id=successor.id)
+    assert (membership.thread.name, membership.state) == ("team", MembershipState.MEMBER)
+    assert membership.decided_at == successor.recorded_at

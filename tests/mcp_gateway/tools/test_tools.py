@@ -564,6 +564,43 @@ async def test_thread_lifecycle(agent):
     )
     listed = await ok(agent, "configure_thread", {"action": "list"})
     assert listed["threads"][0]["memberCount"] == 0
+    deleted = await ok(agent, "configure_thread", {"action": "delete", "name": "GO-LIVE"})
+    assert deleted == {
+        "action": "delete",
+        "thread": {"name": "Go-live", "pinned": False, "memberCount": 0, "proposalCount": 0},
+    }
+    assert (await ok(agent, "configure_thread", {"action": "list"}))["threads"] == []
+    text = await fails(agent, "configure_thread", {"action": "delete", "name": "Go-live"})
+    assert text == "not_found: thread 'Go-live'"
+    # The memory stays, and searching by the deleted thread says it is gone.
+    fetched = await ok(agent, "get_memories", {"ids": [memory["id"]]})
+    assert [m["id"] for m in fetched["memories"]] == [memory["id"]]
+    text = await fails(agent, "search", {"query": "May", "thread": "Go-live"})
+    assert text == "not_found: thread 'Go-live'"
+
+
+async def test_deleting_a_thread_with_members_reports_what_it_held(agent, other_agent):
+    await ok(agent, "configure_thread", {"action": "create", "name": "launch"})
+    memories = [await remember(agent, content=f"step {n}") for n in range(2)]
+    await ok(
+        agent,
+        "configure_thread",
+        {"action": "add_members", "name": "launch", "memoryIds": [m["id"] for m in memories]},
+    )
+    await ok(agent, "configure_thread", {"action": "pin", "name": "launch"})
+    # Another tenant's thread of the same name is neither reached nor touched.
+    await ok(other_agent, "configure_thread", {"action": "create", "name": "launch"})
+    deleted = await ok(agent, "configure_thread", {"action": "delete", "name": "launch"})
+    assert deleted["thread"] == {
+        "name": "launch",
+        "pinned": True,
+        "memberCount": 2,
+        "proposalCount": 0,
+    }
+    briefing = await ok(agent, "briefing", {})
+    assert briefing["pinnedThreads"] == {"count": 0, "truncated": False, "items": []}
+    theirs = await ok(other_agent, "configure_thread", {"action": "list"})
+    assert [t["name"] for t in theirs["threads"]] == ["launch"]
 
 
 async def test_a_thread_is_addressed_by_its_own_name_not_a_case_alias(agent):
@@ -578,13 +615,14 @@ async def test_a_thread_is_addressed_by_its_own_name_not_a_case_alias(agent):
 
 
 # Each action's missing argument, with the arguments that leave it out: the schema cannot say
-# which fields an action needs (one object for all nine), so the handler does.
+# which fields an action needs (one object for all ten), so the handler does.
 MISSING_FOR_ACTION = [
     ("create", {}, "name"),
     ("rename", {}, "name"),
     ("rename", {"name": "t"}, "newName"),
     ("pin", {}, "name"),
     ("unpin", {}, "name"),
+    ("delete", {}, "name"),
     ("add_members", {}, "name"),
     ("add_members", {"name": "t"}, "memoryIds"),
     ("remove_members", {}, "name"),
