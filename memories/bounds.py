@@ -69,8 +69,7 @@ def text_problem_in(value: object, path: str = "") -> str | None:
         kind, item, where, depth = pending.pop()
         if kind == "key":
             if isinstance(item, str) and (problem := unstorable_text(item)):
-                shown = item if len(item) <= 64 else f"{item[:64]}…"  # a key may be huge
-                return f"{where or 'object'} key {shown!r}: {problem}"
+                return f"{where or 'object'} key {_shown_key(item)!r}: {problem}"
         elif isinstance(item, str):
             if problem := unstorable_text(item):
                 return f"{where or 'value'}: {problem}"
@@ -80,7 +79,9 @@ def text_problem_in(value: object, path: str = "") -> str | None:
             if isinstance(item, dict):
                 children = []
                 for key, child in item.items():
-                    key_path = f"{where}.{key}" if where else str(key)
+                    # A key may be huge: a made-up one is repeated in part, in a path too.
+                    shown = _shown_key(str(key))
+                    key_path = f"{where}.{shown}" if where else shown
                     children += [("key", key, where, depth), ("value", child, key_path, depth + 1)]
             else:
                 children = [
@@ -89,6 +90,14 @@ def text_problem_in(value: object, path: str = "") -> str | None:
                 ]
             pending.extend(reversed(children))  # first child on top: checked in order
     return None
+
+
+# How much of an object key (a name the sender may have made up) a refusal repeats.
+SHOWN_KEY_MAX = 64
+
+
+def _shown_key(key: str) -> str:
+    return key if len(key) <= SHOWN_KEY_MAX else f"{key[:SHOWN_KEY_MAX]}…"
 
 
 # White space, and the characters that show nothing, at either end of a text: Unicode's

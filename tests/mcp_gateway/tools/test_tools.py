@@ -283,6 +283,13 @@ async def test_text_postgresql_cannot_store_is_refused_naming_the_field(
     assert await Memory.objects.acount() == 0
 
 
+async def test_a_made_up_name_on_the_way_to_unstorable_text_is_shown_in_part(agent):
+    """A value PostgreSQL cannot store under a made-up key: the refusal names the place, and
+    repeats the key as it repeats any made-up name (in part), not the whole of it."""
+    message = await fails(agent, "search", {"query": "x", "k" * 100_000: ["\x00"]})
+    assert message == f"invalid_input: {'k' * 64}…[0]: must not contain NUL characters"
+
+
 async def test_integer_arguments_written_as_whole_floats_work_as_integers(agent):
     """JSON Schema counts 5.0 as an integer, and some clients' JSON encoders write it so."""
     stored = await remember(agent, memoryType="fact", topic="cache", content="Redis 7.2")
