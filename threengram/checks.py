@@ -6,7 +6,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.checks import Error, Tags, register
-from django.http.request import validate_host
+from django.http.request import split_domain_port, validate_host
 
 
 @register(Tags.security, deploy=True)
@@ -48,7 +48,10 @@ def check_cors_does_not_allow_every_origin(app_configs=None, **kwargs) -> list[E
 def check_public_host_is_allowed(app_configs=None, **kwargs) -> list[Error]:
     """PUBLIC_BASE_URL is the address clients use; a host ALLOWED_HOSTS does not name gets 400
     on every page and 421 on /mcp, so nothing works, yet each setting looks right alone."""
-    host = urlsplit(settings.PUBLIC_BASE_URL).hostname or ""
+    # As Django reads the Host header of a request to it: an IPv6 literal keeps its brackets
+    # (ALLOWED_HOSTS names it so), a trailing dot goes.
+    authority = urlsplit(settings.PUBLIC_BASE_URL).netloc.rpartition("@")[2]
+    host, _port = split_domain_port(authority)
     if validate_host(host, settings.ALLOWED_HOSTS):
         return []
     return [

@@ -141,3 +141,21 @@ def test_the_deploy_check_refuses_a_public_host_allowed_hosts_does_not_name(sett
     [error] = check_public_host_is_allowed()
     assert error.id == "threengram.E003"
     assert "'memory.example.com' is not in ALLOWED_HOSTS" in error.msg
+
+
+@pytest.mark.parametrize(
+    ("public_base_url", "allowed_hosts"),
+    [
+        # An IPv6 literal is named in brackets in ALLOWED_HOSTS, as Django reads the Host header.
+        ("http://[::1]:8000", ["[::1]"]),
+        ("https://[2001:db8::7]", ["[2001:db8::7]"]),
+        # A fully qualified name's trailing dot: Django drops it from the Host header.
+        ("https://memory.example.com.", ["memory.example.com"]),
+    ],
+)
+def test_the_deploy_check_reads_the_public_host_as_a_request_to_it_is_read(
+    settings, public_base_url, allowed_hosts
+):
+    settings.PUBLIC_BASE_URL = public_base_url
+    settings.ALLOWED_HOSTS = allowed_hosts
+    assert check_public_host_is_allowed() == []
