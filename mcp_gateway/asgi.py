@@ -333,10 +333,19 @@ def _body_guard(headers: Headers) -> Answer | None:
             415, f"Content-Encoding {coding[:40]} is not supported; send the body as is"
         )
     length = _header(headers, b"content-length")
-    if length is not None and length.isdigit() and int(length) > MAX_REQUEST_BODY_BYTES:
-        return _refused(
-            413, f"the body is {int(length)} bytes; at most {MAX_REQUEST_BODY_BYTES} are read"
-        )
+    if length is not None:
+        # ASCII digits only ("²" is a digit to str.isdigit, not to int), and not converted past
+        # the limit's own length (int() refuses thousands of digits).
+        if not (length.isascii() and length.isdigit()):
+            return _refused(
+                400, f"Content-Length must be the body's size in bytes; got {length[:20]!r}"
+            )
+        size = length.lstrip("0") or "0"
+        if len(size) > len(str(MAX_REQUEST_BODY_BYTES)) or int(size) > MAX_REQUEST_BODY_BYTES:
+            shown = size if len(size) <= 20 else f"{size[:20]}…"
+            return _refused(
+                413, f"the body is {shown} bytes; at most {MAX_REQUEST_BODY_BYTES} are read"
+            )
     accepted = {_media_type(entry) for entry in (_header(headers, b"accept") or "").split(",")}
     if not accepted & {"application/json", "application/*", "*/*"}:
         return _refused(406, "Accept must include application/json (the answers are JSON)")

@@ -933,3 +933,46 @@ async def test_a_json_content_type_is_read_whatever_its_case(http, seeded, wire,
     )
     assert response.status_code == 200, response.text
     assert "tools" in response.json()["result"]
+
+
+@pytest.mark.parametrize(
+    "length",
+    [
+        "²".encode("latin-1"),  # a digit to str.isdigit, not to int()
+        b"9" * 5_000,  # more digits than Python converts to an int
+    ],
+)
+async def test_a_content_length_that_is_no_size_is_answered_not_a_crash(asgi_app, seeded, length):
+    """The server in front may pass any header through: /mcp answers it as JSON-RPC, as any
+    body it cannot serve, and no exception leaves the application."""
+    headers, body = legacy("tools/list", **auth_header(seeded.token))
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/mcp",
+        "raw_path": b"/mcp",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"localhost"), (b"content-length", length)]
+        + [(name.encode(), value.encode()) for name, value in headers.items()],
+        "client": ("127.0.0.1", 50000),
+        "server": ("localhost", 80),
+    }
+    received = [{"type": "http.request", "body": body.encode(), "more_body": False}]
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return received.pop(0) if received else {"type": "http.disconnect"}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    await asgi_app(scope, receive, send)
+    start, *parts = sent
+    answer = json.loads(b"".join(part.get("body", b"") for part in parts))
+    assert start["status"] in (400, 413)
+    assert answer["error"]["code"] == -32600
+    assert "body" in answer["error"]["message"]
