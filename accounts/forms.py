@@ -23,6 +23,8 @@ from django.http import HttpRequest
 from accounts.throttle import login_retry_after, record_login_failure, record_login_success
 from infra.rate_limit import client_network
 
+# The demo account's name (accounts/management/commands/demo_account.py).
+DEMO_USERNAME = "demo"
 THROTTLED_MESSAGE = (
     "Too many failed password attempts for this account or from your network. "
     "Wait %(minutes)d minute(s), then try again."
@@ -86,9 +88,15 @@ class ThrottledPasswordChangeForm(ThrottledPasswordCheck, PasswordChangeForm):
 
 def refuse_reserved_username(username: str | None) -> None:
     """Erasure renames accounts to erased-<id>: a live account must never look like one (nor
-    take the name an erasure will need)."""
+    take the name an erasure will need). `demo` (in any case) is the demo account's, which
+    `manage.py demo_account` gives its published password at every start: once an erasure has
+    freed the name, a person who took it would have their account opened to anyone."""
     if username and username.casefold().startswith("erased-"):
         raise ValidationError("Usernames may not start with “erased-”.", code="reserved")
+    if username and username.casefold() == DEMO_USERNAME:
+        raise ValidationError(
+            "The username “demo” is kept for the demo account; choose another.", code="reserved"
+        )
 
 
 class SignUpForm(UserCreationForm):
