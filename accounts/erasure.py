@@ -10,7 +10,8 @@ ends every authorization context that could reuse a private cache entry (docs/de
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -103,14 +104,29 @@ ERASURE_STEPS: list[Callable] = [_erase_memories, _erase_threads, _revoke_oauth,
 ERASURE_STATEMENT_TIMEOUT_MS = 600_000
 
 
-def _allow_time_for_the_whole_account() -> None:
+@contextmanager
+def _erasure_transaction() -> Iterator[None]:
+    """The erasure's transaction (a savepoint in a caller's), its statements allowed
+    ERASURE_STATEMENT_TIMEOUT_MS. The timeout is set for the transaction (SET LOCAL), so inside a
+    caller's transaction (an admin batch, the account's delete page) the one it had is put back
+    for the caller's statements after the erasure; a rolled-back savepoint undoes it itself."""
+    in_callers_transaction = connection.in_atomic_block
     configured = settings.DATABASE_STATEMENT_TIMEOUT_MS
-    if configured and configured < ERASURE_STATEMENT_TIMEOUT_MS:
+    with transaction.atomic():
+        if not configured or configured >= ERASURE_STATEMENT_TIMEOUT_MS:
+            yield
+            return
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT set_config('statement_timeout', %s, true)",
+                "SELECT current_setting('statement_timeout'),"
+                " set_config('statement_timeout', %s, true)",
                 [f"{ERASURE_STATEMENT_TIMEOUT_MS}ms"],
             )
+            before = cursor.fetchone()[0]
+        yield
+        if in_callers_transaction:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT set_config('statement_timeout', %s, true)", [before])
 
 
 def _lock_users(account_id: int, staff_member: AbstractBaseUser | None) -> AbstractBaseUser:
@@ -138,8 +154,7 @@ def erase_account(
     the account holder asked. A second call changes nothing and reports already_erased."""
     # Row-level security (memories/tenancy.py): the erasure acts for the erased account, which
     # may not be the requesting staff member's; its rows are the only tenant rows it touches.
-    with tenancy.acting_for(user.pk), transaction.atomic():
-        _allow_time_for_the_whole_account()
+    with tenancy.acting_for(user.pk), _erasure_transaction():
         # The user's codes and live refresh tokens before the user row: a code exchange holds
         # its code's grant, a refresh its refresh token, and each then takes a key-share lock
         # on the user row for its tokens' foreign keys (a deadlock else).

@@ -4,7 +4,7 @@ import io
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import connection
+from django.db import connection, transaction
 from oauth2_provider.models import (
     get_access_token_model,
     get_grant_model,
@@ -222,6 +222,17 @@ def test_an_account_too_large_for_a_requests_statement_timeout_is_erased(populat
             cursor.execute("RESET statement_timeout")
     assert result.counts["memories"] == 20_003
     assert not Memory.objects.filter(owner=populated).exclude(content=ERASED).exists()
+
+
+def test_inside_a_callers_transaction_the_erasures_time_ends_with_it(populated, settings):
+    """An admin batch or the delete page erases inside its request's transaction: the statements
+    after the erasure are bounded by the request's timeout again, not the erasure's."""
+    settings.DATABASE_STATEMENT_TIMEOUT_MS = 5000
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL statement_timeout = 5000")
+        erase_account(user=populated)
+        cursor.execute("SHOW statement_timeout")
+        assert cursor.fetchone()[0] == "5s"
 
 
 def test_an_erased_account_cannot_write_again(populated):
