@@ -15,6 +15,7 @@ from oauth2_provider.models import (
 from accounts.erasure import erase_account
 from accounts.forms import StaffUserChangeForm, StaffUserCreationForm
 from accounts.models import ErasureRecord, User
+from infra import dbfaults
 from infra.admin import ListedFiltersOnly, ReadOnlyAdminMixin
 
 
@@ -48,9 +49,12 @@ class UserAdmin(ListedFiltersOnly, DjangoUserAdmin):
             for user in targets:
                 try:
                     result = erase_account(user=user, requested_by_staff=request.user)
-                except OperationalError:
+                except OperationalError as error:
                     # A row it must rewrite was held past the lock timeout (another erasure of
                     # it, a backfill batch): its own savepoint is rolled back, the others go on.
+                    # Any other database failure (a lost connection) ends the request.
+                    if not dbfaults.is_busy(error):
+                        raise
                     busy.append(user.username)
                     continue
                 erased += not result.already_erased

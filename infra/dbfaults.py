@@ -74,6 +74,16 @@ def is_deadlock(exc: BaseException | None) -> bool:
     return any(isinstance(cause, psycopg.errors.DeadlockDetected) for cause in _causes(exc))
 
 
+def is_busy(exc: BaseException | None) -> bool:
+    """True when a row was held by another transaction past the lock timeout, or PostgreSQL
+    ended the statement to break a deadlock: worth trying again at once, unlike the rest of
+    is_unavailable."""
+    return any(
+        isinstance(cause, psycopg.errors.LockNotAvailable | psycopg.errors.DeadlockDetected)
+        for cause in _causes(exc)
+    )
+
+
 def _is_read_only(exc: BaseException | None) -> bool:
     return any(isinstance(cause, psycopg.errors.ReadOnlySqlTransaction) for cause in _causes(exc))
 

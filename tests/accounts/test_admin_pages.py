@@ -2,6 +2,7 @@
 
 import pytest
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.db import OperationalError
 from django.urls import reverse
 from oauth2_provider.models import get_access_token_model
 
@@ -167,3 +168,21 @@ def test_admin_lists_show_no_erased_text(admin_client, tenant):
         assert f">{username}<" not in page, url
         for erased in (email, "diagnosis", "health", "private"):
             assert erased not in page, (url, erased)
+
+
+def test_a_batch_meeting_a_database_failure_answers_it_rather_than_calling_accounts_busy(
+    admin_client, tenant, monkeypatch
+):
+    """Only a held row is "in use"; a lost connection is the retryable 503 of every page."""
+
+    def connection_lost(*, user, requested_by_staff):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(admin_module, "erase_account", connection_lost)
+    admin_client.raise_request_exception = False
+    response = admin_client.post(
+        reverse("admin:accounts_user_changelist"),
+        {"action": "erase_accounts", ACTION_CHECKBOX_NAME: [tenant.pk], "confirm": "yes"},
+    )
+    assert response.status_code == 503
+    assert "in use" not in response.text
