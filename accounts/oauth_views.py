@@ -58,6 +58,10 @@ class McpAuthorizationView(AuthorizationView):
         if query is not None:
             request.GET = query
             request.META["QUERY_STRING"] = query.urlencode()
+        # The consent form's scope, as the request's: the person's choice, or an edited form.
+        if request.method == "POST":
+            form = normalised_parameters(request.POST, default_resource=False)
+            request.POST = form if form is not None else request.POST
         return super().dispatch(request, *args, **kwargs)
 
     def get(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:

@@ -625,6 +625,18 @@ def test_the_consent_page_lets_the_person_grant_read_only(signed_in, application
     assert access.scope == "memory:read"
 
 
+def test_a_consent_posting_the_write_scope_alone_grants_read_beside_it(signed_in, application):
+    """As an authorization request would be: a token of the write scope alone could call
+    nothing on /mcp (an edited form, a client posting the consent itself)."""
+    verifier, challenge = pkce_pair()
+    url = authorize_url(authorize_params(application, challenge))
+    fields = consent_fields(signed_in.get(url))
+    response = signed_in.post(url, {**fields, "scope": "memory:write", "allow": "Authorize"})
+    code = redirect_query(response)["code"][0]
+    body = exchange(signed_in, application, code, verifier).json()
+    assert body["scope"] == "memory:read memory:write"
+
+
 def test_a_read_only_request_is_offered_no_choice(signed_in, application):
     _, challenge = pkce_pair()
     page = signed_in.get(
