@@ -396,9 +396,121 @@ def _rate_limit_guard(principal: Principal) -> Answer | None:
     )
 
 
+def _guard_before_token(method: str, headers: Headers, origin: _Origin) -> Answer | None:
+    """The guards that need no credentials, in order: Host and Origin (DNS rebinding), a CORS
+    preflight (which carries no token), a method other than POST."""
+    return (
+        _host_guard(headers)
+        or _origin_guard(headers, listed_origin=origin.listed)
+        or _preflight_guard(method, cross_origin=origin.cross)
+        or _stream_guard(method)
+    )
+
+
+def _guard_after_token(principal: Principal, headers: Headers) -> Answer | None:
+    """The guards of an authenticated request, in order: scope, body, rate limit (last, so a
+    refused request spends no budget)."""
+    return _scope_guard(principal) or _body_guard(headers) or _rate_limit_guard(principal)
+
+
 async def _answer(receive: Receive, send: Send, answer: Answer) -> None:
     await _drain(receive)
     await _respond(send, answer.status, answer.body, answer.headers)
+
+
+# --- what every /mcp answer carries ---------------------------------------------------------
+
+
+class _Origin(NamedTuple):
+    """The request's Origin as the CORS policy sees it (mcp_gateway.cors). `listed`: named by
+    the operator, which passes the Origin guard; `cross`: a browser-based client's origin the
+    policy allows, whose every answer (challenges and errors too) carries the CORS `headers`, or
+    the page cannot read it."""
+
+    listed: bool
+    cross: bool
+    headers: list[tuple[bytes, bytes]]
+
+
+def _request_origin(headers: Headers) -> _Origin:
+    origin = _header(headers, b"origin")
+    listed = cors.listed_origin(origin)
+    cross = listed or cors.allowed_origin(origin)
+    return _Origin(listed, cross, cors.response_headers(origin) if cross else [])
+
+
+def _step_up(scope: str) -> tuple[bytes, bytes]:
+    """RFC 6750 §3.1 `insufficient_scope`, naming every scope of the tool surface: the MCP
+    SDKs' step-up re-authorizes with the challenged scope and retries the call."""
+    value = auth.challenge("insufficient_scope", f"This call needs the {scope} scope")
+    return (b"www-authenticate", value.encode())
+
+
+class _Reply:
+    """The `send` of one /mcp request: every answer, the MCP server's and the guards' alike,
+    leaves with the CORS headers and the request id (X-Request-ID), and with the HTTP status
+    that the handlers' `outcome` and `shortfall` call for (shared with them through context
+    variables: they run in tasks that copy the request's context). Keeps the status and tenant
+    it sent, for the access log."""
+
+    def __init__(
+        self, send: Send, request_id: str, cors_headers: list[tuple[bytes, bytes]]
+    ) -> None:
+        self._send = send
+        self._request_id = request_id
+        self._cors_headers = cors_headers
+        self.outcome = dbfaults.Outcome()
+        self.shortfall = auth.ScopeShortfall()
+        self.status = 0
+        self.tenant_id = "-"
+
+    async def send(self, message: dict) -> None:
+        if message["type"] == "http.response.start":
+            message = self._start(message)
+        await self._send(message)
+
+    def _start(self, message: dict) -> dict:
+        status = message["status"]
+        headers = message.get("headers", [])
+        if self.outcome.unavailable:
+            # A handler that met a database outage (infra.dbfaults) answered a JSON-RPC error;
+            # the HTTP status says "retryable" too, for clients and proxies.
+            status = 503
+            headers = [*(h for h in headers if h[0] != b"retry-after"), _RETRY_AFTER]
+        elif self.shortfall.scope is not None:
+            # A tool the token's scope does not cover (auth.note_insufficient_scope).
+            status = 403
+            headers = [*headers, _step_up(self.shortfall.scope)]
+        self.status = status
+        self.tenant_id = tenant_id_var.get()
+        return {
+            **message,
+            "status": status,
+            "headers": [
+                *headers,
+                *self._cors_headers,
+                (b"x-request-id", self._request_id.encode()),
+            ],
+        }
+
+
+def _log_access(
+    scope: Scope, headers: Headers, request_id: str, reply: _Reply, started: float
+) -> None:
+    """One line per request: ids, the MCP method (2026 wire header; the legacy wire names it
+    only in the body, which is never logged), status and latency."""
+    access_logger.info(
+        "mcp",
+        extra={
+            "request_id": request_id,
+            "tenant_id": reply.tenant_id,
+            "method": scope.get("method"),
+            "path": MCP_PATH,
+            "mcp_method": (_header(headers, b"mcp-method") or "-")[:64],
+            "status": reply.status,
+            "latency_ms": round((time.perf_counter() - started) * 1000, 2),
+        },
+    )
 
 
 class GatewayRouter:
@@ -444,132 +556,66 @@ class GatewayRouter:
 
     # --- /mcp ----------------------------------------------------------------------------
     async def _mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
-        # The site's request id (infra.observability), so log records of one request can be
-        # followed across the site and the gateway; errors quote it to the client, and the
-        # response echoes it in X-Request-ID.
+        """One /mcp request under the site's request id (infra.observability), so that the log
+        records of one request can be followed across the site and the gateway; errors quote it
+        to the client, and the answer echoes it in X-Request-ID."""
         headers = _headers(scope)
         request_id = new_request_id(_header(headers, b"x-request-id"))
         request_token = request_id_var.set(request_id)
         started = time.perf_counter()
-        seen = {"status": 0, "tenant_id": "-"}
-        outcome = dbfaults.Outcome()
-        outcome_token = dbfaults.request_outcome.set(outcome)
-        shortfall = auth.ScopeShortfall()
-        shortfall_token = auth.scope_shortfall.set(shortfall)
-        # A browser-based client's request, from an origin the CORS policy allows: every answer
-        # (challenges and errors too) carries the CORS headers, or the page cannot read it.
-        origin = _header(headers, b"origin")
-        listed_origin = cors.listed_origin(origin)
-        cross_origin = listed_origin or cors.allowed_origin(origin)
-        cors_headers = cors.response_headers(origin) if cross_origin else []
-
-        async def send_with_request_id(message: dict) -> None:
-            if message["type"] == "http.response.start":
-                status = message["status"]
-                response_headers = message.get("headers", [])
-                if outcome.unavailable:
-                    # A handler that met a database outage (infra.dbfaults) answered a
-                    # JSON-RPC error; the HTTP status says "retryable" too, for clients and
-                    # proxies.
-                    status = 503
-                    response_headers = [
-                        *(h for h in response_headers if h[0] != b"retry-after"),
-                        _RETRY_AFTER,
-                    ]
-                elif shortfall.scope is not None:
-                    # A tool the token's scope does not cover (auth.note_insufficient_scope).
-                    status = 403
-                    response_headers = [*response_headers, self._step_up(shortfall.scope)]
-                seen["status"] = status
-                seen["tenant_id"] = tenant_id_var.get()
-                message = {
-                    **message,
-                    "status": status,
-                    "headers": [
-                        *response_headers,
-                        *cors_headers,
-                        (b"x-request-id", request_id.encode()),
-                    ],
-                }
-            await send(message)
-
+        origin = _request_origin(headers)
+        reply = _Reply(send, request_id, origin.headers)
+        outcome_token = dbfaults.request_outcome.set(reply.outcome)
+        shortfall_token = auth.scope_shortfall.set(reply.shortfall)
         try:
-            await self._authenticated_mcp(
-                scope,
-                headers,
-                receive,
-                send_with_request_id,
-                cross_origin=cross_origin,
-                listed_origin=listed_origin,
-            )
+            await self._authenticated_mcp(scope, headers, receive, reply.send, origin)
         finally:
             if settings.MCP_ACCESS_LOG:
-                # One line per request: ids, the MCP method (2026 wire header; the legacy wire
-                # names it only in the body, which is never logged), status and latency.
-                access_logger.info(
-                    "mcp",
-                    extra={
-                        "request_id": request_id,
-                        "tenant_id": seen["tenant_id"],
-                        "method": scope.get("method"),
-                        "path": MCP_PATH,
-                        "mcp_method": (_header(headers, b"mcp-method") or "-")[:64],
-                        "status": seen["status"],
-                        "latency_ms": round((time.perf_counter() - started) * 1000, 2),
-                    },
-                )
+                _log_access(scope, headers, request_id, reply, started)
             auth.scope_shortfall.reset(shortfall_token)
             dbfaults.request_outcome.reset(outcome_token)
             request_id_var.reset(request_token)
 
-    @staticmethod
-    def _step_up(scope: str) -> tuple[bytes, bytes]:
-        """RFC 6750 §3.1 `insufficient_scope`, naming every scope of the tool surface: the MCP
-        SDKs' step-up re-authorizes with the challenged scope and retries the call."""
-        value = auth.challenge("insufficient_scope", f"This call needs the {scope} scope")
-        return (b"www-authenticate", value.encode())
-
     async def _authenticated_mcp(
-        self,
-        scope: Scope,
-        headers: Headers,
-        receive: Receive,
-        send: Send,
-        *,
-        cross_origin: bool,
-        listed_origin: bool,
+        self, scope: Scope, headers: Headers, receive: Receive, send: Send, origin: _Origin
     ) -> None:
         """Run /mcp's guards in order, then dispatch: Host and Origin (DNS rebinding), a CORS
-        preflight, GET, the bearer token, scope, rate limit. The first guard that answers ends
-        the request; the order is part of the contract (a preflight carries no token, a refused
-        request spends no budget)."""
-        method = scope["method"]
-        answer = (
-            _host_guard(headers)
-            or _origin_guard(headers, listed_origin=listed_origin)
-            or _preflight_guard(method, cross_origin=cross_origin)
-            or _stream_guard(method)
-        )
+        preflight, GET, the bearer token, scope, body, rate limit. The first guard that answers
+        ends the request; the order is part of the contract (a preflight carries no token, a
+        refused request spends no budget)."""
+        answer = _guard_before_token(scope["method"], headers, origin)
         if answer is not None:
             await _answer(receive, send, answer)
             return
-        token = _bearer_token(headers)
-        if token is None:
-            await _answer(receive, send, _challenge(401, None, "Authentication required"))
-            return
-        try:
-            principal = await auth.authenticate(token)
-        except Exception as exc:
-            await self._token_check_failed(receive, send, exc)
-            return
+        principal = await self._authenticate(headers, receive, send)
         if principal is None:
-            answer = _challenge(401, "invalid_token", "Invalid or expired token")
-        else:
-            answer = _scope_guard(principal) or _body_guard(headers) or _rate_limit_guard(principal)
+            return  # refused, and answered
+        answer = _guard_after_token(principal, headers)
         if answer is not None:
             await _answer(receive, send, answer)
             return
         await self._dispatch(scope, headers, receive, send, principal)
+
+    async def _authenticate(
+        self, headers: Headers, receive: Receive, send: Send
+    ) -> Principal | None:
+        """The principal of the request's bearer token, or None once the refusal is answered:
+        401 without a token (RFC 6750 §3.1: a challenge with no error code), 401 `invalid_token`
+        for one that is not valid (auth.authenticate), or what a token check that could not run
+        gets (_token_check_failed)."""
+        token = _bearer_token(headers)
+        if token is None:
+            await _answer(receive, send, _challenge(401, None, "Authentication required"))
+            return None
+        try:
+            principal = await auth.authenticate(token)
+        except Exception as exc:
+            await self._token_check_failed(receive, send, exc)
+            return None
+        if principal is None:
+            answer = _challenge(401, "invalid_token", "Invalid or expired token")
+            await _answer(receive, send, answer)
+        return principal
 
     async def _token_check_failed(self, receive: Receive, send: Send, exc: Exception) -> None:
         """The token check could not run (called while `exc` is handled). A database outage is
@@ -602,14 +648,7 @@ class GatewayRouter:
         tenant_token = tenant_id_var.set(str(principal.user_id))
         rls_token = tenancy.current_tenant.set(principal.user_id)
         try:
-            if not self._ready.is_set():  # only until the first request has started it
-                await self.startup()
-            scope = _with_plain_json_content_type(scope, headers)
-            receive, refusal = await _legacy_envelope_checked(scope, headers, receive)
-            if refusal is not None:
-                await _answer(receive, send, refusal)
-                return
-            await self.session_manager.handle_request(scope, receive, send)
+            await self._serve(scope, headers, receive, send)
         except ClientDisconnect:
             logger.debug("MCP client disconnected before its request was read")
         except Exception:
@@ -618,6 +657,19 @@ class GatewayRouter:
             tenancy.current_tenant.reset(rls_token)
             tenant_id_var.reset(tenant_token)
             auth.current_principal.reset(reset)
+
+    async def _serve(self, scope: Scope, headers: Headers, receive: Receive, send: Send) -> None:
+        """The MCP server's answer, the request made what the SDK reads on either wire: its
+        Content-Type spelled as the SDK compares it, and on the 2025 wire its envelope checked
+        (and its body re-encoded where the SDK's parser would refuse it) first."""
+        if not self._ready.is_set():  # only until the first request has started it
+            await self.startup()
+        scope = _with_plain_json_content_type(scope, headers)
+        receive, refusal = await _legacy_envelope_checked(scope, headers, receive)
+        if refusal is not None:
+            await _answer(receive, send, refusal)
+            return
+        await self.session_manager.handle_request(scope, receive, send)
 
     async def _internal_error(self, receive: Receive, send: Send, status: int, where: str) -> None:
         request_id = request_id_var.get()
