@@ -41,9 +41,9 @@ from memories.search.candidates import (
     _topic_matches,
 )
 from memories.search.cursor import CURSOR_MAX, _Position
-from memories.search.filters import STATUS_FILTERS, SearchFilters, _where, clean_filters
-from memories.search.query import _parse
-from memories.search.scoring import TENANT_SIZE_COUNTED_MAX, _Candidate
+from memories.search.filters import STATUS_FILTERS, SearchFilters, _Where, _where, clean_filters
+from memories.search.query import _parse, _Query
+from memories.search.scoring import TENANT_SIZE_COUNTED_MAX, _Candidate, _WordStatistics
 from memories.search.sql import _PAGE_SQL, _TENANT_SIZE_SQL
 
 __all__ = [
@@ -96,12 +96,55 @@ def search_memories(
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidInput("limit", f"must be between 1 and {MAX_LIMIT}; got {limit}")
     fingerprint = filters.fingerprint(owner_id, text)
-    position = None
-    if cursor is not None:
-        if len(cursor) > CURSOR_MAX:
-            raise InvalidInput("cursor", f"must be at most {CURSOR_MAX} characters")
-        position = _Position.decode(cursor, fingerprint)
-    params: dict = {
+    position = _position(cursor, fingerprint)
+    params = _search_params(owner_id, position)
+    where = _where(filters, owner_id, params)
+    alias = replica.read_alias()
+    outermost = not connections[alias].in_atomic_block
+    with transaction.atomic(using=alias), connections[alias].cursor() as db:
+        if outermost:
+            _one_snapshot(connections[alias])
+        _count_tenant(db, params)
+        parsed = _parse(db, text)
+        mode, ranked, statistics = _page_candidates(db, parsed, where, params, position)
+        ranked.sort(key=lambda c: (c.score, c.recorded_at, c.id), reverse=True)
+        if position is not None:
+            ranked = [c for c in ranked if position.follows(c)]
+        shown = ranked[:limit]
+        rows = {}
+        if shown:
+            db.execute(_PAGE_SQL, params | {"ids": [c.id for c in shown]})
+            rows = {row[0]: row for row in db.fetchall()}
+    page = SearchPage(hits=_hits(shown, rows))
+    if len(ranked) > limit:
+        last = ranked[limit - 1]
+        page.next_cursor = _Position(
+            mode=mode,
+            score=last.score,
+            recorded_at=last.recorded_at,
+            id=last.id,
+            snapshot=params["snapshot"],
+            statistics=statistics if mode == "ranked" else None,
+        ).encode(fingerprint)
+    return page
+
+
+def _position(cursor: str | None, fingerprint: str) -> _Position | None:
+    """Where the previous page ended (None for a first page), from a cursor bound to this
+    account, query and filters."""
+    if cursor is None:
+        return None
+    if len(cursor) > CURSOR_MAX:
+        raise InvalidInput("cursor", f"must be at most {CURSOR_MAX} characters")
+    return _Position.decode(cursor, fingerprint)
+
+
+def _search_params(owner_id: int, position: _Position | None) -> dict:
+    """The named parameters any statement of the search may name. The steps that follow add
+    theirs to this dict (the filters' values, the tenant's size and indexes, the query's terms,
+    each statement's bounds) and read back what earlier steps put there: one search's statements
+    share one set of parameter names, and each is sent the whole dict."""
+    return {
         "owner": owner_id,
         "excerpt_fetch": EXCERPT_MAX + 1,
         "lexical_max": LEXICAL_CANDIDATES,
@@ -114,59 +157,46 @@ def search_memories(
         "snapshot": position.snapshot if position else timezone.now(),
         "first_page": position is None,
     }
-    where = _where(filters, owner_id, params)
-    alias = replica.read_alias()
-    outermost = not connections[alias].in_atomic_block
-    with transaction.atomic(using=alias), connections[alias].cursor() as db:
-        if outermost:
-            _one_snapshot(connections[alias])
-        _count_tenant(db, params)
-        parsed = _parse(db, text)
-        mode = position.mode if position else "ranked"
-        ranked: list[_Candidate] = []
-        statistics = None
-        if mode == "ranked":
-            ranked, statistics = _ranked(
-                db, parsed, where, params, position.statistics if position else None
-            )
-        # Not for a query of stop words only, which asks for nothing (a topic sharing its
-        # letters is no answer).
-        if (
-            not ranked
-            and position is None
-            and parsed.terms
-            and len(parsed.wanted.split()) <= TOPIC_FALLBACK_WORDS_MAX
-        ):
-            mode = "topic"
-        if mode == "topic":
-            ranked = _topic_matches(db, parsed, where, params)
-        ranked.sort(key=lambda c: (c.score, c.recorded_at, c.id), reverse=True)
-        if position is not None:
-            ranked = [c for c in ranked if position.follows(c)]
-        shown = ranked[:limit]
-        rows = {}
-        if shown:
-            db.execute(_PAGE_SQL, params | {"ids": [c.id for c in shown]})
-            rows = {row[0]: row for row in db.fetchall()}
-    page = SearchPage()
-    now = timezone.now()
-    for candidate in shown:
-        row = rows[candidate.id]
-        fields = MemoryExcerpt.row_fields(row, excerpt_max=EXCERPT_MAX, now=now)
-        page.hits.append(
-            SearchHit(**fields, score=candidate.score, matched_by=candidate.matched_by)
+
+
+def _page_candidates(
+    db, parsed: _Query, where: _Where, params: dict, position: _Position | None
+) -> tuple[str, list[_Candidate], _WordStatistics | None]:
+    """The candidate mode ("ranked": by words and meaning; "topic": the topic fallback), the
+    page's candidates, scored, and the word statistics of a ranked search. A later page keeps
+    its first page's mode."""
+    mode = position.mode if position else "ranked"
+    ranked: list[_Candidate] = []
+    statistics = None
+    if mode == "ranked":
+        ranked, statistics = _ranked(
+            db, parsed, where, params, position.statistics if position else None
         )
-    if len(ranked) > limit:
-        last = ranked[limit - 1]
-        page.next_cursor = _Position(
-            mode=mode,
-            score=last.score,
-            recorded_at=last.recorded_at,
-            id=last.id,
-            snapshot=params["snapshot"],
-            statistics=statistics if mode == "ranked" else None,
-        ).encode(fingerprint)
-    return page
+    # Not for a query of stop words only, which asks for nothing (a topic sharing its letters is
+    # no answer).
+    if (
+        not ranked
+        and position is None
+        and parsed.terms
+        and len(parsed.wanted.split()) <= TOPIC_FALLBACK_WORDS_MAX
+    ):
+        mode = "topic"
+    if mode == "topic":
+        ranked = _topic_matches(db, parsed, where, params)
+    return mode, ranked, statistics
+
+
+def _hits(shown: list[_Candidate], rows: dict) -> list[SearchHit]:
+    """The page's hits: each candidate shown with its row of EXCERPT_COLUMNS."""
+    now = timezone.now()
+    return [
+        SearchHit(
+            **MemoryExcerpt.row_fields(rows[c.id], excerpt_max=EXCERPT_MAX, now=now),
+            score=c.score,
+            matched_by=c.matched_by,
+        )
+        for c in shown
+    ]
 
 
 def _one_snapshot(connection) -> None:
