@@ -13,7 +13,12 @@ from django.utils.cache import add_never_cache_headers
 from memories.bounds import unstorable_text
 
 # The OAuth endpoints that clients (not people) call answer in their JSON error format.
-OAUTH_JSON_PREFIXES = ("/oauth/token/", "/oauth/revoke/", "/oauth/register/")
+OAUTH_JSON_PREFIXES = (
+    "/oauth/token/",
+    "/oauth/revoke/",
+    "/oauth/register/",
+    "/.well-known/oauth-authorization-server",
+)
 # The endpoints whose bodies are JSON, which their views check (and read whole: parsing them as a
 # form here would consume a multipart body before the view reads it).
 JSON_BODY_PREFIXES = ("/oauth/register/",)

@@ -11,6 +11,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 from django.utils.csp import CSP
 from django.utils.decorators import method_decorator
+from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider.compat import login_not_required
 from oauth2_provider.models import get_application_model
@@ -199,6 +200,9 @@ def _registration_rate_refusal(request: HttpRequest) -> HttpResponse | None:
     return too_many_requests(retry_after, "client registrations") if retry_after else None
 
 
+# Registration answers carry the registration access token (and a confidential client's secret):
+# no cache may keep them, as no cache may keep a token response (RFC 6749 §5.1).
+@method_decorator(never_cache, name="dispatch")
 @method_decorator(csrf_exempt, name="dispatch")
 @method_decorator(login_not_required, name="dispatch")
 class McpClientRegistrationView(DynamicClientRegistrationView):
@@ -216,6 +220,7 @@ class McpClientRegistrationView(DynamicClientRegistrationView):
         return super().post(request, *args, **kwargs)
 
 
+@method_decorator(never_cache, name="dispatch")
 @method_decorator(csrf_exempt, name="dispatch")
 @method_decorator(login_not_required, name="dispatch")
 class McpClientManagementView(DynamicClientRegistrationManagementView):

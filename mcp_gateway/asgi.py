@@ -710,7 +710,13 @@ class GatewayRouter:
         elif scope["method"] in ("GET", "HEAD"):
             await _respond(send, 200, self._metadata, [_JSON, cors_any])
         else:
-            await _respond(send, 405, b"", [(b"allow", b"GET, HEAD, OPTIONS")])
+            # In the JSON error format of the OAuth endpoints, as Django's 405s there are.
+            allowed = "GET, HEAD, OPTIONS"
+            problem = f"{scope['method']} is not allowed here; this address takes {allowed}"
+            body = json.dumps({"error": "invalid_request", "error_description": problem})
+            await _respond(
+                send, 405, body.encode(), [_JSON, cors_any, (b"allow", allowed.encode())]
+            )
 
     # --- session manager lifecycle --------------------------------------------------------
     async def _run_session_manager(self) -> None:

@@ -59,7 +59,15 @@ def test_anonymous_mcp_client_registers_as_a_public_client(client, redirect_uris
 
 
 def test_registration_access_token_expires_and_is_stored_hashed(client):
-    body = _register(client).json()
+    response = _register(client)
+    # It carries the registration token: no cache keeps it, nor the management answers.
+    assert "no-store" in response["Cache-Control"]
+    body = response.json()
+    read = client.get(
+        body["registration_client_uri"],
+        HTTP_AUTHORIZATION=f"Bearer {body['registration_access_token']}",
+    )
+    assert read.status_code == 200 and "no-store" in read["Cache-Control"]
     checksum = hashlib.sha256(body["registration_access_token"].encode()).hexdigest()
     token = AccessToken.objects.get(token_checksum=checksum)
     assert token.token == ""

@@ -303,3 +303,8 @@ def test_a_method_an_address_does_not_take_is_explained(client, tenant):
     assert token.status_code == 405
     assert token.json()["error"] == "invalid_request"
     assert token.json()["error_description"].startswith("GET is not allowed here")
+    metadata = client.post("/.well-known/oauth-authorization-server")
+    assert metadata.status_code == 405
+    assert metadata.json()["error_description"] == (
+        "POST is not allowed here; this address takes GET, HEAD, OPTIONS"
+    )

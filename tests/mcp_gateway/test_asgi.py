@@ -189,7 +189,12 @@ async def test_protected_resource_metadata(http, path):
     assert metadata["authorization_servers"] == [settings.PUBLIC_BASE_URL]
     assert metadata["scopes_supported"] == ["memory:read", "memory:write"]
     assert metadata["bearer_methods_supported"] == ["header"]
-    assert (await http.post(path)).status_code == 405
+    refused = await http.post(path)
+    assert refused.status_code == 405 and refused.headers["allow"] == "GET, HEAD, OPTIONS"
+    assert refused.json() == {
+        "error": "invalid_request",
+        "error_description": "POST is not allowed here; this address takes GET, HEAD, OPTIONS",
+    }
 
 
 async def test_foreign_host_and_origin_are_refused(http, seeded):
