@@ -13,12 +13,13 @@ import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
+from django.contrib.postgres.expressions import ArraySubquery
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db.models import F
+from django.db.models import F, OuterRef
 from django.utils import timezone
 
 from memories import tenancy
-from memories.models import MembershipState, Memory, Thread, memory_resource_uri
+from memories.models import MembershipState, Memory, Thread, ThreadMembership, memory_resource_uri
 
 EXPORT_FORMAT = "threengram-memories-export"
 EXPORT_VERSION = 1
@@ -102,14 +103,21 @@ async def export_memories_json(
 
 
 async def _threads(owner_id: int) -> AsyncIterator[dict]:
-    """The tenant's threads (at most a few hundred) with their accepted members' ids."""
-    queryset = Thread.objects.filter(owner_id=owner_id).order_by("created_at")
+    """The tenant's threads (at most a few hundred) with their accepted members' ids, in one
+    statement: a thread deleted meanwhile is exported with the members it had, not without
+    them."""
+    members = (
+        ThreadMembership.objects.filter(
+            owner_id=owner_id, thread_id=OuterRef("id"), state=MembershipState.MEMBER
+        )
+        .order_by("created_at")
+        .values("memory_id")
+    )
+    queryset = (
+        Thread.objects.filter(owner_id=owner_id)
+        .order_by("created_at")
+        .annotate(members=ArraySubquery(members))
+        .values("id", "name", "pinned", "created_at", "members")
+    )
     async for thread in queryset:
-        members = thread.memberships.filter(state=MembershipState.MEMBER).order_by("created_at")
-        yield {
-            "id": thread.id,
-            "name": thread.name,
-            "pinned": thread.pinned,
-            "created_at": thread.created_at,
-            "members": [member async for member in members.values_list("memory_id", flat=True)],
-        }
+        yield thread

@@ -272,3 +272,40 @@ def test_an_export_while_the_database_cannot_answer_is_a_retryable_503(transacti
         response = browser.get(reverse("accounts:export_memories"))
         blocker.rollback()
     assert response.status_code == 503 and response["Retry-After"] == "1"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_thread_deleted_while_the_export_reads_threads_is_exported_as_it_was(tenant):
+    """A delete committing right after the export read the thread list: the thread is exported
+    with the members it had then (as if the delete came after), never as an empty thread that
+    never was."""
+    import threading
+
+    from django.db import connection
+
+    from memories.threads import add_thread_members, create_thread, delete_thread
+
+    member = record_memory(owner=tenant, memory_type="decision", topic="db", content="SQLite")
+    create_thread(owner=tenant, name="launch")
+    add_thread_members(owner=tenant, name="launch", memory_ids=[member.id])
+    deleted = []
+
+    def delete_elsewhere() -> None:
+        try:
+            deleted.append(delete_thread(owner=tenant, name="launch"))
+        finally:
+            connection.close()
+
+    def delete_after_the_thread_list(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if 'FROM "memories_thread"' in sql and not deleted:
+            worker = threading.Thread(target=delete_elsewhere)
+            worker.start()
+            worker.join(10)
+        return result
+
+    with connection.execute_wrapper(delete_after_the_thread_list):
+        document = _export_reading_slowly(tenant)
+    assert deleted, "the export read no thread list"
+    [thread] = document["threads"]
+    assert thread["members"] == [str(member.id)]
