@@ -1,7 +1,10 @@
 """A thread action racing a revision of the same memory, on separate connections: the
 revision's copied memberships check their thread's key at COMMIT (deferred foreign keys) while
 it holds the memory, and thread actions lock the thread before the memory. Neither deadlocks:
-the revision wins and the thread action finds the memory superseded."""
+the revision wins and the thread action finds the memory superseded. A delete racing anything
+else that touches its thread (a thread action, a decision, another delete, a create of its name,
+an erasure): one waits for the other, and what comes second sees what came first, never a
+database error."""
 
 import functools
 import threading
@@ -11,8 +14,10 @@ from collections.abc import Callable
 import pytest
 from django.db import connection, transaction
 
+from accounts import erasure
+from accounts.erasure import erase_account
 from memories import threads
-from memories.errors import Conflict, NotFound
+from memories.errors import AccountInactive, Conflict, NotFound
 from memories.models import MembershipState, Memory, Thread, ThreadMembership
 from memories.services import record_memory
 
@@ -243,3 +248,205 @@ def test_a_delete_racing_a_new_memorys_proposal_deletes_the_proposal(
     assert proposal.thread == "launch"
     assert isinstance(deleted, Thread), deleted
     assert not ThreadMembership.objects.filter(owner=tenant).exists()
+
+
+@pytest.fixture
+def thread_locked_then_lingering(monkeypatch) -> threading.Event:
+    """A thread action (rename, pin, add or remove members) that, having locked its thread,
+    waits a moment before it goes on; the event is set then."""
+    locked = threading.Event()
+    thread_of = threads._thread
+
+    def thread_then_linger(owner, name, *, lock=False):
+        found = thread_of(owner, name, lock=lock)
+        if lock:
+            locked.set()
+            time.sleep(LINGER_SECONDS)
+        return found
+
+    monkeypatch.setattr(threads, "_thread", thread_then_linger)
+    return locked
+
+
+# Thread actions that lock their thread by name (_thread) and then do different things.
+THREAD_ACTIONS = {
+    "add_members": lambda owner, memory: threads.add_thread_members(
+        owner=owner, name="launch", memory_ids=[memory.id]
+    ),
+    "remove_members": lambda owner, memory: threads.remove_thread_members(
+        owner=owner, name="launch", memory_ids=[memory.id]
+    ),
+    "rename": lambda owner, memory: threads.rename_thread(
+        owner=owner, name="launch", new_name="liftoff"
+    ),
+}
+
+
+@pytest.mark.parametrize("action", THREAD_ACTIONS)
+def test_a_thread_action_racing_a_delete_of_its_thread_is_not_found(
+    tenant, member_of_launch, action
+):
+    deleted_event = threading.Event()
+    deleted, acted = race(
+        lambda: _delete_then_linger(tenant, "launch", deleted_event),
+        lambda: THREAD_ACTIONS[action](tenant, member_of_launch),
+        deleted_event,
+    )
+    assert isinstance(deleted, Thread), deleted
+    assert isinstance(acted, NotFound) and "thread 'launch'" in str(acted), acted
+    assert not Thread.objects.filter(owner=tenant).exists()
+    assert not ThreadMembership.objects.filter(owner=tenant).exists()
+
+
+def test_a_delete_racing_add_members_waits_and_deletes_the_new_member_too(
+    tenant, member_of_launch, thread_locked_then_lingering
+):
+    other = record_memory(owner=tenant, memory_type="note", topic="launch", content="t-minus 3")
+    added, deleted = race(
+        lambda: THREAD_ACTIONS["add_members"](tenant, other),
+        lambda: threads.delete_thread(owner=tenant, name="launch"),
+        thread_locked_then_lingering,
+    )
+    assert isinstance(added, Thread), added
+    assert isinstance(deleted, Thread) and deleted.member_count == 2, deleted
+    assert not Thread.objects.filter(owner=tenant).exists()
+    assert not ThreadMembership.objects.filter(owner=tenant).exists()
+
+
+def test_a_delete_racing_a_rename_by_the_old_name_is_not_found(
+    tenant, member_of_launch, thread_locked_then_lingering
+):
+    """The delete waits for the rename's lock, then finds no thread of that name."""
+    renamed, deleted = race(
+        lambda: threads.rename_thread(owner=tenant, name="launch", new_name="liftoff"),
+        lambda: threads.delete_thread(owner=tenant, name="launch"),
+        thread_locked_then_lingering,
+    )
+    assert isinstance(renamed, Thread), renamed
+    assert isinstance(deleted, NotFound), deleted
+    assert Thread.objects.get(owner=tenant).name == "liftoff"
+
+
+def test_deciding_a_proposal_racing_a_delete_of_its_thread_is_not_found(tenant, member_of_launch):
+    _memory, [proposal] = threads.record_memory_with_proposals(
+        owner=tenant, memory_type="decision", topic="launch plans", content="ship on monday"
+    )
+    deleted_event = threading.Event()
+    deleted, decided = race(
+        lambda: _delete_then_linger(tenant, "launch", deleted_event),
+        lambda: threads.decide_thread_proposal(owner=tenant, proposal_id=proposal.id, accept=True),
+        deleted_event,
+    )
+    assert isinstance(deleted, Thread) and deleted.proposal_count == 1, deleted
+    assert isinstance(decided, NotFound), decided
+    assert not ThreadMembership.objects.filter(owner=tenant).exists()
+
+
+def test_a_delete_racing_an_acceptance_waits_and_deletes_the_new_member_too(
+    tenant, member_of_launch, monkeypatch
+):
+    _memory, [proposal] = threads.record_memory_with_proposals(
+        owner=tenant, memory_type="decision", topic="launch plans", content="ship on monday"
+    )
+    locked = threading.Event()
+    locked_memories = threads._locked_memories
+
+    def memories_then_linger(owner, ids):
+        found = locked_memories(owner, ids)
+        locked.set()
+        time.sleep(LINGER_SECONDS)
+        return found
+
+    monkeypatch.setattr(threads, "_locked_memories", memories_then_linger)
+    decided, deleted = race(
+        lambda: threads.decide_thread_proposal(owner=tenant, proposal_id=proposal.id, accept=True),
+        lambda: threads.delete_thread(owner=tenant, name="launch"),
+        locked,
+    )
+    assert isinstance(decided, ThreadMembership), decided
+    assert isinstance(deleted, Thread), deleted
+    assert (deleted.member_count, deleted.proposal_count) == (2, 0)
+    assert not ThreadMembership.objects.filter(owner=tenant).exists()
+
+
+def test_two_deletes_of_one_thread_delete_it_once_and_the_other_is_not_found(
+    tenant, member_of_launch
+):
+    deleted_event = threading.Event()
+    first, second = race(
+        lambda: _delete_then_linger(tenant, "launch", deleted_event),
+        lambda: threads.delete_thread(owner=tenant, name="launch"),
+        deleted_event,
+    )
+    assert isinstance(first, Thread), first
+    assert isinstance(second, NotFound) and "thread 'launch'" in str(second), second
+
+
+def test_a_create_of_the_deleted_name_waits_and_starts_afresh(tenant, member_of_launch):
+    threads.remove_thread_members(owner=tenant, name="launch", memory_ids=[member_of_launch.id])
+    deleted_event = threading.Event()
+    deleted, created = race(
+        lambda: _delete_then_linger(tenant, "launch", deleted_event),
+        lambda: threads.create_thread(owner=tenant, name="LAUNCH"),
+        deleted_event,
+    )
+    assert isinstance(deleted, Thread), deleted
+    assert isinstance(created, Thread), created
+    assert list(Thread.objects.filter(owner=tenant).values_list("name", flat=True)) == ["LAUNCH"]
+    # The rejection went with the old thread: the memory may join the new one.
+    threads.add_thread_members(owner=tenant, name="launch", memory_ids=[member_of_launch.id])
+
+
+def test_a_revision_of_a_member_of_two_threads_racing_a_delete_of_one_keeps_the_other(
+    tenant, member_of_launch
+):
+    threads.create_thread(owner=tenant, name="friday")
+    threads.add_thread_members(owner=tenant, name="friday", memory_ids=[member_of_launch.id])
+    deleted_event = threading.Event()
+    deleted, revised = race(
+        lambda: _delete_then_linger(tenant, "launch", deleted_event),
+        lambda: threads.revise_memory_in_threads(
+            owner=tenant, predecessor_id=member_of_launch.id, content="ship on saturday"
+        ),
+        deleted_event,
+    )
+    assert isinstance(deleted, Thread), deleted
+    assert isinstance(revised, Memory), revised
+    [kept] = ThreadMembership.objects.filter(memory=revised)
+    assert (kept.thread.name, kept.state) == ("friday", MembershipState.MEMBER)
+
+
+def test_an_erasure_racing_a_delete_waits_and_erases_the_threads_left(tenant, member_of_launch):
+    threads.create_thread(owner=tenant, name="friday")
+    deleted_event = threading.Event()
+    deleted, erased = race(
+        lambda: _delete_then_linger(tenant, "launch", deleted_event),
+        lambda: erase_account(user=tenant),
+        deleted_event,
+    )
+    assert isinstance(deleted, Thread), deleted
+    assert not isinstance(erased, Exception), erased
+    assert erased.counts["threads"] == 1
+    assert list(Thread.objects.filter(owner=tenant).values_list("name", flat=True)) == ["[erased]"]
+
+
+def test_a_delete_racing_an_erasure_finds_the_account_inactive(
+    tenant, member_of_launch, monkeypatch
+):
+    erasing = threading.Event()
+
+    def linger(user, now) -> dict:
+        erasing.set()
+        time.sleep(LINGER_SECONDS)
+        return {}
+
+    monkeypatch.setattr(erasure, "ERASURE_STEPS", [*erasure.ERASURE_STEPS, linger])
+    erased, deleted = race(
+        lambda: erasure.erase_account(user=tenant),
+        lambda: threads.delete_thread(owner=tenant, name="launch"),
+        erasing,
+    )
+    assert not isinstance(erased, Exception), erased
+    assert isinstance(deleted, AccountInactive), deleted
+    assert Thread.objects.get(owner=tenant).name == "[erased]"
+    assert ThreadMembership.objects.filter(owner=tenant).count() == 1

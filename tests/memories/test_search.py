@@ -29,7 +29,7 @@ from memories.search import (
 )
 from memories.search.cursor import _CURSOR_SALT, CURSOR_MAX_AGE
 from memories.services import archive_memory, record_memory, revise_memory
-from memories.threads import add_thread_members, create_thread
+from memories.threads import add_thread_members, create_thread, delete_thread
 from tests.factories import MemoryFactory
 from tests.memories.conftest import (
     bury_under_recent_notes,
@@ -570,6 +570,17 @@ def test_a_cursor_is_bound_to_its_thread_as_thread_names_compare(tenant):
     assert run(tenant, "street works", limit=1, thread="STRASSE", cursor=cursor).hits
     with pytest.raises(InvalidInput, match="cursor: was issued for a different query"):
         run(tenant, "street works", limit=1, thread="strand", cursor=cursor)
+
+
+def test_the_next_page_of_a_deleted_threads_search_is_not_found(tenant):
+    memories = [MemoryFactory(owner=tenant, content=f"street works {n}") for n in range(3)]
+    create_thread(owner=tenant, name="works")
+    add_thread_members(owner=tenant, name="works", memory_ids=[m.id for m in memories])
+    cursor = run(tenant, "street works", limit=1, thread="works").next_cursor
+    assert cursor
+    delete_thread(owner=tenant, name="works")
+    with pytest.raises(NotFound, match="thread 'works'"):
+        run(tenant, "street works", limit=1, thread="works", cursor=cursor)
 
 
 def test_a_long_question_that_matches_nothing_gets_no_topic_lookalikes(tenant, settings):
