@@ -11,6 +11,7 @@ import collections
 import contextvars
 import json
 import logging
+import logging.config
 import os
 import select
 import sys
@@ -30,7 +31,15 @@ from starlette.requests import ClientDisconnect
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 tenant_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("tenant_id", default="-")
 
-_STANDARD_ATTRS = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+# uvicorn's records carry their message again with terminal colour codes, as `color_message`.
+_STANDARD_ATTRS = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "color_message"}
+
+
+def configure_logging(config: dict) -> None:
+    """Django's LOGGING_CONFIG: the LOGGING dict, and Python's warnings sent to the logger
+    `py.warnings`, so that the process writes nothing to stderr but log lines."""
+    logging.config.dictConfig(config)
+    logging.captureWarnings(True)
 
 
 def _loggable(value: object) -> object:
@@ -115,6 +124,7 @@ class BackgroundStreamHandler(logging.Handler):
     `close()` (logging.shutdown, at exit) writes what is left."""
 
     FLUSH_INTERVAL = 0.1
+    _instances: weakref.WeakSet[BackgroundStreamHandler] = weakref.WeakSet()
 
     def __init__(
         self, stream: TextIO | None = None, flush_interval: float = FLUSH_INTERVAL
@@ -124,7 +134,9 @@ class BackgroundStreamHandler(logging.Handler):
         self.flush_interval = flush_interval
         self._pending: collections.deque[logging.LogRecord] = collections.deque()
         self._closed = False
+        self._at_once = False
         self._start_writer()
+        self._instances.add(self)
         # A forked child (gunicorn --preload, say) inherits no running thread: start its own,
         # without the parent's pending records, which the parent writes.
         handler = weakref.ref(self)
@@ -153,7 +165,7 @@ class BackgroundStreamHandler(logging.Handler):
         if not hasattr(record, "tenant_id"):
             record.tenant_id = tenant_id_var.get()
         self._pending.append(record)
-        if self._closed:  # logged during or after shutdown: no writer to wait for
+        if self._closed or self._at_once:  # shutting down: no writer to wait for
             self.flush()
             return
         if record.levelno >= logging.WARNING:
@@ -199,6 +211,11 @@ class BackgroundStreamHandler(logging.Handler):
         except Exception:  # noqa: S110 (a log line that cannot be written is dropped)
             pass
 
+    def write_at_once(self) -> None:
+        """From now on each record is written as it is logged, in the logging thread."""
+        self._at_once = True
+        self.flush()
+
     def close(self) -> None:
         # logging.shutdown() (at exit) closes every handler: write what is left, once.
         self._closed = True
@@ -208,6 +225,15 @@ class BackgroundStreamHandler(logging.Handler):
             self._writer.join()
         self.flush()
         super().close()
+
+
+def write_logs_at_once() -> None:
+    """For a server that is shutting down: uvicorn, stopped by SIGTERM, raises the signal again
+    once it has shut down, and the process dies without running its exit handlers (no
+    logging.shutdown), so the lines a background writer still held would be lost: the last
+    requests' and the server's own last ones."""
+    for handler in list(BackgroundStreamHandler._instances):
+        handler.write_at_once()
 
 
 def new_request_id(incoming: str | None = None) -> str:

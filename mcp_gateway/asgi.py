@@ -34,7 +34,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from infra import asyncdb, dbfaults
-from infra.observability import new_request_id, request_id_var, tenant_id_var
+from infra.observability import new_request_id, request_id_var, tenant_id_var, write_logs_at_once
 from infra.rate_limit import FixedWindow, event_loop_counter_store
 from mcp_gateway import auth, cors
 from mcp_gateway.principal import Principal
@@ -757,6 +757,7 @@ class GatewayRouter:
                     return
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                write_logs_at_once()
                 await self.shutdown()
                 await send({"type": "lifespan.shutdown.complete"})
                 return

