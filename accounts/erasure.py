@@ -10,6 +10,7 @@ ends every authorization context that could reuse a private cache entry (docs/de
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,6 +28,8 @@ from accounts.models import ErasureRecord
 from accounts.revocation import lock_codes, lock_refresh_tokens, revoke_oauth_credentials
 from memories import tenancy
 from memories.models import ERASED, ERASED_SCOPE, Memory, Thread
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -179,4 +182,10 @@ def erase_account(
             counts=counts,
         )
     user.refresh_from_db()
+    # Outside the database too, once committed (a caller's transaction too): a restore of a
+    # backup taken before the erasure brings the account back, and its erasure record with it is
+    # gone; this line is what says which accounts to erase again (docs/operations.md, "Backup
+    # and restore"). The id only: the username is what the erasure removed.
+    erased = {"account_id": user.pk, "erased_at": record.erased_at.isoformat()}
+    transaction.on_commit(lambda: logger.info("account erased", extra=erased))
     return ErasureResult(record=record, already_erased=False, counts=counts)

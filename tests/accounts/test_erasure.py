@@ -166,6 +166,24 @@ def test_writes_a_content_free_record(populated, staff_member):
     assert "ACME" not in str(record.__dict__) and "falcon" not in str(record)
 
 
+def test_logs_the_erased_account_id_once_committed_and_never_its_name(
+    populated, caplog, django_capture_on_commit_callbacks
+):
+    username = populated.username
+    with caplog.at_level("INFO", logger="accounts.erasure"):
+        with django_capture_on_commit_callbacks() as callbacks:
+            erase_account(user=populated)
+        assert not [r for r in caplog.records if r.name == "accounts.erasure"]  # not yet
+        for callback in callbacks:
+            callback()
+        erase_account(user=populated)  # already erased: nothing to erase again after a restore
+    (line,) = [r for r in caplog.records if r.name == "accounts.erasure"]
+    assert line.getMessage() == "account erased"
+    assert line.account_id == populated.pk
+    assert line.erased_at == ErasureRecord.objects.get().erased_at.isoformat()
+    assert username not in str(line.__dict__) and "ACME" not in str(line.__dict__)
+
+
 def test_a_second_call_changes_nothing_and_says_so(populated):
     first = erase_account(user=populated)
     again = erase_account(user=populated)
