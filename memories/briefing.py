@@ -128,11 +128,16 @@ def read_sections(
     return sections
 
 
+# Overdue first: what needs acting on before anything else. The two commitment sections are
+# disjoint (an overdue one is not listed again among the open ones), so that brief mode's three
+# items of each show what is late and what falls due next, not the same late ones twice.
 BRIEFING_SECTIONS = [
-    SectionSpec(
-        "openCommitments", OPEN_COMMITMENT, "m.due_at ASC NULLS LAST, m.recorded_at DESC, m.id DESC"
-    ),
     SectionSpec("overdue", f"{OPEN_COMMITMENT} AND m.due_at < %(now)s", "m.due_at ASC, m.id DESC"),
+    SectionSpec(
+        "openCommitments",
+        f"{OPEN_COMMITMENT} AND (m.due_at IS NULL OR m.due_at >= %(now)s)",
+        "m.due_at ASC NULLS LAST, m.recorded_at DESC, m.id DESC",
+    ),
     SectionSpec("blockers", "m.memory_type = 'blocker'", "m.recorded_at DESC, m.id DESC"),
     SectionSpec(
         "recentDecisions",

@@ -479,7 +479,7 @@ async def test_briefing_counts_exactly_and_bounds_items(agent, owner):
     assert (
         len(sections["recentDecisions"]["items"]) == 3 and sections["recentDecisions"]["truncated"]
     )
-    assert sections["openCommitments"]["count"] == 2
+    assert sections["openCommitments"]["count"] == 1  # "later"; "late" is overdue alone
     assert [i["topic"] for i in sections["overdue"]["items"]] == ["late"]
     assert sections["overdue"]["items"][0]["overdue"] is True
     preference = sections["preferences"]["items"][0]
@@ -493,6 +493,27 @@ async def test_briefing_counts_exactly_and_bounds_items(agent, owner):
     scoped = await ok(agent, "briefing", {"selector": "scope", "value": "work"})
     assert scoped["sections"]["blockers"]["count"] == 1
     assert scoped["sections"]["recentDecisions"]["count"] == 0
+
+
+async def test_a_brief_briefing_shows_overdue_first_and_the_next_due_beside_them(agent):
+    """Three overdue commitments filled the brief mode's three openCommitments slots: the agent
+    read the same three twice and never saw what falls due next. The sections are disjoint, and
+    overdue, what needs acting on first, comes first."""
+    now = timezone.now()
+    for days in (-5, -3, -1, 2, 9):
+        topic = f"due {days:+d}"
+        due = (now + timedelta(days=days)).isoformat()
+        await remember(agent, memoryType="commitment", topic=topic, content=topic, dueAt=due)
+    await remember(agent, memoryType="commitment", topic="undated", content="some day")
+
+    sections = (await ok(agent, "briefing", {}))["sections"]
+    assert list(sections)[:2] == ["overdue", "openCommitments"]
+    overdue, upcoming = sections["overdue"], sections["openCommitments"]
+    assert [i["topic"] for i in overdue["items"]] == ["due -5", "due -3", "due -1"]
+    assert (overdue["count"], overdue["truncated"]) == (3, False)
+    assert [i["topic"] for i in upcoming["items"]] == ["due +2", "due +9", "undated"]
+    assert (upcoming["count"], upcoming["truncated"]) == (3, False)
+    assert not any(i["overdue"] for i in upcoming["items"])
 
 
 async def test_briefing_lists_pinned_threads_and_selects_by_thread(agent):
