@@ -516,6 +516,31 @@ async def test_a_brief_briefing_shows_overdue_first_and_the_next_due_beside_them
     assert not any(i["overdue"] for i in upcoming["items"])
 
 
+async def test_a_project_or_scope_no_memory_has_is_not_found_with_a_suggestion(agent):
+    """A briefing for project 'Atlas' (the project is 'atlas') answered every section with 0,
+    and the agent reported nothing open; an unknown thread was already not_found. Now an
+    unknown project or scope is too, naming a near one, for briefing and handoff alike."""
+    await remember(agent, memoryType="commitment", topic="ship", content="ship it", project="atlas")
+    await remember(agent, memoryType="fact", topic="tz", content="Lisbon", scope="user-prefs")
+
+    for tool in ("briefing", "handoff"):
+        assert await fails(agent, tool, {"selector": "project", "value": "Atlas"}) == (
+            "not_found: project 'Atlas': no current memory has it; did you mean 'atlas'?"
+        )
+        assert await fails(agent, tool, {"selector": "scope", "value": "user-pref"}) == (
+            "not_found: scope 'user-pref': no current memory has it; did you mean 'user-prefs'?"
+        )
+        assert await fails(agent, tool, {"selector": "project", "value": "gamma"}) == (
+            "not_found: project 'gamma': no current memory has it; describe_environment lists "
+            "your projects and scopes"
+        )
+    # Known, with nothing for a section to show (a fact only): an empty briefing, no error.
+    facts_only = await ok(agent, "briefing", {"selector": "scope", "value": "user-prefs"})
+    assert all(s["count"] == 0 for s in facts_only["sections"].values())
+    atlas = await ok(agent, "handoff", {"selector": "project", "value": "atlas"})
+    assert atlas["sections"]["commitments"]["count"] == 1
+
+
 async def test_briefing_lists_pinned_threads_and_selects_by_thread(agent):
     member = await remember(agent, memoryType="decision", topic="api", content="REST it is")
     await remember(agent, memoryType="decision", topic="ui", content="dark mode")
