@@ -13,7 +13,8 @@ from django.db import connections
 from django.utils import timezone
 
 from memories import bounds, replica
-from memories.errors import InvalidInput, NotFound
+from memories.environment import require_known_facet
+from memories.errors import InvalidInput
 from memories.excerpts import EXCERPT_COLUMNS, EXCERPT_MAX, MemoryExcerpt
 from memories.models import Thread
 
@@ -23,8 +24,6 @@ ITEMS = {"brief": 3, "full": 10}
 EXCERPT = {"brief": 200, "full": EXCERPT_MAX}
 RECENT_DECISION_DAYS = 30
 PINNED_THREADS_MAX = 10
-# How alike (pg_trgm) a scope or project must be to one not found to be suggested for it.
-SUGGESTION_SIMILARITY = 0.3
 
 LIVE = "m.owner_id = %(owner)s AND m.valid_to IS NULL AND m.status = 'active'"
 OPEN_COMMITMENT = "m.memory_type = 'commitment' AND m.commitment_status IN ('open', 'waiting')"
@@ -67,35 +66,6 @@ class Selector:
             )
         params["selector"] = self.value
         return f" AND m.{self.kind} = %(selector)s"
-
-    def require_known(self, cursor, owner_id: int) -> None:
-        """NotFound when the scope or project selected is on no current memory of the owner's,
-        naming the nearest ones (any case, or trigram-similar): an agent that typed 'Atlas' for
-        'atlas' would otherwise read an empty briefing as "nothing open". Asked only when every
-        section came back empty, so a briefing with anything to show costs no more."""
-        if self.kind not in ("scope", "project"):
-            return  # all; and an unknown thread is NotFound already (`sql`)
-        # `self.kind` is one of two constants here, never caller text.
-        cursor.execute(
-            f"""SELECT {self.kind} FROM memories_memory
-                WHERE owner_id = %(owner)s AND valid_to IS NULL AND {self.kind} IS NOT NULL
-                  AND (lower({self.kind}) = lower(%(value)s)
-                       OR similarity({self.kind}, %(value)s) >= %(floor)s)
-                GROUP BY 1
-                ORDER BY {self.kind} = %(value)s DESC, lower({self.kind}) = lower(%(value)s) DESC,
-                         similarity({self.kind}, %(value)s) DESC, 1
-                LIMIT %(most)s""",  # noqa: S608
-            {"owner": owner_id, "value": self.value, "floor": SUGGESTION_SIMILARITY, "most": 3},
-        )
-        near = [row[0] for row in cursor.fetchall()]
-        if near[:1] == [self.value]:
-            return
-        hint = (
-            f"did you mean {' or '.join(repr(name) for name in near)}?"
-            if near
-            else "describe_environment lists your projects and scopes"
-        )
-        raise NotFound(f"{self.kind} '{self.value}': no current memory has it; {hint}")
 
 
 @dataclass(frozen=True)
@@ -151,8 +121,12 @@ def read_sections(
     with connections[replica.read_alias()].cursor() as cursor:
         cursor.execute("\nUNION ALL\n".join(parts), params)
         rows = cursor.fetchall()
-        if not rows:
-            selector.require_known(cursor, owner_id)
+        if not rows and selector.kind in ("scope", "project"):
+            # Nothing to show: say so when the scope or project is not the owner's at all (an
+            # unknown thread is NotFound already, in `selector.sql`).
+            require_known_facet(
+                cursor, owner_id=owner_id, facet=selector.kind, value=selector.value
+            )
     sections = {spec.name: Section() for spec in specs}
     for row in rows:
         section = sections[row[0]]

@@ -10,6 +10,7 @@ from django.db import connections
 from django.db.models import F, Value
 
 from memories import replica
+from memories.errors import NotFound
 from memories.models import ERASED, Memory, Thread, thread_name_key
 from memories.threads import LIST_MAX
 
@@ -79,6 +80,45 @@ def environment_stats(*, owner_id: int) -> EnvironmentStats:
 # gateway cuts every completion answer to it; the facet queries below never read more.
 COMPLETION_MAX = 100
 FACETS = ("scope", "project", "thread")
+# How alike (pg_trgm) a scope or project must be to one not found to be suggested for it.
+SUGGESTION_SIMILARITY = 0.3
+SUGGESTIONS_MAX = 3
+
+
+def require_known_facet(cursor, *, owner_id: int, facet: str, value: str) -> None:
+    """NotFound unless a current memory of the owner's has this scope or project, naming up to
+    SUGGESTIONS_MAX of the owner's near ones (any case, or trigram-similar). Asked by briefing,
+    handoff and search when they found nothing with it: an agent that typed 'Atlas' for 'atlas'
+    would otherwise read the empty answer as "nothing there". `cursor` is the caller's (the
+    replica's, inside its read)."""
+    if facet not in ("scope", "project"):
+        raise ValueError(facet)
+    # `facet` is one of two constants here, never caller text. Only the owner's memories are
+    # read: another tenant's names are never suggested (and row-level security holds it too).
+    cursor.execute(
+        f"""SELECT {facet} FROM memories_memory
+            WHERE owner_id = %(owner)s AND valid_to IS NULL AND {facet} IS NOT NULL
+              AND (lower({facet}) = lower(%(value)s) OR similarity({facet}, %(value)s) >= %(floor)s)
+            GROUP BY 1
+            ORDER BY {facet} = %(value)s DESC, lower({facet}) = lower(%(value)s) DESC,
+                     similarity({facet}, %(value)s) DESC, 1
+            LIMIT %(most)s""",  # noqa: S608
+        {
+            "owner": owner_id,
+            "value": value,
+            "floor": SUGGESTION_SIMILARITY,
+            "most": SUGGESTIONS_MAX,
+        },
+    )
+    near = [row[0] for row in cursor.fetchall()]
+    if near[:1] == [value]:
+        return
+    hint = (
+        f"did you mean {' or '.join(repr(name) for name in near)}?"
+        if near
+        else "describe_environment lists your projects and scopes"
+    )
+    raise NotFound(f"{facet} '{value}': no current memory has it; {hint}")
 
 
 def facet_values(*, owner_id: int, facet: str, prefix: str) -> list[str]:

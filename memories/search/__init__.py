@@ -32,6 +32,7 @@ from django.db import connections, transaction
 from django.utils import timezone
 
 from memories import account_indexes, bounds, replica
+from memories.environment import require_known_facet
 from memories.errors import InvalidInput
 from memories.excerpts import EXCERPT_MAX, MemoryExcerpt
 from memories.search.candidates import (
@@ -111,6 +112,12 @@ def search_memories(
         if position is not None:
             ranked = [c for c in ranked if position.follows(c)]
         shown = ranked[:limit]
+        if not shown and position is None and filters.as_of is None:
+            # No hits: a scope or project the owner has no memory in is named as the reason,
+            # rather than left for the agent to rephrase its query against.
+            for facet, value in (("scope", filters.scope), ("project", filters.project)):
+                if value is not None:
+                    require_known_facet(db, owner_id=owner_id, facet=facet, value=value)
         rows = {}
         if shown:
             db.execute(_PAGE_SQL, params | {"ids": [c.id for c in shown]})

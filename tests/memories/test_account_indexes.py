@@ -369,6 +369,8 @@ def test_the_words_index_applies_every_filter(buried_lease):
         project="hangar",
         recorded_at=old.recorded_at,
     )
+    # A project of the owner's without the word (one no memory has is NotFound: environment).
+    MemoryFactory(owner=owner, topic="Doors", content="Painted blue.", project="work")
     index_accounts()
     assert words_search(owner, "airship", scope="work") == ([mast.id], True)
     assert words_search(owner, "airship", scope="personal") == ([], True)

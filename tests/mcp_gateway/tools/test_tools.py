@@ -936,6 +936,26 @@ async def test_search_never_returns_another_tenants_memory(agent, stranger):
     assert (await ok(agent, "search", {"query": "zebra"}))["hits"] == []
 
 
+async def test_search_filtered_by_a_project_no_memory_has_is_not_found(agent, other_agent):
+    """`search` for 'storage' in project 'Beacon' (stored as 'beacon') had no hits, and the
+    description told the agent to ask again in other words: it could never find it so. An empty
+    first page with a scope or project no current memory has is not_found, naming a near one,
+    never another tenant's."""
+    await remember(agent, topic="storage", content="Delta Lake on S3", project="beacon")
+    await remember(other_agent, topic="storage", content="theirs", project="Beacon")
+    assert await fails(agent, "search", {"query": "storage", "project": "Beacon"}) == (
+        "not_found: project 'Beacon': no current memory has it; did you mean 'beacon'?"
+    )
+    assert await fails(agent, "search", {"query": "storage", "scope": "work"}) == (
+        "not_found: scope 'work': no current memory has it; describe_environment lists your "
+        "projects and scopes"
+    )
+    # Known, with nothing matching: no hits, as before.
+    assert (await ok(agent, "search", {"query": "kubernetes", "project": "beacon"}))["hits"] == []
+    [hit] = (await ok(agent, "search", {"query": "storage", "project": "beacon"}))["hits"]
+    assert hit["excerpt"] == "Delta Lake on S3"
+
+
 async def test_search_pages_with_next_cursor_bound_to_the_query(agent):
     for n in range(7):
         await remember(agent, topic=f"retro {n}", content=f"sprint retro notes number {n}")
