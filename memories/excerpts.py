@@ -18,6 +18,10 @@ from memories.models import MemoryResource, is_overdue
 ELLIPSIS = "\u2026"
 # The longest excerpt of a memory's content any tool shows (search hits, handoffs, full briefings).
 EXCERPT_MAX = 600
+# A cut inside a word gives the partial word up, ending at the space before it, when that space
+# is at most this many code points (and a fifth of the limit) back: "against the sta…" made a
+# model guess a word. A longer word (a URL, text written without spaces) is cut where it falls.
+WORD_BACKOFF_MAX = 30
 
 
 @dataclass(frozen=True)
@@ -30,8 +34,9 @@ def excerpt(content: str, limit: int = EXCERPT_MAX) -> Excerpt:
     """At most `limit` code points: the body as is, or its whole characters (Unicode's extended
     grapheme clusters: an emoji sequence, a flag, a letter with its marks, a Hangul syllable of
     jamo, an Indic conjunct) within the first limit-1 and an ellipsis, so that a cut never shows
-    a character that is not in the body. `content` needs only its first `limit` + 1 code points
-    (a character that reaches the last of them may go on: it is not kept)."""
+    a character that is not in the body, and at the end of a word when one ends near the cut
+    (WORD_BACKOFF_MAX). `content` needs only its first `limit` + 1 code points (a character that
+    reaches the last of them may go on: it is not kept)."""
     if len(content) <= limit:
         return Excerpt(content, False)
     end = start = _cluster_start_before(content, limit - 1)
@@ -39,7 +44,23 @@ def excerpt(content: str, limit: int = EXCERPT_MAX) -> Excerpt:
         if character.end() > limit - 1:
             break
         end = character.end()
-    return Excerpt(content[:end].rstrip() + ELLIPSIS, True)
+    return Excerpt(_before_partial_word(content, end) + ELLIPSIS, True)
+
+
+def _before_partial_word(content: str, end: int) -> str:
+    """`content[:end]` without its trailing spaces, and without the start of a word the cut at
+    `end` falls inside, if a space comes at most WORD_BACKOFF_MAX (and a fifth of `end`) before
+    it and a plain character before that space (so no character that joins what follows, such
+    as a Prepend mark, is left without it)."""
+    kept = content[:end].rstrip()
+    if len(kept) < end or end == 0 or content[end].isspace() or content[end - 1].isspace():
+        return kept  # the cut is at a word's end already
+    backoff = min(WORD_BACKOFF_MAX, end // 5)
+    for position in range(end - 1, end - backoff - 1, -1):
+        if content[position].isspace():
+            shorter = content[:position].rstrip()
+            return shorter if shorter and _plain(shorter[-1]) else kept
+    return kept
 
 
 # An extended grapheme cluster (Unicode Standard Annex #29): what a reader sees as one character.
