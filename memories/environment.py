@@ -83,35 +83,53 @@ FACETS = ("scope", "project", "thread")
 # How alike (pg_trgm) a scope or project must be to one not found to be suggested for it.
 SUGGESTION_SIMILARITY = 0.3
 SUGGESTIONS_MAX = 3
+# The most recent current memories the check below reads: no index leads to a scope or project,
+# and an empty answer must not cost a read of a large account's every memory.
+FACET_CHECK_MEMORIES_MAX = 5_000
 
 
 def require_known_facet(cursor, *, owner_id: int, facet: str, value: str) -> None:
-    """NotFound unless a current memory of the owner's has this scope or project, naming up to
+    """NotFound when no current memory of the owner's has this scope or project, naming up to
     SUGGESTIONS_MAX of the owner's near ones (any case, or trigram-similar). Asked by briefing,
     handoff and search when they found nothing with it: an agent that typed 'Atlas' for 'atlas'
-    would otherwise read the empty answer as "nothing there". `cursor` is the caller's (the
-    replica's, inside its read)."""
+    would otherwise read the empty answer as "nothing there". Only an account of at most
+    FACET_CHECK_MEMORIES_MAX current memories is checked (read newest first, through an index):
+    in a larger one the value may be on an older memory, and the empty answer stands. `cursor`
+    is the caller's (the replica's, inside its read)."""
     if facet not in ("scope", "project"):
         raise ValueError(facet)
     # `facet` is one of two constants here, never caller text. Only the owner's memories are
     # read: another tenant's names are never suggested (and row-level security holds it too).
     cursor.execute(
-        f"""SELECT {facet} FROM memories_memory
-            WHERE owner_id = %(owner)s AND valid_to IS NULL AND {facet} IS NOT NULL
-              AND (lower({facet}) = lower(%(value)s) OR similarity({facet}, %(value)s) >= %(floor)s)
-            GROUP BY 1
-            ORDER BY {facet} = %(value)s DESC, lower({facet}) = lower(%(value)s) DESC,
-                     similarity({facet}, %(value)s) DESC, 1
-            LIMIT %(most)s""",  # noqa: S608
+        f"""WITH recent AS (
+                SELECT m.{facet} AS value FROM memories_memory m
+                WHERE m.owner_id = %(owner)s AND m.valid_to IS NULL
+                ORDER BY m.recorded_at DESC
+                LIMIT %(read)s
+            ), distinct_values AS (
+                SELECT DISTINCT value FROM recent WHERE value IS NOT NULL
+            )
+            SELECT (SELECT count(*) FROM recent) > %(most_read)s,
+                   EXISTS (SELECT 1 FROM distinct_values WHERE value = %(value)s),
+                   ARRAY(
+                       SELECT value FROM distinct_values
+                       WHERE lower(value) = lower(%(value)s)
+                          OR similarity(value, %(value)s) >= %(floor)s
+                       ORDER BY lower(value) = lower(%(value)s) DESC,
+                                similarity(value, %(value)s) DESC, value
+                       LIMIT %(most)s
+                   )""",  # noqa: S608
         {
             "owner": owner_id,
             "value": value,
+            "read": FACET_CHECK_MEMORIES_MAX + 1,
+            "most_read": FACET_CHECK_MEMORIES_MAX,
             "floor": SUGGESTION_SIMILARITY,
             "most": SUGGESTIONS_MAX,
         },
     )
-    near = [row[0] for row in cursor.fetchall()]
-    if near[:1] == [value]:
+    too_many, known, near = cursor.fetchone()
+    if known or too_many:
         return
     hint = (
         f"did you mean {' or '.join(repr(name) for name in near)}?"

@@ -11,6 +11,7 @@ from jsonschema import Draft202012Validator
 from infra.observability import VERSION
 from mcp_gateway.schemas import THREAD_ACTIONS
 from mcp_gateway.tools import TOOLS, tool_definitions
+from memories import environment
 from memories.models import Memory
 from tests.mcp_gateway.tools.conftest import fails, ok, principal_for
 
@@ -954,6 +955,21 @@ async def test_search_filtered_by_a_project_no_memory_has_is_not_found(agent, ot
     assert (await ok(agent, "search", {"query": "kubernetes", "project": "beacon"}))["hits"] == []
     [hit] = (await ok(agent, "search", {"query": "storage", "project": "beacon"}))["hits"]
     assert hit["excerpt"] == "Delta Lake on S3"
+
+
+async def test_an_account_too_large_to_check_keeps_the_empty_answer(agent, monkeypatch):
+    """The check reads only the most recent memories: past them, the project may be on an older
+    one, and an empty answer is the honest one (never a not_found that is wrong)."""
+    monkeypatch.setattr(environment, "FACET_CHECK_MEMORIES_MAX", 2)
+    await remember(agent, topic="storage", content="Delta Lake on S3", project="beacon")
+    for n in range(2):
+        await remember(agent, topic=f"later {n}", content=f"newer note {n}")
+    assert (await ok(agent, "search", {"query": "kubernetes", "project": "beacon"}))["hits"] == []
+    assert (await ok(agent, "search", {"query": "storage", "project": "Beacon"}))["hits"] == []
+    monkeypatch.setattr(environment, "FACET_CHECK_MEMORIES_MAX", 3)
+    assert await fails(agent, "search", {"query": "storage", "project": "Beacon"}) == (
+        "not_found: project 'Beacon': no current memory has it; did you mean 'beacon'?"
+    )
 
 
 async def test_search_pages_with_next_cursor_bound_to_the_query(agent):
