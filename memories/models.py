@@ -147,7 +147,28 @@ SELECT id, depth FROM older UNION SELECT id, depth FROM newer
 """
 
 
+# The newest revision of a memory (itself when it has none), following successors within the
+# owner's rows.
+_NEWEST_REVISION_SQL = """
+WITH RECURSIVE newer(id, depth) AS (
+    SELECT id, 0 FROM memories_memory WHERE owner_id = %(owner)s AND id = %(id)s
+    UNION ALL
+    SELECT m.id, newer.depth + 1
+    FROM newer JOIN memories_memory m ON m.owner_id = %(owner)s AND m.predecessor_id = newer.id
+)
+SELECT id FROM newer ORDER BY depth DESC LIMIT 1
+"""
+
+
 class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
+    def newest_revision_id(self, owner_id: int, memory_id: uuid.UUID) -> uuid.UUID | None:
+        """The id of the newest revision of the owner's memory `memory_id` (the memory's own
+        when it was never revised); None when the owner has no such memory."""
+        with connection.cursor() as cursor:
+            cursor.execute(_NEWEST_REVISION_SQL, {"owner": owner_id, "id": memory_id})
+            row = cursor.fetchone()
+        return row[0] if row else None
+
     def revision_chain(self, memory: Memory) -> list[Memory]:
         """The whole revision history `memory` belongs to, oldest first, in two statements.
         Each step stays within the owner's rows, so a chain never leads into another tenant's

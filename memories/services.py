@@ -113,13 +113,20 @@ def _insert(memory: Memory, vectors_by: str | None) -> Memory:
     return memory
 
 
+def superseded(owner_id: int, memory_id: uuid.UUID, action: str) -> Conflict:
+    """The Conflict of an action on a superseded memory, naming the newest revision to act on
+    instead (so the agent needs no get_memories to find it)."""
+    newest = Memory.objects.newest_revision_id(owner_id, memory_id)
+    return Conflict(f"memory {memory_id} is already superseded by {newest}; {action} {newest}")
+
+
 def _explain_lost_insert(lost: _LostInsert) -> DomainError | None:
     """After the rollback: the domain error for a lost insert, naming the winner; None when the
     current memory it repeated is current no more (revised or erased since the insert was
     refused), and so stands in its way no longer."""
     memory = lost.memory
     if lost.constraint == "memory_one_successor":
-        return Conflict(f"memory {memory.predecessor_id} is already superseded")
+        return superseded(memory.owner_id, memory.predecessor_id, "revise")
     existing = (
         Memory.objects.owned_by(memory.owner_id)
         .current()
@@ -324,7 +331,7 @@ def _close(owner: AbstractBaseUser, predecessor_id: object, at: datetime) -> Mem
     closed = next(iter(Memory.objects.raw(_CLOSE_SQL, [at, owner.pk, parsed])), None)
     if closed is None:
         if Memory.objects.filter(owner=owner, id=parsed).exists():
-            raise Conflict(f"memory {parsed} is already superseded")
+            raise superseded(owner.pk, parsed, "revise")
         raise NotFound(f"memory {predecessor_id}")
     return closed
 
@@ -368,7 +375,7 @@ def archive_memory(*, owner: AbstractBaseUser, memory_id: object) -> Memory:
         lock_live_owner(owner)
         memory = _locked(owner, memory_id)
         if memory.valid_to is not None:
-            raise Conflict(f"memory {memory.id} is superseded; archive its successor instead")
+            raise superseded(owner.pk, memory.id, "archive")
         if memory.status != Status.ARCHIVED:
             memory.status = Status.ARCHIVED
             memory.save(update_fields=["status"])
@@ -388,7 +395,7 @@ def resolve_commitment(*, owner: AbstractBaseUser, memory_id: object, status: ob
                 "memoryId", f"memory {memory.id} is a {memory.memory_type}, not a commitment"
             )
         if memory.valid_to is not None:
-            raise Conflict(f"memory {memory.id} is superseded; resolve its successor instead")
+            raise superseded(owner.pk, memory.id, "resolve")
         if status != memory.commitment_status:
             if status not in COMMITMENT_TRANSITIONS[memory.commitment_status]:
                 raise InvalidTransition(memory.commitment_status, status)  # type: ignore[arg-type]

@@ -71,11 +71,12 @@ def _owned_memory_ids(owner: AbstractBaseUser, memory_ids: Sequence[object]) -> 
     missing = [str(raw) for raw, p in zip(memory_ids, parsed, strict=True) if p not in found]
     if missing:
         raise NotFound(f"memory {', '.join(missing[:5])}")
-    superseded = [str(p) for p in parsed if found[p] is not None]
+    superseded = [p for p in parsed if found[p] is not None]
     if superseded:
-        raise Conflict(
-            f"memory {', '.join(superseded[:5])} is superseded; use its successor instead"
+        newer = ", ".join(
+            f"{old} by {Memory.objects.newest_revision_id(owner.pk, old)}" for old in superseded[:5]
         )
+        raise Conflict(f"memory superseded: {newer}; use the newer ids instead")
     return [p for p in parsed if p is not None]
 
 

@@ -123,12 +123,29 @@ class TestRevise:
         )
         assert (new.topic, new.project, new.tags) == ("b", None, ["t"])
 
-    def test_revising_a_superseded_memory_is_a_conflict(self, tenant):
+    def test_revising_a_superseded_memory_is_a_conflict_naming_the_newest_revision(self, tenant):
         old = record_memory(owner=tenant, memory_type="note", topic="a", content="v1")
-        revise_memory(owner=tenant, predecessor_id=old.id, content="v2")
-        with pytest.raises(Conflict, match="already superseded"):
-            revise_memory(owner=tenant, predecessor_id=old.id, content="v3")
-        assert Memory.objects.count() == 2
+        middle = revise_memory(owner=tenant, predecessor_id=old.id, content="v2")
+        newest = revise_memory(owner=tenant, predecessor_id=middle.id, content="v3")
+        with pytest.raises(Conflict) as raised:
+            revise_memory(owner=tenant, predecessor_id=old.id, content="v4")
+        assert str(raised.value) == (
+            f"conflict: memory {old.id} is already superseded by {newest.id}; revise {newest.id}"
+        )
+        assert Memory.objects.count() == 3
+
+    @pytest.mark.parametrize("action", ["archive", "resolve"])
+    def test_a_lifecycle_move_of_a_superseded_memory_names_the_one_to_move(self, tenant, action):
+        old = record_memory(owner=tenant, memory_type="commitment", topic="a", content="v1")
+        new = revise_memory(owner=tenant, predecessor_id=old.id, content="v2")
+        with pytest.raises(Conflict) as raised:
+            if action == "archive":
+                archive_memory(owner=tenant, memory_id=old.id)
+            else:
+                resolve_commitment(owner=tenant, memory_id=old.id, status="resolved")
+        assert str(raised.value) == (
+            f"conflict: memory {old.id} is already superseded by {new.id}; {action} {new.id}"
+        )
 
     def test_may_restate_the_predecessors_exact_content(self, tenant):
         old = record_memory(owner=tenant, memory_type="note", topic="a", content="same")
@@ -182,7 +199,7 @@ class TestArchive:
     def test_a_superseded_memory_cannot_be_archived(self, tenant):
         old = record_memory(owner=tenant, memory_type="note", topic="a", content="v1")
         revise_memory(owner=tenant, predecessor_id=old.id, content="v2")
-        with pytest.raises(Conflict, match="archive its successor"):
+        with pytest.raises(Conflict, match=r"is already superseded by .*; archive"):
             archive_memory(owner=tenant, memory_id=old.id)
 
 

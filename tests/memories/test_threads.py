@@ -179,8 +179,11 @@ def test_thread_members_are_changed_by_their_current_version_only(tenant, change
     memory = record_memory(owner=tenant, memory_type="note", topic="x", content="v1")
     successor = revise_memory(owner=tenant, predecessor_id=memory.id, content="v2")
     create_thread(owner=tenant, name="t")
-    with pytest.raises(Conflict, match=f"memory {memory.id} is superseded; use its successor"):
+    with pytest.raises(Conflict) as raised:
         change(owner=tenant, name="t", memory_ids=[successor.id, memory.id])
+    assert str(raised.value) == (
+        f"conflict: memory superseded: {memory.id} by {successor.id}; use the newer ids instead"
+    )
     assert not ThreadMembership.objects.filter(owner=tenant).exists()  # nothing half-applied
 
 
