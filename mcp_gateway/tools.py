@@ -90,7 +90,9 @@ TOOLS: list[ToolSpec] = [
             'meaning rank first ("quoted phrase" and -exclude narrow; fuzzy topic matching '
             "catches typos). No hits means nothing matched well enough: if it may be stored, "
             "ask again with a word it would contain (a name, a product, a project). Each hit "
-            "says how it matched (matchedBy). Filters: memoryTypes, scope, project, thread, "
+            "says how it matched (matchedBy). A memory's type is not among its words: for "
+            "'what blocks X' filter memoryTypes to blocker (briefing lists what is open). "
+            "Filters: memoryTypes, scope, project, thread, "
             "status, recordedAfter, recordedBefore, asOf (each memory's version as it stood at a "
             "past date). "
             "Hits are short excerpts; page with nextCursor."
