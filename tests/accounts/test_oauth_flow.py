@@ -608,18 +608,23 @@ def test_another_client_cannot_revoke_a_token(signed_in, application):
 # --- what real clients send: scopes and resources read leniently, as the standards allow -----
 
 
+def _tokens_for_consent_scope(signed_in, application, scope: str) -> dict:
+    """The token response after a consent posted with `scope` (the person's choice)."""
+    verifier, challenge = pkce_pair()
+    url = authorize_url(authorize_params(application, challenge))
+    fields = consent_fields(signed_in.get(url))
+    response = signed_in.post(url, {**fields, "scope": scope, "allow": "Authorize"})
+    code = redirect_query(response)["code"][0]
+    return exchange(signed_in, application, code, verifier).json()
+
+
 def test_the_consent_page_lets_the_person_grant_read_only(signed_in, application):
     _, challenge = pkce_pair()
     page = signed_in.get(authorize_url(authorize_params(application, challenge)))
     assert scope_choices(page) == ["memory:read memory:write", "memory:read"]
     assert _tokens(signed_in, application)["scope"] == "memory:read memory:write"
 
-    verifier, challenge = pkce_pair()
-    url = authorize_url(authorize_params(application, challenge))
-    fields = consent_fields(signed_in.get(url))
-    response = signed_in.post(url, {**fields, "scope": "memory:read", "allow": "Authorize"})
-    code = redirect_query(response)["code"][0]
-    body = exchange(signed_in, application, code, verifier).json()
+    body = _tokens_for_consent_scope(signed_in, application, "memory:read")
     assert body["scope"] == "memory:read"
     access = AccessToken.objects.get(token_checksum=_checksum(body["access_token"]))
     assert access.scope == "memory:read"
@@ -628,12 +633,7 @@ def test_the_consent_page_lets_the_person_grant_read_only(signed_in, application
 def test_a_consent_posting_the_write_scope_alone_grants_read_beside_it(signed_in, application):
     """As an authorization request would be: a token of the write scope alone could call
     nothing on /mcp (an edited form, a client posting the consent itself)."""
-    verifier, challenge = pkce_pair()
-    url = authorize_url(authorize_params(application, challenge))
-    fields = consent_fields(signed_in.get(url))
-    response = signed_in.post(url, {**fields, "scope": "memory:write", "allow": "Authorize"})
-    code = redirect_query(response)["code"][0]
-    body = exchange(signed_in, application, code, verifier).json()
+    body = _tokens_for_consent_scope(signed_in, application, "memory:write")
     assert body["scope"] == "memory:read memory:write"
 
 

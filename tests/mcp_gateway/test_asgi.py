@@ -507,10 +507,10 @@ async def test_a_legacy_request_logs_its_access_line_and_nothing_else(http, seed
     assert server_side == ["threengram.access"]
 
 
-async def test_a_client_gone_before_its_body_is_read_is_no_error(asgi_app, seeded, caplog):
-    caplog.set_level(logging.DEBUG)
-    headers, _ = legacy("tools/list", **auth_header(seeded.token))
-    scope = {
+def _mcp_post_scope(headers: dict, raw: list[tuple[bytes, bytes]] = ()) -> dict:
+    """The ASGI scope of a POST /mcp with these headers (and `raw` ones, as bytes), for a test
+    that plays the server's part itself."""
+    return {
         "type": "http",
         "asgi": {"version": "3.0"},
         "http_version": "1.1",
@@ -520,11 +520,17 @@ async def test_a_client_gone_before_its_body_is_read_is_no_error(asgi_app, seede
         "raw_path": b"/mcp",
         "query_string": b"",
         "root_path": "",
-        "headers": [(b"host", b"localhost")]
+        "headers": [(b"host", b"localhost"), *raw]
         + [(name.encode(), value.encode()) for name, value in headers.items()],
         "client": ("127.0.0.1", 50000),
         "server": ("localhost", 80),
     }
+
+
+async def test_a_client_gone_before_its_body_is_read_is_no_error(asgi_app, seeded, caplog):
+    caplog.set_level(logging.DEBUG)
+    headers, _ = legacy("tools/list", **auth_header(seeded.token))
+    scope = _mcp_post_scope(headers)
 
     async def receive() -> dict:
         return {"type": "http.disconnect"}
@@ -951,21 +957,7 @@ async def test_a_content_length_that_is_no_size_is_answered_not_a_crash(asgi_app
     """The server in front may pass any header through: /mcp answers it as JSON-RPC, as any
     body it cannot serve, and no exception leaves the application."""
     headers, body = legacy("tools/list", **auth_header(seeded.token))
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/mcp",
-        "raw_path": b"/mcp",
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"host", b"localhost"), (b"content-length", length)]
-        + [(name.encode(), value.encode()) for name, value in headers.items()],
-        "client": ("127.0.0.1", 50000),
-        "server": ("localhost", 80),
-    }
+    scope = _mcp_post_scope(headers, [(b"content-length", length)])
     received = [{"type": "http.request", "body": body.encode(), "more_body": False}]
     sent: list[dict] = []
 

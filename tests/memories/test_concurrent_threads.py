@@ -175,6 +175,13 @@ def _delete_then_linger(owner, name: str, deleted: threading.Event) -> Thread:
     return thread
 
 
+def _during_a_delete(owner, work: Callable) -> list:
+    """The outcomes of deleting the thread "launch" and of `work`, run while the delete holds
+    its locks."""
+    deleted = threading.Event()
+    return race(lambda: _delete_then_linger(owner, "launch", deleted), work, deleted)
+
+
 def test_a_delete_racing_a_revision_of_a_member_waits_and_deletes_the_successors_membership(
     tenant, member_of_launch, copied_then_lingering
 ):
@@ -191,31 +198,14 @@ def test_a_delete_racing_a_revision_of_a_member_waits_and_deletes_the_successors
     assert not ThreadMembership.objects.filter(owner=tenant).exists()
 
 
-def test_a_revision_racing_a_delete_leaves_the_deleted_thread_out(tenant, member_of_launch):
-    deleted_event = threading.Event()
-    deleted, revised = race(
-        lambda: _delete_then_linger(tenant, "launch", deleted_event),
-        lambda: threads.revise_memory_in_threads(
-            owner=tenant, predecessor_id=member_of_launch.id, content="ship on saturday"
-        ),
-        deleted_event,
-    )
-    assert isinstance(deleted, Thread), deleted
-    assert isinstance(revised, Memory), revised
-    assert Memory.objects.current().get(owner=tenant).content == "ship on saturday"
-    assert not ThreadMembership.objects.filter(owner=tenant).exists()
-
-
 def test_a_new_memorys_proposal_racing_a_delete_leaves_the_deleted_thread_out(
     tenant, member_of_launch
 ):
-    deleted_event = threading.Event()
-    deleted, recorded = race(
-        lambda: _delete_then_linger(tenant, "launch", deleted_event),
+    deleted, recorded = _during_a_delete(
+        tenant,
         lambda: threads.record_memory_with_proposals(
             owner=tenant, memory_type="decision", topic="launch plans", content="ship on monday"
         ),
-        deleted_event,
     )
     assert isinstance(deleted, Thread), deleted
     memory, proposals = recorded
@@ -286,11 +276,9 @@ THREAD_ACTIONS = {
 def test_a_thread_action_racing_a_delete_of_its_thread_is_not_found(
     tenant, member_of_launch, action
 ):
-    deleted_event = threading.Event()
-    deleted, acted = race(
-        lambda: _delete_then_linger(tenant, "launch", deleted_event),
+    deleted, acted = _during_a_delete(
+        tenant,
         lambda: THREAD_ACTIONS[action](tenant, member_of_launch),
-        deleted_event,
     )
     assert isinstance(deleted, Thread), deleted
     assert isinstance(acted, NotFound) and "thread 'launch'" in str(acted), acted
@@ -331,11 +319,9 @@ def test_deciding_a_proposal_racing_a_delete_of_its_thread_is_not_found(tenant, 
     _memory, [proposal] = threads.record_memory_with_proposals(
         owner=tenant, memory_type="decision", topic="launch plans", content="ship on monday"
     )
-    deleted_event = threading.Event()
-    deleted, decided = race(
-        lambda: _delete_then_linger(tenant, "launch", deleted_event),
+    deleted, decided = _during_a_delete(
+        tenant,
         lambda: threads.decide_thread_proposal(owner=tenant, proposal_id=proposal.id, accept=True),
-        deleted_event,
     )
     assert isinstance(deleted, Thread) and deleted.proposal_count == 1, deleted
     assert isinstance(decided, NotFound), decided
@@ -372,11 +358,9 @@ def test_a_delete_racing_an_acceptance_waits_and_deletes_the_new_member_too(
 def test_two_deletes_of_one_thread_delete_it_once_and_the_other_is_not_found(
     tenant, member_of_launch
 ):
-    deleted_event = threading.Event()
-    first, second = race(
-        lambda: _delete_then_linger(tenant, "launch", deleted_event),
+    first, second = _during_a_delete(
+        tenant,
         lambda: threads.delete_thread(owner=tenant, name="launch"),
-        deleted_event,
     )
     assert isinstance(first, Thread), first
     assert isinstance(second, NotFound) and "thread 'launch'" in str(second), second
@@ -384,11 +368,9 @@ def test_two_deletes_of_one_thread_delete_it_once_and_the_other_is_not_found(
 
 def test_a_create_of_the_deleted_name_waits_and_starts_afresh(tenant, member_of_launch):
     threads.remove_thread_members(owner=tenant, name="launch", memory_ids=[member_of_launch.id])
-    deleted_event = threading.Event()
-    deleted, created = race(
-        lambda: _delete_then_linger(tenant, "launch", deleted_event),
+    deleted, created = _during_a_delete(
+        tenant,
         lambda: threads.create_thread(owner=tenant, name="LAUNCH"),
-        deleted_event,
     )
     assert isinstance(deleted, Thread), deleted
     assert isinstance(created, Thread), created
@@ -402,27 +384,24 @@ def test_a_revision_of_a_member_of_two_threads_racing_a_delete_of_one_keeps_the_
 ):
     threads.create_thread(owner=tenant, name="friday")
     threads.add_thread_members(owner=tenant, name="friday", memory_ids=[member_of_launch.id])
-    deleted_event = threading.Event()
-    deleted, revised = race(
-        lambda: _delete_then_linger(tenant, "launch", deleted_event),
+    deleted, revised = _during_a_delete(
+        tenant,
         lambda: threads.revise_memory_in_threads(
             owner=tenant, predecessor_id=member_of_launch.id, content="ship on saturday"
         ),
-        deleted_event,
     )
     assert isinstance(deleted, Thread), deleted
     assert isinstance(revised, Memory), revised
+    assert Memory.objects.current().get(owner=tenant).content == "ship on saturday"
     [kept] = ThreadMembership.objects.filter(memory=revised)
     assert (kept.thread.name, kept.state) == ("friday", MembershipState.MEMBER)
 
 
 def test_an_erasure_racing_a_delete_waits_and_erases_the_threads_left(tenant, member_of_launch):
     threads.create_thread(owner=tenant, name="friday")
-    deleted_event = threading.Event()
-    deleted, erased = race(
-        lambda: _delete_then_linger(tenant, "launch", deleted_event),
+    deleted, erased = _during_a_delete(
+        tenant,
         lambda: erase_account(user=tenant),
-        deleted_event,
     )
     assert isinstance(deleted, Thread), deleted
     assert not isinstance(erased, Exception), erased
