@@ -105,6 +105,13 @@ def _new_thread_name(value: object, field: str) -> str:
     return cleaned
 
 
+def _name_taken(owner: AbstractBaseUser, name: str) -> Conflict:
+    """The Conflict of a name another thread has, as that thread spells it ('Atlas Launch' is
+    taken by 'Atlas launch': names compare regardless of case)."""
+    taken = Thread.objects.named(owner.pk, name).values_list("name", flat=True).first() or name
+    return Conflict(f"a thread named '{taken}' already exists")
+
+
 def create_thread(*, owner: AbstractBaseUser, name: object, pinned: bool = False) -> Thread:
     cleaned = _new_thread_name(name, "name")
     with transaction.atomic():
@@ -123,7 +130,7 @@ def create_thread(*, owner: AbstractBaseUser, name: object, pinned: bool = False
             with transaction.atomic():
                 return Thread.objects.create(owner=owner, name=cleaned, pinned=pinned)
         except IntegrityError:
-            raise Conflict(f"a thread named '{cleaned}' already exists") from None
+            raise _name_taken(owner, cleaned) from None
 
 
 def rename_thread(*, owner: AbstractBaseUser, name: object, new_name: object) -> Thread:
@@ -136,12 +143,12 @@ def rename_thread(*, owner: AbstractBaseUser, name: object, new_name: object) ->
             with transaction.atomic():
                 thread.save(update_fields=["name"])
         except IntegrityError:
-            raise Conflict(f"a thread named '{cleaned}' already exists") from None
+            raise _name_taken(owner, cleaned) from None
         except OperationalError as error:
             # Two renames swapping two names each wait in the unique index for the other's old
             # name, and PostgreSQL ends one: its new name was still taken, as one after the other.
             if dbfaults.is_deadlock(error):
-                raise Conflict(f"a thread named '{cleaned}' already exists") from None
+                raise _name_taken(owner, cleaned) from None
             raise
         return thread
 

@@ -596,8 +596,9 @@ async def test_handoff_flags_truncated_sections_and_excerpts(agent, other_agent)
 async def test_thread_lifecycle(agent):
     created = await ok(agent, "configure_thread", {"action": "create", "name": "Launch"})
     assert created["thread"] == {"name": "Launch", "pinned": False}
+    # Names compare regardless of case: the refusal names the thread as it is spelt.
     text = await fails(agent, "configure_thread", {"action": "create", "name": "launch"})
-    assert text == "conflict: a thread named 'launch' already exists"
+    assert text == "conflict: a thread named 'Launch' already exists"
     await ok(
         agent, "configure_thread", {"action": "rename", "name": "launch", "newName": "Go-live"}
     )
