@@ -23,6 +23,7 @@ from datetime import datetime
 import uuid_utils.compat
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.search import TrigramSimilarity
 from django.db import DatabaseError, connection, models
 from django.db.models import F, Q, Value
 from django.db.models.functions import MD5, Length
@@ -352,6 +353,10 @@ def thread_name_key_text(name: str) -> str:
     return unicodedata.normalize("NFD", unicodedata.normalize("NFD", name).casefold())
 
 
+# How alike (pg_trgm) a thread's name must be to an unknown one to be suggested for it.
+NEAR_NAME_SIMILARITY = 0.3
+
+
 class ThreadQuerySet(models.QuerySet):
     def named(self, owner_id: int, name: str) -> ThreadQuerySet:
         """The owner's thread named `name` in any case, compared as the unique index on names
@@ -372,12 +377,26 @@ class ThreadQuerySet(models.QuerySet):
             proposal_count=_memberships_of_current_memories(owner_id, MembershipState.PROPOSED),
         )
 
+    def not_found(self, owner_id: int, name: str) -> NotFound:
+        """The NotFound of a thread name the owner has not, naming up to 3 of the owner's
+        thread names trigram-similar to it (never another tenant's)."""
+        near = list(
+            self.filter(owner_id=owner_id)
+            .exclude(name=ERASED)
+            .annotate(similar=TrigramSimilarity("name", Value(name)))
+            .filter(similar__gte=NEAR_NAME_SIMILARITY)
+            .order_by("-similar", "name")
+            .values_list("name", flat=True)[:3]
+        )
+        hint = f"; did you mean {' or '.join(repr(n) for n in near)}?" if near else ""
+        return NotFound(f"thread '{name}'{hint}")
+
     def members_sql(self, owner_id: int, name: str, params: dict, *, key: str) -> str:
         """A condition on memories `m`: a member of the owner's thread named `name` (any case).
         The thread's id goes into `params[key]`; an unknown name is NotFound."""
         thread_id = self.named(owner_id, name).values_list("id", flat=True).first()
         if thread_id is None:
-            raise NotFound(f"thread '{name}'")
+            raise self.not_found(owner_id, name)
         params[key] = thread_id
         # `key` is a constant of the caller's, never caller text.
         return (

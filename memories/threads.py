@@ -57,7 +57,7 @@ def _thread(owner: AbstractBaseUser, name: object, *, lock: bool = False) -> Thr
     threads = Thread.objects.named(owner.pk, cleaned)
     thread = (threads.select_for_update(no_key=True) if lock else threads).first()
     if thread is None:
-        raise NotFound(f"thread '{cleaned}'")
+        raise Thread.objects.not_found(owner.pk, cleaned)
     return thread
 
 
@@ -178,7 +178,7 @@ def delete_thread(*, owner: AbstractBaseUser, name: object) -> Thread:
         cleaned = bounds.clean_thread_name(name)
         thread = Thread.objects.named(owner.pk, cleaned).select_for_update(of=("self",)).first()
         if thread is None:
-            raise NotFound(f"thread '{cleaned}'")
+            raise Thread.objects.not_found(owner.pk, cleaned)
         counted = Thread.objects.owned_with_counts(owner.pk).get(pk=thread.pk)
         ThreadMembership.objects.filter(owner=owner, thread_id=thread.pk).delete()
         thread.delete()

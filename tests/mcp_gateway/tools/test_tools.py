@@ -658,6 +658,17 @@ async def test_deleting_a_thread_with_members_reports_what_it_held(agent, other_
     assert [t["name"] for t in theirs["threads"]] == ["launch"]
 
 
+async def test_an_unknown_thread_is_not_found_naming_the_accounts_near_ones(agent, other_agent):
+    await ok(agent, "configure_thread", {"action": "create", "name": "launch"})
+    await ok(other_agent, "configure_thread", {"action": "create", "name": "lunch"})
+    text = await fails(agent, "configure_thread", {"action": "pin", "name": "lanch"})
+    assert text == "not_found: thread 'lanch'; did you mean 'launch'?"
+    text = await fails(agent, "search", {"query": "date", "thread": "lanch"})
+    assert text == "not_found: thread 'lanch'; did you mean 'launch'?"
+    text = await fails(agent, "configure_thread", {"action": "delete", "name": "zzz"})
+    assert text == "not_found: thread 'zzz'"
+
+
 async def test_a_thread_is_addressed_by_its_own_name_not_a_case_alias(agent):
     # Names are unique by lower(): a dotless i and an i name two threads (their UPPER() is one).
     await ok(agent, "configure_thread", {"action": "create", "name": "\u0131"})
