@@ -105,6 +105,12 @@ def _new_thread_name(value: object, field: str) -> str:
     return cleaned
 
 
+def _counted(owner: AbstractBaseUser, thread: Thread) -> Thread:
+    """`thread` with its member and open-proposal counts, as list_threads gives them: each
+    action's answer shows what the thread holds after it."""
+    return Thread.objects.owned_with_counts(owner.pk).get(pk=thread.pk)
+
+
 def _name_taken(owner: AbstractBaseUser, name: str) -> Conflict:
     """The Conflict of a name another thread has, as that thread spells it ('Atlas Launch' is
     taken by 'Atlas launch': names compare regardless of case)."""
@@ -128,9 +134,11 @@ def create_thread(*, owner: AbstractBaseUser, name: object, pinned: bool = False
             raise Conflict(f"at most {THREADS_MAX} threads per account")
         try:
             with transaction.atomic():
-                return Thread.objects.create(owner=owner, name=cleaned, pinned=pinned)
+                thread = Thread.objects.create(owner=owner, name=cleaned, pinned=pinned)
         except IntegrityError:
             raise _name_taken(owner, cleaned) from None
+        thread.member_count = thread.proposal_count = 0  # as _counted would read them
+        return thread
 
 
 def rename_thread(*, owner: AbstractBaseUser, name: object, new_name: object) -> Thread:
@@ -150,7 +158,7 @@ def rename_thread(*, owner: AbstractBaseUser, name: object, new_name: object) ->
             if dbfaults.is_deadlock(error):
                 raise _name_taken(owner, cleaned) from None
             raise
-        return thread
+        return _counted(owner, thread)
 
 
 def pin_thread(*, owner: AbstractBaseUser, name: object, pinned: bool) -> Thread:
@@ -160,7 +168,7 @@ def pin_thread(*, owner: AbstractBaseUser, name: object, pinned: bool) -> Thread
         if thread.pinned != pinned:
             thread.pinned = pinned
             thread.save(update_fields=["pinned"])
-        return thread
+        return _counted(owner, thread)
 
 
 def delete_thread(*, owner: AbstractBaseUser, name: object) -> Thread:
@@ -179,7 +187,7 @@ def delete_thread(*, owner: AbstractBaseUser, name: object) -> Thread:
         thread = Thread.objects.named(owner.pk, cleaned).select_for_update(of=("self",)).first()
         if thread is None:
             raise Thread.objects.not_found(owner.pk, cleaned)
-        counted = Thread.objects.owned_with_counts(owner.pk).get(pk=thread.pk)
+        counted = _counted(owner, thread)
         ThreadMembership.objects.filter(owner=owner, thread_id=thread.pk).delete()
         thread.delete()
         return counted
@@ -199,7 +207,7 @@ def add_thread_members(
                 memory_id=memory_id,
                 defaults={"state": MembershipState.MEMBER, "decided_at": now},
             )
-        return thread
+        return _counted(owner, thread)
 
 
 def remove_thread_members(
@@ -214,7 +222,7 @@ def remove_thread_members(
         thread.memberships.filter(memory_id__in=ids).update(
             state=MembershipState.REJECTED, decided_at=timezone.now()
         )
-        return thread
+        return _counted(owner, thread)
 
 
 def decide_thread_proposal(

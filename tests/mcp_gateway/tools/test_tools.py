@@ -595,7 +595,12 @@ async def test_handoff_flags_truncated_sections_and_excerpts(agent, other_agent)
 
 async def test_thread_lifecycle(agent):
     created = await ok(agent, "configure_thread", {"action": "create", "name": "Launch"})
-    assert created["thread"] == {"name": "Launch", "pinned": False}
+    assert created["thread"] == {
+        "name": "Launch",
+        "pinned": False,
+        "memberCount": 0,
+        "proposalCount": 0,
+    }
     # Names compare regardless of case: the refusal names the thread as it is spelt.
     text = await fails(agent, "configure_thread", {"action": "create", "name": "launch"})
     assert text == "conflict: a thread named 'Launch' already exists"
@@ -603,11 +608,12 @@ async def test_thread_lifecycle(agent):
         agent, "configure_thread", {"action": "rename", "name": "launch", "newName": "Go-live"}
     )
     memory = await remember(agent, content="date is May 1")
-    await ok(
+    added = await ok(
         agent,
         "configure_thread",
         {"action": "add_members", "name": "go-live", "memoryIds": [memory["id"]]},
     )
+    assert added["thread"]["memberCount"] == 1  # what the thread holds after the action
     listed = await ok(agent, "configure_thread", {"action": "list"})
     assert listed["threads"] == [
         {"name": "Go-live", "pinned": False, "memberCount": 1, "proposalCount": 0}
