@@ -49,12 +49,13 @@ def excerpt(content: str, limit: int = EXCERPT_MAX) -> Excerpt:
 
 def _before_partial_word(content: str, end: int) -> str:
     """`content[:end]` without its trailing spaces, and without the start of a word the cut at
-    `end` falls inside, if a space comes at most WORD_BACKOFF_MAX (and a fifth of `end`) before
-    it and a plain character before that space (so no character that joins what follows, such
-    as a Prepend mark, is left without it)."""
+    `end` falls inside (a letter or digit follows the cut; punctuation after a whole word does
+    not make it partial), if a space comes at most WORD_BACKOFF_MAX (and a fifth of `end`)
+    before it and a plain character before that space (so no character that joins what
+    follows, such as a Prepend mark, is left without it)."""
     kept = content[:end].rstrip()
-    if len(kept) < end or end == 0 or content[end].isspace() or content[end - 1].isspace():
-        return kept  # the cut is at a word's end already
+    if len(kept) < end or end == 0 or not content[end].isalnum() or content[end - 1].isspace():
+        return kept  # the cut is at a word's end already (before a space or punctuation)
     backoff = min(WORD_BACKOFF_MAX, end // 5)
     for position in range(end - 1, end - backoff - 1, -1):
         if content[position].isspace():

@@ -32,3 +32,12 @@ def test_a_word_longer_than_the_backoff_is_cut_where_the_limit_falls():
     assert excerpt(far, 600).text == far[:599] + "\u2026"
     cjk = "\u6570\u5b57" * 300
     assert excerpt(cjk, 200).text == cjk[:199] + "\u2026"
+
+
+def test_a_cut_before_punctuation_keeps_the_whole_word_before_it():
+    """A cut that falls between a word and the punctuation after it is at a word's end: the
+    word is whole ('against staging…', not 'against…')."""
+    kept = "Blocked: the migration test cannot run against staging"
+    assert excerpt(kept + ", so the release waits.", len(kept) + 1).text == kept + "\u2026"
+    kept = "Deploy waits for the review by Dana"
+    assert excerpt(kept + ". Then ship.", len(kept) + 1).text == kept + "\u2026"
