@@ -71,7 +71,7 @@ def _owned_memory_ids(owner: AbstractBaseUser, memory_ids: Sequence[object]) -> 
     missing = [str(raw) for raw, p in zip(memory_ids, parsed, strict=True) if p not in found]
     if missing:
         raise NotFound(f"memory {', '.join(missing[:5])}")
-    superseded = [p for p in parsed if found[p] is not None]
+    superseded = list(dict.fromkeys(p for p in parsed if found[p] is not None))  # each once
     if superseded:
         newer = ", ".join(
             f"{old} by {Memory.objects.newest_revision_id(owner.pk, old)}" for old in superseded[:5]

@@ -184,6 +184,17 @@ def test_thread_members_are_changed_by_their_current_version_only(tenant, change
     assert str(raised.value) == (
         f"conflict: memory superseded: {memory.id} by {successor.id}; use the newer ids instead"
     )
+
+
+def test_a_superseded_id_given_twice_is_named_once(tenant):
+    memory = record_memory(owner=tenant, memory_type="note", topic="x", content="v1")
+    successor = revise_memory(owner=tenant, predecessor_id=memory.id, content="v2")
+    create_thread(owner=tenant, name="t")
+    with pytest.raises(Conflict) as raised:
+        add_thread_members(owner=tenant, name="t", memory_ids=[memory.id, str(memory.id)])
+    assert str(raised.value) == (
+        f"conflict: memory superseded: {memory.id} by {successor.id}; use the newer ids instead"
+    )
     assert not ThreadMembership.objects.filter(owner=tenant).exists()  # nothing half-applied
 
 
