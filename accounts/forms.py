@@ -20,11 +20,10 @@ from django.contrib.auth.forms import (
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 
+from accounts.models import DEMO_USERNAME
 from accounts.throttle import login_retry_after, record_login_failure, record_login_success
 from infra.rate_limit import client_network
 
-# The demo account's name (accounts/management/commands/demo_account.py).
-DEMO_USERNAME = "demo"
 THROTTLED_MESSAGE = (
     "Too many failed password attempts for this account or from your network. "
     "Wait %(minutes)d minute(s), then try again."

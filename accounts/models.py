@@ -7,6 +7,9 @@ from django.contrib.auth.models import AbstractUser
 from django.db import models
 from django.db.models.functions import Lower
 
+# The demo account's name (`manage.py demo_account`), kept from sign-up in any case.
+DEMO_USERNAME = "demo"
+
 
 class User(AbstractUser):
     """A tenant. Erasure deactivates the row and replaces its identifying text; it never deletes

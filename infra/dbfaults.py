@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
+from types import UnionType
 
 import psycopg
 from django.db import InterfaceError, OperationalError, connections
@@ -51,6 +52,11 @@ def _causes(exc: BaseException | None) -> Iterator[BaseException]:
         seen += 1
 
 
+def _caused_by(exc: BaseException | None, kinds: type | UnionType | tuple[type, ...]) -> bool:
+    """Whether `exc` or what it was raised from is one of `kinds`."""
+    return any(isinstance(cause, kinds) for cause in _causes(exc))
+
+
 # psycopg_pool.PoolTimeout, QueryCanceled, LockNotAvailable, AdminShutdown, SerializationFailure
 # and DeadlockDetected are all psycopg OperationalErrors.
 _UNAVAILABLE = (
@@ -66,26 +72,23 @@ def is_unavailable(exc: BaseException | None) -> bool:
     """True for errors that say "the database cannot answer now" (connection lost or refused,
     pool timeout, statement or lock timeout, serialization failure, a server that takes no
     writes for now: a standby during fail-over, a read-only guard), through Django's wrappers."""
-    return any(isinstance(cause, _UNAVAILABLE) for cause in _causes(exc))
+    return _caused_by(exc, _UNAVAILABLE)
 
 
 def is_deadlock(exc: BaseException | None) -> bool:
     """True when PostgreSQL ended the statement to break a deadlock, through Django's wrappers."""
-    return any(isinstance(cause, psycopg.errors.DeadlockDetected) for cause in _causes(exc))
+    return _caused_by(exc, psycopg.errors.DeadlockDetected)
 
 
 def is_busy(exc: BaseException | None) -> bool:
     """True when a row was held by another transaction past the lock timeout, or PostgreSQL
     ended the statement to break a deadlock: worth trying again at once, unlike the rest of
     is_unavailable."""
-    return any(
-        isinstance(cause, psycopg.errors.LockNotAvailable | psycopg.errors.DeadlockDetected)
-        for cause in _causes(exc)
-    )
+    return _caused_by(exc, (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected))
 
 
 def _is_read_only(exc: BaseException | None) -> bool:
-    return any(isinstance(cause, psycopg.errors.ReadOnlySqlTransaction) for cause in _causes(exc))
+    return _caused_by(exc, psycopg.errors.ReadOnlySqlTransaction)
 
 
 @dataclass

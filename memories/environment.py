@@ -10,7 +10,7 @@ from django.db import connections
 from django.db.models import F, Value
 
 from memories import replica
-from memories.errors import NotFound
+from memories.errors import SUGGESTION_SIMILARITY, SUGGESTIONS_MAX, NotFound, did_you_mean
 from memories.models import ERASED, Memory, Thread, thread_name_key
 from memories.threads import LIST_MAX
 
@@ -80,9 +80,6 @@ def environment_stats(*, owner_id: int) -> EnvironmentStats:
 # gateway cuts every completion answer to it; the facet queries below never read more.
 COMPLETION_MAX = 100
 FACETS = ("scope", "project", "thread")
-# How alike (pg_trgm) a scope or project must be to one not found to be suggested for it.
-SUGGESTION_SIMILARITY = 0.3
-SUGGESTIONS_MAX = 3
 # The most recent current memories the check below reads: no index leads to a scope or project,
 # and an empty answer must not cost a read of a large account's every memory.
 FACET_CHECK_MEMORIES_MAX = 5_000
@@ -131,11 +128,7 @@ def require_known_facet(cursor, *, owner_id: int, facet: str, value: str) -> Non
     too_many, known, near = cursor.fetchone()
     if known or too_many:
         return
-    hint = (
-        f"did you mean {' or '.join(repr(name) for name in near)}?"
-        if near
-        else "describe_environment lists your projects and scopes"
-    )
+    hint = did_you_mean(near) or "describe_environment lists your projects and scopes"
     raise NotFound(f"{facet} '{value}': no current memory has it; {hint}")
 
 

@@ -30,6 +30,17 @@ class NotFound(DomainError):
     reason = "not_found"
 
 
+# A name the caller got wrong is answered with the caller's own names most like it: at most
+# SUGGESTIONS_MAX, at least this alike (pg_trgm similarity, 0..1).
+SUGGESTION_SIMILARITY = 0.3
+SUGGESTIONS_MAX = 3
+
+
+def did_you_mean(names: list[str]) -> str:
+    """'did you mean 'a' or 'b'?' for the caller's own near names, or '' when there are none."""
+    return f"did you mean {' or '.join(repr(name) for name in names)}?" if names else ""
+
+
 class Conflict(DomainError):
     reason = "conflict"
 

@@ -32,7 +32,7 @@ from pgvector.django import VectorField
 
 from memories import bounds
 from memories.embedding import EMBEDDING_DIMENSIONS
-from memories.errors import NotFound
+from memories.errors import SUGGESTION_SIMILARITY, SUGGESTIONS_MAX, NotFound, did_you_mean
 from memories.fields import ReadableDateTimeField, same_owner_link, tenant_owner
 
 # The MCP resource of one memory (mcp_gateway.resources serves it; docs/design.md).
@@ -353,10 +353,6 @@ def thread_name_key_text(name: str) -> str:
     return unicodedata.normalize("NFD", unicodedata.normalize("NFD", name).casefold())
 
 
-# How alike (pg_trgm) a thread's name must be to an unknown one to be suggested for it.
-NEAR_NAME_SIMILARITY = 0.3
-
-
 class ThreadQuerySet(models.QuerySet):
     def named(self, owner_id: int, name: str) -> ThreadQuerySet:
         """The owner's thread named `name` in any case, compared as the unique index on names
@@ -378,18 +374,17 @@ class ThreadQuerySet(models.QuerySet):
         )
 
     def not_found(self, owner_id: int, name: str) -> NotFound:
-        """The NotFound of a thread name the owner has not, naming up to 3 of the owner's
-        thread names trigram-similar to it (never another tenant's)."""
+        """The NotFound of a thread name the owner has not, naming the owner's thread names most
+        like it (never another tenant's)."""
         near = list(
             self.filter(owner_id=owner_id)
             .exclude(name=ERASED)
             .annotate(similar=TrigramSimilarity("name", Value(name)))
-            .filter(similar__gte=NEAR_NAME_SIMILARITY)
+            .filter(similar__gte=SUGGESTION_SIMILARITY)
             .order_by("-similar", "name")
-            .values_list("name", flat=True)[:3]
+            .values_list("name", flat=True)[:SUGGESTIONS_MAX]
         )
-        hint = f"; did you mean {' or '.join(repr(n) for n in near)}?" if near else ""
-        return NotFound(f"thread '{name}'{hint}")
+        return NotFound(f"thread '{name}'" + (f"; {did_you_mean(near)}" if near else ""))
 
     def members_sql(self, owner_id: int, name: str, params: dict, *, key: str) -> str:
         """A condition on memories `m`: a member of the owner's thread named `name` (any case).

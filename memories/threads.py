@@ -48,14 +48,19 @@ class Proposal:
     similarity: float
 
 
-def _thread(owner: AbstractBaseUser, name: object, *, lock: bool = False) -> Thread:
-    """The owner's thread named `name`. Locked FOR NO KEY UPDATE, which the KEY SHARE lock a
-    revision or a proposal takes on a thread it adds a membership row to does not wait for:
-    thread actions lock the thread, then the memories, then the membership rows, and a revision
-    holding a memory never waits for a thread action."""
+def _thread(
+    owner: AbstractBaseUser, name: object, *, lock: bool = False, for_delete: bool = False
+) -> Thread:
+    """The owner's thread named `name`. With `lock`, locked FOR NO KEY UPDATE, which the KEY
+    SHARE lock a revision or a proposal takes on a thread it adds a membership row to does not
+    wait for: thread actions lock the thread, then the memories, then the membership rows, and a
+    revision holding a memory never waits for a thread action. `for_delete`: FOR UPDATE, which
+    waits for them (delete_thread)."""
     cleaned = bounds.clean_thread_name(name)
     threads = Thread.objects.named(owner.pk, cleaned)
-    thread = (threads.select_for_update(no_key=True) if lock else threads).first()
+    if lock or for_delete:
+        threads = threads.select_for_update(no_key=not for_delete, of=("self",))
+    thread = threads.first()
     if thread is None:
         raise Thread.objects.not_found(owner.pk, cleaned)
     return thread
@@ -183,10 +188,7 @@ def delete_thread(*, owner: AbstractBaseUser, name: object) -> Thread:
     never waits for it in a cycle."""
     with transaction.atomic():
         services.lock_live_owner(owner)  # serialize with erasure, as other thread actions do
-        cleaned = bounds.clean_thread_name(name)
-        thread = Thread.objects.named(owner.pk, cleaned).select_for_update(of=("self",)).first()
-        if thread is None:
-            raise Thread.objects.not_found(owner.pk, cleaned)
+        thread = _thread(owner, name, for_delete=True)
         counted = _counted(owner, thread)
         ThreadMembership.objects.filter(owner=owner, thread_id=thread.pk).delete()
         thread.delete()

@@ -247,9 +247,9 @@ def thread_locked_then_lingering(monkeypatch) -> threading.Event:
     locked = threading.Event()
     thread_of = threads._thread
 
-    def thread_then_linger(owner, name, *, lock=False):
-        found = thread_of(owner, name, lock=lock)
-        if lock:
+    def thread_then_linger(owner, name, *, lock=False, for_delete=False):
+        found = thread_of(owner, name, lock=lock, for_delete=for_delete)
+        if lock:  # the thread action's, not a delete's
             locked.set()
             time.sleep(LINGER_SECONDS)
         return found

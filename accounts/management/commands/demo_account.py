@@ -8,6 +8,7 @@ import os
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
+from accounts.models import DEMO_USERNAME
 from memories import tenancy
 from memories.models import Memory
 from memories.services import record_memory
@@ -27,7 +28,8 @@ class Command(BaseCommand):
         password = os.environ.get("DEMO_PASSWORD", "demo-password-change-me")
         # Usernames are unique whatever their case: after the demo account was erased, someone
         # may have signed up as "Demo". That account is theirs, not the demo's to reset.
-        taken = User.objects.filter(username__iexact="demo").exclude(username="demo").first()
+        others = User.objects.filter(username__iexact=DEMO_USERNAME)
+        taken = others.exclude(username=DEMO_USERNAME).first()
         if taken is not None:
             self.stdout.write(
                 f"no demo login: the name is taken by the account {taken.username!r}, "
@@ -35,7 +37,7 @@ class Command(BaseCommand):
             )
             return
         user, _ = User.objects.get_or_create(
-            username="demo", defaults={"email": "demo@example.com"}
+            username=DEMO_USERNAME, defaults={"email": "demo@example.com"}
         )
         user.set_password(password)
         user.is_active = True
