@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 import mcp_types as types
 import pydantic_core
 from django.conf import settings
-from django.http.request import split_domain_port, validate_host
+from django.http.request import MediaType, split_domain_port, validate_host
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
@@ -346,10 +346,29 @@ def _body_guard(headers: Headers) -> Answer | None:
             return _refused(
                 413, f"the body is {shown} bytes; at most {MAX_REQUEST_BODY_BYTES} are read"
             )
-    accepted = {_media_type(entry) for entry in (_header(headers, b"accept") or "").split(",")}
-    if not accepted & {"application/json", "application/*", "*/*"}:
+    if not _accepts_json(_header(headers, b"accept") or ""):
         return _refused(406, "Accept must include application/json (the answers are JSON)")
     return None
+
+
+def _accepts_json(accept: str) -> bool:
+    """Whether an Accept header admits a JSON answer: its most specific range that covers
+    application/json has a weight above 0 (RFC 9110 §12.5.1: `application/json;q=0` refuses
+    JSON even beside `*/*`). Parameters other than the weight do not narrow the range here."""
+    covering = []
+    for entry in accept.split(","):
+        try:
+            media = MediaType(entry)
+            media_range, weight = (media.main_type, media.sub_type), media.quality
+        except ValueError:  # a parameter Django cannot decode: the range as written, weight 1
+            media_range, weight = tuple(_media_type(entry).partition("/")[::2]), 1
+        if media_range in _JSON_RANGES:
+            covering.append((_JSON_RANGES[media_range], weight))
+    return bool(covering) and max(covering)[1] > 0
+
+
+# The ranges that cover application/json, by specificity.
+_JSON_RANGES = {("application", "json"): 2, ("application", "*"): 1, ("*", "*"): 0}
 
 
 def _with_plain_json_content_type(scope: Scope, headers: Headers) -> Scope:

@@ -920,6 +920,9 @@ async def test_a_body_with_a_byte_order_mark_is_served_on_both_wires(http, seede
         ({"content-encoding": "gzip"}, 415, "Content-Encoding gzip is not supported"),
         ({"accept": "text/event-stream"}, 406, "Accept must include application/json"),
         ({"accept": "text/html"}, 406, "Accept must include application/json"),
+        # The most specific range decides (RFC 9110 §12.5.1): JSON refused beside */*.
+        ({"accept": "application/json;q=0, */*"}, 406, "Accept must include application/json"),
+        ({"accept": "*/*;q=0"}, 406, "Accept must include application/json"),
     ],
 )
 async def test_a_body_or_answer_this_endpoint_cannot_serve_is_named_on_both_wires(
@@ -930,6 +933,23 @@ async def test_a_body_or_answer_this_endpoint_cannot_serve_is_named_on_both_wire
     assert response.status_code == status
     assert response.json()["error"]["code"] == -32600
     assert response.json()["error"]["message"].startswith(message)
+
+
+@pytest.mark.parametrize("wire", [modern, legacy])
+@pytest.mark.parametrize(
+    "accept",
+    [
+        "application/json;q=0.1, text/event-stream",
+        "text/event-stream, application/*;q=0.5",
+        "text/event-stream;q=0, */*",
+        "Application/JSON; charset=utf-8",
+    ],
+)
+async def test_an_accept_header_that_admits_json_is_served(http, seeded, wire, accept):
+    headers, body = wire("tools/list", **auth_header(seeded.token))
+    response = await http.post("/mcp", headers={**headers, "accept": accept}, content=body)
+    assert response.status_code == 200, response.text
+    assert "tools" in response.json()["result"]
 
 
 @pytest.mark.parametrize("wire", [modern, legacy])
