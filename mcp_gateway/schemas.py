@@ -325,6 +325,13 @@ RESOLVE_IN = strict(
 )
 RESOLVE_OUT = output({"memory": MEMORY_REF})
 
+PINNED_THREADS = output(
+    {
+        "count": {"type": "integer"},
+        "truncated": {"type": "boolean"},
+        "items": {"type": "array", "maxItems": briefing.PINNED_THREADS_MAX, "items": THREAD},
+    }
+)
 BRIEFING_IN = strict(
     SELECTOR | {"mode": {"type": "string", "enum": list(briefing.MODES), "default": "brief"}}
 )
@@ -339,17 +346,7 @@ BRIEFING_OUT = output(
                 for spec in briefing.BRIEFING_SECTIONS
             }
         ),
-        "pinnedThreads": output(
-            {
-                "count": {"type": "integer"},
-                "truncated": {"type": "boolean"},
-                "items": {
-                    "type": "array",
-                    "maxItems": briefing.PINNED_THREADS_MAX,
-                    "items": THREAD,
-                },
-            }
-        ),
+        "pinnedThreads": PINNED_THREADS,
     }
 )
 HANDOFF_IN = strict(

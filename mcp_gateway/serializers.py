@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 
 from infra.observability import VERSION
 from mcp_gateway.schemas import utc_datetime
-from memories.briefing import Briefing, PinnedThread, Section, Selector
+from memories.briefing import Briefing, PinnedThread, PinnedThreads, Section, Selector
 from memories.environment import EnvironmentStats
 from memories.excerpts import MemoryExcerpt
 from memories.handoff import Handoff
@@ -78,6 +78,15 @@ def pinned_thread(item: PinnedThread) -> dict:
         "pinned": True,
         "memberCount": item.member_count,
         "proposalCount": item.proposal_count,
+    }
+
+
+def pinned_threads(item: PinnedThreads) -> dict:
+    """The owner's pinned threads: the exact count and the first ones, as a section is shown."""
+    return {
+        "count": item.count,
+        "truncated": item.truncated,
+        "items": [pinned_thread(t) for t in item.items],
     }
 
 
@@ -187,11 +196,7 @@ def briefing(result: Briefing) -> dict:
         "mode": result.mode,
         "generatedAt": utc_datetime(result.generated_at),
         "sections": {name: section(s) for name, s in result.sections.items()},
-        "pinnedThreads": {
-            "count": result.pinned_thread_count,
-            "truncated": result.pinned_thread_count > len(result.pinned_threads),
-            "items": [pinned_thread(t) for t in result.pinned_threads],
-        },
+        "pinnedThreads": pinned_threads(result.pinned_threads),
     }
 
 

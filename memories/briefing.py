@@ -164,13 +164,40 @@ class PinnedThread:
 
 
 @dataclass
+class PinnedThreads:
+    """The owner's pinned threads: the exact count and the first PINNED_THREADS_MAX by name."""
+
+    count: int
+    items: list[PinnedThread]
+
+    @property
+    def truncated(self) -> bool:
+        return self.count > len(self.items)
+
+
+def read_pinned_threads(owner_id: int) -> PinnedThreads:
+    """Every pinned thread of the owner, with its member and open-proposal counts. A selector
+    narrows the sections beside it, not this list."""
+    # At most THREADS_MAX pinned threads exist, so all are read and counted here.
+    pinned = list(
+        Thread.objects.owned_with_counts(owner_id)
+        .filter(pinned=True)
+        .order_by("name")
+        .values_list("name", "member_count", "proposal_count")
+    )
+    return PinnedThreads(
+        count=len(pinned),
+        items=[PinnedThread(*counted) for counted in pinned[:PINNED_THREADS_MAX]],
+    )
+
+
+@dataclass
 class Briefing:
     selector: Selector
     mode: str
     generated_at: datetime
     sections: dict[str, Section]
-    pinned_threads: list[PinnedThread]
-    pinned_thread_count: int
+    pinned_threads: PinnedThreads
 
 
 def build_briefing(*, owner_id: int, selector: Selector, mode: str = "brief") -> Briefing:
@@ -185,18 +212,10 @@ def build_briefing(*, owner_id: int, selector: Selector, mode: str = "brief") ->
         excerpt_max=EXCERPT[mode],
         now=now,
     )
-    # At most THREADS_MAX pinned threads exist, so all are read and counted here.
-    pinned = list(
-        Thread.objects.owned_with_counts(owner_id)
-        .filter(pinned=True)
-        .order_by("name")
-        .values_list("name", "member_count", "proposal_count")
-    )
     return Briefing(
         selector=selector,
         mode=mode,
         generated_at=now,
         sections=sections,
-        pinned_threads=[PinnedThread(*counted) for counted in pinned[:PINNED_THREADS_MAX]],
-        pinned_thread_count=len(pinned),
+        pinned_threads=read_pinned_threads(owner_id),
     )
