@@ -369,6 +369,7 @@ HANDOFF_OUT = output(
         "sections": output(
             {spec.name: section(handoff.MAX_ITEMS) for spec in handoff.HANDOFF_SECTIONS}
         ),
+        "pinnedThreads": PINNED_THREADS,
     }
 )
 

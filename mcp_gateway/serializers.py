@@ -207,6 +207,7 @@ def handoff(result: Handoff) -> dict:
         "generatedFor": result.generated_for,
         "generatedAt": utc_datetime(result.generated_at),
         "sections": {name: section(s) for name, s in result.sections.items()},
+        "pinnedThreads": pinned_threads(result.pinned_threads),
     }
 
 

@@ -194,8 +194,8 @@ TOOLS: list[ToolSpec] = [
         description=(
             "Wrap up when you stop or delegate: bundle a handover package to pass on to "
             "another agent, a colleague or whoever continues tomorrow, with decisions, "
-            "commitments, blockers and preferences as 600-character excerpts and a truncated "
-            "flag per section."
+            "commitments, blockers, preferences and current facts as 600-character excerpts and "
+            "a truncated flag per section, and the pinned threads."
         ),
         input_schema=schemas.HANDOFF_IN,
         output_schema=schemas.HANDOFF_OUT,
@@ -210,8 +210,9 @@ TOOLS: list[ToolSpec] = [
         title="Configure threads",
         description=(
             "Organise threads, named groups of related memories: list threads and pending "
-            "proposals, create, rename, pin or unpin (pinned threads show in briefing), delete "
-            "(the group goes, its memories stay), add memories to a group or take them out, "
+            "proposals, create, rename, pin or unpin (pinned threads show in briefing and "
+            "handoff), delete (the group goes, its memories stay), add memories to a group or "
+            "take them out, "
             "and accept or reject a proposal. The server only proposes; nothing joins a thread "
             "until you add or accept it."
         ),

@@ -1,6 +1,7 @@
 """The handoff package: what one session hands to the next. Decisions, open commitments,
-blockers and preferences with 600-character excerpts, exact counts, and a per-section
-`truncated` flag when a section holds more than it shows."""
+blockers, preferences and facts with 600-character excerpts, exact counts, and a per-section
+`truncated` flag when a section holds more than it shows; and the pinned threads, as the
+briefing lists them."""
 
 from __future__ import annotations
 
@@ -10,7 +11,15 @@ from datetime import datetime
 from django.utils import timezone
 
 from memories import bounds
-from memories.briefing import OPEN_COMMITMENT, Section, SectionSpec, Selector, read_sections
+from memories.briefing import (
+    OPEN_COMMITMENT,
+    PinnedThreads,
+    Section,
+    SectionSpec,
+    Selector,
+    read_pinned_threads,
+    read_sections,
+)
 from memories.errors import InvalidInput
 from memories.excerpts import EXCERPT_MAX
 
@@ -25,6 +34,7 @@ HANDOFF_SECTIONS = [
     ),
     SectionSpec("blockers", "m.memory_type = 'blocker'", "m.recorded_at DESC, m.id DESC"),
     SectionSpec("preferences", "m.memory_type = 'preference'", "m.recorded_at DESC, m.id DESC"),
+    SectionSpec("facts", "m.memory_type = 'fact'", "m.recorded_at DESC, m.id DESC"),
 ]
 
 
@@ -34,6 +44,7 @@ class Handoff:
     generated_for: str | None
     generated_at: datetime
     sections: dict[str, Section]
+    pinned_threads: PinnedThreads
 
 
 def build_handoff(
@@ -65,4 +76,5 @@ def build_handoff(
             excerpt_max=EXCERPT_MAX,
             now=now,
         ),
+        pinned_threads=read_pinned_threads(owner_id),
     )

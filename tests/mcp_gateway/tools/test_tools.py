@@ -590,6 +590,56 @@ async def test_handoff_flags_truncated_sections_and_excerpts(agent, other_agent)
     assert "not yours" not in json.dumps(result)
 
 
+async def test_handoff_hands_over_current_facts_and_the_pinned_threads(agent, other_agent):
+    """The next session learns what the last one established and which threads it worked in:
+    facts newest first (current and active only), and every pinned thread with its counts, as
+    briefing lists them, whatever the selector."""
+    moved = await remember(agent, memoryType="fact", topic="db", content="staging DB on db-7")
+    cache = await remember(agent, memoryType="fact", topic="cache", content="cache on nfs-1")
+    wiki = await remember(agent, memoryType="fact", topic="wiki", content="wiki at w.example")
+    revised = (
+        await ok(agent, "revise", {"predecessorId": cache["id"], "content": "cache on nfs-2"})
+    )["memory"]
+    await ok(agent, "archive", {"memoryId": wiki["id"]})
+    await remember(other_agent, memoryType="fact", topic="db", content="their DB on db-9")
+    await ok(other_agent, "configure_thread", {"action": "create", "name": "theirs"})
+    await ok(other_agent, "configure_thread", {"action": "pin", "name": "theirs"})
+    for name in ("infra", "billing", "someday"):
+        await ok(agent, "configure_thread", {"action": "create", "name": name})
+    await ok(
+        agent,
+        "configure_thread",
+        {"action": "add_members", "name": "infra", "memoryIds": [moved["id"]]},
+    )
+    for name in ("infra", "billing"):
+        await ok(agent, "configure_thread", {"action": "pin", "name": name})
+
+    result = await ok(agent, "handoff")
+    facts = result["sections"]["facts"]
+    assert [i["id"] for i in facts["items"]] == [revised["id"], moved["id"]]
+    assert (facts["count"], facts["truncated"]) == (2, False)
+    assert [i["excerpt"] for i in facts["items"]] == ["cache on nfs-2", "staging DB on db-7"]
+    pinned = {
+        "count": 2,
+        "truncated": False,
+        "items": [
+            {"name": "billing", "pinned": True, "memberCount": 0, "proposalCount": 0},
+            {"name": "infra", "pinned": True, "memberCount": 1, "proposalCount": 0},
+        ],
+    }
+    assert result["pinnedThreads"] == pinned
+    assert "db-9" not in json.dumps(result) and "theirs" not in json.dumps(result)
+
+    by_thread = {"selector": "thread", "value": "infra"}
+    narrowed = await ok(agent, "handoff", by_thread)
+    assert [i["id"] for i in narrowed["sections"]["facts"]["items"]] == [moved["id"]]
+    assert (
+        narrowed["pinnedThreads"]
+        == (await ok(agent, "briefing", by_thread))["pinnedThreads"]
+        == pinned
+    )
+
+
 # --- threads -------------------------------------------------------------------------------
 
 

@@ -1,0 +1,84 @@
+"""The handoff package (memories.handoff): its facts section and the pinned threads beside it."""
+
+from datetime import timedelta
+
+from django.utils import timezone
+
+from memories.briefing import Selector, build_briefing
+from memories.handoff import build_handoff
+from memories.services import archive_memory, record_memory, revise_memory
+from memories.threads import add_thread_members, create_thread
+from tests.factories import MemoryFactory, ThreadFactory, ThreadMembershipFactory
+
+
+def fact(owner, content: str, **fields):
+    return record_memory(
+        owner=owner, memory_type="fact", topic=content.split()[0], content=content, **fields
+    )
+
+
+def test_facts_are_the_current_active_ones_newest_first(tenant, other_tenant):
+    moved = fact(tenant, "staging DB moved to host db-7")
+    runners = fact(tenant, "CI runs on the east runner pool")
+    # Recorded earlier than the others, though stored last: it comes last.
+    older = MemoryFactory(
+        owner=tenant,
+        memory_type="fact",
+        content="the VPN endpoint is vpn.example.com",
+        recorded_at=timezone.now() - timedelta(days=2),
+    )
+    stale = fact(tenant, "the build cache lives on nfs-1")
+    revised = revise_memory(
+        owner=tenant, predecessor_id=stale.id, content="the build cache lives on nfs-2"
+    )
+    archived = fact(tenant, "the old wiki is at wiki.example.com")
+    archive_memory(owner=tenant, memory_id=archived.id)
+    record_memory(owner=tenant, memory_type="note", topic="n", content="a note is not a fact")
+    fact(other_tenant, "their staging DB is on host db-9")
+
+    facts = build_handoff(owner_id=tenant.pk, selector=Selector()).sections["facts"]
+
+    assert [item.id for item in facts.items] == [revised.id, runners.id, moved.id, older.id]
+    assert (facts.count, facts.truncated) == (4, False)
+    assert facts.items[0].excerpt == "the build cache lives on nfs-2"
+
+
+def test_facts_are_counted_exactly_beyond_the_section_limit_and_narrowed_by_the_selector(
+    tenant,
+):
+    for n in range(3):
+        fact(tenant, f"service {n} listens on port 80{n}", project="atlas")
+    fact(tenant, "the apollo bucket is in eu-west-1", project="apollo")
+
+    facts = build_handoff(
+        owner_id=tenant.pk, selector=Selector("project", "atlas"), section_limit=2
+    ).sections["facts"]
+
+    assert [item.excerpt for item in facts.items] == [
+        "service 2 listens on port 802",
+        "service 1 listens on port 801",
+    ]
+    assert (facts.count, facts.truncated) == (3, True)
+
+
+def test_pinned_threads_with_their_counts_as_briefing_lists_them(tenant, other_tenant):
+    infra = create_thread(owner=tenant, name="infra", pinned=True)
+    members = [fact(tenant, "staging DB moved to host db-7"), fact(tenant, "DNS is on route53")]
+    add_thread_members(owner=tenant, name="infra", memory_ids=[m.id for m in members])
+    ThreadMembershipFactory(thread=infra, state="proposed")
+    create_thread(owner=tenant, name="billing", pinned=True)
+    create_thread(owner=tenant, name="someday")  # not pinned
+    theirs = ThreadFactory(owner=other_tenant, name="theirs", pinned=True)
+    ThreadMembershipFactory(thread=theirs)
+
+    for selector in (Selector(), Selector("thread", "infra"), Selector("project", "x")):
+        if selector.kind == "project":
+            fact(tenant, "the x project has its own cluster", project="x")
+        pinned = build_handoff(owner_id=tenant.pk, selector=selector).pinned_threads
+        assert [(t.name, t.member_count, t.proposal_count) for t in pinned.items] == [
+            ("billing", 0, 0),
+            ("infra", 2, 1),
+        ], selector
+        assert (pinned.count, pinned.truncated) == (2, False)
+        # The selector narrows the sections, not the pinned threads: as the briefing's.
+        assert pinned == build_briefing(owner_id=tenant.pk, selector=selector).pinned_threads
