@@ -212,9 +212,8 @@ TOOLS: list[ToolSpec] = [
             "Organise threads, named groups of related memories: list threads and pending "
             "proposals, create, rename, pin or unpin (pinned threads show in briefing and "
             "handoff), delete (the group goes, its memories stay), add memories to a group or "
-            "take them out, "
-            "and accept or reject a proposal. The server only proposes; nothing joins a thread "
-            "until you add or accept it."
+            "take them out, and accept or reject a proposal. The server only proposes; nothing "
+            "joins a thread until you add or accept it."
         ),
         input_schema=schemas.CONFIGURE_THREAD_IN,
         output_schema=schemas.CONFIGURE_THREAD_OUT,
