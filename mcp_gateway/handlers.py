@@ -77,7 +77,7 @@ def _search_page(owner_id: int, args: dict) -> search.SearchPage:
     )
     return search.search_memories(
         owner_id=owner_id,
-        query=args["query"],
+        query=args.get("query"),
         filters=filters,
         limit=args.get("limit", search.DEFAULT_LIMIT),
         cursor=args.get("cursor"),

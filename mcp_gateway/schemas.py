@@ -187,7 +187,12 @@ REMEMBER_OUT = output(
 
 SEARCH_IN = strict(
     {
-        "query": {"type": "string", "minLength": 1, "maxLength": search.QUERY_MAX},
+        "query": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": search.QUERY_MAX,
+            "description": "Omit it to list the memories the filters select, newest first.",
+        },
         "limit": {
             "type": "integer",
             "minimum": 1,
@@ -214,7 +219,6 @@ SEARCH_IN = strict(
         "asOf": DATETIME | {"description": "Search what was current at this instant."},
         "cursor": {"type": "string", "minLength": 1, "maxLength": search.CURSOR_MAX},
     },
-    required=("query",),
 )
 SEARCH_OUT = output(
     {
@@ -224,12 +228,16 @@ SEARCH_OUT = output(
             "items": output(
                 EXCERPT_ITEM["properties"]
                 | {
-                    "score": {"type": "number"},
+                    "score": {
+                        "type": ["number", "null"],
+                        "description": "Relevance; null when listed without a query.",
+                    },
                     "matchedBy": {
                         "type": "array",
                         "items": {"type": "string", "enum": ["words", "meaning"]},
                         "description": "How the memory matched: by the query's words "
-                        "(or the topic's spelling), by meaning, or both.",
+                        "(or the topic's spelling), by meaning, or both; empty when listed "
+                        "without a query.",
                     },
                     "status": {"type": "string"},
                     "validTo": NULLABLE_DATETIME,

@@ -38,6 +38,7 @@ from memories.excerpts import EXCERPT_MAX, MemoryExcerpt
 from memories.search.candidates import (
     LEXICAL_CANDIDATES,
     SEMANTIC_CANDIDATES,
+    _listed,
     _ranked,
     _topic_matches,
 )
@@ -74,7 +75,7 @@ TOPIC_SIMILARITY_MIN = 0.3
 
 @dataclass(frozen=True)
 class SearchHit(MemoryExcerpt):
-    score: float
+    score: float | None  # None: listed without a query, nothing to rank by
     matched_by: tuple[str, ...] = ()
 
 
@@ -92,8 +93,9 @@ def search_memories(
     limit: int = DEFAULT_LIMIT,
     cursor: str | None = None,
 ) -> SearchPage:
-    """One page of the tenant's memories matching `query`, best first (see module docstring)."""
-    text = bounds.clean_text("query", query, maximum=QUERY_MAX)
+    """One page of the tenant's memories matching `query`, best first (see module docstring);
+    without a query (None), of the memories the filters select, newest first."""
+    text = None if query is None else bounds.clean_text("query", query, maximum=QUERY_MAX)
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidInput("limit", f"must be between 1 and {MAX_LIMIT}; got {limit}")
     fingerprint = filters.fingerprint(owner_id, text)
@@ -106,8 +108,13 @@ def search_memories(
         if outermost:
             _one_snapshot(connections[alias])
         _count_tenant(db, params)
-        parsed = _parse(db, text)
-        mode, ranked, statistics = _page_candidates(db, parsed, where, params, position)
+        if text is None:
+            mode, statistics = "listed", None
+            ranked = _listed(db, where, params, position, most=limit + 1)
+        else:
+            mode, ranked, statistics = _page_candidates(
+                db, _parse(db, text), where, params, position
+            )
         ranked.sort(key=lambda c: (c.score, c.recorded_at, c.id), reverse=True)
         if position is not None:
             ranked = [c for c in ranked if position.follows(c)]
@@ -122,7 +129,7 @@ def search_memories(
         if shown:
             db.execute(_PAGE_SQL, params | {"ids": [c.id for c in shown]})
             rows = {row[0]: row for row in db.fetchall()}
-    page = SearchPage(hits=_hits(shown, rows))
+    page = SearchPage(hits=_hits(shown, rows, ranked=mode != "listed"))
     if len(ranked) > limit:
         last = ranked[limit - 1]
         page.next_cursor = _Position(
@@ -193,13 +200,14 @@ def _page_candidates(
     return mode, ranked, statistics
 
 
-def _hits(shown: list[_Candidate], rows: dict) -> list[SearchHit]:
-    """The page's hits: each candidate shown with its row of EXCERPT_COLUMNS."""
+def _hits(shown: list[_Candidate], rows: dict, *, ranked: bool) -> list[SearchHit]:
+    """The page's hits: each candidate shown with its row of EXCERPT_COLUMNS, and its score
+    when it was `ranked`."""
     now = timezone.now()
     return [
         SearchHit(
             **MemoryExcerpt.row_fields(rows[c.id], excerpt_max=EXCERPT_MAX, now=now),
-            score=c.score,
+            score=c.score if ranked else None,
             matched_by=c.matched_by,
         )
         for c in shown

@@ -21,6 +21,7 @@ from datetime import datetime
 
 from memories import account_indexes, tenancy
 from memories.embedding import comparable_with, embed_query
+from memories.search.cursor import _Position
 from memories.search.filters import _Where
 from memories.search.query import _any_term, _Query
 from memories.search.scoring import (
@@ -35,6 +36,8 @@ from memories.search.scoring import (
 from memories.search.sql import (
     _CANDIDATE_COLUMNS,
     _LEXICAL_RECENT,
+    _LISTED_AFTER,
+    _LISTED_SQL,
     _RANKED_SQL,
     _RARE_WORD_MATCHES,
     _RECENT,
@@ -422,6 +425,26 @@ def _new(found: list[_Candidate], known: list[_Candidate]) -> list[_Candidate]:
     """Those of `found` that are not among `known`."""
     ids = {candidate.id for candidate in known}
     return [candidate for candidate in found if candidate.id not in ids]
+
+
+def _listed(
+    db, where: _Where, params: dict, position: _Position | None, most: int
+) -> list[_Candidate]:
+    """A search without a query: the `most` newest memories the filters select after
+    `position`. Read newest first through the account's recency indexes, as the walk reads
+    (_WALK), whatever the table's statistics say."""
+    params["listed_max"] = most
+    after = ""
+    if position is not None:
+        params |= {"after_recorded_at": position.recorded_at, "after_id": position.id}
+        after = _LISTED_AFTER
+    sql = _LISTED_SQL.format(reach=where.reach, selection=where.selection, after=after)
+    return [
+        _Candidate(
+            id=row[0], recorded_at=row[1], content_length=row[2], fields_held={}, cosine=None
+        )
+        for row in _rows(db, sql, params, _WALK)
+    ]
 
 
 def _topic_matches(db, parsed: _Query, where: _Where, params: dict) -> list[_Candidate]:

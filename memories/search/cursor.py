@@ -23,7 +23,7 @@ CURSOR_MAX = 2048
 # by word statistics and an instant long stale, so it is refused and the search started anew.
 CURSOR_MAX_AGE = 24 * 3600
 _CURSOR_SALT = "threengram.memories.search-cursor"
-MODES = ("ranked", "topic")
+MODES = ("ranked", "topic", "listed")
 
 
 @dataclass(frozen=True)

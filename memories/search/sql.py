@@ -121,6 +121,16 @@ FROM (
 WHERE TRUE {selection} {required}
   AND similarity(m.topic, %(wanted)s) >= %(topic_min)s
 """
+# A search without a query: the memories the filters select, newest first, from where the last
+# page ended (`after`: empty on a first page).
+_LISTED_SQL = """
+SELECT m.id, m.recorded_at, m.content_length
+FROM memories_memory m
+WHERE m.owner_id = %(owner)s AND m.recorded_at <= %(snapshot)s {reach} {selection} {after}
+ORDER BY m.recorded_at DESC, m.id DESC
+LIMIT %(listed_max)s
+"""
+_LISTED_AFTER = "AND (m.recorded_at, m.id) < (%(after_recorded_at)s, %(after_id)s::uuid)"
 _PAGE_SQL = (
     f"SELECT {EXCERPT_COLUMNS} FROM memories_memory m "  # noqa: S608 (constants)
     "WHERE m.owner_id = %(owner)s AND m.id = ANY(%(ids)s::uuid[])"

@@ -312,6 +312,71 @@ def test_cursor_pages_through_every_hit_once_in_order(tenant):
     assert len(set(seen)) == 23
 
 
+# --- without a query: what the filters select, newest first ------------------------------------
+
+
+def test_without_a_query_the_filters_list_the_current_memories_newest_first(
+    tenant, other_tenant, corpus
+):
+    now = timezone.now()
+    old, new = (
+        MemoryFactory(owner=tenant, memory_type="decision", project="atlas", recorded_at=now - age)
+        for age in (timedelta(days=40), timedelta(days=1))
+    )
+    revised = MemoryFactory(owner=tenant, memory_type="decision", project="atlas")
+    successor = revise_memory(owner=tenant, predecessor_id=revised.id, content="Second thoughts.")
+    archived = MemoryFactory(owner=tenant, memory_type="decision", project="atlas")
+    archive_memory(owner=tenant, memory_id=archived.id)
+    MemoryFactory(owner=tenant, memory_type="note", project="atlas")
+    MemoryFactory(owner=other_tenant, memory_type="decision", project="atlas")
+
+    page = run(tenant, None, memory_types=["decision"], project="atlas")
+
+    assert [h.id for h in page.hits] == [successor.id, new.id, old.id]
+    assert {(h.score, h.matched_by) for h in page.hits} == {(None, ())}
+    assert page.next_cursor is None
+    assert [h.id for h in run(tenant, None, project="atlas", status="archived").hits] == [
+        archived.id
+    ]
+    assert len(run(tenant, None, limit=25).hits) == len(corpus) + 4  # old, new, successor, note
+
+
+def test_a_listing_pages_through_every_memory_once_even_with_one_instant(tenant):
+    """Memories recorded at the same instant are told apart by id, as the order is."""
+    same_instant = timezone.now() - timedelta(hours=1)
+    made = [MemoryFactory(owner=tenant, recorded_at=same_instant) for _ in range(7)]
+    made += [MemoryFactory(owner=tenant) for _ in range(4)]
+    first = run(tenant, None, limit=3)
+    seen = [hit.id for hit in first.hits]
+    cursor = first.next_cursor
+    while cursor:
+        # A memory written mid-listing waits for the next listing, as with a query.
+        MemoryFactory(owner=tenant)
+        page = run(tenant, None, limit=3, cursor=cursor)
+        seen += [hit.id for hit in page.hits]
+        cursor = page.next_cursor
+    assert sorted(seen) == sorted(m.id for m in made) and len(seen) == len(made)
+    recorded = [(m.recorded_at, m.id) for m in made]
+    assert seen == [memory_id for _, memory_id in sorted(recorded, reverse=True)]
+
+
+def test_a_listing_cursor_is_not_a_search_cursor(tenant):
+    for n in range(3):
+        MemoryFactory(owner=tenant, content=f"bound cursor {n}")
+    listing = run(tenant, None, limit=1).next_cursor
+    searching = run(tenant, "bound cursor", limit=1).next_cursor
+    with pytest.raises(InvalidInput, match="cursor: was issued for a different query"):
+        run(tenant, "bound cursor", limit=1, cursor=listing)
+    with pytest.raises(InvalidInput, match="cursor: was issued for a different query"):
+        run(tenant, None, limit=1, cursor=searching)
+
+
+def test_a_listing_of_a_project_no_memory_has_names_near_ones(tenant):
+    MemoryFactory(owner=tenant, project="atlas")
+    with pytest.raises(NotFound, match="did you mean 'atlas'"):
+        run(tenant, None, project="Atlas")
+
+
 def page_through(owner, query: str, first, *, limit: int) -> list:
     """The ids of `first`'s hits and of every later page's, in order."""
     seen, cursor = [hit.id for hit in first.hits], first.next_cursor

@@ -1056,6 +1056,23 @@ async def test_search_pages_with_next_cursor_bound_to_the_query(agent):
     assert all(h["uri"] == f"threengram://memory/{h['id']}" for h in first["hits"])
 
 
+async def test_search_without_a_query_lists_what_the_filters_select(agent, other_agent):
+    """'All the notes of project atlas': no words to rank by, so no query; the filters list
+    them newest first, paged like any search."""
+    ids = [
+        (await remember(agent, topic=f"blocker {n}", content=f"on {n}", project="atlas"))["id"]
+        for n in range(3)
+    ]
+    await remember(agent, topic="decision", content="go", project="atlas", memoryType="decision")
+    await remember(other_agent, topic="theirs", content="x", project="atlas")
+    arguments = {"memoryTypes": ["note"], "project": "atlas", "limit": 2}
+    first = await ok(agent, "search", arguments)
+    second = await ok(agent, "search", arguments | {"cursor": first["nextCursor"]})
+    assert [h["id"] for h in first["hits"] + second["hits"]] == ids[::-1]
+    assert (first["hasMore"], second["hasMore"]) == (True, False)
+    assert {(h["score"], tuple(h["matchedBy"])) for h in first["hits"]} == {(None, ())}
+
+
 async def test_search_hits_carry_due_dates_and_the_overdue_flag(agent):
     past = (timezone.now() - timedelta(hours=1)).isoformat()
     late = await remember(
