@@ -348,8 +348,7 @@ def thread_name_key(name):
 
 
 def thread_name_key_text(name: str) -> str:
-    """ThreadNameKey in Python (the same folding; a completion's prefix, a cursor's
-    fingerprint)."""
+    """ThreadNameKey in Python: the same folding, for a name compared outside the database."""
     return unicodedata.normalize("NFD", unicodedata.normalize("NFD", name).casefold())
 
 

@@ -98,10 +98,13 @@ def search_memories(
     text = None if query is None else bounds.clean_text("query", query, maximum=QUERY_MAX)
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidInput("limit", f"must be between 1 and {MAX_LIMIT}; got {limit}")
-    fingerprint = filters.fingerprint(owner_id, text)
-    position = _position(cursor, fingerprint)
-    params = _search_params(owner_id, position)
+    params: dict = {}
+    # The filters first: a cursor is bound to the thread its name named then (its id), and a
+    # thread that is gone is not_found whatever the cursor.
     where = _where(filters, owner_id, params)
+    fingerprint = filters.fingerprint(owner_id, text, thread_id=where.thread_id)
+    position = _position(cursor, fingerprint)
+    params |= _search_params(owner_id, position)
     alias = replica.read_alias()
     outermost = not connections[alias].in_atomic_block
     with transaction.atomic(using=alias), connections[alias].cursor() as db:

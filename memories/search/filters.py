@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
 from memories import bounds
 from memories.errors import InvalidInput
-from memories.models import MemoryType, Status, Thread, thread_name_key_text
+from memories.models import MemoryType, Status, Thread
 
 STATUS_FILTERS = ("active", "archived", "any")
 
@@ -38,9 +39,12 @@ class SearchFilters:
             or self.recorded_before is not None
         )
 
-    def fingerprint(self, owner_id: int, query: str) -> str:
+    def fingerprint(self, owner_id: int, query: str, *, thread_id: uuid.UUID | None) -> str:
         """What a cursor is bound to: the account, the query and every filter, canonically.
-        (Another account's cursor would bring that account's instant and word statistics.)"""
+        (Another account's cursor would bring that account's instant and word statistics.) The
+        thread filter by the id of the thread its name resolved to (`_Where.thread_id`), not by
+        the name: a thread deleted and created anew under its name between two pages is
+        another thread, whose members must not continue the first one's paging."""
         canonical = json.dumps(
             {
                 "o": owner_id,
@@ -48,7 +52,7 @@ class SearchFilters:
                 "t": sorted(self.memory_types),
                 "s": self.scope,
                 "p": self.project,
-                "th": thread_name_key_text(self.thread) if self.thread else None,
+                "th": str(thread_id) if thread_id else None,
                 "st": self.status,
                 "ra": self.recorded_after.isoformat() if self.recorded_after else None,
                 "rb": self.recorded_before.isoformat() if self.recorded_before else None,
@@ -112,12 +116,14 @@ class _Where:
     type, scope, project and thread, applied to what a walk has read, so that its bound holds
     whatever the filters (see sql._LEXICAL_RECENT; without asOf, a walk reads only memories of
     the types asked for, see candidates._recent). `thread`: the thread filter's clause alone (""
-    for none). `narrowed`: SearchFilters.narrows(). `current`: only current memories are read (no
-    asOf), as an account's nearest-neighbour index holds."""
+    for none), `thread_id` the id of the thread it names (None for none). `narrowed`:
+    SearchFilters.narrows(). `current`: only current memories are read (no asOf), as an
+    account's nearest-neighbour index holds."""
 
     reach: str
     selection: str
     thread: str
+    thread_id: uuid.UUID | None
     narrowed: bool
     current: bool
 
@@ -162,6 +168,7 @@ def _where(filters: SearchFilters, owner_id: int, params: dict) -> _Where:
         reach=_conjunction(reach),
         selection=_conjunction(selection + thread),
         thread=_conjunction(thread),
+        thread_id=params["thread"] if thread else None,
         narrowed=filters.narrows(),
         current=filters.as_of is None,
     )

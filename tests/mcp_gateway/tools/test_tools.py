@@ -1073,6 +1073,47 @@ async def test_search_without_a_query_lists_what_the_filters_select(agent, other
     assert {(h["score"], tuple(h["matchedBy"])) for h in first["hits"]} == {(None, ())}
 
 
+async def _thread_of(agent, name: str, memory_ids: list[str]) -> None:
+    await ok(agent, "configure_thread", {"action": "create", "name": name})
+    arguments = {"action": "add_members", "name": name, "memoryIds": memory_ids}
+    await ok(agent, "configure_thread", arguments)
+
+
+async def test_a_thread_searchs_cursor_is_refused_once_its_name_names_a_new_thread(agent):
+    """A cursor pages through one thread's members: after a delete and a create of the same
+    name it is refused, as for other filters, not continued on the new thread's members."""
+    ids = [(await remember(agent, content=f"street works {n}"))["id"] for n in range(6)]
+    await _thread_of(agent, "launch", ids[:3])
+    first = await ok(agent, "search", {"query": "street works", "thread": "launch", "limit": 1})
+    await ok(agent, "configure_thread", {"action": "delete", "name": "launch"})
+    await _thread_of(agent, "Launch", ids[3:])
+    text = await fails(
+        agent,
+        "search",
+        {"query": "street works", "thread": "launch", "limit": 1, "cursor": first["nextCursor"]},
+    )
+    assert text.startswith("invalid_input: cursor: was issued for a different query or filters")
+
+
+async def test_a_thread_searchs_cursor_follows_its_thread_through_a_rename(agent):
+    ids = [(await remember(agent, content=f"street works {n}"))["id"] for n in range(3)]
+    await _thread_of(agent, "launch", ids)
+    first = await ok(agent, "search", {"query": "street works", "thread": "launch", "limit": 2})
+    await ok(agent, "configure_thread", {"action": "rename", "name": "launch", "newName": "go"})
+    rest = await ok(
+        agent,
+        "search",
+        {"query": "street works", "thread": "go", "limit": 2, "cursor": first["nextCursor"]},
+    )
+    assert sorted(h["id"] for h in first["hits"] + rest["hits"]) == sorted(ids)
+    text = await fails(
+        agent,
+        "search",
+        {"query": "street works", "thread": "launch", "limit": 2, "cursor": first["nextCursor"]},
+    )
+    assert text == "not_found: thread 'launch'"
+
+
 async def test_search_hits_carry_due_dates_and_the_overdue_flag(agent):
     past = (timezone.now() - timedelta(hours=1)).isoformat()
     late = await remember(
