@@ -127,6 +127,9 @@ def read_sections(
             require_known_facet(
                 cursor, owner_id=owner_id, facet=selector.kind, value=selector.value
             )
+        elif not rows and selector.kind == "thread":
+            # A thread deleted since `selector.sql` found it is NotFound too, not an empty one.
+            Thread.objects.require_still_there(owner_id, params["selector"], selector.value)
     sections = {spec.name: Section() for spec in specs}
     for row in rows:
         section = sections[row[0]]

@@ -399,6 +399,15 @@ class ThreadQuerySet(models.QuerySet):
             f" AND ms.thread_id = %({key})s AND ms.state = 'member')"
         )
 
+    def require_still_there(self, owner_id: int, thread_id: uuid.UUID, name: str) -> None:
+        """NotFound, as for an unknown name, unless the thread `name` resolved to (members_sql)
+        still exists. For a read by members_sql that found nothing: a delete committing between
+        the name's lookup and the read leaves the read no members, which is the thread being
+        gone, not a thread without matches. Checked only then, so a read that finds something
+        costs nothing more."""
+        if not self.filter(owner_id=owner_id, pk=thread_id).exists():
+            raise self.not_found(owner_id, name)
+
 
 def _memberships_of_current_memories(owner_id: int, state: str) -> _RowCount:
     return _RowCount(

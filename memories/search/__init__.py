@@ -35,6 +35,7 @@ from memories import account_indexes, bounds, replica
 from memories.environment import require_known_facet
 from memories.errors import InvalidInput
 from memories.excerpts import EXCERPT_MAX, MemoryExcerpt
+from memories.models import Thread
 from memories.search.candidates import (
     LEXICAL_CANDIDATES,
     SEMANTIC_CANDIDATES,
@@ -122,6 +123,10 @@ def search_memories(
         if position is not None:
             ranked = [c for c in ranked if position.follows(c)]
         shown = ranked[:limit]
+        if not shown and where.thread_id is not None:
+            # Nothing in the thread: in this read's snapshot, because the thread is gone (deleted
+            # since its name was looked up) or because none of its members matched.
+            Thread.objects.require_still_there(owner_id, where.thread_id, filters.thread)
         if not shown and position is None and filters.as_of is None:
             # No hits: a scope or project the owner has no memory in is named as the reason,
             # rather than left for the agent to rephrase its query against.

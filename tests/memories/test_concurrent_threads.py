@@ -17,8 +17,11 @@ from django.db import connection, transaction
 from accounts import erasure
 from accounts.erasure import erase_account
 from memories import threads
+from memories.briefing import Selector, build_briefing
 from memories.errors import AccountInactive, Conflict, NotFound
-from memories.models import MembershipState, Memory, Thread, ThreadMembership
+from memories.handoff import build_handoff
+from memories.models import MembershipState, Memory, Thread, ThreadMembership, ThreadQuerySet
+from memories.search import clean_filters, search_memories
 from memories.services import record_memory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -429,3 +432,79 @@ def test_a_delete_racing_an_erasure_finds_the_account_inactive(
     assert isinstance(deleted, AccountInactive), deleted
     assert Thread.objects.get(owner=tenant).name == "[erased]"
     assert ThreadMembership.objects.filter(owner=tenant).count() == 1
+
+
+def _on_its_own_connection(work: Callable):
+    """The outcome of `work`, run and committed on another connection, waited for."""
+    outcome: list = []
+
+    def run() -> None:
+        try:
+            outcome.append(work())
+        except Exception as error:  # asserted on by the caller
+            outcome.append(error)
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join(timeout=30)
+    return outcome[0]
+
+
+@pytest.fixture
+def deleted_once_looked_up(tenant, monkeypatch) -> None:
+    """A read filtered by a thread finds the thread by its name; then the thread is deleted
+    (committed, on another connection) before the read itself runs."""
+    members_sql = ThreadQuerySet.members_sql
+
+    def look_up_then_delete(self, owner_id: int, name: str, params: dict, *, key: str) -> str:
+        clause = members_sql(self, owner_id, name, params, key=key)
+        deleted = _on_its_own_connection(lambda: threads.delete_thread(owner=tenant, name=name))
+        assert isinstance(deleted, Thread), deleted
+        return clause
+
+    monkeypatch.setattr(ThreadQuerySet, "members_sql", look_up_then_delete)
+
+
+def _found_by_search(owner) -> int:
+    page = search_memories(owner_id=owner.pk, query="ship", filters=clean_filters(thread="launch"))
+    return len(page.hits)
+
+
+def _found_by_briefing(owner) -> int:
+    briefing = build_briefing(owner_id=owner.pk, selector=Selector.clean("thread", "launch"))
+    return sum(section.count for section in briefing.sections.values())
+
+
+def _found_by_handoff(owner) -> int:
+    handoff = build_handoff(owner_id=owner.pk, selector=Selector.clean("thread", "launch"))
+    return sum(section.count for section in handoff.sections.values())
+
+
+# How many memories each read filtered by the thread "launch" finds.
+READS_BY_THREAD = {
+    "search": _found_by_search,
+    "briefing": _found_by_briefing,
+    "handoff": _found_by_handoff,
+}
+
+
+@pytest.mark.parametrize("read", READS_BY_THREAD)
+def test_a_read_by_a_thread_deleted_after_its_name_was_looked_up_is_not_found(
+    tenant, member_of_launch, deleted_once_looked_up, read
+):
+    """Whichever connection the read runs on (the replica's may even lag the lookup's), a read
+    that finds the thread's members gone because the thread is gone says so, as for a thread
+    never created."""
+    with pytest.raises(NotFound, match=r"^not_found: thread 'launch'$"):
+        READS_BY_THREAD[read](tenant)
+
+
+@pytest.mark.parametrize("read", READS_BY_THREAD)
+def test_a_read_by_a_thread_with_no_match_finds_nothing_and_is_not_refused(
+    tenant, member_of_launch, read
+):
+    assert READS_BY_THREAD[read](tenant) == 1
+    threads.remove_thread_members(owner=tenant, name="launch", memory_ids=[member_of_launch.id])
+    assert READS_BY_THREAD[read](tenant) == 0
