@@ -112,9 +112,10 @@ def search_memories(
         if outermost:
             _one_snapshot(connections[alias])
         _count_tenant(db, params)
+        resume_after = None  # a listing's last memory read, when its window ended the page
         if text is None:
             mode, statistics = "listed", None
-            ranked = _listed(db, where, params, position, most=limit + 1)
+            ranked, resume_after = _listed(db, where, params, position, most=limit + 1)
         else:
             mode, ranked, statistics = _page_candidates(
                 db, _parse(db, text), where, params, position
@@ -138,8 +139,8 @@ def search_memories(
             db.execute(_PAGE_SQL, params | {"ids": [c.id for c in shown]})
             rows = {row[0]: row for row in db.fetchall()}
     page = SearchPage(hits=_hits(shown, rows, ranked=mode != "listed"))
-    if len(ranked) > limit:
-        last = ranked[limit - 1]
+    last = ranked[limit - 1] if len(ranked) > limit else resume_after
+    if last is not None:
         page.next_cursor = _Position(
             mode=mode,
             score=last.score,

@@ -38,6 +38,8 @@ from memories.search.sql import (
     _LEXICAL_RECENT,
     _LISTED_AFTER,
     _LISTED_SQL,
+    _LISTED_WINDOW,
+    _LISTED_WINDOW_END,
     _RANKED_SQL,
     _RARE_WORD_MATCHES,
     _RECENT,
@@ -67,6 +69,10 @@ SEMANTIC_SCAN_MAX = 5_000
 # The walk (see _WALK) reads at most this many of the tenant's most recent memories: in a large
 # tenant, older ones are found by words only through its words index, and by meaning always.
 WALK_RECENT_MAX = 20_000
+# A search without a query reads at most this many memories a page: a page of a filter that few
+# of a large account's memories pass may hold fewer hits than asked for, and its cursor goes on
+# from the last memory it read.
+LISTED_WINDOW = 5_000
 # In an account with a words index of its own, a query of at most this many terms may find its
 # word candidates through that index (see _WORD_MATCHES and below): the LEXICAL_CANDIDATES most
 # recent current memories holding any of them that pass the filters (with a thread filter, those
@@ -429,22 +435,30 @@ def _new(found: list[_Candidate], known: list[_Candidate]) -> list[_Candidate]:
 
 def _listed(
     db, where: _Where, params: dict, position: _Position | None, most: int
-) -> list[_Candidate]:
+) -> tuple[list[_Candidate], _Candidate | None]:
     """A search without a query: the `most` newest memories the filters select after
-    `position`. Read newest first through the account's recency indexes, as the walk reads
-    (_WALK), whatever the table's statistics say."""
-    params["listed_max"] = most
+    `position`, among the LISTED_WINDOW memories that follow it, read newest first through the
+    account's recency index (_WALK) whatever the table's statistics say. Second: when fewer
+    than `most` passed and the account has more memories past the window, the window's last
+    memory, where the next page resumes."""
+    params |= {"listed_max": most, "listed_window": LISTED_WINDOW}
     after = ""
     if position is not None:
         params |= {"after_recorded_at": position.recorded_at, "after_id": position.id}
         after = _LISTED_AFTER
-    sql = _LISTED_SQL.format(reach=where.reach, selection=where.selection, after=after)
-    return [
-        _Candidate(
-            id=row[0], recorded_at=row[1], content_length=row[2], fields_held={}, cosine=None
-        )
-        for row in _rows(db, sql, params, _WALK)
-    ]
+    window = _LISTED_WINDOW.format(reach=where.reach, after=after)
+    sql = _LISTED_SQL.format(window=window, selection=where.selection)
+    listed = [_listed_candidate(row) for row in _rows(db, sql, params, _WALK)]
+    if len(listed) == most:
+        return listed, None
+    end = _rows(db, _LISTED_WINDOW_END.format(window=window), params, _WALK)
+    return listed, (_listed_candidate(end[0]) if len(end) == 2 else None)
+
+
+def _listed_candidate(row: tuple) -> _Candidate:
+    return _Candidate(
+        id=row[0], recorded_at=row[1], content_length=row[2], fields_held={}, cosine=None
+    )
 
 
 def _topic_matches(db, parsed: _Query, where: _Where, params: dict) -> list[_Candidate]:

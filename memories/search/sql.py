@@ -122,13 +122,24 @@ WHERE TRUE {selection} {required}
   AND similarity(m.topic, %(wanted)s) >= %(topic_min)s
 """
 # A search without a query: the memories the filters select, newest first, from where the last
-# page ended (`after`: empty on a first page).
+# page ended (`after`: empty on a first page), among the next %(listed_window)s memories of the
+# account (the filters are applied to what that window read, as the walk's are, so that a filter
+# few memories pass costs no more than the window); and the window's last memory, when there are
+# more after it, where the next page starts.
+_LISTED_WINDOW = """
+        SELECT m.* FROM memories_memory m
+        WHERE m.owner_id = %(owner)s AND m.recorded_at <= %(snapshot)s {reach} {after}
+        ORDER BY m.recorded_at DESC, m.id DESC"""
 _LISTED_SQL = """
 SELECT m.id, m.recorded_at, m.content_length
-FROM memories_memory m
-WHERE m.owner_id = %(owner)s AND m.recorded_at <= %(snapshot)s {reach} {selection} {after}
+FROM ({window} LIMIT %(listed_window)s) m
+WHERE TRUE {selection}
 ORDER BY m.recorded_at DESC, m.id DESC
 LIMIT %(listed_max)s
+"""
+_LISTED_WINDOW_END = """
+SELECT m.id, m.recorded_at, m.content_length FROM ({window}
+        OFFSET %(listed_window)s - 1 LIMIT 2) m
 """
 _LISTED_AFTER = "AND (m.recorded_at, m.id) < (%(after_recorded_at)s, %(after_id)s::uuid)"
 _PAGE_SQL = (

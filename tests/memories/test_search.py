@@ -22,6 +22,7 @@ from memories.search import (
     QUERY_MAX,
     TOPIC_FALLBACK_WORDS_MAX,
     TOPIC_SIMILARITY_MIN,
+    candidates,
     clean_filters,
     scoring,
     search_memories,
@@ -358,6 +359,31 @@ def test_a_listing_pages_through_every_memory_once_even_with_one_instant(tenant)
     assert sorted(seen) == sorted(m.id for m in made) and len(seen) == len(made)
     recorded = [(m.recorded_at, m.id) for m in made]
     assert seen == [memory_id for _, memory_id in sorted(recorded, reverse=True)]
+
+
+def test_a_listing_reads_a_window_a_page_and_its_cursor_goes_on_past_it(tenant, monkeypatch):
+    """A filter few memories pass costs one window of the account a page, not the whole account;
+    a page may then hold fewer hits than asked (even none), and its cursor goes on from the last
+    memory it read until every match is found."""
+    monkeypatch.setattr(candidates, "LISTED_WINDOW", 3)
+    now = timezone.now()
+    wanted = [
+        MemoryFactory(owner=tenant, project="atlas", recorded_at=now - timedelta(days=d))
+        for d in (9, 10)
+    ]
+    for n in range(5):
+        MemoryFactory(owner=tenant, recorded_at=now - timedelta(days=n))
+    pages = [run(tenant, None, project="atlas", limit=5)]
+    while pages[-1].next_cursor:
+        pages.append(run(tenant, None, project="atlas", limit=5, cursor=pages[-1].next_cursor))
+    # Windows of 3: the 3 newest (none passes), 2 more and the first match, the second match.
+    assert [[hit.id for hit in page.hits] for page in pages] == [[], [wanted[0].id], [wanted[1].id]]
+    # A page short of its limit because its window ended goes on; one whose window read the
+    # account's last memory ends the listing.
+    assert len(run(tenant, None, limit=5).hits) == 3 and run(tenant, None, limit=5).next_cursor
+    monkeypatch.setattr(candidates, "LISTED_WINDOW", 7)
+    assert [len(run(tenant, None, project="atlas", limit=5).hits)] == [2]
+    assert run(tenant, None, project="atlas", limit=5).next_cursor is None
 
 
 def test_a_listing_cursor_is_not_a_search_cursor(tenant):
