@@ -94,9 +94,9 @@ TOOLS: list[ToolSpec] = [
             "'what blocks X' filter memoryTypes to blocker (briefing lists what is open). "
             "Filters: memoryTypes, scope, project, thread, "
             "status, recordedAfter, recordedBefore, asOf (each memory's version as it stood at a "
-            "past date). Without a query, lists what the filters select, newest first (a page may be "
-            "short: follow nextCursor while hasMore). "
-            "Hits are short excerpts; page with nextCursor."
+            "past date). Without a query, lists what the filters select, newest first (a page "
+            "may be short: follow nextCursor while hasMore). Hits are short excerpts; page with "
+            "nextCursor."
         ),
         input_schema=schemas.SEARCH_IN,
         output_schema=schemas.SEARCH_OUT,
