@@ -39,7 +39,7 @@ class SearchFilters:
             or self.recorded_before is not None
         )
 
-    def fingerprint(self, owner_id: int, query: str, *, thread_id: uuid.UUID | None) -> str:
+    def fingerprint(self, owner_id: int, query: str | None, *, thread_id: uuid.UUID | None) -> str:
         """What a cursor is bound to: the account, the query and every filter, canonically.
         (Another account's cursor would bring that account's instant and word statistics.) The
         thread filter by the id of the thread its name resolved to (`_Where.thread_id`), not by
