@@ -228,10 +228,8 @@ SEARCH_OUT = output(
             "items": output(
                 EXCERPT_ITEM["properties"]
                 | {
-                    "score": {
-                        "type": ["number", "null"],
-                        "description": "Relevance; null when listed without a query.",
-                    },
+                    "score": nullable("number")
+                    | {"description": "Relevance; null when listed without a query."},
                     "matchedBy": {
                         "type": "array",
                         "items": {"type": "string", "enum": ["words", "meaning"]},
