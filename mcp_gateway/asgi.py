@@ -17,6 +17,7 @@ import asyncio
 import contextvars
 import json
 import logging
+import math
 import re
 import sys
 import time
@@ -360,6 +361,8 @@ def _accepts_json(accept: str) -> bool:
         try:
             media = MediaType(entry)
             media_range, weight = (media.main_type, media.sub_type), media.quality
+            if math.isnan(weight):  # q=nan: not a weight, ignored as Django ignores q=abc
+                weight = 1
         except ValueError:  # a parameter Django cannot decode: the range as written, weight 1
             media_range, weight = tuple(_media_type(entry).partition("/")[::2]), 1
         if media_range in _JSON_RANGES:

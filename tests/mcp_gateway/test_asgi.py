@@ -943,6 +943,7 @@ async def test_a_body_or_answer_this_endpoint_cannot_serve_is_named_on_both_wire
         "text/event-stream, application/*;q=0.5",
         "text/event-stream;q=0, */*",
         "Application/JSON; charset=utf-8",
+        "application/json;q=nan",  # not a weight, as q=abc is not
     ],
 )
 async def test_an_accept_header_that_admits_json_is_served(http, seeded, wire, accept):
