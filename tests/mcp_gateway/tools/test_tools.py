@@ -26,6 +26,13 @@ async def remember(agent, **fields) -> dict:
     return (await ok(agent, "remember", arguments))["memory"]
 
 
+async def thread_of(agent, name: str, memory_ids: list[str]) -> None:
+    """A new thread `name` holding the memories `memory_ids`."""
+    await ok(agent, "configure_thread", {"action": "create", "name": name})
+    arguments = {"action": "add_members", "name": name, "memoryIds": memory_ids}
+    await ok(agent, "configure_thread", arguments)
+
+
 # --- catalogue ---------------------------------------------------------------------------
 
 
@@ -691,13 +698,8 @@ async def test_thread_lifecycle(agent):
 
 
 async def test_deleting_a_thread_with_members_reports_what_it_held(agent, other_agent):
-    await ok(agent, "configure_thread", {"action": "create", "name": "launch"})
     memories = [await remember(agent, content=f"step {n}") for n in range(2)]
-    await ok(
-        agent,
-        "configure_thread",
-        {"action": "add_members", "name": "launch", "memoryIds": [m["id"] for m in memories]},
-    )
+    await thread_of(agent, "launch", [m["id"] for m in memories])
     await ok(agent, "configure_thread", {"action": "pin", "name": "launch"})
     # Another tenant's thread of the same name is neither reached nor touched.
     await ok(other_agent, "configure_thread", {"action": "create", "name": "launch"})
@@ -797,12 +799,7 @@ async def test_server_proposes_membership_and_applies_it_only_on_acceptance(agen
     seed = await remember(
         agent, topic="payment gateway retries", content="retry 3 times", project="shop"
     )
-    await ok(agent, "configure_thread", {"action": "create", "name": "payments"})
-    await ok(
-        agent,
-        "configure_thread",
-        {"action": "add_members", "name": "payments", "memoryIds": [seed["id"]]},
-    )
+    await thread_of(agent, "payments", [seed["id"]])
 
     unrelated = await ok(
         agent,
@@ -1073,20 +1070,14 @@ async def test_search_without_a_query_lists_what_the_filters_select(agent, other
     assert {(h["score"], tuple(h["matchedBy"])) for h in first["hits"]} == {(None, ())}
 
 
-async def _thread_of(agent, name: str, memory_ids: list[str]) -> None:
-    await ok(agent, "configure_thread", {"action": "create", "name": name})
-    arguments = {"action": "add_members", "name": name, "memoryIds": memory_ids}
-    await ok(agent, "configure_thread", arguments)
-
-
 async def test_a_thread_searchs_cursor_is_refused_once_its_name_names_a_new_thread(agent):
     """A cursor pages through one thread's members: after a delete and a create of the same
     name it is refused, as for other filters, not continued on the new thread's members."""
     ids = [(await remember(agent, content=f"street works {n}"))["id"] for n in range(6)]
-    await _thread_of(agent, "launch", ids[:3])
+    await thread_of(agent, "launch", ids[:3])
     first = await ok(agent, "search", {"query": "street works", "thread": "launch", "limit": 1})
     await ok(agent, "configure_thread", {"action": "delete", "name": "launch"})
-    await _thread_of(agent, "Launch", ids[3:])
+    await thread_of(agent, "Launch", ids[3:])
     text = await fails(
         agent,
         "search",
@@ -1097,7 +1088,7 @@ async def test_a_thread_searchs_cursor_is_refused_once_its_name_names_a_new_thre
 
 async def test_a_thread_searchs_cursor_follows_its_thread_through_a_rename(agent):
     ids = [(await remember(agent, content=f"street works {n}"))["id"] for n in range(3)]
-    await _thread_of(agent, "launch", ids)
+    await thread_of(agent, "launch", ids)
     first = await ok(agent, "search", {"query": "street works", "thread": "launch", "limit": 2})
     await ok(agent, "configure_thread", {"action": "rename", "name": "launch", "newName": "go"})
     rest = await ok(
