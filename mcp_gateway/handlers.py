@@ -86,7 +86,7 @@ def _search_page(owner_id: int, args: dict) -> search.SearchPage:
 
 async def search_memories(principal: Principal, args: dict) -> dict:
     page = await _lag_tolerant_db(_search_page, owner_id=principal.user_id, args=args)
-    return serializers.search_page(page)
+    return serializers.search_page(page, compact=args.get("projection") == "compact")
 
 
 async def get_memories(principal: Principal, args: dict) -> dict:

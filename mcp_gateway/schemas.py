@@ -15,6 +15,9 @@ from memories.excerpts import EXCERPT_MAX
 from memories.models import CommitmentStatus, MemoryType
 
 MEMORY_TYPES = list(MemoryType.values)
+# How search shows each hit: whole (excerpt, dates, commitment state, how it matched) or only
+# what tells hits apart, a fraction of the tokens when an agent scans many.
+PROJECTIONS = ("full", "compact")
 ID = {
     "type": "string",
     "minLength": 1,
@@ -218,39 +221,59 @@ SEARCH_IN = strict(
         "recordedBefore": DATETIME,
         "asOf": DATETIME | {"description": "Search what was current at this instant."},
         "cursor": {"type": "string", "minLength": 1, "maxLength": search.CURSOR_MAX},
+        "projection": {
+            "type": "string",
+            "enum": list(PROJECTIONS),
+            "default": "full",
+            "description": (
+                "'compact': each hit only as id, memoryType, topic, recordedAt, status and "
+                "score, to scan many hits cheaply; read the ones you need with get_memories."
+            ),
+        },
     },
+)
+SCORE = nullable("number") | {"description": "Relevance; null when listed without a query."}
+SEARCH_HIT = output(
+    EXCERPT_ITEM["properties"]
+    | {
+        "score": SCORE,
+        "matchedBy": {
+            "type": "array",
+            "items": {"type": "string", "enum": ["words", "meaning"]},
+            "description": "How the memory matched: by the query's words (or the topic's "
+            "spelling), by meaning, or both; empty when listed without a query.",
+        },
+        "status": {"type": "string"},
+        "validTo": NULLABLE_DATETIME,
+    },
+    required=(
+        "id",
+        "uri",
+        "memoryType",
+        "topic",
+        "excerpt",
+        "truncated",
+        "contentLength",
+        "score",
+    ),
+)
+COMPACT_SEARCH_HIT = output(
+    {
+        "id": {"type": "string"},
+        "memoryType": {"type": "string"},
+        "topic": {"type": "string"},
+        "recordedAt": {"type": "string", "format": "date-time"},
+        "status": {"type": "string"},
+        "score": SCORE,
+    }
 )
 SEARCH_OUT = output(
     {
         "hits": {
             "type": "array",
             "maxItems": search.MAX_LIMIT,
-            "items": output(
-                EXCERPT_ITEM["properties"]
-                | {
-                    "score": nullable("number")
-                    | {"description": "Relevance; null when listed without a query."},
-                    "matchedBy": {
-                        "type": "array",
-                        "items": {"type": "string", "enum": ["words", "meaning"]},
-                        "description": "How the memory matched: by the query's words "
-                        "(or the topic's spelling), by meaning, or both; empty when listed "
-                        "without a query.",
-                    },
-                    "status": {"type": "string"},
-                    "validTo": NULLABLE_DATETIME,
-                },
-                required=(
-                    "id",
-                    "uri",
-                    "memoryType",
-                    "topic",
-                    "excerpt",
-                    "truncated",
-                    "contentLength",
-                    "score",
-                ),
-            ),
+            "items": {"anyOf": [SEARCH_HIT, COMPACT_SEARCH_HIT]},
+            "description": "Full hits, or compact ones with projection 'compact'.",
         },
         "count": {"type": "integer"},
         "hasMore": {"type": "boolean"},

@@ -120,9 +120,22 @@ def search_hit(hit: SearchHit) -> dict:
     }
 
 
-def search_page(page: SearchPage) -> dict:
-    """The `search` result: one page of hits and the cursor of the next."""
-    hits = [search_hit(hit) for hit in page.hits]
+def compact_search_hit(hit: SearchHit) -> dict:
+    """A hit as the `compact` projection shows it: what tells it apart from the others."""
+    return {
+        "id": str(hit.id),
+        "memoryType": hit.memory_type,
+        "topic": hit.topic,
+        "recordedAt": utc_datetime(hit.recorded_at),
+        "status": hit.status,
+        "score": hit.score,
+    }
+
+
+def search_page(page: SearchPage, *, compact: bool = False) -> dict:
+    """The `search` result: one page of hits, whole or compact, and the cursor of the next."""
+    shape = compact_search_hit if compact else search_hit
+    hits = [shape(hit) for hit in page.hits]
     return {
         "hits": hits,
         "count": len(hits),

@@ -168,6 +168,11 @@ async def test_read_only_token_cannot_write_but_can_list_threads(owner):
             "invalid_input: recordedBefore: must be within 1970-01-01T00:00:00Z..",
         ),
         ("search", {"query": "x", "limit": 26}, "invalid_input: limit: must be at most 25; got 26"),
+        (
+            "search",
+            {"query": "x", "projection": "brief"},
+            "invalid_input: projection: must be one of: full, compact",
+        ),
         ("search", {"query": "x", "limit": 0}, "invalid_input: limit: must be at least 1; got 0"),
         ("search", {"query": "q" * 501}, "invalid_input: query: must be at most 500 characters"),
         ("search", {"query": "   "}, "invalid_input: query: must be at least 1 character(s)"),
@@ -1103,6 +1108,32 @@ async def test_a_thread_searchs_cursor_follows_its_thread_through_a_rename(agent
         {"query": "street works", "thread": "launch", "limit": 2, "cursor": first["nextCursor"]},
     )
     assert text == "not_found: thread 'launch'"
+
+
+async def test_search_in_the_compact_projection_gives_only_what_tells_hits_apart(agent):
+    """An agent scanning many hits pays for excerpts it does not read: `projection: compact`
+    gives each hit's id, type, topic, date, status and score, in the order of the full page,
+    for a fraction of its size; the cursor pages on in either projection."""
+    for n in range(5):
+        await remember(
+            agent, topic=f"retro {n}", content=f"sprint retro notes {n}: " + "went well " * 40
+        )
+    arguments = {"query": "sprint retro", "limit": 2}
+    full = await ok(agent, "search", arguments)
+    compact = await ok(agent, "search", arguments | {"projection": "compact"})
+    shown = ("id", "memoryType", "topic", "recordedAt", "status", "score")
+    assert compact["hits"] == [{key: hit[key] for key in shown} for hit in full["hits"]]
+    assert (compact["count"], compact["hasMore"]) == (2, True)
+    assert len(json.dumps(compact)) * 3 < len(json.dumps(full))
+
+    whole_next = await ok(agent, "search", arguments | {"cursor": compact["nextCursor"]})
+    assert whole_next["hits"][0]["excerpt"].startswith("sprint retro notes")
+    compact_next = await ok(
+        agent, "search", arguments | {"projection": "compact", "cursor": full["nextCursor"]}
+    )
+    assert [hit["id"] for hit in compact_next["hits"]] == [hit["id"] for hit in whole_next["hits"]]
+    seen = [hit["id"] for page in (full, whole_next) for hit in page["hits"]]
+    assert len(set(seen)) == 4
 
 
 async def test_search_hits_carry_due_dates_and_the_overdue_flag(agent):
