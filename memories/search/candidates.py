@@ -438,7 +438,8 @@ def _listed(
 ) -> tuple[list[_Candidate], _Candidate | None]:
     """A search without a query: the `most` newest memories the filters select after
     `position`, among the LISTED_WINDOW memories that follow it, read newest first through the
-    account's recency index (_WALK) whatever the table's statistics say. Second: when fewer
+    account's recency index (_WALK) whatever the table's statistics say, current as of the
+    first page's instant (_Where.reach_at_snapshot). Second: when fewer
     than `most` passed and the account has more memories past the window, the window's last
     memory, where the next page resumes."""
     params |= {"listed_max": most, "listed_window": LISTED_WINDOW}
@@ -446,7 +447,7 @@ def _listed(
     if position is not None:
         params |= {"after_recorded_at": position.recorded_at, "after_id": position.id}
         after = _LISTED_AFTER
-    window = _LISTED_WINDOW.format(reach=where.reach, after=after)
+    window = _LISTED_WINDOW.format(reach=where.reach_at_snapshot, after=after)
     sql = _LISTED_SQL.format(window=window, selection=where.selection)
     listed = [_listed_candidate(row) for row in _rows(db, sql, params, _WALK)]
     if len(listed) == most:

@@ -126,26 +126,42 @@ class _Where:
     thread_id: uuid.UUID | None
     narrowed: bool
     current: bool
+    dates: str = ""
 
     @property
     def sql(self) -> str:
         return self.reach + self.selection
 
+    @property
+    def reach_at_snapshot(self) -> str:
+        """`reach` with "current" meaning current at the search's instant (`snapshot`, the first
+        page's): a memory revised since is read in the version that instant saw, and its
+        successor, recorded later, is not, so a walk resumed on a later page neither drops it
+        nor shows two versions. With asOf, `reach` already names one instant."""
+        if not self.current:
+            return self.reach
+        return _conjunction([_CURRENT_AT_SNAPSHOT]) + self.dates
+
+
+_CURRENT = "m.valid_to IS NULL"
+_CURRENT_AT_SNAPSHOT = "(m.valid_to IS NULL OR m.valid_to > %(snapshot)s)"
+
 
 def _where(filters: SearchFilters, owner_id: int, params: dict) -> _Where:
-    reach: list[str] = []
+    lifecycle: list[str] = []
     if filters.as_of is not None:
-        reach.append(
+        lifecycle.append(
             "m.recorded_at <= %(as_of)s AND (m.valid_to IS NULL OR m.valid_to > %(as_of)s)"
         )
         params["as_of"] = filters.as_of
     else:
-        reach.append("m.valid_to IS NULL")
+        lifecycle.append(_CURRENT)
+    dates: list[str] = []
     if filters.recorded_after is not None:
-        reach.append("m.recorded_at >= %(after)s")
+        dates.append("m.recorded_at >= %(after)s")
         params["after"] = filters.recorded_after
     if filters.recorded_before is not None:
-        reach.append("m.recorded_at <= %(before)s")
+        dates.append("m.recorded_at <= %(before)s")
         params["before"] = filters.recorded_before
     selection: list[str] = []
     status = filters.status or ("any" if filters.as_of else Status.ACTIVE)
@@ -165,12 +181,13 @@ def _where(filters: SearchFilters, owner_id: int, params: dict) -> _Where:
     if filters.thread is not None:
         thread.append(Thread.objects.members_sql(owner_id, filters.thread, params, key="thread"))
     return _Where(
-        reach=_conjunction(reach),
+        reach=_conjunction(lifecycle + dates),
         selection=_conjunction(selection + thread),
         thread=_conjunction(thread),
         thread_id=params["thread"] if thread else None,
         narrowed=filters.narrows(),
         current=filters.as_of is None,
+        dates=_conjunction(dates),
     )
 
 

@@ -361,6 +361,30 @@ def test_a_listing_pages_through_every_memory_once_even_with_one_instant(tenant)
     assert seen == [memory_id for _, memory_id in sorted(recorded, reverse=True)]
 
 
+def test_a_listing_revised_between_pages_shows_the_version_its_first_page_saw(tenant):
+    """Listing every blocker must reach every blocker: one revised after the first page is
+    listed on a later page as it stood then (its successor, recorded later, is not), rather than
+    dropped with its successor left out too."""
+    now = timezone.now()
+    older, oldest = (
+        MemoryFactory(owner=tenant, memory_type="blocker", recorded_at=now - timedelta(days=d))
+        for d in (2, 3)
+    )
+    newest = MemoryFactory(owner=tenant, memory_type="blocker", recorded_at=now - timedelta(days=1))
+    first = run(tenant, None, memory_types=["blocker"], limit=1)
+    successor = revise_memory(owner=tenant, predecessor_id=older.id, content="Still blocked.")
+
+    rest = run(tenant, None, memory_types=["blocker"], limit=5, cursor=first.next_cursor)
+
+    assert [hit.id for hit in first.hits + rest.hits] == [newest.id, older.id, oldest.id]
+    assert rest.hits[0].valid_to == successor.recorded_at
+    assert [hit.id for hit in run(tenant, None, memory_types=["blocker"]).hits] == [
+        successor.id,
+        newest.id,
+        oldest.id,
+    ]
+
+
 def test_a_listing_reads_a_window_a_page_and_its_cursor_goes_on_past_it(tenant, monkeypatch):
     """A filter few memories pass costs one window of the account a page, not the whole account;
     a page may then hold fewer hits than asked (even none), and its cursor goes on from the last
