@@ -28,6 +28,7 @@ from infra import dbfaults
 from mcp_gateway import auth, handlers, schemas
 from mcp_gateway.handlers import InvalidArguments
 from mcp_gateway.principal import Principal
+from memories import bounds
 from memories.bounds import text_problem_in
 from memories.errors import DomainError
 
@@ -315,6 +316,10 @@ def _too_many_items(spec: ToolSpec, arguments: dict) -> str | None:
     return None
 
 
+# A schema pattern's refusal in words: a regular expression tells a model less than the rule it
+# encodes, and the domain words the same refusal so.
+_PATTERN_RULES = {bounds.SCOPE_PATTERN.pattern: bounds.SCOPE_RULE}
+
 # How much of a name the client made up an error repeats.
 SHOWN_NAME_MAX = 64
 
@@ -369,7 +374,7 @@ def _schema_error(spec: ToolSpec, arguments: dict) -> str | None:
         case "enum":
             return f"{field}: must be one of: {', '.join(map(str, limit))}"
         case "pattern":
-            return f"{field}: must match the pattern {limit}"
+            return f"{field}: {_PATTERN_RULES.get(limit, f'must match the pattern {limit}')}"
         case "type":
             return f"{field}: must be of type {limit}"
         case "uniqueItems":

@@ -29,6 +29,8 @@ ERASED_SCOPE = "erased"
 ERASED = "[erased]"
 SCOPE_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 SCOPE_PATTERN_SQL = r"^[a-z0-9]+(-[a-z0-9]+)*$"
+# SCOPE_PATTERN in words, as every refusal of a scope says it.
+SCOPE_RULE = "must be kebab-case: lowercase letters and digits separated by single hyphens"
 # Instants from callers, in UTC: years PostgreSQL's timestamptz and Python's datetime both hold
 # whatever offset they are later shown in (year 10000 is a valid timestamptz that psycopg cannot
 # read back), and none before the Unix epoch, which no memory can be due at or recorded before.
@@ -158,9 +160,7 @@ def clean_scope(value: object, field: str = "scope") -> str:
         return DEFAULT_SCOPE
     scope = _text(field, value, maximum=SCOPE_MAX)
     if not SCOPE_PATTERN.match(scope):
-        raise InvalidInput(
-            field, "must be kebab-case: lowercase letters and digits separated by single hyphens"
-        )
+        raise InvalidInput(field, SCOPE_RULE)
     if scope == ERASED_SCOPE:
         raise InvalidInput(field, f"'{ERASED_SCOPE}' is reserved")
     return scope

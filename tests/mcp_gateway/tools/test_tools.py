@@ -125,8 +125,11 @@ async def test_read_only_token_cannot_write_but_can_list_threads(owner):
         (
             "remember",
             {"memoryType": "note", "topic": "t", "content": "c", "scope": "Work Notes"},
-            "invalid_input: scope: must match the pattern",
+            "invalid_input: scope: must be kebab-case: lowercase letters and digits separated by "
+            "single hyphens",
         ),
+        # The schema's pattern in the words briefing's scope value is refused in, not a regex.
+        ("search", {"query": "x", "scope": "Personal"}, "invalid_input: scope: must be kebab-case"),
         (
             "remember",
             {"memoryType": "idea", "topic": "t", "content": "c"},
