@@ -328,6 +328,19 @@ def _shown_name(name: str) -> str:
     return name if len(name) <= SHOWN_NAME_MAX else f"{name[:SHOWN_NAME_MAX]}…"
 
 
+def _known_fields(unknown: str, allowed: list[str]) -> str:
+    """What to send instead of an unknown field: the field it misspells in another case or
+    separator style (memory_type, MemoryType for memoryType), else every field the tool takes,
+    so a model can correct the call without reading the schema again."""
+    key = unknown.replace("_", "").replace("-", "").lower()
+    for name in allowed:
+        if name.lower() == key:
+            return f"did you mean '{name}'?"
+    if not allowed:
+        return "this tool takes no arguments"
+    return f"this tool takes: {', '.join(allowed)}"
+
+
 def _field_path(parts: Iterable[str | int]) -> str:
     """A schema error's place as the domain's checks name it: `tags[0]`, `filters.type`."""
     path = ""
@@ -352,10 +365,11 @@ def _schema_error(spec: ToolSpec, arguments: dict) -> str | None:
     limit = error.validator_value
     match error.validator:
         case "additionalProperties":
-            allowed = set(error.schema.get("properties", {}))
+            allowed = list(error.schema.get("properties", {}))
             unknown = sorted(key for key in error.instance if key not in allowed)
             prefix = f"{path}." if path else ""
-            return f"{prefix}{_shown_name(unknown[0])}: unknown field"
+            hint = _known_fields(unknown[0], allowed)
+            return f"{prefix}{_shown_name(unknown[0])}: unknown field; {hint}"
         case "required":
             missing = [key for key in limit if key not in error.instance]
             return f"{missing[0]}: is required"

@@ -97,8 +97,29 @@ async def test_read_only_token_cannot_write_but_can_list_threads(owner):
 @pytest.mark.parametrize(
     ("tool", "arguments", "expected"),
     [
-        ("describe_environment", {"verbose": True}, "invalid_input: verbose: unknown field"),
-        ("search", {"query": "x", "limit": 5, "sort": "asc"}, "invalid_input: sort: unknown field"),
+        (
+            "describe_environment",
+            {"verbose": True},
+            "invalid_input: verbose: unknown field; this tool takes no arguments",
+        ),
+        # An unknown field is answered with what the tool takes, or the field it misspells.
+        (
+            "search",
+            {"query": "x", "limit": 5, "sort": "asc"},
+            "invalid_input: sort: unknown field; this tool takes: query, limit, memoryTypes, "
+            "scope, project, thread, status, recordedAfter, recordedBefore, asOf, cursor, "
+            "projection",
+        ),
+        (
+            "remember",
+            {"memory_type": "note", "topic": "t", "content": "c"},
+            "invalid_input: memory_type: unknown field; did you mean 'memoryType'?",
+        ),
+        (
+            "get_memories",
+            {"ids": ["a"], "MaxChars": 3000},
+            "invalid_input: MaxChars: unknown field; did you mean 'maxChars'?",
+        ),
         # A made-up name is shown in part only; a list item is named as the domain names it.
         ("search", {"query": "x", "k" * 100_000: 1}, f"invalid_input: {'k' * 64}…: unknown field"),
         (
