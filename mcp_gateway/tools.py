@@ -389,6 +389,11 @@ def _schema_error(spec: ToolSpec, arguments: dict) -> str | None:
             return f"{field}: must be one of: {', '.join(map(str, limit))}"
         case "pattern":
             return f"{field}: {_PATTERN_RULES.get(limit, f'must match the pattern {limit}')}"
+        case "type" if error.instance is None and len(error.path) == 1:
+            # Some clients send null for every optional field they do not use.
+            if field in spec.input_schema.get("required", ()):
+                return f"{field}: must be of type {limit}, not null"
+            return f"{field}: must be of type {limit}, not null; omit it to leave it out"
         case "type":
             return f"{field}: must be of type {limit}"
         case "uniqueItems":

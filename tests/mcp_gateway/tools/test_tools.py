@@ -128,6 +128,17 @@ async def test_read_only_token_cannot_write_but_can_list_threads(owner):
             "invalid_input: tags[1]: must be at least 1 character(s)",
         ),
         ("remember", {"memoryType": "note", "topic": "t"}, "invalid_input: content: is required"),
+        # Null, as some clients send for an unused optional field: told to leave it out.
+        (
+            "search",
+            {"query": "x", "project": None},
+            "invalid_input: project: must be of type string, not null; omit it to leave it out",
+        ),
+        (
+            "remember",
+            {"memoryType": "note", "topic": "t", "content": None},
+            "invalid_input: content: must be of type string, not null",
+        ),
         (
             "remember",
             {"memoryType": "note", "topic": "t", "content": "x" * 2001},
