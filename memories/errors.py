@@ -4,6 +4,8 @@ data."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 
 class DomainError(Exception):
     reason: str = "error"
@@ -62,8 +64,13 @@ class DuplicateMemory(DomainError):
 class InvalidTransition(DomainError):
     reason = "invalid_transition"
 
-    def __init__(self, current: str, requested: str) -> None:
-        super().__init__(f"a commitment cannot move from '{current}' to '{requested}'")
+    def __init__(self, current: str, requested: str, allowed: Iterable[str] = ()) -> None:
+        # The moves it has, so a caller knows the way round (reopen, then move on).
+        moves = " or ".join(f"'{state}'" for state in sorted(allowed))
+        super().__init__(
+            f"a commitment cannot move from '{current}' to '{requested}'"
+            + (f"; from '{current}' it can move to {moves}" if moves else "")
+        )
         self.current = current
         self.requested = requested
 

@@ -384,7 +384,7 @@ def archive_memory(*, owner: AbstractBaseUser, memory_id: object) -> Memory:
 
 def resolve_commitment(*, owner: AbstractBaseUser, memory_id: object, status: object) -> Memory:
     """Move a commitment through its state machine (COMMITMENT_TRANSITIONS). The same state is a
-    no-op; an illegal move raises InvalidTransition naming both states."""
+    no-op; an illegal move raises InvalidTransition naming both states and the moves there are."""
     if status not in CommitmentStatus.values:
         raise InvalidInput("status", f"must be one of: {', '.join(CommitmentStatus.values)}")
     with transaction.atomic():
@@ -397,8 +397,9 @@ def resolve_commitment(*, owner: AbstractBaseUser, memory_id: object, status: ob
         if memory.valid_to is not None:
             raise superseded(owner.pk, memory.id, "resolve")
         if status != memory.commitment_status:
-            if status not in COMMITMENT_TRANSITIONS[memory.commitment_status]:
-                raise InvalidTransition(memory.commitment_status, status)  # type: ignore[arg-type]
+            moves = COMMITMENT_TRANSITIONS[memory.commitment_status]
+            if status not in moves:
+                raise InvalidTransition(memory.commitment_status, status, moves)  # type: ignore[arg-type]
             memory.commitment_status = status
             memory.save(update_fields=["commitment_status"])
         return memory

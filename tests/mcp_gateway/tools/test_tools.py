@@ -390,7 +390,10 @@ async def test_resolve_moves_a_commitment_and_refuses_illegal_moves(agent):
     done = await ok(agent, "resolve", {"memoryId": commitment["id"], "status": "resolved"})
     assert done["memory"]["commitmentStatus"] == "resolved"
     text = await fails(agent, "resolve", {"memoryId": commitment["id"], "status": "waiting"})
-    assert text == "invalid_transition: a commitment cannot move from 'resolved' to 'waiting'"
+    assert text == (
+        "invalid_transition: a commitment cannot move from 'resolved' to 'waiting'; "
+        "from 'resolved' it can move to 'open'"
+    )
     note = await remember(agent, content="not a commitment")
     text = await fails(agent, "resolve", {"memoryId": note["id"], "status": "resolved"})
     assert text.startswith("invalid_input: memoryId: ")
