@@ -115,6 +115,7 @@ MEMORY_REF = output(
         "topic": {"type": "string"},
         "status": {"type": "string"},
         "commitmentStatus": nullable("string"),
+        "dueAt": NULLABLE_DATETIME,
         "validTo": NULLABLE_DATETIME,
     }
 )

@@ -24,7 +24,8 @@ from memories.threads import Proposal
 
 
 def memory_ref(item: Memory) -> dict:
-    """A memory just written or moved: its id, URI and lifecycle state, without its content."""
+    """A memory just written or moved: its id, URI, lifecycle state and due date (as stored, in
+    UTC: a revision carries it over unasked), without its content."""
     return {
         "id": str(item.id),
         "uri": item.resource_uri,
@@ -32,6 +33,7 @@ def memory_ref(item: Memory) -> dict:
         "topic": item.topic,
         "status": str(item.status),
         "commitmentStatus": item.commitment_status and str(item.commitment_status),
+        "dueAt": utc_datetime(item.due_at),
         "validTo": utc_datetime(item.valid_to),
     }
 

@@ -378,6 +378,20 @@ async def test_revise_supersedes_and_a_second_revise_conflicts(agent):
     assert text.startswith("conflict: ")
 
 
+async def test_a_written_commitment_answers_its_due_date_as_stored(agent):
+    """In UTC whatever offset it was given in, and carried over by a revision unasked."""
+    due = "2026-12-31T17:00:00+01:00"
+    written = await remember(agent, memoryType="commitment", content="ship v3", dueAt=due)
+    assert written["dueAt"] == "2026-12-31T16:00:00Z"
+    revised = await ok(agent, "revise", {"predecessorId": written["id"], "content": "ship v3.1"})
+    assert revised["memory"]["dueAt"] == "2026-12-31T16:00:00Z"
+    resolved = await ok(
+        agent, "resolve", {"memoryId": revised["memory"]["id"], "status": "resolved"}
+    )
+    assert resolved["memory"]["dueAt"] == "2026-12-31T16:00:00Z"
+    assert (await remember(agent, content="a note"))["dueAt"] is None
+
+
 async def test_archive_is_idempotent(agent):
     memory = await remember(agent)
     for _ in range(2):
