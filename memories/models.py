@@ -383,7 +383,9 @@ class ThreadQuerySet(models.QuerySet):
             .order_by("-similar", "name")
             .values_list("name", flat=True)[:SUGGESTIONS_MAX]
         )
-        return NotFound(f"thread '{name}'" + (f"; {did_you_mean(near)}" if near else ""))
+        # As an unknown scope or project is answered: where the names are, when none is near.
+        hint = did_you_mean(near) or "describe_environment lists your threads"
+        return NotFound(f"thread '{name}'; {hint}")
 
     def members_sql(self, owner_id: int, name: str, params: dict, *, key: str) -> str:
         """A condition on memories `m`: a member of the owner's thread named `name` (any case).

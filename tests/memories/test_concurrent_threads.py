@@ -497,7 +497,9 @@ def test_a_read_by_a_thread_deleted_after_its_name_was_looked_up_is_not_found(
     """Whichever connection the read runs on (the replica's may even lag the lookup's), a read
     that finds the thread's members gone because the thread is gone says so, as for a thread
     never created."""
-    with pytest.raises(NotFound, match=r"^not_found: thread 'launch'$"):
+    with pytest.raises(
+        NotFound, match=r"^not_found: thread 'launch'; describe_environment lists your threads$"
+    ):
         READS_BY_THREAD[read](tenant)
 
 

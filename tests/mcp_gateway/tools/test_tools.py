@@ -458,7 +458,7 @@ async def test_thread_membership_refuses_foreign_memories(agent, other_agent):
     # Their thread names are not reachable either.
     await ok(other_agent, "configure_thread", {"action": "create", "name": "secret"})
     text = await fails(agent, "configure_thread", {"action": "pin", "name": "secret"})
-    assert text == "not_found: thread 'secret'"
+    assert text == "not_found: thread 'secret'; describe_environment lists your threads"
 
 
 # --- get_memories --------------------------------------------------------------------------
@@ -622,7 +622,7 @@ async def test_briefing_lists_pinned_threads_and_selects_by_thread(agent):
     ]
     assert [i["id"] for i in brief["sections"]["recentDecisions"]["items"]] == [member["id"]]
     assert (await fails(agent, "briefing", {"selector": "thread", "value": "nope"})) == (
-        "not_found: thread 'nope'"
+        "not_found: thread 'nope'; describe_environment lists your threads"
     )
     # A memory like its member is proposed to it: briefing counts it as the thread list does.
     proposed = await ok(
@@ -746,12 +746,12 @@ async def test_thread_lifecycle(agent):
     }
     assert (await ok(agent, "configure_thread", {"action": "list"}))["threads"] == []
     text = await fails(agent, "configure_thread", {"action": "delete", "name": "Go-live"})
-    assert text == "not_found: thread 'Go-live'"
+    assert text == "not_found: thread 'Go-live'; describe_environment lists your threads"
     # The memory stays, and searching by the deleted thread says it is gone.
     fetched = await ok(agent, "get_memories", {"ids": [memory["id"]]})
     assert [m["id"] for m in fetched["memories"]] == [memory["id"]]
     text = await fails(agent, "search", {"query": "May", "thread": "Go-live"})
-    assert text == "not_found: thread 'Go-live'"
+    assert text == "not_found: thread 'Go-live'; describe_environment lists your threads"
 
 
 async def test_deleting_a_thread_with_members_reports_what_it_held(agent, other_agent):
@@ -781,7 +781,7 @@ async def test_an_unknown_thread_is_not_found_naming_the_accounts_near_ones(agen
     text = await fails(agent, "search", {"query": "date", "thread": "lanch"})
     assert text == "not_found: thread 'lanch'; did you mean 'launch'?"
     text = await fails(agent, "configure_thread", {"action": "delete", "name": "zzz"})
-    assert text == "not_found: thread 'zzz'"
+    assert text == "not_found: thread 'zzz'; describe_environment lists your threads"
 
 
 async def test_a_thread_is_addressed_by_its_own_name_not_a_case_alias(agent):
@@ -1159,7 +1159,7 @@ async def test_a_thread_searchs_cursor_follows_its_thread_through_a_rename(agent
         "search",
         {"query": "street works", "thread": "launch", "limit": 2, "cursor": first["nextCursor"]},
     )
-    assert text == "not_found: thread 'launch'"
+    assert text == "not_found: thread 'launch'; describe_environment lists your threads"
 
 
 async def test_search_in_the_compact_projection_gives_only_what_tells_hits_apart(agent):
