@@ -22,7 +22,7 @@ ID = {
     "type": "string",
     "minLength": 1,
     "maxLength": bounds.MEMORY_ID_MAX,
-    "description": "A memory id (UUID).",
+    "description": "A memory id (UUID), or its threengram://memory/{id} URI.",
 }
 DATETIME = {
     "type": "string",

@@ -30,6 +30,7 @@ from memories.errors import (
 from memories.fields import ReadableDateTimeField, readable_instant_sql
 from memories.models import (
     COMMITMENT_TRANSITIONS,
+    MEMORY_URI_TEMPLATE,
     CommitmentStatus,
     Memory,
     MemoryType,
@@ -41,15 +42,19 @@ _UNSET = object()
 
 def parse_memory_id(value: object) -> uuid.UUID | None:
     """A memory id from caller input, or None when it cannot be one. Callers treat None exactly
-    like an unknown id, so a malformed id tells nothing a missing one does not."""
+    like an unknown id, so a malformed id tells nothing a missing one does not. The memory's
+    resource URI names it too: results carry both, and an agent passes either."""
     if isinstance(value, uuid.UUID):
         return value
     if not isinstance(value, str) or len(value) > bounds.MEMORY_ID_MAX:
         return None
     try:
-        return uuid.UUID(value)
+        return uuid.UUID(value.removeprefix(_MEMORY_URI_PREFIX))
     except ValueError:
         return None
+
+
+_MEMORY_URI_PREFIX = MEMORY_URI_TEMPLATE.removesuffix("{id}")
 
 
 def _clean_memory_type(value: object) -> str:

@@ -446,6 +446,27 @@ async def test_get_memories_puts_foreign_unknown_and_malformed_ids_in_not_found(
     assert "theirs" not in json.dumps(result)
 
 
+async def test_a_memory_is_named_by_its_uri_wherever_an_id_is_asked_for(agent, other_agent):
+    """Results carry a memory's `id` and its `uri`; an agent that passes the URI back gets the
+    memory, not a `not_found` for a memory it just saw. Another tenant's URI is still unknown."""
+    mine = await remember(agent, content="mine")
+    theirs = await remember(other_agent, content="theirs")
+    result = await ok(agent, "get_memories", {"ids": [mine["uri"], theirs["uri"]]})
+    assert ([m["id"] for m in result["memories"]], result["notFound"]) == (
+        [mine["id"]],
+        [theirs["uri"]],
+    )
+    await thread_of(agent, "uris", [mine["uri"]])
+    [hit] = (await ok(agent, "search", {"thread": "uris"}))["hits"]
+    assert hit["id"] == mine["id"]
+    revised = await ok(agent, "revise", {"predecessorId": mine["uri"], "content": "mine, again"})
+    archived = await ok(agent, "archive", {"memoryId": revised["memory"]["uri"]})
+    assert archived["memory"]["status"] == "archived"
+    assert await fails(agent, "archive", {"memoryId": theirs["uri"]}) == (
+        f"not_found: memory {theirs['uri']}"
+    )
+
+
 async def test_thread_membership_refuses_foreign_memories(agent, other_agent):
     foreign = await remember(other_agent, content="theirs")
     await ok(agent, "configure_thread", {"action": "create", "name": "mine"})
