@@ -228,7 +228,8 @@ SEARCH_IN = strict(
             "default": "full",
             "description": (
                 "'compact': each hit only as id, memoryType, topic, recordedAt, status and "
-                "score, to scan many hits cheaply; read the ones you need with get_memories."
+                "score (a commitment's commitmentStatus and overdue too), to scan many hits "
+                "cheaply; read the ones you need with get_memories."
             ),
         },
     },
@@ -266,7 +267,15 @@ COMPACT_SEARCH_HIT = output(
         "recordedAt": {"type": "string", "format": "date-time"},
         "status": {"type": "string"},
         "score": SCORE,
-    }
+        "commitmentStatus": {"type": "string", "description": "Commitments only."},
+        "overdue": {"type": "boolean", "description": "Commitments only."},
+        "validTo": {
+            "type": "string",
+            "format": "date-time",
+            "description": "Only for a version since superseded (asOf).",
+        },
+    },
+    required=("id", "memoryType", "topic", "recordedAt", "status", "score"),
 )
 SEARCH_OUT = output(
     {

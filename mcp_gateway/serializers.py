@@ -123,8 +123,10 @@ def search_hit(hit: SearchHit) -> dict:
 
 
 def compact_search_hit(hit: SearchHit) -> dict:
-    """A hit as the `compact` projection shows it: what tells it apart from the others."""
-    return {
+    """A hit as the `compact` projection shows it: what tells it apart from the others. A
+    commitment's state and whether it is overdue, and a version's end (asOf), only where they
+    apply: "which are still open" is answered without the excerpts."""
+    data = {
         "id": str(hit.id),
         "memoryType": hit.memory_type,
         "topic": hit.topic,
@@ -132,6 +134,11 @@ def compact_search_hit(hit: SearchHit) -> dict:
         "status": hit.status,
         "score": hit.score,
     }
+    if hit.commitment_status is not None:
+        data |= {"commitmentStatus": hit.commitment_status, "overdue": hit.overdue}
+    if hit.valid_to is not None:
+        data["validTo"] = utc_datetime(hit.valid_to)
+    return data
 
 
 def search_page(page: SearchPage, *, compact: bool = False) -> dict:

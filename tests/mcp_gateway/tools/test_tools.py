@@ -2,7 +2,7 @@
 
 import json
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.utils import timezone
@@ -1207,6 +1207,30 @@ async def test_search_in_the_compact_projection_gives_only_what_tells_hits_apart
     assert [hit["id"] for hit in compact_next["hits"]] == [hit["id"] for hit in whole_next["hits"]]
     seen = [hit["id"] for page in (full, whole_next) for hit in page["hits"]]
     assert len(set(seen)) == 4
+
+
+async def test_compact_hits_tell_open_commitments_from_closed_and_late_ones(agent):
+    """ "Which of my commitments are still open" is answered without the excerpts."""
+    past = (timezone.now() - timedelta(days=1)).isoformat()
+    late = await remember(agent, memoryType="commitment", topic="send invoice", dueAt=past)
+    done = await remember(agent, memoryType="commitment", topic="send report", content="done")
+    await ok(agent, "resolve", {"memoryId": done["id"], "status": "resolved"})
+    note = await remember(agent, topic="send notes", content="a note")
+    arguments = {"query": "send", "projection": "compact", "limit": 5}
+    hits = {hit["id"]: hit for hit in (await ok(agent, "search", arguments))["hits"]}
+
+    assert (hits[late["id"]]["commitmentStatus"], hits[late["id"]]["overdue"]) == ("open", True)
+    assert (hits[done["id"]]["commitmentStatus"], hits[done["id"]]["overdue"]) == (
+        "resolved",
+        False,
+    )
+    assert "commitmentStatus" not in hits[note["id"]] and "validTo" not in hits[note["id"]]
+
+    before_revision = timezone.now()
+    await ok(agent, "revise", {"predecessorId": note["id"], "content": "a longer note"})
+    as_it_was = await ok(agent, "search", arguments | {"asOf": before_revision.isoformat()})
+    [old_note] = [hit for hit in as_it_was["hits"] if hit["id"] == note["id"]]
+    assert datetime.fromisoformat(old_note["validTo"]) > before_revision
 
 
 async def test_search_hits_carry_due_dates_and_the_overdue_flag(agent):
