@@ -230,7 +230,9 @@ def remove_thread_members(
 def decide_thread_proposal(
     *, owner: AbstractBaseUser, proposal_id: object, accept: bool
 ) -> ThreadMembership:
-    """Accept or reject an open proposal. A decided, unknown or foreign id is NotFound."""
+    """Accept or reject an open proposal. A proposal already decided as asked is answered as
+    it was (a retry after a lost answer is no failure), one decided the other way is a
+    Conflict, an unknown or foreign id NotFound."""
     parsed = services.parse_memory_id(proposal_id)
     open_proposals = ThreadMembership.objects.filter(
         owner=owner, id=parsed, state=MembershipState.PROPOSED
@@ -239,7 +241,10 @@ def decide_thread_proposal(
         services.lock_live_owner(owner)
         found = open_proposals.first() if parsed else None
         if found is None:
-            raise NotFound(f"open proposal {proposal_id}")
+            decided = _decided(owner, parsed, accept) if parsed else None
+            if decided is None:
+                raise NotFound(f"open proposal {proposal_id}")
+            return decided
         # Locked in the order of the other thread actions (see _thread): thread, memory, row.
         list(Thread.objects.select_for_update(no_key=True).filter(pk=found.thread_id).values("pk"))
         superseded = _locked_memories(owner, [found.memory_id]).get(found.memory_id)
@@ -255,6 +260,30 @@ def decide_thread_proposal(
         proposal.decided_at = timezone.now()
         proposal.save(update_fields=["state", "decided_at"])
         return proposal
+
+
+def _decided(
+    owner: AbstractBaseUser, proposal_id: uuid.UUID, accept: bool
+) -> ThreadMembership | None:
+    """The row of a proposal already decided as `accept` asks; None when there is none; a
+    Conflict naming the way back when it was decided the other way."""
+    row = (
+        ThreadMembership.objects.filter(owner=owner, id=proposal_id)
+        .exclude(state=MembershipState.PROPOSED)
+        .select_related("thread")
+        .first()
+    )
+    if row is None or row.state == (MembershipState.MEMBER if accept else MembershipState.REJECTED):
+        return row
+    if row.state == MembershipState.MEMBER:
+        raise Conflict(
+            f"memory {row.memory_id} is a member of thread '{row.thread.name}' already; "
+            "remove_members takes it out"
+        )
+    raise Conflict(
+        f"proposal {row.id} was rejected; add_members makes memory {row.memory_id} a member of "
+        f"thread '{row.thread.name}'"
+    )
 
 
 def list_threads(*, owner: AbstractBaseUser) -> list[Thread]:

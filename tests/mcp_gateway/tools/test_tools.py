@@ -918,14 +918,24 @@ async def test_server_proposes_membership_and_applies_it_only_on_acceptance(agen
     )
     assert accepted["proposal"]["state"] == "member"
     assert accepted["proposal"]["similarity"] == proposal["similarity"]
-    again = await fails(
+    # A retry after a lost answer gets the same answer, and changes nothing.
+    again = await ok(
         agent,
         "configure_thread",
         {"action": "accept_proposal", "proposalId": proposal["proposalId"]},
     )
-    assert again == f"not_found: open proposal {proposal['proposalId']}"
+    assert again == accepted
     listed = await ok(agent, "configure_thread", {"action": "list"})
     assert listed["threads"][0]["memberCount"] == 2 and listed["proposals"] == []
+    reversed_ = await fails(
+        agent,
+        "configure_thread",
+        {"action": "reject_proposal", "proposalId": proposal["proposalId"]},
+    )
+    assert reversed_ == (
+        f"conflict: memory {proposal['memoryId']} is a member of thread 'payments' already; "
+        "remove_members takes it out"
+    )
 
 
 async def test_rejected_proposal_is_not_applied(agent, other_agent):
@@ -955,6 +965,16 @@ async def test_rejected_proposal_is_not_applied(agent, other_agent):
     assert rejected["proposal"]["state"] == "rejected"
     listed = await ok(agent, "configure_thread", {"action": "list"})
     assert listed["threads"][0]["memberCount"] == 1
+    arguments = {"action": "reject_proposal", "proposalId": proposal_id}
+    assert await ok(agent, "configure_thread", arguments) == rejected
+    assert await fails(other_agent, "configure_thread", arguments) == (
+        f"not_found: open proposal {proposal_id}"
+    )
+    accepted = await fails(agent, "configure_thread", arguments | {"action": "accept_proposal"})
+    assert accepted == (
+        f"conflict: proposal {proposal_id} was rejected; add_members makes memory "
+        f"{related['memory']['id']} a member of thread 'release'"
+    )
 
 
 async def test_a_revised_member_stays_in_its_thread(agent):
