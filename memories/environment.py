@@ -11,7 +11,14 @@ from django.db.models import F, Value
 
 from memories import replica
 from memories.errors import SUGGESTION_SIMILARITY, SUGGESTIONS_MAX, NotFound, did_you_mean
-from memories.models import ERASED, Memory, Thread, thread_name_key
+from memories.models import (
+    ERASED,
+    CommitmentStatus,
+    Memory,
+    MemoryType,
+    Thread,
+    thread_name_key,
+)
 from memories.threads import LIST_MAX
 
 PROJECTS_MAX = 100
@@ -55,17 +62,24 @@ def environment_stats(*, owner_id: int) -> EnvironmentStats:
             {"owner": owner_id},
         )
         facets = cursor.fetchall()
-    stats = EnvironmentStats({}, {"active": 0, "archived": 0, "superseded": 0}, {}, [], 0, [])
+    # Every type and state counted, none left out for being 0: an agent reads a missing key as
+    # a question, not as none.
+    stats = EnvironmentStats(
+        dict.fromkeys(MemoryType.values, 0),
+        {"active": 0, "archived": 0, "superseded": 0},
+        dict.fromkeys(CommitmentStatus.values, 0),
+        [],
+        0,
+        [],
+    )
     for memory_type, status, commitment_status, current, count in groups:
         if not current:
             stats.by_status["superseded"] += count
             continue
         stats.by_status[status] += count
-        stats.current_by_type[memory_type] = stats.current_by_type.get(memory_type, 0) + count
+        stats.current_by_type[memory_type] += count
         if commitment_status:
-            stats.commitments_by_status[commitment_status] = (
-                stats.commitments_by_status.get(commitment_status, 0) + count
-            )
+            stats.commitments_by_status[commitment_status] += count
     for kind, value, total in facets:
         if kind == "project":
             stats.projects_total = total

@@ -107,7 +107,7 @@ async def test_own_write_is_read_at_once_while_the_lagging_replica_serves_search
     sections = briefing.structured_content["sections"]
     assert blocker_id not in [item["id"] for s in sections.values() for item in s["items"]]
     # And describe_environment's counts: the paused replica has neither new memory.
-    assert "blocker" not in environment.structured_content["memoriesByType"]
+    assert environment.structured_content["memoriesByType"]["blocker"] == 0
     await run_sync(with_replica.wait_until_replica_has, memory_id)
     async with mcp_client(with_replica.server.mcp_url, seeded.token) as client:
         caught_up = await client.call_tool("search", {"query": "lagging replica note"})

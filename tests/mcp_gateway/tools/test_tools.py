@@ -12,7 +12,7 @@ from infra.observability import VERSION
 from mcp_gateway.schemas import THREAD_ACTIONS
 from mcp_gateway.tools import TOOLS, tool_definitions
 from memories import environment
-from memories.models import Memory
+from memories.models import Memory, MemoryType
 from tests.mcp_gateway.tools.conftest import fails, ok, principal_for
 
 pytestmark = pytest.mark.anyio
@@ -1007,9 +1007,11 @@ async def test_describe_environment_reports_own_data_and_no_secrets(agent, other
     assert env["scopes"] == ["memory:read", "memory:write"]
     assert env["projects"] == {"count": 1, "names": ["alpha"]}
     assert env["memoryScopes"] == ["personal", "work"]
-    assert env["memoriesByType"] == {"commitment": 1, "note": 1}
+    # Every type and state is counted, 0 included: a missing key would leave an agent guessing.
+    assert {t: n for t, n in env["memoriesByType"].items() if n} == {"commitment": 1, "note": 1}
+    assert set(env["memoriesByType"]) == set(MemoryType.values)
     assert env["memoriesByStatus"] == {"active": 2, "archived": 0, "superseded": 1}
-    assert env["commitmentsByStatus"] == {"open": 1}
+    assert env["commitmentsByStatus"] == {"open": 1, "waiting": 0, "resolved": 0, "expired": 0}
     assert [t["name"] for t in env["threads"]] == ["ideas"]
     text = json.dumps(env)
     assert settings.SECRET_KEY not in text and "postgres" not in text.lower()
