@@ -175,6 +175,19 @@ class MemoryFields:
     due_at: datetime | None = None
 
     @classmethod
+    def of(cls, memory: Memory) -> MemoryFields:
+        """A stored memory's substance, to compare with what a revision asks for."""
+        return cls(
+            memory_type=memory.memory_type,
+            topic=memory.topic,
+            content=memory.content,
+            scope=memory.scope,
+            project=memory.project,
+            tags=list(memory.tags),
+            due_at=memory.due_at,
+        )
+
+    @classmethod
     def clean(
         cls,
         *,
@@ -366,6 +379,14 @@ def _revise(
             commitment = inherited["memory_type"] == MemoryType.COMMITMENT
             due_at = bounds.within_bounds(predecessor.due_at) if commitment else None
         fields = MemoryFields.clean(content=content, due_at=due_at, **inherited)
+        if predecessor.status == Status.ACTIVE and fields == MemoryFields.of(predecessor):
+            # A successor the same as its predecessor in every field would only bury it under a
+            # new id. (Of an archived memory it is the way back: the successor is active.)
+            raise InvalidInput(
+                "content",
+                f"is memory {predecessor.id}'s as it stands, and so is every other field; "
+                "nothing to revise",
+            )
         successor = _insert(
             _new_memory(owner, fields, predecessor=predecessor, recorded_at=now), vectors_by
         )

@@ -309,3 +309,33 @@ def test_revising_an_archived_memory_makes_its_successor_active(tenant):
     memory = record_memory(owner=tenant, memory_type="note", topic="x", content="v1")
     archive_memory(owner=tenant, memory_id=memory.id)
     assert revise_memory(owner=tenant, predecessor_id=memory.id, content="v2").status == "active"
+    # The same substance is the way back from an archive too.
+    archived = record_memory(owner=tenant, memory_type="note", topic="y", content="kept")
+    archive_memory(owner=tenant, memory_id=archived.id)
+    back = revise_memory(owner=tenant, predecessor_id=archived.id, content="kept")
+    assert (back.status, back.content) == ("active", "kept")
+
+
+def test_a_revision_that_changes_nothing_is_refused_and_writes_nothing(tenant):
+    """A successor identical to its memory would only bury it under a new id (and a retried
+    revision of its own successor would make a third copy)."""
+    memory = record_memory(
+        owner=tenant,
+        memory_type="commitment",
+        topic="ship",
+        content="Ship v2.",
+        project="atlas",
+        tags=["release"],
+        due_at=timezone.now() + timedelta(days=3),
+    )
+    with pytest.raises(InvalidInput) as refused:
+        revise_memory(owner=tenant, predecessor_id=memory.id, content=" Ship v2. ", topic="ship")
+    assert str(refused.value) == (
+        f"invalid_input: content: is memory {memory.id}'s as it stands, and so is every other "
+        "field; nothing to revise"
+    )
+    assert list(Memory.objects.filter(owner=tenant).values_list("id", "valid_to")) == [
+        (memory.id, None)
+    ]
+    retitled = revise_memory(owner=tenant, predecessor_id=memory.id, content="Ship v2.", topic="go")
+    assert (retitled.predecessor_id, retitled.topic) == (memory.id, "go")
