@@ -57,6 +57,9 @@ class DuplicateMemory(DomainError):
             message += (
                 " (archived: search with status 'archived' finds it; revise it to use it again)"
             )
+        else:
+            # A caller storing it again usually wants it filed otherwise.
+            message += "; revise it to change its type, topic, scope, project or tags"
         super().__init__(message)
         self.existing_id = existing_id
 

@@ -366,7 +366,10 @@ async def test_remember_refuses_duplicate_content(agent):
     text = await fails(
         agent, "remember", {"memoryType": "fact", "topic": "x", "content": "the same words"}
     )
-    assert text == f"duplicate_memory: the same content is already stored as memory {first['id']}"
+    assert text == (
+        f"duplicate_memory: the same content is already stored as memory {first['id']}; revise "
+        "it to change its type, topic, scope, project or tags"
+    )
 
 
 async def test_revise_supersedes_and_a_second_revise_conflicts(agent):
