@@ -272,7 +272,7 @@ COMPACT_SEARCH_HIT = output(
         "validTo": {
             "type": "string",
             "format": "date-time",
-            "description": "Only for a version since superseded (asOf).",
+            "description": "Only for a version since superseded.",
         },
     },
     required=("id", "memoryType", "topic", "recordedAt", "status", "score"),

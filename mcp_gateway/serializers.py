@@ -124,7 +124,7 @@ def search_hit(hit: SearchHit) -> dict:
 
 def compact_search_hit(hit: SearchHit) -> dict:
     """A hit as the `compact` projection shows it: what tells it apart from the others. A
-    commitment's state and whether it is overdue, and a version's end (asOf), only where they
+    commitment's state and whether it is overdue, and a superseded version's end, only where they
     apply: "which are still open" is answered without the excerpts."""
     data = {
         "id": str(hit.id),
