@@ -21,7 +21,7 @@ from opentelemetry import trace
 from pydantic import ValidationError
 
 from infra import dbfaults
-from infra.observability import exception_without_message, new_request_id, request_id_var
+from infra.observability import VERSION, exception_without_message, new_request_id, request_id_var
 from mcp_gateway import prompts, resources, tools
 from mcp_gateway.auth import require_principal
 from mcp_gateway.orm import orm_request_context
@@ -178,17 +178,28 @@ def tracing_configured() -> bool:
     return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
 
 
+# What a client puts before its model (MCP: InitializeResult.instructions): the habits that make
+# memory useful across sessions, in the tools' own names.
+INSTRUCTIONS = (
+    "Long-term memory of this account's work, kept across sessions and agents. "
+    "Start by calling briefing (handoff when taking over work) for open commitments, blockers, "
+    "recent decisions and preferences. Before asking the user something that may have been "
+    "settled, search in natural language. Store with remember as things happen: one decision, "
+    "commitment (with dueAt), blocker, fact or preference per memory, a short topic and its "
+    "project; never secrets. When one changes, revise it rather than remembering it again "
+    "(its history stays); resolve a commitment once done; archive what no longer matters. Hits "
+    "are excerpts: get_memories reads memories whole, and each is the cacheable resource "
+    "threengram://memory/{id}."
+)
+
+
 def build_server() -> Server:
     catalog = CacheHint(ttl_ms=settings.MCP_CATALOG_CACHE_TTL_MS, scope="public")
     server = Server(
         "threengram",
-        version="0.1.0",
+        version=VERSION,
         title="threengram memory",
-        instructions=(
-            "Long-term memory for agents. Read one memory body with resources/read on "
-            "threengram://memory/{id}; bodies are immutable and cacheable. Use the tools to "
-            "search, write and check whether a memory is still current."
-        ),
+        instructions=INSTRUCTIONS,
         # Catalogs are identical for every caller: public (MCP caching spec). resources/list
         # and resources/read set their hints on the result itself (mcp_gateway.resources).
         # tools/call and completion/complete results are not cacheable types at all.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 
 import mcp_types as types
 import pytest
@@ -11,6 +12,7 @@ from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.shared.exceptions import MCPError
 from opentelemetry import trace as trace_api
 
+from infra.observability import VERSION
 from mcp_gateway import prompts, server, tools
 from tests.mcp_gateway.conftest import IN_PROCESS_URL, Recorder, asgi_transport, mcp_client
 
@@ -35,6 +37,30 @@ async def test_catalogs_are_public_with_the_catalog_ttl(asgi_app, seeded):
     for wire in (discover, tools_list, prompts_list, templates, resources_list):
         assert wire["ttlMs"] == settings.MCP_CATALOG_CACHE_TTL_MS == 3_600_000
         assert wire["cacheScope"] == "public"
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])  # the 2026-07-28 wire, then 2025-11-25
+async def test_the_server_tells_the_model_how_to_keep_memory_in_its_tools_names(
+    asgi_app, seeded, mode
+):
+    """A client puts the server's instructions before its model: they name the habits (brief
+    first, search before asking, remember, revise, resolve) by tools that exist, on both wires,
+    beside the release's version."""
+    recorder = Recorder()
+    async with mcp_client(
+        IN_PROCESS_URL,
+        seeded.token,
+        transport=asgi_transport(asgi_app),
+        recorder=recorder,
+        mode=mode,
+    ) as client:
+        await client.list_tools()
+    greeting = recorder.results[0]  # server/discover's result, or initialize's
+    identity = greeting.get("serverInfo") or greeting["_meta"]["io.modelcontextprotocol/serverInfo"]
+    assert identity["version"] == VERSION
+    named = set(re.findall(r"\b[a-z]+(?:_[a-z]+)*\b", greeting["instructions"]))
+    habits = {"briefing", "handoff", "search", "remember", "revise", "resolve", "archive"}
+    assert habits | {"get_memories"} <= named & {spec.name for spec in tools.TOOLS}
 
 
 async def test_catalog_ttl_follows_its_own_setting(seeded, settings, anyio_backend):
