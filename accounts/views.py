@@ -153,15 +153,18 @@ def memory_list(request: HttpRequest) -> HttpResponse:
 def _memory_list(request: HttpRequest) -> HttpResponse:
     query = request.GET.get("q", "").strip()
     show_all = request.GET.get("show") == "all"
-    memories = Memory.objects.owned_by(request.user)
-    memories = memories if show_all else memories.active()
+    matching = Memory.objects.owned_by(request.user)
     error = None
     if len(query) > SEARCH_MAX:
         error = f"Search text is limited to {SEARCH_MAX} characters; it was not applied."
     elif query:
-        memories = memories.containing(query)
+        matching = matching.containing(query)
+    memories = matching if show_all else matching.active()
     memories = memories.annotate(successor_id=F("successors__id")).order_by("-recorded_at", "-id")
     page = Paginator(memories, MEMORIES_PER_PAGE).get_page(request.GET.get("page"))
+    # No current memory must not read as "no memories at all" when superseded or archived ones
+    # would be shown with the toggle.
+    hidden_exist = not page.object_list and not show_all and matching.exists()
     return render(
         request,
         "accounts/memory_list.html",
@@ -170,6 +173,7 @@ def _memory_list(request: HttpRequest) -> HttpResponse:
             "query": query if not error else "",
             "search_error": error,
             "show_all": show_all,
+            "hidden_exist": hidden_exist,
             "nav": "memories",
         },
     )

@@ -58,6 +58,29 @@ def test_search_matches_content_topic_and_tags(client, tenant):
     assert "No memory matches" in page
 
 
+def test_no_current_memory_points_to_the_superseded_and_archived_ones(client, tenant):
+    """Not "No memories yet" to someone whose agents archived or replaced everything."""
+    old = record_memory(owner=tenant, memory_type="note", topic="lunch", content="Pizza on Friday")
+    archive_memory(owner=tenant, memory_id=old.id)
+    client.force_login(tenant)
+    page = client.get(reverse("accounts:memories")).text
+    assert "No memories yet" not in page
+    assert "every one you have is superseded or archived" in page
+    assert 'href="?show=all"' in page
+    page = client.get(reverse("accounts:memories"), {"q": "pizza"}).text
+    assert "No current memory matches “pizza”; superseded or archived ones do." in page
+    assert 'href="?q=pizza&amp;show=all"' in page
+    page = client.get(reverse("accounts:memories"), {"q": "sushi"}).text
+    assert "No memory matches “sushi”." in page and "show=all" not in page.split("</form>")[1]
+
+
+def test_an_account_without_memories_is_told_how_they_arrive(client, tenant, other_tenant):
+    MemoryFactory(owner=other_tenant, content="theirs")
+    client.force_login(tenant)
+    page = client.get(reverse("accounts:memories")).text
+    assert "No memories yet. Connect an AI agent" in page
+
+
 def test_a_tag_matches_only_a_search_equal_to_it(client, tenant):
     """Not a longer search whose first 64 characters (the tags' length) equal it."""
     tag = "project-" + "x" * 56
