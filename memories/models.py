@@ -323,6 +323,13 @@ class Memory(MemoryResource, TenantRow):
         # Never the content: __str__ ends up in logs and admin lists.
         return f"{self.memory_type} {self.id}"
 
+    @property
+    def overdue(self) -> bool:
+        """A commitment still open or waiting whose due time has passed, as of now."""
+        return is_overdue(
+            due_at=self.due_at, commitment_status=self.commitment_status, now=timezone.now()
+        )
+
 
 class _RowCount(models.Subquery):
     template = "(SELECT count(*) FROM (%(subquery)s) counted)"

@@ -81,6 +81,31 @@ def test_an_account_without_memories_is_told_how_they_arrive(client, tenant, oth
     assert "No memories yet. Connect an AI agent" in page
 
 
+def test_a_commitment_shows_when_it_is_due_and_whether_it_is_overdue(client, tenant):
+    late = record_memory(
+        owner=tenant,
+        memory_type="commitment",
+        topic="release",
+        content="Ship v1 to staging",
+        due_at="2026-01-05T09:30:00+01:00",
+    )
+    record_memory(
+        owner=tenant,
+        memory_type="commitment",
+        topic="docs",
+        content="Write the upgrade notes",
+        due_at="2999-03-01T12:00:00Z",
+    )
+    client.force_login(tenant)
+    listed = client.get(reverse("accounts:memories")).text
+    assert "due <time" in listed and "5 Jan 2026, 08:30 UTC" in listed
+    assert "1 Mar 2999, 12:00 UTC" in listed
+    assert listed.count(">overdue</span>") == 1
+    detail = client.get(reverse("accounts:memory_detail", args=[late.id])).text
+    assert re.search(r"<dt>Due</dt><dd><time[^>]*>5 Jan 2026, 08:30 UTC</time>", detail)
+    assert ">overdue</span>" in detail
+
+
 def test_a_tag_matches_only_a_search_equal_to_it(client, tenant):
     """Not a longer search whose first 64 characters (the tags' length) equal it."""
     tag = "project-" + "x" * 56
