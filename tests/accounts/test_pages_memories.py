@@ -106,6 +106,18 @@ def test_a_commitment_shows_when_it_is_due_and_whether_it_is_overdue(client, ten
     assert ">overdue</span>" in detail
 
 
+def test_every_time_shown_says_it_is_utc(client, tenant, history):
+    """As the memory's own page and Connected apps do: a time without its zone reads as local."""
+    _first, second, _third, _archived = history
+    client.force_login(tenant)
+    for page in (
+        client.get(reverse("accounts:memories"), {"show": "all"}).text,
+        client.get(reverse("accounts:memory_detail", args=[second.id])).text,
+    ):
+        shown = re.findall(r"<time [^>]*>([^<]*)</time>", page)
+        assert shown and all(text.endswith(" UTC") for text in shown), shown
+
+
 def test_a_tag_matches_only_a_search_equal_to_it(client, tenant):
     """Not a longer search whose first 64 characters (the tags' length) equal it."""
     tag = "project-" + "x" * 56
