@@ -155,6 +155,17 @@ def test_detail_shows_the_whole_supersession_chain(client, tenant, history):
     assert page.index(str(first.id)) < page.index("This memory") < page.index(str(third.id))
 
 
+def test_each_version_in_the_history_shows_what_it_said(client, tenant, history):
+    """Revisions keep their topic: links all reading "database" could not tell them apart."""
+    _first, second, _third, _archived = history
+    client.force_login(tenant)
+    page = client.get(reverse("accounts:memory_detail", args=[second.id])).text
+    history_section = page.split("<h2>History</h2>")[1]
+    for content in ("Use SQLite", "Use PostgreSQL 17", "Use PostgreSQL 18"):
+        assert content in history_section
+    assert "<title>database · threengram</title>" in page
+
+
 def test_a_long_history_is_read_in_a_few_statements_oldest_first(
     client, tenant, django_assert_max_num_queries
 ):
