@@ -127,14 +127,16 @@ def connected_apps(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def revoke_app(request: HttpRequest, pk: int) -> HttpResponse:
-    # Only an app connected to me: any other id is a 404, so ids of other people's apps tell
-    # nothing.
+    # Only an app connected to me. Any other id (one already revoked by a second click or a
+    # page left open, another person's, none) gets the same answer, so ids of other people's
+    # apps tell nothing.
     connected = {
         app.application.pk: app.application for app in list_connected_apps(user=request.user)
     }
     application = connected.get(pk)
     if application is None:
-        raise Http404("No such connected app.")
+        messages.info(request, "That app is not connected to your account: nothing to revoke.")
+        return redirect("accounts:connected_apps")
     revoke_app_access(user=request.user, application=application)
     messages.success(
         request,

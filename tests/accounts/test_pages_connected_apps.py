@@ -1,5 +1,7 @@
 """Connected apps: what is listed, and Revoke disconnecting one app for me only, at once."""
 
+import re
+
 import pytest
 from django.test import Client
 from django.urls import reverse
@@ -122,13 +124,33 @@ def test_revoke_needs_post_and_a_csrf_token(tenant, app):
     assert AccessToken.objects.filter(user=tenant, application=app).exists()
 
 
-def test_revoking_an_app_that_is_not_mine_is_a_404_and_changes_nothing(
+def test_revoking_an_app_already_revoked_says_so_rather_than_not_found(client, tenant, app):
+    """A second click on Revoke, or a Connected apps page left open in another tab."""
+    AccessTokenFactory(user=tenant, application=app)
+    client.force_login(tenant)
+    url = reverse("accounts:revoke_app", args=[app.pk])
+    client.post(url)
+    response = client.post(url, follow=True)
+    assert response.status_code == 200
+    assert response.redirect_chain == [(reverse("accounts:connected_apps"), 302)]
+    assert "That app is not connected to your account: nothing to revoke." in response.text
+
+
+def test_revoking_an_app_that_is_not_mine_changes_nothing_and_tells_nothing(
     client, tenant, other_tenant, app
 ):
     theirs = AccessTokenFactory(user=other_tenant, application=app)
     client.force_login(tenant)
-    assert client.post(reverse("accounts:revoke_app", args=[app.pk])).status_code == 404
-    assert client.post(reverse("accounts:revoke_app", args=[999999])).status_code == 404
+    answers = [
+        client.post(reverse("accounts:revoke_app", args=[pk]), follow=True)
+        for pk in (app.pk, 999999)
+    ]
+    assert [answer.redirect_chain for answer in answers] == [
+        [(reverse("accounts:connected_apps"), 302)]
+    ] * 2
+    unmasked = [re.sub(r'name="csrfmiddlewaretoken" value="\w+"', "", a.text) for a in answers]
+    assert unmasked[0] == unmasked[1]
+    assert "nothing to revoke" in answers[0].text and "Claude Desktop" not in answers[0].text
     assert AccessToken.objects.filter(pk=theirs.pk).exists()
 
 
