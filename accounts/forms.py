@@ -57,6 +57,20 @@ class ThrottledPasswordCheck:
         return result
 
 
+class FocusFirstError:
+    """A form sent back with errors puts the cursor, and a screen reader, on the first field in
+    error: not on the form's first field (the username of a sign-up whose passwords differed)
+    nor nowhere (the page's top, far above the message)."""
+
+    def full_clean(self) -> None:
+        super().full_clean()
+        invalid = [name for name in self.fields if name in self._errors]
+        if invalid:
+            for field in self.fields.values():
+                field.widget.attrs.pop("autofocus", None)
+            self.fields[invalid[0]].widget.attrs["autofocus"] = True
+
+
 class ThrottledAuthenticationForm(ThrottledPasswordCheck, AuthenticationForm):
     """Django's log-in form behind the log-in throttle."""
 
@@ -73,7 +87,7 @@ class ThrottledAdminAuthenticationForm(ThrottledPasswordCheck, AdminAuthenticati
         return self.throttled_check(username, super().clean)
 
 
-class ThrottledPasswordChangeForm(ThrottledPasswordCheck, PasswordChangeForm):
+class ThrottledPasswordChangeForm(FocusFirstError, ThrottledPasswordCheck, PasswordChangeForm):
     """The old password is a password check like a log-in: a left-open session must not allow
     unlimited guessing of it."""
 
@@ -98,7 +112,7 @@ def refuse_reserved_username(username: str | None) -> None:
         )
 
 
-class SignUpForm(UserCreationForm):
+class SignUpForm(FocusFirstError, UserCreationForm):
     """Username (unique regardless of case), optional e-mail, password twice (Django's password
     validators apply)."""
 
@@ -133,7 +147,7 @@ class StaffUserChangeForm(UserChangeForm):
         return username
 
 
-class DeleteAccountForm(ThrottledPasswordCheck, forms.Form):
+class DeleteAccountForm(FocusFirstError, ThrottledPasswordCheck, forms.Form):
     """Asks for the password again: erasure cannot be undone, so a left-open session is not
     enough to trigger it."""
 

@@ -1,5 +1,6 @@
 """Sign-up, log-in (throttled), log-out and password change, through the real views."""
 
+import re
 import time
 
 import pytest
@@ -10,6 +11,14 @@ from django.urls import reverse
 from tests.factories import PASSWORD, UserFactory
 
 NEW_PASSWORD = "a much better passphrase 2026"
+
+
+def autofocused(page: str) -> list[str]:
+    """The names of the inputs a browser puts the cursor on when the page opens."""
+    inputs = re.findall(r"<input\b[^>]*>", page)
+    return [
+        re.search(r'name="(\w+)"', tag)[1] for tag in inputs if re.search(r"\sautofocus\b", tag)
+    ]
 
 
 def _login(client, username, password, ip="203.0.113.7"):
@@ -41,6 +50,16 @@ def test_sign_up_rejects_weak_and_mismatched_passwords_naming_the_field(client):
     assert response.status_code == 200
     assert "The two password fields didn\u2019t match." in response.text
     assert not get_user_model().objects.filter(username="ada").exists()
+
+
+@pytest.mark.django_db
+def test_a_refused_sign_up_puts_the_cursor_on_the_first_field_in_error(client):
+    assert autofocused(client.get(reverse("accounts:signup")).text) == ["username"]
+    response = client.post(
+        reverse("accounts:signup"),
+        {"username": "ada", "password1": NEW_PASSWORD, "password2": NEW_PASSWORD + "!"},
+    )
+    assert autofocused(response.text) == ["password2"]
 
 
 @pytest.mark.django_db
@@ -277,6 +296,15 @@ def test_password_change_with_the_wrong_old_password_changes_nothing(client, ten
     assert "Your old password was entered incorrectly" in response.text
     tenant.refresh_from_db()
     assert tenant.check_password(PASSWORD)
+
+
+def test_a_refused_password_change_puts_the_cursor_on_the_first_field_in_error(client, tenant):
+    client.force_login(tenant)
+    response = client.post(
+        reverse("accounts:password_change"),
+        {"old_password": PASSWORD, "new_password1": NEW_PASSWORD, "new_password2": "other"},
+    )
+    assert response.status_code == 200 and autofocused(response.text) == ["new_password2"]
 
 
 @pytest.mark.django_db

@@ -5,6 +5,7 @@ from oauth2_provider.models import get_access_token_model
 
 from accounts.models import ErasureRecord
 from memories.models import ERASED, Memory
+from tests.accounts.test_pages_auth import autofocused
 from tests.factories import PASSWORD, AccessTokenFactory, MemoryFactory
 
 
@@ -23,6 +24,8 @@ def test_wrong_password_deletes_nothing(client, tenant):
     response = client.post(reverse("accounts:delete_account"), {"password": "nope"})
     assert response.status_code == 200
     assert "That is not your password. Nothing was deleted." in response.text
+    # Back at the field to type it again, not at the top of the page above the warnings.
+    assert autofocused(response.text) == ["password"]
     memory.refresh_from_db()
     tenant.refresh_from_db()
     assert memory.content == "keep me" and tenant.is_active
