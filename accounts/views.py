@@ -85,9 +85,6 @@ class LoginView(auth_views.LoginView):
         url = super().get_success_url()
         return resolve_url(settings.LOGIN_REDIRECT_URL) if url == self.request.path else url
 
-    def get_context_data(self, **kwargs):
-        return super().get_context_data(signup_enabled=settings.SIGNUP_ENABLED, **kwargs)
-
     def form_invalid(self, form):
         return throttled(super().form_invalid(form), form)
 

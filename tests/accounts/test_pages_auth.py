@@ -155,6 +155,18 @@ def test_sign_up_can_be_turned_off(client, settings):
     assert "Sign up" not in client.get(reverse("accounts:login")).text
 
 
+@pytest.mark.django_db
+def test_a_visitor_is_offered_sign_up_in_the_header_of_every_page(client, settings):
+    signup_link = '<a href="/signup/"'
+    for path in ("/login/", "/signup/", "/account/deleted/", "/no-such-page/"):
+        header = client.get(path).text.split("</header>")[0]
+        assert signup_link in header, path
+    header = client.get("/signup/").text.split("</header>")[0]
+    assert '<a href="/signup/" aria-current="page">Sign up</a>' in header
+    settings.SIGNUP_ENABLED = False
+    assert signup_link not in client.get("/no-such-page/").text
+
+
 def test_log_in_and_log_out(client, tenant):
     response = _login(client, tenant.username, PASSWORD)
     assert response.status_code == 302
