@@ -630,6 +630,26 @@ def test_the_consent_page_lets_the_person_grant_read_only(signed_in, application
     assert access.scope == "memory:read"
 
 
+def test_the_read_only_choice_is_a_labelled_group_under_what_the_app_asks(signed_in, application):
+    """A screen reader names the radio group, and "It will be able to" above both scopes would
+    be untrue of a read-only choice."""
+    _, challenge = pkce_pair()
+    page = signed_in.get(authorize_url(authorize_params(application, challenge))).text
+    assert '<dt id="scope-choice">You allow</dt>' in page
+    assert '<dd role="radiogroup" aria-labelledby="scope-choice">' in page
+    assert "<dt>It asks to</dt>" in page and "It will be able to" not in page
+    assert "<title>Allow access · threengram</title>" in page
+
+
+def test_a_refused_authorization_request_is_not_titled_allow_access(signed_in, application):
+    _, challenge = pkce_pair()
+    page = signed_in.get(
+        authorize_url(authorize_params(application, challenge, client_id="no-such-client"))
+    ).text
+    assert "This authorization request cannot be completed" in page
+    assert "<title>Cannot authorize · threengram</title>" in page
+
+
 def test_a_consent_posting_the_write_scope_alone_grants_read_beside_it(signed_in, application):
     """As an authorization request would be: a token of the write scope alone could call
     nothing on /mcp (an edited form, a client posting the consent itself)."""
