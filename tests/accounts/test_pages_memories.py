@@ -155,6 +155,14 @@ def test_detail_shows_the_whole_supersession_chain(client, tenant, history):
     assert page.index(str(first.id)) < page.index("This memory") < page.index(str(third.id))
 
 
+def test_a_superseded_memory_is_not_said_to_be_active(client, tenant, history):
+    first, _second, third, archived = history
+    client.force_login(tenant)
+    for memory, status in ((first, "superseded"), (third, "active"), (archived, "archived")):
+        page = client.get(reverse("accounts:memory_detail", args=[memory.id])).text
+        assert f"<dt>Status</dt><dd>{status}</dd>" in page
+
+
 def test_each_version_in_the_history_shows_what_it_said(client, tenant, history):
     """Revisions keep their topic: links all reading "database" could not tell them apart."""
     _first, second, _third, _archived = history
