@@ -94,6 +94,12 @@ class LogoutView(auth_views.LogoutView):
 
     next_page = reverse_lazy("accounts:login")
 
+    def post(self, request, *args, **kwargs):
+        response = super().post(request, *args, **kwargs)
+        # After the session is gone: the message travels in its own cookie.
+        messages.info(request, "You are logged out.")
+        return response
+
 
 class PasswordChangeView(auth_views.PasswordChangeView):
     form_class = ThrottledPasswordChangeForm

@@ -174,7 +174,9 @@ def test_log_in_and_log_out(client, tenant):
     # Log-out is POST only: a GET (a link or an <img> on another site) does nothing.
     assert client.get(reverse("accounts:logout")).status_code == 405
     assert client.get(reverse("accounts:connected_apps")).status_code == 200
-    client.post(reverse("accounts:logout"))
+    logged_out = client.post(reverse("accounts:logout"), follow=True)
+    assert logged_out.redirect_chain == [(reverse("accounts:login"), 302)]
+    assert "You are logged out." in logged_out.text
     response = client.get(reverse("accounts:connected_apps"))
     assert response.status_code == 302
     assert response["Location"].startswith(reverse("accounts:login"))
