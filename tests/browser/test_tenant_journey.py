@@ -192,7 +192,21 @@ def test_pages_read_well_on_a_phone(browser, daphne_server, screenshots):
         topic="code review",
         content="Prefers small pull requests with a clear description of why, not only what. " * 3,
     )
+    # What agents and clients write: words longer than a phone is wide (a path, a URL, an
+    # identifier) must wrap, not push the page sideways.
+    long_one = record_memory(
+        owner=tenant,
+        memory_type="fact",
+        topic="src/accounts/management/commands/erase_account.py::EraseAccountCommand.handle",
+        content="The command asks to type the username.",
+        project="github.com/example-org/threengram-infrastructure-deployments",
+        tags=["x" * 64],
+    )
     RefreshTokenFactory(user=tenant, application=ApplicationFactory(name="Phone agent"))
+    RefreshTokenFactory(
+        user=tenant,
+        application=ApplicationFactory(name="com.example.supercalifragilistic.mcp-client-agent"),
+    )
     context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
     page = context.new_page()
     page.goto(daphne_server("/login/"))
@@ -213,9 +227,14 @@ def test_pages_read_well_on_a_phone(browser, daphne_server, screenshots):
         ("/apps/", "phone-03-connected-apps"),
         ("/account/", "phone-04-account"),
         ("/account/delete/", "phone-05-delete-account"),
+        (f"/memories/{long_one.id}/", "phone-06-memory"),
     ):
         page.goto(daphne_server(path))
-        fits = page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        # Against the layout viewport: a mobile browser widens window.innerWidth to fit
+        # whatever overflows, so only clientWidth shows the sideways scroll.
+        fits = page.evaluate(
+            "document.documentElement.scrollWidth <= document.documentElement.clientWidth"
+        )
         assert fits, f"{path} scrolls sideways on a phone"
         screenshots(page, name)
     context.close()
