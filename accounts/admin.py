@@ -43,6 +43,12 @@ class UserAdmin(ListedFiltersOnly, DjangoUserAdmin):
                 request, "You cannot erase your own account from here.", messages.ERROR
             )
         if not targets:
+            if queryset.filter(erased_at__isnull=False).exists():
+                self.message_user(
+                    request,
+                    "Nothing to erase: the selected accounts are erased already.",
+                    messages.WARNING,
+                )
             return None
         if request.POST.get("confirm") == "yes":
             erased, busy = 0, []

@@ -150,6 +150,16 @@ def test_staff_cannot_erase_their_own_account_from_the_action(admin_client, supe
     assert superuser.erased_at is None
 
 
+def test_erasing_accounts_erased_already_says_there_is_nothing_to_do(admin_client, tenant):
+    url = reverse("admin:accounts_user_changelist")
+    selection = {"action": "erase_accounts", ACTION_CHECKBOX_NAME: [tenant.pk], "confirm": "yes"}
+    admin_client.post(url, selection)
+    for confirmed in ({}, {"confirm": "yes"}):
+        response = admin_client.post(url, {**selection, **confirmed}, follow=True)
+        assert "Nothing to erase: the selected accounts are erased already." in response.text
+    assert ErasureRecord.objects.filter(account=tenant).count() == 1
+
+
 def test_admin_lists_show_no_erased_text(admin_client, tenant):
     MemoryFactory(owner=tenant, topic="diagnosis", content="private", tags=["health"])
     email = tenant.email
