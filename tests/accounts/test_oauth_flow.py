@@ -636,7 +636,7 @@ def test_the_read_only_choice_is_a_labelled_group_under_what_the_app_asks(signed
     _, challenge = pkce_pair()
     page = signed_in.get(authorize_url(authorize_params(application, challenge))).text
     assert '<dt id="scope-choice">You allow</dt>' in page
-    assert '<dd role="radiogroup" aria-labelledby="scope-choice">' in page
+    assert '<dd><div role="radiogroup" aria-labelledby="scope-choice">' in page
     assert "<dt>It asks to</dt>" in page and "It will be able to" not in page
     assert "<title>Allow access · threengram</title>" in page
 
