@@ -1,3 +1,5 @@
+from datetime import UTC
+
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
@@ -90,7 +92,7 @@ class UserAdmin(ListedFiltersOnly, DjangoUserAdmin):
 class ErasureRecordAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Read-only audit trail: staff can list and filter, never add, edit or delete."""
 
-    list_display = ("account_id", "erased_at", "requested_by", "staff_member", "counts")
+    list_display = ("account_id", "erased", "requested_by", "staff_member", "rows")
     # RelatedOnly: the filter lists the staff who requested erasures, not every account.
     list_filter = (
         ("erased_at", admin.DateFieldListFilter),
@@ -99,7 +101,18 @@ class ErasureRecordAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     )
     date_hierarchy = "erased_at"
     list_select_related = ("staff_member",)
-    readonly_fields = ("account", "erased_at", "requested_by", "staff_member", "counts")
+    readonly_fields = ("account", "erased", "requested_by", "staff_member", "rows")
+    fields = readonly_fields
+
+    # Staff compare these instants with logs and the record's own title, all in UTC: the
+    # column says so rather than leaving it to the server's settings.
+    @admin.display(description="erased at (UTC)", ordering="erased_at")
+    def erased(self, record: ErasureRecord) -> str:
+        return record.erased_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+    @admin.display(description="rows rewritten or revoked")
+    def rows(self, record: ErasureRecord) -> str:
+        return ", ".join(f"{table} {count}" for table, count in sorted(record.counts.items()))
 
 
 # --- OAuth: DOT's admin classes with every secret kept off the page ------------------------------

@@ -180,6 +180,24 @@ def test_admin_lists_show_no_erased_text(admin_client, tenant):
             assert erased not in page, (url, erased)
 
 
+def test_erasure_records_read_in_utc_with_their_counts_in_words(admin_client, tenant):
+    """Staff compare an erasure's instant with logs, all in UTC: the page says so; and the
+    rows rewritten per table read as words, not as a JSON object."""
+    MemoryFactory(owner=tenant)
+    admin_client.post(
+        reverse("admin:accounts_user_changelist"),
+        {"action": "erase_accounts", ACTION_CHECKBOX_NAME: [tenant.pk], "confirm": "yes"},
+    )
+    record = ErasureRecord.objects.get(account=tenant)
+    shown = f"{record.erased_at:%Y-%m-%d %H:%M:%S} UTC"
+    listed = admin_client.get(reverse("admin:accounts_erasurerecord_changelist")).text
+    detail = admin_client.get(reverse("admin:accounts_erasurerecord_change", args=[record.pk])).text
+    for page in (listed, detail):
+        assert shown in page and "memories 1" in page and "{&quot;" not in page
+        # The site's icon: no request for /favicon.ico, a 404 logged on every visit.
+        assert 'rel="icon" href="/static/favicon' in page
+
+
 def test_a_batch_meeting_a_database_failure_answers_it_rather_than_calling_accounts_busy(
     admin_client, tenant, monkeypatch
 ):
