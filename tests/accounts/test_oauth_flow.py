@@ -641,6 +641,15 @@ def test_the_read_only_choice_is_a_labelled_group_under_what_the_app_asks(signed
     assert "<title>Allow access · threengram</title>" in page
 
 
+def test_deny_and_allow_do_not_look_alike(signed_in, application):
+    """Allow is the site's filled button; Deny the outlined one beside it (the first, which
+    Enter presses: the safe answer)."""
+    _, challenge = pkce_pair()
+    page = signed_in.get(authorize_url(authorize_params(application, challenge))).text
+    deny = page.index('<button type="submit" class="secondary">Deny</button>')
+    assert deny < page.index('<button type="submit" name="allow" value="Authorize">Allow</button>')
+
+
 def test_a_refused_authorization_request_is_not_titled_allow_access(signed_in, application):
     _, challenge = pkce_pair()
     page = signed_in.get(
