@@ -23,6 +23,8 @@ from django.http import HttpRequest
 from accounts.models import DEMO_USERNAME
 from accounts.throttle import login_retry_after, record_login_failure, record_login_success
 from infra.rate_limit import client_network
+from memories import bounds
+from memories.models import CommitmentStatus, MemoryType
 
 THROTTLED_MESSAGE = (
     "Too many failed password attempts for this account or from your network. "
@@ -173,3 +175,52 @@ class DeleteAccountForm(FocusFirstError, ThrottledPasswordCheck, forms.Form):
             return password
 
         return self.throttled_check(self.user.get_username(), check)
+
+
+class MemoryFilterForm(forms.Form):
+    """My memories' filters, from the query string. A filter that is not valid is named with its
+    limit and left out; the others still apply."""
+
+    SEARCH_MAX = 200
+
+    q = forms.CharField(
+        label="Search text, topic or tag",
+        required=False,
+        max_length=SEARCH_MAX,
+        error_messages={
+            "max_length": f"Search text is limited to {SEARCH_MAX} characters; it was not applied."
+        },
+    )
+    type = forms.ChoiceField(
+        label="Type",
+        required=False,
+        choices=[("", "any"), *((value, value) for value in MemoryType.values)],
+        error_messages={"invalid_choice": "Type must be one of the listed types; not applied."},
+    )
+    project = forms.CharField(
+        label="Project",
+        required=False,
+        max_length=bounds.PROJECT_MAX,
+        error_messages={
+            "max_length": (
+                f"A project is at most {bounds.PROJECT_MAX} characters; it was not applied."
+            )
+        },
+    )
+    state = forms.ChoiceField(
+        label="Commitment state",
+        required=False,
+        choices=[("", "any"), *((value, value) for value in CommitmentStatus.values)],
+        error_messages={
+            "invalid_choice": "Commitment state must be one of the listed ones; not applied."
+        },
+    )
+    show = forms.ChoiceField(required=False, choices=[("", "current"), ("all", "all")])
+
+    def applied(self) -> dict[str, str]:
+        """The filters given and valid, by name (none blank)."""
+        self.is_valid()
+        return {name: value for name, value in self.cleaned_data.items() if value}
+
+    def problems(self) -> list[str]:
+        return [message for errors in self.errors.values() for message in errors]

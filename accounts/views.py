@@ -21,6 +21,7 @@ from accounts.erasure import erase_account
 from accounts.export import check_export_readable, export_memories_json
 from accounts.forms import (
     DeleteAccountForm,
+    MemoryFilterForm,
     SignUpForm,
     ThrottledAuthenticationForm,
     ThrottledPasswordChangeForm,
@@ -31,7 +32,8 @@ from memories.models import Memory
 from memories.services import parse_memory_id
 
 MEMORIES_PER_PAGE = 20
-SEARCH_MAX = 200
+# The account's projects offered as the project filter's suggestions.
+PROJECTS_LISTED = 100
 
 
 @require_safe
@@ -156,14 +158,19 @@ def memory_list(request: HttpRequest) -> HttpResponse:
 
 
 def _memory_list(request: HttpRequest) -> HttpResponse:
-    query = request.GET.get("q", "").strip()
-    show_all = request.GET.get("show") == "all"
-    matching = Memory.objects.owned_by(request.user)
-    error = None
-    if len(query) > SEARCH_MAX:
-        error = f"Search text is limited to {SEARCH_MAX} characters; it was not applied."
-    elif query:
-        matching = matching.containing(query)
+    form = MemoryFilterForm(request.GET)
+    applied = form.applied()
+    show_all = applied.get("show") == "all"
+    owned = Memory.objects.owned_by(request.user)
+    matching = owned
+    if "q" in applied:
+        matching = matching.containing(applied["q"])
+    if "type" in applied:
+        matching = matching.filter(memory_type=applied["type"])
+    if "project" in applied:
+        matching = matching.filter(project=applied["project"])
+    if "state" in applied:
+        matching = matching.filter(commitment_status=applied["state"])
     memories = matching if show_all else matching.active()
     memories = memories.annotate(successor_id=F("successors__id")).order_by("-recorded_at", "-id")
     page = Paginator(memories, MEMORIES_PER_PAGE).get_page(request.GET.get("page"))
@@ -175,8 +182,12 @@ def _memory_list(request: HttpRequest) -> HttpResponse:
         "accounts/memory_list.html",
         {
             "page": page,
-            "query": query if not error else "",
-            "search_error": error,
+            "form": form,
+            "applied": applied,
+            "filtered": bool(applied.keys() - {"show"}),
+            "narrowed": bool(applied.keys() & {"type", "project", "state"}),
+            "problems": form.problems(),
+            "projects": owned.current().project_names(PROJECTS_LISTED),
             "show_all": show_all,
             "hidden_exist": hidden_exist,
             "nav": "memories",

@@ -119,6 +119,11 @@ class MemoryQuerySet(models.QuerySet):
         """Current and not archived: what an agent works from by default."""
         return self.current().filter(status=Status.ACTIVE)
 
+    def project_names(self, most: int) -> list[str]:
+        """The first `most` distinct projects of these memories, by name."""
+        named = self.exclude(project=None).values_list("project", flat=True)
+        return list(named.distinct().order_by("project")[:most])
+
     def containing(self, text: str) -> MemoryQuerySet:
         """Content or topic contains `text` (case-insensitive), or a tag equals it: the simple
         filter of the account pages' memory browser (agents use the ranked search instead)."""

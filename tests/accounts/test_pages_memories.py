@@ -135,6 +135,59 @@ def test_an_overlong_search_is_refused_with_the_limit(client, tenant):
     assert "limited to 200 characters" in page and "still listed" in page
 
 
+def test_filters_narrow_by_type_project_and_commitment_state_and_say_so(client, tenant):
+    """A tenant with many memories finds "the open commitments of atlas" without reading them
+    all; the page offers the account's projects, and says what it filtered on."""
+    MemoryFactory(owner=tenant, memory_type="decision", project="atlas", content="Use Kafka")
+    MemoryFactory(owner=tenant, memory_type="decision", project="beacon", content="Use Redis")
+    for content, state in (("Ship v2", "open"), ("Write docs", "resolved")):
+        MemoryFactory(
+            owner=tenant,
+            memory_type="commitment",
+            project="atlas",
+            content=content,
+            commitment_status=state,
+        )
+    client.force_login(tenant)
+    url = reverse("accounts:memories")
+
+    page = client.get(url, {"type": "decision", "project": "atlas"}).text
+    assert "Use Kafka" in page and "Use Redis" not in page and "Ship v2" not in page
+    assert "1 memory of type decision in project atlas (current only)." in page
+    assert '<option value="decision" selected>' in page
+    assert '<option value="atlas">' in page and '<option value="beacon">' in page
+    page = client.get(url, {"project": "atlas", "state": "open"}).text
+    assert "Ship v2" in page and "Write docs" not in page and "Use Kafka" not in page
+    page = client.get(url, {"project": "atlas", "type": "fact"}).text
+    assert "No memory matches with these filters." in page
+
+
+def test_a_filter_that_is_not_valid_is_named_and_the_others_still_apply(client, tenant):
+    MemoryFactory(owner=tenant, memory_type="decision", content="Use Kafka")
+    MemoryFactory(owner=tenant, memory_type="note", content="Lunch at noon")
+    client.force_login(tenant)
+    page = client.get(
+        reverse("accounts:memories"), {"type": "decision", "state": "done", "project": "p" * 257}
+    ).text
+    assert "Commitment state must be one of the listed ones; not applied." in page
+    assert "A project is at most 256 characters; it was not applied." in page
+    assert "Use Kafka" in page and "Lunch at noon" not in page
+
+
+def test_pages_keep_the_filters(client, tenant):
+    for number in range(25):
+        MemoryFactory(
+            owner=tenant, memory_type="fact", project="atlas", content=f"fact {number:02d}"
+        )
+    MemoryFactory(owner=tenant, memory_type="note", project="atlas", content="a note")
+    client.force_login(tenant)
+    first = client.get(reverse("accounts:memories"), {"type": "fact", "project": "atlas"}).text
+    [older] = re.findall(r'href="(\?[^"]*page=2[^"]*)" rel="next"', first)
+    assert "type=fact" in older and "project=atlas" in older
+    second = client.get(reverse("accounts:memories") + older.replace("&amp;", "&")).text
+    assert "fact 00" in second and "a note" not in second and "Page 2 of 2" in second
+
+
 def test_pagination(client, tenant):
     for number in range(25):
         MemoryFactory(owner=tenant, content=f"entry {number:02d}")
