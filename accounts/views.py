@@ -171,12 +171,15 @@ def _memory_list(request: HttpRequest) -> HttpResponse:
         matching = matching.filter(project=applied["project"])
     if "state" in applied:
         matching = matching.filter(commitment_status=applied["state"])
+    filtered = bool(applied.keys() - {"show"})
     memories = matching if show_all else matching.active()
     memories = memories.annotate(successor_id=F("successors__id")).order_by("-recorded_at", "-id")
     page = Paginator(memories, MEMORIES_PER_PAGE).get_page(request.GET.get("page"))
     # No current memory must not read as "no memories at all" when superseded or archived ones
-    # would be shown with the toggle.
-    hidden_exist = not page.object_list and not show_all and matching.exists()
+    # would be shown with the toggle. Asked of the unfiltered account only (its first row
+    # answers): with a filter, the empty page offers the toggle without a second scan of the
+    # account for the filter's sake.
+    hidden_exist = not page.object_list and not show_all and not filtered and matching.exists()
     return render(
         request,
         "accounts/memory_list.html",
@@ -184,7 +187,7 @@ def _memory_list(request: HttpRequest) -> HttpResponse:
             "page": page,
             "form": form,
             "applied": applied,
-            "filtered": bool(applied.keys() - {"show"}),
+            "filtered": filtered,
             "narrowed": bool(applied.keys() & {"type", "project", "state"}),
             "problems": form.problems(),
             "projects": owned.current().project_names(PROJECTS_LISTED),

@@ -119,10 +119,11 @@ class MemoryQuerySet(models.QuerySet):
         """Current and not archived: what an agent works from by default."""
         return self.current().filter(status=Status.ACTIVE)
 
-    def project_names(self, most: int) -> list[str]:
-        """The first `most` distinct projects of these memories, by name."""
-        named = self.exclude(project=None).values_list("project", flat=True)
-        return list(named.distinct().order_by("project")[:most])
+    def project_names(self, most: int, among: int = 1_000) -> list[str]:
+        """The first `most` distinct projects, by name, of the `among` newest of these memories:
+        bounded work in a large account, whose recent projects are the ones asked for."""
+        newest = self.exclude(project=None).order_by("-recorded_at").values_list("project")
+        return sorted({project for (project,) in newest[:among]})[:most]
 
     def containing(self, text: str) -> MemoryQuerySet:
         """Content or topic contains `text` (case-insensitive), or a tag equals it: the simple
