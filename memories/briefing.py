@@ -6,7 +6,7 @@ never full bodies). All sections come from one UNION ALL statement, pinned threa
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from django.db import connections
@@ -93,8 +93,9 @@ def read_sections(
     items: int,
     excerpt_max: int,
     now: datetime,
-) -> dict[str, Section]:
-    """Exact counts and the first `items` rows of each section, in one statement."""
+) -> tuple[Selector, dict[str, Section]]:
+    """The selector as found (a thread by its name as stored, however it was typed), and exact
+    counts and the first `items` rows of each section, in one statement."""
     params: dict = {
         "owner": owner_id,
         "now": now,
@@ -135,7 +136,9 @@ def read_sections(
         section = sections[row[0]]
         section.count = row[-1]
         section.items.append(MemoryExcerpt.from_row(row[1:-1], excerpt_max=excerpt_max, now=now))
-    return sections
+    if selector.kind == "thread":
+        selector = replace(selector, value=params["selector_name"])
+    return selector, sections
 
 
 # Overdue first: what needs acting on before anything else. The two commitment sections are
@@ -207,7 +210,7 @@ def build_briefing(*, owner_id: int, selector: Selector, mode: str = "brief") ->
     if mode not in MODES:
         raise InvalidInput("mode", f"must be one of: {', '.join(MODES)}")
     now = timezone.now()
-    sections = read_sections(
+    selector, sections = read_sections(
         owner_id=owner_id,
         selector=selector,
         specs=BRIEFING_SECTIONS,

@@ -64,17 +64,18 @@ def build_handoff(
         else None
     )
     now = timezone.now()
+    selector, sections = read_sections(
+        owner_id=owner_id,
+        selector=selector,
+        specs=HANDOFF_SECTIONS,
+        items=section_limit,
+        excerpt_max=EXCERPT_MAX,
+        now=now,
+    )
     return Handoff(
         selector=selector,
         generated_for=label,
         generated_at=now,
-        sections=read_sections(
-            owner_id=owner_id,
-            selector=selector,
-            specs=HANDOFF_SECTIONS,
-            items=section_limit,
-            excerpt_max=EXCERPT_MAX,
-            now=now,
-        ),
+        sections=sections,
         pinned_threads=read_pinned_threads(owner_id),
     )

@@ -402,11 +402,12 @@ class ThreadQuerySet(models.QuerySet):
 
     def members_sql(self, owner_id: int, name: str, params: dict, *, key: str) -> str:
         """A condition on memories `m`: a member of the owner's thread named `name` (any case).
-        The thread's id goes into `params[key]`; an unknown name is NotFound."""
-        thread_id = self.named(owner_id, name).values_list("id", flat=True).first()
-        if thread_id is None:
+        The thread's id goes into `params[key]`, its name as stored into `params[key + "_name"]`;
+        an unknown name is NotFound."""
+        found = self.named(owner_id, name).values_list("id", "name").first()
+        if found is None:
             raise self.not_found(owner_id, name)
-        params[key] = thread_id
+        params[key], params[f"{key}_name"] = found
         # `key` is a constant of the caller's, never caller text.
         return (
             "EXISTS (SELECT 1 FROM memories_threadmembership ms"  # noqa: S608

@@ -644,6 +644,10 @@ async def test_briefing_lists_pinned_threads_and_selects_by_thread(agent):
     assert brief["pinnedThreads"]["items"] == [
         {"name": "API", "pinned": True, "memberCount": 1, "proposalCount": 0}
     ]
+    # The thread it selected by its name as stored, as pinnedThreads and the thread list name it.
+    assert brief["selector"] == {"kind": "thread", "value": "API"}
+    handed_over = await ok(agent, "handoff", {"selector": "thread", "value": "api"})
+    assert handed_over["selector"] == brief["selector"]
     assert [i["id"] for i in brief["sections"]["recentDecisions"]["items"]] == [member["id"]]
     assert (await fails(agent, "briefing", {"selector": "thread", "value": "nope"})) == (
         "not_found: thread 'nope'; describe_environment lists your threads"
