@@ -4,11 +4,21 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractUser
+from django.contrib.auth.models import UserManager as DjangoUserManager
 from django.db import models
+from django.db.models import Value
 from django.db.models.functions import Lower
 
 # The demo account's name (`manage.py demo_account`), kept from sign-up in any case.
 DEMO_USERNAME = "demo"
+
+
+class UserManager(DjangoUserManager):
+    def get_by_natural_key(self, username: str) -> User:
+        """The account named `username` in any case: names are unique regardless of case (the
+        constraint on User), so "Ada" logs in to the account signed up as "ada", as sign-up
+        refused the one for the other. Compared as that constraint's index compares them."""
+        return self.alias(name_key=Lower("username")).get(name_key=Lower(Value(username)))
 
 
 class User(AbstractUser):
@@ -16,6 +26,8 @@ class User(AbstractUser):
     it, so audit records and the append-only memories keep a valid owner."""
 
     erased_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    objects = UserManager()
 
     class Meta(AbstractUser.Meta):
         constraints = [

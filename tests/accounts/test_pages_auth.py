@@ -167,6 +167,14 @@ def test_a_visitor_is_offered_sign_up_in_the_header_of_every_page(client, settin
     assert signup_link not in client.get("/no-such-page/").text
 
 
+def test_a_name_logs_in_in_any_case_as_it_is_unique_in_any_case(client, tenant):
+    """Sign-up refuses "ADA" once "ada" exists; so "ADA" logs in to "ada" rather than being
+    told the name or password is wrong."""
+    response = _login(client, tenant.username.upper(), PASSWORD)
+    assert response.status_code == 302
+    assert client.session["_auth_user_id"] == str(tenant.pk)
+
+
 def test_log_in_and_log_out(client, tenant):
     response = _login(client, tenant.username, PASSWORD)
     assert response.status_code == 302
