@@ -28,7 +28,7 @@ from accounts.forms import (
 )
 from memories import replica
 from memories.access import NIL_ID
-from memories.models import Memory
+from memories.models import Memory, Thread
 from memories.services import parse_memory_id
 
 MEMORIES_PER_PAGE = 20
@@ -209,7 +209,12 @@ def memory_detail(request: HttpRequest, memory_id: str) -> HttpResponse:
     return render(
         request,
         "accounts/memory_detail.html",
-        {"memory": memory, "chain": Memory.objects.revision_chain(memory), "nav": "memories"},
+        {
+            "memory": memory,
+            "chain": Memory.objects.revision_chain(memory),
+            "threads": Thread.objects.holding(request.user.pk, memory.id).order_by("name"),
+            "nav": "memories",
+        },
     )
 
 

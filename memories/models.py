@@ -366,6 +366,14 @@ def thread_name_key_text(name: str) -> str:
 
 
 class ThreadQuerySet(models.QuerySet):
+    def holding(self, owner_id: int, memory_id: uuid.UUID) -> ThreadQuerySet:
+        """The owner's threads the memory is a member of (not those it is only proposed for)."""
+        return self.filter(
+            owner_id=owner_id,
+            memberships__memory_id=memory_id,
+            memberships__state=MembershipState.MEMBER,
+        )
+
     def named(self, owner_id: int, name: str) -> ThreadQuerySet:
         """The owner's thread named `name` in any case, compared as the unique index on names
         compares them (thread_name_key)."""

@@ -11,6 +11,7 @@ from django.utils import timezone
 from accounts import export
 from memories.models import MembershipState, Thread, ThreadMembership
 from memories.services import archive_memory, record_memory, revise_memory
+from memories.threads import add_thread_members, create_thread
 from tests.factories import MemoryFactory
 
 
@@ -199,6 +200,24 @@ def test_pagination(client, tenant):
     second_page = client.get(reverse("accounts:memories"), {"page": 2}).text
     assert "Page 1 of 2" in first_page and "entry 24" in first_page
     assert "entry 00" in second_page and "entry 24" not in second_page
+
+
+def test_a_memorys_page_names_the_threads_it_is_in(client, tenant, other_tenant):
+    """The threads agents filed it in, by name; not those only proposed, nor anyone else's."""
+    memory = record_memory(owner=tenant, memory_type="decision", topic="api", content="REST")
+    create_thread(owner=tenant, name="Launch")
+    add_thread_members(owner=tenant, name="Launch", memory_ids=[memory.id])
+    ideas = create_thread(owner=tenant, name="Ideas")
+    ThreadMembership.objects.create(
+        owner=tenant, thread=ideas, memory=memory, state=MembershipState.PROPOSED
+    )
+    create_thread(owner=other_tenant, name="Theirs")
+    client.force_login(tenant)
+    page = client.get(reverse("accounts:memory_detail", args=[memory.id])).text
+    assert "<dt>Threads</dt><dd>Launch</dd>" in page
+    lone = record_memory(owner=tenant, memory_type="note", topic="lone", content="alone")
+    page = client.get(reverse("accounts:memory_detail", args=[lone.id])).text
+    assert "<dt>Threads</dt><dd>none</dd>" in page
 
 
 def test_detail_shows_the_whole_supersession_chain(client, tenant, history):
