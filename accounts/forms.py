@@ -207,6 +207,16 @@ class MemoryFilterForm(forms.Form):
             )
         },
     )
+    thread = forms.CharField(
+        label="Thread",
+        required=False,
+        max_length=bounds.THREAD_NAME_MAX,
+        error_messages={
+            "max_length": (
+                f"A thread name is at most {bounds.THREAD_NAME_MAX} characters; it was not applied."
+            )
+        },
+    )
     state = forms.ChoiceField(
         label="Commitment state",
         required=False,

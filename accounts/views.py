@@ -28,7 +28,7 @@ from accounts.forms import (
 )
 from memories import replica
 from memories.access import NIL_ID
-from memories.models import Memory, Thread
+from memories.models import MembershipState, Memory, Thread
 from memories.services import parse_memory_id
 
 MEMORIES_PER_PAGE = 20
@@ -171,6 +171,13 @@ def _memory_list(request: HttpRequest) -> HttpResponse:
         matching = matching.filter(project=applied["project"])
     if "state" in applied:
         matching = matching.filter(commitment_status=applied["state"])
+    if "thread" in applied:
+        # Its members, by the thread's name in any case (as agents name it); none for a name
+        # that is no thread of this account.
+        matching = matching.filter(
+            memberships__thread__in=Thread.objects.named(request.user.pk, applied["thread"]),
+            memberships__state=MembershipState.MEMBER,
+        )
     filtered = bool(applied.keys() - {"show"})
     memories = matching if show_all else matching.active()
     memories = memories.annotate(successor_id=F("successors__id")).order_by("-recorded_at", "-id")
@@ -188,7 +195,7 @@ def _memory_list(request: HttpRequest) -> HttpResponse:
             "form": form,
             "applied": applied,
             "filtered": filtered,
-            "narrowed": bool(applied.keys() & {"type", "project", "state"}),
+            "narrowed": bool(applied.keys() & {"type", "project", "state", "thread"}),
             "problems": form.problems(),
             "projects": owned.current().project_names(PROJECTS_LISTED),
             "show_all": show_all,

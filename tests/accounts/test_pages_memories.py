@@ -214,7 +214,15 @@ def test_a_memorys_page_names_the_threads_it_is_in(client, tenant, other_tenant)
     create_thread(owner=other_tenant, name="Theirs")
     client.force_login(tenant)
     page = client.get(reverse("accounts:memory_detail", args=[memory.id])).text
-    assert "<dt>Threads</dt><dd>Launch</dd>" in page
+    assert '<dt>Threads</dt><dd><a href="/memories/?thread=Launch">Launch</a></dd>' in page
+    # The link lists the thread's members, by its name in any case.
+    record_memory(owner=tenant, memory_type="note", topic="other", content="not in it")
+    listed = client.get(reverse("accounts:memories"), {"thread": "launch"}).text
+    assert "REST" in listed and "not in it" not in listed and "in thread launch" in listed
+    assert (
+        "No current memory matches with these filters."
+        in client.get(reverse("accounts:memories"), {"thread": "Ideas"}).text
+    )
     lone = record_memory(owner=tenant, memory_type="note", topic="lone", content="alone")
     page = client.get(reverse("accounts:memory_detail", args=[lone.id])).text
     assert "<dt>Threads</dt><dd>none</dd>" in page
