@@ -241,16 +241,13 @@ def decide_thread_proposal(
         services.lock_live_owner(owner)
         found = open_proposals.first() if parsed else None
         if found is None:
-            decided = _decided(owner, parsed, accept) if parsed else None
-            if decided is None:
-                raise NotFound(f"open proposal {proposal_id}")
-            return decided
+            return _decided(owner, parsed, proposal_id, accept)
         # Locked in the order of the other thread actions (see _thread): thread, memory, row.
         list(Thread.objects.select_for_update(no_key=True).filter(pk=found.thread_id).values("pk"))
         superseded = _locked_memories(owner, [found.memory_id]).get(found.memory_id)
         proposal = open_proposals.select_for_update(of=("self",)).select_related("thread").first()
-        if proposal is None:  # decided meanwhile
-            raise NotFound(f"open proposal {proposal_id}")
+        if proposal is None:  # decided meanwhile: answered as a decision made before this one
+            return _decided(owner, parsed, proposal_id, accept)
         if superseded is not None:
             raise Conflict(
                 f"memory {proposal.memory_id} of proposal {proposal.id} is superseded; its "
@@ -263,17 +260,21 @@ def decide_thread_proposal(
 
 
 def _decided(
-    owner: AbstractBaseUser, proposal_id: uuid.UUID, accept: bool
-) -> ThreadMembership | None:
-    """The row of a proposal already decided as `accept` asks; None when there is none; a
+    owner: AbstractBaseUser, parsed: uuid.UUID | None, proposal_id: object, accept: bool
+) -> ThreadMembership:
+    """The row of a proposal already decided as `accept` asks; NotFound when there is none; a
     Conflict naming the way back when it was decided the other way."""
     row = (
-        ThreadMembership.objects.filter(owner=owner, id=proposal_id)
+        ThreadMembership.objects.filter(owner=owner, id=parsed)
         .exclude(state=MembershipState.PROPOSED)
         .select_related("thread")
         .first()
+        if parsed
+        else None
     )
-    if row is None or row.state == (MembershipState.MEMBER if accept else MembershipState.REJECTED):
+    if row is None:
+        raise NotFound(f"open proposal {proposal_id}")
+    if row.state == (MembershipState.MEMBER if accept else MembershipState.REJECTED):
         return row
     if row.state == MembershipState.MEMBER:
         raise Conflict(

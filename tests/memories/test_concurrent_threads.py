@@ -510,3 +510,36 @@ def test_a_read_by_a_thread_with_no_match_finds_nothing_and_is_not_refused(
     assert READS_BY_THREAD[read](tenant) == 1
     threads.remove_thread_members(owner=tenant, name="launch", memory_ids=[member_of_launch.id])
     assert READS_BY_THREAD[read](tenant) == 0
+
+
+@pytest.mark.parametrize(("accept", "expected"), [(True, ThreadMembership), (False, Conflict)])
+def test_a_decision_racing_an_acceptance_of_one_proposal_answers_as_after_it(
+    tenant, member_of_launch, monkeypatch, accept, expected
+):
+    """A double-submitted acceptance (or a rejection racing it) waits for the first and then
+    answers as it would have after it: the acceptance again, or the conflict that names the way
+    back; not `not_found`, as for a proposal that never existed."""
+    _memory, [proposal] = threads.record_memory_with_proposals(
+        owner=tenant, memory_type="decision", topic="launch plans", content="ship on monday"
+    )
+    locked = threading.Event()
+    locked_memories = threads._locked_memories
+
+    def memories_then_linger(owner, ids):
+        found = locked_memories(owner, ids)
+        if not locked.is_set():
+            locked.set()
+            time.sleep(LINGER_SECONDS)
+        return found
+
+    monkeypatch.setattr(threads, "_locked_memories", memories_then_linger)
+    accepted, second = race(
+        lambda: threads.decide_thread_proposal(owner=tenant, proposal_id=proposal.id, accept=True),
+        lambda: threads.decide_thread_proposal(
+            owner=tenant, proposal_id=proposal.id, accept=accept
+        ),
+        locked,
+    )
+    assert isinstance(accepted, ThreadMembership), accepted
+    assert isinstance(second, expected), second
+    assert ThreadMembership.objects.get(id=proposal.id).state == MembershipState.MEMBER
