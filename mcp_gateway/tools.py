@@ -390,10 +390,12 @@ def _schema_error(spec: ToolSpec, arguments: dict) -> str | None:
         case "pattern":
             return f"{field}: {_PATTERN_RULES.get(limit, f'must match the pattern {limit}')}"
         case "type" if error.instance is None and len(error.path) == 1:
-            # Some clients send null for every optional field they do not use.
+            # Some clients send null for every optional field they do not use. Whether this
+            # call needs the field (a configure_thread action's, a briefing selector's value) is
+            # not the schema's to say, so the hint holds either way.
             if field in spec.input_schema.get("required", ()):
                 return f"{field}: must be of type {limit}, not null"
-            return f"{field}: must be of type {limit}, not null; omit it to leave it out"
+            return f"{field}: must be of type {limit}, not null; leave out a field you do not use"
         case "type":
             return f"{field}: must be of type {limit}"
         case "uniqueItems":

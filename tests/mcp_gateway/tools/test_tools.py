@@ -128,11 +128,19 @@ async def test_read_only_token_cannot_write_but_can_list_threads(owner):
             "invalid_input: tags[1]: must be at least 1 character(s)",
         ),
         ("remember", {"memoryType": "note", "topic": "t"}, "invalid_input: content: is required"),
-        # Null, as some clients send for an unused optional field: told to leave it out.
+        # Null, as some clients send for an unused optional field: told to leave it out, in
+        # words that hold for a field the call does need (an accept_proposal's proposalId).
         (
             "search",
             {"query": "x", "project": None},
-            "invalid_input: project: must be of type string, not null; omit it to leave it out",
+            "invalid_input: project: must be of type string, not null; leave out a field you do "
+            "not use",
+        ),
+        (
+            "configure_thread",
+            {"action": "accept_proposal", "proposalId": None},
+            "invalid_input: proposalId: must be of type string, not null; leave out a field you "
+            "do not use",
         ),
         (
             "remember",
