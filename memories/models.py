@@ -331,8 +331,9 @@ class Memory(MemoryResource, TenantRow):
 
     @property
     def overdue(self) -> bool:
-        """A commitment still open or waiting whose due time has passed, as of now."""
-        return is_overdue(
+        """A current commitment still open or waiting whose due time has passed, as of now. A
+        superseded version is not: its successor carries the commitment (and says so itself)."""
+        return self.valid_to is None and is_overdue(
             due_at=self.due_at, commitment_status=self.commitment_status, now=timezone.now()
         )
 

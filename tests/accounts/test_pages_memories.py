@@ -108,6 +108,12 @@ def test_a_commitment_shows_when_it_is_due_and_whether_it_is_overdue(client, ten
     detail = client.get(reverse("accounts:memory_detail", args=[late.id])).text
     assert re.search(r"<dt>Due</dt><dd><time[^>]*>5 Jan 2026, 08:30 UTC</time>", detail)
     assert ">overdue</span>" in detail
+    # One commitment is late once: its superseded version is not said to be late beside it.
+    revise_memory(owner=tenant, predecessor_id=late.id, content="Ship v1 to production")
+    listed = client.get(reverse("accounts:memories"), {"show": "all"}).text
+    assert listed.count(">overdue</span>") == 1
+    detail = client.get(reverse("accounts:memory_detail", args=[late.id])).text
+    assert detail.count(">overdue</span>") == 1  # its successor's, in the history
 
 
 def test_every_time_shown_says_it_is_utc(client, tenant, history):
