@@ -19,7 +19,7 @@ from mcp.shared.uri_template import UriTemplate
 from mcp_gateway.auth import require_principal
 from mcp_gateway.schemas import utc_datetime
 from memories.access import MemoryRow, read_owned_memories
-from memories.models import MEMORY_URI_TEMPLATE
+from memories.models import MEMORY_URI_PREFIX, MEMORY_URI_TEMPLATE
 
 _TEMPLATE = UriTemplate.parse(MEMORY_URI_TEMPLATE)
 MIME_TYPE = "application/json"
@@ -67,7 +67,11 @@ def memory_id_in(uri: str) -> str | None:
     """The `{id}` of a URI matching the memory template (not yet validated), else None."""
     match = _TEMPLATE.match(uri)
     memory_id = match.get("id") if match else None
-    return memory_id if isinstance(memory_id, str) else None
+    if not isinstance(memory_id, str) or memory_id.startswith(MEMORY_URI_PREFIX):
+        # A memory's URI names it where a tool takes an id (parse_memory_id); inside its own
+        # URI again it would be a second name for one cacheable resource.
+        return None
+    return memory_id
 
 
 def _not_found(uri: str) -> MCPError:

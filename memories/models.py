@@ -37,6 +37,7 @@ from memories.fields import ReadableDateTimeField, same_owner_link, tenant_owner
 
 # The MCP resource of one memory (mcp_gateway.resources serves it; docs/design.md).
 MEMORY_URI_TEMPLATE = "threengram://memory/{id}"
+MEMORY_URI_PREFIX = MEMORY_URI_TEMPLATE.removesuffix("{id}")
 
 
 def memory_resource_uri(memory_id: object) -> str:

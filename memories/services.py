@@ -30,7 +30,7 @@ from memories.errors import (
 from memories.fields import ReadableDateTimeField, readable_instant_sql
 from memories.models import (
     COMMITMENT_TRANSITIONS,
-    MEMORY_URI_TEMPLATE,
+    MEMORY_URI_PREFIX,
     CommitmentStatus,
     Memory,
     MemoryType,
@@ -49,12 +49,9 @@ def parse_memory_id(value: object) -> uuid.UUID | None:
     if not isinstance(value, str) or len(value) > bounds.MEMORY_ID_MAX:
         return None
     try:
-        return uuid.UUID(value.removeprefix(_MEMORY_URI_PREFIX))
+        return uuid.UUID(value.removeprefix(MEMORY_URI_PREFIX))
     except ValueError:
         return None
-
-
-_MEMORY_URI_PREFIX = MEMORY_URI_TEMPLATE.removesuffix("{id}")
 
 
 def _clean_memory_type(value: object) -> str:

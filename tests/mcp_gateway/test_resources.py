@@ -192,6 +192,8 @@ async def test_foreign_scheme_and_shapes_are_invalid_params(asgi_app, seeded):
             f"file://memory/{seeded.memory.id}",
             "threengram://memory/",
             f"threengram://memories/{seeded.memory.id}",
+            # Its own URI inside its URI: no second name for one cacheable resource.
+            f"threengram://memory/threengram:%2F%2Fmemory%2F{seeded.memory.id}",
         ):
             with pytest.raises(MCPError) as caught:
                 await c.read_resource(uri)
