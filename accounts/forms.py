@@ -225,7 +225,11 @@ class MemoryFilterForm(forms.Form):
             "invalid_choice": "Commitment state must be one of the listed ones; not applied."
         },
     )
-    show = forms.ChoiceField(required=False, choices=[("", "current"), ("all", "all")])
+    show = forms.ChoiceField(
+        required=False,
+        choices=[("", "current"), ("all", "all")],
+        error_messages={"invalid_choice": "Show is 'all' or nothing; not applied."},
+    )
 
     def applied(self) -> dict[str, str]:
         """The filters given and valid, by name (none blank)."""

@@ -180,6 +180,10 @@ def test_a_filter_that_is_not_valid_is_named_and_the_others_still_apply(client, 
         reverse("accounts:memories"), {"type": "decision", "state": "done", "project": "p" * 257}
     ).text
     assert "Commitment state must be one of the listed ones; not applied." in page
+    assert (
+        "Show is &#x27;all&#x27; or nothing; not applied."
+        in client.get(reverse("accounts:memories"), {"show": "xyz"}).text
+    )
     assert "A project is at most 256 characters; it was not applied." in page
     assert "Use Kafka" in page and "Lunch at noon" not in page
 
