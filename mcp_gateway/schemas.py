@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from memories import bounds, briefing, handoff, reading, search, threads
 from memories.excerpts import EXCERPT_MAX
 from memories.models import CommitmentStatus, MemoryType
+from memories.search.scoring import WORDS_SCALE_TERMS
 
 MEMORY_TYPES = list(MemoryType.values)
 # How search shows each hit: whole (excerpt, dates, commitment state, how it matched) or only
@@ -244,6 +245,14 @@ SEARCH_HIT = output(
             "items": {"type": "string", "enum": ["words", "meaning"]},
             "description": "How the memory matched: by the query's words (or the topic's "
             "spelling), by meaning, or both; empty when listed without a query.",
+        },
+        "lacks": {
+            "type": "array",
+            "maxItems": WORDS_SCALE_TERMS,
+            "items": {"type": "string"},
+            "description": "The question's most distinctive words (as you wrote them) this "
+            "memory does not contain: one about the right topic that lacks the detail you asked "
+            "for may not answer it.",
         },
         "status": {"type": "string"},
         "validTo": NULLABLE_DATETIME,

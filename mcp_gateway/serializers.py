@@ -117,6 +117,7 @@ def search_hit(hit: SearchHit) -> dict:
     return excerpt_item(hit) | {
         "score": hit.score,
         "matchedBy": list(hit.matched_by),
+        "lacks": list(hit.lacking),
         "status": hit.status,
         "validTo": utc_datetime(hit.valid_to),
     }

@@ -78,6 +78,7 @@ TOPIC_SIMILARITY_MIN = 0.3
 class SearchHit(MemoryExcerpt):
     score: float | None  # None: listed without a query, nothing to rank by
     matched_by: tuple[str, ...] = ()
+    lacking: tuple[str, ...] = ()  # the query's most distinctive words it does not hold
 
 
 @dataclass
@@ -218,6 +219,7 @@ def _hits(shown: list[_Candidate], rows: dict, *, ranked: bool) -> list[SearchHi
             **MemoryExcerpt.row_fields(rows[c.id], excerpt_max=EXCERPT_MAX, now=now),
             score=c.score if ranked else None,
             matched_by=c.matched_by,
+            lacking=c.lacking,
         )
         for c in shown
     ]

@@ -387,13 +387,16 @@ def _ranked(
     rarest = _words_scores(candidates, parsed.terms, statistics)
     for candidate in candidates:
         _fuse(candidate)
+        # What is most distinctive in the question and not in this memory, as the asker wrote
+        # it: a hit on the right topic that lacks the detail asked about may not answer it.
+        candidate.lacking = tuple(
+            parsed.as_written(term) for term in rarest if term not in candidate.fields_held
+        )
     hits = [c for c in candidates if c.matched_by]
     floor = relevance_floor(params["tenant_size"])
     # A hit that holds the query's rarest terms all is no partial match: its words score does not
     # grow with the account, and the floor it is held to does not either.
-    if first_page and not any(
-        c.score >= (RELEVANCE_FLOOR if rarest <= c.fields_held.keys() else floor) for c in hits
-    ):
+    if first_page and not any(c.score >= (floor if c.lacking else RELEVANCE_FLOOR) for c in hits):
         return [], statistics
     return hits, statistics
 

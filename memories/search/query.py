@@ -7,7 +7,7 @@ search engine; one of stop words only requires nothing.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 _CONFIG = "'threengram_unaccented'"
 # A quoted phrase, excluded when a minus sign precedes it.
@@ -15,11 +15,20 @@ _PHRASE = re.compile(r'((?:^|(?<=\s))-)?"([^"]*)"?')
 _EXCLUSION = re.compile(r"(?:^|\s)-(\w[^\s]*)")
 
 
+# A word as the asker wrote it: letters and digits, joined by hyphens, apostrophes or dots.
+_WORD = re.compile(r"\w+(?:[-'\u2019.]\w+)*")
+
+
 @dataclass(frozen=True)
 class _Query:
     terms: tuple[str, ...]  # significant lexemes, deduplicated
     required: str  # the phrases and exclusions, in web-search syntax ("" for none)
     wanted: str  # the text asked for: the query without its exclusions
+    written: dict[str, str] = field(default_factory=dict)  # lexeme -> the word that gave it
+
+    def as_written(self, term: str) -> str:
+        """A term as the asker wrote it ("latency" for the lexeme "latenc")."""
+        return self.written.get(term, term)
 
 
 def _parse(db, text: str) -> _Query:
@@ -37,14 +46,29 @@ def _parse(db, text: str) -> _Query:
         + ['-"{}"'.format(x.replace('"', " ")) for x in exclusions]
     )
     wanted = " ".join(" ".join([rest, *phrases]).split())
+    words = list(dict.fromkeys(_WORD.findall(wanted)))
     db.execute(
         f"SELECT (SELECT coalesce(array_agg(lexeme), '{{}}') "  # noqa: S608 (constant)
         f"FROM unnest(to_tsvector({_CONFIG}, %s))), "
-        f"numnode(websearch_to_tsquery({_CONFIG}, %s))",
-        [wanted, required],
+        f"numnode(websearch_to_tsquery({_CONFIG}, %s)), "
+        # Each word's own lexemes, in the words' order: which word a term came from.
+        "written.lexemes, written.words FROM ("
+        "SELECT coalesce(array_agg(l ORDER BY n), '{}') AS lexemes, "
+        "coalesce(array_agg(w ORDER BY n), '{}') AS words "
+        "FROM unnest(%s::text[]) WITH ORDINALITY AS u(w, n), "
+        f"unnest(tsvector_to_array(to_tsvector({_CONFIG}, w))) AS l) written",
+        [wanted, required, words],
     )
-    terms, required_nodes = db.fetchone()
-    return _Query(terms=tuple(terms), required=required if required_nodes else "", wanted=wanted)
+    terms, required_nodes, lexemes, sources = db.fetchone()
+    written: dict[str, str] = {}
+    for lexeme, word in zip(lexemes, sources, strict=True):
+        written.setdefault(lexeme, word)
+    return _Query(
+        terms=tuple(terms),
+        required=required if required_nodes else "",
+        wanted=wanted,
+        written=written,
+    )
 
 
 def _any_term(terms: tuple[str, ...]) -> str:

@@ -67,6 +67,7 @@ class _Candidate:
     cosine: float | None
     score: float = 0.0
     matched_by: tuple[str, ...] = ()
+    lacking: tuple[str, ...] = ()  # the query's rarest terms it does not hold, rarest first
 
 
 @dataclass(frozen=True)
@@ -119,11 +120,11 @@ class _WordStatistics:
 
 def _words_scores(
     candidates: list[_Candidate], terms: tuple[str, ...], statistics: _WordStatistics
-) -> frozenset[str]:
+) -> tuple[str, ...]:
     """BM25F over the candidates, each divided by the sum of the IDFs of the query's
-    WORDS_SCALE_TERMS rarest terms; returns those terms."""
+    WORDS_SCALE_TERMS rarest terms; returns those terms, rarest first."""
     if not terms or not candidates:
-        return frozenset()
+        return ()
     total = statistics.total
     idf = {
         term: math.log(1 + (total - count + 0.5) / (count + 0.5))
@@ -144,7 +145,7 @@ def _words_scores(
             )
             score += idf[term] * weighted / (BM25_K1 + weighted)
         candidate.score = score / scale
-    return frozenset(rarest)
+    return tuple(rarest)
 
 
 def relevance_floor(tenant_size: int) -> float:

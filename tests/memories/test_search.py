@@ -128,6 +128,24 @@ def test_a_question_in_other_words_finds_the_memory(tenant, corpus):
     assert "words" in hits[0].matched_by
 
 
+def test_a_hit_names_the_questions_distinctive_words_it_lacks_as_they_were_written(tenant):
+    """A question about a detail never stored finds the memory about its topic: the hit says
+    which of the question's most distinctive words that memory does not hold, so the agent can
+    tell "about this" from "answers this"."""
+    api = record_memory(
+        owner=tenant,
+        memory_type="fact",
+        topic="Shipment-tracking API",
+        content="The shipment-tracking API is REST over HTTPS, owned by the logistics team.",
+    )
+    record_memory(owner=tenant, memory_type="fact", topic="Lunch", content="Soup on Fridays.")
+    [hit] = run(tenant, "What\u2019s the p99 latency SLO of the shipment-tracking API?").hits
+    assert hit.id == api.id
+    assert sorted(hit.lacking) == ["SLO", "latency", "p99"]  # as written, not "latenc", "slo"
+    [hit] = run(tenant, "who owns the shipment-tracking API?").hits
+    assert (hit.id, hit.lacking) == (api.id, ())
+
+
 def test_meaning_alone_can_match(tenant):
     colour = record_memory(
         owner=tenant,
