@@ -389,8 +389,11 @@ def _ranked(
         _fuse(candidate)
         # What is most distinctive in the question and not in this memory, as the asker wrote
         # it: a hit on the right topic that lacks the detail asked about may not answer it.
+        # Named once: a hyphenated word's parts are terms of their own ("e-mail", "e", "mail").
         candidate.lacking = tuple(
-            parsed.as_written(term) for term in rarest if term not in candidate.fields_held
+            dict.fromkeys(
+                parsed.as_written(term) for term in rarest if term not in candidate.fields_held
+            )
         )
     hits = [c for c in candidates if c.matched_by]
     floor = relevance_floor(params["tenant_size"])

@@ -144,6 +144,9 @@ def test_a_hit_names_the_questions_distinctive_words_it_lacks_as_they_were_writt
     assert sorted(hit.lacking) == ["SLO", "latency", "p99"]  # as written, not "latenc", "slo"
     [hit] = run(tenant, "who owns the shipment-tracking API?").hits
     assert (hit.id, hit.lacking) == (api.id, ())
+    # A hyphenated word lacked is named once, not once for each of its parts.
+    [hit] = run(tenant, "shipment-tracking API front-end").hits
+    assert (hit.id, hit.lacking) == (api.id, ("front-end",))
 
 
 def test_meaning_alone_can_match(tenant):
