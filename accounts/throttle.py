@@ -9,9 +9,11 @@ Three counts, each LOGIN_FAILURE_WINDOW_SECONDS long:
   spread over many addresses. It does not apply from an address the account has logged in from
   recently, so a stranger's wrong guesses cannot lock the owner out from their own address.
 Once a count is used up, attempts are refused without checking the password (a locked-out
-guesser learns nothing) until its window ends. Usernames are case-folded, so `Alice` and `alice`
-share one budget. Success clears the (account, address) count only: clearing more would hand a
-guesser a fresh budget whenever the owner logs in.
+guesser learns nothing) until its window ends. Usernames are case-folded as the database
+compares them when logging in (accounts.models.UserManager), so every name that logs in to one
+account shares its budget: `Alice` and `alice`, and `İRIS` and `iris`. Success clears the
+(account, address) count only: clearing more would hand a guesser a fresh budget whenever the
+owner logs in.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import hashlib
 
 from django.conf import settings
 from django.core.cache import cache
+from django.db import connection
 
 from infra.rate_limit import FixedWindow
 
@@ -30,35 +33,46 @@ def _window(name: str, limit: int) -> FixedWindow:
     return FixedWindow(name=name, limit=limit, window=settings.LOGIN_FAILURE_WINDOW_SECONDS)
 
 
-def _windows(username: str, ip: str) -> list[tuple[FixedWindow, str]]:
-    account = username.casefold()
+def _account(username: str) -> str:
+    """The account a name logs in to, as a budget's key. Lowered by the database first, as log-in
+    compares names: its lowering can join names that Python's case folding keeps apart ("İ"
+    lowers to "i" there), and each such spelling must not get a budget of its own."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT lower(%s)", [username])
+        [(lowered,)] = cursor.fetchall()
+    return lowered.casefold()
+
+
+def _windows(account: str, ip: str) -> list[tuple[FixedWindow, str]]:
     per_pair = _window("login-account-address", settings.LOGIN_FAILURES_PER_ACCOUNT_ADDRESS)
     per_address = _window("login-address", settings.LOGIN_FAILURES_PER_IP)
     per_account = _window("login-account", settings.LOGIN_FAILURES_PER_ACCOUNT)
     return [(per_pair, f"{account}\n{ip}"), (per_address, ip), (per_account, account)]
 
 
-def _known_address_key(username: str, ip: str) -> str:
+def _known_address_key(account: str, ip: str) -> str:
     # Hashed: cache keys must be short and safe for every backend, and usernames are free text.
-    digest = hashlib.sha256(f"{username.casefold()}\n{ip}".encode()).hexdigest()
+    digest = hashlib.sha256(f"{account}\n{ip}".encode()).hexdigest()
     return f"login-known-address:{digest}"
 
 
 def login_retry_after(*, username: str, ip: str) -> int | None:
     """Seconds until this username may try a password again from this address, or None."""
-    windows = _windows(username, ip)
-    if cache.get(_known_address_key(username, ip)):
+    account = _account(username)
+    windows = _windows(account, ip)
+    if cache.get(_known_address_key(account, ip)):
         windows = windows[:2]  # the owner's own address: the account-wide ceiling does not apply
     waits = [wait for window, subject in windows if (wait := window.retry_after(subject))]
     return max(waits, default=None)
 
 
 def record_login_failure(*, username: str, ip: str) -> None:
-    for window, subject in _windows(username, ip):
+    for window, subject in _windows(_account(username), ip):
         window.hit(subject)
 
 
 def record_login_success(*, username: str, ip: str) -> None:
-    window, subject = _windows(username, ip)[0]
+    account = _account(username)
+    window, subject = _windows(account, ip)[0]
     window.reset(subject)
-    cache.set(_known_address_key(username, ip), True, timeout=KNOWN_ADDRESS_SECONDS)
+    cache.set(_known_address_key(account, ip), True, timeout=KNOWN_ADDRESS_SECONDS)

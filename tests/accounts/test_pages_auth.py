@@ -211,6 +211,19 @@ def test_failed_log_ins_are_throttled_per_account_and_address(client, tenant, se
     assert _login(client, tenant.username, PASSWORD, ip="203.0.113.7").status_code == 302
 
 
+@pytest.mark.django_db
+def test_a_spelling_that_logs_in_to_an_account_shares_its_budget(client, settings):
+    """The database lowers "İ" to "i" as it compares names, so "İRIS" logs in to "iris": it
+    must not be a fresh budget of guesses at that account's password."""
+    iris = UserFactory(username="iris")
+    settings.LOGIN_FAILURES_PER_ACCOUNT_ADDRESS = 3
+    for _ in range(3):
+        _login(client, iris.username, "wrong", ip="198.51.100.1")
+    assert _login(client, "İRIS", PASSWORD, ip="198.51.100.1").status_code == 429
+    assert _login(client, "İRIS", PASSWORD, ip="203.0.113.7").status_code == 302
+    assert client.session["_auth_user_id"] == str(iris.pk)
+
+
 def test_the_account_wide_ceiling_spares_addresses_the_owner_logged_in_from(
     client, tenant, settings
 ):
