@@ -18,7 +18,13 @@ class UserManager(DjangoUserManager):
         """The account named `username` in any case: names are unique regardless of case (the
         constraint on User), so "Ada" logs in to the account signed up as "ada", as sign-up
         refused the one for the other. Compared as that constraint's index compares them."""
-        return self.alias(name_key=Lower("username")).get(name_key=Lower(Value(username)))
+        return self._named(username).get()
+
+    async def aget_by_natural_key(self, username: str) -> User:
+        return await self._named(username).aget()
+
+    def _named(self, username: str) -> models.QuerySet:
+        return self.alias(name_key=Lower("username")).filter(name_key=Lower(Value(username)))
 
 
 class User(AbstractUser):

@@ -4,7 +4,8 @@ import re
 import time
 
 import pytest
-from django.contrib.auth import get_user_model
+from asgiref.sync import async_to_sync
+from django.contrib.auth import aauthenticate, get_user_model
 from django.test import Client
 from django.urls import reverse
 
@@ -173,6 +174,9 @@ def test_a_name_logs_in_in_any_case_as_it_is_unique_in_any_case(client, tenant):
     response = _login(client, tenant.username.upper(), PASSWORD)
     assert response.status_code == 302
     assert client.session["_auth_user_id"] == str(tenant.pk)
+    # And so does Django's asynchronous authentication.
+    found = async_to_sync(aauthenticate)(username=tenant.username.upper(), password=PASSWORD)
+    assert found == tenant
 
 
 def test_log_in_and_log_out(client, tenant):
