@@ -177,6 +177,17 @@ class DeleteAccountForm(FocusFirstError, ThrottledPasswordCheck, forms.Form):
         return self.throttled_check(self.user.get_username(), check)
 
 
+def _name_filter(label: str, what: str, maximum: int) -> forms.CharField:
+    return forms.CharField(
+        label=label,
+        required=False,
+        max_length=maximum,
+        error_messages={
+            "max_length": f"{what} is at most {maximum} characters; it was not applied."
+        },
+    )
+
+
 class MemoryFilterForm(forms.Form):
     """My memories' filters, from the query string. A filter that is not valid is named with its
     limit and left out; the others still apply."""
@@ -197,26 +208,8 @@ class MemoryFilterForm(forms.Form):
         choices=[("", "any"), *((value, value) for value in MemoryType.values)],
         error_messages={"invalid_choice": "Type must be one of the listed types; not applied."},
     )
-    project = forms.CharField(
-        label="Project",
-        required=False,
-        max_length=bounds.PROJECT_MAX,
-        error_messages={
-            "max_length": (
-                f"A project is at most {bounds.PROJECT_MAX} characters; it was not applied."
-            )
-        },
-    )
-    thread = forms.CharField(
-        label="Thread",
-        required=False,
-        max_length=bounds.THREAD_NAME_MAX,
-        error_messages={
-            "max_length": (
-                f"A thread name is at most {bounds.THREAD_NAME_MAX} characters; it was not applied."
-            )
-        },
-    )
+    project = _name_filter("Project", "A project", bounds.PROJECT_MAX)
+    thread = _name_filter("Thread", "A thread name", bounds.THREAD_NAME_MAX)
     state = forms.ChoiceField(
         label="Commitment state",
         required=False,

@@ -331,9 +331,9 @@ def test_deciding_a_proposal_racing_a_delete_of_its_thread_is_not_found(tenant, 
     assert not ThreadMembership.objects.filter(owner=tenant).exists()
 
 
-def test_a_delete_racing_an_acceptance_waits_and_deletes_the_new_member_too(
-    tenant, member_of_launch, monkeypatch
-):
+def _a_proposal_whose_first_decision_lingers(tenant, monkeypatch):
+    """A proposal of a new memory for 'launch', and an event set once the first decision of it
+    holds its memory's lock, which that decision then keeps for LINGER_SECONDS."""
     _memory, [proposal] = threads.record_memory_with_proposals(
         owner=tenant, memory_type="decision", topic="launch plans", content="ship on monday"
     )
@@ -342,11 +342,19 @@ def test_a_delete_racing_an_acceptance_waits_and_deletes_the_new_member_too(
 
     def memories_then_linger(owner, ids):
         found = locked_memories(owner, ids)
-        locked.set()
-        time.sleep(LINGER_SECONDS)
+        if not locked.is_set():
+            locked.set()
+            time.sleep(LINGER_SECONDS)
         return found
 
     monkeypatch.setattr(threads, "_locked_memories", memories_then_linger)
+    return proposal, locked
+
+
+def test_a_delete_racing_an_acceptance_waits_and_deletes_the_new_member_too(
+    tenant, member_of_launch, monkeypatch
+):
+    proposal, locked = _a_proposal_whose_first_decision_lingers(tenant, monkeypatch)
     decided, deleted = race(
         lambda: threads.decide_thread_proposal(owner=tenant, proposal_id=proposal.id, accept=True),
         lambda: threads.delete_thread(owner=tenant, name="launch"),
@@ -519,20 +527,7 @@ def test_a_decision_racing_an_acceptance_of_one_proposal_answers_as_after_it(
     """A double-submitted acceptance (or a rejection racing it) waits for the first and then
     answers as it would have after it: the acceptance again, or the conflict that names the way
     back; not `not_found`, as for a proposal that never existed."""
-    _memory, [proposal] = threads.record_memory_with_proposals(
-        owner=tenant, memory_type="decision", topic="launch plans", content="ship on monday"
-    )
-    locked = threading.Event()
-    locked_memories = threads._locked_memories
-
-    def memories_then_linger(owner, ids):
-        found = locked_memories(owner, ids)
-        if not locked.is_set():
-            locked.set()
-            time.sleep(LINGER_SECONDS)
-        return found
-
-    monkeypatch.setattr(threads, "_locked_memories", memories_then_linger)
+    proposal, locked = _a_proposal_whose_first_decision_lingers(tenant, monkeypatch)
     accepted, second = race(
         lambda: threads.decide_thread_proposal(owner=tenant, proposal_id=proposal.id, accept=True),
         lambda: threads.decide_thread_proposal(
