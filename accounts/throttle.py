@@ -18,6 +18,7 @@ owner logs in.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 
 from django.conf import settings
@@ -33,10 +34,13 @@ def _window(name: str, limit: int) -> FixedWindow:
     return FixedWindow(name=name, limit=limit, window=settings.LOGIN_FAILURE_WINDOW_SECONDS)
 
 
+@functools.lru_cache(maxsize=1024)
 def _account(username: str) -> str:
     """The account a name logs in to, as a budget's key. Lowered by the database first, as log-in
     compares names: its lowering can join names that Python's case folding keeps apart ("İ"
-    lowers to "i" there), and each such spelling must not get a budget of its own."""
+    lowers to "i" there), and each such spelling must not get a budget of its own. Remembered:
+    an attempt asks for it twice (before and after its password check), and a name lowers the
+    same way every time."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT lower(%s)", [username])
         [(lowered,)] = cursor.fetchall()

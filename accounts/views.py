@@ -28,7 +28,7 @@ from accounts.forms import (
 )
 from memories import replica
 from memories.access import NIL_ID
-from memories.models import MembershipState, Memory, Thread
+from memories.models import Memory, Thread
 from memories.services import parse_memory_id
 
 MEMORIES_PER_PAGE = 20
@@ -162,22 +162,14 @@ def _memory_list(request: HttpRequest) -> HttpResponse:
     applied = form.applied()
     show_all = applied.get("show") == "all"
     owned = Memory.objects.owned_by(request.user)
-    matching = owned
-    if "q" in applied:
-        matching = matching.containing(applied["q"])
-    if "type" in applied:
-        matching = matching.filter(memory_type=applied["type"])
-    if "project" in applied:
-        matching = matching.filter(project=applied["project"])
-    if "state" in applied:
-        matching = matching.filter(commitment_status=applied["state"])
-    if "thread" in applied:
-        # Its members, by the thread's name in any case (as agents name it); none for a name
-        # that is no thread of this account.
-        matching = matching.filter(
-            memberships__thread__in=Thread.objects.named(request.user.pk, applied["thread"]),
-            memberships__state=MembershipState.MEMBER,
-        )
+    matching = owned.browsed(
+        owner_id=request.user.pk,
+        text=applied.get("q"),
+        memory_type=applied.get("type"),
+        project=applied.get("project"),
+        thread=applied.get("thread"),
+        commitment_status=applied.get("state"),
+    )
     filtered = bool(applied.keys() - {"show"})
     memories = matching if show_all else matching.active()
     memories = memories.annotate(successor_id=F("successors__id")).order_by("-recorded_at", "-id")

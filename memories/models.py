@@ -126,6 +126,33 @@ class MemoryQuerySet(models.QuerySet):
         newest = self.exclude(project=None).order_by("-recorded_at").values_list("project")
         return sorted({project for (project,) in newest[:among]})[:most]
 
+    def browsed(
+        self,
+        *,
+        owner_id: int,
+        text: str | None = None,
+        memory_type: str | None = None,
+        project: str | None = None,
+        thread: str | None = None,
+        commitment_status: str | None = None,
+    ) -> MemoryQuerySet:
+        """These memories narrowed by the account pages' filters (None: no filter): `text` as
+        `containing`, the rest exactly, `thread` as the members of the owner's thread by that
+        name in any case (none for a name that is no thread of theirs)."""
+        exact = {
+            "memory_type": memory_type,
+            "project": project,
+            "commitment_status": commitment_status,
+        }
+        narrowed = self.containing(text) if text else self
+        narrowed = narrowed.filter(**{column: value for column, value in exact.items() if value})
+        if thread:
+            narrowed = narrowed.filter(
+                memberships__thread__in=Thread.objects.named(owner_id, thread),
+                memberships__state=MembershipState.MEMBER,
+            )
+        return narrowed
+
     def containing(self, text: str) -> MemoryQuerySet:
         """Content or topic contains `text` (case-insensitive), or a tag equals it: the simple
         filter of the account pages' memory browser (agents use the ranked search instead)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
 from datetime import datetime
 
 from django.contrib.auth import get_user_model
@@ -174,15 +175,7 @@ class MemoryFields:
     @classmethod
     def of(cls, memory: Memory) -> MemoryFields:
         """A stored memory's substance, to compare with what a revision asks for."""
-        return cls(
-            memory_type=memory.memory_type,
-            topic=memory.topic,
-            content=memory.content,
-            scope=memory.scope,
-            project=memory.project,
-            tags=list(memory.tags),
-            due_at=memory.due_at,
-        )
+        return cls(**{field.name: getattr(memory, field.name) for field in dataclass_fields(cls)})
 
     @classmethod
     def clean(

@@ -387,15 +387,14 @@ def _ranked(
     rarest = _words_scores(candidates, parsed.terms, statistics)
     for candidate in candidates:
         _fuse(candidate)
+    hits = [c for c in candidates if c.matched_by]
+    for hit in hits:
         # What is most distinctive in the question and not in this memory, as the asker wrote
         # it: a hit on the right topic that lacks the detail asked about may not answer it.
         # Named once: a hyphenated word's parts are terms of their own ("e-mail", "e", "mail").
-        candidate.lacking = tuple(
-            dict.fromkeys(
-                parsed.as_written(term) for term in rarest if term not in candidate.fields_held
-            )
+        hit.lacking = tuple(
+            dict.fromkeys(parsed.as_written(term) for term in rarest if term not in hit.fields_held)
         )
-    hits = [c for c in candidates if c.matched_by]
     floor = relevance_floor(params["tenant_size"])
     # A hit that holds the query's rarest terms all is no partial match: its words score does not
     # grow with the account, and the floor it is held to does not either.
