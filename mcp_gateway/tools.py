@@ -131,7 +131,7 @@ TOOLS: list[ToolSpec] = [
         description=(
             "Correct or update an existing memory that is wrong or outdated (amend, fix, "
             "replace its text): writes a successor with a new id and closes the old one, so "
-            "history is kept. Omitted fields carry over."
+            "history is kept. Omitted (or null) fields carry over."
         ),
         input_schema=schemas.REVISE_IN,
         output_schema=schemas.REVISE_OUT,
@@ -255,6 +255,25 @@ _INTEGER_ARGUMENTS = {
     )
     for spec in TOOLS
 }
+
+
+_OPTIONAL_ARGUMENTS = {
+    spec.name: frozenset(spec.input_schema.get("properties", {}))
+    - frozenset(spec.input_schema.get("required", ()))
+    for spec in TOOLS
+}
+
+
+def _without_nulls(spec: ToolSpec, arguments: dict) -> dict:
+    """`arguments` without the optional fields sent as null. Many clients send null for every
+    optional field the model leaves unused (SDKs that type an optional field `T | None`, strict
+    function-calling modes that make every field required and nullable); such a call means what
+    it would without them. A null for a required field, or for a field the tool does not take,
+    is left for the schema to refuse by name."""
+    optional = _OPTIONAL_ARGUMENTS[spec.name]
+    return {
+        key: value for key, value in arguments.items() if value is not None or key not in optional
+    }
 
 
 def _as_integers(spec: ToolSpec, arguments: dict) -> dict:
@@ -389,13 +408,8 @@ def _schema_error(spec: ToolSpec, arguments: dict) -> str | None:
             return f"{field}: must be one of: {', '.join(map(str, limit))}"
         case "pattern":
             return f"{field}: {_PATTERN_RULES.get(limit, f'must match the pattern {limit}')}"
-        case "type" if error.instance is None and len(error.path) == 1:
-            # Some clients send null for every optional field they do not use. Whether this
-            # call needs the field (a configure_thread action's, a briefing selector's value) is
-            # not the schema's to say, so the hint holds either way.
-            if field in spec.input_schema.get("required", ()):
-                return f"{field}: must be of type {limit}, not null"
-            return f"{field}: must be of type {limit}, not null; leave out a field you do not use"
+        case "type" if error.instance is None:
+            return f"{field}: must be of type {limit}, not null"
         case "type":
             return f"{field}: must be of type {limit}"
         case "uniqueItems":
@@ -432,6 +446,7 @@ async def call_tool(
     arguments = arguments if arguments is not None else {}
     if not isinstance(arguments, dict):
         return _error("invalid_input: arguments: must be an object")
+    arguments = _without_nulls(spec, arguments)
     # One walk over every string, however deeply nested, before any handler: PostgreSQL refuses
     # NUL and lone surrogates anywhere in a statement, whichever field carries them.
     problem = text_problem_in(arguments) or _schema_error(spec, arguments)

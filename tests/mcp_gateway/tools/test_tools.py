@@ -128,19 +128,11 @@ async def test_read_only_token_cannot_write_but_can_list_threads(owner):
             "invalid_input: tags[1]: must be at least 1 character(s)",
         ),
         ("remember", {"memoryType": "note", "topic": "t"}, "invalid_input: content: is required"),
-        # Null, as some clients send for an unused optional field: told to leave it out, in
-        # words that hold for a field the call does need (an accept_proposal's proposalId).
+        # Null for a field the tool does not take is still an unknown field.
         (
-            "search",
-            {"query": "x", "project": None},
-            "invalid_input: project: must be of type string, not null; leave out a field you do "
-            "not use",
-        ),
-        (
-            "configure_thread",
-            {"action": "accept_proposal", "proposalId": None},
-            "invalid_input: proposalId: must be of type string, not null; leave out a field you "
-            "do not use",
+            "remember",
+            {"memoryType": "note", "topic": "t", "content": "c", "memory_type": None},
+            "invalid_input: memory_type: unknown field; did you mean 'memoryType'?",
         ),
         (
             "remember",
@@ -356,6 +348,36 @@ async def test_integer_arguments_written_as_whole_floats_work_as_integers(agent)
     assert (await fails(agent, "search", {"query": "redis", "limit": 1.5})).startswith(
         "invalid_input: limit:"
     )
+
+
+async def test_null_for_an_optional_field_means_the_field_is_left_out(agent):
+    """As clients send it for every optional field a model leaves unused (strict function
+    calling makes each field required and nullable): every tool answers as without them."""
+    unused = {"scope": None, "tags": None, "dueAt": None}
+    stored = await remember(agent, memoryType="commitment", project="shop", **unused)
+    assert stored["dueAt"] is None
+    searched = await ok(
+        agent,
+        "search",
+        {"query": "content", "limit": None, "cursor": None, "project": None, "asOf": None},
+    )
+    assert [hit["id"] for hit in searched["hits"]] == [stored["id"]]
+    revised = await ok(
+        agent,
+        "revise",
+        {"predecessorId": stored["id"], "content": "new content"}
+        | unused
+        | {"project": None, "topic": None},
+    )
+    read = await ok(agent, "get_memories", {"ids": [revised["memory"]["id"]], "maxChars": None})
+    assert (read["memories"][0]["project"], read["memories"][0]["topic"]) == ("shop", "topic")
+    briefing = await ok(agent, "briefing", {"selector": None, "value": None, "mode": None})
+    assert briefing["mode"] == "brief"
+    thread = {"action": "create", "name": "orders", "memoryIds": None, "newName": None}
+    assert (await ok(agent, "configure_thread", thread))["thread"]["name"] == "orders"
+    # A field the action needs is still needed, null or not.
+    text = await fails(agent, "configure_thread", {"action": "accept_proposal", "proposalId": None})
+    assert text == "invalid_input: proposalId: is required for action 'accept_proposal'"
 
 
 # --- remember, revise, archive, resolve ----------------------------------------------------
