@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
@@ -257,23 +258,42 @@ _INTEGER_ARGUMENTS = {
 }
 
 
-_OPTIONAL_ARGUMENTS = {
-    spec.name: frozenset(spec.input_schema.get("properties", {}))
-    - frozenset(spec.input_schema.get("required", ()))
+_ARGUMENT_TYPES = {
+    spec.name: {
+        name: schema.get("type") for name, schema in spec.input_schema["properties"].items()
+    }
     for spec in TOOLS
 }
+_WHOLE_NUMBER = re.compile(r"\s*[-+]?[0-9]{1,18}\s*")
 
 
-def _without_nulls(spec: ToolSpec, arguments: dict) -> dict:
-    """`arguments` without the optional fields sent as null. Many clients send null for every
-    optional field the model leaves unused (SDKs that type an optional field `T | None`, strict
-    function-calling modes that make every field required and nullable); such a call means what
-    it would without them. A null for a required field, or for a field the tool does not take,
-    is left for the schema to refuse by name."""
-    optional = _OPTIONAL_ARGUMENTS[spec.name]
-    return {
-        key: value for key, value in arguments.items() if value is not None or key not in optional
-    }
+def _as_clients_mean(spec: ToolSpec, arguments: dict) -> dict:
+    """`arguments` read as the client meant them, in the three ways widespread clients write
+    them otherwise than the schema, as the MCP SDK's own tool decorator reads them too:
+    - null for an optional field the model leaves unused (SDKs that type it `T | None`, strict
+      function-calling modes that make every field required and nullable): left out;
+    - a list as its JSON text (`"[\"a\", \"b\"]"`), as some desktop clients send every list:
+      the list;
+    - a whole number as a string (`"10"`): the number.
+    Anything else is left for the schema to refuse by name: null for a required field, a string
+    that is not a list's JSON, a field the tool does not take."""
+    declared = _ARGUMENT_TYPES[spec.name]
+    required = spec.input_schema.get("required", ())
+    meant = {}
+    for key, value in arguments.items():
+        expected = declared.get(key)
+        if value is None and expected is not None and key not in required:
+            continue
+        if isinstance(value, str) and expected == "array":
+            try:
+                decoded = json.loads(value)
+            except (ValueError, RecursionError):
+                decoded = None
+            value = decoded if isinstance(decoded, list) else value
+        elif isinstance(value, str) and expected == "integer" and _WHOLE_NUMBER.fullmatch(value):
+            value = int(value)
+        meant[key] = value
+    return meant
 
 
 def _as_integers(spec: ToolSpec, arguments: dict) -> dict:
@@ -446,9 +466,10 @@ async def call_tool(
     arguments = arguments if arguments is not None else {}
     if not isinstance(arguments, dict):
         return _error("invalid_input: arguments: must be an object")
-    arguments = _without_nulls(spec, arguments)
+    arguments = _as_clients_mean(spec, arguments)
     # One walk over every string, however deeply nested, before any handler: PostgreSQL refuses
-    # NUL and lone surrogates anywhere in a statement, whichever field carries them.
+    # NUL and lone surrogates anywhere in a statement, whichever field carries them (a list sent
+    # as JSON text may carry them escaped, so after decoding it).
     problem = text_problem_in(arguments) or _schema_error(spec, arguments)
     if problem is not None:
         return _error(f"invalid_input: {problem}")

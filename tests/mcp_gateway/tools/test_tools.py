@@ -380,6 +380,47 @@ async def test_null_for_an_optional_field_means_the_field_is_left_out(agent):
     assert text == "invalid_input: proposalId: is required for action 'accept_proposal'"
 
 
+async def test_a_list_sent_as_its_json_text_and_a_number_as_a_string_work(agent):
+    """As some desktop clients send every list, and models often write numbers."""
+    tags = json.dumps(["infra", "db"])
+    stored = await remember(agent, memoryType="decision", topic="database", tags=tags)
+    read = await ok(agent, "get_memories", {"ids": json.dumps([stored["id"]]), "maxChars": "2000"})
+    assert read["memories"][0]["tags"] == ["infra", "db"]
+    found = await ok(
+        agent, "search", {"query": "database", "memoryTypes": '["decision"]', "limit": " 3 "}
+    )
+    assert [hit["id"] for hit in found["hits"]] == [stored["id"]]
+    thread = {"action": "create", "name": "db", "memoryIds": f'["{stored["id"]}"]'}
+    await ok(agent, "configure_thread", thread | {"memoryIds": None})
+    added = await ok(agent, "configure_thread", thread | {"action": "add_members"})
+    assert added["thread"]["memberCount"] == 1
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "expected"),
+    [
+        # Text that is not a list's JSON stays text, which a list field refuses.
+        ("search", {"query": "x", "memoryTypes": "decision"}, "memoryTypes: must be of type array"),
+        ("search", {"query": "x", "memoryTypes": '{"a": 1}'}, "memoryTypes: must be of type array"),
+        # The decoded list is held to the same limits, its items too.
+        ("search", {"query": "x", "limit": "1000"}, "limit: must be at most 25; got 1000"),
+        ("search", {"query": "x", "limit": "5.5"}, "limit: must be of type integer"),
+        (
+            "remember",
+            {"memoryType": "note", "topic": "t", "content": "c", "tags": '["a\\u0000b"]'},
+            "tags[0]: must not contain NUL characters",
+        ),
+        (
+            "get_memories",
+            {"ids": json.dumps(["x"] * 21)},
+            "ids: at most 20 items; got 21",
+        ),
+    ],
+)
+async def test_a_decoded_value_is_held_to_the_schema(agent, tool, arguments, expected):
+    assert await fails(agent, tool, arguments) == f"invalid_input: {expected}"
+
+
 # --- remember, revise, archive, resolve ----------------------------------------------------
 
 
