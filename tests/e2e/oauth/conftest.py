@@ -4,7 +4,6 @@ and answers the consent page the way a person would."""
 from __future__ import annotations
 
 import html
-import importlib.util
 import os
 import re
 import socket
@@ -27,10 +26,6 @@ DAPHNE = [sys.executable, "-m", "daphne", "-b", "127.0.0.1"]
 
 # Wherever the account pages put the log-in page.
 LOGIN_PATH = resolve_url(settings.LOGIN_URL)
-
-# The MCP endpoint (resource server) comes from the gateway issue; tests that need a real MCP call
-# are skipped until mcp_gateway/server.py exists.
-GATEWAY_PRESENT = importlib.util.find_spec("mcp_gateway.server") is not None
 
 
 def free_port() -> int:

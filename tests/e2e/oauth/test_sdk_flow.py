@@ -24,7 +24,6 @@ from oauth2_provider.models import (
     get_refresh_token_model,
 )
 
-from tests.e2e.oauth.conftest import GATEWAY_PRESENT
 from tests.factories import UserFactory
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
@@ -53,41 +52,6 @@ class MemoryStorage:
 
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
         self.client_info = client_info
-
-
-class ResourceServerStandIn(httpx2.AsyncBaseTransport):
-    """Until the gateway issue is merged this branch has no /mcp. This transport answers exactly
-    the two things the gateway contract promises — the 401 challenge of /mcp and its RFC 9728
-    metadata naming this server as authorization server — and sends everything else (every
-    authorization-server request) to the live server. With the gateway present it is not used."""
-
-    def __init__(self, base_url: str) -> None:
-        self.base_url = base_url
-        self.inner = httpx2.AsyncHTTPTransport()
-        self.bearer_tokens: list[str] = []
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        path = request.url.path
-        if path == "/mcp":
-            authorization = request.headers.get("authorization", "")
-            if authorization.startswith("Bearer "):
-                self.bearer_tokens.append(authorization.removeprefix("Bearer "))
-                return httpx2.Response(200, json={"jsonrpc": "2.0", "id": 1, "result": {}})
-            metadata_url = f"{self.base_url}/.well-known/oauth-protected-resource/mcp"
-            return httpx2.Response(
-                401, headers={"WWW-Authenticate": f'Bearer resource_metadata="{metadata_url}"'}
-            )
-        if path == "/.well-known/oauth-protected-resource/mcp":
-            return httpx2.Response(
-                200,
-                json={
-                    "resource": f"{self.base_url}/mcp",
-                    "authorization_servers": [self.base_url],
-                    "scopes_supported": ["memory:read", "memory:write"],
-                    "bearer_methods_supported": ["header"],
-                },
-            )
-        return await self.inner.handle_async_request(request)
 
 
 def _provider(base_url, browser, *, client_metadata_url=None, scope=None):
@@ -157,10 +121,6 @@ async def _call_mcp(http: httpx2.AsyncClient, base_url: str) -> httpx2.Response:
     )
 
 
-def _transport(base_url: str):
-    return None if GATEWAY_PRESENT else ResourceServerStandIn(base_url)
-
-
 def test_sdk_client_registers_authorizes_refreshes_and_revokes(oauth_server, make_browser):
     user = UserFactory()
     browser = make_browser(user.username)
@@ -173,7 +133,6 @@ def test_sdk_client_registers_authorizes_refreshes_and_revokes(oauth_server, mak
     async def call_mcp():
         async with httpx2.AsyncClient(
             auth=provider,
-            transport=_transport(oauth_server.url),
             event_hooks={"request": [log_request]},
             timeout=30,
         ) as http:
@@ -288,7 +247,6 @@ def test_sdk_client_with_client_id_metadata_document(oauth_server, make_browser)
     async def flow():
         async with httpx2.AsyncClient(
             auth=provider,
-            transport=_transport(oauth_server.url),
             event_hooks={"request": [log_request]},
             timeout=30,
         ) as http:
@@ -307,9 +265,6 @@ def test_sdk_client_with_client_id_metadata_document(oauth_server, make_browser)
     assert Application.objects.filter(registration_source="dcr").count() == 0
 
 
-@pytest.mark.skipif(
-    not GATEWAY_PRESENT, reason="needs the MCP endpoint (mcp_gateway/server.py, gateway issue)"
-)
 def test_mcp_call_with_the_sdk_client_and_its_oauth_provider(oauth_server, make_browser):
     from mcp.client import Client
     from mcp.client.streamable_http import streamable_http_client
