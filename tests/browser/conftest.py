@@ -35,7 +35,6 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-PHONE = {"width": 390, "height": 844}
 
 
 def pytest_collection_modifyitems(config, items):
