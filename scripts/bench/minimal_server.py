@@ -1,5 +1,6 @@
 """The baseline of scripts/bench_gateway.py: the MCP SDK's own minimal stateless server, serving
-one ~1 KB in-memory resource body with no auth and no database (perf-ceilings "A").
+one ~1 KB in-memory resource body with no auth and no database: the ceiling the gateway's own
+figures are compared with (docs/performance.md).
 
 uvicorn: `app` (its lifespan starts the session manager). daphne sends no lifespan, so
 `lazy_app` starts it on the first request.

@@ -39,7 +39,8 @@ def test_an_erased_demo_account_comes_back_as_a_new_account(db):
 def test_a_person_who_signed_up_as_demo_in_another_case_keeps_their_account(db):
     demo_account()
     erase_account(user=get_user_model().objects.get(username="demo"))
-    # Sign-up keeps the name now (the next test); an account made before, or by another way in.
+    # Sign-up refuses the name (the next test); an account made by another way in, or before
+    # sign-up reserved it, can still hold it.
     get_user_model().objects.create_user(username="Demo", password="a-long-passphrase-9")
     assert demo_account() == (
         "no demo login: the name is taken by the account 'Demo', signed up on this server\n"

@@ -138,7 +138,7 @@ async def test_a_read_alone_is_not_kept_waiting_for_company(corpus, messages):
 
 
 # Reads a tenant's due dates unclamped: a year-10000 value fails in psycopg as it is read, after
-# PostgreSQL answered, as such a row failed every read that met it before reads were clamped.
+# PostgreSQL answered, which is what the gate's own read clamps the column to avoid.
 RAW_DUE_DATES = asyncdb.prepared_statement(
     "threengram_test_raw_due_dates",
     "SELECT due_at FROM memories_memory WHERE owner_id = $1 AND due_at IS NOT NULL",

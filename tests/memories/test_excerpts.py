@@ -24,8 +24,8 @@ def test_a_cut_already_at_a_word_end_or_in_punctuation_stays():
 
 
 def test_a_word_longer_than_the_backoff_is_cut_where_the_limit_falls():
-    """No space near the cut (a long token, a URL, text in a script without spaces): cut as
-    before, rather than give up most of the excerpt."""
+    """No space near the cut (a long token, a URL, text in a script without spaces): cut at the
+    limit, rather than give up most of the excerpt."""
     token = "x" * 900
     assert excerpt(token, 200).text == "x" * 199 + "\u2026"
     far = "see " + "y" * 700

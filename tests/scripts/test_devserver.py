@@ -152,8 +152,9 @@ def test_the_demo_account_goes_on_the_embedded_database_or_where_asked(embedded,
 
 
 def test_serve_refuses_a_port_in_use_before_it_starts_anything(tmp_path):
-    """A second serve on the port of the first: before, it ran the migrations and reset the demo
-    password under the running one, printed "serving on", and then failed in a log line."""
+    """A second serve on the port of the first stops before anything else: it must not run the
+    migrations or reset the demo password under the running one, print "serving on", and then
+    fail in a log line."""
     dotenv = tmp_path / ".env"
     with socket.create_server(("127.0.0.1", 0)) as first:
         port = first.getsockname()[1]
@@ -174,8 +175,8 @@ def test_a_bad_value_in_the_dotenv_is_named_in_one_line(db, tmp_path):
 
 
 def test_a_database_url_in_the_dotenv_that_cannot_be_reached_is_named_in_one_line(tmp_path):
-    """Before, the migrate step waited out its pool's timeout, logged each retry and ended in
-    two tracebacks."""
+    """Named once, at once: not after the migrate step waited out its pool's timeout, logging
+    each retry and ending in two tracebacks."""
     dotenv = tmp_path / ".env"
     dotenv.write_text(f"SECRET_KEY={'k' * 50}\nDATABASE_URL={NO_DATABASE}\n")
     result = serve(dotenv, DATABASE_URL=None)
