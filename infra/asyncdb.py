@@ -70,7 +70,7 @@ def connection_kwargs() -> dict[str, Any]:
     # good plan (primary-key and unique-index lookups). Without this PostgreSQL keeps re-planning
     # them as "custom" plans, which cost far more CPU than executing them (docs/performance.md).
     # Timestamps come back in UTC, as on Django's connections: the readable range of a
-    # timestamptz column (memories.fields.BoundedDateTimeField) is stated in UTC.
+    # timestamptz column (memories.fields.ReadableDateTimeField) is stated in UTC.
     if not settings.DATABASE_TRANSACTION_POOLER:  # there, `_POOLED_PREAMBLE` sets the zone
         kwargs["options"] = (
             f"{kwargs.get('options', '')} -c plan_cache_mode=force_generic_plan -c timezone=UTC"

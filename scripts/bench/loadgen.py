@@ -1,7 +1,7 @@
 """Mixed MCP load over HTTP, and the row-by-row check that no acknowledged write was lost.
 
 Used by scripts/bench_load.py (the benchmark) and by the load and fault tests
-(tests/e2e/test_load_live.py, tests/e2e/test_faults_live.py). Raw JSON-RPC POSTs with httpx2 on
+(tests/e2e/test_load_and_faults_live.py). Raw JSON-RPC POSTs with httpx2 on
 the 2026-07-28 wire, with exactly the headers and `_meta` an SDK 2.3 client sends: the load
 generator costs less CPU than the SDK client, on a machine it shares with the servers.
 
