@@ -5,7 +5,7 @@
     async call_tool(principal, name, arguments) -> mcp_types.CallToolResult
 
 `call_tool` checks the scope and validates the arguments against the published input schema,
-then hands them to the tool's handler (mcp_gateway.handlers: one `memories` service call each,
+then hands them to the tool's handler (mcp_gateway.handlers: thin calls of `memories` services,
 shaped by mcp_gateway.serializers), and returns the result as `structuredContent` plus the same
 JSON as a text block (for clients that predate structured output, MCP 2025-06-18 "Structured
 Content"). Failures the caller can act on are tool errors (`isError: true`, MCP "Error Handling":
