@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,8 @@ import httpx2 as httpx
 import pytest
 from django.db import connection
 from psycopg.conninfo import make_conninfo
+
+from tests.mcp_gateway.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts" / "browser"
@@ -55,12 +56,6 @@ def browser_type_launch_args(chromium_executable):
         os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _database_url() -> str:
     settings = connection.settings_dict
     return make_conninfo(
@@ -84,7 +79,7 @@ class LiveServer:
 @pytest.fixture
 def daphne_server(request, browser_type_launch_args, transactional_db):
     """The live server; `@pytest.mark.server_env(NAME=value)` adds settings for its process."""
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {
         **os.environ,

@@ -6,7 +6,6 @@ from __future__ import annotations
 import html
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -20,18 +19,13 @@ from django.shortcuts import resolve_url
 from psycopg.conninfo import make_conninfo
 
 from tests.factories import PASSWORD
+from tests.mcp_gateway.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
 DAPHNE = [sys.executable, "-m", "daphne", "-b", "127.0.0.1"]
 
 # Wherever the account pages put the log-in page.
 LOGIN_PATH = resolve_url(settings.LOGIN_URL)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _database_url(settings_dict: dict) -> str:
