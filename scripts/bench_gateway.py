@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from scripts.bench.procstat import host_cpu  # noqa: E402
+from scripts.scale_out import free_port  # noqa: E402
 
 BENCH = ROOT / "scripts" / "bench"
 DATABASE = "threengram_bench_gateway"  # not the other benchmarks' threengram_bench
@@ -167,12 +168,6 @@ class Server:
     name: str
     port: int
     process: subprocess.Popen
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def start(name: str, command: list[str], env: dict, cwd: Path, logs: Path) -> Server:

@@ -163,17 +163,11 @@ def mint_tenants(url: str, count: int) -> list[loadgen.Tenant]:
     return tenants
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def start_servers(app: str, count: int, env: dict, logs: Path, app_dir: Path = ROOT):
     """`count` single-process uvicorn servers on their own ports (see the module docstring)."""
     processes, urls = [], []
     for number in range(count):
-        port = free_port()
+        port = scale_out.free_port()
         log = logs / f"{app.split(':')[0]}-{number}.log"
         command = [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port),
                    "--log-level", "warning", "--no-access-log",
@@ -236,7 +230,7 @@ def gateway_stack(
             secret = secrets.token_urlsafe(16)
             bouncer = stack.enter_context(
                 scale_out.running_pgbouncer(
-                    free_port(),
+                    scale_out.free_port(),
                     params["host"],
                     int(params.get("port", 5432)),
                     folder / "pgbouncer",
@@ -257,7 +251,9 @@ def gateway_stack(
         if proxy.startswith("nginx"):
             ports = [int(u.split(":")[2].split("/")[0]) for u in urls]
             nginx = stack.enter_context(
-                scale_out.running_nginx(free_port(), ports, folder / "nginx", app_dir / "deploy")
+                scale_out.running_nginx(
+                    scale_out.free_port(), ports, folder / "nginx", app_dir / "deploy"
+                )
             )
             parts["nginx"] = [nginx.process.pid]
             urls = [f"{nginx.url}/mcp"]
