@@ -21,10 +21,11 @@ transaction-locally (`set_config(..., true)`).
 
 The paths past the wall are explicit and narrow: `memory_recent_word_matches` (migrations
 memories/0012, 0013, 0018: rows of the setting's tenant only, the policy's condition applied by the
-function), `all_tenants()`, `SET LOCAL ROLE NONE` in a
-transaction, i.e. the session's own (owner) role until that transaction ends, used by the staff
-admin; and `as_owner()`, used by `manage.py migrate` (schema changes need the owner). The
-benchmarks seed their corpora as the owner.
+function); `all_tenants()`, `SET LOCAL ROLE NONE` in a transaction, i.e. the session's own
+(owner) role until that transaction ends, used by the staff admin; and `as_owner()`, used by
+`manage.py migrate` (schema changes need the owner) and by `embed_memories` and `index_accounts`
+(memories/management/maintenance.py: they reach every tenant and build indexes). The benchmarks
+seed their corpora as the owner.
 """
 
 from __future__ import annotations
@@ -118,8 +119,9 @@ def enabled() -> bool:
 @contextmanager
 def as_owner() -> Iterator[None]:
     """ORM connections opened in this block act as the configured (owner) role, past row-level
-    security: for schema changes (`manage.py migrate`, memories/management/commands/migrate.py),
-    which the application role may not make. Open connections are closed on the way in and out,
+    security: for schema changes (`manage.py migrate`, memories/management/commands/migrate.py;
+    the account indexes of `embed_memories` and `index_accounts`), which the application role
+    may not make. Open connections are closed on the way in and out,
     so none carries the wrong role across the boundary."""
     connections.close_all()
     token = _as_owner.set(True)
