@@ -21,10 +21,8 @@ from pathlib import Path
 
 import httpx2 as httpx
 import pytest
-from django.db import connection
-from psycopg.conninfo import make_conninfo
 
-from tests.mcp_gateway.conftest import free_port
+from tests.mcp_gateway.conftest import free_port, subprocess_database_url
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts" / "browser"
@@ -56,18 +54,6 @@ def browser_type_launch_args(chromium_executable):
         os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
-def _database_url() -> str:
-    settings = connection.settings_dict
-    return make_conninfo(
-        "",
-        dbname=settings["NAME"],
-        user=settings["USER"] or None,
-        password=settings["PASSWORD"] or None,
-        host=settings["HOST"] or None,
-        port=str(settings["PORT"]) if settings["PORT"] else None,
-    )
-
-
 class LiveServer:
     def __init__(self, url: str) -> None:
         self.url = url
@@ -84,7 +70,7 @@ def daphne_server(request, browser_type_launch_args, transactional_db):
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "threengram.test_settings",
-        "DATABASE_URL": _database_url(),
+        "DATABASE_URL": subprocess_database_url(),
         # Live servers run behind row-level security, as the application role does in
         # production (memories/tenancy.py): every end-to-end test exercises the second wall.
         "DATABASE_APP_ROLE": "threengram_app",

@@ -16,29 +16,15 @@ import httpx2
 import pytest
 from django.conf import settings
 from django.shortcuts import resolve_url
-from psycopg.conninfo import make_conninfo
 
 from tests.factories import PASSWORD
-from tests.mcp_gateway.conftest import free_port
+from tests.mcp_gateway.conftest import free_port, subprocess_database_url
 
 ROOT = Path(__file__).resolve().parents[3]
 DAPHNE = [sys.executable, "-m", "daphne", "-b", "127.0.0.1"]
 
 # Wherever the account pages put the log-in page.
 LOGIN_PATH = resolve_url(settings.LOGIN_URL)
-
-
-def _database_url(settings_dict: dict) -> str:
-    options = {k: v for k, v in settings_dict.get("OPTIONS", {}).items() if k != "pool"}
-    params = {
-        "dbname": settings_dict["NAME"],
-        "user": settings_dict.get("USER") or None,
-        "password": settings_dict.get("PASSWORD") or None,
-        "host": settings_dict.get("HOST") or None,
-        "port": str(settings_dict["PORT"]) if settings_dict.get("PORT") else None,
-        **options,
-    }
-    return make_conninfo(**{k: v for k, v in params.items() if v is not None})
 
 
 @dataclass
@@ -50,10 +36,8 @@ class LiveServer:
 
 @pytest.fixture(scope="session")
 def oauth_server(django_db_setup, django_db_blocker):
-    from django.db import connection
-
     with django_db_blocker.unblock():
-        database_url = _database_url(connection.settings_dict)
+        database_url = subprocess_database_url()
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {
