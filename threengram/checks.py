@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -25,10 +26,21 @@ def check_database_is_configured(app_configs=None, **kwargs) -> list[Error]:
     return []
 
 
+# Origins no browser-based client can have (RFC 2606 reserves .invalid): a setting that lets
+# one of them in lets in origins nobody named, which is what CORS_ALLOW_ALL_ORIGINS does.
+UNNAMED_ORIGINS = (
+    "https://threengram-deploy-check.invalid",
+    "http://threengram-deploy-check.invalid",
+)
+
+
 @register(Tags.security, deploy=True)
 def check_cors_does_not_allow_every_origin(app_configs=None, **kwargs) -> list[Error]:
-    """CORS_ALLOW_ALL_ORIGINS would let any web page read the answers of the OAuth endpoints a
-    browser-based MCP client calls; such clients' origins are to be named one by one."""
+    """CORS for every origin would let any web page read the answers of the OAuth endpoints a
+    browser-based MCP client calls, and /mcp lifts its DNS-rebinding check for a listed origin;
+    such clients' origins are to be named one by one. The environment cannot turn
+    CORS_ALLOW_ALL_ORIGINS on, but a CORS_ALLOWED_ORIGIN_REGEXES pattern such as `.*` does the
+    same."""
     if getattr(settings, "CORS_ALLOW_ALL_ORIGINS", False) or getattr(
         settings, "CORS_ORIGIN_ALLOW_ALL", False
     ):
@@ -38,6 +50,22 @@ def check_cors_does_not_allow_every_origin(app_configs=None, **kwargs) -> list[E
                 "and /mcp cross-origin.",
                 hint="Turn it off and name the browser-based clients' origins in "
                 "CORS_ALLOWED_ORIGINS or CORS_ALLOWED_ORIGIN_REGEXES (see .env.example).",
+                id="threengram.E002",
+            )
+        ]
+    broad = [
+        pattern
+        for pattern in getattr(settings, "CORS_ALLOWED_ORIGIN_REGEXES", ())
+        if any(re.match(pattern, origin) for origin in UNNAMED_ORIGINS)
+    ]
+    if broad:
+        return [
+            Error(
+                f"CORS_ALLOWED_ORIGIN_REGEXES {' '.join(map(repr, broad))} lets in origins "
+                f"nobody named (such as {UNNAMED_ORIGINS[0]}): any web page may call the "
+                "OAuth endpoints and /mcp cross-origin.",
+                hint="Anchor each pattern to the hosts of the browser-based clients, e.g. "
+                r"^https://agents\.example\.com$ (see .env.example).",
                 id="threengram.E002",
             )
         ]

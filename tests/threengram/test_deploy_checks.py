@@ -112,6 +112,29 @@ def test_the_deploy_check_refuses_cors_for_every_origin(settings):
     assert check_cors_does_not_allow_every_origin not in registry.get_checks()  # deploys only
 
 
+@pytest.mark.parametrize("pattern", [".*", r"^https?://.*$", r"^https://[^/]+$"])
+def test_the_deploy_check_refuses_an_origin_pattern_that_matches_every_origin(pattern):
+    # The environment's only way to CORS for every origin: CORS_ALLOW_ALL_ORIGINS is no variable.
+    result = manage(
+        "check",
+        "--deploy",
+        **PRODUCTION,
+        CORS_ALLOWED_ORIGIN_REGEXES=rf"^http://localhost$ {pattern}",
+    )
+    assert result.returncode != 0
+    assert "threengram.E002" in result.stderr
+    assert f"CORS_ALLOWED_ORIGIN_REGEXES {pattern!r} lets in origins nobody named" in result.stderr
+
+
+def test_the_deploy_check_accepts_origin_patterns_naming_their_hosts(settings):
+    settings.CORS_ALLOWED_ORIGIN_REGEXES = [
+        r"^https://agents\.example\.com$",
+        r"^https://[a-z0-9-]+\.agents\.example\.com(:\d{1,5})?$",
+        r"^https?://(localhost|127(\.\d{1,3}){3}|\[::1\])(:\d{1,5})?$",
+    ]
+    assert check_cors_does_not_allow_every_origin() == []
+
+
 CURRENT_USER = (
     "from django.db import connection\n"
     "with connection.cursor() as cursor:\n"
