@@ -7,8 +7,19 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "threengram.settings")
-    from django.core.exceptions import ImproperlyConfigured
-    from django.core.management import execute_from_command_line
+    try:
+        from django.core.exceptions import ImproperlyConfigured
+        from django.core.management import execute_from_command_line
+    except ModuleNotFoundError as missing:
+        if missing.name != "django":
+            raise
+        # The README's quick start installs into .venv without activating it: a plain
+        # `python manage.py` then runs another interpreter.
+        sys.exit(
+            f"Django is not installed for {sys.executable}: run .venv/bin/python manage.py "
+            "(python3 scripts/dev.py serve makes .venv), or activate the virtualenv that "
+            "`pip install -e .` installed into."
+        )
 
     try:
         execute_from_command_line(sys.argv)
