@@ -384,7 +384,7 @@ def _ranked(
         statistics = _WordStatistics.of(
             candidates, parsed.terms, params["tenant_size"], rare, walked_to, rare_walked_to
         )
-    rarest = _words_scores(candidates, parsed.terms, statistics)
+    rarest = _words_scores(candidates, parsed.terms, statistics, parsed.parts)
     for candidate in candidates:
         _fuse(candidate)
     hits = [c for c in candidates if c.matched_by]

@@ -17,6 +17,10 @@ _EXCLUSION = re.compile(r"(?:^|\s)-(\w[^\s]*)")
 
 # A word as the asker wrote it: letters and digits, joined by hyphens, apostrophes or dots.
 _WORD = re.compile(r"\w+(?:[-'\u2019.]\w+)*")
+# A hyphenated word's lexeme ("stand-up"). Memories are indexed by it also as one word
+# ("standup": migration 0020's memories_search_vector, the same pattern), so that a question
+# writing either finds a memory writing the other.
+_COMPOUND = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)+")
 
 
 @dataclass(frozen=True)
@@ -25,6 +29,10 @@ class _Query:
     required: str  # the phrases and exclusions, in web-search syntax ("" for none)
     wanted: str  # the text asked for: the query without its exclusions
     written: dict[str, str] = field(default_factory=dict)  # lexeme -> the word that gave it
+    # The lexemes of a hyphenated word's parts ("stand" and "up" of "stand-ups"), unless a word
+    # of their own gives them too: they add to a memory's score, but what is distinctive in the
+    # question is the whole word.
+    parts: frozenset[str] = frozenset()
 
     def as_written(self, term: str) -> str:
         """A term as the asker wrote it ("latency" for the lexeme "latenc")."""
@@ -61,16 +69,32 @@ def _parse(db, text: str) -> _Query:
     )
     terms, required_nodes, lexemes, sources = db.fetchone()
     written: dict[str, str] = {}
+    whole_words: set[str] = set()
     for lexeme, word in zip(lexemes, sources, strict=True):
         written.setdefault(lexeme, word)
+        if "-" not in word or _COMPOUND.fullmatch(lexeme):
+            whole_words.add(lexeme)
     return _Query(
         terms=tuple(terms),
         required=required if required_nodes else "",
         wanted=wanted,
         written=written,
+        parts=frozenset(written) - whole_words,
     )
 
 
-def _any_term(terms: tuple[str, ...]) -> str:
-    """A tsquery matching any of `terms`, given as lexemes (not normalised again)."""
-    return " | ".join("'" + term.replace("\\", "\\\\").replace("'", "''") + "'" for term in terms)
+def _any_term(terms: tuple[str, ...], weights: str = "") -> str:
+    """A tsquery matching any of `terms`, given as lexemes (not normalised again), a hyphenated
+    one in either spelling ("stand-up" or "standup"), in the fields of `weights` if given."""
+    spellings = [
+        spelling
+        for term in terms
+        for spelling in dict.fromkeys(
+            [term, term.replace("-", "")] if _COMPOUND.fullmatch(term) else [term]
+        )
+    ]
+    suffix = f":{weights}" if weights else ""
+    return " | ".join(
+        "'" + spelling.replace("\\", "\\\\").replace("'", "''") + "'" + suffix
+        for spelling in spellings
+    )

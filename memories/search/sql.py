@@ -158,7 +158,7 @@ def _fields_held(terms: tuple[str, ...], params: dict) -> str:
         params[f"term_{n}"] = _any_term((term,))
         checks = []
         for label, weights in _FIELDS:
-            params[f"term_{n}_{label}"] = f"{params[f'term_{n}']}:{weights}"
+            params[f"term_{n}_{label}"] = _any_term((term,), weights)
             checks.append(
                 f"CASE WHEN m.search_vector @@ %(term_{n}_{label})s::tsquery "
                 f"THEN '{label}' ELSE '' END"

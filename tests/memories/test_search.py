@@ -31,7 +31,7 @@ from memories.search import (
 from memories.search.cursor import _CURSOR_SALT, CURSOR_MAX_AGE
 from memories.services import archive_memory, record_memory, revise_memory
 from memories.threads import add_thread_members, create_thread, delete_thread
-from tests.factories import MemoryFactory
+from tests.factories import MemoryFactory, UserFactory
 from tests.memories.conftest import (
     bury_under_recent_notes,
     explain_as_sent,
@@ -147,6 +147,47 @@ def test_a_hit_names_the_questions_distinctive_words_it_lacks_as_they_were_writt
     # A hyphenated word lacked is named once, not once for each of its parts.
     [hit] = run(tenant, "shipment-tracking API front-end").hits
     assert (hit.id, hit.lacking) == (api.id, ("front-end",))
+
+
+@pytest.mark.parametrize(
+    ("stored", "asked"),
+    [
+        ("Written updates instead of daily stand-ups.", "daily standups?"),
+        ("Written updates instead of daily standups.", "daily stand-ups?"),
+        ("The on-call rotation changes on Mondays.", "oncall rotation"),
+        ("Our frontend is a Vite build.", "front-end build"),
+        ("Written updates instead of daily stand-ups.", '"daily standups"'),
+    ],
+)
+def test_a_compound_is_found_hyphenated_or_written_as_one_word(tenant, settings, stored, asked):
+    """Technical writing spells compounds both ways; the question finds the memory by its words
+    either way, meaning aside."""
+    settings.SEARCH_EMBEDDER = "none"
+    memory = record_memory(owner=tenant, memory_type="preference", topic="Team", content=stored)
+    record_memory(owner=tenant, memory_type="fact", topic="Lunch", content="Soup on Fridays.")
+    [hit] = run(tenant, asked).hits
+    assert (hit.id, hit.matched_by, hit.lacking) == (memory.id, ("words",), ())
+
+
+def test_a_memory_stored_before_compounds_were_joined_is_found_by_one_word_after_the_upgrade(
+    transactional_db, settings
+):
+    """Migration 0020 rewrites the search vector of every row already stored."""
+    from django.core.management import call_command
+
+    settings.SEARCH_EMBEDDER = "none"
+    owner = UserFactory()
+    call_command("migrate", "memories", "0019", verbosity=0)
+    try:
+        stored = record_memory(
+            owner=owner, memory_type="fact", topic="Rota", content="The on-call rota is weekly."
+        )
+        [hit] = run(owner, "oncall rota").hits
+        assert (hit.id, hit.lacking) == (stored.id, ("oncall",))
+    finally:
+        call_command("migrate", "memories", verbosity=0)
+    [hit] = run(owner, "oncall rota").hits
+    assert (hit.id, hit.lacking) == (stored.id, ())
 
 
 def test_meaning_alone_can_match(tenant):

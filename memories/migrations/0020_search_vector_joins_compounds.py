@@ -1,0 +1,63 @@
+"""A hyphenated word is also indexed as one word: "stand-ups" as `standup` beside `stand-up`,
+`stand` and `up`, so a question that writes "standups", "frontend" or "oncall" finds the memory
+that wrote "stand-ups", "front-end" or "on-call" (a question's own hyphenated words ask for both
+spellings: memories.search.query). Technical writing spells these compounds both ways.
+
+The search vector is built by one function, `memories_search_vector`, which the generated column
+calls. Changing a generated column's expression rewrites the table and rebuilds its indexes
+(PostgreSQL 17 or later: ALTER COLUMN ... SET EXPRESSION), under an exclusive lock; the per-account
+words indexes are rebuilt with the rest.
+"""
+
+from django.db import migrations
+
+# The same text as migration 0009's generated column, weights A (topic), B (content) and C (tags
+# and project), and each hyphenated lexeme joined at the same positions and weights (written out
+# as text and read back: a tsvector's concatenation would move the added lexemes past the end,
+# and the phrase "daily standups" would not find "daily stand-ups"); a memory without a
+# hyphenated word, most of them, is not written out at all. A lexeme is lowercase ASCII letters
+# and digits once unaccented; the pattern is spelt in ASCII so that it does not depend on the
+# database's locale.
+SEARCH_VECTOR = r"""
+CREATE FUNCTION memories_search_vector(topic text, content text, tags text[], project text)
+    RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    WITH words AS (
+        SELECT setweight(to_tsvector('threengram_unaccented'::regconfig, coalesce(topic, '')), 'A')
+            || setweight(to_tsvector('threengram_unaccented'::regconfig, coalesce(content, '')), 'B')
+            || setweight(to_tsvector('threengram_unaccented'::regconfig,
+                                     coalesce(memories_tags_text(tags), '') || ' '
+                                     || coalesce(project, '')), 'C') AS vector
+    ), joined AS (
+        SELECT string_agg(
+            ' ''' || replace(lexeme, '-', '') || ''':' || (
+                SELECT string_agg(at::text || weight, ',')
+                FROM unnest(positions, weights) AS p(at, weight)),
+            '') AS lexemes
+        FROM words, unnest(vector)
+        WHERE lexeme LIKE '%-%' AND lexeme ~ '^[a-z0-9]+(-[a-z0-9]+)+$'
+    )
+    SELECT CASE WHEN joined.lexemes IS NULL THEN vector
+                ELSE (vector::text || joined.lexemes)::tsvector END
+    FROM words, joined
+$$;
+
+ALTER TABLE memories_memory ALTER COLUMN search_vector
+    SET EXPRESSION AS (memories_search_vector(topic, content, tags::text[], project));
+"""
+
+SEARCH_VECTOR_BACKWARD = r"""
+ALTER TABLE memories_memory ALTER COLUMN search_vector SET EXPRESSION AS (
+    setweight(to_tsvector('threengram_unaccented'::regconfig, coalesce(topic, '')), 'A')
+    || setweight(to_tsvector('threengram_unaccented'::regconfig, coalesce(content, '')), 'B')
+    || setweight(to_tsvector('threengram_unaccented'::regconfig,
+                             coalesce(memories_tags_text(tags::text[]), '') || ' '
+                             || coalesce(project, '')), 'C')
+);
+DROP FUNCTION memories_search_vector(text, text, text[], text);
+"""
+
+
+class Migration(migrations.Migration):
+    dependencies = [("memories", "0019_stored_vectors")]
+
+    operations = [migrations.RunSQL(SEARCH_VECTOR, SEARCH_VECTOR_BACKWARD)]
