@@ -1,7 +1,9 @@
-"""A hyphenated word is also indexed as one word: "stand-ups" as `standup` beside `stand-up`,
-`stand` and `up`, so a question that writes "standups", "frontend" or "oncall" finds the memory
-that wrote "stand-ups", "front-end" or "on-call" (a question's own hyphenated words ask for both
-spellings: memories.search.query). Technical writing spells these compounds both ways.
+"""A word written with hyphens or dots is also indexed as one word, and a dotted one by its parts:
+"stand-ups" as `standup` beside `stand-up`, `stand` and `up`; "Next.js" as `next`, `js` and `nextj`
+beside `next.js` (the parser keeps a dotted name whole, as a host or file name). A question that
+writes "standups", "frontend", "oncall", "Next" or "moment" then finds the memory that wrote
+"stand-ups", "front-end", "on-call", "Next.js" or "moment.js" (a question's own hyphenated words ask
+for both spellings: memories.search.query). Technical writing spells these names several ways.
 
 The search vector is built by one function, `memories_search_vector`, which the generated column
 calls. Changing a generated column's expression rewrites the table and rebuilds its indexes
@@ -12,12 +14,11 @@ words indexes are rebuilt with the rest.
 from django.db import migrations
 
 # The same text as migration 0009's generated column, weights A (topic), B (content) and C (tags
-# and project), and each hyphenated lexeme joined at the same positions and weights (written out
-# as text and read back: a tsvector's concatenation would move the added lexemes past the end,
-# and the phrase "daily standups" would not find "daily stand-ups"); a memory without a
-# hyphenated word, most of them, is not written out at all. A lexeme is lowercase ASCII letters
-# and digits once unaccented; the pattern is spelt in ASCII so that it does not depend on the
-# database's locale.
+# and project), and the lexemes each hyphenated or dotted one adds, at its positions and weights
+# (written out as text and read back: a tsvector's concatenation would move the added lexemes past
+# the end, and the phrase "daily standups" would not find "daily stand-ups"); a memory without
+# such a word is not written out at all. The patterns are spelt in ASCII so that they do not
+# depend on the database's locale (a lexeme is unaccented); a version number ("v1.2") is no name.
 SEARCH_VECTOR = r"""
 CREATE FUNCTION memories_search_vector(topic text, content text, tags text[], project text)
     RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
@@ -29,12 +30,19 @@ CREATE FUNCTION memories_search_vector(topic text, content text, tags text[], pr
                                      || coalesce(project, '')), 'C') AS vector
     ), joined AS (
         SELECT string_agg(
-            ' ''' || replace(lexeme, '-', '') || ''':' || (
+            ' ''' || added.lexeme || ''':' || (
                 SELECT string_agg(at::text || weight, ',')
-                FROM unnest(positions, weights) AS p(at, weight)),
+                FROM unnest(written.positions, written.weights) AS p(at, weight)),
             '') AS lexemes
-        FROM words, unnest(vector)
-        WHERE lexeme LIKE '%-%' AND lexeme ~ '^[a-z0-9]+(-[a-z0-9]+)+$'
+        FROM words, unnest(vector) AS written,
+        LATERAL unnest(CASE
+            WHEN written.lexeme ~ '^[a-z0-9]+(-[a-z0-9]+)+$'
+                THEN ARRAY[replace(written.lexeme, '-', '')]
+            WHEN written.lexeme ~ '^[a-z][a-z0-9]*(\.[a-z][a-z0-9]*)+$'
+                THEN tsvector_to_array(to_tsvector('threengram_unaccented'::regconfig,
+                    replace(written.lexeme, '.', ' ') || ' ' || replace(written.lexeme, '.', '')))
+        END) AS added(lexeme)
+        WHERE written.lexeme LIKE '%-%' OR written.lexeme LIKE '%.%'
     )
     SELECT CASE WHEN joined.lexemes IS NULL THEN vector
                 ELSE (vector::text || joined.lexemes)::tsvector END

@@ -157,11 +157,14 @@ def test_a_hit_names_the_questions_distinctive_words_it_lacks_as_they_were_writt
         ("The on-call rotation changes on Mondays.", "oncall rotation"),
         ("Our frontend is a Vite build.", "front-end build"),
         ("Written updates instead of daily stand-ups.", '"daily standups"'),
+        # A dotted name is one word to the parser; its parts and the name joined are words too.
+        ("We dropped moment.js for date-fns.", "why did we drop moment"),
+        ("The dashboard is built with Next.js.", "nextjs dashboard"),
     ],
 )
 def test_a_compound_is_found_hyphenated_or_written_as_one_word(tenant, settings, stored, asked):
-    """Technical writing spells compounds both ways; the question finds the memory by its words
-    either way, meaning aside."""
+    """Technical writing spells compounds and names several ways; the question finds the memory
+    by its words either way, meaning aside."""
     settings.SEARCH_EMBEDDER = "none"
     memory = record_memory(owner=tenant, memory_type="preference", topic="Team", content=stored)
     record_memory(owner=tenant, memory_type="fact", topic="Lunch", content="Soup on Fridays.")
