@@ -264,7 +264,8 @@ _ARGUMENT_TYPES = {
     }
     for spec in TOOLS
 }
-_WHOLE_NUMBER = re.compile(r"\s*[-+]?[0-9]{1,18}\s*")
+# ASCII whitespace only: Unicode's \s also takes the separators U+001C..U+001F, which int() refuses.
+_WHOLE_NUMBER = re.compile(r"[ \t\r\n]*[-+]?[0-9]{1,18}[ \t\r\n]*")
 
 
 def _as_clients_mean(spec: ToolSpec, arguments: dict) -> dict:

@@ -405,6 +405,8 @@ async def test_a_list_sent_as_its_json_text_and_a_number_as_a_string_work(agent)
         # The decoded list is held to the same limits, its items too.
         ("search", {"query": "x", "limit": "1000"}, "limit: must be at most 25; got 1000"),
         ("search", {"query": "x", "limit": "5.5"}, "limit: must be of type integer"),
+        # A separator control character is whitespace to a regular expression but not to int().
+        ("search", {"query": "x", "limit": "5\x1c"}, "limit: must be of type integer"),
         (
             "remember",
             {"memoryType": "note", "topic": "t", "content": "c", "tags": '["a\\u0000b"]'},
