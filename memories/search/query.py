@@ -68,11 +68,15 @@ def _parse(db, text: str) -> _Query:
         [wanted, required, words],
     )
     terms, required_nodes, lexemes, sources = db.fetchone()
+    pairs = list(zip(lexemes, sources, strict=True))
+    # Only a word whose whole has a joined spelling stands for its parts: a date, a version or a
+    # compound in another script ("2024-01-05", "v1.2-beta") has none, so its lexemes stay its own.
+    joinable = {word for lexeme, word in pairs if _COMPOUND.fullmatch(lexeme)}
     written: dict[str, str] = {}
     whole_words: set[str] = set()
-    for lexeme, word in zip(lexemes, sources, strict=True):
+    for lexeme, word in pairs:
         written.setdefault(lexeme, word)
-        if "-" not in word or _COMPOUND.fullmatch(lexeme):
+        if word not in joinable or _COMPOUND.fullmatch(lexeme):
             whole_words.add(lexeme)
     return _Query(
         terms=tuple(terms),

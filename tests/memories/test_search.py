@@ -172,6 +172,29 @@ def test_a_compound_is_found_hyphenated_or_written_as_one_word(tenant, settings,
     assert (hit.id, hit.matched_by, hit.lacking) == (memory.id, ("words",), ())
 
 
+@pytest.mark.parametrize(
+    ("asked", "lacked"),
+    [
+        ("deploy the release 2024-01-05", "2024-01-05"),
+        ("v1.2-beta deploy", "v1.2-beta"),
+        ("задержка сервер-клиент deploy", "сервер-клиент"),
+    ],
+)
+def test_a_hyphenated_word_with_no_one_word_spelling_stays_distinctive(
+    tenant, settings, asked, lacked
+):
+    """A date, a version or a compound in another script has no joined spelling, so nothing else
+    stands for its lexemes: a memory without it is told to lack it."""
+    settings.SEARCH_EMBEDDER = "none"
+    deploys = record_memory(
+        owner=tenant, memory_type="fact", topic="Deploys", content="We deploy on Thursdays."
+    )
+    record_memory(owner=tenant, memory_type="fact", topic="Notes", content=f"{asked}, noted.")
+    record_memory(owner=tenant, memory_type="fact", topic="Lunch", content="Soup on Fridays.")
+    hits = {hit.id: hit for hit in run(tenant, asked).hits}
+    assert lacked in hits[deploys.id].lacking
+
+
 def test_a_memory_stored_before_compounds_were_joined_is_found_by_one_word_after_the_upgrade(
     transactional_db, settings
 ):
