@@ -7,6 +7,7 @@ search engine; one of stop words only requires nothing.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 _CONFIG = "'threengram_unaccented'"
@@ -21,12 +22,14 @@ _WORD = re.compile(r"\w+(?:[-'\u2019.]\w+)*")
 # ("standup": migration 0020's memories_search_vector, the same pattern), so that a question
 # writing either finds a memory writing the other.
 _COMPOUND = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)+")
+# A hyphen inside a word: a phrase or exclusion holding one is asked for joined too.
+_INNER_HYPHEN = re.compile(r"(?<=[^\W_])-(?=[^\W_])")
 
 
 @dataclass(frozen=True)
 class _Query:
     terms: tuple[str, ...]  # significant lexemes, deduplicated
-    required: str  # the phrases and exclusions, in web-search syntax ("" for none)
+    required: str  # the phrases and exclusions, as a tsquery's text ("" for none)
     wanted: str  # the text asked for: the query without its exclusions
     written: dict[str, str] = field(default_factory=dict)  # lexeme -> the word that gave it
     # The lexemes of a hyphenated word's parts ("stand" and "up" of "stand-ups"), unless a word
@@ -49,25 +52,29 @@ def _parse(db, text: str) -> _Query:
     rest = _EXCLUSION.sub(" ", rest)
     # An exclusion goes as a phrase: "-env:staging" excludes the two words together, where as a
     # bare word its punctuation would split it and leave "staging" required.
-    required = " ".join(
-        [f'{minus}"{phrase}"' for minus, phrase in quoted]
-        + ['-"{}"'.format(x.replace('"', " ")) for x in exclusions]
-    )
+    items = quoted + [("-", x.replace('"', " ")) for x in exclusions]
+    # Each in either spelling of its hyphenated words, as memories are indexed: a phrase found
+    # in one, an exclusion excluding both.
+    spellings = [
+        (minus, list(dict.fromkeys([phrase, _INNER_HYPHEN.sub("", phrase)])))
+        for minus, phrase in items
+    ]
     wanted = " ".join(" ".join([rest, *phrases]).split())
     words = list(dict.fromkeys(_WORD.findall(wanted)))
     db.execute(
         f"SELECT (SELECT coalesce(array_agg(lexeme), '{{}}') "  # noqa: S608 (constant)
         f"FROM unnest(to_tsvector({_CONFIG}, %s))), "
-        f"numnode(websearch_to_tsquery({_CONFIG}, %s)), "
+        f"array(SELECT websearch_to_tsquery({_CONFIG}, r)::text "
+        "FROM unnest(%s::text[]) WITH ORDINALITY AS u(r, n) ORDER BY n), "
         # Each word's own lexemes, in the words' order: which word a term came from.
         "written.lexemes, written.words FROM ("
         "SELECT coalesce(array_agg(l ORDER BY n), '{}') AS lexemes, "
         "coalesce(array_agg(w ORDER BY n), '{}') AS words "
         "FROM unnest(%s::text[]) WITH ORDINALITY AS u(w, n), "
         f"unnest(tsvector_to_array(to_tsvector({_CONFIG}, w))) AS l) written",
-        [wanted, required, words],
+        [wanted, [f'{minus}"{v}"' for minus, variants in spellings for v in variants], words],
     )
-    terms, required_nodes, lexemes, sources = db.fetchone()
+    terms, queries, lexemes, sources = db.fetchone()
     pairs = list(zip(lexemes, sources, strict=True))
     # Only a word whose whole has a joined spelling stands for its parts: a date, a version or a
     # compound in another script ("2024-01-05", "v1.2-beta") has none, so its lexemes stay its own.
@@ -80,11 +87,24 @@ def _parse(db, text: str) -> _Query:
             whole_words.add(lexeme)
     return _Query(
         terms=tuple(terms),
-        required=required if required_nodes else "",
+        required=_required(spellings, iter(queries)),
         wanted=wanted,
         written=written,
         parts=frozenset(written) - whole_words,
     )
+
+
+def _required(spellings: list[tuple[str, list[str]]], queries: Iterator[str]) -> str:
+    """The phrases and exclusions as one tsquery: each phrase in any of its spellings, each
+    exclusion in none; one of stop words only (an empty query, `queries` in the spellings'
+    order) requires nothing, as PostgreSQL would make it a query that matches no row."""
+    required = []
+    for minus, variants in spellings:
+        alternatives = [query for query in (next(queries) for _ in variants) if query]
+        if alternatives:
+            joiner = " & " if minus else " | "
+            required.append("( " + joiner.join(f"( {q} )" for q in alternatives) + " )")
+    return " & ".join(required)
 
 
 def _any_term(terms: tuple[str, ...], weights: str = "") -> str:

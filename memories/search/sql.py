@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 
 from memories.excerpts import EXCERPT_COLUMNS
-from memories.search.query import _CONFIG, _any_term
+from memories.search.query import _any_term
 
 # What scoring reads of a candidate: where it holds each query term (see _fields_held), and its
 # cosine similarity to the query. The walk and the words function select them as they find
@@ -80,7 +80,7 @@ _SEMANTIC = """(SELECT m.id FROM memories_memory m
       WHERE m.owner_id = %(owner)s AND m.embedding IS NOT NULL
         AND m.recorded_at <= %(snapshot)s {required} {filters}
       ORDER BY m.embedding <=> %(vector)s::vector LIMIT %(semantic_max)s)"""
-_REQUIRED_QUERY = f"websearch_to_tsquery({_CONFIG}, %(required)s)"
+_REQUIRED_QUERY = "%(required)s::tsquery"  # memories.search.query._required
 _REQUIRED = f"AND m.search_vector @@ {_REQUIRED_QUERY}"
 # The instant the search ranks memories recorded by (see cursor._Position), the tenant's size (see
 # scoring.TENANT_SIZE_COUNTED_MAX), and whether it has valid nearest-neighbour and words indexes of

@@ -157,6 +157,8 @@ def test_a_hit_names_the_questions_distinctive_words_it_lacks_as_they_were_writt
         ("The on-call rotation changes on Mondays.", "oncall rotation"),
         ("Our frontend is a Vite build.", "front-end build"),
         ("Written updates instead of daily stand-ups.", '"daily standups"'),
+        ("Written updates instead of daily standups.", '"daily stand-ups"'),
+        ("Written updates instead of daily standups.", 'written "stand-ups"'),
         # A dotted name is one word to the parser; its parts and the name joined are words too.
         ("We dropped moment.js for date-fns.", "why did we drop moment"),
         ("The dashboard is built with Next.js.", "nextjs dashboard"),
@@ -170,6 +172,19 @@ def test_a_compound_is_found_hyphenated_or_written_as_one_word(tenant, settings,
     record_memory(owner=tenant, memory_type="fact", topic="Lunch", content="Soup on Fridays.")
     [hit] = run(tenant, asked).hits
     assert (hit.id, hit.matched_by, hit.lacking) == (memory.id, ("words",), ())
+
+
+@pytest.mark.parametrize(
+    "exclusion", ["-standups", "-stand-ups", '-"daily standups"', '-"daily stand-ups"']
+)
+@pytest.mark.parametrize("stored", ["daily stand-ups", "daily standups"])
+def test_a_compound_is_excluded_hyphenated_or_written_as_one_word(
+    tenant, settings, stored, exclusion
+):
+    settings.SEARCH_EMBEDDER = "none"
+    record_memory(owner=tenant, memory_type="fact", topic="Team", content=f"Written {stored}.")
+    kept = record_memory(owner=tenant, memory_type="fact", topic="Team", content="Written notes.")
+    assert [hit.id for hit in run(tenant, f"written {exclusion}").hits] == [kept.id]
 
 
 @pytest.mark.parametrize(
