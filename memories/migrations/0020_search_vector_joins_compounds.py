@@ -19,12 +19,16 @@ from django.db import migrations
 # the end, and the phrase "daily standups" would not find "daily stand-ups"); a memory without
 # such a word is not written out at all. The patterns are spelt in ASCII so that they do not
 # depend on the database's locale (a lexeme is unaccented); a version number ("v1.2") is no name.
+# The function keeps the search path it was made under: its body names are looked up when it
+# runs, and a restore (pg_restore, under an empty search path) computes the column as it loads
+# the rows.
 SEARCH_VECTOR = r"""
 CREATE FUNCTION memories_search_vector(topic text, content text, tags text[], project text)
-    RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path FROM CURRENT AS $$
     WITH words AS (
         SELECT setweight(to_tsvector('threengram_unaccented'::regconfig, coalesce(topic, '')), 'A')
-            || setweight(to_tsvector('threengram_unaccented'::regconfig, coalesce(content, '')), 'B')
+            || setweight(to_tsvector('threengram_unaccented'::regconfig,
+                                     coalesce(content, '')), 'B')
             || setweight(to_tsvector('threengram_unaccented'::regconfig,
                                      coalesce(memories_tags_text(tags), '') || ' '
                                      || coalesce(project, '')), 'C') AS vector

@@ -1,0 +1,54 @@
+"""A backup restores as docs/operations.md says: pg_dump of the database, pg_restore into a new
+one. The restore loads the rows under an empty search path, computing each memory's generated
+search vector as it goes, so whatever that column calls must not depend on the search path."""
+
+import subprocess
+import uuid
+
+from psycopg import connect, sql
+from psycopg.conninfo import make_conninfo
+
+from infra import asyncdb
+from memories.services import record_memory
+from scripts.scale_out import postgres_bin
+from tests.factories import UserFactory
+
+
+def test_a_dump_restores_into_a_new_database_and_is_found_by_its_words(transactional_db, tmp_path):
+    owner = UserFactory()
+    stored = record_memory(
+        owner=owner, memory_type="fact", topic="Team", content="Daily stand-ups are written."
+    )
+    params = asyncdb.connection_kwargs()
+    params.pop("autocommit")
+    dump = tmp_path / "threengram.dump"
+    subprocess.run(
+        [postgres_bin("pg_dump"), "--format=custom", f"--file={dump}", make_conninfo(**params)],
+        check=True,
+        capture_output=True,
+    )
+    restored = f"threengram_restore_{uuid.uuid4().hex[:8]}"
+    with connect(make_conninfo(**params), autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(restored)))
+    try:
+        into = make_conninfo(**params | {"dbname": restored})
+        run = subprocess.run(
+            [
+                postgres_bin("pg_restore"),
+                "--no-comments",
+                "--exit-on-error",
+                f"--dbname={into}",
+                str(dump),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        assert run.returncode == 0, run.stderr
+        with connect(into) as db:
+            found = db.execute(
+                "SELECT id FROM memories_memory WHERE search_vector @@ 'standup'::tsquery"
+            ).fetchall()
+        assert found == [(stored.id,)]
+    finally:
+        with connect(make_conninfo(**params), autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(restored)))
