@@ -64,12 +64,34 @@ def check_cors_does_not_allow_every_origin(app_configs=None, **kwargs) -> list[E
                 f"CORS_ALLOWED_ORIGIN_REGEXES {' '.join(map(repr, broad))} lets in origins "
                 f"nobody named (such as {UNNAMED_ORIGINS[0]}): any web page may call the "
                 "OAuth endpoints and /mcp cross-origin.",
-                hint="Anchor each pattern to the hosts of the browser-based clients, e.g. "
-                r"^https://agents\.example\.com$ (see .env.example).",
+                hint=_ANCHOR_HINT,
+                id="threengram.E002",
+            )
+        ]
+    # django-cors-headers matches a pattern at the start of the origin only (re.match):
+    # ^https://agents\.example\.com also lets in https://agents.example.com.evil.example.
+    open_ended = [
+        pattern
+        for pattern in getattr(settings, "CORS_ALLOWED_ORIGIN_REGEXES", ())
+        if not pattern.endswith(("$", r"\Z"))
+    ]
+    if open_ended:
+        return [
+            Error(
+                f"CORS_ALLOWED_ORIGIN_REGEXES {' '.join(map(repr, open_ended))} does not end "
+                "with $: it lets in any origin that begins with what it names (a host of "
+                "the same name under another domain).",
+                hint=_ANCHOR_HINT,
                 id="threengram.E002",
             )
         ]
     return []
+
+
+_ANCHOR_HINT = (
+    "Anchor each pattern to the hosts of the browser-based clients, at both ends, e.g. "
+    r"^https://agents\.example\.com$ (see .env.example)."
+)
 
 
 @register(Tags.security, deploy=True)

@@ -126,6 +126,17 @@ def test_the_deploy_check_refuses_an_origin_pattern_that_matches_every_origin(pa
     assert f"CORS_ALLOWED_ORIGIN_REGEXES {pattern!r} lets in origins nobody named" in result.stderr
 
 
+@pytest.mark.parametrize(
+    "pattern", [r"^https://agents\.example\.com", r"^https://a\.example\.com$|^https://b\.example"]
+)
+def test_the_deploy_check_refuses_an_origin_pattern_open_at_its_end(settings, pattern):
+    """Matched at the start only, it would let in https://agents.example.com.evil.example."""
+    settings.CORS_ALLOWED_ORIGIN_REGEXES = [r"^https://ok\.example\.com$", pattern]
+    [error] = check_cors_does_not_allow_every_origin()
+    assert error.id == "threengram.E002"
+    assert error.msg.startswith(f"CORS_ALLOWED_ORIGIN_REGEXES {pattern!r} does not end with $")
+
+
 def test_the_deploy_check_accepts_origin_patterns_naming_their_hosts(settings):
     settings.CORS_ALLOWED_ORIGIN_REGEXES = [
         r"^https://agents\.example\.com$",
