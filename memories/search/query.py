@@ -7,7 +7,7 @@ search engine; one of stop words only requires nothing.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 _CONFIG = "'threengram_unaccented'"
@@ -24,6 +24,10 @@ _WORD = re.compile(r"\w+(?:[-'\u2019.]\w+)*")
 _COMPOUND = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)+")
 # A hyphen inside a word: a phrase or exclusion holding one is asked for joined too.
 _INNER_HYPHEN = re.compile(r"(?<=[^\W_])-(?=[^\W_])")
+# A dotted name's lexeme ("next.js"), in migration 0020's pattern: memories are indexed by it
+# also joined and stemmed ("nextj"), which takes the stemmer, so the query reads it from the
+# database (_Query.joined).
+_DOTTED = "^[a-z][a-z0-9]*([.][a-z][a-z0-9]*)+$"
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,8 @@ class _Query:
     # of their own gives them too: they add to a memory's score, but what is distinctive in the
     # question is the whole word.
     parts: frozenset[str] = frozenset()
+    # A dotted name's lexemes when joined ("next.js" -> ("nextj",)): asked for with it.
+    joined: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def as_written(self, term: str) -> str:
         """A term as the asker wrote it ("latency" for the lexeme "latenc")."""
@@ -67,14 +73,27 @@ def _parse(db, text: str) -> _Query:
         f"array(SELECT websearch_to_tsquery({_CONFIG}, r)::text "
         "FROM unnest(%s::text[]) WITH ORDINALITY AS u(r, n) ORDER BY n), "
         # Each word's own lexemes, in the words' order: which word a term came from.
-        "written.lexemes, written.words FROM ("
+        "written.lexemes, written.words, dotted.joined FROM ("
         "SELECT coalesce(array_agg(l ORDER BY n), '{}') AS lexemes, "
         "coalesce(array_agg(w ORDER BY n), '{}') AS words "
         "FROM unnest(%s::text[]) WITH ORDINALITY AS u(w, n), "
-        f"unnest(tsvector_to_array(to_tsvector({_CONFIG}, w))) AS l) written",
-        [wanted, [f'{minus}"{v}"' for minus, variants in spellings for v in variants], words],
+        f"unnest(tsvector_to_array(to_tsvector({_CONFIG}, w))) AS l) written, "
+        # Each dotted name's lexemes once joined, as memories_search_vector adds them.
+        # ("next.js nextj": such lexemes are letters and digits)
+        "LATERAL (SELECT coalesce(array_agg(t || ' ' || array_to_string(j, ' ')), '{}') "
+        "AS joined FROM ("
+        f"SELECT t, tsvector_to_array(to_tsvector({_CONFIG}, replace(t, '.', ''))) AS j "
+        f"FROM unnest(tsvector_to_array(to_tsvector({_CONFIG}, %s))) AS t WHERE t ~ %s) d "
+        "WHERE cardinality(j) > 0) dotted",
+        [
+            wanted,
+            [f'{minus}"{v}"' for minus, variants in spellings for v in variants],
+            words,
+            wanted,
+            _DOTTED,
+        ],
     )
-    terms, queries, lexemes, sources = db.fetchone()
+    terms, queries, lexemes, sources, joined = db.fetchone()
     pairs = list(zip(lexemes, sources, strict=True))
     # Only a word whose whole has a joined spelling stands for its parts: a date, a version or a
     # compound in another script ("2024-01-05", "v1.2-beta") has none, so its lexemes stay its own.
@@ -91,6 +110,7 @@ def _parse(db, text: str) -> _Query:
         wanted=wanted,
         written=written,
         parts=frozenset(written) - whole_words,
+        joined={term: tuple(spellings) for term, *spellings in map(str.split, joined)},
     )
 
 
@@ -107,14 +127,22 @@ def _required(spellings: list[tuple[str, list[str]]], queries: Iterator[str]) ->
     return " & ".join(required)
 
 
-def _any_term(terms: tuple[str, ...], weights: str = "") -> str:
+def _any_term(
+    terms: tuple[str, ...],
+    weights: str = "",
+    joined: Mapping[str, tuple[str, ...]] | None = None,
+) -> str:
     """A tsquery matching any of `terms`, given as lexemes (not normalised again), a hyphenated
-    one in either spelling ("stand-up" or "standup"), in the fields of `weights` if given."""
+    one in either spelling ("stand-up" or "standup"), a dotted one also as its `joined` lexemes
+    ("next.js" or "nextj": _Query.joined), in the fields of `weights` if given."""
+    joined = joined or {}
     spellings = [
         spelling
         for term in terms
         for spelling in dict.fromkeys(
-            [term, term.replace("-", "")] if _COMPOUND.fullmatch(term) else [term]
+            [term, term.replace("-", "")]
+            if _COMPOUND.fullmatch(term)
+            else [term, *joined.get(term, ())]
         )
     ]
     suffix = f":{weights}" if weights else ""

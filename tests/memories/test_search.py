@@ -162,6 +162,9 @@ def test_a_hit_names_the_questions_distinctive_words_it_lacks_as_they_were_writt
         # A dotted name is one word to the parser; its parts and the name joined are words too.
         ("We dropped moment.js for date-fns.", "why did we drop moment"),
         ("The dashboard is built with Next.js.", "nextjs dashboard"),
+        # A question's dotted name asks for it joined too, as a memory is indexed.
+        ("The dashboard is built with NextJS.", "Next.js dashboard"),
+        ("We upgraded the dashboard to nextjs.", "Next.js"),
     ],
 )
 def test_a_compound_is_found_hyphenated_or_written_as_one_word(tenant, settings, stored, asked):
