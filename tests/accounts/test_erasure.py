@@ -37,7 +37,13 @@ def populated(tenant):
         scope="work",
     )
     revise_memory(owner=tenant, predecessor_id=first.id, content="Buy ACME in Q3")
-    call = record_memory(owner=tenant, memory_type="commitment", topic="call", content="Call Alice")
+    # A hyphenated word and a dotted name: the search vector holds them joined and in parts too.
+    call = record_memory(
+        owner=tenant,
+        memory_type="commitment",
+        topic="call",
+        content="Call Alice about the falcon-deal on alice.example",
+    )
     create_thread(owner=tenant, name="Falcon deal")
     add_thread_members(owner=tenant, name="Falcon deal", memory_ids=[call.id])
     create_thread(owner=tenant, name="Alice follow-ups", pinned=True)
