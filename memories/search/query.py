@@ -27,7 +27,7 @@ _INNER_HYPHEN = re.compile(r"(?<=[^\W_])-(?=[^\W_])")
 # A dotted name's lexeme ("next.js"), in migration 0020's pattern: memories are indexed by it
 # also joined and stemmed ("nextj"), which takes the stemmer, so the query reads it from the
 # database (_Query.joined).
-_DOTTED = "^[a-z][a-z0-9]*([.][a-z][a-z0-9]*)+$"
+_DOTTED = re.compile(r"[a-z][a-z0-9]*(?:\.[a-z][a-z0-9]*)+")
 
 
 @dataclass(frozen=True)
@@ -73,27 +73,14 @@ def _parse(db, text: str) -> _Query:
         f"array(SELECT websearch_to_tsquery({_CONFIG}, r)::text "
         "FROM unnest(%s::text[]) WITH ORDINALITY AS u(r, n) ORDER BY n), "
         # Each word's own lexemes, in the words' order: which word a term came from.
-        "written.lexemes, written.words, dotted.joined FROM ("
+        "written.lexemes, written.words FROM ("
         "SELECT coalesce(array_agg(l ORDER BY n), '{}') AS lexemes, "
         "coalesce(array_agg(w ORDER BY n), '{}') AS words "
         "FROM unnest(%s::text[]) WITH ORDINALITY AS u(w, n), "
-        f"unnest(tsvector_to_array(to_tsvector({_CONFIG}, w))) AS l) written, "
-        # Each dotted name's lexemes once joined, as memories_search_vector adds them.
-        # ("next.js nextj": such lexemes are letters and digits)
-        "LATERAL (SELECT coalesce(array_agg(t || ' ' || array_to_string(j, ' ')), '{}') "
-        "AS joined FROM ("
-        f"SELECT t, tsvector_to_array(to_tsvector({_CONFIG}, replace(t, '.', ''))) AS j "
-        f"FROM unnest(tsvector_to_array(to_tsvector({_CONFIG}, %s))) AS t WHERE t ~ %s) d "
-        "WHERE cardinality(j) > 0) dotted",
-        [
-            wanted,
-            [f'{minus}"{v}"' for minus, variants in spellings for v in variants],
-            words,
-            wanted,
-            _DOTTED,
-        ],
+        f"unnest(tsvector_to_array(to_tsvector({_CONFIG}, w))) AS l) written",
+        [wanted, [f'{minus}"{v}"' for minus, variants in spellings for v in variants], words],
     )
-    terms, queries, lexemes, sources, joined = db.fetchone()
+    terms, queries, lexemes, sources = db.fetchone()
     pairs = list(zip(lexemes, sources, strict=True))
     # Only a word whose whole has a joined spelling stands for its parts: a date, a version or a
     # compound in another script ("2024-01-05", "v1.2-beta") has none, so its lexemes stay its own.
@@ -110,8 +97,21 @@ def _parse(db, text: str) -> _Query:
         wanted=wanted,
         written=written,
         parts=frozenset(written) - whole_words,
-        joined={term: tuple(spellings) for term, *spellings in map(str.split, joined)},
+        joined=_dotted_joined(db, [term for term in terms if _DOTTED.fullmatch(term)]),
     )
+
+
+def _dotted_joined(db, dotted: list[str]) -> dict[str, tuple[str, ...]]:
+    """Each dotted name's lexemes once joined and stemmed ("next.js" -> ("nextj",)), as
+    memories_search_vector adds them; a round trip only for a question that holds one."""
+    if not dotted:
+        return {}
+    db.execute(
+        f"SELECT t, tsvector_to_array(to_tsvector({_CONFIG}, replace(t, '.', ''))) "  # noqa: S608
+        "FROM unnest(%s::text[]) AS t",
+        [dotted],
+    )
+    return {term: tuple(joined) for term, joined in db.fetchall() if joined}
 
 
 def _required(spellings: list[tuple[str, list[str]]], queries: Iterator[str]) -> str:
