@@ -248,16 +248,6 @@ TOOLS: list[ToolSpec] = [
 _BY_NAME = {spec.name: spec for spec in TOOLS}
 _TOOL_NAMES = tuple(_BY_NAME)
 _VALIDATORS = {spec.name: Draft202012Validator(spec.input_schema) for spec in TOOLS}
-_INTEGER_ARGUMENTS = {
-    spec.name: frozenset(
-        name
-        for name, schema in spec.input_schema.get("properties", {}).items()
-        if schema.get("type") == "integer"
-    )
-    for spec in TOOLS
-}
-
-
 _ARGUMENT_TYPES = {
     spec.name: {
         name: schema.get("type") for name, schema in spec.input_schema["properties"].items()
@@ -266,6 +256,8 @@ _ARGUMENT_TYPES = {
 }
 # ASCII whitespace only: Unicode's \s also takes the separators U+001C..U+001F, which int() refuses.
 _WHOLE_NUMBER = re.compile(r"[ \t\r\n]*[-+]?[0-9]{1,18}[ \t\r\n]*")
+# Past 2**53 a float no longer stands for one integer; the schema's limit names it as sent.
+_WHOLE_FLOAT_MAX = 2**53
 
 
 def _as_clients_mean(spec: ToolSpec, arguments: dict) -> dict:
@@ -275,7 +267,8 @@ def _as_clients_mean(spec: ToolSpec, arguments: dict) -> dict:
       function-calling modes that make every field required and nullable): left out;
     - a list as its JSON text (`"[\"a\", \"b\"]"`), as some desktop clients send every list:
       the list;
-    - a whole number as a string (`"10"`): the number.
+    - a whole number as a string (`"10"`): the number; or as a float (`10.0`, which JSON Schema
+      counts as an integer, 2020-12 Core §4.2.1, and JSON decodes as a float): the int.
     Anything else is left for the schema to refuse by name: null for a required field, a string
     that is not a list's JSON, a field the tool does not take."""
     declared = _ARGUMENT_TYPES[spec.name]
@@ -293,19 +286,10 @@ def _as_clients_mean(spec: ToolSpec, arguments: dict) -> dict:
             value = decoded if isinstance(decoded, list) else value
         elif isinstance(value, str) and expected == "integer" and _WHOLE_NUMBER.fullmatch(value):
             value = int(value)
+        elif isinstance(value, float) and expected == "integer" and value.is_integer():
+            value = int(value) if abs(value) <= _WHOLE_FLOAT_MAX else value
         meant[key] = value
     return meant
-
-
-def _as_integers(spec: ToolSpec, arguments: dict) -> dict:
-    """`arguments` with its integer fields as Python ints. JSON Schema counts 5.0 as an integer
-    (2020-12 Core §4.2.1: any number with a zero fractional part); JSON decodes it as a float."""
-    floats = {
-        name: int(arguments[name])
-        for name in _INTEGER_ARGUMENTS[spec.name]
-        if isinstance(arguments.get(name), float)
-    }
-    return {**arguments, **floats} if floats else arguments
 
 
 def _definition(spec: ToolSpec) -> types.Tool:
@@ -475,7 +459,7 @@ async def call_tool(
     if problem is not None:
         return _error(f"invalid_input: {problem}")
     try:
-        return _result(await spec.handler(principal, _as_integers(spec, arguments)))
+        return _result(await spec.handler(principal, arguments))
     except DomainError as error:
         return _error(str(error))
     except InvalidArguments as error:
