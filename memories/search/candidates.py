@@ -229,7 +229,7 @@ def _rare_term_matches(
     if not rare:
         return [], (), None
     if not indexed:
-        params["rare_any_term"] = _any_term(rare, joined=params["joined"])
+        params["rare_any_term"] = _any_term(rare, alternatives=params["alternatives"])
         most = RARE_TERM_CANDIDATES * len(rare)
         walked = _walk(
             db,
@@ -246,7 +246,8 @@ def _rare_term_matches(
             reached = min(candidate.recorded_at for candidate in walked)
         return walked, rare, reached
     _word_filters(db, where, params, RARE_TERM_CANDIDATES)
-    params["rare_terms"] = [_any_term((term,), joined=params["joined"]) for term in rare]
+    alternatives = params["alternatives"]
+    params["rare_terms"] = [_any_term((term,), alternatives=alternatives) for term in rare]
     params["rare_limit"] = RARE_TERM_CANDIDATES * len(rare)
     matches = _RARE_WORD_MATCHES.format(required=_required_query(required), thread=where.thread)
     [(ids,)] = _rows(db, matches, params, _RARE_TERMS_BY_KEY)
@@ -338,8 +339,8 @@ def _ranked(
     required = _REQUIRED if parsed.required else ""
     params |= {
         "terms": list(parsed.terms),
-        "joined": parsed.joined,  # read by _any_term, not by a statement
-        "any_term": _any_term(parsed.terms, joined=parsed.joined),
+        "alternatives": parsed.alternatives,  # read by _any_term, not by a statement
+        "any_term": _any_term(parsed.terms, alternatives=parsed.alternatives),
         "required": parsed.required,
     }
     cosine = "NULL::float8"

@@ -26,7 +26,7 @@ _COMPOUND = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)+")
 _INNER_HYPHEN = re.compile(r"(?<=[^\W_])-(?=[^\W_])")
 # A dotted name's lexeme ("next.js"), in migration 0020's pattern: memories are indexed by it
 # also joined and stemmed ("nextj"), which takes the stemmer, so the query reads it from the
-# database (_Query.joined).
+# database (_Query.alternatives).
 _DOTTED = re.compile(r"[a-z][a-z0-9]*(?:\.[a-z][a-z0-9]*)+")
 
 
@@ -40,8 +40,10 @@ class _Query:
     # of their own gives them too: they add to a memory's score, but what is distinctive in the
     # question is the whole word.
     parts: frozenset[str] = frozenset()
-    # A dotted name's lexemes when joined ("next.js" -> ("nextj",)): asked for with it.
-    joined: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # The other spellings a term's memories are indexed by, asked for with it: a hyphenated
+    # word joined ("stand-up" -> ("standup",)), a dotted name joined and stemmed ("next.js" ->
+    # ("nextj",)), as migration 0020's memories_search_vector adds them.
+    alternatives: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def as_written(self, term: str) -> str:
         """A term as the asker wrote it ("latency" for the lexeme "latenc")."""
@@ -97,7 +99,10 @@ def _parse(db, text: str) -> _Query:
         wanted=wanted,
         written=written,
         parts=frozenset(written) - whole_words,
-        joined=_dotted_joined(db, [term for term in terms if _DOTTED.fullmatch(term)]),
+        alternatives={
+            **{term: (term.replace("-", ""),) for term in terms if _COMPOUND.fullmatch(term)},
+            **_dotted_joined(db, [term for term in terms if _DOTTED.fullmatch(term)]),
+        },
     )
 
 
@@ -130,20 +135,15 @@ def _required(spellings: list[tuple[str, list[str]]], queries: Iterator[str]) ->
 def _any_term(
     terms: tuple[str, ...],
     weights: str = "",
-    joined: Mapping[str, tuple[str, ...]] | None = None,
+    alternatives: Mapping[str, tuple[str, ...]] | None = None,
 ) -> str:
-    """A tsquery matching any of `terms`, given as lexemes (not normalised again), a hyphenated
-    one in either spelling ("stand-up" or "standup"), a dotted one also as its `joined` lexemes
-    ("next.js" or "nextj": _Query.joined), in the fields of `weights` if given."""
-    joined = joined or {}
+    """A tsquery matching any of `terms`, given as lexemes (not normalised again), each also in
+    its `alternatives` (_Query.alternatives), in the fields of `weights` if given."""
+    alternatives = alternatives or {}
     spellings = [
         spelling
         for term in terms
-        for spelling in dict.fromkeys(
-            [term, term.replace("-", "")]
-            if _COMPOUND.fullmatch(term)
-            else [term, *joined.get(term, ())]
-        )
+        for spelling in dict.fromkeys([term, *alternatives.get(term, ())])
     ]
     suffix = f":{weights}" if weights else ""
     return " | ".join(
