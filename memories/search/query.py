@@ -24,6 +24,9 @@ _WORD = re.compile(r"\w+(?:[-'\u2019.]\w+)*")
 _COMPOUND = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)+")
 # A hyphen inside a word: a phrase or exclusion holding one is asked for joined too.
 _INNER_HYPHEN = re.compile(r"(?<=[^\W_])-(?=[^\W_])")
+# A dotted name as written (each part starts with a letter, as in _DOTTED): a phrase or
+# exclusion holding one is asked for joined too ("Next.js" as "Nextjs").
+_DOTTED_WRITTEN = re.compile(r"(?<![^\W_])[^\W\d_][^\W_]*(?:\.[^\W\d_][^\W_]*)+")
 # A dotted name's lexeme ("next.js"), in migration 0020's pattern: memories are indexed by it
 # also joined and stemmed ("nextj"), which takes the stemmer, so the query reads it from the
 # database (_Query.alternatives).
@@ -61,12 +64,9 @@ def _parse(db, text: str) -> _Query:
     # An exclusion goes as a phrase: "-env:staging" excludes the two words together, where as a
     # bare word its punctuation would split it and leave "staging" required.
     items = quoted + [("-", x.replace('"', " ")) for x in exclusions]
-    # Each in either spelling of its hyphenated words, as memories are indexed: a phrase found
-    # in one, an exclusion excluding both.
-    spellings = [
-        (minus, list(dict.fromkeys([phrase, _INNER_HYPHEN.sub("", phrase)])))
-        for minus, phrase in items
-    ]
+    # Each in either spelling of its hyphenated words and dotted names, as memories are indexed:
+    # a phrase found in one, an exclusion excluding both.
+    spellings = [(minus, _spellings(phrase)) for minus, phrase in items]
     wanted = " ".join(" ".join([rest, *phrases]).split())
     words = list(dict.fromkeys(_WORD.findall(wanted)))
     db.execute(
@@ -103,6 +103,14 @@ def _parse(db, text: str) -> _Query:
             **{term: (term.replace("-", ""),) for term in terms if _COMPOUND.fullmatch(term)},
             **_dotted_joined(db, [term for term in terms if _DOTTED.fullmatch(term)]),
         },
+    )
+
+
+def _spellings(phrase: str) -> list[str]:
+    """A phrase as written, and with its hyphenated words and dotted names joined."""
+    joined = _DOTTED_WRITTEN.sub(lambda name: name.group().replace(".", ""), phrase)
+    return list(
+        dict.fromkeys([phrase, _INNER_HYPHEN.sub("", phrase), _INNER_HYPHEN.sub("", joined)])
     )
 
 

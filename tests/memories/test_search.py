@@ -165,6 +165,9 @@ def test_a_hit_names_the_questions_distinctive_words_it_lacks_as_they_were_writt
         # A question's dotted name asks for it joined too, as a memory is indexed.
         ("The dashboard is built with NextJS.", "Next.js dashboard"),
         ("We upgraded the dashboard to nextjs.", "Next.js"),
+        # A phrase's dotted name, in either spelling.
+        ("The NextJS dashboard is built.", '"Next.js dashboard"'),
+        ("The Next.js dashboard is built.", '"NextJS dashboard"'),
     ],
 )
 def test_a_compound_is_found_hyphenated_or_written_as_one_word(tenant, settings, stored, asked):
@@ -188,6 +191,17 @@ def test_a_compound_is_excluded_hyphenated_or_written_as_one_word(
     record_memory(owner=tenant, memory_type="fact", topic="Team", content=f"Written {stored}.")
     kept = record_memory(owner=tenant, memory_type="fact", topic="Team", content="Written notes.")
     assert [hit.id for hit in run(tenant, f"written {exclusion}").hits] == [kept.id]
+
+
+@pytest.mark.parametrize("exclusion", ["-Next.js", '-"Next.js"', "-nextjs", '-"NextJS dashboard"'])
+@pytest.mark.parametrize("stored", ["Next.js dashboard", "NextJS dashboard"])
+def test_a_dotted_name_is_excluded_dotted_or_written_as_one_word(
+    tenant, settings, stored, exclusion
+):
+    settings.SEARCH_EMBEDDER = "none"
+    record_memory(owner=tenant, memory_type="fact", topic="Web", content=f"Our {stored}.")
+    kept = record_memory(owner=tenant, memory_type="fact", topic="Web", content="Our dashboard.")
+    assert [hit.id for hit in run(tenant, f"dashboard {exclusion}").hits] == [kept.id]
 
 
 @pytest.mark.parametrize(
