@@ -192,6 +192,14 @@ def _page_candidates(
     mode = position.mode if position else "ranked"
     ranked: list[_Candidate] = []
     statistics = None
+    earlier = position.statistics if position else None
+    if earlier is not None and len(earlier.held_by) != len(parsed.terms):
+        # Issued by a server that read the query's terms otherwise: its word statistics count
+        # other terms than these.
+        raise InvalidInput(
+            "cursor",
+            "was issued by an earlier version of this server; omit it to start a new search",
+        )
     if mode == "ranked":
         ranked, statistics = _ranked(
             db, parsed, where, params, position.statistics if position else None

@@ -84,6 +84,7 @@ def _parse(db, text: str) -> _Query:
     )
     terms, queries, lexemes, sources = db.fetchone()
     pairs = list(zip(lexemes, sources, strict=True))
+    joined, names = _dotted_spellings(db, [term for term in terms if _DOTTED.fullmatch(term)])
     # Only a word whose whole has a joined spelling stands for its parts: a date, a version or a
     # compound in another script ("2024-01-05", "v1.2-beta") has none, so its lexemes stay its own.
     joinable = {word for lexeme, word in pairs if _COMPOUND.fullmatch(lexeme)}
@@ -93,6 +94,13 @@ def _parse(db, text: str) -> _Query:
         written.setdefault(lexeme, word)
         if word not in joinable or _COMPOUND.fullmatch(lexeme):
             whole_words.add(lexeme)
+    # A dotted name's name without its suffix ("moment" of "moment.js", "socket" of "socket.io")
+    # is a part of it, as a hyphenated word's are: for a memory that wrote the name alone. Not
+    # the suffix: "js" or "io" names no one thing.
+    for term, named in names.items():
+        for name in named:
+            written.setdefault(name, written[term])
+    terms = list(dict.fromkeys([*terms, *(name for named in names.values() for name in named)]))
     return _Query(
         terms=tuple(terms),
         required=_required(spellings, iter(queries)),
@@ -101,7 +109,7 @@ def _parse(db, text: str) -> _Query:
         parts=frozenset(written) - whole_words,
         alternatives={
             **{term: (term.replace("-", ""),) for term in terms if _COMPOUND.fullmatch(term)},
-            **_dotted_joined(db, [term for term in terms if _DOTTED.fullmatch(term)]),
+            **joined,
         },
     )
 
@@ -114,17 +122,27 @@ def _spellings(phrase: str) -> list[str]:
     )
 
 
-def _dotted_joined(db, dotted: list[str]) -> dict[str, tuple[str, ...]]:
-    """Each dotted name's lexemes once joined and stemmed ("next.js" -> ("nextj",)), as
-    memories_search_vector adds them; a round trip only for a question that holds one."""
+def _dotted_spellings(
+    db, dotted: list[str]
+) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
+    """Of each dotted name, its lexemes once joined and stemmed ("next.js" -> ("nextj",)), as
+    memories_search_vector adds them, and those of its name without the suffix ("moment.js" ->
+    ("moment",); none of a single letter: "e.g."); a round trip only for a question that holds
+    one."""
     if not dotted:
-        return {}
+        return {}, {}
     db.execute(
-        f"SELECT t, tsvector_to_array(to_tsvector({_CONFIG}, replace(t, '.', ''))) "  # noqa: S608
+        f"SELECT t, tsvector_to_array(to_tsvector({_CONFIG}, replace(t, '.', ''))), "  # noqa: S608
+        f"array(SELECT l FROM unnest(tsvector_to_array(to_tsvector({_CONFIG}, "
+        r"replace(regexp_replace(t, '\.[^.]*$', ''), '.', ' ')))) AS l WHERE length(l) > 1) "
         "FROM unnest(%s::text[]) AS t",
         [dotted],
     )
-    return {term: tuple(joined) for term, joined in db.fetchall() if joined}
+    rows = db.fetchall()
+    return (
+        {term: tuple(joined) for term, joined, _named in rows if joined},
+        {term: tuple(named) for term, _joined, named in rows if named},
+    )
 
 
 def _required(spellings: list[tuple[str, list[str]]], queries: Iterator[str]) -> str:

@@ -193,6 +193,38 @@ def test_a_compound_is_excluded_hyphenated_or_written_as_one_word(
     assert [hit.id for hit in run(tenant, f"written {exclusion}").hits] == [kept.id]
 
 
+@pytest.mark.parametrize(
+    ("stored", "asked"),
+    [
+        ("We replaced Moment with date-fns.", "why did we replace moment.js?"),
+        ("Realtime updates go over Socket channels.", "who maintains socket.io for realtime?"),
+    ],
+)
+def test_a_dotted_name_in_a_question_finds_the_name_without_its_suffix(
+    tenant, settings, stored, asked
+):
+    """ "moment.js" asks for "moment" too, as a hyphenated word asks for its parts: they add to a
+    memory's score, and the memory is still told to lack the name as the question wrote it."""
+    settings.SEARCH_EMBEDDER = "none"
+    memory = record_memory(owner=tenant, memory_type="decision", topic="Web", content=stored)
+    record_memory(owner=tenant, memory_type="fact", topic="Lunch", content="Soup on Fridays.")
+    [hit] = run(tenant, asked).hits
+    name = next(word for word in asked.split() if "." in word).rstrip("?")
+    assert hit.id == memory.id
+    assert name in hit.lacking
+
+
+def test_a_dotted_name_in_a_question_does_not_ask_for_its_suffix(tenant, settings):
+    settings.SEARCH_EMBEDDER = "none"
+    moment = record_memory(
+        owner=tenant, memory_type="decision", topic="Dates", content="We replaced Moment."
+    )
+    record_memory(
+        owner=tenant, memory_type="fact", topic="Build", content="Every js file is linted."
+    )
+    assert [hit.id for hit in run(tenant, "moment.js").hits] == [moment.id]
+
+
 @pytest.mark.parametrize("exclusion", ["-Next.js", '-"Next.js"', "-nextjs", '-"NextJS dashboard"'])
 @pytest.mark.parametrize("stored", ["Next.js dashboard", "NextJS dashboard"])
 def test_a_dotted_name_is_excluded_dotted_or_written_as_one_word(
@@ -793,6 +825,23 @@ def test_a_cursor_of_another_shape_is_refused(tenant):
         cursor = resigned({**payload, "w": words}, time.time())
         with pytest.raises(InvalidInput, match="cursor: is not a cursor this server issued"):
             run(tenant, "shaped cursor", limit=1, cursor=cursor)
+
+
+def test_a_cursor_counting_other_terms_than_its_query_has_is_refused(tenant):
+    """A cursor issued before an upgrade that reads a query's terms otherwise (another count of
+    them) is refused by name, not scored against the wrong terms."""
+    for n in range(3):
+        MemoryFactory(owner=tenant, content=f"counted cursor {n}")
+    payload = signing.loads(run(tenant, "counted cursor", limit=1).next_cursor, salt=_CURSOR_SALT)
+    total, held_by, *rest = payload["w"]
+    for counts in (held_by[:1], [*held_by, 1]):
+        cursor = resigned({**payload, "w": [total, counts, *rest]}, time.time())
+        with pytest.raises(InvalidInput) as refused:
+            run(tenant, "counted cursor", limit=1, cursor=cursor)
+        assert str(refused.value) == (
+            "invalid_input: cursor: was issued by an earlier version of this server; omit it to"
+            " start a new search"
+        )
 
 
 def test_a_cursor_is_bound_to_its_thread_as_thread_names_compare(tenant):
