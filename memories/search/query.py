@@ -99,7 +99,7 @@ def _parse(db, text: str) -> _Query:
     # the suffix: "js" or "io" names no one thing.
     for term, named in names.items():
         for name in named:
-            written.setdefault(name, written[term])
+            written.setdefault(name, written.get(term, term))
     terms = list(dict.fromkeys([*terms, *(name for named in names.values() for name in named)]))
     return _Query(
         terms=tuple(terms),

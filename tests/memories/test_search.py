@@ -214,6 +214,15 @@ def test_a_dotted_name_in_a_question_finds_the_name_without_its_suffix(
     assert name in hit.lacking
 
 
+def test_a_dotted_name_the_words_of_the_query_do_not_hold_is_asked_for(tenant, settings):
+    """The query's text as one gives a dotted name ("jsnext.js") that none of its words gives
+    alone: it is asked for all the same."""
+    settings.SEARCH_EMBEDDER = "none"
+    memory = record_memory(owner=tenant, memory_type="fact", topic="JS", content="jsnext.js ships.")
+    [hit] = run(tenant, "js..-1.2.jsNext.JS.").hits
+    assert hit.id == memory.id
+
+
 def test_a_dotted_name_in_a_question_does_not_ask_for_its_suffix(tenant, settings):
     settings.SEARCH_EMBEDDER = "none"
     moment = record_memory(
