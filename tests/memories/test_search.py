@@ -13,6 +13,9 @@ import pytest
 from django.core import signing
 from django.db import connection
 from django.utils import timezone
+from hypothesis import HealthCheck, given
+from hypothesis import settings as examples
+from hypothesis import strategies as st
 
 from memories import account_indexes, bounds, tenancy
 from memories.errors import InvalidInput, NotFound
@@ -1199,3 +1202,54 @@ def test_a_revision_committing_mid_search_never_shows_both_versions(transactiona
     )
     assert walked
     assert [(hit.id, hit.valid_to) for hit in page.hits] == [(old.id, None)]
+
+
+# Pieces of query text the parse treats specially (dotted names, hyphens, apostrophes, phrases,
+# exclusions, tsquery syntax, other scripts, format-string syntax), to be joined in any order.
+QUERY_PIECES = [
+    *("next.js", "Next.JS", "e.g.", "a.b.c.d", "v1.2", "1.2.js", "x.y-z", "stand-up", ".js", "js."),
+    *("a..b", "socket.io", "api.example.com", "foo@bar.com", "http://x.y/z", "é.ü", "日本.語"),
+    *("🙂.js", "a.🙂", "x" * 60 + ".js", '"', "-", "'", "\u2019", "\\", "&", "|", "!", ":*"),
+    *("(", ")", "<->", ".", "..", "-.", '-"', "%", "%s", "%(x)s", "{}", "$1", "\u200b", "\t"),
+]
+
+
+@pytest.fixture
+def searched_corpus(tenant):
+    for n, content in enumerate(
+        [
+            "Next.js and socket.io",
+            "stand-up notes, e.g. daily",
+            "api.example.com is down",
+            "日本.語",
+        ]
+    ):
+        for copy in range(2):  # two of each, so that a page of one has a next page
+            record_memory(
+                owner=tenant, memory_type="note", topic=f"Piece {n}", content=f"{content} {copy}"
+            )
+    return tenant
+
+
+# The fixture's memories are only read: the same for every example.
+@examples(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(QUERY_PIECES), st.sampled_from(["", " ", "."])),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_any_query_text_answers_a_page_or_a_clear_refusal(searched_corpus, pieces):
+    """Every query of such pieces answers a page, and its cursor the next page, or an
+    invalid_input naming the query: never another error."""
+    tenant = searched_corpus
+    text = "".join(piece + joiner for piece, joiner in pieces)[:QUERY_MAX]
+    try:
+        page = run(tenant, text, limit=1)
+        if page.next_cursor:
+            run(tenant, text, limit=1, cursor=page.next_cursor)
+    except InvalidInput as refused:
+        assert str(refused).startswith("invalid_input: query:")
