@@ -39,9 +39,9 @@ class _Query:
     required: str  # the phrases and exclusions, as a tsquery's text ("" for none)
     wanted: str  # the text asked for: the query without its exclusions
     written: dict[str, str] = field(default_factory=dict)  # lexeme -> the word that gave it
-    # The lexemes of a hyphenated word's parts ("stand" and "up" of "stand-ups"), unless a word
-    # of their own gives them too: they add to a memory's score, but what is distinctive in the
-    # question is the whole word.
+    # The lexemes of a hyphenated word's parts ("stand" and "up" of "stand-ups") and of a dotted
+    # name without its suffix ("moment" of "moment.js"), unless a word of their own gives them
+    # too: they add to a memory's score, but what is distinctive in the question is the whole.
     parts: frozenset[str] = frozenset()
     # The other spellings a term's memories are indexed by, asked for with it: a hyphenated
     # word joined ("stand-up" -> ("standup",)), a dotted name joined and stemmed ("next.js" ->
