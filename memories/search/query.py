@@ -25,8 +25,9 @@ _COMPOUND = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)+")
 # A hyphen inside a word: a phrase or exclusion holding one is asked for joined too.
 _INNER_HYPHEN = re.compile(r"(?<=[^\W_])-(?=[^\W_])")
 # A dotted name as written (each part starts with a letter, as in _DOTTED): a phrase or
-# exclusion holding one is asked for joined too ("Next.js" as "Nextjs").
-_DOTTED_WRITTEN = re.compile(r"(?<![^\W_])[^\W\d_][^\W_]*(?:\.[^\W\d_][^\W_]*)+")
+# exclusion holding one is asked for joined too ("Next.js" as "Nextjs"). Not an abbreviation, of
+# single letters: "a.m." joined is a stop word, and the phrase would lose it.
+_DOTTED_WRITTEN = re.compile(r"(?<![^\W_])[^\W\d_][^\W_]+(?:\.[^\W\d_][^\W_]+)+")
 # A dotted name's lexeme ("next.js"), in migration 0020's pattern: memories are indexed by it
 # also joined and stemmed ("nextj"), which takes the stemmer, so the query reads it from the
 # database (_Query.alternatives).

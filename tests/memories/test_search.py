@@ -217,6 +217,16 @@ def test_a_dotted_name_in_a_question_finds_the_name_without_its_suffix(
     assert name in hit.lacking
 
 
+def test_an_abbreviation_with_dots_is_not_asked_for_joined(tenant, settings):
+    """ "a.m." joined is "am", a stop word: a phrase or exclusion asked for in that spelling too
+    would require or exclude its other words alone."""
+    settings.SEARCH_EMBEDDER = "none"
+    early = record_memory(owner=tenant, memory_type="fact", topic="Team", content="9 a.m. standup.")
+    late = record_memory(owner=tenant, memory_type="fact", topic="Team", content="4 p.m. standup.")
+    assert [hit.id for hit in run(tenant, 'team "a.m. standup"').hits] == [early.id]
+    assert [hit.id for hit in run(tenant, 'team -"a.m. standup"').hits] == [late.id]
+
+
 def test_a_dotted_name_the_words_of_the_query_do_not_hold_is_asked_for(tenant, settings):
     """The query's text as one gives a dotted name ("jsnext.js") that none of its words gives
     alone: it is asked for all the same."""
