@@ -24,7 +24,7 @@ from accounts.models import DEMO_USERNAME
 from accounts.throttle import login_retry_after, record_login_failure, record_login_success
 from infra.rate_limit import client_network
 from memories import bounds
-from memories.models import CommitmentStatus, MemoryType
+from memories.models import CommitmentStatus, MemoryType, Thread
 
 THROTTLED_MESSAGE = (
     "Too many failed password attempts for this account or from your network. "
@@ -223,6 +223,23 @@ class MemoryFilterForm(forms.Form):
         choices=[("", "current"), ("all", "all")],
         error_messages={"invalid_choice": "Show is 'all' or nothing; not applied."},
     )
+
+    def __init__(self, *args, owner_id: int, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.owner_id = owner_id
+
+    def clean_thread(self) -> str:
+        """The thread as it is named (the filter takes any case), or an error naming the owner's
+        names most like the one given: a mistyped name is not a thread without matches."""
+        name = self.cleaned_data["thread"]
+        if not name:
+            return name
+        stored = Thread.objects.named(self.owner_id, name).values_list("name", flat=True).first()
+        if stored is None:
+            near = Thread.objects.near_names(self.owner_id, name)
+            hint = f" (did you mean {' or '.join(f'“{n}”' for n in near)}?)" if near else ""
+            raise ValidationError(f"You have no thread named “{name}”{hint}; it was not applied.")
+        return stored
 
     def applied(self) -> dict[str, str]:
         """The filters given and valid, by name (none blank)."""

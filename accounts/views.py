@@ -158,7 +158,7 @@ def memory_list(request: HttpRequest) -> HttpResponse:
 
 
 def _memory_list(request: HttpRequest) -> HttpResponse:
-    form = MemoryFilterForm(request.GET)
+    form = MemoryFilterForm(request.GET, owner_id=request.user.pk)
     applied = form.applied()
     show_all = applied.get("show") == "all"
     owned = Memory.objects.owned_by(request.user)
@@ -190,6 +190,7 @@ def _memory_list(request: HttpRequest) -> HttpResponse:
             "narrowed": bool(applied.keys() & {"type", "project", "state", "thread"}),
             "problems": form.problems(),
             "projects": owned.current().project_names(PROJECTS_LISTED),
+            "threads": Thread.objects.names(request.user.pk),
             "show_all": show_all,
             "hidden_exist": hidden_exist,
             "nav": "memories",

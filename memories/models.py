@@ -422,10 +422,19 @@ class ThreadQuerySet(models.QuerySet):
             proposal_count=_memberships_of_current_memories(owner_id, MembershipState.PROPOSED),
         )
 
-    def not_found(self, owner_id: int, name: str) -> NotFound:
-        """The NotFound of a thread name the owner has not, naming the owner's thread names most
-        like it (never another tenant's)."""
-        near = list(
+    def names(self, owner_id: int) -> list[str]:
+        """The owner's thread names (at most THREADS_MAX), alphabetically; erased ones left
+        out."""
+        return list(
+            self.filter(owner_id=owner_id)
+            .exclude(name=ERASED)
+            .order_by("name")
+            .values_list("name", flat=True)
+        )
+
+    def near_names(self, owner_id: int, name: str) -> list[str]:
+        """The owner's thread names most like `name` (never another tenant's), nearest first."""
+        return list(
             self.filter(owner_id=owner_id)
             .exclude(name=ERASED)
             .annotate(similar=TrigramSimilarity("name", Value(name)))
@@ -433,6 +442,11 @@ class ThreadQuerySet(models.QuerySet):
             .order_by("-similar", "name")
             .values_list("name", flat=True)[:SUGGESTIONS_MAX]
         )
+
+    def not_found(self, owner_id: int, name: str) -> NotFound:
+        """The NotFound of a thread name the owner has not, naming the owner's thread names most
+        like it (never another tenant's)."""
+        near = self.near_names(owner_id, name)
         # As an unknown scope or project is answered: where the names are, when none is near.
         hint = did_you_mean(near) or "describe_environment lists your threads"
         return NotFound(f"thread '{name}'; {hint}")

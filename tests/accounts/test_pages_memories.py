@@ -228,7 +228,7 @@ def test_a_memorys_page_names_the_threads_it_is_in(client, tenant, other_tenant)
     # The link lists the thread's members, by its name in any case.
     record_memory(owner=tenant, memory_type="note", topic="other", content="not in it")
     listed = client.get(reverse("accounts:memories"), {"thread": "launch"}).text
-    assert "REST" in listed and "not in it" not in listed and "in thread launch" in listed
+    assert "REST" in listed and "not in it" not in listed and "in thread Launch" in listed
     assert (
         "No current memory matches with these filters."
         in client.get(reverse("accounts:memories"), {"thread": "Ideas"}).text
@@ -236,6 +236,36 @@ def test_a_memorys_page_names_the_threads_it_is_in(client, tenant, other_tenant)
     lone = record_memory(owner=tenant, memory_type="note", topic="lone", content="alone")
     page = client.get(reverse("accounts:memory_detail", args=[lone.id])).text
     assert "<dt>Threads</dt><dd>none</dd>" in page
+
+
+def test_a_thread_name_that_is_none_of_yours_is_named_with_your_nearest_ones(
+    client, tenant, other_tenant
+):
+    """A mistyped thread name is said to be no thread of yours, with the names it is like, not
+    passed off as a thread without matches (nor offered the superseded and archived ones). The
+    field offers your thread names, and never another tenant's."""
+    memory = record_memory(owner=tenant, memory_type="decision", topic="plan", content="Ship")
+    create_thread(owner=tenant, name="Release Plan")
+    add_thread_members(owner=tenant, name="Release Plan", memory_ids=[memory.id])
+    record_memory(owner=tenant, memory_type="note", topic="misc", content="Lunch at noon")
+    create_thread(owner=other_tenant, name="Secret Project")
+    client.force_login(tenant)
+    url = reverse("accounts:memories")
+
+    page = client.get(url, {"thread": "relase plan"}).text
+    assert (
+        "You have no thread named “relase plan” (did you mean “Release Plan”?); "
+        "it was not applied." in page
+    )
+    assert "No current memory matches" not in page
+    assert "Ship" in page and "Lunch at noon" in page  # not applied, as other invalid filters
+    assert '<datalist id="memory-threads"><option value="Release Plan"></datalist>' in page
+    assert 'list="memory-threads"' in page
+
+    page = client.get(url, {"thread": "Secret Projec", "type": "note"}).text
+    assert "You have no thread named “Secret Projec”; it was not applied." in page
+    assert "Secret Project" not in page
+    assert "Lunch at noon" in page and "Ship" not in page  # the type filter still applies
 
 
 def test_detail_shows_the_whole_supersession_chain(client, tenant, history):
