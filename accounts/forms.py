@@ -73,8 +73,18 @@ class FocusFirstError:
             self.fields[invalid[0]].widget.attrs["autofocus"] = True
 
 
+# Django's wording says both fields "may be case-sensitive"; names log in in any case here
+# (accounts.models.UserManager), so it would send a person retyping a right name.
+CASE_NOTE = "Note that the password is case-sensitive; the username is not."
+
+
 class ThrottledAuthenticationForm(ThrottledPasswordCheck, AuthenticationForm):
     """Django's log-in form behind the log-in throttle."""
+
+    error_messages = {
+        **AuthenticationForm.error_messages,
+        "invalid_login": f"Please enter a correct %(username)s and password. {CASE_NOTE}",
+    }
 
     def clean(self):
         username = self.cleaned_data.get("username") or ""
@@ -83,6 +93,13 @@ class ThrottledAuthenticationForm(ThrottledPasswordCheck, AuthenticationForm):
 
 class ThrottledAdminAuthenticationForm(ThrottledPasswordCheck, AdminAuthenticationForm):
     """The admin's log-in form (staff only) behind the same throttle."""
+
+    error_messages = {
+        **AdminAuthenticationForm.error_messages,
+        "invalid_login": (
+            f"Please enter the correct %(username)s and password for a staff account. {CASE_NOTE}"
+        ),
+    }
 
     def clean(self):
         username = self.cleaned_data.get("username") or ""

@@ -200,6 +200,15 @@ def test_wrong_password_says_so_without_naming_which_part_was_wrong(client, tena
     assert "Please enter a correct username and password" in response.text
 
 
+def test_a_refused_log_in_says_only_the_password_is_case_sensitive(client, tenant):
+    """Names log in in any case, so "both fields may be case-sensitive" (Django's wording) would
+    send a person retyping a right username in other cases; the admin's log-in alike."""
+    for path in (reverse("accounts:login"), "/admin/login/"):
+        page = client.post(path, {"username": tenant.username.upper(), "password": "wrong"}).text
+        assert "may be case-sensitive" not in page, path
+        assert "Note that the password is case-sensitive; the username is not." in page, path
+
+
 def test_failed_log_ins_are_throttled_per_account_and_address(client, tenant, settings):
     settings.LOGIN_FAILURES_PER_ACCOUNT_ADDRESS = 3
     for _ in range(3):
