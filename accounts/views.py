@@ -7,7 +7,7 @@ from django.contrib import messages
 from django.contrib.auth import login, logout
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
+from django.core.paginator import InvalidPage, Page, Paginator
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
@@ -34,6 +34,8 @@ from memories.services import parse_memory_id
 MEMORIES_PER_PAGE = 20
 # The account's projects offered as the project filter's suggestions.
 PROJECTS_LISTED = 100
+# A page "number" is echoed in the message refusing it, cut to this many characters.
+PAGE_SHOWN_MAX = 20
 
 
 @require_safe
@@ -173,7 +175,7 @@ def _memory_list(request: HttpRequest) -> HttpResponse:
     filtered = bool(applied.keys() - {"show"})
     memories = matching if show_all else matching.active()
     memories = memories.annotate(successor_id=F("successors__id")).order_by("-recorded_at", "-id")
-    page = Paginator(memories, MEMORIES_PER_PAGE).get_page(request.GET.get("page"))
+    page, page_problem = _page(Paginator(memories, MEMORIES_PER_PAGE), request.GET.get("page"))
     # No current memory must not read as "no memories at all" when superseded or archived ones
     # would be shown with the toggle. Asked of the unfiltered account only (its first row
     # answers): with a filter, the empty page offers the toggle without a second scan of the
@@ -188,7 +190,7 @@ def _memory_list(request: HttpRequest) -> HttpResponse:
             "applied": applied,
             "filtered": filtered,
             "narrowed": bool(applied.keys() & {"type", "project", "state", "thread"}),
-            "problems": form.problems(),
+            "problems": form.problems() + ([page_problem] if page_problem else []),
             "projects": owned.current().project_names(PROJECTS_LISTED),
             "threads": Thread.objects.names(request.user.pk),
             "show_all": show_all,
@@ -196,6 +198,23 @@ def _memory_list(request: HttpRequest) -> HttpResponse:
             "nav": "memories",
         },
     )
+
+
+def _page(paginator: Paginator, requested: str | None) -> tuple[Page, str | None]:
+    """The page asked for; for one that does not exist, the nearest (as Paginator.get_page
+    picks it) and a message saying so, rather than passing it off as the page asked for."""
+    page = paginator.get_page(requested)
+    if not requested:
+        return page, None
+    try:
+        paginator.validate_number(requested)
+    except InvalidPage:
+        shown = requested if len(requested) <= PAGE_SHOWN_MAX else requested[:PAGE_SHOWN_MAX] + "…"
+        return page, (
+            f"There is no page “{shown}”: pages run from 1 to {paginator.num_pages}. "
+            f"This is page {page.number}."
+        )
+    return page, None
 
 
 @login_required

@@ -212,6 +212,24 @@ def test_pagination(client, tenant):
     assert "entry 00" in second_page and "entry 24" not in second_page
 
 
+def test_a_page_number_that_does_not_exist_is_named_with_the_pages_there_are(client, tenant):
+    """A bookmarked page 7 of a list now two pages long shows the last page and says so, rather
+    than passing it off as the page asked for."""
+    for number in range(25):
+        MemoryFactory(owner=tenant, content=f"entry {number:02d}")
+    client.force_login(tenant)
+    url = reverse("accounts:memories")
+    page = client.get(url, {"page": 7}).text
+    assert "There is no page “7”: pages run from 1 to 2. This is page 2." in page
+    assert "Page 2 of 2" in page and "entry 00" in page
+    page = client.get(url, {"page": "last", "q": "entry"}).text
+    assert "There is no page “last”: pages run from 1 to 2. This is page 1." in page
+    assert "Page 1 of 2" in page and "entry 24" in page
+    for fine in ("2", "", None):
+        page = client.get(url, {} if fine is None else {"page": fine}).text
+        assert "There is no page" not in page, fine
+
+
 def test_a_memorys_page_names_the_threads_it_is_in(client, tenant, other_tenant):
     """The threads agents filed it in, by name; not those only proposed, nor anyone else's."""
     memory = record_memory(owner=tenant, memory_type="decision", topic="api", content="REST")
