@@ -11,7 +11,7 @@ from django.utils import timezone
 from accounts import export
 from memories.models import MembershipState, Thread, ThreadMembership
 from memories.services import archive_memory, record_memory, revise_memory
-from memories.threads import add_thread_members, create_thread
+from memories.threads import add_thread_members, create_thread, revise_memory_in_threads
 from tests.factories import MemoryFactory
 
 
@@ -284,6 +284,22 @@ def test_a_thread_name_that_is_none_of_yours_is_named_with_your_nearest_ones(
     assert "You have no thread named “Secret Projec”; it was not applied." in page
     assert "Secret Project" not in page
     assert "Lunch at noon" in page and "Ship" not in page  # the type filter still applies
+
+
+def test_a_superseded_or_archived_memorys_thread_link_lists_it_too(client, tenant):
+    """The thread link of a memory no longer current lists the thread with superseded and
+    archived members, so the memory one came from is in it."""
+    old = record_memory(owner=tenant, memory_type="decision", topic="api", content="Use REST")
+    create_thread(owner=tenant, name="Launch")
+    add_thread_members(owner=tenant, name="Launch", memory_ids=[old.id])
+    new = revise_memory_in_threads(owner=tenant, predecessor_id=old.id, content="Use gRPC")
+    client.force_login(tenant)
+    detail = client.get(reverse("accounts:memory_detail", args=[old.id])).text
+    [link] = re.findall(r'<dt>Threads</dt><dd><a href="([^"]*)">Launch</a>', detail)
+    assert link == "/memories/?thread=Launch&amp;show=all"
+    assert "Use REST" in client.get(link.replace("&amp;", "&")).text
+    detail = client.get(reverse("accounts:memory_detail", args=[new.id])).text
+    assert '<dt>Threads</dt><dd><a href="/memories/?thread=Launch">Launch</a>' in detail
 
 
 def test_detail_shows_the_whole_supersession_chain(client, tenant, history):
