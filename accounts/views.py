@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login, logout
@@ -12,7 +14,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render, resolve_url
-from django.urls import reverse_lazy
+from django.urls import reverse, reverse_lazy
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
@@ -232,9 +234,18 @@ def memory_detail(request: HttpRequest, memory_id: str) -> HttpResponse:
             "memory": memory,
             "chain": Memory.objects.revision_chain(memory),
             "threads": Thread.objects.holding(request.user.pk, memory.id).order_by("name"),
+            "list_query": _list_query_came_from(request),
             "nav": "memories",
         },
     )
+
+
+def _list_query_came_from(request: HttpRequest) -> str:
+    """The filters and page of the My memories list this page was opened from (its referrer on
+    this site), so that the way back returns to them; '' from anywhere else."""
+    came_from = urlsplit(request.headers.get("Referer", ""))
+    same_site = (came_from.scheme, came_from.netloc) == (request.scheme, request.get_host())
+    return came_from.query if same_site and came_from.path == reverse("accounts:memories") else ""
 
 
 @login_required

@@ -302,6 +302,29 @@ def test_a_superseded_or_archived_memorys_thread_link_lists_it_too(client, tenan
     assert '<dt>Threads</dt><dd><a href="/memories/?thread=Launch">Launch</a>' in detail
 
 
+def test_the_way_back_from_a_memory_returns_to_the_list_as_it_was_filtered(client, tenant):
+    """From page 2 of the atlas decisions, back goes to page 2 of the atlas decisions, not to
+    the whole first page; from anywhere else (another site, no referrer), to the list."""
+    memory = MemoryFactory(owner=tenant, project="atlas", content="Use Kafka")
+    client.force_login(tenant)
+    detail = reverse("accounts:memory_detail", args=[memory.id])
+    page = client.get(
+        detail, HTTP_REFERER="http://testserver/memories/?project=atlas&type=decision&page=2"
+    ).text
+    assert (
+        '<a href="/memories/?project=atlas&amp;type=decision&amp;page=2">← Back to the list</a>'
+        in page
+    )
+    for referrer in (
+        {},
+        {"HTTP_REFERER": "https://elsewhere.example/memories/?project=atlas"},
+        {"HTTP_REFERER": "http://testserver/apps/?project=atlas"},
+        {"HTTP_REFERER": "http://testserver/memories/"},
+    ):
+        page = client.get(detail, **referrer).text
+        assert '<a href="/memories/">← All memories</a>' in page, referrer
+
+
 def test_detail_shows_the_whole_supersession_chain(client, tenant, history):
     first, second, third, _ = history
     client.force_login(tenant)
