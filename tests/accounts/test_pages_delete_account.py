@@ -13,6 +13,9 @@ def test_the_page_explains_what_happens(client, tenant):
     client.force_login(tenant)
     page = client.get(reverse("accounts:delete_account")).text
     assert "<code>[erased]</code>" in page
+    # All the text erasure overwrites, so none of it is thought to stay: scope and thread names
+    # too.
+    assert "(content, topic, tags, scope and project) and the name of every thread" in page
     assert "Every connected app is disconnected" in page
     assert "There is no undo" in page
     assert 'type="password"' in page
