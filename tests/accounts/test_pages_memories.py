@@ -56,7 +56,7 @@ def test_search_matches_content_topic_and_tags(client, tenant):
         page = client.get(reverse("accounts:memories"), {"q": query}).text
         assert "Ship on Tuesdays" in page and "Coffee, black" not in page
     page = client.get(reverse("accounts:memories"), {"q": "nothing like this"}).text
-    assert "No current memory matches “nothing like this”." in page
+    assert "No current memory matches “<bdi>nothing like this</bdi>”." in page
 
 
 def test_no_current_memory_points_to_the_superseded_and_archived_ones(client, tenant):
@@ -71,11 +71,14 @@ def test_no_current_memory_points_to_the_superseded_and_archived_ones(client, te
     # With a filter, the empty page offers the toggle, without scanning the account again to
     # see whether it would find something.
     page = client.get(reverse("accounts:memories"), {"q": "pizza"}).text
-    assert "No current memory matches “pizza”." in page
+    assert "No current memory matches “<bdi>pizza</bdi>”." in page
     assert 'href="?q=pizza&amp;show=all"' in page
     page = client.get(reverse("accounts:memories"), {"q": "sushi", "show": "all"}).text
     after_the_form = page.split('role="search"')[1].split("</form>")[1]
-    assert "No memory matches “sushi”." in page and "Include superseded" not in after_the_form
+    assert (
+        "No memory matches “<bdi>sushi</bdi>”." in page
+        and "Include superseded" not in after_the_form
+    )
 
 
 def test_an_account_without_memories_is_told_how_they_arrive(client, tenant, other_tenant):
@@ -128,6 +131,37 @@ def test_every_time_shown_says_it_is_utc(client, tenant, history):
         assert shown and all(text.endswith(" UTC") for text in shown), shown
 
 
+def test_right_to_left_text_reads_in_its_own_direction(client, tenant):
+    """A Hebrew or Arabic memory set in the page's left-to-right direction reads scrambled (its
+    numbers, Latin words and final punctuation land on the wrong side): every piece of tenant
+    text takes its direction from itself, and inline pieces are isolated from their
+    neighbours."""
+    topic, content = "גרסה 2.0 של המערכת!", "הוחלט: נעבור ל-PostgreSQL 18 (לא Redis)."
+    memory = record_memory(
+        owner=tenant,
+        memory_type="decision",
+        topic=topic,
+        content=content,
+        project="פרויקט-אטלס",
+        tags=["תגית"],
+    )
+    create_thread(owner=tenant, name="שחרור")
+    add_thread_members(owner=tenant, name="שחרור", memory_ids=[memory.id])
+    client.force_login(tenant)
+    listed = client.get(reverse("accounts:memories"), {"project": "פרויקט-אטלס"}).text
+    assert f'<h2 dir="auto"><a href="/memories/{memory.id}/">{topic}</a></h2>' in listed
+    assert f'<p class="memory-content" dir="auto">{content}</p>' in listed
+    assert "· <bdi>פרויקט-אטלס</bdi> ·" in listed
+    assert "Tags: <bdi>תגית</bdi>" in listed
+    assert "in project <bdi>פרויקט-אטלס</bdi>" in listed
+    detail = client.get(reverse("accounts:memory_detail", args=[memory.id])).text
+    assert f'<h1 dir="auto">{topic}</h1>' in detail
+    assert f'<p class="memory-content" dir="auto">{content}</p>' in detail
+    assert "<dt>Project</dt><dd><bdi>פרויקט-אטלס</bdi></dd>" in detail
+    assert "<dt>Tags</dt><dd><bdi>תגית</bdi></dd>" in detail
+    assert '">שחרור</a>' in detail and '<a dir="auto" href="/memories/?thread=' in detail
+
+
 def test_a_tag_matches_only_a_search_equal_to_it(client, tenant):
     """Not a longer search whose first 64 characters (the tags' length) equal it."""
     tag = "project-" + "x" * 56
@@ -163,7 +197,7 @@ def test_filters_narrow_by_type_project_and_commitment_state_and_say_so(client, 
 
     page = client.get(url, {"type": "decision", "project": "atlas"}).text
     assert "Use Kafka" in page and "Use Redis" not in page and "Ship v2" not in page
-    assert "1 memory of type decision in project atlas (current only)." in page
+    assert "1 memory of type decision in project <bdi>atlas</bdi> (current only)." in page
     assert '<option value="decision" selected>' in page
     assert '<option value="atlas">' in page and '<option value="beacon">' in page
     page = client.get(url, {"project": "atlas", "state": "open"}).text
@@ -242,11 +276,15 @@ def test_a_memorys_page_names_the_threads_it_is_in(client, tenant, other_tenant)
     create_thread(owner=other_tenant, name="Theirs")
     client.force_login(tenant)
     page = client.get(reverse("accounts:memory_detail", args=[memory.id])).text
-    assert '<dt>Threads</dt><dd><a href="/memories/?thread=Launch">Launch</a></dd>' in page
+    assert (
+        '<dt>Threads</dt><dd><a dir="auto" href="/memories/?thread=Launch">Launch</a></dd>' in page
+    )
     # The link lists the thread's members, by its name in any case.
     record_memory(owner=tenant, memory_type="note", topic="other", content="not in it")
     listed = client.get(reverse("accounts:memories"), {"thread": "launch"}).text
-    assert "REST" in listed and "not in it" not in listed and "in thread Launch" in listed
+    assert (
+        "REST" in listed and "not in it" not in listed and "in thread <bdi>Launch</bdi>" in listed
+    )
     assert (
         "No current memory matches with these filters."
         in client.get(reverse("accounts:memories"), {"thread": "Ideas"}).text
@@ -295,11 +333,11 @@ def test_a_superseded_or_archived_memorys_thread_link_lists_it_too(client, tenan
     new = revise_memory_in_threads(owner=tenant, predecessor_id=old.id, content="Use gRPC")
     client.force_login(tenant)
     detail = client.get(reverse("accounts:memory_detail", args=[old.id])).text
-    [link] = re.findall(r'<dt>Threads</dt><dd><a href="([^"]*)">Launch</a>', detail)
+    [link] = re.findall(r'<dt>Threads</dt><dd><a dir="auto" href="([^"]*)">Launch</a>', detail)
     assert link == "/memories/?thread=Launch&amp;show=all"
     assert "Use REST" in client.get(link.replace("&amp;", "&")).text
     detail = client.get(reverse("accounts:memory_detail", args=[new.id])).text
-    assert '<dt>Threads</dt><dd><a href="/memories/?thread=Launch">Launch</a>' in detail
+    assert '<dt>Threads</dt><dd><a dir="auto" href="/memories/?thread=Launch">Launch</a>' in detail
 
 
 def test_the_way_back_from_a_memory_returns_to_the_list_as_it_was_filtered(client, tenant):
