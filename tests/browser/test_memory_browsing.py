@@ -1,0 +1,68 @@
+"""My memories with the keyboard alone: filters that survive paging, a mistyped thread named,
+and the way back from a memory to the filtered page it was opened from (the browser's own
+referrer, which a test client only imitates)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from memories.services import record_memory
+from memories.threads import add_thread_members, create_thread
+from tests.factories import PASSWORD, UserFactory
+
+pytestmark = [pytest.mark.browser, pytest.mark.live]
+
+
+def test_filtering_paging_and_coming_back_with_the_keyboard(browser, daphne_server):
+    tenant = UserFactory(username="lin")
+    facts = [
+        record_memory(
+            owner=tenant,
+            memory_type="fact",
+            topic=f"atlas fact {number:02d}",
+            content=f"Atlas fact number {number:02d}",
+            project="atlas",
+        )
+        for number in range(25)
+    ]
+    record_memory(owner=tenant, memory_type="note", topic="n", content="A note", project="atlas")
+    create_thread(owner=tenant, name="Release Plan")
+    add_thread_members(owner=tenant, name="Release Plan", memory_ids=[facts[0].id])
+    page = browser.new_context(viewport={"width": 390, "height": 844}).new_page()
+    page.goto(daphne_server("/login/"))
+    page.keyboard.type("lin")
+    page.keyboard.press("Tab")
+    page.keyboard.type(PASSWORD)
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(daphne_server("/memories/"))
+
+    page.get_by_label("Thread").focus()
+    page.keyboard.type("relase plan")
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("alert")).to_have_text(
+        "You have no thread named “relase plan” (did you mean “Release Plan”?); it was not applied."
+    )
+
+    page.get_by_label("Thread").fill("")
+    page.get_by_label("Type").select_option("fact")
+    page.get_by_label("Project").focus()
+    page.keyboard.type("atlas")
+    page.keyboard.press("Enter")
+    expect(page.get_by_text("25 memories of type fact in project atlas")).to_be_visible()
+    page.get_by_role("link", name="Older").focus()
+    page.keyboard.press("Enter")
+    expect(page.get_by_text("Page 2 of 2")).to_be_visible()
+    expect(page.get_by_text("25 memories of type fact in project atlas")).to_be_visible()
+    listed = page.url
+
+    page.get_by_role("link", name="atlas fact 00").focus()
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", level=1)).to_have_text("atlas fact 00")
+    back = page.get_by_role("link", name="← Back to the list")
+    back.focus()
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(listed)
+    assert re.search(r"type=fact", listed) and re.search(r"page=2", listed)
