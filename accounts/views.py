@@ -243,7 +243,10 @@ def memory_detail(request: HttpRequest, memory_id: str) -> HttpResponse:
 def _list_query_came_from(request: HttpRequest) -> str:
     """The filters and page of the My memories list this page was opened from (its referrer on
     this site), so that the way back returns to them; '' from anywhere else."""
-    came_from = urlsplit(request.headers.get("Referer", ""))
+    try:
+        came_from = urlsplit(request.headers.get("Referer", ""))
+    except ValueError:  # a referrer that is no URL (an unclosed "[" of an IPv6 host)
+        return ""
     same_site = (came_from.scheme, came_from.netloc) == (request.scheme, request.get_host())
     return came_from.query if same_site and came_from.path == reverse("accounts:memories") else ""
 

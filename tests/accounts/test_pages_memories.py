@@ -358,6 +358,7 @@ def test_the_way_back_from_a_memory_returns_to_the_list_as_it_was_filtered(clien
         {"HTTP_REFERER": "https://elsewhere.example/memories/?project=atlas"},
         {"HTTP_REFERER": "http://testserver/apps/?project=atlas"},
         {"HTTP_REFERER": "http://testserver/memories/"},
+        {"HTTP_REFERER": "http://[testserver/memories/?project=atlas"},  # not a URL at all
     ):
         page = client.get(detail, **referrer).text
         assert '<a href="/memories/">← All memories</a>' in page, referrer
