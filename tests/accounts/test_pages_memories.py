@@ -236,6 +236,23 @@ def test_pages_keep_the_filters(client, tenant):
     assert "fact 00" in second and "a note" not in second and "Page 2 of 2" in second
 
 
+def test_the_window_title_says_which_list_and_page_it_shows(client, tenant):
+    """Tabs, bookmarks and screen readers tell pages apart by the title (WCAG 2.4.2)."""
+    for number in range(25):
+        MemoryFactory(owner=tenant, memory_type="fact", content=f"entry {number:02d}")
+    client.force_login(tenant)
+    titles = [
+        re.search(r"<title>(.*)</title>", client.get(reverse("accounts:memories"), query).text)[1]
+        for query in ({}, {"page": 2}, {"q": "entry", "type": "fact", "page": 2}, {"show": "all"})
+    ]
+    assert titles == [
+        "My memories · threengram",
+        "My memories, page 2 · threengram",
+        "My memories matching “entry”, filtered, page 2 · threengram",
+        "My memories, superseded and archived included · threengram",
+    ]
+
+
 def test_pagination(client, tenant):
     for number in range(25):
         MemoryFactory(owner=tenant, content=f"entry {number:02d}")
