@@ -147,7 +147,9 @@ class MemoryExcerpt(MemoryResource):
             "recorded_at": row[9],
             "valid_to": row[10],
             "due_at": row[11],
-            "overdue": is_overdue(due_at=row[11], commitment_status=row[8], now=now),
+            "overdue": is_overdue(
+                due_at=row[11], commitment_status=row[8], valid_to=row[10], now=now
+            ),
         }
 
     @classmethod

@@ -102,9 +102,22 @@ COMMITMENT_TRANSITIONS: dict[str, frozenset[str]] = {
 UNSETTLED_COMMITMENT_STATES = frozenset({CommitmentStatus.OPEN, CommitmentStatus.WAITING})
 
 
-def is_overdue(*, due_at: datetime | None, commitment_status: str | None, now: datetime) -> bool:
-    """A commitment still open or waiting whose due time has passed."""
-    return due_at is not None and due_at < now and commitment_status in UNSETTLED_COMMITMENT_STATES
+def is_overdue(
+    *,
+    due_at: datetime | None,
+    commitment_status: str | None,
+    valid_to: datetime | None,
+    now: datetime,
+) -> bool:
+    """A current commitment still open or waiting whose due time has passed. A superseded
+    version (valid_to set, as asOf and a listing's later page show one) is not: its successor
+    carries the commitment, perhaps with a due date moved, and says so itself."""
+    return (
+        valid_to is None
+        and due_at is not None
+        and due_at < now
+        and commitment_status in UNSETTLED_COMMITMENT_STATES
+    )
 
 
 class MemoryQuerySet(models.QuerySet):
@@ -359,10 +372,12 @@ class Memory(MemoryResource, TenantRow):
 
     @property
     def overdue(self) -> bool:
-        """A current commitment still open or waiting whose due time has passed, as of now. A
-        superseded version is not: its successor carries the commitment (and says so itself)."""
-        return self.valid_to is None and is_overdue(
-            due_at=self.due_at, commitment_status=self.commitment_status, now=timezone.now()
+        """is_overdue, as of now."""
+        return is_overdue(
+            due_at=self.due_at,
+            commitment_status=self.commitment_status,
+            valid_to=self.valid_to,
+            now=timezone.now(),
         )
 
 

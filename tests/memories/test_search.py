@@ -433,6 +433,33 @@ def test_as_of_searches_what_was_current_then(tenant, corpus):
     assert [h.id for h in run(tenant, "helix").hits] == [successor.id]
 
 
+def test_a_superseded_commitment_is_not_overdue_in_an_as_of_search(tenant):
+    """The version an agent sees with asOf is not the commitment any more: its successor, with
+    the new due date, carries it. Calling the old version overdue sends the agent chasing a
+    deadline that was moved, as the hit's own Memory.overdue already says it is not."""
+    late = record_memory(
+        owner=tenant,
+        memory_type="commitment",
+        topic="launch checklist",
+        content="Ship the launch checklist to Maria.",
+        due_at=(timezone.now() - timedelta(days=2)).isoformat(),
+    )
+    before = timezone.now()
+    moved = revise_memory(
+        owner=tenant,
+        predecessor_id=late.id,
+        content="Ship the launch checklist to Maria next week.",
+        due_at=(timezone.now() + timedelta(days=5)).isoformat(),
+    )
+
+    for query in ("launch checklist", None):
+        [then] = run(tenant, query, as_of=before.isoformat()).hits
+        assert (then.id, then.commitment_status, then.overdue) == (late.id, "open", False)
+        assert then.valid_to == moved.recorded_at
+    [now] = run(tenant, "launch checklist").hits
+    assert (now.id, now.overdue) == (moved.id, False)
+
+
 def test_filters_narrow(tenant, corpus):
     record_memory(
         owner=tenant, memory_type="note", topic="db", content="database index", scope="work"
