@@ -116,10 +116,25 @@ def _insert(memory: Memory, vectors_by: str | None) -> Memory:
     return memory
 
 
-def superseded(owner_id: int, memory_id: uuid.UUID, action: str) -> Conflict:
+def superseded(
+    owner_id: int, memory_id: uuid.UUID, action: str, *, needs_type: str | None = None
+) -> Conflict:
     """The Conflict of an action on a superseded memory, naming the newest revision to act on
-    instead (so the agent needs no get_memories to find it)."""
+    instead (so the agent needs no get_memories to find it). When the action needs a type
+    (`needs_type`: resolve, a commitment) and a revision changed the type, the newest is named
+    as what it is now, not as something to act on: acting on it would only be refused."""
     newest = Memory.objects.newest_revision_id(owner_id, memory_id)
+    if needs_type is not None:
+        newest_type = (
+            Memory.objects.filter(owner_id=owner_id, id=newest)
+            .values_list("memory_type", flat=True)
+            .first()
+        )
+        if newest_type is not None and newest_type != needs_type:
+            return Conflict(
+                f"memory {memory_id} is already superseded by {newest}, a {newest_type}, not a "
+                f"{needs_type}: there is no {needs_type} left to {action}"
+            )
     return Conflict(f"memory {memory_id} is already superseded by {newest}; {action} {newest}")
 
 
@@ -411,7 +426,7 @@ def resolve_commitment(*, owner: AbstractBaseUser, memory_id: object, status: ob
                 "memoryId", f"memory {memory.id} is a {memory.memory_type}, not a commitment"
             )
         if memory.valid_to is not None:
-            raise superseded(owner.pk, memory.id, "resolve")
+            raise superseded(owner.pk, memory.id, "resolve", needs_type=MemoryType.COMMITMENT)
         if status != memory.commitment_status:
             moves = COMMITMENT_TRANSITIONS[memory.commitment_status]
             if status not in moves:

@@ -147,6 +147,20 @@ class TestRevise:
             f"conflict: memory {old.id} is already superseded by {new.id}; {action} {new.id}"
         )
 
+    def test_resolving_a_commitment_revised_into_another_type_sends_nowhere(self, tenant):
+        """Its newest revision is no commitment: "resolve {newest}" would only earn the agent an
+        invalid_input, so the conflict says there is nothing left to resolve."""
+        old = record_memory(owner=tenant, memory_type="commitment", topic="a", content="v1")
+        new = revise_memory(owner=tenant, predecessor_id=old.id, content="v2", memory_type="fact")
+        with pytest.raises(Conflict) as raised:
+            resolve_commitment(owner=tenant, memory_id=old.id, status="resolved")
+        assert str(raised.value) == (
+            f"conflict: memory {old.id} is already superseded by {new.id}, a fact, not a "
+            "commitment: there is no commitment left to resolve"
+        )
+        old.refresh_from_db()
+        assert old.commitment_status == "open"
+
     def test_may_restate_the_predecessors_exact_content(self, tenant):
         old = record_memory(owner=tenant, memory_type="note", topic="a", content="same")
         new = revise_memory(owner=tenant, predecessor_id=old.id, content="same", topic="renamed")
