@@ -335,6 +335,7 @@ GET_MEMORIES_OUT = output(
                     "validTo": NULLABLE_DATETIME,
                     "commitmentStatus": nullable("string"),
                     "dueAt": NULLABLE_DATETIME,
+                    "overdue": {"type": "boolean"},
                     "predecessorId": nullable("string"),
                     "successorId": nullable("string"),
                 }

@@ -173,6 +173,7 @@ def memory(item: ReadMemory) -> dict:
         "validTo": utc_datetime(item.valid_to),
         "commitmentStatus": item.commitment_status,
         "dueAt": utc_datetime(item.due_at),
+        "overdue": item.overdue,
         "predecessorId": str(item.predecessor_id) if item.predecessor_id else None,
         "successorId": str(item.successor_id) if item.successor_id else None,
     }

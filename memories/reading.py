@@ -8,9 +8,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.utils import timezone
+
 from memories.access import read_owned_memories
 from memories.errors import InvalidInput
-from memories.models import Memory, MemoryResource
+from memories.models import Memory, MemoryResource, is_overdue
 from memories.services import parse_memory_id
 
 IDS_MAX = 20
@@ -34,6 +36,7 @@ class ReadMemory(MemoryResource):
     valid_to: datetime | None
     commitment_status: str | None
     due_at: datetime | None
+    overdue: bool  # as search and briefing tell it (models.is_overdue), as of the read
     predecessor_id: uuid.UUID | None
     successor_id: uuid.UUID | None
 
@@ -66,6 +69,7 @@ async def read_memories(
         ).values_list("predecessor_id", "id")
     }
     batch = MemoryBatch()
+    now = timezone.now()
     remaining = budget
     seen: set[uuid.UUID] = set()
     for requested in unique:
@@ -97,6 +101,12 @@ async def read_memories(
                 valid_to=memory.valid_to,
                 commitment_status=memory.commitment_status,
                 due_at=memory.due_at,
+                overdue=is_overdue(
+                    due_at=memory.due_at,
+                    commitment_status=memory.commitment_status,
+                    valid_to=memory.valid_to,
+                    now=now,
+                ),
                 predecessor_id=memory.predecessor_id,
                 successor_id=successors.get(memory.id),
             )

@@ -580,6 +580,28 @@ async def test_get_memories_returns_bodies_lifecycle_and_links(agent):
     assert not any("embedding" in memory for memory in result["memories"])
 
 
+async def test_get_memories_says_whether_a_commitment_is_overdue_as_search_does(agent):
+    """The whole memory tells what its excerpt in search and briefing tells: a late commitment
+    is overdue; once resolved, or superseded by a revision that moved its date, it is not."""
+    past = (timezone.now() - timedelta(days=1)).isoformat()
+    late = await remember(agent, memoryType="commitment", content="pay invoice", dueAt=past)
+    note = await remember(agent, content="a note")
+    [hit] = (await ok(agent, "search", {"query": "invoice"}))["hits"]
+    read = (await ok(agent, "get_memories", {"ids": [late["id"], note["id"]]}))["memories"]
+    assert [memory["overdue"] for memory in read] == [hit["overdue"], False] == [True, False]
+
+    later = (timezone.now() + timedelta(days=1)).isoformat()
+    arguments = {"predecessorId": late["id"], "content": "pay invoice", "dueAt": later}
+    moved = (await ok(agent, "revise", arguments))["memory"]
+    read = (await ok(agent, "get_memories", {"ids": [late["id"], moved["id"]]}))["memories"]
+    assert [memory["overdue"] for memory in read] == [False, False]
+
+    again = await remember(agent, memoryType="commitment", content="file taxes", dueAt=past)
+    await ok(agent, "resolve", {"memoryId": again["id"], "status": "resolved"})
+    [read] = (await ok(agent, "get_memories", {"ids": [again["id"]]}))["memories"]
+    assert (read["commitmentStatus"], read["overdue"]) == ("resolved", False)
+
+
 async def long_notes(owner, count: int) -> list[str]:
     """The ids of `count` new notes of 2,000 characters each."""
     return [
