@@ -249,14 +249,31 @@ def decide_thread_proposal(
         if proposal is None:  # decided meanwhile: answered as a decision made before this one
             return _decided(owner, parsed, proposal_id, accept)
         if superseded is not None:
-            raise Conflict(
-                f"memory {proposal.memory_id} of proposal {proposal.id} is superseded; its "
-                "successor has the proposal now"
-            )
+            raise _moved_proposal(owner, proposal, accept)
         proposal.state = MembershipState.MEMBER if accept else MembershipState.REJECTED
         proposal.decided_at = timezone.now()
         proposal.save(update_fields=["state", "decided_at"])
         return proposal
+
+
+def _moved_proposal(owner: AbstractBaseUser, proposal: ThreadMembership, accept: bool) -> Conflict:
+    """The Conflict of deciding a proposal whose memory was revised: a revision moves the
+    proposal to the successor, under a new id, which is named (as a superseded memory's
+    Conflict names the newest revision) so that the agent need not list proposals to find it."""
+    newest = Memory.objects.newest_revision_id(owner.pk, proposal.memory_id)
+    moved = ThreadMembership.objects.filter(
+        owner=owner, thread_id=proposal.thread_id, memory_id=newest
+    ).first()
+    stale = f"memory {proposal.memory_id} of proposal {proposal.id} is superseded by {newest}"
+    if moved is None:
+        return Conflict(f"{stale}; it is not proposed for thread '{proposal.thread.name}'")
+    if moved.state != MembershipState.PROPOSED:
+        return Conflict(
+            f"{stale}, whose proposal {moved.id} for thread '{proposal.thread.name}' is "
+            f"decided already ({moved.state})"
+        )
+    action = "accept_proposal" if accept else "reject_proposal"
+    return Conflict(f"{stale}, whose proposal is {moved.id}: {action} {moved.id}")
 
 
 def _decided(

@@ -165,9 +165,17 @@ def test_a_revision_carries_open_proposals_and_rejections_to_the_successor(
     assert open_proposal.memory_id == successor.id
     assert open_proposal.similarity == pytest.approx(proposal.similarity, abs=1e-3)
     # The superseded memory's proposal is no longer open: the successor's is.
-    with pytest.raises(Conflict, match="superseded; its successor has the proposal now"):
+    with pytest.raises(Conflict) as raised:
         threads.decide_thread_proposal(owner=tenant, proposal_id=proposal.id, accept=True)
+    # Named, so the agent acts on it without listing every open proposal to find it.
+    assert str(raised.value) == (
+        f"conflict: memory {memory.id} of proposal {proposal.id} is superseded by "
+        f"{successor.id}, whose proposal is {open_proposal.id}: accept_proposal "
+        f"{open_proposal.id}"
+    )
     threads.decide_thread_proposal(owner=tenant, proposal_id=open_proposal.id, accept=False)
+    with pytest.raises(Conflict, match=f"whose proposal {open_proposal.id} for thread 'budget' "):
+        threads.decide_thread_proposal(owner=tenant, proposal_id=proposal.id, accept=True)
     third = revise_memory_in_threads(owner=tenant, predecessor_id=successor.id, content="b3")
     assert ThreadMembership.objects.get(memory=third).state == MembershipState.REJECTED
     [listed] = threads.list_threads(owner=tenant)
