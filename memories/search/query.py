@@ -32,6 +32,16 @@ _DOTTED_WRITTEN = re.compile(r"(?<![^\W_])[^\W\d_][^\W_]+(?:\.[^\W\d_][^\W_]+)+"
 # also joined and stemmed ("nextj"), which takes the stemmer, so the query reads it from the
 # database (_Query.alternatives).
 _DOTTED = re.compile(r"[a-z][a-z0-9]*(?:\.[a-z][a-z0-9]*)+")
+# A run of Chinese, Japanese or Korean characters, as migration 0021 reads them: memories are
+# indexed also by its pairs of characters (memories_cjk_pairs), as a run is one word to the
+# parser ("東京都渋谷区の事務所"); a question asks for the pairs of its runs, a phrase for them in
+# order.
+_CJK_RUN = re.compile(
+    "[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\uff66-\uff9f]+"
+)
+# A question asks for at most this many pairs (the first ones): a page of CJK text would otherwise
+# ask for hundreds of terms.
+CJK_PAIRS_MAX = 64
 
 
 @dataclass(frozen=True)
@@ -69,7 +79,11 @@ def _parse(db, text: str) -> _Query:
     # a phrase found in one, an exclusion excluding both.
     spellings = [(minus, _spellings(phrase)) for minus, phrase in items]
     wanted = " ".join(" ".join([rest, *phrases]).split())
-    words = list(dict.fromkeys(_WORD.findall(wanted)))
+    # The pairs of its CJK runs, each with the run that gave it; the rest read as words.
+    run_of = {pair: run for run in _CJK_RUN.findall(wanted) for pair in _cjk_pairs(run)}
+    run_of = dict(list(run_of.items())[:CJK_PAIRS_MAX])
+    plain = _CJK_RUN.sub(" ", wanted)
+    words = list(dict.fromkeys(_WORD.findall(plain))) + list(run_of)
     db.execute(
         f"SELECT (SELECT coalesce(array_agg(lexeme), '{{}}') "  # noqa: S608 (constant)
         f"FROM unnest(to_tsvector({_CONFIG}, %s))), "
@@ -81,7 +95,11 @@ def _parse(db, text: str) -> _Query:
         "coalesce(array_agg(w ORDER BY n), '{}') AS words "
         "FROM unnest(%s::text[]) WITH ORDINALITY AS u(w, n), "
         f"unnest(tsvector_to_array(to_tsvector({_CONFIG}, w))) AS l) written",
-        [wanted, [f'{minus}"{v}"' for minus, variants in spellings for v in variants], words],
+        [
+            " ".join([plain, *run_of]),
+            [f'{minus}"{v}"' for minus, variants in spellings for v in variants],
+            words,
+        ],
     )
     terms, queries, lexemes, sources = db.fetchone()
     pairs = list(zip(lexemes, sources, strict=True))
@@ -92,7 +110,7 @@ def _parse(db, text: str) -> _Query:
     written: dict[str, str] = {}
     whole_words: set[str] = set()
     for lexeme, word in pairs:
-        written.setdefault(lexeme, word)
+        written.setdefault(lexeme, run_of.get(word, word))
         if word not in joinable or _COMPOUND.fullmatch(lexeme):
             whole_words.add(lexeme)
     # A dotted name's name without its suffix ("moment" of "moment.js", "socket" of "socket.io")
@@ -116,11 +134,21 @@ def _parse(db, text: str) -> _Query:
 
 
 def _spellings(phrase: str) -> list[str]:
-    """A phrase as written, and with its hyphenated words and dotted names joined."""
+    """A phrase as written, with its hyphenated words and dotted names joined, and with its CJK
+    runs as their pairs of characters in order (as memories_cjk_pairs indexes them)."""
     joined = _DOTTED_WRITTEN.sub(lambda name: name.group().replace(".", ""), phrase)
+    paired = _CJK_RUN.sub(lambda run: f" {' '.join(_cjk_pairs(run.group()))} ", phrase)
     return list(
-        dict.fromkeys([phrase, _INNER_HYPHEN.sub("", phrase), _INNER_HYPHEN.sub("", joined)])
+        dict.fromkeys(
+            [phrase, _INNER_HYPHEN.sub("", phrase), _INNER_HYPHEN.sub("", joined), paired]
+        )
     )
+
+
+def _cjk_pairs(run: str) -> list[str]:
+    """A CJK run's overlapping pairs of characters, in order; a run of one, itself
+    (memories_cjk_pairs)."""
+    return [run] if len(run) == 1 else [run[n : n + 2] for n in range(len(run) - 1)]
 
 
 def _dotted_spellings(

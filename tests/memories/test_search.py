@@ -32,6 +32,7 @@ from memories.search import (
     sql,
 )
 from memories.search.cursor import _CURSOR_SALT, CURSOR_MAX_AGE
+from memories.search.query import CJK_PAIRS_MAX, _parse
 from memories.services import archive_memory, record_memory, revise_memory
 from memories.threads import add_thread_members, create_thread, delete_thread
 from tests.factories import MemoryFactory, UserFactory
@@ -300,6 +301,112 @@ def test_a_memory_stored_before_compounds_were_joined_is_found_by_one_word_after
         call_command("migrate", "memories", verbosity=0)
     [hit] = run(owner, "oncall rota").hits
     assert (hit.id, hit.lacking) == (stored.id, ())
+
+
+@pytest.mark.parametrize(
+    ("stored", "asked"),
+    [
+        ("東京都渋谷区の事務所に引っ越しました。", "渋谷区の事務所"),
+        ("決済サービスのデータベースはPostgreSQLに決定した。", "PostgreSQL 決定"),
+        ("我们决定支付服务使用PostgreSQL数据库。", "支付服务"),
+        ("서울에서 회의가 있습니다.", "서울 회의"),
+    ],
+)
+def test_chinese_japanese_and_korean_are_found_by_the_characters_a_question_shares(
+    tenant, settings, stored, asked
+):
+    """A run of such characters is one word to the parser ("東京都渋谷区の事務所に引っ越しました"),
+    so memories are also indexed, and questions asked, by its pairs of characters."""
+    settings.SEARCH_EMBEDDER = "none"
+    memory = record_memory(owner=tenant, memory_type="fact", topic="Note", content=stored)
+    record_memory(owner=tenant, memory_type="fact", topic="Lunch", content="Soup on Fridays.")
+    record_memory(owner=tenant, memory_type="fact", topic="会議", content="毎週月曜日の朝に会議。")
+    [hit] = run(tenant, asked).hits
+    assert (hit.id, hit.matched_by) == (memory.id, ("words",))
+    assert hit.lacking == ()
+
+
+def test_a_cjk_phrase_or_exclusion_holds_its_characters_in_order(tenant, settings):
+    settings.SEARCH_EMBEDDER = "none"
+    shibuya = record_memory(
+        owner=tenant, memory_type="fact", topic="Office", content="東京都渋谷区の事務所。"
+    )
+    reversed_ = record_memory(
+        owner=tenant, memory_type="fact", topic="Office", content="区谷渋の事務所。"
+    )
+    assert [hit.id for hit in run(tenant, '事務所 "渋谷区"').hits] == [shibuya.id]
+    assert [hit.id for hit in run(tenant, '事務所 -"渋谷区"').hits] == [reversed_.id]
+    assert [hit.id for hit in run(tenant, "事務所 -渋谷区").hits] == [reversed_.id]
+
+
+def test_cjk_text_between_two_words_does_not_make_them_a_phrase(tenant, settings):
+    settings.SEARCH_EMBEDDER = "none"
+    apart = record_memory(
+        owner=tenant, memory_type="fact", topic="Cache", content="Redis 東京 cluster."
+    )
+    together = record_memory(
+        owner=tenant, memory_type="fact", topic="Cache", content="The Redis cluster."
+    )
+    assert [hit.id for hit in run(tenant, 'cache "redis cluster"').hits] == [together.id]
+    assert apart.id in [hit.id for hit in run(tenant, "redis 東京").hits]
+
+
+def test_a_long_cjk_question_asks_for_a_bounded_number_of_pairs(tenant, settings):
+    """Every pair of a page of CJK text would be hundreds of terms: the first ones are asked."""
+    settings.SEARCH_EMBEDDER = "none"
+    memory = record_memory(
+        owner=tenant, memory_type="fact", topic="Office", content="東京都渋谷区の事務所。"
+    )
+    question = ("渋谷区の事務所" + "".join(chr(0x4E00 + n) for n in range(600)))[:QUERY_MAX]
+    with connection.cursor() as db:
+        assert len(_parse(db, question).terms) == CJK_PAIRS_MAX
+    assert [hit.id for hit in run(tenant, question).hits] == [memory.id]
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        "O'Reillyの本は東京タワーの近く",  # a quote inside a word the pairs are taken from
+        "a\\b東京\\'c",  # backslashes too
+        "東京' | '京都:* & !",  # tsquery and tsvector syntax
+        "東京🙂京都",
+        "x" * 1990 + "東京",
+    ],
+)
+def test_a_cjk_word_with_any_characters_is_stored_and_found_by_its_pairs(tenant, settings, stored):
+    settings.SEARCH_EMBEDDER = "none"
+    memory = record_memory(owner=tenant, memory_type="fact", topic="Note", content=stored)
+    assert [hit.id for hit in run(tenant, "東京").hits] == [memory.id]
+
+
+def test_a_cjk_memory_stored_before_its_bigrams_were_indexed_is_found_after_the_upgrade(
+    transactional_db, settings
+):
+    """Migration 0021 computes the search vector again of the rows holding CJK characters."""
+    from django.core.management import call_command
+
+    settings.SEARCH_EMBEDDER = "none"
+    owner = UserFactory()
+    call_command("migrate", "memories", "0020", verbosity=0)
+    try:
+        stored = record_memory(
+            owner=owner, memory_type="fact", topic="Office", content="東京都渋谷区の事務所。"
+        )
+        assert not holds_lexeme(stored, "渋谷")
+    finally:
+        call_command("migrate", "memories", verbosity=0)
+    assert holds_lexeme(stored, "渋谷")
+    [hit] = run(owner, "渋谷区").hits
+    assert hit.id == stored.id
+
+
+def holds_lexeme(memory, lexeme: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT search_vector @@ %s::tsquery FROM memories_memory WHERE id = %s",
+            [lexeme, memory.id],
+        )
+        return cursor.fetchone()[0]
 
 
 def test_meaning_alone_can_match(tenant):

@@ -1,0 +1,111 @@
+"""Chinese and Japanese, written without spaces, and Korean, whose particles join the word before
+them, are also indexed by overlapping pairs of characters (bigrams), as full-text engines index
+these scripts: PostgreSQL's parser keeps a run of such characters whole ("東京都渋谷区の事務所" is
+one word to it, and so is "PostgreSQLに決定した"), so a question asking for "渋谷区" or "決定" found
+nothing by its words.
+
+Each field holding such characters adds, under its weight, the pairs of each run ("東京", "京都",
+"都渋", …; a run of one character, itself), in order, so that a phrase of pairs finds the run,
+and the field's other words read without the runs ("postgresql"). A stop word stands between
+runs and in place of each run, so that neither adds an adjacency the text does not have. A
+question asks for the same (memories.search.query), through the same rule: `memories_cjk_pairs`.
+
+Only the function of the generated column changes, so only the rows holding such characters are
+computed again (an UPDATE that leaves every column as it is, which the append-only trigger lets
+through): no table rewrite.
+"""
+
+from django.db import migrations
+
+# Hiragana, Katakana (and its phonetic extensions, half-width forms), CJK ideographs (Extension A,
+# the unified block, compatibility ideographs), Hangul syllables: spelt as escapes, so that the
+# pattern does not depend on the database's locale. memories.search.query reads the same class.
+CJK = r"[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\uff66-\uff9f]"
+
+FUNCTIONS = rf"""
+CREATE FUNCTION memories_cjk_pairs(field text) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT string_agg(pairs, ' the ' ORDER BY at)
+    FROM regexp_matches(field, '{CJK}+', 'g') WITH ORDINALITY AS runs(run, at),
+    LATERAL (
+        -- Each character with the next (linear: substr() walks a multibyte text from its start).
+        SELECT string_agg(pair, ' ' ORDER BY n)
+        FROM (
+            SELECT n, CASE WHEN count(*) OVER () = 1 THEN c ELSE c || lead(c) OVER (ORDER BY n) END
+            FROM regexp_split_to_table(run[1], '') WITH ORDINALITY AS chars(c, n)
+        ) AS paired(n, pair)
+        WHERE pair IS NOT NULL
+    ) AS runs_pairs(pairs)
+$$;
+
+CREATE FUNCTION memories_cjk_vector(field text, weight "char") RETURNS tsvector
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path FROM CURRENT AS $$
+    SELECT CASE WHEN field ~ '{CJK}' THEN setweight(
+        to_tsvector('threengram_unaccented'::regconfig, regexp_replace(field, '{CJK}+', ' the ', 'g'))
+        || to_tsvector('threengram_unaccented'::regconfig, memories_cjk_pairs(field)),
+        weight) ELSE ''::tsvector END
+$$;
+"""
+
+# Migration 0020's function, the vector of each field's CJK runs appended (or not).
+SEARCH_VECTOR = r"""
+CREATE OR REPLACE FUNCTION memories_search_vector(
+    topic text, content text, tags text[], project text
+) RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path FROM CURRENT AS $$
+    WITH words AS (
+        SELECT setweight(to_tsvector('threengram_unaccented'::regconfig, coalesce(topic, '')), 'A')
+            || setweight(to_tsvector('threengram_unaccented'::regconfig,
+                                     coalesce(content, '')), 'B')
+            || setweight(to_tsvector('threengram_unaccented'::regconfig,
+                                     coalesce(memories_tags_text(tags), '') || ' '
+                                     || coalesce(project, '')), 'C') AS vector
+    ), joined AS (
+        SELECT string_agg(
+            ' ''' || added.lexeme || ''':' || (
+                SELECT string_agg(at::text || weight, ',')
+                FROM unnest(written.positions, written.weights) AS p(at, weight)),
+            '') AS lexemes
+        FROM words, unnest(vector) AS written,
+        LATERAL unnest(CASE
+            WHEN written.lexeme ~ '^[a-z0-9]+(-[a-z0-9]+)+$'
+                THEN ARRAY[replace(written.lexeme, '-', '')]
+            WHEN written.lexeme ~ '^[a-z][a-z0-9]*(\.[a-z][a-z0-9]*)+$'
+                THEN tsvector_to_array(to_tsvector('threengram_unaccented'::regconfig,
+                    replace(written.lexeme, '.', ' ') || ' ' || replace(written.lexeme, '.', '')))
+        END) AS added(lexeme)
+        WHERE written.lexeme LIKE '%-%' OR written.lexeme LIKE '%.%'
+    )
+    SELECT CASE WHEN joined.lexemes IS NULL THEN vector
+                ELSE (vector::text || joined.lexemes)::tsvector END
+           {cjk}
+    FROM words, joined
+$$;
+"""
+
+CJK_VECTORS = """
+           || memories_cjk_vector(coalesce(topic, ''), 'A')
+           || memories_cjk_vector(coalesce(content, ''), 'B')
+           || memories_cjk_vector(coalesce(memories_tags_text(tags), '') || ' '
+                                  || coalesce(project, ''), 'C')"""
+
+# The rows whose search vector the new function computes otherwise: those holding a CJK
+# character. A stored generated column is computed again on UPDATE.
+RECOMPUTE = rf"""
+UPDATE memories_memory SET topic = topic
+WHERE topic || ' ' || content || ' ' || coalesce(project, '') || ' '
+      || array_to_string(tags, ' ') ~ '{CJK}';
+"""
+
+
+class Migration(migrations.Migration):
+    dependencies = [("memories", "0020_search_vector_joins_compounds")]
+
+    operations = [
+        migrations.RunSQL(
+            FUNCTIONS + SEARCH_VECTOR.replace("{cjk}", CJK_VECTORS) + RECOMPUTE,
+            SEARCH_VECTOR.replace("{cjk}", "")
+            + RECOMPUTE
+            + "DROP FUNCTION memories_cjk_vector(text, \"char\");"
+            + "DROP FUNCTION memories_cjk_pairs(text);",
+        )
+    ]
