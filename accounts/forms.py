@@ -194,8 +194,16 @@ class DeleteAccountForm(FocusFirstError, ThrottledPasswordCheck, forms.Form):
         return self.throttled_check(self.user.get_username(), check)
 
 
+class _NameField(forms.CharField):
+    """A project or thread name as the tools read one (bounds.trimmed): pasted with an invisible
+    mark at an end, or typed decomposed, it is still the name its memories carry."""
+
+    def to_python(self, value: object) -> str:
+        return bounds.trimmed(super().to_python(value))
+
+
 def _name_filter(label: str, what: str, maximum: int) -> forms.CharField:
-    return forms.CharField(
+    return _NameField(
         label=label,
         required=False,
         max_length=maximum,

@@ -113,6 +113,12 @@ _UNSEEN = (
 _UNSEEN_ENDS = re.compile(f"^[{_UNSEEN}]+|[{_UNSEEN}]+$")
 
 
+def trimmed(value: str) -> str:
+    """A text in the one spelling names are stored and compared in: NFC, without white space or
+    invisible characters at either end (see _text)."""
+    return _UNSEEN_ENDS.sub("", unicodedata.normalize("NFC", value))
+
+
 def _text(field: str, value: object, *, maximum: int, minimum: int = 1) -> str:
     if not isinstance(value, str):
         raise InvalidInput(field, "must be a string")
@@ -123,7 +129,7 @@ def _text(field: str, value: object, *, maximum: int, minimum: int = 1) -> str:
     # or invisible character at either end ("launch" and "launch" + a zero-width space would be
     # two names that look one).
     sent = len(value)
-    value = _UNSEEN_ENDS.sub("", unicodedata.normalize("NFC", value))
+    value = trimmed(value)
     # len() counts Unicode code points, which is what the limits are stated in.
     if len(value) < minimum:
         raise InvalidInput(field, f"must be at least {minimum} character(s) after trimming")

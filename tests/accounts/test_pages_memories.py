@@ -341,6 +341,31 @@ def test_a_thread_name_that_is_none_of_yours_is_named_with_your_nearest_ones(
     assert "Lunch at noon" in page and "Ship" not in page  # the type filter still applies
 
 
+def test_a_thread_or_project_filter_reads_a_name_as_the_tools_do(client, tenant):
+    """A name pasted with an invisible mark at its end (the right-to-left mark after a Hebrew
+    word) or typed decomposed (macOS) is the name its memories carry, as the tools read it: not
+    "no thread named" the very name suggested."""
+    memory = record_memory(
+        owner=tenant, memory_type="note", topic="plan", content="Ship", project="Café"
+    )
+    create_thread(owner=tenant, name="שחרור")
+    add_thread_members(owner=tenant, name="שחרור", memory_ids=[memory.id])
+    record_memory(owner=tenant, memory_type="note", topic="misc", content="Lunch at noon")
+    client.force_login(tenant)
+    url = reverse("accounts:memories")
+
+    page = client.get(url, {"thread": "שחרור\u200f"}).text
+    assert "You have no thread" not in page
+    assert "in thread <bdi>שחרור</bdi>" in page
+    assert "Ship" in page and "Lunch at noon" not in page
+    page = client.get(url, {"project": "Cafe\u0301\u200b"}).text
+    assert "in project <bdi>Café</bdi>" in page
+    assert "Ship" in page and "Lunch at noon" not in page
+    # Nothing but an invisible mark is no filter, as a blank one is not.
+    page = client.get(url, {"thread": "\u200f"}).text
+    assert "You have no thread" not in page and "Lunch at noon" in page
+
+
 def test_a_superseded_or_archived_memorys_thread_link_lists_it_too(client, tenant):
     """The thread link of a memory no longer current lists the thread with superseded and
     archived members, so the memory one came from is in it."""
