@@ -25,9 +25,9 @@ _COMPOUND = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)+")
 # A hyphen inside a word: a phrase or exclusion holding one is asked for joined too.
 _INNER_HYPHEN = re.compile(r"(?<=[^\W_])-(?=[^\W_])")
 # A dotted name as written (each part starts with a letter, as in _DOTTED): a phrase or
-# exclusion holding one is asked for joined too ("Next.js" as "Nextjs"). Not an abbreviation, of
-# single letters: "a.m." joined is a stop word, and the phrase would lose it.
-_DOTTED_WRITTEN = re.compile(r"(?<![^\W_])[^\W\d_][^\W_]+(?:\.[^\W\d_][^\W_]+)+")
+# exclusion holding one is asked for joined too ("Next.js" as "Nextjs", "x.ai" as "xai"), but for
+# an abbreviation of single letters (_joined_name).
+_DOTTED_WRITTEN = re.compile(r"(?<![^\W_])[^\W\d_][^\W_]*(?:\.[^\W\d_][^\W_]*)+")
 # A dotted name's lexeme ("next.js"), in migration 0020's pattern: memories are indexed by it
 # also joined and stemmed ("nextj"), which takes the stemmer, so the query reads it from the
 # database (_Query.alternatives).
@@ -136,13 +136,20 @@ def _parse(db, text: str) -> _Query:
 def _spellings(phrase: str) -> list[str]:
     """A phrase as written, with its hyphenated words and dotted names joined, and with its CJK
     runs as their pairs of characters in order (as memories_cjk_pairs indexes them)."""
-    joined = _DOTTED_WRITTEN.sub(lambda name: name.group().replace(".", ""), phrase)
+    joined = _DOTTED_WRITTEN.sub(_joined_name, phrase)
     paired = _CJK_RUN.sub(lambda run: f" {' '.join(_cjk_pairs(run.group()))} ", phrase)
     return list(
         dict.fromkeys(
             [phrase, _INNER_HYPHEN.sub("", phrase), _INNER_HYPHEN.sub("", joined), paired]
         )
     )
+
+
+def _joined_name(name: re.Match[str]) -> str:
+    """A dotted name without its dots; an abbreviation of single letters as written: "a.m."
+    joined is "am", a stop word, and a phrase or exclusion would lose it."""
+    parts = name.group().split(".")
+    return name.group() if all(len(part) == 1 for part in parts) else "".join(parts)
 
 
 def _cjk_pairs(run: str) -> list[str]:

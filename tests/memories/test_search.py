@@ -228,6 +228,29 @@ def test_an_abbreviation_with_dots_is_not_asked_for_joined(tenant, settings):
     assert [hit.id for hit in run(tenant, 'team -"a.m. standup"').hits] == [late.id]
 
 
+@pytest.mark.parametrize(
+    ("asked", "found"),
+    [
+        ('"x.ai" news', ["x.ai", "xAI"]),
+        ("news -x.ai", ["Anthropic", "tco links"]),
+        ('news -"t.co links"', ["Anthropic", "x.ai", "xAI"]),
+    ],
+)
+def test_a_dotted_name_with_a_one_letter_part_is_asked_for_joined_too(
+    tenant, settings, asked, found
+):
+    """Only an abbreviation of single letters ("a.m.") is not: "x.ai" in a phrase or exclusion
+    finds or excludes "xAI" too, as the word x.ai alone finds it."""
+    settings.SEARCH_EMBEDDER = "none"
+    followed = {
+        record_memory(
+            owner=tenant, memory_type="fact", topic="Feeds", content=f"We follow {name} news."
+        ).id: name
+        for name in ("x.ai", "xAI", "Anthropic", "tco links")
+    }
+    assert sorted(followed[hit.id] for hit in run(tenant, asked, limit=10).hits) == found
+
+
 def test_a_dotted_name_the_words_of_the_query_do_not_hold_is_asked_for(tenant, settings):
     """The query's text as one gives a dotted name ("jsnext.js") that none of its words gives
     alone: it is asked for all the same."""
