@@ -50,9 +50,9 @@ class _Query:
     required: str  # the phrases and exclusions, as a tsquery's text ("" for none)
     wanted: str  # the text asked for: the query without its exclusions
     written: dict[str, str] = field(default_factory=dict)  # lexeme -> the word that gave it
-    # The lexemes of a hyphenated word's parts ("stand" and "up" of "stand-ups") and of a dotted
-    # name without its suffix ("moment" of "moment.js"), unless a word of their own gives them
-    # too: they add to a memory's score, but what is distinctive in the question is the whole.
+    # The lexemes of a hyphenated word's parts ("stand" and "up" of "stand-ups"), unless a word
+    # of their own gives them too: they add to a memory's score, but what is distinctive in the
+    # question is the whole word.
     parts: frozenset[str] = frozenset()
     # The other spellings a term's memories are indexed by, asked for with it: a hyphenated
     # word joined ("stand-up" -> ("standup",)), a dotted name joined and stemmed ("next.js" ->
@@ -103,7 +103,6 @@ def _parse(db, text: str) -> _Query:
     )
     terms, queries, lexemes, sources = db.fetchone()
     pairs = list(zip(lexemes, sources, strict=True))
-    joined, names = _dotted_spellings(db, [term for term in terms if _DOTTED.fullmatch(term)])
     # Only a word whose whole has a joined spelling stands for its parts: a date, a version or a
     # compound in another script ("2024-01-05", "v1.2-beta") has none, so its lexemes stay its own.
     joinable = {word for lexeme, word in pairs if _COMPOUND.fullmatch(lexeme)}
@@ -113,13 +112,6 @@ def _parse(db, text: str) -> _Query:
         written.setdefault(lexeme, run_of.get(word, word))
         if word not in joinable or _COMPOUND.fullmatch(lexeme):
             whole_words.add(lexeme)
-    # A dotted name's name without its suffix ("moment" of "moment.js", "socket" of "socket.io")
-    # is a part of it, as a hyphenated word's are: for a memory that wrote the name alone. Not
-    # the suffix: "js" or "io" names no one thing.
-    for term, named in names.items():
-        for name in named:
-            written.setdefault(name, written.get(term, term))
-    terms = list(dict.fromkeys([*terms, *(name for named in names.values() for name in named)]))
     return _Query(
         terms=tuple(terms),
         required=_required(spellings, iter(queries)),
@@ -128,7 +120,7 @@ def _parse(db, text: str) -> _Query:
         parts=frozenset(written) - whole_words,
         alternatives={
             **{term: (term.replace("-", ""),) for term in terms if _COMPOUND.fullmatch(term)},
-            **joined,
+            **_dotted_joined(db, [term for term in terms if _DOTTED.fullmatch(term)]),
         },
     )
 
@@ -158,27 +150,19 @@ def _cjk_pairs(run: str) -> list[str]:
     return [run] if len(run) == 1 else [run[n : n + 2] for n in range(len(run) - 1)]
 
 
-def _dotted_spellings(
-    db, dotted: list[str]
-) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
-    """Of each dotted name, its lexemes once joined and stemmed ("next.js" -> ("nextj",)), as
-    memories_search_vector adds them, and those of its name without the suffix ("moment.js" ->
-    ("moment",); none of a single letter: "e.g."); a round trip only for a question that holds
-    one."""
+def _dotted_joined(db, dotted: list[str]) -> dict[str, tuple[str, ...]]:
+    """Each dotted name's lexemes once joined and stemmed ("next.js" -> ("nextj",)), as
+    memories_search_vector adds them; a round trip only for a question that holds one. Not its
+    parts: "next" of "Next.js" or "moment" of "moment.js" is a common word, which would find
+    "next Tuesday" or "at the moment" for a question about the library."""
     if not dotted:
-        return {}, {}
+        return {}
     db.execute(
-        f"SELECT t, tsvector_to_array(to_tsvector({_CONFIG}, replace(t, '.', ''))), "  # noqa: S608
-        f"array(SELECT l FROM unnest(tsvector_to_array(to_tsvector({_CONFIG}, "
-        r"replace(regexp_replace(t, '\.[^.]*$', ''), '.', ' ')))) AS l WHERE length(l) > 1) "
+        f"SELECT t, tsvector_to_array(to_tsvector({_CONFIG}, replace(t, '.', ''))) "  # noqa: S608
         "FROM unnest(%s::text[]) AS t",
         [dotted],
     )
-    rows = db.fetchall()
-    return (
-        {term: tuple(joined) for term, joined, _named in rows if joined},
-        {term: tuple(named) for term, _joined, named in rows if named},
-    )
+    return {term: tuple(joined) for term, joined in db.fetchall() if joined}
 
 
 def _required(spellings: list[tuple[str, list[str]]], queries: Iterator[str]) -> str:
