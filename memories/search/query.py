@@ -41,7 +41,7 @@ _CJK_RUN = re.compile(
 )
 # A question asks for at most this many pairs (the first ones): a page of CJK text would otherwise
 # ask for hundreds of terms.
-CJK_PAIRS_MAX = 64
+CJK_PAIRS_MAX = 32
 
 
 @dataclass(frozen=True)
