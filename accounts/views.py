@@ -10,7 +10,7 @@ from django.contrib.auth import login, logout
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import InvalidPage, Page, Paginator
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connections, transaction
 from django.db.models import F
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render, resolve_url
@@ -30,6 +30,7 @@ from accounts.forms import (
 )
 from memories import replica
 from memories.access import NIL_ID
+from memories.environment import unknown_facet
 from memories.models import Memory, Thread
 from memories.services import parse_memory_id
 
@@ -183,6 +184,9 @@ def _memory_list(request: HttpRequest) -> HttpResponse:
     # answers): with a filter, the empty page offers the toggle without a second scan of the
     # account for the filter's sake.
     hidden_exist = not page.object_list and not show_all and not filtered and matching.exists()
+    problems = form.problems() + ([page_problem] if page_problem else [])
+    if not page.object_list and applied.get("project"):
+        problems += _unknown_project(request.user.pk, applied["project"])
     return render(
         request,
         "accounts/memory_list.html",
@@ -192,7 +196,7 @@ def _memory_list(request: HttpRequest) -> HttpResponse:
             "applied": applied,
             "filtered": filtered,
             "narrowed": bool(applied.keys() & {"type", "project", "state", "thread"}),
-            "problems": form.problems() + ([page_problem] if page_problem else []),
+            "problems": problems,
             "projects": owned.current().project_names(PROJECTS_LISTED),
             "threads": Thread.objects.names(request.user.pk),
             "show_all": show_all,
@@ -200,6 +204,17 @@ def _memory_list(request: HttpRequest) -> HttpResponse:
             "nav": "memories",
         },
     )
+
+
+def _unknown_project(owner_id: int, project: str) -> list[str]:
+    """A message naming a project none of the owner's current memories has, with the owner's
+    nearest ones: a mistyped project is not a project without matches."""
+    with connections[replica.read_alias()].cursor() as cursor:
+        near = unknown_facet(cursor, owner_id=owner_id, facet="project", value=project)
+    if near is None:
+        return []
+    hint = f" (did you mean {' or '.join(f'“{name}”' for name in near)}?)" if near else ""
+    return [f"You have no current memory in project “{project}”{hint}."]
 
 
 def _page(paginator: Paginator, requested: str | None) -> tuple[Page, str | None]:

@@ -101,12 +101,21 @@ FACET_CHECK_MEMORIES_MAX = 5_000
 
 def require_known_facet(cursor, *, owner_id: int, facet: str, value: str) -> None:
     """NotFound when no current memory of the owner's has this scope or project, naming up to
-    SUGGESTIONS_MAX of the owner's near ones (any case, or trigram-similar). Asked by briefing,
-    handoff and search when they found nothing with it: an agent that typed 'Atlas' for 'atlas'
-    would otherwise read the empty answer as "nothing there". Only an account of at most
-    FACET_CHECK_MEMORIES_MAX current memories is checked (read newest first, through an index):
-    in a larger one the value may be on an older memory, and the empty answer stands. `cursor`
-    is the caller's (the replica's, inside its read)."""
+    SUGGESTIONS_MAX of the owner's near ones (see unknown_facet). Asked by briefing, handoff and
+    search when they found nothing with it: an agent that typed 'Atlas' for 'atlas' would
+    otherwise read the empty answer as "nothing there"."""
+    near = unknown_facet(cursor, owner_id=owner_id, facet=facet, value=value)
+    if near is not None:
+        hint = did_you_mean(near) or "describe_environment lists your projects and scopes"
+        raise NotFound(f"{facet} '{value}': no current memory has it; {hint}")
+
+
+def unknown_facet(cursor, *, owner_id: int, facet: str, value: str) -> list[str] | None:
+    """None when a current memory of the owner's has this scope or project; otherwise up to
+    SUGGESTIONS_MAX of the owner's near ones (any case, or trigram-similar), nearest first. Only
+    an account of at most FACET_CHECK_MEMORIES_MAX current memories is checked (read newest
+    first, through an index): in a larger one the value may be on an older memory, and None
+    stands. `cursor` is the caller's (the replica's, inside its read)."""
     if facet not in ("scope", "project"):
         raise ValueError(facet)
     # `facet` is one of two constants here, never caller text. Only the owner's memories are
@@ -140,10 +149,7 @@ def require_known_facet(cursor, *, owner_id: int, facet: str, value: str) -> Non
         },
     )
     too_many, known, near = cursor.fetchone()
-    if known or too_many:
-        return
-    hint = did_you_mean(near) or "describe_environment lists your projects and scopes"
-    raise NotFound(f"{facet} '{value}': no current memory has it; {hint}")
+    return None if known or too_many else near
 
 
 def facet_values(*, owner_id: int, facet: str, prefix: str) -> list[str]:

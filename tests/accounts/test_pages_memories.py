@@ -366,6 +366,23 @@ def test_a_thread_or_project_filter_reads_a_name_as_the_tools_do(client, tenant)
     assert "You have no thread" not in page and "Lunch at noon" in page
 
 
+def test_a_project_that_none_of_your_memories_has_is_named_with_your_nearest_ones(
+    client, tenant, other_tenant
+):
+    """A mistyped project is said to be none of yours, with the projects it is like (never
+    another tenant's), not passed off as a project without matches."""
+    record_memory(owner=tenant, memory_type="note", topic="t", content="a", project="atlas-web")
+    record_memory(owner=other_tenant, memory_type="note", topic="t", content="b", project="atlas")
+    client.force_login(tenant)
+    url = reverse("accounts:memories")
+    page = client.get(url, {"project": "atlas"}).text
+    assert "You have no current memory in project “atlas” (did you mean “atlas-web”?)." in page
+    page = client.get(url, {"project": "zebra"}).text
+    assert "You have no current memory in project “zebra”." in page
+    page = client.get(url, {"project": "atlas-web", "type": "decision"}).text
+    assert "You have no current memory in project" not in page
+
+
 def test_a_superseded_or_archived_memorys_thread_link_lists_it_too(client, tenant):
     """The thread link of a memory no longer current lists the thread with superseded and
     archived members, so the memory one came from is in it."""
