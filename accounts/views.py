@@ -185,8 +185,9 @@ def _memory_list(request: HttpRequest) -> HttpResponse:
     # account for the filter's sake.
     hidden_exist = not page.object_list and not show_all and not filtered and matching.exists()
     problems = form.problems() + ([page_problem] if page_problem else [])
+    unknown_project = []
     if not page.object_list and applied.get("project"):
-        problems += _unknown_project(request.user.pk, applied["project"])
+        unknown_project = _unknown_project(request.user.pk, applied["project"])
     return render(
         request,
         "accounts/memory_list.html",
@@ -196,7 +197,8 @@ def _memory_list(request: HttpRequest) -> HttpResponse:
             "applied": applied,
             "filtered": filtered,
             "narrowed": bool(applied.keys() & {"type", "project", "state", "thread"}),
-            "problems": problems,
+            "problems": problems + unknown_project,
+            "project_unknown": bool(unknown_project),
             "projects": owned.current().project_names(PROJECTS_LISTED),
             "threads": Thread.objects.names(request.user.pk),
             "show_all": show_all,

@@ -326,6 +326,7 @@ def test_a_thread_name_that_is_none_of_yours_is_named_with_your_nearest_ones(
     url = reverse("accounts:memories")
 
     page = client.get(url, {"thread": "relase plan"}).text
+    assert 'name="thread" aria-invalid="true" aria-describedby="filter-problems"' in page
     assert (
         "You have no thread named “relase plan” (did you mean “Release Plan”?); "
         "it was not applied." in page
@@ -379,6 +380,11 @@ def test_a_project_that_none_of_your_memories_has_is_named_with_your_nearest_one
     assert "You have no current memory in project “atlas” (did you mean “atlas-web”?)." in page
     page = client.get(url, {"project": "zebra"}).text
     assert "You have no current memory in project “zebra”." in page
+    # The field says so to assistive technology too, pointing at the message.
+    assert re.search(
+        r'name="project"[^>]*aria-invalid="true" aria-describedby="filter-problems"', page
+    )
+    assert 'name="thread" aria-invalid' not in page
     page = client.get(url, {"project": "atlas-web", "type": "decision"}).text
     assert "You have no current memory in project" not in page
 
