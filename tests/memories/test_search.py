@@ -261,19 +261,14 @@ def test_a_memory_stored_before_compounds_were_joined_is_found_by_one_word_after
     transactional_db, settings
 ):
     """Migration 0020 rewrites the search vector of every row already stored."""
-    from django.core.management import call_command
-
     settings.SEARCH_EMBEDDER = "none"
     owner = UserFactory()
-    call_command("migrate", "memories", "0019", verbosity=0)
-    try:
+    with memories_schema_at("0019"):
         stored = record_memory(
             owner=owner, memory_type="fact", topic="Rota", content="The on-call rota is weekly."
         )
         [hit] = run(owner, "oncall rota").hits
         assert (hit.id, hit.lacking) == (stored.id, ("oncall",))
-    finally:
-        call_command("migrate", "memories", verbosity=0)
     [hit] = run(owner, "oncall rota").hits
     assert (hit.id, hit.lacking) == (stored.id, ())
 
@@ -358,21 +353,28 @@ def test_a_cjk_memory_stored_before_its_bigrams_were_indexed_is_found_after_the_
     transactional_db, settings
 ):
     """Migration 0021 computes the search vector again of the rows holding CJK characters."""
-    from django.core.management import call_command
-
     settings.SEARCH_EMBEDDER = "none"
     owner = UserFactory()
-    call_command("migrate", "memories", "0020", verbosity=0)
-    try:
+    with memories_schema_at("0020"):
         stored = record_memory(
             owner=owner, memory_type="fact", topic="Office", content="東京都渋谷区の事務所。"
         )
         assert not holds_lexeme(stored, "渋谷")
-    finally:
-        call_command("migrate", "memories", verbosity=0)
     assert holds_lexeme(stored, "渋谷")
     [hit] = run(owner, "渋谷区").hits
     assert hit.id == stored.id
+
+
+@contextmanager
+def memories_schema_at(migration: str) -> Iterator[None]:
+    """The memories app's schema as `migration` left it inside the block, the latest after it."""
+    from django.core.management import call_command
+
+    call_command("migrate", "memories", migration, verbosity=0)
+    try:
+        yield
+    finally:
+        call_command("migrate", "memories", verbosity=0)
 
 
 def holds_lexeme(memory, lexeme: str) -> bool:
