@@ -33,9 +33,9 @@ _DOTTED_WRITTEN = re.compile(r"(?<![^\W_])[^\W\d_][^\W_]*(?:\.[^\W\d_][^\W_]*)+"
 # database (_Query.alternatives).
 _DOTTED = re.compile(r"[a-z][a-z0-9]*(?:\.[a-z][a-z0-9]*)+")
 # A run of Chinese, Japanese or Korean characters, as migration 0021 reads them: memories are
-# indexed also by its pairs of characters (memories_cjk_pairs), as a run is one word to the
-# parser ("東京都渋谷区の事務所"); a question asks for the pairs of its runs, a phrase for them in
-# order.
+# indexed also by its pairs of characters (memories_cjk_paired, migration 0022), as a run is one
+# word to the parser ("東京都渋谷区の事務所"); a question asks for the pairs of its runs, a
+# phrase for them in order.
 _CJK_RUN = re.compile(
     "[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\uff66-\uff9f]+"
 )
@@ -127,12 +127,16 @@ def _parse(db, text: str) -> _Query:
 
 def _spellings(phrase: str) -> list[str]:
     """A phrase as written, with its hyphenated words and dotted names joined, and with its CJK
-    runs as their pairs of characters in order (as memories_cjk_pairs indexes them)."""
+    runs as their pairs of characters in order (as memories_cjk_paired indexes them)."""
     joined = _DOTTED_WRITTEN.sub(_joined_name, phrase)
-    paired = _CJK_RUN.sub(lambda run: f" {' '.join(_cjk_pairs(run.group()))} ", phrase)
     return list(
         dict.fromkeys(
-            [phrase, _INNER_HYPHEN.sub("", phrase), _INNER_HYPHEN.sub("", joined), paired]
+            [
+                phrase,
+                _INNER_HYPHEN.sub("", phrase),
+                _INNER_HYPHEN.sub("", joined),
+                _cjk_paired(phrase),
+            ]
         )
     )
 
@@ -144,9 +148,14 @@ def _joined_name(name: re.Match[str]) -> str:
     return name.group() if all(len(part) == 1 for part in parts) else "".join(parts)
 
 
+def _cjk_paired(text: str) -> str:
+    """A text with each CJK run replaced, where it stands, by its pairs (memories_cjk_paired,
+    migration 0022)."""
+    return _CJK_RUN.sub(lambda run: f" {' '.join(_cjk_pairs(run.group()))} ", text)
+
+
 def _cjk_pairs(run: str) -> list[str]:
-    """A CJK run's overlapping pairs of characters, in order; a run of one, itself
-    (memories_cjk_pairs)."""
+    """A CJK run's overlapping pairs of characters, in order; a run of one, itself."""
     return [run] if len(run) == 1 else [run[n : n + 2] for n in range(len(run) - 1)]
 
 

@@ -32,7 +32,7 @@ from memories.search import (
     sql,
 )
 from memories.search.cursor import _CURSOR_SALT, CURSOR_MAX_AGE
-from memories.search.query import CJK_PAIRS_MAX, _parse
+from memories.search.query import CJK_PAIRS_MAX, _cjk_paired, _parse
 from memories.services import archive_memory, record_memory, revise_memory
 from memories.threads import add_thread_members, create_thread, delete_thread
 from tests.factories import MemoryFactory, UserFactory
@@ -319,6 +319,91 @@ def test_cjk_text_between_two_words_does_not_make_them_a_phrase(tenant, settings
     )
     assert [hit.id for hit in run(tenant, 'cache "redis cluster"').hits] == [together.id]
     assert apart.id in [hit.id for hit in run(tenant, "redis 東京").hits]
+
+
+@pytest.mark.parametrize(
+    ("topic", "content", "project", "phrase", "as_written"),
+    [
+        # The project's last word is not followed by the topic's first.
+        ("retry 東京", "Backoff doubles.", "payments", '"payments retry"', '"retry 東京"'),
+        # Nor is the content's last word followed by the topic's first.
+        ("deploy 東京", "Rollback", None, '"rollback deploy"', '"東京 rollback"'),
+        # Words after a run do not come before it.
+        ("Office", "東京の事務所 retry", None, '"retry 東京"', '"事務所 retry"'),
+        ("DB", "に決定した PostgreSQL 18", None, '"PostgreSQL に決定"', '"決定した PostgreSQL"'),
+    ],
+)
+def test_a_phrase_finds_a_memory_holding_cjk_only_in_the_order_it_is_written(
+    tenant, settings, topic, content, project, phrase, as_written
+):
+    settings.SEARCH_EMBEDDER = "none"
+    memory = record_memory(
+        owner=tenant, memory_type="fact", topic=topic, content=content, project=project
+    )
+    assert [hit.id for hit in run(tenant, as_written).hits] == [memory.id]
+    assert run(tenant, phrase).hits == []
+    assert [hit.id for hit in run(tenant, f"{topic} -{phrase}").hits] == [memory.id]
+
+
+def test_a_phrase_of_cjk_runs_apart_only_by_punctuation_finds_them_by_their_pairs(tenant, settings):
+    """Pairs stand where their run stands: punctuation between two runs keeps no more apart
+    than between two words ("京都、大阪" as "Kyoto, Osaka")."""
+    settings.SEARCH_EMBEDDER = "none"
+    memory = record_memory(
+        owner=tenant, memory_type="fact", topic="Offices", content="東京都、大阪府に事務所がある。"
+    )
+    assert [hit.id for hit in run(tenant, '"京都、大阪"').hits] == [memory.id]
+    assert run(tenant, '"大阪、京都"').hits == []
+
+
+# Characters at and beside the edges of the CJK class (migration 0021), and others a CJK text
+# holds: iteration and sound marks, a middle dot, half-width katakana and Hangul, compatibility
+# and Extension B ideographs, combining marks, an emoji, full-width Latin and digits.
+CJK_EDGES = (
+    "\u303f\u3040\u3041\u3099\u309b\u30fb\u30fc\u30ff\u3100\u31ef\u31f0\u31ff\u3200\u33ff"
+    "\u3400\u4dbf\u4dc0\u4dff\u4e00\u9fff\ua000\uabff\uac00\ud7a3\ud7af\ud7b0\uf8ff\uf900"
+    "\ufaff\ufb00\uff10\uff21\uff65\uff66\uff9e\uff9f\uffa0\u3005\u3007\u3001\u3002\u3000"
+    "\u1100\u1161\u11a8\u0301\ufe0f\u200b\U00020000\U0002a6df\U0002f800\U0001f642"
+    "東京都渋谷区のがかサービス서울에a3'\\\"-. :&|!*()"
+)
+cjk_texts = st.text(
+    alphabet=st.sampled_from(CJK_EDGES) | st.characters(exclude_categories=("Cs",)),
+    max_size=16,
+).map(lambda text: text.replace("\x00", ""))
+
+
+@examples(max_examples=300, deadline=None)
+@given(cjk_texts)
+@pytest.mark.django_db
+def test_a_question_pairs_cjk_characters_as_memories_are_paired(text):
+    """The question's pairs (memories.search.query) are the memory's (memories_cjk_paired), in
+    the same places, whatever the characters."""
+    with connection.cursor() as db:
+        db.execute("SELECT memories_cjk_paired(%s)", [text])
+        [stored] = db.fetchone()
+    asked = _cjk_paired(text)
+    assert [word for word in asked.split(" ") if word] == [
+        word for word in stored.split(" ") if word
+    ]
+
+
+@examples(max_examples=150, deadline=None)
+@given(cjk_texts.map(lambda text: bounds.trimmed(text.replace('"', ""))).filter(bool))
+@pytest.mark.django_db
+def test_a_memory_holds_every_term_of_its_own_text_asked_and_its_text_as_a_phrase(text):
+    with connection.cursor() as db:
+        db.execute("SELECT memories_search_vector('Note', %s, '{}', NULL)", [text])
+        [vector] = db.fetchone()
+        terms = _parse(db, text).terms
+        required = _parse(db, f'"{text}"').required
+        db.execute(
+            "SELECT array(SELECT lexeme FROM unnest(%s::tsvector)), "
+            "%s = '' OR %s::tsvector @@ %s::tsquery",
+            [vector, required, vector, required or "x"],
+        )
+        lexemes, as_a_phrase = db.fetchone()
+    assert set(terms) <= set(lexemes)
+    assert as_a_phrase
 
 
 def test_a_long_cjk_question_asks_for_a_bounded_number_of_pairs(tenant, settings):
