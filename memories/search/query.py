@@ -79,11 +79,13 @@ def _parse(db, text: str) -> _Query:
     # a phrase found in one, an exclusion excluding both.
     spellings = [(minus, _spellings(phrase)) for minus, phrase in items]
     wanted = " ".join(" ".join([rest, *phrases]).split())
-    # The pairs of its CJK runs, each with the run that gave it; the rest read as words.
-    run_of = {pair: run for run in _CJK_RUN.findall(wanted) for pair in _cjk_pairs(run)}
-    run_of = dict(list(run_of.items())[:CJK_PAIRS_MAX])
+    # The pairs of its CJK runs, the first ones; the rest read as words. A pair is named as
+    # written, not its run: a Japanese question is one run, and a hit holding most of it would
+    # be said to lack all of it.
+    paired = dict.fromkeys(pair for run in _CJK_RUN.findall(wanted) for pair in _cjk_pairs(run))
+    paired = list(paired)[:CJK_PAIRS_MAX]
     plain = _CJK_RUN.sub(" ", wanted)
-    words = list(dict.fromkeys(_WORD.findall(plain))) + list(run_of)
+    words = list(dict.fromkeys(_WORD.findall(plain))) + paired
     db.execute(
         f"SELECT (SELECT coalesce(array_agg(lexeme), '{{}}') "  # noqa: S608 (constant)
         f"FROM unnest(to_tsvector({_CONFIG}, %s))), "
@@ -96,7 +98,7 @@ def _parse(db, text: str) -> _Query:
         "FROM unnest(%s::text[]) WITH ORDINALITY AS u(w, n), "
         f"unnest(tsvector_to_array(to_tsvector({_CONFIG}, w))) AS l) written",
         [
-            " ".join([plain, *run_of]),
+            " ".join([plain, *paired]),
             [f'{minus}"{v}"' for minus, variants in spellings for v in variants],
             words,
         ],
@@ -109,7 +111,7 @@ def _parse(db, text: str) -> _Query:
     written: dict[str, str] = {}
     whole_words: set[str] = set()
     for lexeme, word in pairs:
-        written.setdefault(lexeme, run_of.get(word, word))
+        written.setdefault(lexeme, word)
         if word not in joinable or _COMPOUND.fullmatch(lexeme):
             whole_words.add(lexeme)
     return _Query(

@@ -296,6 +296,18 @@ def test_chinese_japanese_and_korean_are_found_by_the_characters_a_question_shar
     assert hit.lacking == ()
 
 
+def test_a_cjk_hit_lacks_the_characters_it_does_not_hold_not_the_whole_question(tenant, settings):
+    """A Japanese question is one run: naming the run would say the memory lacks all of it."""
+    settings.SEARCH_EMBEDDER = "none"
+    office = record_memory(
+        owner=tenant, memory_type="fact", topic="Office", content="東京都渋谷区の事務所。"
+    )
+    [hit] = run(tenant, "渋谷区の事務所はどこ").hits
+    assert hit.id == office.id
+    assert hit.lacking
+    assert set(hit.lacking) <= {"所は", "はど", "どこ"}
+
+
 def test_a_cjk_phrase_or_exclusion_holds_its_characters_in_order(tenant, settings):
     settings.SEARCH_EMBEDDER = "none"
     shibuya = record_memory(
