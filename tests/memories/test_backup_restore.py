@@ -19,6 +19,10 @@ def test_a_dump_restores_into_a_new_database_and_is_found_by_its_words(transacti
     stored = record_memory(
         owner=owner, memory_type="fact", topic="Team", content="Daily stand-ups are written."
     )
+    # Its pairs of characters are computed by functions the search vector's function calls.
+    office = record_memory(
+        owner=owner, memory_type="fact", topic="Office", content="東京都渋谷区の事務所。"
+    )
     params = asyncdb.connection_kwargs()
     params.pop("autocommit")
     dump = tmp_path / "threengram.dump"
@@ -48,7 +52,11 @@ def test_a_dump_restores_into_a_new_database_and_is_found_by_its_words(transacti
             found = db.execute(
                 "SELECT id FROM memories_memory WHERE search_vector @@ 'standup'::tsquery"
             ).fetchall()
+            paired = db.execute(
+                "SELECT id FROM memories_memory WHERE search_vector @@ '渋谷 <-> 谷区'::tsquery"
+            ).fetchall()
         assert found == [(stored.id,)]
+        assert paired == [(office.id,)]
     finally:
         with connect(make_conninfo(**params), autocommit=True) as admin:
             admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(restored)))
