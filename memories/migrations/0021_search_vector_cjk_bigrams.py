@@ -4,11 +4,11 @@ these scripts: PostgreSQL's parser keeps a run of such characters whole ("東京
 one word to it, and so is "PostgreSQLに決定した"), so a question asking for "渋谷区" or "決定" found
 nothing by its words.
 
-Each field holding such characters adds, under its weight, the pairs of each run ("東京", "京都",
-"都渋", …; a run of one character, itself), in order, so that a phrase of pairs finds the run,
-and the field's other words read without the runs ("postgresql"). A stop word stands between
-runs and in place of each run, so that neither adds an adjacency the text does not have. A
-question asks for the same (memories.search.query), through the same rule: `memories_cjk_pairs`.
+Each field holding such characters adds, under its weight and after a stop word (so that its
+first word does not follow the vector's last), the field with each run replaced in place by its
+pairs ("PostgreSQLに決定した" as "PostgreSQL に決 決定 定し した"; a run of one character, itself):
+a phrase then finds the pairs and the words around them in the order the text has them, and only
+there. A question asks for the same (memories.search.query), spelt by the same rule.
 
 Only the function of the generated column changes, so only the rows holding such characters are
 computed again (an UPDATE that leaves every column as it is, which the append-only trigger lets
@@ -22,17 +22,18 @@ from django.db import migrations
 # pattern does not depend on the database's locale. memories.search.query reads the same class.
 CJK = r"[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\uff66-\uff9f]"
 
+# A field with each run replaced, where it stands, by its pairs (the text between runs kept).
 FUNCTIONS = rf"""
-CREATE FUNCTION memories_cjk_pairs(field text) RETURNS text
+CREATE FUNCTION memories_cjk_paired(field text) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT string_agg(pairs, ' the ' ORDER BY at)
-    FROM regexp_matches(field, '{CJK}+', 'g') WITH ORDINALITY AS runs(run, at),
+    SELECT coalesce(string_agg(piece[1] || coalesce(' ' || pairs || ' ', ''), '' ORDER BY at), '')
+    FROM regexp_matches(field, '([^{CJK[1:]}*)({CJK}*)', 'g') WITH ORDINALITY AS pieces(piece, at),
     LATERAL (
         -- Each character with the next (linear: substr() walks a multibyte text from its start).
         SELECT string_agg(pair, ' ' ORDER BY n)
         FROM (
             SELECT n, CASE WHEN count(*) OVER () = 1 THEN c ELSE c || lead(c) OVER (ORDER BY n) END
-            FROM regexp_split_to_table(run[1], '') WITH ORDINALITY AS chars(c, n)
+            FROM regexp_split_to_table(nullif(piece[2], ''), '') WITH ORDINALITY AS chars(c, n)
         ) AS paired(n, pair)
         WHERE pair IS NOT NULL
     ) AS runs_pairs(pairs)
@@ -41,8 +42,7 @@ $$;
 CREATE FUNCTION memories_cjk_vector(field text, weight "char") RETURNS tsvector
     LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path FROM CURRENT AS $$
     SELECT CASE WHEN field ~ '{CJK}' THEN setweight(
-        to_tsvector('threengram_unaccented'::regconfig, regexp_replace(field, '{CJK}+', ' the ', 'g'))
-        || to_tsvector('threengram_unaccented'::regconfig, memories_cjk_pairs(field)),
+        to_tsvector('threengram_unaccented'::regconfig, 'the ' || memories_cjk_paired(field)),
         weight) ELSE ''::tsvector END
 $$;
 """
@@ -106,6 +106,6 @@ class Migration(migrations.Migration):
             SEARCH_VECTOR.replace("{cjk}", "")
             + RECOMPUTE
             + "DROP FUNCTION memories_cjk_vector(text, \"char\");"
-            + "DROP FUNCTION memories_cjk_pairs(text);",
+            + "DROP FUNCTION memories_cjk_paired(text);",
         )
     ]

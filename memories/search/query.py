@@ -33,9 +33,9 @@ _DOTTED_WRITTEN = re.compile(r"(?<![^\W_])[^\W\d_][^\W_]*(?:\.[^\W\d_][^\W_]*)+"
 # database (_Query.alternatives).
 _DOTTED = re.compile(r"[a-z][a-z0-9]*(?:\.[a-z][a-z0-9]*)+")
 # A run of Chinese, Japanese or Korean characters, as migration 0021 reads them: memories are
-# indexed also by its pairs of characters (memories_cjk_paired, migration 0022), as a run is one
-# word to the parser ("東京都渋谷区の事務所"); a question asks for the pairs of its runs, a
-# phrase for them in order.
+# indexed also by its pairs of characters (memories_cjk_paired), as a run is one word to the
+# parser ("東京都渋谷区の事務所"); a question asks for the pairs of its runs, a phrase for them in
+# order.
 _CJK_RUN = re.compile(
     "[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\uff66-\uff9f]+"
 )
@@ -151,8 +151,7 @@ def _joined_name(name: re.Match[str]) -> str:
 
 
 def _cjk_paired(text: str) -> str:
-    """A text with each CJK run replaced, where it stands, by its pairs (memories_cjk_paired,
-    migration 0022)."""
+    """A text with each CJK run replaced, where it stands, by its pairs (memories_cjk_paired)."""
     return _CJK_RUN.sub(lambda run: f" {' '.join(_cjk_pairs(run.group()))} ", text)
 
 
