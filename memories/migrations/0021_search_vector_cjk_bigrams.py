@@ -17,10 +17,11 @@ through): no table rewrite.
 
 from django.db import migrations
 
-# Hiragana, Katakana (and its phonetic extensions, half-width forms), CJK ideographs (Extension A,
-# the unified block, compatibility ideographs), Hangul syllables: spelt as escapes, so that the
-# pattern does not depend on the database's locale. memories.search.query reads the same class.
-CJK = r"[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\uff66-\uff9f]"
+# The iteration and closing marks and the ideographic zero (々 〆 〇), Hiragana, Katakana (and its
+# phonetic extensions, half-width forms), CJK ideographs (Extension A, the unified block,
+# compatibility ideographs), Hangul syllables: spelt as escapes, so that the pattern does not
+# depend on the database's locale. memories.search.query reads the same class.
+CJK = r"[\u3005-\u3007\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\uff66-\uff9f]"
 
 # A field with each run replaced, where it stands, by its pairs (the text between runs kept).
 FUNCTIONS = rf"""

@@ -37,7 +37,8 @@ _DOTTED = re.compile(r"[a-z][a-z0-9]*(?:\.[a-z][a-z0-9]*)+")
 # parser ("東京都渋谷区の事務所"); a question asks for the pairs of its runs, a phrase for them in
 # order.
 _CJK_RUN = re.compile(
-    "[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\uff66-\uff9f]+"
+    "[\u3005-\u3007\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
+    "\uf900-\ufaff\uac00-\ud7af\uff66-\uff9f]+"
 )
 # A question asks for at most this many pairs (the first ones): a page of CJK text would otherwise
 # ask for hundreds of terms.

@@ -446,6 +446,16 @@ def test_a_cjk_word_with_any_characters_is_stored_and_found_by_its_pairs(tenant,
     assert [hit.id for hit in run(tenant, "東京").hits] == [memory.id]
 
 
+def test_an_iteration_mark_is_part_of_its_run(tenant, settings):
+    """々 repeats the character before it ("佐々木"): a run does not end at it."""
+    settings.SEARCH_EMBEDDER = "none"
+    sasaki = record_memory(
+        owner=tenant, memory_type="fact", topic="Owner", content="担当は佐々木さん。"
+    )
+    record_memory(owner=tenant, memory_type="fact", topic="Owner", content="担当は木村さん。")
+    assert [hit.id for hit in run(tenant, "佐々木").hits] == [sasaki.id]
+
+
 def test_a_cjk_memory_stored_before_its_bigrams_were_indexed_is_found_after_the_upgrade(
     transactional_db, settings
 ):
