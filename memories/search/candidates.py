@@ -229,7 +229,9 @@ def _rare_term_matches(
     if not rare:
         return [], (), None
     if not indexed:
-        params["rare_any_term"] = _any_term(rare, alternatives=params["alternatives"])
+        params["rare_any_term"] = _any_term(
+            rare, alternatives=params["alternatives"], prefixed=params["prefixed"]
+        )
         most = RARE_TERM_CANDIDATES * len(rare)
         walked = _walk(
             db,
@@ -247,7 +249,9 @@ def _rare_term_matches(
         return walked, rare, reached
     _word_filters(db, where, params, RARE_TERM_CANDIDATES)
     alternatives = params["alternatives"]
-    params["rare_terms"] = [_any_term((term,), alternatives=alternatives) for term in rare]
+    params["rare_terms"] = [
+        _any_term((term,), alternatives=alternatives, prefixed=params["prefixed"]) for term in rare
+    ]
     params["rare_limit"] = RARE_TERM_CANDIDATES * len(rare)
     matches = _RARE_WORD_MATCHES.format(required=_required_query(required), thread=where.thread)
     [(ids,)] = _rows(db, matches, params, _RARE_TERMS_BY_KEY)
@@ -339,8 +343,12 @@ def _ranked(
     required = _REQUIRED if parsed.required else ""
     params |= {
         "terms": list(parsed.terms),
-        "alternatives": parsed.alternatives,  # read by _any_term, not by a statement
-        "any_term": _any_term(parsed.terms, alternatives=parsed.alternatives),
+        # Read by _any_term, not by a statement.
+        "alternatives": parsed.alternatives,
+        "prefixed": parsed.prefixed,
+        "any_term": _any_term(
+            parsed.terms, alternatives=parsed.alternatives, prefixed=parsed.prefixed
+        ),
         "required": parsed.required,
     }
     cosine = "NULL::float8"

@@ -59,6 +59,10 @@ class _Query:
     # word joined ("stand-up" -> ("standup",)), a dotted name joined and stemmed ("next.js" ->
     # ("nextj",)), as migration 0020's memories_search_vector adds them.
     alternatives: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # The terms asked for as prefixes: a CJK character alone, which memories hold only inside
+    # pairs ("책" of "책을", "東" of "東京"; memories_cjk_paired indexes no single character of a
+    # longer run).
+    prefixed: frozenset[str] = frozenset()
 
     def as_written(self, term: str) -> str:
         """A term as the asker wrote it ("latency" for the lexeme "latenc")."""
@@ -121,6 +125,9 @@ def _parse(db, text: str) -> _Query:
         wanted=wanted,
         written=written,
         parts=frozenset(written) - whole_words,
+        prefixed=frozenset(
+            lexeme for lexeme, word in pairs if len(word) == 1 and _CJK_RUN.fullmatch(word)
+        ),
         alternatives={
             **{term: (term.replace("-", ""),) for term in terms if _COMPOUND.fullmatch(term)},
             **_dotted_joined(db, [term for term in terms if _DOTTED.fullmatch(term)]),
@@ -193,17 +200,22 @@ def _any_term(
     terms: tuple[str, ...],
     weights: str = "",
     alternatives: Mapping[str, tuple[str, ...]] | None = None,
+    prefixed: frozenset[str] = frozenset(),
 ) -> str:
     """A tsquery matching any of `terms`, given as lexemes (not normalised again), each also in
-    its `alternatives` (_Query.alternatives), in the fields of `weights` if given."""
+    its `alternatives` (_Query.alternatives), as a prefix if `prefixed` (_Query.prefixed), in the
+    fields of `weights` if given."""
     alternatives = alternatives or {}
     spellings = [
         spelling
         for term in terms
         for spelling in dict.fromkeys([term, *alternatives.get(term, ())])
     ]
-    suffix = f":{weights}" if weights else ""
     return " | ".join(
-        "'" + spelling.replace("\\", "\\\\").replace("'", "''") + "'" + suffix
+        "'"
+        + spelling.replace("\\", "\\\\").replace("'", "''")
+        + "'"
+        + (":*" if spelling in prefixed else ":" if weights else "")
+        + weights
         for spelling in spellings
     )

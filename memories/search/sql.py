@@ -155,10 +155,14 @@ def _fields_held(terms: tuple[str, ...], params: dict) -> str:
     few asked for."""
     labels = []
     for n, term in enumerate(terms):
-        params[f"term_{n}"] = _any_term((term,), alternatives=params["alternatives"])
+        params[f"term_{n}"] = _any_term(
+            (term,), alternatives=params["alternatives"], prefixed=params["prefixed"]
+        )
         checks = []
         for label, weights in _FIELDS:
-            params[f"term_{n}_{label}"] = _any_term((term,), weights, params["alternatives"])
+            params[f"term_{n}_{label}"] = _any_term(
+                (term,), weights, params["alternatives"], params["prefixed"]
+            )
             checks.append(
                 f"CASE WHEN m.search_vector @@ %(term_{n}_{label})s::tsquery "
                 f"THEN '{label}' ELSE '' END"

@@ -446,6 +446,22 @@ def test_a_cjk_word_with_any_characters_is_stored_and_found_by_its_pairs(tenant,
     assert [hit.id for hit in run(tenant, "東京").hits] == [memory.id]
 
 
+@pytest.mark.parametrize(
+    ("stored", "other", "asked"),
+    [
+        ("이 책을 다 읽었다.", "이 차를 샀다.", "책"),
+        ("東京の事務所。", "大阪の事務所。", "東 事務所"),
+    ],
+)
+def test_a_cjk_character_alone_finds_the_pairs_it_starts(tenant, settings, stored, other, asked):
+    """A memory holds a character of a longer run only inside its pairs: a question of that
+    character alone (a Korean word of one syllable) asks for the pairs it starts."""
+    settings.SEARCH_EMBEDDER = "none"
+    memory = record_memory(owner=tenant, memory_type="fact", topic="Note", content=stored)
+    record_memory(owner=tenant, memory_type="fact", topic="Note", content=other)
+    assert [hit.id for hit in run(tenant, asked).hits][:1] == [memory.id]
+
+
 def test_an_iteration_mark_is_part_of_its_run(tenant, settings):
     """々 repeats the character before it ("佐々木"): a run does not end at it."""
     settings.SEARCH_EMBEDDER = "none"
