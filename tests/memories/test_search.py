@@ -1449,12 +1449,13 @@ def test_a_revision_committing_mid_search_never_shows_both_versions(transactiona
 
 
 # Pieces of query text the parse treats specially (dotted names, hyphens, apostrophes, phrases,
-# exclusions, tsquery syntax, other scripts, format-string syntax), to be joined in any order.
+# exclusions, tsquery syntax, other scripts and CJK, format-string syntax), joined in any order.
 QUERY_PIECES = [
     *("next.js", "Next.JS", "e.g.", "a.b.c.d", "v1.2", "1.2.js", "x.y-z", "stand-up", ".js", "js."),
     *("a..b", "socket.io", "api.example.com", "foo@bar.com", "http://x.y/z", "é.ü", "日本.語"),
     *("🙂.js", "a.🙂", "x" * 60 + ".js", '"', "-", "'", "\u2019", "\\", "&", "|", "!", ":*"),
     *("(", ")", "<->", ".", "..", "-.", '-"', "%", "%s", "%(x)s", "{}", "$1", "\u200b", "\t"),
+    *("책", "東", "東京", "佐々木", "、", "ｶﾀ", "서울에서"),
 ]
 
 
