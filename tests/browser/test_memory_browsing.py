@@ -33,6 +33,8 @@ def test_filtering_paging_and_coming_back_with_the_keyboard(browser, daphne_serv
     add_thread_members(owner=tenant, name="Release Plan", memory_ids=[facts[0].id])
     page = browser.new_context(viewport={"width": 390, "height": 844}).new_page()
     page.goto(daphne_server("/login/"))
+    # The log-in page puts the cursor in the username field; keys typed before it has are lost.
+    expect(page.get_by_label("Username")).to_be_focused()
     page.keyboard.type("lin")
     page.keyboard.press("Tab")
     page.keyboard.type(PASSWORD)
