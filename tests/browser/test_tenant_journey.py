@@ -108,7 +108,13 @@ def test_tenant_journey_and_staff_audit(page, browser, daphne_server, screenshot
     expect(page.get_by_role("heading", name="Notes agent")).to_be_visible()
     expect(page.get_by_text("Read your memories").first).to_be_visible()
     screenshots(page, "04-connected-apps")
-    page.get_by_role("button", name="Revoke Claude Code").click()
+    # Revoking takes a second, deliberate step: the first click only asks.
+    card = page.locator("li.card", has=page.get_by_role("heading", name="Claude Code"))
+    expect(card.get_by_role("button", name="Revoke Claude Code")).to_be_hidden()
+    card.get_by_text("Revoke…").click()
+    expect(card.get_by_text("Disconnect Claude Code?")).to_be_visible()
+    assert _token_exists(first_token)
+    card.get_by_role("button", name="Revoke Claude Code").click()
     expect(page.get_by_text("Claude Code is disconnected")).to_be_visible()
     expect(page.get_by_role("heading", name="Claude Code")).to_have_count(0)
     screenshots(page, "05-app-revoked")
@@ -276,6 +282,7 @@ def test_mcp_refuses_revoked_and_erased_tokens(page, daphne_server):
     page.get_by_role("button", name="Log in").click()
     expect(page).to_have_url(daphne_server("/memories/"))
     page.goto(daphne_server("/apps/"))
+    page.get_by_text("Revoke…").click()
     page.get_by_role("button", name="Revoke Doomed client").click()
     expect(page.get_by_text("Doomed client is disconnected")).to_be_visible()
     assert call_mcp(token) == 401
