@@ -23,7 +23,7 @@ from memories import account_indexes, tenancy
 from memories.embedding import comparable_with, embed_query
 from memories.search.cursor import _Position
 from memories.search.filters import _Where
-from memories.search.query import _any_term, _Query
+from memories.search.query import _Query
 from memories.search.scoring import (
     RELEVANCE_FLOOR,
     TENANT_SIZE_COUNTED_MAX,
@@ -229,9 +229,7 @@ def _rare_term_matches(
     if not rare:
         return [], (), None
     if not indexed:
-        params["rare_any_term"] = _any_term(
-            rare, alternatives=params["alternatives"], prefixed=params["prefixed"]
-        )
+        params["rare_any_term"] = params["parsed"].any_term(rare)
         most = RARE_TERM_CANDIDATES * len(rare)
         walked = _walk(
             db,
@@ -248,10 +246,7 @@ def _rare_term_matches(
             reached = min(candidate.recorded_at for candidate in walked)
         return walked, rare, reached
     _word_filters(db, where, params, RARE_TERM_CANDIDATES)
-    alternatives = params["alternatives"]
-    params["rare_terms"] = [
-        _any_term((term,), alternatives=alternatives, prefixed=params["prefixed"]) for term in rare
-    ]
+    params["rare_terms"] = [params["parsed"].any_term((term,)) for term in rare]
     params["rare_limit"] = RARE_TERM_CANDIDATES * len(rare)
     matches = _RARE_WORD_MATCHES.format(required=_required_query(required), thread=where.thread)
     [(ids,)] = _rows(db, matches, params, _RARE_TERMS_BY_KEY)
@@ -343,12 +338,8 @@ def _ranked(
     required = _REQUIRED if parsed.required else ""
     params |= {
         "terms": list(parsed.terms),
-        # Read by _any_term, not by a statement.
-        "alternatives": parsed.alternatives,
-        "prefixed": parsed.prefixed,
-        "any_term": _any_term(
-            parsed.terms, alternatives=parsed.alternatives, prefixed=parsed.prefixed
-        ),
+        "parsed": parsed,  # read by the steps that spell its terms, not by a statement
+        "any_term": parsed.any_term(),
         "required": parsed.required,
     }
     cosine = "NULL::float8"
@@ -356,7 +347,7 @@ def _ranked(
         params["vector"] = "[" + ",".join(f"{x:.6g}" for x in vector) + "]"
         cosine = "1 - (m.embedding <=> %(vector)s::vector)"
     params["candidate_columns"] = _CANDIDATE_COLUMNS.format(
-        fields_held=_fields_held(parsed.terms, params), cosine=cosine
+        fields_held=_fields_held(parsed, params), cosine=cosine
     )
     few_terms = len(parsed.terms) <= INDEXED_QUERY_TERMS_MAX
     # The account's words index holds its current memories only: asOf walks.

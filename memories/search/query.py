@@ -68,6 +68,24 @@ class _Query:
         """A term as the asker wrote it ("latency" for the lexeme "latenc")."""
         return self.written.get(term, term)
 
+    def any_term(self, terms: tuple[str, ...] | None = None, weights: str = "") -> str:
+        """A tsquery matching any of `terms` (the query's by default), given as lexemes (not
+        normalised again), each also in its alternatives, as a prefix if prefixed, in the
+        fields of `weights` if given."""
+        spellings = [
+            spelling
+            for term in (self.terms if terms is None else terms)
+            for spelling in dict.fromkeys([term, *self.alternatives.get(term, ())])
+        ]
+        return " | ".join(
+            "'"
+            + spelling.replace("\\", "\\\\").replace("'", "''")
+            + "'"
+            + (":*" if spelling in self.prefixed else ":" if weights else "")
+            + weights
+            for spelling in spellings
+        )
+
 
 def _parse(db, text: str) -> _Query:
     """The query's OR'ed terms and its required phrases and exclusions. A phrase or exclusion
@@ -87,10 +105,10 @@ def _parse(db, text: str) -> _Query:
     # The pairs of its CJK runs, the first ones; the rest read as words. A pair is named as
     # written, not its run: a Japanese question is one run, and a hit holding most of it would
     # be said to lack all of it.
-    paired = dict.fromkeys(pair for run in _CJK_RUN.findall(wanted) for pair in _cjk_pairs(run))
-    paired = list(paired)[:CJK_PAIRS_MAX]
+    cjk_pairs = dict.fromkeys(pair for run in _CJK_RUN.findall(wanted) for pair in _cjk_pairs(run))
+    cjk_pairs = list(cjk_pairs)[:CJK_PAIRS_MAX]
     plain = _CJK_RUN.sub(" ", wanted)
-    words = list(dict.fromkeys(_WORD.findall(plain))) + paired
+    words = list(dict.fromkeys(_WORD.findall(plain))) + cjk_pairs
     db.execute(
         f"SELECT (SELECT coalesce(array_agg(lexeme), '{{}}') "  # noqa: S608 (constant)
         f"FROM unnest(to_tsvector({_CONFIG}, %s))), "
@@ -103,7 +121,7 @@ def _parse(db, text: str) -> _Query:
         "FROM unnest(%s::text[]) WITH ORDINALITY AS u(w, n), "
         f"unnest(tsvector_to_array(to_tsvector({_CONFIG}, w))) AS l) written",
         [
-            " ".join([plain, *paired]),
+            " ".join([plain, *cjk_pairs]),
             [f'{minus}"{v}"' for minus, variants in spellings for v in variants],
             words,
         ],
@@ -194,28 +212,3 @@ def _required(spellings: list[tuple[str, list[str]]], queries: Iterator[str]) ->
             joiner = " & " if minus else " | "
             required.append("( " + joiner.join(f"( {q} )" for q in alternatives) + " )")
     return " & ".join(required)
-
-
-def _any_term(
-    terms: tuple[str, ...],
-    weights: str = "",
-    alternatives: Mapping[str, tuple[str, ...]] | None = None,
-    prefixed: frozenset[str] = frozenset(),
-) -> str:
-    """A tsquery matching any of `terms`, given as lexemes (not normalised again), each also in
-    its `alternatives` (_Query.alternatives), as a prefix if `prefixed` (_Query.prefixed), in the
-    fields of `weights` if given."""
-    alternatives = alternatives or {}
-    spellings = [
-        spelling
-        for term in terms
-        for spelling in dict.fromkeys([term, *alternatives.get(term, ())])
-    ]
-    return " | ".join(
-        "'"
-        + spelling.replace("\\", "\\\\").replace("'", "''")
-        + "'"
-        + (":*" if spelling in prefixed else ":" if weights else "")
-        + weights
-        for spelling in spellings
-    )

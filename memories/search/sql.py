@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 
 from memories.excerpts import EXCERPT_COLUMNS
-from memories.search.query import _any_term
+from memories.search.query import _Query
 
 # What scoring reads of a candidate: where it holds each query term (see _fields_held), and its
 # cosine similarity to the query. The walk and the words function select them as they find
@@ -148,21 +148,17 @@ _PAGE_SQL = (
 )
 
 
-def _fields_held(terms: tuple[str, ...], params: dict) -> str:
-    """An SQL array with, for each term, the labels of the fields that hold it ("AB": topic and
-    content; "" for none). Each a match of the search vector against a constant query, which
-    PostgreSQL does in C, rather than unnesting every lexeme of every candidate to find the
-    few asked for."""
+def _fields_held(parsed: _Query, params: dict) -> str:
+    """An SQL array with, for each of the query's terms, the labels of the fields that hold it
+    ("AB": topic and content; "" for none). Each a match of the search vector against a
+    constant query, which PostgreSQL does in C, rather than unnesting every lexeme of every
+    candidate to find the few asked for."""
     labels = []
-    for n, term in enumerate(terms):
-        params[f"term_{n}"] = _any_term(
-            (term,), alternatives=params["alternatives"], prefixed=params["prefixed"]
-        )
+    for n, term in enumerate(parsed.terms):
+        params[f"term_{n}"] = parsed.any_term((term,))
         checks = []
         for label, weights in _FIELDS:
-            params[f"term_{n}_{label}"] = _any_term(
-                (term,), weights, params["alternatives"], params["prefixed"]
-            )
+            params[f"term_{n}_{label}"] = parsed.any_term((term,), weights)
             checks.append(
                 f"CASE WHEN m.search_vector @@ %(term_{n}_{label})s::tsquery "
                 f"THEN '{label}' ELSE '' END"
