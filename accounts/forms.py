@@ -194,6 +194,11 @@ class DeleteAccountForm(FocusFirstError, ThrottledPasswordCheck, forms.Form):
         return self.throttled_check(self.user.get_username(), check)
 
 
+def did_you_mean(names: list[str]) -> str:
+    """' (did you mean “a” or “b”?)' for a person's own names near the one typed, '' for none."""
+    return f" (did you mean {' or '.join(f'“{name}”' for name in names)}?)" if names else ""
+
+
 class _NameField(forms.CharField):
     """A project or thread name as the tools read one (bounds.trimmed): pasted with an invisible
     mark at an end, or typed decomposed, it is still the name its memories carry."""
@@ -261,9 +266,8 @@ class MemoryFilterForm(forms.Form):
             return name
         stored = Thread.objects.named(self.owner_id, name).values_list("name", flat=True).first()
         if stored is None:
-            near = Thread.objects.near_names(self.owner_id, name)
-            hint = f" (did you mean {' or '.join(f'“{n}”' for n in near)}?)" if near else ""
-            raise ValidationError(f"You have no thread named “{name}”{hint}; it was not applied.")
+            near = did_you_mean(Thread.objects.near_names(self.owner_id, name))
+            raise ValidationError(f"You have no thread named “{name}”{near}; it was not applied.")
         return stored
 
     def applied(self) -> dict[str, str]:

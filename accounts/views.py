@@ -27,6 +27,7 @@ from accounts.forms import (
     SignUpForm,
     ThrottledAuthenticationForm,
     ThrottledPasswordChangeForm,
+    did_you_mean,
 )
 from memories import replica
 from memories.access import NIL_ID
@@ -215,8 +216,7 @@ def _unknown_project(owner_id: int, project: str) -> list[str]:
         near = unknown_facet(cursor, owner_id=owner_id, facet="project", value=project)
     if near is None:
         return []
-    hint = f" (did you mean {' or '.join(f'“{name}”' for name in near)}?)" if near else ""
-    return [f"You have no current memory in project “{project}”{hint}."]
+    return [f"You have no current memory in project “{project}”{did_you_mean(near)}."]
 
 
 def _page(paginator: Paginator, requested: str | None) -> tuple[Page, str | None]:
