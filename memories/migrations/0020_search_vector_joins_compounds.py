@@ -22,7 +22,7 @@ from django.db import migrations
 # The function keeps the search path it was made under: its body names are looked up when it
 # runs, and a restore (pg_restore, under an empty search path) computes the column as it loads
 # the rows.
-SEARCH_VECTOR = r"""
+FUNCTION = r"""
 CREATE FUNCTION memories_search_vector(topic text, content text, tags text[], project text)
     RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path FROM CURRENT AS $$
     WITH words AS (
@@ -52,10 +52,15 @@ CREATE FUNCTION memories_search_vector(topic text, content text, tags text[], pr
                 ELSE (vector::text || joined.lexemes)::tsvector END
     FROM words, joined
 $$;
+"""
 
+SEARCH_VECTOR = (
+    FUNCTION
+    + """
 ALTER TABLE memories_memory ALTER COLUMN search_vector
     SET EXPRESSION AS (memories_search_vector(topic, content, tags::text[], project));
 """
+)
 
 SEARCH_VECTOR_BACKWARD = r"""
 ALTER TABLE memories_memory ALTER COLUMN search_vector SET EXPRESSION AS (

@@ -15,6 +15,8 @@ computed again (an UPDATE that leaves every column as it is, which the append-on
 through): no table rewrite.
 """
 
+import importlib
+
 from django.db import migrations
 
 # The iteration and closing marks and the ideographic zero (々 〆 〇), Hiragana, Katakana (and its
@@ -48,40 +50,12 @@ CREATE FUNCTION memories_cjk_vector(field text, weight "char") RETURNS tsvector
 $$;
 """
 
-# Migration 0020's function, the vector of each field's CJK runs appended (or not).
-SEARCH_VECTOR = r"""
-CREATE OR REPLACE FUNCTION memories_search_vector(
-    topic text, content text, tags text[], project text
-) RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path FROM CURRENT AS $$
-    WITH words AS (
-        SELECT setweight(to_tsvector('threengram_unaccented'::regconfig, coalesce(topic, '')), 'A')
-            || setweight(to_tsvector('threengram_unaccented'::regconfig,
-                                     coalesce(content, '')), 'B')
-            || setweight(to_tsvector('threengram_unaccented'::regconfig,
-                                     coalesce(memories_tags_text(tags), '') || ' '
-                                     || coalesce(project, '')), 'C') AS vector
-    ), joined AS (
-        SELECT string_agg(
-            ' ''' || added.lexeme || ''':' || (
-                SELECT string_agg(at::text || weight, ',')
-                FROM unnest(written.positions, written.weights) AS p(at, weight)),
-            '') AS lexemes
-        FROM words, unnest(vector) AS written,
-        LATERAL unnest(CASE
-            WHEN written.lexeme ~ '^[a-z0-9]+(-[a-z0-9]+)+$'
-                THEN ARRAY[replace(written.lexeme, '-', '')]
-            WHEN written.lexeme ~ '^[a-z][a-z0-9]*(\.[a-z][a-z0-9]*)+$'
-                THEN tsvector_to_array(to_tsvector('threengram_unaccented'::regconfig,
-                    replace(written.lexeme, '.', ' ') || ' ' || replace(written.lexeme, '.', '')))
-        END) AS added(lexeme)
-        WHERE written.lexeme LIKE '%-%' OR written.lexeme LIKE '%.%'
-    )
-    SELECT CASE WHEN joined.lexemes IS NULL THEN vector
-                ELSE (vector::text || joined.lexemes)::tsvector END
-           {cjk}
-    FROM words, joined
-$$;
-"""
+# Migration 0020's function (the same text, replacing it), with or without the vector of each
+# field's CJK runs appended to what it returns.
+PREVIOUS = importlib.import_module("memories.migrations.0020_search_vector_joins_compounds")
+SEARCH_VECTOR = PREVIOUS.FUNCTION.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1)
+RETURNED = "ELSE (vector::text || joined.lexemes)::tsvector END\n"
+assert SEARCH_VECTOR.count(RETURNED) == 1
 
 CJK_VECTORS = """
            || memories_cjk_vector(coalesce(topic, ''), 'A')
@@ -103,10 +77,12 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.RunSQL(
-            FUNCTIONS + SEARCH_VECTOR.replace("{cjk}", CJK_VECTORS) + RECOMPUTE,
-            SEARCH_VECTOR.replace("{cjk}", "")
+            FUNCTIONS
+            + SEARCH_VECTOR.replace(RETURNED, RETURNED.rstrip("\n") + CJK_VECTORS + "\n")
+            + RECOMPUTE,
+            SEARCH_VECTOR
             + RECOMPUTE
-            + "DROP FUNCTION memories_cjk_vector(text, \"char\");"
+            + 'DROP FUNCTION memories_cjk_vector(text, "char");'
             + "DROP FUNCTION memories_cjk_paired(text);",
         )
     ]
