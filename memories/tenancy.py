@@ -39,7 +39,7 @@ from typing import Any
 
 import psycopg
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 from django.db.backends.base.base import NO_DB_ALIAS, BaseDatabaseWrapper
 from django.db.backends.signals import connection_created
 from django.dispatch import receiver
@@ -105,6 +105,37 @@ def grant_app_role_privileges(using: str = DEFAULT_DB_ALIAS) -> None:
     role does not exist (row-level security is then off: DATABASE_APP_ROLE names no role)."""
     with connections[using].cursor() as cursor:
         cursor.execute(APP_ROLE_PRIVILEGES_SQL)
+
+
+class AppRoleOutOfReach(Exception):
+    """The application role exists, the migrating user is not a member of it and may not make
+    itself one: only a DBA can, and migration memories/0007 would stop half-way without it."""
+
+
+def take_app_role(using: str = DEFAULT_DB_ALIAS) -> None:
+    """Make the owner a member of the application role when it exists (so that it can grant the
+    role its privileges and the server can `SET ROLE`), or raise `AppRoleOutOfReach` naming the
+    statement a DBA runs. A member already, or no role: nothing to do."""
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            "SELECT quote_ident(current_user), pg_has_role(current_user, oid, 'MEMBER') "
+            "FROM pg_roles WHERE rolname = %s",
+            [APP_ROLE],
+        )
+        found = cursor.fetchone()
+        if found is None or found[1]:
+            return
+        user = found[0]
+        try:
+            with transaction.atomic(using=using):
+                cursor.execute(f"GRANT {APP_ROLE} TO {user}")  # quoted by the server
+        except DatabaseError as error:
+            if not isinstance(error.__cause__, psycopg.errors.InsufficientPrivilege):
+                raise
+            raise AppRoleOutOfReach(
+                f"the role {APP_ROLE} exists and {user} is neither a member of it nor allowed to"
+                f" grant it. A DBA runs once: GRANT {APP_ROLE} TO {user}; then run migrate again."
+            ) from None
 
 
 current_tenant: ContextVar[int | None] = ContextVar("current_tenant", default=None)

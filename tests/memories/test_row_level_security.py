@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import copy
 import io
+import os
+import subprocess
+import sys
+import uuid
 from collections.abc import Iterator
 
 import psycopg
@@ -14,6 +18,7 @@ from django.core.management import call_command
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.test import override_settings
+from psycopg.conninfo import make_conninfo
 
 from accounts.erasure import erase_account
 from infra import asyncdb
@@ -22,7 +27,7 @@ from memories.errors import NotFound
 from memories.models import ERASED, Memory, Thread, ThreadMembership
 from memories.search import clean_filters, search_memories
 from tests.factories import MemoryFactory, UserFactory
-from tests.mcp_gateway.conftest import subprocess_database_url
+from tests.mcp_gateway.conftest import ROOT, subprocess_database_url
 from tests.memories.conftest import patch_search
 
 ROLE = tenancy.APP_ROLE
@@ -542,3 +547,45 @@ def test_a_search_reaches_the_words_index_as_the_app_role(
         with tenancy.acting_for(owner.pk):
             page = search_memories(owner_id=owner.pk, query=question, filters=clean_filters())
         assert [hit.excerpt for hit in page.hits] == [f"secret of {owner.username}"]
+
+
+@pytest.fixture
+def owner_outside_the_app_role(transactional_db) -> Iterator[str]:
+    """A fresh database owned by a user that may not create roles, while the application role
+    exists already (made for another database of the server): the conninfo of that user."""
+    params = asyncdb.connection_kwargs()
+    params.pop("autocommit")
+    name = f"tg_owner_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(make_conninfo(**params), autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {name} LOGIN NOSUPERUSER NOCREATEROLE")
+        admin.execute(f"CREATE DATABASE {name} OWNER {name}")
+        try:
+            with psycopg.connect(make_conninfo(**params | {"dbname": name})) as fresh:
+                fresh.execute("CREATE EXTENSION vector")
+            yield make_conninfo(**params | {"dbname": name, "user": name})
+        finally:
+            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+            admin.execute(f"DROP ROLE {name}")
+
+
+def test_migrate_names_the_grant_a_dba_must_run_and_migrates_nothing(owner_outside_the_app_role):
+    run = subprocess.run(
+        [sys.executable, "manage.py", "migrate"],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "DATABASE_URL": owner_outside_the_app_role,
+            "DATABASE_APP_ROLE": ROLE,
+            "SECRET_KEY": "migrate-test-secret-key",
+            "DEBUG": "0",
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 1
+    user = psycopg.conninfo.conninfo_to_dict(owner_outside_the_app_role)["user"]
+    assert f"GRANT {ROLE} TO {user};" in run.stderr
+    assert "Traceback" not in run.stderr + run.stdout
+    with psycopg.connect(owner_outside_the_app_role) as fresh:
+        assert fresh.execute("SELECT to_regclass('django_migrations')").fetchone() == (None,)

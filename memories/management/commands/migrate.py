@@ -4,10 +4,13 @@ The server's connections act as the row-level-security role (DATABASE_APP_ROLE, 
 memories/tenancy.py), which may not change the schema, and which migration memories/0007
 creates in the first place. Django's own command, run inside `tenancy.as_owner()`; then the
 role's privileges on the schema, granted again (tenancy.APP_ROLE_PRIVILEGES_SQL), so that a role a
-DBA created after the migrations that grant them gets them too."""
+DBA created after the migrations that grant them gets them too. Before anything, the owner takes
+the role (or the command stops, naming the GRANT a DBA runs) rather than let migration 0007 fail
+with a traceback after the migrations before it."""
 
 from typing import Any
 
+from django.core.management.base import CommandError
 from django.core.management.commands.migrate import Command as DjangoMigrateCommand
 
 from memories import tenancy
@@ -16,6 +19,10 @@ from memories import tenancy
 class Command(DjangoMigrateCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         with tenancy.as_owner():
+            try:
+                tenancy.take_app_role(options["database"])
+            except tenancy.AppRoleOutOfReach as refusal:
+                raise CommandError(f"Nothing migrated: {refusal}") from None
             super().handle(*args, **options)
             if not options.get("plan"):
                 tenancy.grant_app_role_privileges(options["database"])
