@@ -18,6 +18,7 @@ from django.contrib.auth.base_user import AbstractBaseUser
 
 from mcp_gateway import serializers
 from mcp_gateway.principal import Principal
+from mcp_gateway.schemas import REVISE_OPTIONAL
 from memories import environment, reading, replica, search, threads
 from memories.briefing import Selector, build_briefing
 from memories.handoff import DEFAULT_ITEMS as HANDOFF_DEFAULT_ITEMS
@@ -98,24 +99,22 @@ async def get_memories(principal: Principal, args: dict) -> dict:
     return serializers.memory_batch(batch)
 
 
-# revise's optional fields: service keyword -> argument. An omitted one carries over.
-_REVISE_OPTIONAL = {
-    "memory_type": "memoryType",
-    "topic": "topic",
-    "scope": "scope",
-    "project": "project",
-    "tags": "tags",
-    "due_at": "dueAt",
-}
-
-
 async def revise(principal: Principal, args: dict) -> dict:
+    # An omitted field carries over; one named in `clear` is None, which the service empties.
+    cleared = args.get("clear", ())
+    for name in cleared:
+        if name in args:
+            raise InvalidArguments(
+                f"clear: names {name}, which this call also gives; give it or clear it, not both"
+            )
+    fields = {keyword: args[name] for name, keyword in REVISE_OPTIONAL.items() if name in args}
     memory = await _db(
         threads.revise_memory_in_threads,
         owner=_owner(principal),
         predecessor_id=args["predecessorId"],
         content=args["content"],
-        **{kwarg: args[key] for kwarg, key in _REVISE_OPTIONAL.items() if key in args},
+        **fields,
+        **{REVISE_OPTIONAL[name]: None for name in cleared},
     )
     return {"memory": serializers.memory_ref(memory), "predecessorId": str(memory.predecessor_id)}
 

@@ -14,6 +14,7 @@ from memories import bounds, briefing, handoff, reading, search, threads
 from memories.excerpts import EXCERPT_MAX
 from memories.models import CommitmentStatus, MemoryType
 from memories.search.scoring import WORDS_SCALE_TERMS
+from memories.services import CLEARABLE_FIELDS
 
 MEMORY_TYPES = list(MemoryType.values)
 # How search shows each hit: whole (excerpt, dates, commitment state, how it matched) or only
@@ -352,16 +353,50 @@ GET_MEMORIES_OUT = output(
     }
 )
 
+# revise's optional arguments, each as the service keyword it is (memories.services
+# .revise_memory). One left out carries over; one of CLEARABLE_FIELDS named in `clear` is emptied.
+# A null is no way to empty one: clients that fill every field send null for each one unused
+# (mcp_gateway.tools), and a revision of a commitment's text would drop its deadline unasked.
+REVISE_OPTIONAL = {
+    "memoryType": "memory_type",
+    "topic": "topic",
+    "scope": "scope",
+    "project": "project",
+    "tags": "tags",
+    "dueAt": "due_at",
+}
+REVISE_CLEARABLE = [
+    name for name, keyword in REVISE_OPTIONAL.items() if keyword in CLEARABLE_FIELDS
+]
 REVISE_IN = strict(
     {
         "predecessorId": ID,
         "content": CONTENT,
-        "memoryType": {"type": "string", "enum": MEMORY_TYPES},
+        "memoryType": {
+            "type": "string",
+            "enum": MEMORY_TYPES,
+            "description": (
+                "Out of commitment: the due date and commitment state go. Into commitment: it "
+                "starts open."
+            ),
+        },
         "topic": TOPIC,
         "scope": SCOPE,
         "project": PROJECT,
         "tags": TAGS,
-        "dueAt": DATETIME,
+        "dueAt": DATETIME
+        | {"description": "Only for commitments: the new due date. To drop it, use clear."},
+        "clear": {
+            "type": "array",
+            "maxItems": len(REVISE_CLEARABLE),
+            "uniqueItems": True,
+            "items": {"type": "string", "enum": REVISE_CLEARABLE},
+            "description": (
+                "Fields the successor leaves empty instead of carrying over, e.g. ['dueAt'] "
+                "when the deadline was dropped. A type, topic and scope cannot be cleared. A "
+                "null field is left out, never cleared."
+            ),
+        },
     },
     required=("predecessorId", "content"),
 )

@@ -40,6 +40,12 @@ from memories.models import (
 
 _UNSET = object()
 
+# What a revision empties when given None: a commitment's due date, the project, the tags (a
+# deadline dropped, a memory that belongs to no project after all). A type, a topic and a scope
+# every memory has; None for one is refused by its name rather than read as a default.
+CLEARABLE_FIELDS = frozenset({"due_at", "project", "tags"})
+_HELD_BY_EVERY_MEMORY = {"memory_type": "memoryType", "topic": "topic", "scope": "scope"}
+
 
 def parse_memory_id(value: object) -> uuid.UUID | None:
     """A memory id from caller input, or None when it cannot be one. Callers treat None exactly
@@ -306,9 +312,11 @@ def revise_memory(
     and_then: Callable[[Memory], None] | None = None,
 ) -> Memory:
     """Supersede a memory: close the predecessor (valid_to) and insert a successor with a new id
-    pointing back to it. Fields not given are carried over. Revising a memory that is already
-    superseded is a Conflict, so two concurrent revisions yield one successor and one Conflict.
-    `and_then`: as in `record_memory`, called with the successor."""
+    pointing back to it. Fields not given are carried over (a due date only while the successor
+    stays a commitment); None empties one of CLEARABLE_FIELDS and is InvalidInput for the others.
+    Revising a memory that is already superseded is a Conflict, so two concurrent revisions yield
+    one successor and one Conflict. `and_then`: as in `record_memory`, called with the
+    successor."""
     given = {
         "memory_type": memory_type,
         "topic": topic,
@@ -317,6 +325,11 @@ def revise_memory(
         "tags": tags,
         "due_at": due_at,
     }
+    for name, field in _HELD_BY_EVERY_MEMORY.items():
+        if given[name] is None:
+            raise InvalidInput(
+                field, "cannot be cleared: every memory has one; leave it out to keep it as it is"
+            )
     return _written(
         lambda: _revise(
             owner=owner,

@@ -123,6 +123,40 @@ class TestRevise:
         )
         assert (new.topic, new.project, new.tags) == ("b", None, ["t"])
 
+    def test_none_empties_a_due_date_project_or_tags_and_is_refused_for_the_rest(self, tenant):
+        """A dropped deadline, a memory of no project after all, tags that no longer apply: None
+        empties each. A type, a topic and a scope every memory has: None for one was read as a
+        default (scope) or refused as a wrong value; now it is refused by name, nothing written."""
+        old = record_memory(
+            owner=tenant,
+            memory_type="commitment",
+            topic="ship",
+            content="Ship v2.",
+            project="atlas",
+            tags=["release"],
+            due_at=timezone.now() + timedelta(days=3),
+        )
+        new = revise_memory(
+            owner=tenant, predecessor_id=old.id, content="Ship v2.", due_at=None, project=None
+        )
+        assert (new.due_at, new.project, new.tags) == (None, None, ["release"])
+        untagged = revise_memory(owner=tenant, predecessor_id=new.id, content="v3", tags=None)
+        assert untagged.tags == [] and untagged.commitment_status == "open"
+        for keyword, field in (
+            ("memory_type", "memoryType"),
+            ("topic", "topic"),
+            ("scope", "scope"),
+        ):
+            with pytest.raises(InvalidInput) as refused:
+                revise_memory(
+                    owner=tenant, predecessor_id=untagged.id, content="v4", **{keyword: None}
+                )
+            assert str(refused.value) == (
+                f"invalid_input: {field}: cannot be cleared: every memory has one; leave it out "
+                "to keep it as it is"
+            )
+        assert Memory.objects.filter(owner=tenant, valid_to=None).get() == untagged
+
     def test_revising_a_superseded_memory_is_a_conflict_naming_the_newest_revision(self, tenant):
         old = record_memory(owner=tenant, memory_type="note", topic="a", content="v1")
         middle = revise_memory(owner=tenant, predecessor_id=old.id, content="v2")

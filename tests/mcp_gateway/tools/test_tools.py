@@ -468,6 +468,66 @@ async def test_a_written_commitment_answers_its_due_date_as_stored(agent):
     assert (await remember(agent, content="a note"))["dueAt"] is None
 
 
+async def test_revise_clears_the_fields_named_in_clear_and_carries_over_nulls(agent):
+    """Told "the deadline was dropped", an agent had no way to say so: dueAt took only a date,
+    and an omitted or null one carried the old date over, overdue in every briefing. `clear`
+    empties a due date, a project or tags; a null still carries over, as the clients that send
+    null for every unused field mean it."""
+    past = (timezone.now() - timedelta(days=1)).isoformat()
+    late = await remember(
+        agent,
+        memoryType="commitment",
+        content="pay invoice",
+        dueAt=past,
+        project="shop",
+        tags=["money"],
+    )
+    unused = {"dueAt": None, "project": None, "tags": None, "clear": None}
+    kept = await ok(agent, "revise", {"predecessorId": late["id"], "content": "pay it"} | unused)
+    assert kept["memory"]["dueAt"] == late["dueAt"]
+
+    arguments = {"predecessorId": kept["memory"]["id"], "content": "pay it", "clear": ["dueAt"]}
+    undated = (await ok(agent, "revise", arguments))["memory"]
+    assert (undated["dueAt"], undated["commitmentStatus"]) == (None, "open")
+    assert (await ok(agent, "briefing", {}))["sections"]["overdue"]["count"] == 0
+
+    arguments = {"predecessorId": undated["id"], "content": "pay", "clear": ["project", "tags"]}
+    bare = (await ok(agent, "revise", arguments))["memory"]
+    [read] = (await ok(agent, "get_memories", {"ids": [bare["id"]]}))["memories"]
+    assert (read["project"], read["tags"], read["topic"]) == (None, [], "topic")
+
+    both = {"predecessorId": bare["id"], "content": "x", "dueAt": past, "clear": ["dueAt"]}
+    assert await fails(agent, "revise", both) == (
+        "invalid_input: clear: names dueAt, which this call also gives; give it or clear it, "
+        "not both"
+    )
+    held = {"predecessorId": bare["id"], "content": "x", "clear": ["topic"]}
+    assert await fails(agent, "revise", held) == (
+        "invalid_input: clear[0]: must be one of: project, tags, dueAt"
+    )
+
+
+async def test_a_due_date_goes_with_the_commitment_type_and_only_comes_with_it(agent):
+    """Revised into another type, a commitment's due date and state go (the write result says
+    so); a due date for a memory that is not (or no longer) a commitment is refused by name."""
+    future = (timezone.now() + timedelta(days=2)).isoformat()
+    dated = await remember(agent, memoryType="commitment", content="ship it", dueAt=future)
+    arguments = {"predecessorId": dated["id"], "content": "shipped", "memoryType": "event"}
+    event = (await ok(agent, "revise", arguments))["memory"]
+    assert (event["dueAt"], event["commitmentStatus"]) == (None, None)
+    other = await remember(agent, memoryType="commitment", content="file taxes")
+    for arguments in (
+        {"predecessorId": event["id"], "content": "x", "dueAt": future},
+        {"predecessorId": other["id"], "content": "x", "memoryType": "note", "dueAt": future},
+    ):
+        assert await fails(agent, "revise", arguments) == (
+            "invalid_input: dueAt: only a commitment can have a due date"
+        )
+    arguments = {"predecessorId": event["id"], "content": "ship v2", "memoryType": "commitment"}
+    again = (await ok(agent, "revise", arguments | {"dueAt": future}))["memory"]
+    assert (again["commitmentStatus"], again["dueAt"] is not None) == ("open", True)
+
+
 async def test_archive_is_idempotent(agent):
     memory = await remember(agent)
     for _ in range(2):
