@@ -118,6 +118,10 @@ MEMORY_REF = output(
         "status": {"type": "string"},
         "commitmentStatus": nullable("string"),
         "dueAt": NULLABLE_DATETIME,
+        "overdue": {
+            "type": "boolean",
+            "description": "An open or waiting commitment past its dueAt, as search tells it.",
+        },
         "validTo": NULLABLE_DATETIME,
     }
 )

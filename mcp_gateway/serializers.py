@@ -25,7 +25,9 @@ from memories.threads import Proposal
 
 def memory_ref(item: Memory) -> dict:
     """A memory just written or moved: its id, URI, lifecycle state and due date (as stored, in
-    UTC: a revision carries it over unasked), without its content."""
+    UTC: a revision carries it over unasked) and whether it is overdue as search and get_memories
+    tell it (a commitment written or revised with a past due date already is), without its
+    content."""
     return {
         "id": str(item.id),
         "uri": item.resource_uri,
@@ -34,6 +36,7 @@ def memory_ref(item: Memory) -> dict:
         "status": str(item.status),
         "commitmentStatus": item.commitment_status and str(item.commitment_status),
         "dueAt": utc_datetime(item.due_at),
+        "overdue": item.overdue,
         "validTo": utc_datetime(item.valid_to),
     }
 

@@ -528,6 +528,25 @@ async def test_a_due_date_goes_with_the_commitment_type_and_only_comes_with_it(a
     assert (again["commitmentStatus"], again["dueAt"] is not None) == ("open", True)
 
 
+async def test_a_write_result_says_whether_the_commitment_is_overdue_as_search_does(agent):
+    """An agent that revised a commitment to a due date already past, or resolved a late one,
+    learnt whether it was overdue only from another search or get_memories call."""
+    past = (timezone.now() - timedelta(days=1)).isoformat()
+    future = (timezone.now() + timedelta(days=1)).isoformat()
+    dated = await remember(agent, memoryType="commitment", content="pay invoice", dueAt=future)
+    assert dated["overdue"] is False
+    arguments = {"predecessorId": dated["id"], "content": "pay invoice", "dueAt": past}
+    late = (await ok(agent, "revise", arguments))["memory"]
+    [hit] = (await ok(agent, "search", {"query": "invoice"}))["hits"]
+    assert late["overdue"] is hit["overdue"] is True
+    archived = (await ok(agent, "archive", {"memoryId": late["id"]}))["memory"]
+    [read] = (await ok(agent, "get_memories", {"ids": [late["id"]]}))["memories"]
+    assert archived["overdue"] is read["overdue"] is True
+    resolved = await ok(agent, "resolve", {"memoryId": late["id"], "status": "resolved"})
+    assert resolved["memory"]["overdue"] is False
+    assert (await remember(agent, content="a note"))["overdue"] is False
+
+
 async def test_archive_is_idempotent(agent):
     memory = await remember(agent)
     for _ in range(2):
