@@ -47,6 +47,22 @@ def nullable(json_type: str, **keywords: object) -> dict:
 NULLABLE_DATETIME = nullable("string", format="date-time")
 
 
+# status is the archive state alone: a version since revised keeps the one it had.
+STATUS = {
+    "type": "string",
+    "description": (
+        "'active' or 'archived' (the archive state only): a version since revised stays "
+        "'active'; whether it is still in force is `current`."
+    ),
+}
+CURRENT = {
+    "type": "boolean",
+    "description": (
+        "False for a version since revised (validTo set): its successor is the one in force."
+    ),
+}
+
+
 def utc_datetime(value: datetime | None) -> str | None:
     """A date-time as every result on the wire carries it: RFC 3339 in UTC, with `Z`."""
     if value is None:
@@ -259,7 +275,8 @@ SEARCH_HIT = output(
             "memory does not contain: one about the right topic that lacks the detail you asked "
             "for may not answer it.",
         },
-        "status": {"type": "string"},
+        "status": STATUS,
+        "current": CURRENT,
         "validTo": NULLABLE_DATETIME,
     },
     required=(
@@ -279,7 +296,13 @@ COMPACT_SEARCH_HIT = output(
         "memoryType": {"type": "string"},
         "topic": {"type": "string"},
         "recordedAt": {"type": "string", "format": "date-time"},
-        "status": {"type": "string"},
+        "status": STATUS
+        | {
+            "description": (
+                "'active' or 'archived' (the archive state only): a version since revised stays "
+                "'active' and has validTo."
+            )
+        },
         "score": SCORE,
         "commitmentStatus": {"type": "string", "description": "Commitments only."},
         "overdue": {"type": "boolean", "description": "Commitments only."},
@@ -336,7 +359,8 @@ GET_MEMORIES_OUT = output(
                     "project": nullable("string"),
                     "tags": {"type": "array", "items": {"type": "string"}},
                     "recordedAt": {"type": "string", "format": "date-time"},
-                    "status": {"type": "string"},
+                    "status": STATUS,
+                    "current": CURRENT,
                     "validTo": NULLABLE_DATETIME,
                     "commitmentStatus": nullable("string"),
                     "dueAt": NULLABLE_DATETIME,

@@ -116,12 +116,14 @@ def excerpt_item(item: MemoryExcerpt) -> dict:
 
 
 def search_hit(hit: SearchHit) -> dict:
-    """An excerpt item plus how it ranked and whether it is still current."""
+    """An excerpt item plus how it ranked and whether it is still current (`current`, as
+    get_memories tells it)."""
     return excerpt_item(hit) | {
         "score": hit.score,
         "matchedBy": list(hit.matched_by),
         "lacks": list(hit.lacking),
         "status": hit.status,
+        "current": hit.valid_to is None,
         "validTo": utc_datetime(hit.valid_to),
     }
 
@@ -159,7 +161,9 @@ def search_page(page: SearchPage, *, compact: bool = False) -> dict:
 
 def memory(item: ReadMemory) -> dict:
     """A whole memory with its lifecycle state and neighbours, as get_memories returns it; the
-    content is null (and contentWithheld true) when the call's budget was spent."""
+    content is null (and contentWithheld true) when the call's budget was spent. `current` beside
+    `status`: a version since revised is still `active` (status is the archive state alone), and
+    a model reading `"status": "active"` takes it for the memory in force."""
     return {
         "id": str(item.id),
         "uri": item.resource_uri,
@@ -173,6 +177,7 @@ def memory(item: ReadMemory) -> dict:
         "tags": item.tags,
         "recordedAt": utc_datetime(item.recorded_at),
         "status": item.status,
+        "current": item.valid_to is None,
         "validTo": utc_datetime(item.valid_to),
         "commitmentStatus": item.commitment_status,
         "dueAt": utc_datetime(item.due_at),

@@ -113,9 +113,10 @@ TOOLS: list[ToolSpec] = [
         title="Get memories by id",
         description=(
             "Read the complete, whole text of memories by id (1-20 ids you already have, e.g. "
-            "from hits whose excerpt was cut off), with lifecycle state: status, validTo, "
-            "commitmentStatus, tags, predecessor and successor ids (a memory with validTo set "
-            "was revised: its successor is current). Ids unknown or not yours come back in "
+            "from hits whose excerpt was cut off), with lifecycle state: status (active or "
+            "archived), current, validTo, commitmentStatus, tags, predecessor and successor ids "
+            "(current false: it was revised, its successor is in force). Ids unknown or not yours "
+            "come back in "
             "notFound; bodies share a maxChars budget per call."
         ),
         input_schema=schemas.GET_MEMORIES_IN,

@@ -659,6 +659,26 @@ async def test_get_memories_returns_bodies_lifecycle_and_links(agent):
     assert not any("embedding" in memory for memory in result["memories"])
 
 
+async def test_a_version_since_revised_says_it_is_no_longer_current(agent):
+    """get_memories of an id from an earlier session answered a revised memory with
+    "status": "active" beside its validTo and successorId, which a model may read as the text
+    in force. status stays the archive state (the status filter reads it so);
+    `current` says whether the version is in force, in get_memories and search hits alike."""
+    note = await remember(agent, topic="office", content="office on Main Street")
+    before_revision = timezone.now()
+    arguments = {"predecessorId": note["id"], "content": "office on Harbour Road"}
+    successor = (await ok(agent, "revise", arguments))["memory"]
+    read = (await ok(agent, "get_memories", {"ids": [note["id"], successor["id"]]}))["memories"]
+    assert [(m["status"], m["current"]) for m in read] == [("active", False), ("active", True)]
+    assert read[0]["successorId"] == successor["id"]
+
+    query = {"query": "office", "asOf": before_revision.isoformat()}
+    [old_hit] = (await ok(agent, "search", query))["hits"]
+    [new_hit] = (await ok(agent, "search", {"query": "office"}))["hits"]
+    assert (old_hit["id"], old_hit["status"], old_hit["current"]) == (note["id"], "active", False)
+    assert (new_hit["id"], new_hit["current"]) == (successor["id"], True)
+
+
 async def test_get_memories_says_whether_a_commitment_is_overdue_as_search_does(agent):
     """The whole memory tells what its excerpt in search and briefing tells: a late commitment
     is overdue; once resolved, or superseded by a revision that moved its date, it is not."""
