@@ -1,5 +1,7 @@
 """Staff audit erasures in the admin; nobody edits memories or erasure records there."""
 
+import re
+
 import pytest
 from django.urls import reverse
 
@@ -28,6 +30,33 @@ def test_erasure_records_are_listed_and_filterable(admin_client, tenant, staff_m
     assert admin_client.get(url).status_code == 200
     assert str(tenant.pk) in admin_client.get(url, {"requested_by__exact": "staff"}).text
     assert "0 erasure records" in admin_client.get(url, {"requested_by__exact": "user"}).text
+
+
+def _text(html: str) -> str:
+    return " ".join(re.sub(r"<[^>]+>", " ", html).split())
+
+
+def test_erasure_records_say_who_asked_in_the_list_and_on_the_record(
+    admin_client, tenant, other_tenant, staff_member
+):
+    """Staff read who asked for each erasure: the account holder (their own delete-account
+    page) or the staff member by name, never a bare "-" for the account holder's own request."""
+    by_holder = erase_account(user=tenant).record
+    by_staff = erase_account(user=other_tenant, requested_by_staff=staff_member).record
+    listing = admin_client.get(reverse("admin:accounts_erasurerecord_changelist")).text
+    rows = {
+        _text(row).split()[0]: _text(row)
+        for row in re.findall(r"<tr>\s*<th class=\"field-account_id\">.*?</tr>", listing, re.S)
+    }
+    assert "the account holder" in rows[str(tenant.pk)]
+    assert f"staff member {staff_member.username}" in rows[str(other_tenant.pk)]
+    assert " - " not in f" {rows[str(tenant.pk)]} "
+    for record, who in ((by_holder, "the account holder"), (by_staff, staff_member.username)):
+        page = _text(
+            admin_client.get(reverse("admin:accounts_erasurerecord_change", args=[record.pk])).text
+        )
+        assert re.search(rf"Requested by: (staff member )?{who}", page)
+        assert "Staff member: -" not in page
 
 
 def test_erasure_records_are_read_only(admin_client, tenant):
