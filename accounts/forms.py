@@ -59,6 +59,20 @@ class ThrottledPasswordCheck:
         return result
 
 
+class CharactersNotCodeUnits:
+    """A box's `maxlength` at twice the field's limit. The server counts characters; a browser
+    counts UTF-16 code units, two for a character outside the Basic Multilingual Plane (an emoji,
+    a rarer CJK ideograph), so a box capped at the limit cut such text at half of it, and cut a
+    longer paste without a word. At twice the limit every value the server takes can be typed,
+    a paste stays bounded, and anything over the limit gets the server's message naming it."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for field in self.fields.values():
+            if getattr(field, "max_length", None) and "maxlength" in field.widget.attrs:
+                field.widget.attrs["maxlength"] = str(2 * field.max_length)
+
+
 class FocusFirstError:
     """A form sent back with errors puts the cursor, and a screen reader, on the first field in
     error: not on the form's first field (the username of a sign-up whose passwords differed)
@@ -78,7 +92,9 @@ class FocusFirstError:
 CASE_NOTE = "Note that the password is case-sensitive; the username is not."
 
 
-class ThrottledAuthenticationForm(ThrottledPasswordCheck, AuthenticationForm):
+class ThrottledAuthenticationForm(
+    CharactersNotCodeUnits, ThrottledPasswordCheck, AuthenticationForm
+):
     """Django's log-in form behind the log-in throttle."""
 
     error_messages = {
@@ -91,7 +107,9 @@ class ThrottledAuthenticationForm(ThrottledPasswordCheck, AuthenticationForm):
         return self.throttled_check(username, super().clean)
 
 
-class ThrottledAdminAuthenticationForm(ThrottledPasswordCheck, AdminAuthenticationForm):
+class ThrottledAdminAuthenticationForm(
+    CharactersNotCodeUnits, ThrottledPasswordCheck, AdminAuthenticationForm
+):
     """The admin's log-in form (staff only) behind the same throttle."""
 
     error_messages = {
@@ -131,7 +149,7 @@ def refuse_reserved_username(username: str | None) -> None:
         )
 
 
-class SignUpForm(FocusFirstError, UserCreationForm):
+class SignUpForm(CharactersNotCodeUnits, FocusFirstError, UserCreationForm):
     """Username (unique regardless of case), optional e-mail, password twice (Django's password
     validators apply)."""
 
@@ -146,7 +164,7 @@ class SignUpForm(FocusFirstError, UserCreationForm):
         return username
 
 
-class StaffUserCreationForm(AdminUserCreationForm):
+class StaffUserCreationForm(CharactersNotCodeUnits, AdminUserCreationForm):
     """The admin's "add user" form, with sign-up's reserved names."""
 
     def clean_username(self) -> str:
@@ -155,7 +173,7 @@ class StaffUserCreationForm(AdminUserCreationForm):
         return username
 
 
-class StaffUserChangeForm(UserChangeForm):
+class StaffUserChangeForm(CharactersNotCodeUnits, UserChangeForm):
     """The admin's user form: a username changed there keeps clear of the reserved names (an
     erased account keeps its own)."""
 
@@ -218,7 +236,7 @@ def _name_filter(label: str, what: str, maximum: int) -> forms.CharField:
     )
 
 
-class MemoryFilterForm(forms.Form):
+class MemoryFilterForm(CharactersNotCodeUnits, forms.Form):
     """My memories' filters, from the query string. A filter that is not valid is named with its
     limit and left out; the others still apply."""
 

@@ -68,3 +68,33 @@ def test_filtering_paging_and_coming_back_with_the_keyboard(browser, daphne_serv
     page.keyboard.press("Enter")
     expect(page).to_have_url(listed)
     assert re.search(r"type=fact", listed) and re.search(r"page=2", listed)
+
+
+def test_the_search_box_takes_the_servers_limit_in_emoji_and_names_a_longer_search(
+    browser, daphne_server
+):
+    """The server counts characters, a browser's maxlength UTF-16 code units: an emoji is one of
+    the first and two of the second, so a box capped at the limit stopped emoji at half of it,
+    and cut a longer text without a word."""
+    UserFactory(username="mei")
+    page = browser.new_page()
+    page.goto(daphne_server("/login/"))
+    page.get_by_label("Username").fill("mei")
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    expect(page).to_have_url(daphne_server("/memories/"))
+
+    search = page.get_by_label("Search text, topic or tag")
+    search.fill("")
+    search.press_sequentially("🙂" * 200)
+    search.press("Enter")
+    # The box shows the search the server applied.
+    expect(page.get_by_label("Search text, topic or tag")).to_have_value("🙂" * 200)
+    expect(page.get_by_role("alert")).to_have_count(0)
+
+    page.get_by_label("Search text, topic or tag").fill("")
+    page.get_by_label("Search text, topic or tag").press_sequentially("x" * 201)
+    page.get_by_label("Search text, topic or tag").press("Enter")
+    expect(page.get_by_role("alert")).to_have_text(
+        "Search text is limited to 200 characters; it was not applied."
+    )
