@@ -3,8 +3,10 @@ with a few memories, whatever happened to the account before."""
 
 import io
 
+import pytest
 from django.contrib.auth import authenticate, get_user_model
 from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from accounts.erasure import erase_account
 from memories.models import ERASED, Memory
@@ -68,3 +70,38 @@ def test_no_one_signs_up_as_demo_to_have_their_password_reset_to_the_published_o
         assert "kept for the demo account" in signed_up.text
     demo_account()
     assert authenticate(username="demo", password="a-long-passphrase-9") is None
+
+
+def test_a_demo_password_the_validators_refuse_is_named_and_changes_nothing(db, monkeypatch):
+    """DEMO_PASSWORD is for a server others can reach: it is held to the password rules every
+    account is, or anyone could guess their way into the demo account."""
+    demo_account()
+    for weak in ("a", "demo", "12345678"):
+        monkeypatch.setenv("DEMO_PASSWORD", weak)
+        with pytest.raises(
+            CommandError, match=r"^DEMO_PASSWORD is refused: .*(short|common|similar|numeric)"
+        ):
+            demo_account()
+        assert authenticate(username="demo", password=weak) is None
+    assert authenticate(username="demo", password="demo-password-change-me") is not None
+
+
+def test_a_weak_demo_password_makes_no_account(db, monkeypatch):
+    monkeypatch.setenv("DEMO_PASSWORD", "a")
+    with pytest.raises(CommandError, match="DEMO_PASSWORD"):
+        demo_account()
+    assert not get_user_model().objects.filter(username="demo").exists()
+
+
+def test_a_strong_demo_password_is_the_login(db, monkeypatch):
+    monkeypatch.setenv("DEMO_PASSWORD", "quiet-lantern-orbit-47")
+    assert "password 'quiet-lantern-orbit-47'" in demo_account()
+    assert authenticate(username="demo", password="quiet-lantern-orbit-47") is not None
+
+
+def test_an_empty_demo_password_is_the_default_one(db, monkeypatch):
+    """`DEMO_PASSWORD=` (a compose file, an .env line left blank) means unset, as `dev.py serve`
+    reads it: the published password, not an empty one no log-in form accepts."""
+    monkeypatch.setenv("DEMO_PASSWORD", "")
+    assert "password 'demo-password-change-me'" in demo_account()
+    assert authenticate(username="demo", password="demo-password-change-me") is not None
