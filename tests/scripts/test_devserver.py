@@ -174,6 +174,18 @@ def test_a_bad_value_in_the_dotenv_is_named_in_one_line(db, tmp_path):
     )
 
 
+def test_a_weak_demo_password_stops_serve_naming_it(db, tmp_path):
+    """A DEMO_PASSWORD asks for the demo account on a database other than the embedded one,
+    maybe of a server others reach: held to the rules of every password, named, no traceback."""
+    dotenv = tmp_path / ".env"
+    dotenv.write_text(f"SECRET_KEY={'k' * 50}\n")
+    result = serve(dotenv, DATABASE_URL=subprocess_database_url(), DEMO_PASSWORD="a")
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert "DEMO_PASSWORD is refused: This password is too short." in result.stderr
+    assert "serving on" not in result.stdout
+
+
 def test_a_database_url_in_the_dotenv_that_cannot_be_reached_is_named_in_one_line(tmp_path):
     """Named once, at once: not after the migrate step waited out its pool's timeout, logging
     each retry and ending in two tracebacks."""
