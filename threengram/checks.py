@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -12,8 +13,9 @@ from django.http.request import split_domain_port, validate_host
 
 @register(Tags.security, deploy=True)
 def check_database_is_configured(app_configs=None, **kwargs) -> list[Error]:
-    """The embedded PostgreSQL (DATABASE_URL unset, DEBUG on) keeps its data in the checkout's
-    .pgdata/ and stops with the last process using it: no deployment may run on it."""
+    """The embedded PostgreSQL keeps its data in the checkout's .pgdata/ and stops with the last
+    process using it: no deployment may run on it, whether DATABASE_URL is unset (DEBUG on) or
+    names its socket (what `scripts/dev.py serve` passes its server, with DEBUG off)."""
     if getattr(settings, "EMBEDDED_DATABASE", False):
         return [
             Error(
@@ -23,7 +25,49 @@ def check_database_is_configured(app_configs=None, **kwargs) -> list[Error]:
                 id="threengram.E001",
             )
         ]
-    return []
+    return [
+        Error(
+            f"{variable} names the embedded development PostgreSQL (its socket in the "
+            "checkout's .pgdata/): the data stays in the checkout, and the server stops with "
+            "the last process using it.",
+            hint=f"Set {variable} to the production database (see .env.example).",
+            id="threengram.E001",
+        )
+        for variable in variables_naming_the_embedded_database(settings.DATABASES)
+    ]
+
+
+_URL_VARIABLES = {"default": "DATABASE_URL", "replica": "DATABASE_REPLICA_URL"}
+
+
+def variables_naming_the_embedded_database(databases: dict[str, dict]) -> list[str]:
+    """The variables (DATABASE_URL, DATABASE_REPLICA_URL) of `databases` whose host is a socket
+    folder of the checkout's embedded PostgreSQL."""
+    folders = _embedded_socket_folders()
+    return [
+        _URL_VARIABLES.get(alias, alias)
+        for alias, database in databases.items()
+        if any(
+            host.strip().startswith("/") and Path(host.strip()).resolve() in folders
+            for host in str(database.get("HOST") or "").split(",")
+        )
+    ]
+
+
+def _embedded_socket_folders() -> set[Path]:
+    """Where the checkout's embedded PostgreSQL has its socket: its data folder, or, while it
+    runs, the folder its postmaster.pid names (the library picks another when the data folder's
+    path is too long for a socket's)."""
+    from threengram.embedded_db import PGDATA
+
+    folders = {PGDATA.resolve()}
+    try:
+        lines = (PGDATA / "postmaster.pid").read_text().splitlines()
+    except OSError:  # not running, or not ours to read
+        return folders
+    if len(lines) > 4 and lines[4].startswith("/"):  # PostgreSQL's line of the socket folder
+        folders.add(Path(lines[4].strip()).resolve())
+    return folders
 
 
 # Origins no browser-based client can have (RFC 2606 reserves .invalid): a setting that lets

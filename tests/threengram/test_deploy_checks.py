@@ -15,7 +15,9 @@ from threengram.checks import (
     check_cors_does_not_allow_every_origin,
     check_database_is_configured,
     check_public_host_is_allowed,
+    variables_naming_the_embedded_database,
 )
+from threengram.embedded_db import PGDATA
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,8 +53,22 @@ PRODUCTION = {
 }
 
 
+# A production database: `check` connects to none, so it need not exist. (The suite's own
+# DATABASE_URL, which the subprocesses would inherit, is the embedded server's.)
+PRODUCTION_DATABASE_URL = "postgresql://threengram@db.example.com:5432/threengram"
+# What `scripts/dev.py serve` passes its server: the embedded PostgreSQL's socket, DEBUG off.
+EMBEDDED_DATABASE_URL = f"postgresql://postgres:@/threengram?host={PGDATA}"
+
+
 def test_check_deploy_is_clean_with_production_variables():
-    result = manage("check", "--deploy", "--fail-level", "WARNING", **PRODUCTION)
+    result = manage(
+        "check",
+        "--deploy",
+        "--fail-level",
+        "WARNING",
+        DATABASE_URL=PRODUCTION_DATABASE_URL,
+        **PRODUCTION,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "System check identified no issues" in result.stdout
 
@@ -85,7 +101,30 @@ def test_the_deploy_check_names_the_embedded_database(settings):
     assert error.id == "threengram.E001"
     assert "DATABASE_URL is unset" in error.msg and "embedded" in error.msg
     settings.EMBEDDED_DATABASE = False
-    assert check_database_is_configured() == []
+    assert not any("is unset" in error.msg for error in check_database_is_configured())
+
+
+def test_the_deploy_check_fails_a_production_server_on_the_embedded_databases_socket():
+    """`scripts/dev.py serve` runs its server with DEBUG off and DATABASE_URL naming the
+    embedded PostgreSQL's socket: made public, it would pass every other check."""
+    result = manage("check", "--deploy", DATABASE_URL=EMBEDDED_DATABASE_URL, **PRODUCTION)
+    assert result.returncode != 0
+    assert "threengram.E001" in result.stderr
+    assert "DATABASE_URL names the embedded development PostgreSQL" in result.stderr
+    assert "Set DATABASE_URL to the production database" in result.stderr
+    # The server itself starts as before (the quick start): only the deploy check names it.
+    assert manage("check", DATABASE_URL=EMBEDDED_DATABASE_URL, **PRODUCTION).returncode == 0
+
+
+def test_the_embedded_database_is_told_by_its_socket_folder():
+    assert variables_naming_the_embedded_database(
+        {
+            "default": {"HOST": f"{PGDATA}/"},
+            "replica": {"HOST": f"db.example.com,{PGDATA.parent}/./.pgdata"},
+        }
+    ) == ["DATABASE_URL", "DATABASE_REPLICA_URL"]
+    for host in ("", "db.example.com", "/var/run/postgresql", f"{PGDATA}-other"):
+        assert variables_naming_the_embedded_database({"default": {"HOST": host}}) == []
 
 
 def test_the_deploy_check_is_registered_for_deploys_only():
