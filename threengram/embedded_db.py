@@ -130,7 +130,7 @@ def shared_buffers_setting() -> str:
     rewrite it)."""
     from django.core.exceptions import ImproperlyConfigured
 
-    value = os.environ.get("EMBEDDED_PG_SHARED_BUFFERS", "1GB")
+    value = os.environ.get("EMBEDDED_PG_SHARED_BUFFERS", "").strip() or "1GB"  # empty: unset
     size = _MEMORY_SIZE.fullmatch(value)
     if size is None:
         raise ImproperlyConfigured(

@@ -21,11 +21,28 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
 
 
+def _written(name: str) -> str | None:
+    """The variable's value, trimmed, or None when it is unset or empty: deploy tooling writes
+    `NAME=` for a variable it leaves unset (a compose file's environment, a blank .env line), so
+    an empty value is the default, not a value to refuse or to read as "off". The exceptions
+    give "" a meaning of its own and say so where they are read: DATABASE_APP_ROLE,
+    THREENGRAM_ENV_FILE and the lists (none)."""
+    written = env.ENVIRON.get(name, "").strip()
+    return written or None
+
+
+def _text(name: str, default: str) -> str:
+    """A text variable, trimmed; its default when unset or empty."""
+    return _written(name) or default
+
+
 def _at_least(name: str, default: int, minimum: int, maximum: int | None = None) -> int:
     """An integer variable, refused at start-up (naming it) when it is not one or is out of
     range: a window of 0 or a negative timeout would start, then fail every request."""
+    if _written(name) is None:
+        return default
     try:
-        value = env.int(name, default=default)
+        value = env.int(name)
     except ValueError:
         raise ImproperlyConfigured(f"{name} must be a whole number.") from None
     if value < minimum:
@@ -39,8 +56,8 @@ def _seconds(name: str, default: float) -> float:
     """A positive number of seconds, as written (django-environ's float drops every character
     that is not a digit, a sign or a separator: "500ms" would be 500), refused at start-up
     (naming it) otherwise."""
-    written = env.str(name, default="").strip()
-    if not written:
+    written = _written(name)
+    if written is None:
         return default
     try:
         value = float(written)
@@ -51,15 +68,17 @@ def _seconds(name: str, default: float) -> float:
     return value
 
 
-_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
 def _flag(name: str, default: bool) -> bool:
     """A boolean variable, refused at start-up (naming it) unless it is one of 1/0, true/false,
-    yes/no, on/off: django-environ reads any other word, a typo of "true" too, as false."""
-    if name not in env.ENVIRON:
+    yes/no, on/off: django-environ reads any other word, a typo of "true" too, as false. Empty
+    is the default: read as "off", `SESSION_COOKIE_SECURE=` in a compose file would send the
+    session cookie over plain http."""
+    written = (_written(name) or "").lower()
+    if not written:
         return default
-    written = env.ENVIRON[name].strip().lower()
     if written not in _TRUE + _FALSE:
         raise ImproperlyConfigured(
             f"{name}={env.ENVIRON[name]!r}: must be one of 1, true, yes, on, 0, false, no, off."
@@ -99,7 +118,7 @@ if not SECRET_KEY:
 
 # The public origin of this server, e.g. https://memory.example.com. The MCP resource URL
 # (RFC 8707 audience of every token) and the OAuth issuer derive from it.
-PUBLIC_BASE_URL = env.str("PUBLIC_BASE_URL", default="http://127.0.0.1:8000").strip().rstrip("/")
+PUBLIC_BASE_URL = _text("PUBLIC_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 
 
 def _is_origin(url: str) -> bool:
@@ -376,11 +395,12 @@ _CACHE_CLIENTS = {
 def _cache(name: str) -> dict:
     """The cache `name` names, refused at start-up when its backend could not be used: every
     log-in, token request and rate-limited call would fail on the cache's first use."""
+    url = _text(name, "locmemcache://")
     try:
-        cache = env.cache(name, default="locmemcache://")
+        cache = env.cache_url_config(url)
     except ImproperlyConfigured as unknown:
         raise ImproperlyConfigured(f"{name}: {unknown}") from None
-    if urlsplit(env.str(name, default="")).scheme.lower() == "pymemcache":
+    if urlsplit(url).scheme.lower() == "pymemcache":
         # django-environ reads pymemcache:// as pylibmc's backend while pymemcache is not
         # installed: start-up would then name the wrong client and extra.
         cache["BACKEND"] = "django.core.cache.backends.memcached.PyMemcacheCache"
@@ -402,7 +422,7 @@ CACHES = {"default": _cache("CACHE_URL")}
 # The model that embeds memories and queries for semantic search (memories/embedding.py):
 # `wordllama` (ships in its wheel), `sentence-transformers:<folder>`, `fastembed:<folder>` or
 # `none` (words only). After a change, `manage.py embed_memories --reembed`.
-SEARCH_EMBEDDER = env.str("SEARCH_EMBEDDER", default="wordllama").strip()
+SEARCH_EMBEDDER = _text("SEARCH_EMBEDDER", "wordllama")
 _EMBEDDER_KIND, _, _EMBEDDER_FOLDER = SEARCH_EMBEDDER.partition(":")
 # Checked here, not only where the model loads (the server's start): `manage.py check` and the
 # maintenance commands refuse a value no server could start with.
@@ -635,10 +655,10 @@ OAUTH2_PROVIDER = {
 SILENCED_SYSTEM_CHECKS = ["oauth2_provider.W008"]
 
 # JSON lines on stderr (LOG_FORMAT=plain for humans). Never memory content or tokens.
-LOG_FORMAT = env.str("LOG_FORMAT", default="json").strip().lower()
+LOG_FORMAT = _text("LOG_FORMAT", "json").lower()
 if LOG_FORMAT not in ("json", "plain"):
     raise ImproperlyConfigured(f"LOG_FORMAT={LOG_FORMAT!r}: must be json or plain.")
-LOG_LEVEL = env.str("LOG_LEVEL", default="INFO").strip().upper()
+LOG_LEVEL = _text("LOG_LEVEL", "INFO").upper()
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 if LOG_LEVEL not in _LOG_LEVELS:
     raise ImproperlyConfigured(f"LOG_LEVEL={LOG_LEVEL!r}: must be one of {', '.join(_LOG_LEVELS)}.")

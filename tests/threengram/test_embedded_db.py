@@ -181,3 +181,12 @@ def test_a_data_folder_of_another_user_is_refused_and_left_as_it_is(tmp_path):
     assert refused.returncode != 0
     assert f"{pgdata} belongs to the user nobody: run this as nobody" in refused.stderr
     assert pgdata.owner() == "nobody" and not any(pgdata.iterdir())
+
+
+def test_an_empty_shared_buffers_size_is_the_default(monkeypatch):
+    """`EMBEDDED_PG_SHARED_BUFFERS=` (a blank .env line) is unset, as every variable is."""
+    from threengram.embedded_db import shared_buffers_setting
+
+    for empty in ("", " "):
+        monkeypatch.setenv("EMBEDDED_PG_SHARED_BUFFERS", empty)
+        assert shared_buffers_setting() == "1GB"

@@ -52,6 +52,57 @@ def test_the_search_embedder_is_read_trimmed():
     assert _setting("settings.SEARCH_EMBEDDER", SEARCH_EMBEDDER=" none ") == "none"
 
 
+# What deploy tooling writes for a variable it leaves unset (a compose file's `NAME=`, a blank
+# .env line): each is its default, not refused and not "off".
+EMPTY_IS_THE_DEFAULT = {
+    "SEARCH_EMBEDDER": "wordllama",
+    "CACHE_URL": "django.core.cache.backends.locmem.LocMemCache",
+    "LOG_FORMAT": "json",
+    "LOG_LEVEL": "INFO",
+    "MCP_RATE_LIMIT": 6000,
+    "DATABASE_STATEMENT_TIMEOUT_MS": 5000,
+    "LOGIN_FAILURES_PER_IP": 20,
+    "DATABASE_RECONNECT_TIMEOUT": 2.0,
+    "SIGNUP_ENABLED": True,
+    "MCP_ACCESS_LOG": True,
+    "ASYNC_DATABASE_PREPARE": True,
+    # A public server's https defaults: read as "off", the session cookie would travel over
+    # plain http.
+    "SESSION_COOKIE_SECURE": True,
+    "CSRF_COOKIE_SECURE": True,
+    "SECURE_SSL_REDIRECT": True,
+    "SECURE_HSTS_SECONDS": 31_536_000,
+}
+
+
+@pytest.mark.parametrize("empty", ["", "  "])
+def test_an_empty_variable_is_its_default(empty):
+    names = [name for name in EMPTY_IS_THE_DEFAULT if name != "CACHE_URL"]
+    read = _setting(
+        f"[{', '.join(f'settings.{name}' for name in names)}, "
+        "settings.CACHES['default']['BACKEND']]",
+        PUBLIC_BASE_URL="https://memory.example.com",
+        ALLOWED_HOSTS="memory.example.com",
+        **dict.fromkeys(EMPTY_IS_THE_DEFAULT, empty),
+    )
+    assert dict(zip([*names, "CACHE_URL"], read, strict=True)) == EMPTY_IS_THE_DEFAULT
+
+
+def test_an_empty_public_base_url_is_the_default_one():
+    assert _setting("settings.PUBLIC_BASE_URL", PUBLIC_BASE_URL="") == "http://127.0.0.1:8000"
+
+
+def test_an_empty_value_keeps_its_documented_meaning_where_it_has_one():
+    """DATABASE_APP_ROLE= acts as the owner; an empty list names nothing."""
+    assert _setting(
+        "[settings.DATABASE_APP_ROLE, settings.OAUTH_NATIVE_REDIRECT_SCHEMES, "
+        "settings.CORS_ALLOWED_ORIGIN_REGEXES]",
+        DATABASE_APP_ROLE="",
+        OAUTH_NATIVE_REDIRECT_SCHEMES="",
+        CORS_ALLOWED_ORIGIN_REGEXES="",
+    ) == ["", [], []]
+
+
 def test_cors_origin_regexes_are_split_on_whitespace_so_their_commas_survive():
     first = r"^https://agents\.example\.com(:\d{1,5})?$"
     second = r"^https://[a-z]{2,8}\.example\.org$"
