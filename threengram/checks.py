@@ -7,7 +7,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.core.checks import Error, Tags, register
+from django.core.checks import Error, Tags, Warning, register
 from django.http.request import split_domain_port, validate_host
 
 
@@ -154,5 +154,24 @@ def check_public_host_is_allowed(app_configs=None, **kwargs) -> list[Error]:
             "would be refused.",
             hint="Add it to ALLOWED_HOSTS (see .env.example).",
             id="threengram.E003",
+        )
+    ]
+
+
+@register(Tags.security, deploy=True)
+def check_row_level_security_is_on(app_configs=None, **kwargs) -> list[Warning]:
+    """An empty DATABASE_APP_ROLE makes every connection act as the schema's owner, which the
+    tenant policies do not bind (memories/tenancy.py): the application's own filters are then
+    the only wall between tenants. It is a documented choice, for a database where the role
+    cannot exist; a deployment should make it knowingly, not through a blank line."""
+    if settings.DATABASE_APP_ROLE:
+        return []
+    return [
+        Warning(
+            "DATABASE_APP_ROLE is empty: connections act as the schema's owner, past the "
+            "row-level security that keeps one tenant's rows from another's queries.",
+            hint="Leave DATABASE_APP_ROLE unset (threengram_app) unless the database cannot "
+            "have that role (docs/security.md).",
+            id="threengram.W001",
         )
     ]

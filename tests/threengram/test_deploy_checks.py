@@ -15,6 +15,7 @@ from threengram.checks import (
     check_cors_does_not_allow_every_origin,
     check_database_is_configured,
     check_public_host_is_allowed,
+    check_row_level_security_is_on,
     variables_naming_the_embedded_database,
 )
 from threengram.embedded_db import PGDATA
@@ -202,6 +203,31 @@ def test_production_connections_act_as_the_row_level_security_role_by_default():
         "shell", "-c", CURRENT_USER, DATABASE_URL=url, DATABASE_APP_ROLE="", **PRODUCTION
     )
     assert "acting as threengram_app" not in opted_out.stdout
+
+
+def test_the_deploy_check_warns_when_row_level_security_is_off(settings):
+    settings.DATABASE_APP_ROLE = "threengram_app"
+    assert check_row_level_security_is_on() == []
+    settings.DATABASE_APP_ROLE = ""
+    [warning] = check_row_level_security_is_on()
+    assert warning.id == "threengram.W001"
+    assert "DATABASE_APP_ROLE is empty" in warning.msg
+
+
+def test_a_blank_database_app_role_fails_check_deploy_at_the_warning_level():
+    """A compose file's `DATABASE_APP_ROLE=` turns the second wall off; a deploy check at the
+    level the docs run it says so."""
+    result = manage(
+        "check",
+        "--deploy",
+        "--fail-level",
+        "WARNING",
+        DATABASE_URL=PRODUCTION_DATABASE_URL,
+        DATABASE_APP_ROLE="",
+        **PRODUCTION,
+    )
+    assert result.returncode == 1
+    assert "threengram.W001" in result.stderr + result.stdout
 
 
 def test_the_deploy_check_refuses_a_public_host_allowed_hosts_does_not_name(settings):
