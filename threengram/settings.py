@@ -71,12 +71,18 @@ def _seconds(name: str, default: float) -> float:
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
-def _flag(name: str, default: bool) -> bool:
+def _flag(name: str, default: bool, *, empty_refused: bool = False) -> bool:
     """A boolean variable, refused at start-up (naming it) unless it is one of 1/0, true/false,
     yes/no, on/off: django-environ reads any other word, a typo of "true" too, as false. Empty
     is the default: read as "off", `SESSION_COOKIE_SECURE=` in a compose file would send the
-    session cookie over plain http."""
+    session cookie over plain http. `empty_refused`: for a flag whose default opens what "off"
+    keeps closed, where an operator may write empty to mean "off": taken for the default, it
+    would open that silently."""
     written = (_written(name) or "").lower()
+    if not written and empty_refused and name in env.ENVIRON:
+        raise ImproperlyConfigured(
+            f"{name} is empty: set it to 1 or 0 (or leave it out for {int(default)})."
+        )
     if not written:
         return default
     if written not in _TRUE + _FALSE:
@@ -435,7 +441,8 @@ if SEARCH_EMBEDDER not in ("wordllama", "none") and not (
     )
 
 # --- Accounts pages ----------------------------------------------------------------------------
-SIGNUP_ENABLED = _flag("SIGNUP_ENABLED", True)
+# Empty is refused: written to close the page, it would open it to anyone as the default.
+SIGNUP_ENABLED = _flag("SIGNUP_ENABLED", True, empty_refused=True)
 # Failed password checks (log-in, admin log-in, password change, account deletion) allowed per
 # window before further attempts are refused (HTTP 429) until the window ends: per account and
 # client address, per address, and per account from all addresses except those the account

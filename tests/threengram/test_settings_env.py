@@ -63,7 +63,6 @@ EMPTY_IS_THE_DEFAULT = {
     "DATABASE_STATEMENT_TIMEOUT_MS": 5000,
     "LOGIN_FAILURES_PER_IP": 20,
     "DATABASE_RECONNECT_TIMEOUT": 2.0,
-    "SIGNUP_ENABLED": True,
     "MCP_ACCESS_LOG": True,
     "ASYNC_DATABASE_PREPARE": True,
     # A public server's https defaults: read as "off", the session cookie would travel over
@@ -166,6 +165,9 @@ def test_a_space_after_a_comma_keeps_every_host_and_origin():
         # startup options PgBouncer refuses).
         ({"BEHIND_TLS_PROXY": "ture"}, "BEHIND_TLS_PROXY", "must be one of 1, true"),
         ({"DATABASE_TRANSACTION_POOLER": "enabled"}, "DATABASE_TRANSACTION_POOLER", "one of"),
+        # Empty closed the sign-up page: taken for the default, it would open it unasked.
+        ({"SIGNUP_ENABLED": ""}, "SIGNUP_ENABLED is empty", "set it to 1 or 0"),
+        ({"SIGNUP_ENABLED": " "}, "SIGNUP_ENABLED is empty", "leave it out for 1"),
         # The issuer and the token audience derive from an origin, nothing more.
         ({"PUBLIC_BASE_URL": "https://memory.example.com/mcp"}, "PUBLIC_BASE_URL", "an origin"),
         ({"PUBLIC_BASE_URL": "https://"}, "PUBLIC_BASE_URL", "an origin"),
