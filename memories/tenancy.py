@@ -108,17 +108,19 @@ def grant_app_role_privileges(using: str = DEFAULT_DB_ALIAS) -> None:
 
 
 class AppRoleOutOfReach(Exception):
-    """The application role exists, the migrating user is not a member of it and may not make
-    itself one: only a DBA can, and migration memories/0007 would stop half-way without it."""
+    """The application role exists, the migrating user may not act as it and may not grant itself
+    that: only a DBA can, and migration memories/0007 would stop half-way without it."""
 
 
 def take_app_role(using: str = DEFAULT_DB_ALIAS) -> None:
-    """Make the owner a member of the application role when it exists (so that it can grant the
-    role its privileges and the server can `SET ROLE`), or raise `AppRoleOutOfReach` naming the
-    statement a DBA runs. A member already, or no role: nothing to do."""
+    """Make the owner a member of the application role when it exists (so that migration 0007
+    finds it one and the server can `SET ROLE`), or raise `AppRoleOutOfReach` naming the
+    statement a DBA runs. One that may act as it already, or no role: nothing to do."""
     with connections[using].cursor() as cursor:
+        # SET, not MEMBER: the creator of a role (a user with CREATEROLE, not a superuser) is a
+        # member with ADMIN OPTION only, and may not SET ROLE to it until it grants itself that.
         cursor.execute(
-            "SELECT quote_ident(current_user), pg_has_role(current_user, oid, 'MEMBER') "
+            "SELECT quote_ident(current_user), pg_has_role(current_user, oid, 'SET') "
             "FROM pg_roles WHERE rolname = %s",
             [APP_ROLE],
         )
@@ -133,8 +135,8 @@ def take_app_role(using: str = DEFAULT_DB_ALIAS) -> None:
             if not isinstance(error.__cause__, psycopg.errors.InsufficientPrivilege):
                 raise
             raise AppRoleOutOfReach(
-                f"the role {APP_ROLE} exists and {user} is neither a member of it nor allowed to"
-                f" grant it. A DBA runs once: GRANT {APP_ROLE} TO {user}; then run migrate again."
+                f"the role {APP_ROLE} exists and {user} may neither act as it (SET ROLE) nor grant"
+                f" it. A DBA runs once: GRANT {APP_ROLE} TO {user}; then run migrate again."
             ) from None
 
 

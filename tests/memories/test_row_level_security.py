@@ -11,6 +11,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import psycopg
 import pytest
@@ -549,15 +550,17 @@ def test_a_search_reaches_the_words_index_as_the_app_role(
         assert [hit.excerpt for hit in page.hits] == [f"secret of {owner.username}"]
 
 
-@pytest.fixture
-def owner_outside_the_app_role(transactional_db) -> Iterator[str]:
-    """A fresh database owned by a user that may not create roles, while the application role
-    exists already (made for another database of the server): the conninfo of that user."""
+@contextmanager
+def _fresh_database_owned_by_a_new_user(*, role_grant: str = "") -> Iterator[str]:
+    """A fresh database owned by a new user that may not create roles (`role_grant`: how it
+    holds the application role, which exists already), as that user's conninfo."""
     params = asyncdb.connection_kwargs()
     params.pop("autocommit")
     name = f"tg_owner_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(make_conninfo(**params), autocommit=True) as admin:
         admin.execute(f"CREATE ROLE {name} LOGIN NOSUPERUSER NOCREATEROLE")
+        if role_grant:
+            admin.execute(f"GRANT {ROLE} TO {name} {role_grant}")
         admin.execute(f"CREATE DATABASE {name} OWNER {name}")
         try:
             with psycopg.connect(make_conninfo(**params | {"dbname": name})) as fresh:
@@ -565,27 +568,65 @@ def owner_outside_the_app_role(transactional_db) -> Iterator[str]:
             yield make_conninfo(**params | {"dbname": name, "user": name})
         finally:
             admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+            admin.execute(f"DROP OWNED BY {name}")  # what it granted itself
             admin.execute(f"DROP ROLE {name}")
 
 
-def test_migrate_names_the_grant_a_dba_must_run_and_migrates_nothing(owner_outside_the_app_role):
-    run = subprocess.run(
-        [sys.executable, "manage.py", "migrate"],
+@pytest.fixture
+def owner_outside_the_app_role(transactional_db) -> Iterator[str]:
+    """The application role exists already (made for another database of the server)."""
+    with _fresh_database_owned_by_a_new_user() as conninfo:
+        yield conninfo
+
+
+def _migrate(conninfo: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "manage.py", "migrate", *args],
         cwd=ROOT,
         env={
             **os.environ,
-            "DATABASE_URL": owner_outside_the_app_role,
+            "DATABASE_URL": conninfo,
             "DATABASE_APP_ROLE": ROLE,
             "SECRET_KEY": "migrate-test-secret-key",
             "DEBUG": "0",
         },
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
     )
+
+
+def test_migrate_names_the_grant_a_dba_must_run_and_migrates_nothing(owner_outside_the_app_role):
+    run = _migrate(owner_outside_the_app_role)
     assert run.returncode == 1
     user = psycopg.conninfo.conninfo_to_dict(owner_outside_the_app_role)["user"]
     assert f"GRANT {ROLE} TO {user};" in run.stderr
     assert "Traceback" not in run.stderr + run.stdout
     with psycopg.connect(owner_outside_the_app_role) as fresh:
         assert fresh.execute("SELECT to_regclass('django_migrations')").fetchone() == (None,)
+
+
+def test_migrate_plan_and_check_tell_what_would_run_and_grant_nothing(owner_outside_the_app_role):
+    """Asked only what would be migrated, migrate answers that; it neither refuses for the role
+    a real run needs nor tries to grant it."""
+    plan = _migrate(owner_outside_the_app_role, "--plan")
+    assert plan.returncode == 0, plan.stderr
+    assert "memories.0007_row_level_security" in plan.stdout
+    assert _migrate(owner_outside_the_app_role, "--check").returncode == 1  # unapplied ones
+    with psycopg.connect(owner_outside_the_app_role) as fresh:
+        assert fresh.execute(
+            "SELECT pg_has_role(current_user, %s, 'MEMBER')", [ROLE]
+        ).fetchone() == (False,)
+
+
+def test_migrate_leaves_the_role_s_creator_able_to_act_as_it(transactional_db):
+    """A user with CREATEROLE that creates the role (migration 0007, or a DBA's statements run
+    as it) holds it with ADMIN OPTION only, as PostgreSQL 16 and later grant a creator: a member
+    that may not SET ROLE to it, so every connection of the server failed."""
+    as_created = "WITH ADMIN TRUE, INHERIT FALSE, SET FALSE"
+    with _fresh_database_owned_by_a_new_user(role_grant=as_created) as conninfo:
+        run = _migrate(conninfo)
+        assert run.returncode == 0, run.stderr
+        with psycopg.connect(conninfo) as server:
+            server.execute(f"SET ROLE {ROLE}")
+            assert server.execute("SELECT current_user").fetchone() == (ROLE,)

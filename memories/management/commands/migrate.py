@@ -18,11 +18,17 @@ from memories import tenancy
 
 class Command(DjangoMigrateCommand):
     def handle(self, *args: Any, **options: Any) -> None:
+        # --plan and --check only tell what would be migrated: they grant nothing either.
+        changes = not (options.get("plan") or options.get("check_unapplied"))
         with tenancy.as_owner():
-            try:
-                tenancy.take_app_role(options["database"])
-            except tenancy.AppRoleOutOfReach as refusal:
-                raise CommandError(f"Nothing migrated: {refusal}") from None
+            if changes:
+                try:
+                    tenancy.take_app_role(options["database"])
+                except tenancy.AppRoleOutOfReach as refusal:
+                    raise CommandError(f"Nothing migrated: {refusal}") from None
             super().handle(*args, **options)
-            if not options.get("plan"):
+            if changes:
+                # Again: a role migration 0007 has just created, as a user with CREATEROLE,
+                # is one its creator may grant but not yet act as.
+                tenancy.take_app_role(options["database"])
                 tenancy.grant_app_role_privileges(options["database"])
