@@ -133,8 +133,10 @@ def _main() -> None:
 
         environ.Env.read_env(str(dotenv), overwrite=False)
         env = dict(os.environ)
-        # The public origin the OAuth metadata and challenges name: this server's.
-        env.setdefault("PUBLIC_BASE_URL", local_origin(host, port))
+        # The public origin the OAuth metadata and challenges name: this server's. Empty is
+        # unset, as the settings read it: left empty, they would name port 8000 whatever PORT.
+        if not env.get("PUBLIC_BASE_URL", "").strip():
+            env["PUBLIC_BASE_URL"] = local_origin(host, port)
     embedded = not env.get("DATABASE_URL")
     env["DATABASE_URL"] = _database_url()
     python = sys.executable

@@ -256,9 +256,10 @@ def served(transactional_db, tmp_path):
     unset |= {"DATABASE_URL", "PUBLIC_BASE_URL"}
     env = {key: value for key, value in os.environ.items() if key not in unset}
     # The database named in .env only (as .env.example suggests), and another port than the
-    # default with no public origin given: serve names its own.
+    # default with no public origin given (a blank line for it, which the settings read as
+    # unset): serve names its own.
     (tmp_path / ".env").write_text(
-        f"SECRET_KEY={'k' * 50}\nDATABASE_URL={subprocess_database_url()}\n"
+        f"SECRET_KEY={'k' * 50}\nDATABASE_URL={subprocess_database_url()}\nPUBLIC_BASE_URL=\n"
     )
     env.update(
         THREENGRAM_ENV_FILE=str(tmp_path / ".env"),
