@@ -345,7 +345,7 @@ DATABASE_ROUTERS = ["memories.replica.ReplicaRouter"]
 # tenant policies of migration memories/0007 — the second wall of tenant isolation, on by
 # default (fail closed). "" = act as the configured user, i.e. the owner, whom the policies do
 # not bind: only for operators' scripts. `manage.py migrate` always runs as the owner.
-DATABASE_APP_ROLE = env.str("DATABASE_APP_ROLE", default="threengram_app")
+DATABASE_APP_ROLE = env.str("DATABASE_APP_ROLE", default="threengram_app").strip()
 # Native asyncio connections for the MCP hot path (infra/asyncdb.py), per server process.
 # 0 = no pool, a connection per use (the test settings).
 ASYNC_DATABASE_POOL_MIN, ASYNC_DATABASE_POOL_MAX = _pool_sizes(

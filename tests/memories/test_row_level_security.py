@@ -579,14 +579,14 @@ def owner_outside_the_app_role(transactional_db) -> Iterator[str]:
         yield conninfo
 
 
-def _migrate(conninfo: str, *args: str) -> subprocess.CompletedProcess:
+def _migrate(conninfo: str, *args: str, app_role: str = ROLE) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "manage.py", "migrate", *args],
         cwd=ROOT,
         env={
             **os.environ,
             "DATABASE_URL": conninfo,
-            "DATABASE_APP_ROLE": ROLE,
+            "DATABASE_APP_ROLE": app_role,
             "SECRET_KEY": "migrate-test-secret-key",
             "DEBUG": "0",
         },
@@ -630,3 +630,22 @@ def test_migrate_leaves_the_role_s_creator_able_to_act_as_it(transactional_db):
         with psycopg.connect(conninfo) as server:
             server.execute(f"SET ROLE {ROLE}")
             assert server.execute("SELECT current_user").fetchone() == (ROLE,)
+
+
+def test_migrate_needs_the_role_only_where_this_database_uses_it(transactional_db):
+    """Migrated before the role existed, with row-level security off (DATABASE_APP_ROLE empty):
+    a role made later for another database of the server, which this owner may not use, does
+    not stop its next migrate; it does once the setting asks the servers to act as it."""
+    with _fresh_database_owned_by_a_new_user(role_grant="") as conninfo:
+        user = psycopg.conninfo.conninfo_to_dict(conninfo)["user"]
+        params = asyncdb.connection_kwargs()
+        params.pop("autocommit")
+        with psycopg.connect(make_conninfo(**params), autocommit=True) as admin:
+            admin.execute(f"GRANT {ROLE} TO {user}")
+            assert _migrate(conninfo, app_role="").returncode == 0
+            admin.execute(f"REVOKE {ROLE} FROM {user}")
+        again = _migrate(conninfo, app_role="")
+        assert again.returncode == 0, again.stderr
+        refused = _migrate(conninfo)
+        assert refused.returncode == 1
+        assert f"GRANT {ROLE} TO {user};" in refused.stderr

@@ -102,6 +102,15 @@ def test_an_empty_value_keeps_its_documented_meaning_where_it_has_one():
     ) == ["", [], []]
 
 
+def test_the_application_role_is_read_trimmed():
+    """A role name of blanks is the empty one (the owner, which `check --deploy` warns of), not a
+    role " " that every connection fails to switch to."""
+    assert _setting("settings.DATABASE_APP_ROLE", DATABASE_APP_ROLE="  ") == ""
+    assert _setting("settings.DATABASE_APP_ROLE", DATABASE_APP_ROLE=" threengram_app\n") == (
+        "threengram_app"
+    )
+
+
 def test_cors_origin_regexes_are_split_on_whitespace_so_their_commas_survive():
     first = r"^https://agents\.example\.com(:\d{1,5})?$"
     second = r"^https://[a-z]{2,8}\.example\.org$"

@@ -10,8 +10,11 @@ with a traceback after the migrations before it."""
 
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import CommandError
 from django.core.management.commands.migrate import Command as DjangoMigrateCommand
+from django.db import connections
+from django.db.migrations.recorder import MigrationRecorder
 
 from memories import tenancy
 
@@ -20,15 +23,32 @@ class Command(DjangoMigrateCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         # --plan and --check only tell what would be migrated: they grant nothing either.
         changes = not (options.get("plan") or options.get("check_unapplied"))
+        using = options["database"]
         with tenancy.as_owner():
-            if changes:
-                try:
-                    tenancy.take_app_role(options["database"])
-                except tenancy.AppRoleOutOfReach as refusal:
-                    raise CommandError(f"Nothing migrated: {refusal}") from None
+            role_needed = changes and _role_needed(using)
+            if role_needed:
+                _take_app_role(using)
             super().handle(*args, **options)
             if changes:
-                # Again: a role migration 0007 has just created, as a user with CREATEROLE,
-                # is one its creator may grant but not yet act as.
-                tenancy.take_app_role(options["database"])
-                tenancy.grant_app_role_privileges(options["database"])
+                if role_needed:
+                    # Again: a role migration 0007 has just created, as a user with CREATEROLE,
+                    # is one its creator may grant but not yet act as.
+                    _take_app_role(using)
+                tenancy.grant_app_role_privileges(using)
+
+
+def _take_app_role(using: str) -> None:
+    try:
+        tenancy.take_app_role(using)
+    except tenancy.AppRoleOutOfReach as refusal:
+        raise CommandError(f"Nothing migrated: {refusal}") from None
+
+
+def _role_needed(using: str) -> bool:
+    """Whether this database needs the owner to act as the role: its servers switch to it
+    (DATABASE_APP_ROLE set), or migration 0007, which grants it to the owner, is still to run.
+    Otherwise a role made for another database of the server is none of this one's business."""
+    if settings.DATABASE_APP_ROLE:
+        return True
+    applied = MigrationRecorder(connections[using]).applied_migrations()
+    return ("memories", "0007_row_level_security") not in applied
