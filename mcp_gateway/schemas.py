@@ -75,9 +75,6 @@ SCOPE = {
     "minLength": 1,
     "maxLength": bounds.SCOPE_MAX,
     "pattern": bounds.SCOPE_PATTERN.pattern,
-    "description": (
-        f"kebab-case, default '{bounds.DEFAULT_SCOPE}'; '{bounds.ERASED_SCOPE}' is reserved."
-    ),
 }
 PROJECT = {"type": "string", "minLength": 1, "maxLength": bounds.PROJECT_MAX}
 THREAD_NAME = {"type": "string", "minLength": 1, "maxLength": bounds.THREAD_NAME_MAX}
@@ -193,7 +190,13 @@ REMEMBER_IN = strict(
         "memoryType": {"type": "string", "enum": MEMORY_TYPES},
         "topic": TOPIC,
         "content": CONTENT,
-        "scope": SCOPE,
+        "scope": SCOPE
+        | {
+            "description": (
+                f"kebab-case, default '{bounds.DEFAULT_SCOPE}'; "
+                f"'{bounds.ERASED_SCOPE}' is reserved."
+            )
+        },
         "project": PROJECT,
         "tags": TAGS,
         "dueAt": DATETIME | {"description": "Only for commitments: when it is due."},
@@ -232,7 +235,7 @@ SEARCH_IN = strict(
             "uniqueItems": True,
             "items": {"type": "string", "enum": MEMORY_TYPES},
         },
-        "scope": SCOPE,
+        "scope": SCOPE | {"description": "Only memories of this scope; omitted: every scope."},
         "project": PROJECT,
         "thread": THREAD_NAME,
         "status": {
@@ -409,7 +412,7 @@ REVISE_IN = strict(
             ),
         },
         "topic": TOPIC,
-        "scope": SCOPE,
+        "scope": SCOPE | {"description": "Omitted: the predecessor's scope."},
         "project": PROJECT,
         "tags": TAGS,
         "dueAt": DATETIME

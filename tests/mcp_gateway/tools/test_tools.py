@@ -56,6 +56,20 @@ def test_every_tool_is_described_strict_and_annotated():
         assert hints.read_only_hint is (tool.name in READ_TOOLS)
 
 
+def test_a_scope_left_out_is_described_as_each_tool_reads_it():
+    """remember files a memory without a scope under the default one; search without one looks
+    in every scope, and revise keeps the predecessor's: a model told otherwise passes a scope
+    it does not mean, or fears that leaving it out moves the memory."""
+    scope = {
+        tool.name: tool.input_schema["properties"]["scope"]["description"]
+        for tool in tool_definitions()
+        if tool.name in ("remember", "search", "revise")
+    }
+    assert "default 'personal'" in scope["remember"]
+    assert "every scope" in scope["search"] and "default" not in scope["search"]
+    assert "predecessor's" in scope["revise"] and "default" not in scope["revise"]
+
+
 @pytest.mark.parametrize("tool", ["briefing", "handoff"])
 @pytest.mark.parametrize(("selector", "limit"), [("scope", 64), ("project", 256), ("thread", 100)])
 async def test_a_selector_values_limit_is_told_before_the_call_and_by_its_refusal(
