@@ -36,6 +36,9 @@ CHROMIUM_ARGS = [
 ]
 
 
+# Last of all: pytest's own reordering (which groups items by their parametrized higher-scoped
+# fixtures, such as pytest-playwright's browser name) would otherwise move other tests after these.
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     browser_dir = Path(__file__).parent
     items.sort(key=lambda item: Path(item.path).is_relative_to(browser_dir))
