@@ -182,7 +182,10 @@ def listen_address_problem(host: str, port: str) -> str | None:
             return f"HOST must be a host name or an IP address to listen on; {host!r}: {unknown}"
         except OSError as refused:
             if refused.errno == errno.EADDRINUSE:
-                return f"PORT must be free: {port} is in use on {host} (another serve?)"
+                return (
+                    f"PORT must be free: {port} is in use on {host} (another serve?);"
+                    f" serve on another with PORT={int(port) + 1 if int(port) < 65535 else 8001}"
+                )
             if refused.errno == errno.EACCES:
                 return f"PORT must be one this user may listen on; {port}: {refused.strerror}"
             return f"HOST must be an address of this machine; {host!r}: {refused.strerror}"

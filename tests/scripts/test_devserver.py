@@ -160,7 +160,10 @@ def test_serve_refuses_a_port_in_use_before_it_starts_anything(tmp_path):
         port = first.getsockname()[1]
         result = serve(dotenv, PORT=str(port))
     assert result.returncode != 0
-    assert result.stderr == f"PORT must be free: {port} is in use on 127.0.0.1 (another serve?)\n"
+    assert result.stderr == (
+        f"PORT must be free: {port} is in use on 127.0.0.1 (another serve?);"
+        f" serve on another with PORT={port + 1}\n"
+    )
     assert not dotenv.exists()
 
 
