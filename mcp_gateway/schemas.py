@@ -328,6 +328,15 @@ SEARCH_OUT = output(
         "count": {"type": "integer"},
         "hasMore": {"type": "boolean"},
         "nextCursor": nullable("string"),
+        "note": nullable("string")
+        | {
+            "description": (
+                "Only on an empty first page of a query (else null): why nothing came back and "
+                "how to ask instead (the query held only stop words or exclusions; memories of "
+                "another status match; memories matched, none closely enough; or none shares a "
+                "word or meaning with it under the filters given)."
+            )
+        },
     }
 )
 

@@ -19,7 +19,14 @@ from memories.excerpts import MemoryExcerpt
 from memories.handoff import Handoff
 from memories.models import Memory, Thread, ThreadMembership
 from memories.reading import MemoryBatch, ReadMemory
-from memories.search import SearchHit, SearchPage
+from memories.search import (
+    NOTHING_TO_SEARCH_BY,
+    OUTSIDE_STATUS,
+    UNDER_FLOOR,
+    EmptyBecause,
+    SearchHit,
+    SearchPage,
+)
 from memories.threads import Proposal
 
 
@@ -148,7 +155,8 @@ def compact_search_hit(hit: SearchHit) -> dict:
 
 
 def search_page(page: SearchPage, *, compact: bool = False) -> dict:
-    """The `search` result: one page of hits, whole or compact, and the cursor of the next."""
+    """The `search` result: one page of hits, whole or compact, the cursor of the next, and on
+    an empty first page of a query a note saying why nothing came back."""
     shape = compact_search_hit if compact else search_hit
     hits = [shape(hit) for hit in page.hits]
     return {
@@ -156,7 +164,52 @@ def search_page(page: SearchPage, *, compact: bool = False) -> dict:
         "count": len(hits),
         "hasMore": page.next_cursor is not None,
         "nextCursor": page.next_cursor,
+        "note": empty_search_note(page.empty_because) if page.empty_because else None,
     }
+
+
+def empty_search_note(why: EmptyBecause) -> str:
+    """The reason search found nothing, told to the model with how to ask instead: so that it
+    does not take "ask otherwise" for "nothing stored"."""
+    if why.reason == NOTHING_TO_SEARCH_BY:
+        if why.exclusions_only:
+            return (
+                "Nothing was searched: the query holds only exclusions (-word), which remove "
+                "matches but find none. Add words naming what the memory is about, or omit the "
+                "query to list the memories the filters select."
+            )
+        return (
+            "Nothing was searched: the query holds only stop words or punctuation (such as "
+            "'the', 'which', 'of'), which search drops. Ask with words naming what the memory "
+            "is about: a name, a tool, a project, a topic."
+        )
+    if why.reason == OUTSIDE_STATUS:
+        asked = "active" if why.status == "archived" else "archived"
+        if why.count == 1:
+            ones, them = f"1 {why.status} one does", "it"
+        else:
+            ones, them = f"{why.count} {why.status} ones do", "them"
+        return (
+            f"No {asked} memory matches the query, but {ones}: search again with status 'any' "
+            f"to include {them}."
+        )
+    if why.reason == UNDER_FLOOR:
+        some = "1 memory shares" if why.count == 1 else f"{why.count} memories share"
+        return (
+            f"{some} words or meaning with the query, but none closely enough to answer it. "
+            "Ask with fewer, more specific words, the words the memory itself would use (a "
+            'name, a tool, a project), or a "quoted phrase".'
+        )
+    # NO_MATCH
+    if why.filters:
+        return (
+            f"No memory under the filters given ({', '.join(why.filters)}) shares a word with "
+            "the query or is close to it in meaning: widen or drop them to look further."
+        )
+    return (
+        "No memory shares a word with the query or is close to it in meaning: it is likely "
+        "not stored. Asking with other words (a name, a tool, a project) can make sure."
+    )
 
 
 def memory(item: ReadMemory) -> dict:

@@ -22,6 +22,9 @@ Ranking, past what those modules' docstrings say:
 - Order: score desc, then recorded_at desc (recency breaks ties), then id. Only current
   memories are searched unless asOf names another instant, so a superseded memory and its
   successor are never both hits.
+- Why nothing came back: an empty first page of a query says why (EmptyBecause), so that an
+  agent can tell "nothing stored" from "ask otherwise". Its one costly check, whether memories
+  of another status would match, ranks the query again, and only on an empty page.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from memories import account_indexes, bounds, replica
 from memories.environment import require_known_facet
 from memories.errors import InvalidInput
 from memories.excerpts import EXCERPT_MAX, MemoryExcerpt
-from memories.models import Thread
+from memories.models import Status, Thread
 from memories.search.candidates import (
     LEXICAL_CANDIDATES,
     SEMANTIC_CANDIDATES,
@@ -47,14 +50,19 @@ from memories.search.cursor import CURSOR_MAX, _Position
 from memories.search.filters import STATUS_FILTERS, SearchFilters, _Where, _where, clean_filters
 from memories.search.query import _parse, _Query
 from memories.search.scoring import TENANT_SIZE_COUNTED_MAX, _Candidate, _WordStatistics
-from memories.search.sql import _PAGE_SQL, _TENANT_SIZE_SQL
+from memories.search.sql import _OUTSIDE_STATUS_SQL, _PAGE_SQL, _TENANT_SIZE_SQL
 
 __all__ = [
     "CURSOR_MAX",
     "DEFAULT_LIMIT",
     "MAX_LIMIT",
+    "NOTHING_TO_SEARCH_BY",
+    "NO_MATCH",
+    "OUTSIDE_STATUS",
     "QUERY_MAX",
     "STATUS_FILTERS",
+    "UNDER_FLOOR",
+    "EmptyBecause",
     "SearchFilters",
     "SearchHit",
     "SearchPage",
@@ -81,10 +89,38 @@ class SearchHit(MemoryExcerpt):
     lacking: tuple[str, ...] = ()  # the query's most distinctive words it does not hold
 
 
+# Why a first page of a query has no hits (EmptyBecause.reason), in the order they are checked.
+NOTHING_TO_SEARCH_BY = "nothing_to_search_by"
+OUTSIDE_STATUS = "outside_status"
+UNDER_FLOOR = "under_floor"
+NO_MATCH = "no_match"
+
+
+@dataclass(frozen=True)
+class EmptyBecause:
+    """The likeliest reason a first page of a query has no hits, checked in this order:
+    - NOTHING_TO_SEARCH_BY: the query holds only stop words or punctuation, or only exclusions
+      (`exclusions_only`): nothing was looked for.
+    - OUTSIDE_STATUS: `count` memories of status `status` (not the one asked for) are hits of
+      the same query with status 'any'.
+    - UNDER_FLOOR: `count` memories matched it by words or meaning, none closely enough (the
+      relevance floor, scoring.py).
+    - NO_MATCH: none of the memories searched shares a word with it or is close in meaning,
+      under the `filters` given (SearchFilters.given).
+    Counts and names of filters only: never a memory's content."""
+
+    reason: str
+    count: int = 0
+    status: str | None = None
+    exclusions_only: bool = False
+    filters: tuple[str, ...] = ()
+
+
 @dataclass
 class SearchPage:
     hits: list[SearchHit] = field(default_factory=list)
     next_cursor: str | None = None
+    empty_because: EmptyBecause | None = None  # a first page of a query, without hits
 
 
 def search_memories(
@@ -114,12 +150,17 @@ def search_memories(
             _one_snapshot(connections[alias])
         _count_tenant(db, params)
         resume_after = None  # a listing's last memory read, when its window ended the page
+        parsed: _Query | None = None
         if text is None:
             mode, statistics = "listed", None
             ranked, resume_after = _listed(db, where, params, position, most=limit + 1)
         else:
-            mode, ranked, statistics = _page_candidates(
-                db, _parse(db, text), where, params, position
+            parsed = _parse(db, text)
+            # What the ranking starts from, before it adds its own: the other status's ranking
+            # starts from it too, should the page be empty (_empty_because).
+            unranked = dict(params)
+            mode, ranked, statistics, under_floor = _page_candidates(
+                db, parsed, where, params, position
             )
         ranked.sort(key=lambda c: (c.score, c.recorded_at, c.id), reverse=True)
         if position is not None:
@@ -135,11 +176,14 @@ def search_memories(
             for facet, value in (("scope", filters.scope), ("project", filters.project)):
                 if value is not None:
                     require_known_facet(db, owner_id=owner_id, facet=facet, value=value)
+        empty_because = None
+        if not shown and position is None and parsed is not None:
+            empty_because = _empty_because(db, parsed, filters, where, unranked, under_floor)
         rows = {}
         if shown:
             db.execute(_PAGE_SQL, params | {"ids": [c.id for c in shown]})
             rows = {row[0]: row for row in db.fetchall()}
-    page = SearchPage(hits=_hits(shown, rows, ranked=mode != "listed"))
+    page = SearchPage(hits=_hits(shown, rows, ranked=mode != "listed"), empty_because=empty_because)
     last = ranked[limit - 1] if len(ranked) > limit else resume_after
     if last is not None:
         page.next_cursor = _Position(
@@ -185,13 +229,15 @@ def _search_params(owner_id: int, position: _Position | None) -> dict:
 
 def _page_candidates(
     db, parsed: _Query, where: _Where, params: dict, position: _Position | None
-) -> tuple[str, list[_Candidate], _WordStatistics | None]:
+) -> tuple[str, list[_Candidate], _WordStatistics | None, int]:
     """The candidate mode ("ranked": by words and meaning; "topic": the topic fallback), the
-    page's candidates, scored, and the word statistics of a ranked search. A later page keeps
-    its first page's mode."""
+    page's candidates, scored, the word statistics of a ranked search, and how many candidates
+    matched under the relevance floor when a first page abstained. A later page keeps its first
+    page's mode."""
     mode = position.mode if position else "ranked"
     ranked: list[_Candidate] = []
     statistics = None
+    under_floor = 0
     earlier = position.statistics if position else None
     if earlier is not None and len(earlier.held_by) != len(parsed.terms):
         # Issued by a server that read the query's terms otherwise: its word statistics count
@@ -201,7 +247,7 @@ def _page_candidates(
             "was issued by an earlier version of this server; omit it to start a new search",
         )
     if mode == "ranked":
-        ranked, statistics = _ranked(
+        ranked, statistics, under_floor = _ranked(
             db, parsed, where, params, position.statistics if position else None
         )
     # Not for a query of stop words only, which asks for nothing (a topic sharing its letters is
@@ -215,7 +261,33 @@ def _page_candidates(
         mode = "topic"
     if mode == "topic":
         ranked = _topic_matches(db, parsed, where, params)
-    return mode, ranked, statistics
+    return mode, ranked, statistics, under_floor
+
+
+def _empty_because(
+    db, parsed: _Query, filters: SearchFilters, where: _Where, unranked: dict, under_floor: int
+) -> EmptyBecause:
+    """Why the first page of `parsed` under `filters` has no hits (see EmptyBecause), from the
+    parameters its ranking started from (`unranked`) and how many candidates it dropped under
+    the floor. Only the owner's memories are read, as the search's own statements read them."""
+    if not parsed.terms:
+        # Without terms nothing was looked up; what the query requires is then its exclusions
+        # (a phrase of other than stop words would have given terms).
+        return EmptyBecause(NOTHING_TO_SEARCH_BY, exclusions_only=bool(parsed.required))
+    status = filters.status or ("any" if filters.as_of else Status.ACTIVE)
+    if status != "any":
+        wider = dict(unranked)
+        _, found, _, _ = _page_candidates(db, parsed, where.any_status(wider), wider, None)
+        if found:
+            wider |= {"ids": [c.id for c in found], "asked_status": status}
+            db.execute(_OUTSIDE_STATUS_SQL, wider)
+            [(outside,)] = db.fetchall()
+            if outside:
+                other = Status.ARCHIVED if status == Status.ACTIVE else Status.ACTIVE
+                return EmptyBecause(OUTSIDE_STATUS, count=outside, status=str(other))
+    if under_floor:
+        return EmptyBecause(UNDER_FLOOR, count=under_floor)
+    return EmptyBecause(NO_MATCH, filters=filters.given())
 
 
 def _hits(shown: list[_Candidate], rows: dict, *, ranked: bool) -> list[SearchHit]:

@@ -326,13 +326,14 @@ def _indexed_words(db, required: str, where: _Where, params: dict) -> list[_Cand
 
 def _ranked(
     db, parsed: _Query, where: _Where, params: dict, statistics: _WordStatistics | None
-) -> tuple[list[_Candidate], _WordStatistics | None]:
-    """Candidates by words and by meaning, fused, and the word statistics they were scored
-    with. A first page (`statistics` None) computes those, and gets no candidates when the best
-    is under the floor; a later page scores with its first page's, and does not abstain: the
-    first page decided that the query has answers."""
+) -> tuple[list[_Candidate], _WordStatistics | None, int]:
+    """Candidates by words and by meaning, fused, the word statistics they were scored with,
+    and how many matched (by words or meaning) but were dropped under the relevance floor. A
+    first page (`statistics` None) computes those, and gets no candidates when the best is under
+    the floor; a later page scores with its first page's, and does not abstain: the first page
+    decided that the query has answers."""
     if not parsed.terms:
-        return [], None  # only stop words or punctuation: nothing to look for
+        return [], None, 0  # only stop words or punctuation: nothing to look for
     # A question's vector is compared only with vectors of its own model (StoredVectors).
     vector = embed_query(parsed.wanted) if comparable_with(params["vectors_by"]) else None
     required = _REQUIRED if parsed.required else ""
@@ -400,8 +401,8 @@ def _ranked(
     # A hit that holds the query's rarest terms all is no partial match: its words score does not
     # grow with the account, and the floor it is held to does not either.
     if first_page and not any(c.score >= (floor if c.lacking else RELEVANCE_FLOOR) for c in hits):
-        return [], statistics
-    return hits, statistics
+        return [], statistics, len(hits)
+    return hits, statistics, 0
 
 
 def _read_candidates(

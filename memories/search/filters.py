@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from memories import bounds
@@ -38,6 +38,20 @@ class SearchFilters:
             or self.recorded_after is not None
             or self.recorded_before is not None
         )
+
+    def given(self) -> tuple[str, ...]:
+        """The filters given, as the search tool names its arguments."""
+        named = (
+            ("memoryTypes", self.memory_types),
+            ("scope", self.scope),
+            ("project", self.project),
+            ("thread", self.thread),
+            ("status", self.status),
+            ("recordedAfter", self.recorded_after),
+            ("recordedBefore", self.recorded_before),
+            ("asOf", self.as_of),
+        )
+        return tuple(name for name, value in named if value is not None and value != ())
 
     def fingerprint(self, owner_id: int, query: str | None, *, thread_id: uuid.UUID | None) -> str:
         """What a cursor is bound to: the account, the query and every filter, canonically.
@@ -118,7 +132,8 @@ class _Where:
     the types asked for, see candidates._recent). `thread`: the thread filter's clause alone (""
     for none), `thread_id` the id of the thread it names (None for none). `narrowed`:
     SearchFilters.narrows(). `current`: only current memories are read (no asOf), as an
-    account's nearest-neighbour index holds."""
+    account's nearest-neighbour index holds. `status`: the status filter's clause alone, which
+    `selection` starts with ("" for none)."""
 
     reach: str
     selection: str
@@ -127,6 +142,14 @@ class _Where:
     narrowed: bool
     current: bool
     dates: str = ""
+    status: str = ""
+
+    def any_status(self, params: dict) -> _Where:
+        """These filters with status 'any', on `params` (a copy of those `_where` filled):
+        without the status parameter, which the words index's function reads too. The thread
+        stays the one its name resolved to, not looked up again."""
+        params.pop("status", None)
+        return replace(self, selection=self.selection.removeprefix(self.status), status="")
 
     @property
     def sql(self) -> str:
@@ -168,6 +191,7 @@ def _where(filters: SearchFilters, owner_id: int, params: dict) -> _Where:
     if status != "any":
         selection.append("m.status = %(status)s")
         params["status"] = status
+    status_clause = _conjunction(selection)  # first: _Where.any_status takes it off
     if filters.memory_types:
         selection.append("m.memory_type = ANY(%(types)s)")
         params["types"] = list(filters.memory_types)
@@ -188,6 +212,7 @@ def _where(filters: SearchFilters, owner_id: int, params: dict) -> _Where:
         narrowed=filters.narrows(),
         current=filters.as_of is None,
         dates=_conjunction(dates),
+        status=status_clause,
     )
 
 

@@ -1480,3 +1480,81 @@ async def test_search_hits_carry_due_dates_and_the_overdue_flag(agent):
     await ok(agent, "resolve", {"memoryId": late["id"], "status": "resolved"})
     [hit] = (await ok(agent, "search", {"query": "invoice"}))["hits"]
     assert hit["overdue"] is False and hit["dueAt"] is not None
+
+
+async def test_an_empty_search_says_why_and_how_to_ask_instead(agent, other_agent):
+    """A model told only `"hits": []` cannot tell "nothing stored" from "ask otherwise": an empty
+    first page of a query carries a note with the likeliest reason, naming no memory's words."""
+    await remember(
+        agent,
+        memoryType="preference",
+        topic="Calendar",
+        content="Prefers meetings in the afternoon, after lunch.",
+    )
+    quote = await remember(
+        agent, topic="Fivetran quote", content="Fivetran quoted 1,200 USD a month for connectors."
+    )
+    await ok(agent, "archive", {"memoryId": quote["id"]})
+
+    async def note(arguments: dict, principal=agent) -> str:
+        result = await ok(principal, "search", arguments)
+        assert (result["hits"], result["count"], result["hasMore"]) == ([], 0, False)
+        assert result["nextCursor"] is None
+        return result["note"]
+
+    notes = {
+        "stop words": await note({"query": "the which of and"}),
+        "exclusions": await note({"query": "-snowflake"}),
+        "archived": await note({"query": "Fivetran quote"}),
+        "under the floor": await note({"query": "when can I book meetings with the user?"}),
+        "no word": await note({"query": "xylophone quasar"}),
+        "no word, filtered": await note(
+            {"query": "xylophone", "memoryTypes": ["decision"], "scope": "personal"}
+        ),
+    }
+    assert notes["stop words"].startswith(
+        "Nothing was searched: the query holds only stop words or punctuation"
+    )
+    assert notes["exclusions"].startswith("Nothing was searched: the query holds only exclusions")
+    assert notes["archived"] == (
+        "No active memory matches the query, but 1 archived one does: search again with status "
+        "'any' to include it."
+    )
+    assert notes["under the floor"].startswith(
+        "1 memory shares words or meaning with the query, but none closely enough to answer it."
+    )
+    assert notes["no word"].startswith("No memory shares a word with the query")
+    assert notes["no word, filtered"].startswith(
+        "No memory under the filters given (memoryTypes, scope) shares a word with the query"
+    )
+    stored = ("calendar", "prefers", "afternoon", "lunch", "fivetran", "1,200", "usd", "connect")
+    for reason, text in notes.items():
+        assert not [word for word in stored if word in text.lower()], reason
+    # What the notes advise finds them.
+    assert (await ok(agent, "search", {"query": "Fivetran quote", "status": "any"}))["count"] == 1
+    assert (await ok(agent, "search", {"query": "meetings"}))["count"] == 1
+    # Another account's memories explain nothing of this one's empty page.
+    assert (await note({"query": "Fivetran quote"}, other_agent)).startswith(
+        "No memory shares a word with the query"
+    )
+    assert (
+        await note({"query": "when can I book meetings with the user?"}, other_agent)
+    ).startswith("No memory shares a word with the query")
+
+
+async def test_only_an_empty_first_page_of_a_query_carries_a_note(agent):
+    for n in range(2):
+        await remember(agent, topic="retro", content=f"sprint retro notes {n}")
+    first = await ok(agent, "search", {"query": "sprint retro", "limit": 1})
+    assert (first["count"], first["note"]) == (1, None)
+    [rest] = [
+        hit["id"]
+        for hit in (await ok(agent, "search", {"query": "sprint retro"}))["hits"]
+        if hit["id"] != first["hits"][0]["id"]
+    ]
+    await ok(agent, "archive", {"memoryId": rest})
+    arguments = {"query": "sprint retro", "limit": 1, "cursor": first["nextCursor"]}
+    later = await ok(agent, "search", arguments)
+    assert (later["hits"], later["note"]) == ([], None)
+    listed = await ok(agent, "search", {"memoryTypes": ["event"]})
+    assert (listed["hits"], listed["note"]) == ([], None)
