@@ -672,3 +672,34 @@ def test_a_thread_deleted_while_the_export_reads_threads_is_exported_as_it_was(t
     assert deleted, "the export read no thread list"
     [thread] = document["threads"]
     assert thread["members"] == [str(member.id)]
+
+
+def test_each_version_in_the_history_shows_its_due_date(client, tenant):
+    """A revise that moved a commitment's deadline, then dropped it: each version in the
+    history says when it was due, so the page shows that the deadline changed."""
+    first = record_memory(
+        owner=tenant,
+        memory_type="commitment",
+        topic="invoice",
+        content="Send the invoice",
+        due_at="2027-01-05T17:00:00Z",
+    )
+    moved = revise_memory(
+        owner=tenant,
+        predecessor_id=first.id,
+        content="Send the invoice, February",
+        due_at="2027-02-01T09:30:00Z",
+    )
+    dropped = revise_memory(
+        owner=tenant, predecessor_id=moved.id, content="Send the invoice, some day", due_at=None
+    )
+    client.force_login(tenant)
+    page = client.get(reverse("accounts:memory_detail", args=[dropped.id])).text
+    history_section = page.split("<h2>History</h2>")[1]
+    versions = history_section.split('<li class="card">')[1:]
+    due = [re.findall(r'due <time datetime="([^"]+)">([^<]*)</time>', v) for v in versions]
+    assert due == [
+        [("2027-01-05T17:00:00+00:00", "5 Jan 2027, 17:00 UTC")],
+        [("2027-02-01T09:30:00+00:00", "1 Feb 2027, 09:30 UTC")],
+        [],
+    ]
