@@ -21,7 +21,6 @@ from memories.models import Memory, Thread, ThreadMembership
 from memories.reading import MemoryBatch, ReadMemory
 from memories.search import (
     NOTHING_TO_SEARCH_BY,
-    OUTSIDE_STATUS,
     UNDER_FLOOR,
     EmptyBecause,
     SearchHit,
@@ -183,33 +182,29 @@ def empty_search_note(why: EmptyBecause) -> str:
             "'the', 'which', 'of'), which search drops. Ask with words naming what the memory "
             "is about: a name, a tool, a project, a topic."
         )
-    if why.reason == OUTSIDE_STATUS:
-        asked = "active" if why.status == "archived" else "archived"
-        if why.count == 1:
-            ones, them = f"1 {why.status} one does", "it"
-        else:
-            ones, them = f"{why.count} {why.status} ones do", "them"
-        return (
-            f"No {asked} memory matches the query, but {ones}: search again with status 'any' "
-            f"to include {them}."
-        )
     if why.reason == UNDER_FLOOR:
         some = "1 memory shares" if why.count == 1 else f"{why.count} memories share"
-        return (
+        note = (
             f"{some} words or meaning with the query, but none closely enough to answer it. "
             "Ask with fewer, more specific words, the words the memory itself would use (a "
             'name, a tool, a project), or a "quoted phrase".'
         )
-    # NO_MATCH
-    if why.filters:
-        return (
+    elif why.filters:  # NO_MATCH
+        note = (
             f"No memory under the filters given ({', '.join(why.filters)}) shares a word with "
             "the query or is close to it in meaning: widen or drop them to look further."
         )
-    return (
-        "No memory shares a word with the query or is close to it in meaning: it is likely "
-        "not stored. Asking with other words (a name, a tool, a project) can make sure."
-    )
+    else:
+        note = (
+            "No memory shares a word with the query or is close to it in meaning: it is likely "
+            "not stored. Asking with other words (a name, a tool, a project) can make sure."
+        )
+    if why.unsearched:
+        note += (
+            f" {why.unsearched.capitalize()} memories were not searched: status 'any' "
+            "includes them."
+        )
+    return note
 
 
 def memory(item: ReadMemory) -> dict:

@@ -90,8 +90,8 @@ TOOLS: list[ToolSpec] = [
             "questions like 'what did we decide about X' or 'anything about Y'. Ask in natural "
             "language, in your own words: memories matching any of the words or close in "
             'meaning rank first ("quoted phrase" and -exclude narrow; fuzzy topic matching '
-            "catches typos). No hits comes with a note saying why (only stop words, only "
-            "archived ones match, none matched well enough) and how to ask again. Each hit "
+            "catches typos). No hits comes with a note saying why (only stop words, none "
+            "matched well enough, archived ones not searched) and how to ask again. Each hit "
             "says how it matched (matchedBy). A memory's type is not among its words: for "
             "'what blocks X' filter memoryTypes to blocker (briefing lists what is open). "
             "Filters: memoryTypes, scope, project, thread, "

@@ -23,8 +23,8 @@ Ranking, past what those modules' docstrings say:
   memories are searched unless asOf names another instant, so a superseded memory and its
   successor are never both hits.
 - Why nothing came back: an empty first page of a query says why (EmptyBecause), so that an
-  agent can tell "nothing stored" from "ask otherwise". Its one costly check, whether memories
-  of another status would match, ranks the query again, and only on an empty page.
+  agent can tell "nothing stored" from "ask otherwise", from what the search found anyway (it
+  runs no other statement for it).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from memories.search.cursor import CURSOR_MAX, _Position
 from memories.search.filters import STATUS_FILTERS, SearchFilters, _Where, _where, clean_filters
 from memories.search.query import _parse, _Query
 from memories.search.scoring import TENANT_SIZE_COUNTED_MAX, _Candidate, _WordStatistics
-from memories.search.sql import _OUTSIDE_STATUS_SQL, _PAGE_SQL, _TENANT_SIZE_SQL
+from memories.search.sql import _PAGE_SQL, _TENANT_SIZE_SQL
 
 __all__ = [
     "CURSOR_MAX",
@@ -58,7 +58,6 @@ __all__ = [
     "MAX_LIMIT",
     "NOTHING_TO_SEARCH_BY",
     "NO_MATCH",
-    "OUTSIDE_STATUS",
     "QUERY_MAX",
     "STATUS_FILTERS",
     "UNDER_FLOOR",
@@ -91,7 +90,6 @@ class SearchHit(MemoryExcerpt):
 
 # Why a first page of a query has no hits (EmptyBecause.reason), in the order they are checked.
 NOTHING_TO_SEARCH_BY = "nothing_to_search_by"
-OUTSIDE_STATUS = "outside_status"
 UNDER_FLOOR = "under_floor"
 NO_MATCH = "no_match"
 
@@ -101,19 +99,20 @@ class EmptyBecause:
     """The likeliest reason a first page of a query has no hits, checked in this order:
     - NOTHING_TO_SEARCH_BY: the query holds only stop words or punctuation, or only exclusions
       (`exclusions_only`): nothing was looked for.
-    - OUTSIDE_STATUS: `count` memories of status `status` (not the one asked for) are hits of
-      the same query with status 'any'.
     - UNDER_FLOOR: `count` memories matched it by words or meaning, none closely enough (the
       relevance floor, scoring.py).
     - NO_MATCH: none of the memories searched shares a word with it or is close in meaning,
       under the `filters` given (SearchFilters.given).
-    Counts and names of filters only: never a memory's content."""
+    `unsearched`: the status the status filter left out ('archived' by default), whose memories
+    were not looked at: whether one of them would match is not known, and finding out would
+    cost a second search on every empty page. Counts and names of filters only: never a
+    memory's content."""
 
     reason: str
     count: int = 0
-    status: str | None = None
     exclusions_only: bool = False
     filters: tuple[str, ...] = ()
+    unsearched: str | None = None
 
 
 @dataclass
@@ -156,9 +155,6 @@ def search_memories(
             ranked, resume_after = _listed(db, where, params, position, most=limit + 1)
         else:
             parsed = _parse(db, text)
-            # What the ranking starts from, before it adds its own: the other status's ranking
-            # starts from it too, should the page be empty (_empty_because).
-            unranked = dict(params)
             mode, ranked, statistics, under_floor = _page_candidates(
                 db, parsed, where, params, position
             )
@@ -178,7 +174,7 @@ def search_memories(
                     require_known_facet(db, owner_id=owner_id, facet=facet, value=value)
         empty_because = None
         if not shown and position is None and parsed is not None:
-            empty_because = _empty_because(db, parsed, filters, where, unranked, under_floor)
+            empty_because = _empty_because(parsed, filters, under_floor)
         rows = {}
         if shown:
             db.execute(_PAGE_SQL, params | {"ids": [c.id for c in shown]})
@@ -264,30 +260,24 @@ def _page_candidates(
     return mode, ranked, statistics, under_floor
 
 
-def _empty_because(
-    db, parsed: _Query, filters: SearchFilters, where: _Where, unranked: dict, under_floor: int
-) -> EmptyBecause:
-    """Why the first page of `parsed` under `filters` has no hits (see EmptyBecause), from the
-    parameters its ranking started from (`unranked`) and how many candidates it dropped under
-    the floor. Only the owner's memories are read, as the search's own statements read them."""
+_OTHER_STATUS = {
+    Status.ACTIVE.value: Status.ARCHIVED.value,
+    Status.ARCHIVED.value: Status.ACTIVE.value,
+}
+
+
+def _empty_because(parsed: _Query, filters: SearchFilters, under_floor: int) -> EmptyBecause:
+    """Why the first page of `parsed` under `filters` has no hits (see EmptyBecause), given how
+    many candidates its ranking dropped under the floor."""
     if not parsed.terms:
         # Without terms nothing was looked up; what the query requires is then its exclusions
         # (a phrase of other than stop words would have given terms).
         return EmptyBecause(NOTHING_TO_SEARCH_BY, exclusions_only=bool(parsed.required))
-    status = filters.status or ("any" if filters.as_of else Status.ACTIVE)
-    if status != "any":
-        wider = dict(unranked)
-        _, found, _, _ = _page_candidates(db, parsed, where.any_status(wider), wider, None)
-        if found:
-            wider |= {"ids": [c.id for c in found], "asked_status": status}
-            db.execute(_OUTSIDE_STATUS_SQL, wider)
-            [(outside,)] = db.fetchall()
-            if outside:
-                other = Status.ARCHIVED if status == Status.ACTIVE else Status.ACTIVE
-                return EmptyBecause(OUTSIDE_STATUS, count=outside, status=str(other))
+    status = filters.status or ("any" if filters.as_of else Status.ACTIVE.value)
+    unsearched = _OTHER_STATUS.get(status)
     if under_floor:
-        return EmptyBecause(UNDER_FLOOR, count=under_floor)
-    return EmptyBecause(NO_MATCH, filters=filters.given())
+        return EmptyBecause(UNDER_FLOOR, count=under_floor, unsearched=unsearched)
+    return EmptyBecause(NO_MATCH, filters=filters.given(), unsearched=unsearched)
 
 
 def _hits(shown: list[_Candidate], rows: dict, *, ranked: bool) -> list[SearchHit]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 
 from memories import bounds
@@ -40,13 +40,14 @@ class SearchFilters:
         )
 
     def given(self) -> tuple[str, ...]:
-        """The filters given, as the search tool names its arguments."""
+        """The filters given that narrow the search, as the search tool names its arguments
+        (status 'any' narrows nothing)."""
         named = (
             ("memoryTypes", self.memory_types),
             ("scope", self.scope),
             ("project", self.project),
             ("thread", self.thread),
-            ("status", self.status),
+            ("status", None if self.status == "any" else self.status),
             ("recordedAfter", self.recorded_after),
             ("recordedBefore", self.recorded_before),
             ("asOf", self.as_of),
@@ -132,8 +133,7 @@ class _Where:
     the types asked for, see candidates._recent). `thread`: the thread filter's clause alone (""
     for none), `thread_id` the id of the thread it names (None for none). `narrowed`:
     SearchFilters.narrows(). `current`: only current memories are read (no asOf), as an
-    account's nearest-neighbour index holds. `status`: the status filter's clause alone, which
-    `selection` starts with ("" for none)."""
+    account's nearest-neighbour index holds."""
 
     reach: str
     selection: str
@@ -142,14 +142,6 @@ class _Where:
     narrowed: bool
     current: bool
     dates: str = ""
-    status: str = ""
-
-    def any_status(self, params: dict) -> _Where:
-        """These filters with status 'any', on `params` (a copy of those `_where` filled):
-        without the status parameter, which the words index's function reads too. The thread
-        stays the one its name resolved to, not looked up again."""
-        params.pop("status", None)
-        return replace(self, selection=self.selection.removeprefix(self.status), status="")
 
     @property
     def sql(self) -> str:
@@ -191,7 +183,6 @@ def _where(filters: SearchFilters, owner_id: int, params: dict) -> _Where:
     if status != "any":
         selection.append("m.status = %(status)s")
         params["status"] = status
-    status_clause = _conjunction(selection)  # first: _Where.any_status takes it off
     if filters.memory_types:
         selection.append("m.memory_type = ANY(%(types)s)")
         params["types"] = list(filters.memory_types)
@@ -212,7 +203,6 @@ def _where(filters: SearchFilters, owner_id: int, params: dict) -> _Where:
         narrowed=filters.narrows(),
         current=filters.as_of is None,
         dates=_conjunction(dates),
-        status=status_clause,
     )
 
 

@@ -142,11 +142,6 @@ SELECT m.id, m.recorded_at, m.content_length FROM ({window}
         OFFSET %(listed_window)s - 1 LIMIT 2) m
 """
 _LISTED_AFTER = "AND (m.recorded_at, m.id) < (%(after_recorded_at)s, %(after_id)s::uuid)"
-# How many of a ranking's candidates (`ids`) hold another status than the one asked for.
-_OUTSIDE_STATUS_SQL = """
-SELECT count(*) FROM memories_memory m
-WHERE m.owner_id = %(owner)s AND m.id = ANY(%(ids)s::uuid[]) AND m.status <> %(asked_status)s
-"""
 _PAGE_SQL = (
     f"SELECT {EXCERPT_COLUMNS} FROM memories_memory m "  # noqa: S608 (constants)
     "WHERE m.owner_id = %(owner)s AND m.id = ANY(%(ids)s::uuid[])"

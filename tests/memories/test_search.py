@@ -24,7 +24,6 @@ from memories.search import (
     CURSOR_MAX,
     NO_MATCH,
     NOTHING_TO_SEARCH_BY,
-    OUTSIDE_STATUS,
     QUERY_MAX,
     TOPIC_FALLBACK_WORDS_MAX,
     TOPIC_SIMILARITY_MIN,
@@ -769,34 +768,20 @@ def test_a_query_with_nothing_to_search_by_says_so(tenant, corpus, query, exclus
     assert page.empty_because == EmptyBecause(NOTHING_TO_SEARCH_BY, exclusions_only=exclusions_only)
 
 
-def test_matches_of_another_status_are_counted_with_the_status_they_hold(tenant, corpus):
-    """The only memory about the Fivetran quote is archived: the empty page says that one
-    archived memory matches, and status 'any' finds it."""
+def test_an_empty_page_names_the_status_it_did_not_search(tenant, corpus):
+    """The only memory about the Fivetran quote is archived: the empty page says that archived
+    memories were not searched (not whether one would match: that would take a second search),
+    and status 'any' finds it."""
     quote = archived_quote(tenant)
     page = run(tenant, "Fivetran quote")
     assert page.hits == []
-    assert page.empty_because == EmptyBecause(OUTSIDE_STATUS, count=1, status="archived")
+    assert page.empty_because.unsearched == "archived"
     assert [hit.id for hit in run(tenant, "Fivetran quote", status="any").hits] == [quote.id]
-    # Under the other filters given: in a thread that holds it, not in one that does not.
-    create_thread(owner=tenant, name="vendors")
-    add_thread_members(owner=tenant, name="vendors", memory_ids=[quote.id])
-    create_thread(owner=tenant, name="stack")
-    add_thread_members(owner=tenant, name="stack", memory_ids=[corpus["Database"].id])
-    assert run(tenant, "Fivetran quote", thread="vendors").empty_because == EmptyBecause(
-        OUTSIDE_STATUS, count=1, status="archived"
+    # Asked for archived ones, the active ones were not searched; asked for any, none is left out.
+    assert run(tenant, "xylophone", status="archived").empty_because == EmptyBecause(
+        NO_MATCH, filters=("status",), unsearched="active"
     )
-    assert run(tenant, "Fivetran quote", thread="stack").empty_because == EmptyBecause(
-        NO_MATCH, filters=("thread",)
-    )
-
-    archive_memory(owner=tenant, memory_id=corpus["Payments"].id)
-    assert run(tenant, "fivetran stripe").empty_because == EmptyBecause(
-        OUTSIDE_STATUS, count=2, status="archived"
-    )
-    # Asked for archived ones, the active ones that match are named.
-    assert run(tenant, "postgresql", status="archived").empty_because == EmptyBecause(
-        OUTSIDE_STATUS, count=1, status="active"
-    )
+    assert run(tenant, "xylophone", status="any").empty_because == EmptyBecause(NO_MATCH)
 
 
 def test_matches_under_the_relevance_floor_are_counted(tenant, corpus):
@@ -804,12 +789,14 @@ def test_matches_under_the_relevance_floor_are_counted(tenant, corpus):
     assert [hit.id for hit in run(tenant, "meetings").hits] == [calendar.id]
     page = run(tenant, MEETINGS_QUESTION)
     assert page.hits == []
-    assert page.empty_because == EmptyBecause(UNDER_FLOOR, count=1)
+    assert page.empty_because == EmptyBecause(UNDER_FLOOR, count=1, unsearched="archived")
 
 
 def test_a_query_no_memory_shares_a_word_with_names_the_filters_given(tenant, corpus):
     record_memory(owner=tenant, memory_type="note", topic="Atlas", content="x", project="atlas")
-    assert run(tenant, "xylophone quasar").empty_because == EmptyBecause(NO_MATCH)
+    assert run(tenant, "xylophone quasar").empty_because == EmptyBecause(
+        NO_MATCH, unsearched="archived"
+    )
     page = run(
         tenant,
         "xylophone quasar",
@@ -819,7 +806,7 @@ def test_a_query_no_memory_shares_a_word_with_names_the_filters_given(tenant, co
     )
     assert page.hits == []
     assert page.empty_because == EmptyBecause(
-        NO_MATCH, filters=("memoryTypes", "project", "recordedAfter")
+        NO_MATCH, filters=("memoryTypes", "project", "recordedAfter"), unsearched="archived"
     )
 
 
@@ -839,13 +826,12 @@ def test_only_an_empty_first_page_of_a_query_says_why(tenant, corpus):
 
 
 def test_another_tenants_matches_never_explain_an_empty_page(tenant, other_tenant, corpus):
-    archived_quote(other_tenant)
     calendar_preference(other_tenant)
     # Theirs would explain it, in their account.
-    assert run(other_tenant, "Fivetran quote").empty_because.reason == OUTSIDE_STATUS
     assert run(other_tenant, MEETINGS_QUESTION).empty_because.reason == UNDER_FLOOR
-    for query in ("Fivetran quote", MEETINGS_QUESTION):
-        assert run(tenant, query).empty_because == EmptyBecause(NO_MATCH), query
+    assert run(tenant, MEETINGS_QUESTION).empty_because == EmptyBecause(
+        NO_MATCH, unsearched="archived"
+    )
 
 
 # --- without a query: what the filters select, newest first ------------------------------------
@@ -1429,21 +1415,18 @@ def test_a_large_tenant_is_searched_with_bounded_plans_before_any_analyze(
         with acting_as(bulk_loaded_tenant.pk), explaining(plans):
             hits = run(bulk_loaded_tenant, question, **narrowing).hits
         assert bool(hits) == (not narrowing)  # every memory is a note
-        # An empty page ranks the query again with status 'any' (to say why it is empty),
-        # under the same plans.
-        assert len(plans) == (2 if hits else 4)
-        for words, meaning in zip(plans[::2], plans[1::2], strict=True):
-            # Words: the tenant's memories newest first until enough match, never a sort of
-            # all; with a type filter, those of each type, newest first, merged.
-            if narrowing:
-                assert "memory_owner_type_current" in json.dumps(words)
-                assert '"Merge Append"' in json.dumps(words)
-            else:
-                assert "memory_owner_recent" in json.dumps(words)
-            assert '"Sort"' not in json.dumps(words)
-            # Meaning: the account's own HNSW index, not a sort of its vectors.
-            assert account_indexes.NEAREST.index_name(bulk_loaded_tenant.pk) in json.dumps(meaning)
-            assert '"Sort"' not in json.dumps(meaning)
+        words, meaning = plans
+        # Words: the tenant's memories newest first until enough match, never a sort of all;
+        # with a type filter, those of each type, newest first, merged.
+        if narrowing:
+            assert "memory_owner_type_current" in json.dumps(words)
+            assert '"Merge Append"' in json.dumps(words)
+        else:
+            assert "memory_owner_recent" in json.dumps(words)
+        assert '"Sort"' not in json.dumps(words)
+        # Meaning: the account's own HNSW index, not a sort of its vectors.
+        assert account_indexes.NEAREST.index_name(bulk_loaded_tenant.pk) in json.dumps(meaning)
+        assert '"Sort"' not in json.dumps(meaning)
 
 
 def index_scans(name: str) -> int:
