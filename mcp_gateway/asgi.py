@@ -39,7 +39,7 @@ from infra.observability import new_request_id, request_id_var, tenant_id_var, w
 from infra.rate_limit import FixedWindow, event_loop_counter_store
 from mcp_gateway import auth, cors
 from mcp_gateway.principal import Principal
-from mcp_gateway.server import build_server, log_failure
+from mcp_gateway.server import MethodCalled, build_server, log_failure, method_called
 from memories import tenancy
 from memories.bounds import UNPAIRED_SURROGATE_MARK
 
@@ -485,6 +485,7 @@ class _Reply:
         self.shortfall = auth.ScopeShortfall()
         self.status = 0
         self.tenant_id = "-"
+        self.called = MethodCalled()
 
     async def send(self, message: dict) -> None:
         if message["type"] == "http.response.start":
@@ -519,8 +520,9 @@ class _Reply:
 def _log_access(
     scope: Scope, headers: Headers, request_id: str, reply: _Reply, started: float
 ) -> None:
-    """One line per request: ids, the MCP method (2026 wire header; the legacy wire names it
-    only in the body, which is never logged), status and latency."""
+    """One line per request: ids, the MCP method and tool (as the MCP server read them from the
+    body, which is never logged; else the 2026 wire's Mcp-Method header, for a request refused
+    before it), status and latency."""
     access_logger.info(
         "mcp",
         extra={
@@ -528,7 +530,10 @@ def _log_access(
             "tenant_id": reply.tenant_id,
             "method": scope.get("method"),
             "path": MCP_PATH,
-            "mcp_method": (_header(headers, b"mcp-method") or "-")[:64],
+            "mcp_method": reply.called.method
+            if reply.called.method != "-"
+            else (_header(headers, b"mcp-method") or "-")[:64],
+            "mcp_tool": reply.called.tool,
             "status": reply.status,
             "latency_ms": round((time.perf_counter() - started) * 1000, 2),
         },
@@ -589,11 +594,13 @@ class GatewayRouter:
         reply = _Reply(send, request_id, origin.headers)
         outcome_token = dbfaults.request_outcome.set(reply.outcome)
         shortfall_token = auth.scope_shortfall.set(reply.shortfall)
+        called_token = method_called.set(reply.called)
         try:
             await self._authenticated_mcp(scope, headers, receive, reply.send, origin)
         finally:
             if settings.MCP_ACCESS_LOG:
                 _log_access(scope, headers, request_id, reply, started)
+            method_called.reset(called_token)
             auth.scope_shortfall.reset(shortfall_token)
             dbfaults.request_outcome.reset(outcome_token)
             request_id_var.reset(request_token)

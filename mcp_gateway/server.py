@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
@@ -138,6 +140,29 @@ def _invalid_params(invalid: ValidationError, params: Mapping[str, Any] | None) 
     return f"Invalid request parameters: {field}: {must_be}"
 
 
+@dataclass
+class MethodCalled:
+    """What one /mcp request asked for, for its access line: the JSON-RPC method and, for
+    tools/call, the tool. The 2025 wire names them only in the body, which the router does not
+    log; the handlers run in tasks that copy the request's context, so this is a shared mutable
+    object the router puts there, not a value."""
+
+    method: str = "-"
+    tool: str = "-"
+
+
+method_called: ContextVar[MethodCalled | None] = ContextVar("method_called", default=None)
+
+
+async def note_method_called(ctx: ServerRequestContext, call_next: CallNext) -> HandlerResult:
+    called = method_called.get()
+    if called is not None:
+        called.method = ctx.method[:64]
+        if ctx.method == "tools/call" and isinstance(ctx.params, Mapping):
+            called.tool = str(ctx.params.get("name", "-"))[:64]
+    return await call_next(ctx)
+
+
 async def hide_internal_errors(ctx: ServerRequestContext, call_next: CallNext) -> HandlerResult:
     """An unexpected exception becomes a generic -32603 on both wires. Without this the SDK sends
     `str(exc)` to 2025-era clients. Logged with a request id and the stack, never the exception
@@ -228,5 +253,6 @@ def build_server() -> Server:
             for middleware in server.middleware
             if not isinstance(middleware, OpenTelemetryMiddleware)
         ]
+    server.middleware.append(note_method_called)
     server.middleware.append(hide_internal_errors)
     return server

@@ -426,6 +426,26 @@ async def test_every_mcp_request_gets_one_access_line_without_content(http, seed
     assert seeded.memory.content not in caplog.text and seeded.token not in caplog.text
 
 
+async def test_the_access_line_names_the_method_and_tool_on_the_2025_wire_too(http, seeded, caplog):
+    """The 2025 wire sends no Mcp-Method header (the official SDK's ClientSession settles on it):
+    the access line takes the method, and the tool of a tools/call, from the MCP server, so an
+    operator can tell which traffic is which. Never an argument."""
+    caplog.set_level(logging.INFO, logger="threengram.access")
+    calls = [
+        ("tools/list", {}),
+        ("tools/call", {"name": "search", "arguments": {"query": "secret words"}}),
+    ]
+    for method, params in calls:
+        headers, body = legacy(method, params, **auth_header(seeded.token))
+        assert (await http.post("/mcp", headers=headers, content=body)).status_code == 200
+    lines = [r for r in caplog.records if r.name == "threengram.access"]
+    assert [(line.mcp_method, line.mcp_tool) for line in lines] == [
+        ("tools/list", "-"),
+        ("tools/call", "search"),
+    ]
+    assert "secret words" not in caplog.text
+
+
 async def test_refused_requests_are_logged_too(http, caplog):
     caplog.set_level(logging.INFO, logger="threengram.access")
     headers, body = modern("tools/list", **auth_header("not-a-token"))
