@@ -6,7 +6,7 @@ accounts.erasure does, to the sentinel)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
 from datetime import datetime
@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from infra import dbfaults
 from memories import bounds
+from memories.credentials import refuse_credential
 from memories.embedding import embed_memories, memory_text, storable_with
 from memories.errors import (
     AccountInactive,
@@ -209,9 +210,12 @@ class MemoryFields:
         project: object = None,
         tags: object = None,
         due_at: object = None,
+        carried_over: Collection[str] = (),
     ) -> MemoryFields:
+        """`carried_over`: the fields a revision copies from its predecessor (named as here),
+        which a refusal of their text says the caller did not send."""
         cleaned_type = _clean_memory_type(memory_type)
-        return cls(
+        fields = cls(
             memory_type=cleaned_type,
             topic=bounds.clean_topic(topic),
             content=bounds.clean_content(content),
@@ -220,6 +224,21 @@ class MemoryFields:
             tags=bounds.clean_tags(tags),
             due_at=bounds.clean_due_at(due_at, memory_type=cleaned_type),
         )
+        fields._refuse_credentials(carried_over)
+        return fields
+
+    def _refuse_credentials(self, carried_over: Collection[str]) -> None:
+        """No text a memory stores may hold a credential (memories.credentials)."""
+        texts = [
+            ("topic", "topic", self.topic),
+            ("content", "content", self.content),
+            ("scope", "scope", self.scope),
+            ("project", "project", self.project),
+            *(("tags", f"tags[{index}]", tag) for index, tag in enumerate(self.tags)),
+        ]
+        for name, field, text in texts:
+            if text is not None:
+                refuse_credential(field, text, carried_over=name in carried_over)
 
 
 def _new_memory(
@@ -396,7 +415,10 @@ def _revise(
             # A due date carries over only while the memory stays a commitment.
             commitment = inherited["memory_type"] == MemoryType.COMMITMENT
             due_at = bounds.within_bounds(predecessor.due_at) if commitment else None
-        fields = MemoryFields.clean(content=content, due_at=due_at, **inherited)
+        carried_over = {name for name, value in given.items() if value is _UNSET}
+        fields = MemoryFields.clean(
+            content=content, due_at=due_at, carried_over=carried_over, **inherited
+        )
         if predecessor.status == Status.ACTIVE and fields == MemoryFields.of(predecessor):
             # A successor the same as its predecessor in every field would only bury it under a
             # new id. (Of an archived memory it is the way back: the successor is active.)

@@ -1,0 +1,175 @@
+"""Credentials a memory must not hold. A memory is served to every app the tenant connected with
+memory:read, cached by clients as its resource, exported and shown on the account's pages: a
+secret stored there has leaked. Only formats no ordinary text takes are recognised (a fixed
+issuer prefix and a fixed shape; a PEM header with a key body under it): a false refusal costs
+the caller a write, so there are no entropy or keyword-in-context guesses, and a credential in
+some other format is let through.
+
+The rule is the format, never the value: an issuer's documentation example in a credential's
+format (AWS's AKIAIOSFODNN7EXAMPLE) is refused like a live key, since this module cannot tell
+them apart and a memory can name the example in words. A body that is one character repeated
+(AKIAXXXXXXXXXXXXXXXX) is a placeholder no issuer generates, and is let through.
+
+Never put the matched text in a message or a log: the refusal names the field, the kind and the
+offset only."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from memories.errors import InvalidInput
+
+
+@dataclass(frozen=True)
+class _Format:
+    kind: str  # as a refusal names it
+    markers: tuple[str, ...]  # every match holds one of these: the pattern runs only then
+    pattern: re.Pattern[str]  # its one named group that matched: the part random in a real one
+
+
+# A token's own characters on either side of it: a match inside a longer token is no match.
+_NOT_AFTER_TOKEN = r"(?<![A-Za-z0-9_-])"
+_NOT_BEFORE_TOKEN = r"(?![A-Za-z0-9_-])"
+# Between the lines of a PEM block as stored: white space, or a newline escaped as in a JSON
+# file pasted whole (a Google service-account key).
+_LINE_BREAK = r"(?:\s|\\[rn])+"
+
+FORMATS: tuple[_Format, ...] = (
+    _Format(
+        # RFC 7468 labels (PRIVATE KEY, ENCRYPTED PRIVATE KEY, RSA/EC/DSA/OPENSSH ...) and
+        # OpenPGP's armour; then optional header lines (Proc-Type:, DEK-Info:, Version:) and a
+        # base64 line. A header alone, as a note quotes it, is no key.
+        "a private key (PEM or OpenPGP block)",
+        ("PRIVATE KEY",),
+        re.compile(
+            r"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----"
+            rf"(?:{_LINE_BREAK}[A-Za-z-]+: [^\n\\]{{0,200}}){{0,4}}"
+            rf"{_LINE_BREAK}(?P<body>[A-Za-z0-9+/]{{40}})"
+        ),
+    ),
+    _Format(
+        # A PuTTY key file's private part: the field name, its line count, then base64 lines.
+        "a private key (PuTTY key file)",
+        ("Private-Lines: ",),
+        re.compile(rf"Private-Lines: \d+{_LINE_BREAK}(?P<body>[A-Za-z0-9+/]{{40}})"),
+    ),
+    _Format(
+        # AKIA: a long-term access key id; ASIA: a temporary (STS) one (AWS STS API reference,
+        # GetAccessKeyInfo).
+        "an AWS access key id",
+        ("AKIA", "ASIA"),
+        re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)(?P<body>[A-Z0-9]{16})(?![A-Za-z0-9])"),
+    ),
+    _Format(
+        # ghp_ personal, gho_ OAuth, ghu_/ghs_ GitHub App user/server, ghr_ refresh (GitHub's
+        # authentication token formats); github_pat_ a fine-grained personal token.
+        "a GitHub token",
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+        re.compile(
+            r"(?<![A-Za-z0-9_])"
+            r"(?:gh[pousr]_(?P<body>[A-Za-z0-9]{36,})|github_pat_(?P<pat>[A-Za-z0-9_]{59,}))"
+        ),
+    ),
+    _Format(
+        # xoxb- bot, xoxp- user, xoxa-/xoxr- workspace and refresh, xoxs- legacy: numeric ids,
+        # then a secret; xoxe- configuration tokens; xapp- app-level tokens (Slack's token types).
+        # "xoxb-your-bot-token" has no ids: a placeholder, let through.
+        "a Slack token",
+        ("xox", "xapp-"),
+        re.compile(
+            rf"{_NOT_AFTER_TOKEN}(?:"
+            r"xox[abprs]-(?:\d-)?\d{8,}-(?:\d+-)*(?P<body>[A-Za-z0-9]{10,})"
+            r"|xoxe(?:\.xox[bp])?-\d-(?P<config>[A-Za-z0-9]{100,})"
+            r"|xapp-\d-[A-Z0-9]+-\d+-(?P<app>[a-z0-9]{32,})"
+            rf"){_NOT_BEFORE_TOKEN}"
+        ),
+    ),
+    _Format(
+        # Secret and restricted keys of live mode: test-mode keys move no money and publishable
+        # keys are public by design (Stripe's security team on their format, to GitLab's secret
+        # detection). 24 characters and more after the prefix, as in the oldest keys.
+        "a Stripe live secret key",
+        ("k_live_",),
+        re.compile(r"(?<![A-Za-z0-9_])[sr]k_live_(?P<body>[A-Za-z0-9]{24,})(?![A-Za-z0-9_])"),
+    ),
+    _Format(
+        "a Google API key",
+        ("AIza",),
+        re.compile(rf"{_NOT_AFTER_TOKEN}AIza(?P<body>[A-Za-z0-9_-]{{35}}){_NOT_BEFORE_TOKEN}"),
+    ),
+    _Format(
+        # OpenAI publishes no format: the keys known, legacy (sk-) or scoped (sk-proj-,
+        # sk-svcacct-, sk-admin-), hold "T3BlbkFJ" between two random runs (gitleaks'
+        # openai-api-key rule), and a key without it is let through. The runs are bounded so that
+        # a long run of key characters costs a bounded search.
+        "an OpenAI API key",
+        ("T3BlbkFJ",),
+        re.compile(
+            rf"{_NOT_AFTER_TOKEN}sk-(?:(?:proj|svcacct|admin)-)?"
+            r"(?P<body>[A-Za-z0-9_-]{20,80}T3BlbkFJ[A-Za-z0-9_-]{20,80})"
+            rf"{_NOT_BEFORE_TOKEN}"
+        ),
+    ),
+    _Format(
+        # sk-ant-api03- (API), sk-ant-admin01- (Admin API), sk-ant-oat01-/-ort01- (OAuth), as
+        # gitleaks' anthropic rules take them.
+        "an Anthropic API key",
+        ("sk-ant-",),
+        re.compile(rf"{_NOT_AFTER_TOKEN}sk-ant-[a-z]+\d\d-(?P<body>[A-Za-z0-9_-]{{40,}})"),
+    ),
+)
+
+_SEPARATORS = frozenset("_-")
+
+
+def _placeholder(match: re.Match[str]) -> bool:
+    """Whether the random part is one character repeated (xxxx..., 0000...), separators aside."""
+    body = next(value for value in match.groupdict().values() if value is not None)
+    return len(set(body) - _SEPARATORS) <= 1
+
+
+@dataclass(frozen=True)
+class Credential:
+    kind: str
+    offset: int  # where it starts, in code points from 0
+
+
+# No format above matches fewer characters (an AWS access key id): a shorter text (most tags, a
+# scope) is not searched.
+SHORTEST = 20
+
+
+def find_credential(text: str) -> Credential | None:
+    """The credential that starts first in `text`, or None."""
+    if len(text) < SHORTEST:
+        return None
+    found: Credential | None = None
+    for form in FORMATS:
+        if not any(marker in text for marker in form.markers):
+            continue
+        for match in form.pattern.finditer(text):
+            if _placeholder(match):
+                continue
+            if found is None or match.start() < found.offset:
+                found = Credential(form.kind, match.start())
+            break
+    return found
+
+
+def refuse_credential(field: str, text: str, *, carried_over: bool = False) -> None:
+    """InvalidInput when `text` holds a credential: naming `field`, the kind and where it starts,
+    and what to store instead; never the credential. `carried_over`: the text is the memory's
+    being revised, which the caller left out (the revision would copy it)."""
+    credential = find_credential(text)
+    if credential is None:
+        return
+    carried = " (carried over from the memory revised: give the revision a new one)"
+    raise InvalidInput(
+        field,
+        f"holds what looks like {credential.kind} at character {credential.offset} (counting "
+        f"from 0, after trimming){carried if carried_over else ''}; a memory is served to every "
+        "app connected to this account, cached and exported, so it holds no credentials: store "
+        "where the secret lives instead, e.g. 'the deploy key is in the team vault under "
+        "aws/prod'",
+    )

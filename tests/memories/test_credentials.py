@@ -1,0 +1,166 @@
+"""No memory stores a credential: a write whose text holds one in a format no ordinary text takes
+is refused naming the field, the kind and where it starts, never repeating it, and writes
+nothing; text that only resembles one is stored."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memories.errors import InvalidInput
+from memories.models import Memory
+from memories.services import MemoryFields, record_memory, revise_memory
+from tests.factories import MemoryFactory
+from tests.memories.made_up_credentials import CREDENTIALS, PEM_BODY
+
+# More spellings of the same kinds: the other prefixes and shapes a kind has.
+MORE_CREDENTIALS = [
+    ("an AWS access key id", "ASIA" + "Y34FZKBOKMUTVV7A"),
+    # AWS's documentation example: refused like a live key (see memories.credentials).
+    ("an AWS access key id", "AKIA" + "IOSFODNN7EXAMPLE"),
+    ("a GitHub token", "ghs_" + "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3fG5"),
+    ("a GitHub token", "github_pat_" + "11ABCDEFG0abcdefghijkl_" + "aB3dE5gH7jK9" * 5),
+    ("a Slack token", "xoxp-" + "41684372915-1320496754-45609968301-e708ba56e1517a99f6b5fb07"),
+    ("a Stripe live secret key", "rk_live_" + "51H8aBcDeFgHiJkLmNoPqRsTuVwXyZ01"),
+    (
+        "an OpenAI API key",
+        "sk-" + "aB3dE5gH7jK9mN1pQ3sT" + "T3Blbk" + "FJ" + "aB3dE5gH7jK9mN1pQ3sT",
+    ),
+    (
+        "a private key (PEM or OpenPGP block)",
+        "-----BEGIN OPENSSH PRIVATE KEY-----\n" + PEM_BODY + "\n-----END OPENSSH PRIVATE KEY-----",
+    ),
+    # A key copied out of a JSON file (a service-account key): its newlines are JSON escapes.
+    (
+        "a private key (PEM or OpenPGP block)",
+        "-----BEGIN PRIVATE KEY-----\\n" + PEM_BODY + '\\n-----END PRIVATE KEY-----\\n"}',
+    ),
+    (
+        "a private key (PEM or OpenPGP block)",
+        "-----BEGIN PGP PRIVATE KEY BLOCK-----\nVersion: GnuPG v2\n\n" + PEM_BODY,
+    ),
+    # A PuTTY key file: named where its private part starts.
+    ("a private key (PuTTY key file)", "Private-Lines: 14\r\n" + PEM_BODY),
+]
+NEAR_MISSES = [
+    "The AKIA prefix marks a long-term AWS key id and ASIA a temporary one.",
+    "AWS key ids look like AKIAXXXXXXXXXXXXXXXX; ours is in the vault.",
+    "ASIAPACIFIC office moved; AKIA" + "IOSFODNN7EXAMPLEX is 21 characters, one too many.",
+    "Keys start with sk- then a long random part; ask-me-anything, task-list, desk-based.",
+    "Anthropic keys start with sk-ant-api03-... and live in the team vault.",
+    "-----BEGIN PUBLIC KEY-----\n" + PEM_BODY + "\n-----END PUBLIC KEY-----",
+    "-----BEGIN CERTIFICATE-----\n" + PEM_BODY + "\n-----END CERTIFICATE-----",
+    "The file must start with -----BEGIN RSA PRIVATE KEY----- and sits in /etc/ssl/private.",
+    "-----BEGIN PRIVATE KEY-----\n" + "X" * 64 + "\n-----END PRIVATE KEY-----",
+    "PuTTY keys list Private-Lines: 14 before the private part.",
+    "Fixed in 3f786850e387550fdab836ed7e6dc881de23001b on main.",
+    "See memory 0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b.",
+    "SLACK_BOT_TOKEN=xoxb-your-bot-token-goes-here",
+    "sk_test_" + "z63FfkCzJr4i0B3JrTAwR4y9 is a test-mode key; pk_live_ ones are public.",
+    "sk_live_" + "x" * 28,
+    "ghp_ tokens are 40 characters; GITHUB_PAT_TOKEN is set in CI.",
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+]
+
+
+def note(owner, **fields):
+    return record_memory(owner=owner, **({"memory_type": "note", "topic": "t"} | fields))
+
+
+def assert_refusal(error: InvalidInput, field: str, kind: str, offset: int, credential: str):
+    message = str(error)
+    assert message.startswith(f"invalid_input: {field}: holds what looks like {kind} ")
+    assert f"at character {offset} " in message
+    assert "store where the secret lives instead" in message
+    assert credential not in message and credential[-12:] not in message
+
+
+@pytest.mark.parametrize(("kind", "credential"), CREDENTIALS.items(), ids=list(CREDENTIALS))
+def test_content_holding_a_credential_is_refused_and_nothing_is_written(tenant, kind, credential):
+    content = f"  Deploy with {credential} tomorrow"
+    with pytest.raises(InvalidInput) as error:
+        note(tenant, content=content)
+    # The offset counts in the text as stored: after the leading spaces are trimmed.
+    assert_refusal(error.value, "content", kind, len("Deploy with "), credential)
+    assert not Memory.objects.exists()
+
+
+@pytest.mark.parametrize(("kind", "credential"), MORE_CREDENTIALS)
+def test_each_spelling_of_a_kind_is_refused(tenant, kind, credential):
+    with pytest.raises(InvalidInput) as error:
+        note(tenant, content=credential)
+    assert_refusal(error.value, "content", kind, 0, credential)
+    assert not Memory.objects.exists()
+
+
+def test_topic_tags_and_project_are_held_to_it_too(tenant):
+    key = CREDENTIALS["an AWS access key id"]
+    for fields, field, offset in [
+        ({"topic": f"key {key}"}, "topic", 4),
+        ({"tags": ["aws", key]}, "tags[1]", 0),
+        ({"project": f"infra/{key}"}, "project", 6),
+    ]:
+        with pytest.raises(InvalidInput) as error:
+            note(tenant, content="the deploy key is in the team vault", **fields)
+        assert_refusal(error.value, field, "an AWS access key id", offset, key)
+    assert not Memory.objects.exists()
+
+
+def test_the_first_credential_in_the_text_is_the_one_named(tenant):
+    aws, github = CREDENTIALS["an AWS access key id"], CREDENTIALS["a GitHub token"]
+    with pytest.raises(InvalidInput) as error:
+        note(tenant, content=f"{github} and {aws}")
+    assert_refusal(error.value, "content", "a GitHub token", 0, github)
+
+
+@pytest.mark.parametrize("text", NEAR_MISSES)
+def test_text_that_only_resembles_a_credential_is_stored(tenant, text):
+    memory = note(tenant, content=text, topic=text[:256], tags=[text[:64]])
+    assert Memory.objects.get(id=memory.id).content == text
+
+
+def test_a_revision_holding_a_credential_is_refused_and_its_predecessor_stays(tenant):
+    first = note(tenant, content="deploy key: see the vault")
+    key = CREDENTIALS["a Stripe live secret key"]
+    with pytest.raises(InvalidInput) as error:
+        revise_memory(owner=tenant, predecessor_id=first.id, content=f"key {key}")
+    assert_refusal(error.value, "content", "a Stripe live secret key", 4, key)
+    with pytest.raises(InvalidInput) as error:
+        revise_memory(owner=tenant, predecessor_id=first.id, content="v2", tags=[key])
+    assert_refusal(error.value, "tags[0]", "a Stripe live secret key", 0, key)
+    assert list(Memory.objects.values_list("id", "valid_to")) == [(first.id, None)]
+
+
+def test_a_credential_already_stored_is_left_as_it_is_and_a_revision_replaces_it(tenant):
+    """A memory stored before the rule keeps its text; a revision that would copy the
+    credential into the new version says where it came from, and one that replaces it works."""
+    key = CREDENTIALS["an AWS access key id"]
+    old = MemoryFactory(owner=tenant, topic=f"aws {key}", content="rotate quarterly")
+    with pytest.raises(InvalidInput) as error:
+        revise_memory(owner=tenant, predecessor_id=old.id, content="rotate monthly")
+    assert_refusal(error.value, "topic", "an AWS access key id", 4, key)
+    assert "carried over from the memory revised" in str(error.value)
+    old.refresh_from_db()
+    assert old.valid_to is None and old.topic == f"aws {key}"
+
+    successor = revise_memory(
+        owner=tenant, predecessor_id=old.id, content="rotate monthly", topic="aws deploy key"
+    )
+    assert successor.topic == "aws deploy key"
+
+
+def test_every_memory_of_the_retrieval_eval_sets_is_accepted():
+    """The eval sets stand for what agents store: none of it may be taken for a credential."""
+    checked = 0
+    for path in sorted(Path(__file__).parent.glob("retrieval_eval/*.json")):
+        data = json.loads(path.read_text())
+        for memory in data["memories"] + data["revisions"]:
+            MemoryFields.clean(
+                memory_type=memory.get("memory_type", "note"),
+                topic=memory["topic"],
+                content=memory["content"],
+                project=memory.get("project"),
+                tags=memory.get("tags"),
+            )
+            checked += 1
+    assert checked > 200
