@@ -14,6 +14,7 @@ from mcp_gateway.tools import TOOLS, tool_definitions
 from memories import environment
 from memories.models import Memory, MemoryType
 from tests.mcp_gateway.tools.conftest import fails, ok, principal_for
+from tests.memories.made_up_credentials import CREDENTIALS
 
 pytestmark = pytest.mark.anyio
 
@@ -457,6 +458,37 @@ async def test_remember_refuses_duplicate_content(agent):
         f"duplicate_memory: the same content is already stored as memory {first['id']}; revise "
         "it to change its type, topic, scope, project or tags"
     )
+
+
+@pytest.mark.parametrize(("kind", "credential"), CREDENTIALS.items(), ids=list(CREDENTIALS))
+async def test_remember_and_revise_refuse_a_credential_saying_where_it_is(agent, kind, credential):
+    """Memories go to every connected app, caches and exports: a key pasted into one is refused
+    with where it is and what to store instead, and is neither stored nor repeated."""
+    content = f"Prod deploy uses {credential} for now"
+    refusals = [
+        await fails(agent, "remember", {"memoryType": "fact", "topic": "t", "content": content})
+    ]
+    first = await remember(agent, content="prod deploy credentials: in the team vault")
+    refusals.append(
+        await fails(agent, "revise", {"predecessorId": first["id"], "content": content})
+    )
+    for refusal in refusals:
+        assert refusal.startswith(
+            f"invalid_input: content: holds what looks like {kind} at character 17 "
+        )
+        assert "store where the secret lives instead" in refusal
+        assert credential not in refusal and credential[-12:] not in refusal
+    stored = [memory async for memory in Memory.objects.values("id", "valid_to")]
+    assert stored == [{"id": uuid.UUID(first["id"]), "valid_to": None}]
+
+
+async def test_remember_refuses_a_credential_in_a_tag_by_its_index(agent):
+    key = CREDENTIALS["a GitHub token"]
+    arguments = {"memoryType": "note", "topic": "t", "content": "c", "tags": ["ci", key]}
+    refusal = await fails(agent, "remember", arguments)
+    assert refusal.startswith("invalid_input: tags[1]: holds what looks like a GitHub token at")
+    assert key not in refusal
+    assert await Memory.objects.acount() == 0
 
 
 async def test_revise_supersedes_and_a_second_revise_conflicts(agent):
