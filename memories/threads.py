@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from infra import dbfaults
 from memories import bounds, services
+from memories.credentials import refuse_credential
 from memories.errors import Conflict, InvalidInput, NotFound
 from memories.models import (
     ERASED,
@@ -103,10 +104,12 @@ def _locked_memories(
 
 def _new_thread_name(value: object, field: str) -> str:
     """A name a thread may be given: not the one erasure gives every thread of an account (the
-    unique index on names leaves it out, so that an erased account's threads can share it)."""
+    unique index on names leaves it out, so that an erased account's threads can share it), nor
+    one holding a credential (memories.credentials)."""
     cleaned = bounds.clean_thread_name(value, field)
     if thread_name_key_text(cleaned) == ERASED:  # as thread names compare
         raise InvalidInput(field, f"'{ERASED}' is reserved")
+    refuse_credential(field, cleaned)  # a name is stored and shown as a memory's text is
     return cleaned
 
 

@@ -20,6 +20,7 @@ from memories.threads import (
     rename_thread,
     revise_memory_in_threads,
 )
+from tests.memories.made_up_credentials import CREDENTIALS
 
 
 def test_due_date_is_fixed_at_insert(tenant):
@@ -333,3 +334,17 @@ def test_a_revision_after_a_delete_joins_only_the_threads_left(tenant):
     [membership] = ThreadMembership.objects.filter(memory_id=successor.id)
     assert (membership.thread.name, membership.state) == ("team", MembershipState.MEMBER)
     assert membership.decided_at == successor.recorded_at
+
+
+def test_a_thread_name_holding_a_credential_is_refused_and_nothing_changes(tenant):
+    """A thread's name is stored, listed and shown beside its memories, as their text is."""
+    key = CREDENTIALS["an AWS access key id"]
+    with pytest.raises(InvalidInput) as refused:
+        create_thread(owner=tenant, name=f"rotate {key}")
+    assert refused.value.field == "name" and key not in str(refused.value)
+    assert not Thread.objects.filter(owner=tenant).exists()
+    create_thread(owner=tenant, name="rotation")
+    with pytest.raises(InvalidInput) as refused:
+        rename_thread(owner=tenant, name="rotation", new_name=f"rotate {key}")
+    assert refused.value.field == "newName"
+    assert list(Thread.objects.filter(owner=tenant).values_list("name", flat=True)) == ["rotation"]
