@@ -135,6 +135,10 @@ class ThrottledPasswordChangeForm(FocusFirstError, ThrottledPasswordCheck, Passw
     def clean_old_password(self) -> str:
         return self.throttled_check(self.user.get_username(), super().clean_old_password)
 
+    def validate_password_for_user(self, user, password_field_name: str | None = None) -> None:
+        # As at sign-up: the rules' message under the new password, not its confirmation.
+        super().validate_password_for_user(user, "new_password1")
+
 
 def refuse_reserved_username(username: str | None) -> None:
     """Erasure renames accounts to erased-<id>: a live account must never look like one (nor
@@ -162,6 +166,11 @@ class SignUpForm(CharactersNotCodeUnits, FocusFirstError, UserCreationForm):
         username = super().clean_username()
         refuse_reserved_username(username)
         return username
+
+    def validate_password_for_user(self, user, password_field_name: str | None = None) -> None:
+        # The password rules judge the password chosen, not its repetition: their message goes
+        # under that field (Django's default puts it under the confirmation).
+        super().validate_password_for_user(user, "password1")
 
 
 class StaffUserCreationForm(CharactersNotCodeUnits, AdminUserCreationForm):

@@ -54,6 +54,19 @@ def test_sign_up_rejects_weak_and_mismatched_passwords_naming_the_field(client):
 
 
 @pytest.mark.django_db
+def test_a_password_the_rules_refuse_is_named_under_the_password_not_its_confirmation(client):
+    response = client.post(
+        reverse("accounts:signup"),
+        {"username": "ada", "password1": "password123", "password2": "password123"},
+    )
+    form = response.context["form"]
+    assert "This password is too common." in form.errors["password1"]
+    assert "password2" not in form.errors
+    assert autofocused(response.text) == ["password1"]
+    assert not get_user_model().objects.filter(username="ada").exists()
+
+
+@pytest.mark.django_db
 def test_a_refused_sign_up_puts_the_cursor_on_the_first_field_in_error(client):
     assert autofocused(client.get(reverse("accounts:signup")).text) == ["username"]
     response = client.post(
@@ -353,6 +366,20 @@ def test_a_refused_password_change_puts_the_cursor_on_the_first_field_in_error(c
         {"old_password": PASSWORD, "new_password1": NEW_PASSWORD, "new_password2": "other"},
     )
     assert response.status_code == 200 and autofocused(response.text) == ["new_password2"]
+
+
+def test_a_new_password_the_rules_refuse_is_named_under_it_not_its_confirmation(client, tenant):
+    client.force_login(tenant)
+    response = client.post(
+        reverse("accounts:password_change"),
+        {"old_password": PASSWORD, "new_password1": "password123", "new_password2": "password123"},
+    )
+    form = response.context["form"]
+    assert "This password is too common." in form.errors["new_password1"]
+    assert "new_password2" not in form.errors
+    assert autofocused(response.text) == ["new_password1"]
+    tenant.refresh_from_db()
+    assert tenant.check_password(PASSWORD)
 
 
 @pytest.mark.django_db
