@@ -1,14 +1,18 @@
 import importlib
 import pkgutil
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 
+import psycopg
 import pytest
 from django.db import connection, connections
 from django.test import override_settings
 from django.utils import timezone
+from psycopg.conninfo import make_conninfo
 
 import memories.search
+from infra import asyncdb
 from memories import account_indexes, tenancy
 from tests.factories import MemoryFactory
 
@@ -27,6 +31,23 @@ def patch_search(patcher: pytest.MonkeyPatch, name: str, value: object) -> None:
     assert all(vars(module)[name] is vars(bound[0])[name] for module in bound), name
     for module in bound:
         patcher.setattr(module, name, value)
+
+
+def server_conninfo(**changes: str) -> str:
+    """The test server's connection string, as the suite's own connections reach it (`changes`:
+    another database or user)."""
+    params = asyncdb.connection_kwargs()
+    params.pop("autocommit")
+    return make_conninfo(**params | changes)
+
+
+@contextmanager
+def server_admin() -> Iterator[psycopg.Connection]:
+    """A connection to create and drop databases and roles with: without the suite's statement
+    timeout, which a DROP DATABASE waiting for a checkpoint on a loaded machine outlasts."""
+    with psycopg.connect(server_conninfo(), autocommit=True) as admin:
+        admin.execute("SET statement_timeout = 0")
+        yield admin
 
 
 def search_statement(sql: str) -> tuple[str, str]:

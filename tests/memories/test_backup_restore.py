@@ -12,6 +12,7 @@ from infra import asyncdb
 from memories.services import record_memory
 from scripts.scale_out import postgres_bin
 from tests.factories import UserFactory
+from tests.memories.conftest import server_admin
 
 
 def test_a_dump_restores_into_a_new_database_and_is_found_by_its_words(transactional_db, tmp_path):
@@ -32,7 +33,7 @@ def test_a_dump_restores_into_a_new_database_and_is_found_by_its_words(transacti
         capture_output=True,
     )
     restored = f"threengram_restore_{uuid.uuid4().hex[:8]}"
-    with connect(make_conninfo(**params), autocommit=True) as admin:
+    with server_admin() as admin:
         admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(restored)))
     try:
         into = make_conninfo(**params | {"dbname": restored})
@@ -58,5 +59,5 @@ def test_a_dump_restores_into_a_new_database_and_is_found_by_its_words(transacti
         assert found == [(stored.id,)]
         assert paired == [(office.id,)]
     finally:
-        with connect(make_conninfo(**params), autocommit=True) as admin:
+        with server_admin() as admin:
             admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(restored)))

@@ -19,7 +19,6 @@ from django.core.management import call_command
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.test import override_settings
-from psycopg.conninfo import make_conninfo
 
 from accounts.erasure import erase_account
 from infra import asyncdb
@@ -29,7 +28,7 @@ from memories.models import ERASED, Memory, Thread, ThreadMembership
 from memories.search import clean_filters, search_memories
 from tests.factories import MemoryFactory, UserFactory
 from tests.mcp_gateway.conftest import ROOT, subprocess_database_url
-from tests.memories.conftest import patch_search
+from tests.memories.conftest import patch_search, server_admin, server_conninfo
 
 ROLE = tenancy.APP_ROLE
 
@@ -554,18 +553,16 @@ def test_a_search_reaches_the_words_index_as_the_app_role(
 def _fresh_database_owned_by_a_new_user(*, role_grant: str = "") -> Iterator[str]:
     """A fresh database owned by a new user that may not create roles (`role_grant`: how it
     holds the application role, which exists already), as that user's conninfo."""
-    params = asyncdb.connection_kwargs()
-    params.pop("autocommit")
     name = f"tg_owner_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(make_conninfo(**params), autocommit=True) as admin:
+    with server_admin() as admin:
         admin.execute(f"CREATE ROLE {name} LOGIN NOSUPERUSER NOCREATEROLE")
         if role_grant:
             admin.execute(f"GRANT {ROLE} TO {name} {role_grant}")
         admin.execute(f"CREATE DATABASE {name} OWNER {name}")
         try:
-            with psycopg.connect(make_conninfo(**params | {"dbname": name})) as fresh:
+            with psycopg.connect(server_conninfo(dbname=name)) as fresh:
                 fresh.execute("CREATE EXTENSION vector")
-            yield make_conninfo(**params | {"dbname": name, "user": name})
+            yield server_conninfo(dbname=name, user=name)
         finally:
             admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
             admin.execute(f"DROP OWNED BY {name}")  # what it granted itself
@@ -638,9 +635,7 @@ def test_migrate_needs_the_role_only_where_this_database_uses_it(transactional_d
     not stop its next migrate; it does once the setting asks the servers to act as it."""
     with _fresh_database_owned_by_a_new_user(role_grant="") as conninfo:
         user = psycopg.conninfo.conninfo_to_dict(conninfo)["user"]
-        params = asyncdb.connection_kwargs()
-        params.pop("autocommit")
-        with psycopg.connect(make_conninfo(**params), autocommit=True) as admin:
+        with server_admin() as admin:
             admin.execute(f"GRANT {ROLE} TO {user}")
             assert _migrate(conninfo, app_role="").returncode == 0
             admin.execute(f"REVOKE {ROLE} FROM {user}")
