@@ -39,12 +39,14 @@ FORMATS: tuple[_Format, ...] = (
     _Format(
         # RFC 7468 labels (PRIVATE KEY, ENCRYPTED PRIVATE KEY, RSA/EC/DSA/OPENSSH ...) and
         # OpenPGP's armour; then optional header lines (Proc-Type:, DEK-Info:, Version:) and a
-        # base64 line. A header alone, as a note quotes it, is no key.
+        # base64 line. A header alone, as a note quotes it, is no key. A header's value runs to
+        # the end of its line and gives nothing back (possessive): else the spaces of one line
+        # of "a: a: a: ..." are as many ways to split it into headers, tried one by one.
         "a private key (PEM or OpenPGP block)",
         ("PRIVATE KEY",),
         re.compile(
             r"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----"
-            rf"(?:{_LINE_BREAK}[A-Za-z-]+: [^\n\\]{{0,200}}){{0,4}}"
+            rf"(?:{_LINE_BREAK}[A-Za-z-]+: [^\n\\]{{0,200}}+){{0,4}}"
             rf"{_LINE_BREAK}(?P<body>[A-Za-z0-9+/]{{40}})"
         ),
     ),
