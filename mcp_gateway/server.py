@@ -158,8 +158,11 @@ async def note_method_called(ctx: ServerRequestContext, call_next: CallNext) -> 
     called = method_called.get()
     if called is not None:
         called.method = ctx.method[:64]
-        if ctx.method == "tools/call" and isinstance(ctx.params, Mapping):
-            called.tool = str(ctx.params.get("name", "-"))[:64]
+        name = ctx.params.get("name") if isinstance(ctx.params, Mapping) else None
+        # Only a string is a tool's name: anything else the SDK refuses, and it is a value the
+        # client sent (an object, a list), which the log never holds.
+        if ctx.method == "tools/call" and isinstance(name, str):
+            called.tool = name[:64]
     return await call_next(ctx)
 
 

@@ -446,6 +446,19 @@ async def test_the_access_line_names_the_method_and_tool_on_the_2025_wire_too(ht
     assert "secret words" not in caplog.text
 
 
+async def test_a_tool_name_that_is_no_name_is_not_logged(http, seeded, caplog):
+    """A tools/call whose name is an object is refused by the SDK; what the client put there is
+    one of its values, which the access line never holds."""
+    caplog.set_level(logging.INFO, logger="threengram.access")
+    params = {"name": {"query": "secret words"}, "arguments": {}}
+    headers, body = legacy("tools/call", params, **auth_header(seeded.token))
+    response = await http.post("/mcp", headers=headers, content=body)
+    assert response.json()["error"]["code"] == -32602
+    [line] = [r for r in caplog.records if r.name == "threengram.access"]
+    assert (line.mcp_method, line.mcp_tool) == ("tools/call", "-")
+    assert "secret words" not in caplog.text
+
+
 async def test_refused_requests_are_logged_too(http, caplog):
     caplog.set_level(logging.INFO, logger="threengram.access")
     headers, body = modern("tools/list", **auth_header("not-a-token"))
