@@ -161,6 +161,11 @@ async def _legacy_envelope_checked(
             types.INVALID_REQUEST, "Body must be a single JSON-RPC request or notification object"
         )
         return replay, Answer(400, body, [_JSON])
+    called = method_called.get()
+    if notification and called is not None:
+        # The SDK answers a notification (202) before its handlers run, and with them the MCP
+        # server's record of the method: the access line is written by then.
+        called.method = decoded["method"][:64]
     if _SDK_PARSER_REFUSES.search(raw) and not _sdk_parses(raw):
         # The SDK's JSON parser refuses what this one read (a lone surrogate, e.g. a string cut
         # inside an emoji by a JavaScript client; a byte-order mark): it gets the same request
@@ -521,8 +526,8 @@ def _log_access(
     scope: Scope, headers: Headers, request_id: str, reply: _Reply, started: float
 ) -> None:
     """One line per request: ids, the MCP method and tool (as the MCP server read them from the
-    body, which is never logged; else the 2026 wire's Mcp-Method header, for a request refused
-    before it), status and latency."""
+    body, which is never logged, or a 2025-wire notification's method as read before it; else
+    the 2026 wire's Mcp-Method header, for a request refused before it), status and latency."""
     access_logger.info(
         "mcp",
         extra={

@@ -446,6 +446,18 @@ async def test_the_access_line_names_the_method_and_tool_on_the_2025_wire_too(ht
     assert "secret words" not in caplog.text
 
 
+async def test_a_notification_on_the_2025_wire_is_logged_by_its_method(http, seeded, caplog):
+    """The SDK answers a notification 202 before the MCP server reads it: its access line names
+    its method all the same."""
+    caplog.set_level(logging.INFO, logger="threengram.access")
+    headers, _ = legacy("ping", **auth_header(seeded.token))
+    sent = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}
+    response = await http.post("/mcp", headers=headers, content=json.dumps(sent))
+    assert response.status_code == 202
+    [line] = [r for r in caplog.records if r.name == "threengram.access"]
+    assert (line.mcp_method, line.mcp_tool) == ("notifications/cancelled", "-")
+
+
 async def test_a_tool_name_that_is_no_name_is_not_logged(http, seeded, caplog):
     """A tools/call whose name is an object is refused by the SDK; what the client put there is
     one of its values, which the access line never holds."""
