@@ -58,10 +58,11 @@ FORMATS: tuple[_Format, ...] = (
     ),
     _Format(
         # AKIA: a long-term access key id; ASIA: a temporary (STS) one (AWS STS API reference,
-        # GetAccessKeyInfo).
+        # GetAccessKeyInfo). The rest is base32 (A-Z, 2-7, as gitleaks' aws-access-token rule
+        # takes it): an upper-case word with a 0, 1, 8 or 9 in it is no key id.
         "an AWS access key id",
         ("AKIA", "ASIA"),
-        re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)(?P<body>[A-Z0-9]{16})(?![A-Za-z0-9])"),
+        re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)(?P<body>[A-Z2-7]{16})(?![A-Za-z0-9])"),
     ),
     _Format(
         # ghp_ personal, gho_ OAuth, ghu_/ghs_ GitHub App user/server, ghr_ refresh (GitHub's

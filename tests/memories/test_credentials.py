@@ -47,6 +47,8 @@ NEAR_MISSES = [
     "The AKIA prefix marks a long-term AWS key id and ASIA a temporary one.",
     "AWS key ids look like AKIAXXXXXXXXXXXXXXXX; ours is in the vault.",
     "ASIAPACIFIC office moved; AKIA" + "IOSFODNN7EXAMPLEX is 21 characters, one too many.",
+    # A key id's last 16 characters are base32: no 0, 1, 8 or 9.
+    "Campaign code ASIAPACIFICSALES2026 goes live on Monday.",
     "Keys start with sk- then a long random part; ask-me-anything, task-list, desk-based.",
     "Anthropic keys start with sk-ant-api03-... and live in the team vault.",
     "-----BEGIN PUBLIC KEY-----\n" + PEM_BODY + "\n-----END PUBLIC KEY-----",
