@@ -170,9 +170,9 @@ def refuse_credential(field: str, text: str, *, carried_over: bool = False) -> N
     carried = " (carried over from the memory revised: give the revision a new one)"
     raise InvalidInput(
         field,
-        f"holds what looks like {credential.kind} at character {credential.offset} (counting "
-        f"from 0, after trimming){carried if carried_over else ''}; a memory is served to every "
-        "app connected to this account, cached and exported, so it holds no credentials: store "
-        "where the secret lives instead, e.g. 'the deploy key is in the team vault under "
-        "aws/prod'",
+        f"holds what looks like {credential.kind} at character {credential.offset} (Unicode "
+        f"code points from 0, in NFC, after trimming){carried if carried_over else ''}; a memory "
+        "is served to every app connected to this account, cached and exported, so it holds no "
+        "credentials: store where the secret lives instead, e.g. 'the deploy key is in the team "
+        "vault under aws/prod'",
     )

@@ -88,6 +88,15 @@ def test_content_holding_a_credential_is_refused_and_nothing_is_written(tenant, 
     assert not Memory.objects.exists()
 
 
+def test_the_offset_counts_in_the_text_as_stored_and_says_so(tenant):
+    """A decomposed accent (as macOS input sends it) is one code point once stored in NFC: the
+    offset counts there, and the refusal says so, since it differs from the sender's count."""
+    key = CREDENTIALS["an AWS access key id"]
+    with pytest.raises(InvalidInput) as error:
+        note(tenant, content=f"Cafe\u0301 {key}")
+    assert "at character 5 (Unicode code points from 0, in NFC, after trimming)" in str(error.value)
+
+
 @pytest.mark.parametrize(("kind", "credential"), MORE_CREDENTIALS)
 def test_each_spelling_of_a_kind_is_refused(tenant, kind, credential):
     with pytest.raises(InvalidInput) as error:
