@@ -182,8 +182,15 @@ def empty_search_note(why: EmptyBecause) -> str:
             "'the', 'which', 'of'), which search drops. Ask with words naming what the memory "
             "is about: a name, a tool, a project, a topic."
         )
+    # Under a status filter the memories searched are of that status alone: say so, so that "not
+    # stored" is not read of the others.
+    searched = {"archived": "active ", "active": "archived "}.get(why.unsearched or "", "")
     if why.reason == UNDER_FLOOR:
-        some = "1 memory shares" if why.count == 1 else f"{why.count} memories share"
+        some = (
+            f"1 {searched}memory shares"
+            if why.count == 1
+            else f"{why.count} {searched}memories share"
+        )
         note = (
             f"{some} words or meaning with the query, but none closely enough to answer it. "
             "Ask with fewer, more specific words, the words the memory itself would use (a "
@@ -191,13 +198,14 @@ def empty_search_note(why: EmptyBecause) -> str:
         )
     elif why.filters:  # NO_MATCH
         note = (
-            f"No memory under the filters given ({', '.join(why.filters)}) shares a word with "
-            "the query or is close to it in meaning: widen or drop them to look further."
+            f"No {searched}memory under the filters given ({', '.join(why.filters)}) shares a "
+            "word with the query or is close to it in meaning: widen or drop them to look further."
         )
     else:
         note = (
-            "No memory shares a word with the query or is close to it in meaning: it is likely "
-            "not stored. Asking with other words (a name, a tool, a project) can make sure."
+            f"No {searched}memory shares a word with the query or is close to it in meaning: it "
+            "is likely not stored. Asking with other words (a name, a tool, a project) can make "
+            "sure."
         )
     if why.unsearched:
         note += (

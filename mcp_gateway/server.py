@@ -159,10 +159,10 @@ async def note_method_called(ctx: ServerRequestContext, call_next: CallNext) -> 
     if called is not None:
         called.method = ctx.method[:64]
         name = ctx.params.get("name") if isinstance(ctx.params, Mapping) else None
-        # Only a string is a tool's name: anything else the SDK refuses, and it is a value the
-        # client sent (an object, a list), which the log never holds.
-        if ctx.method == "tools/call" and isinstance(name, str):
-            called.tool = name[:64]
+        # Only the name of one of our tools: anything else is text the client sent (an object,
+        # a list, a made-up name), which the log never holds; the call is refused anyway.
+        if ctx.method == "tools/call":
+            called.tool = name if name in tools.TOOL_NAMES else "(unknown)"
     return await call_next(ctx)
 
 

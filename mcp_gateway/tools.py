@@ -248,6 +248,7 @@ TOOLS: list[ToolSpec] = [
     ),
 ]
 _BY_NAME = {spec.name: spec for spec in TOOLS}
+TOOL_NAMES = frozenset(_BY_NAME)
 _TOOL_NAMES = tuple(_BY_NAME)
 _VALIDATORS = {spec.name: Draft202012Validator(spec.input_schema) for spec in TOOLS}
 _ARGUMENT_TYPES = {

@@ -1554,11 +1554,12 @@ async def test_an_empty_search_says_why_and_how_to_ask_instead(agent, other_agen
     )
     assert (await note({"query": "xylophone", "status": "any"})).endswith("can make sure.")
     assert notes["under the floor"].startswith(
-        "1 memory shares words or meaning with the query, but none closely enough to answer it."
+        "1 active memory shares words or meaning with the query, but none closely enough to "
+        "answer it."
     )
-    assert notes["no word"].startswith("No memory shares a word with the query")
+    assert notes["no word"].startswith("No active memory shares a word with the query")
     assert notes["no word, filtered"].startswith(
-        "No memory under the filters given (memoryTypes, scope) shares a word with the query"
+        "No active memory under the filters given (memoryTypes, scope) shares a word with the query"
     )
     stored = ("calendar", "prefers", "afternoon", "lunch", "fivetran", "1,200", "usd", "connect")
     for reason, text in notes.items():
@@ -1568,11 +1569,15 @@ async def test_an_empty_search_says_why_and_how_to_ask_instead(agent, other_agen
     assert (await ok(agent, "search", {"query": "meetings"}))["count"] == 1
     # Another account's memories explain nothing of this one's empty page.
     assert (await note({"query": "Fivetran quote"}, other_agent)).startswith(
-        "No memory shares a word with the query"
+        "No active memory shares a word with the query"
     )
     assert (
         await note({"query": "when can I book meetings with the user?"}, other_agent)
-    ).startswith("No memory shares a word with the query")
+    ).startswith("No active memory shares a word with the query")
+    # Searching every status, none is left out, and none is named.
+    assert (await note({"query": "xylophone", "status": "any"})).startswith(
+        "No memory shares a word with the query"
+    )
 
 
 async def test_only_an_empty_first_page_of_a_query_carries_a_note(agent):
