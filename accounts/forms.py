@@ -124,9 +124,23 @@ class ThrottledAdminAuthenticationForm(
         return self.throttled_check(username, super().clean)
 
 
-class ThrottledPasswordChangeForm(FocusFirstError, ThrottledPasswordCheck, PasswordChangeForm):
+class RulesUnderTheChosenPassword:
+    """The password rules judge the password chosen, not its repetition: their message goes
+    under that field (`chosen_password`), where Django's forms put it under the confirmation."""
+
+    chosen_password = "password1"
+
+    def validate_password_for_user(self, user, password_field_name: str | None = None) -> None:
+        super().validate_password_for_user(user, self.chosen_password)
+
+
+class ThrottledPasswordChangeForm(
+    FocusFirstError, RulesUnderTheChosenPassword, ThrottledPasswordCheck, PasswordChangeForm
+):
     """The old password is a password check like a log-in: a left-open session must not allow
     unlimited guessing of it."""
+
+    chosen_password = "new_password1"
 
     def __init__(self, user, *args, request: HttpRequest | None = None, **kwargs) -> None:
         super().__init__(user, *args, **kwargs)
@@ -134,10 +148,6 @@ class ThrottledPasswordChangeForm(FocusFirstError, ThrottledPasswordCheck, Passw
 
     def clean_old_password(self) -> str:
         return self.throttled_check(self.user.get_username(), super().clean_old_password)
-
-    def validate_password_for_user(self, user, password_field_name: str | None = None) -> None:
-        # As at sign-up: the rules' message under the new password, not its confirmation.
-        super().validate_password_for_user(user, "new_password1")
 
 
 def refuse_reserved_username(username: str | None) -> None:
@@ -153,7 +163,9 @@ def refuse_reserved_username(username: str | None) -> None:
         )
 
 
-class SignUpForm(CharactersNotCodeUnits, FocusFirstError, UserCreationForm):
+class SignUpForm(
+    CharactersNotCodeUnits, FocusFirstError, RulesUnderTheChosenPassword, UserCreationForm
+):
     """Username (unique regardless of case), optional e-mail, password twice (Django's password
     validators apply)."""
 
@@ -166,11 +178,6 @@ class SignUpForm(CharactersNotCodeUnits, FocusFirstError, UserCreationForm):
         username = super().clean_username()
         refuse_reserved_username(username)
         return username
-
-    def validate_password_for_user(self, user, password_field_name: str | None = None) -> None:
-        # The password rules judge the password chosen, not its repetition: their message goes
-        # under that field (Django's default puts it under the confirmation).
-        super().validate_password_for_user(user, "password1")
 
 
 class StaffUserCreationForm(CharactersNotCodeUnits, AdminUserCreationForm):

@@ -129,7 +129,7 @@ def search_hit(hit: SearchHit) -> dict:
         "matchedBy": list(hit.matched_by),
         "lacks": list(hit.lacking),
         "status": hit.status,
-        "current": hit.valid_to is None,
+        "current": hit.current,
         "validTo": utc_datetime(hit.valid_to),
     }
 
@@ -184,7 +184,7 @@ def empty_search_note(why: EmptyBecause) -> str:
         )
     # Under a status filter the memories searched are of that status alone: say so, so that "not
     # stored" is not read of the others.
-    searched = {"archived": "active ", "active": "archived "}.get(why.unsearched or "", "")
+    searched = f"{why.searched} " if why.searched else ""
     if why.reason == UNDER_FLOOR:
         some = (
             f"1 {searched}memory shares"
@@ -233,7 +233,7 @@ def memory(item: ReadMemory) -> dict:
         "tags": item.tags,
         "recordedAt": utc_datetime(item.recorded_at),
         "status": item.status,
-        "current": item.valid_to is None,
+        "current": item.current,
         "validTo": utc_datetime(item.valid_to),
         "commitmentStatus": item.commitment_status,
         "dueAt": utc_datetime(item.due_at),

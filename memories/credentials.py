@@ -8,7 +8,7 @@ some other format is let through.
 The rule is the format, never the value: an issuer's documentation example in a credential's
 format (AWS's AKIAIOSFODNN7EXAMPLE) is refused like a live key, since this module cannot tell
 them apart and a memory can name the example in words. A body that is one character repeated
-(AKIAXXXXXXXXXXXXXXXX) is a placeholder no issuer generates, and is let through.
+(AKIAXXXXXXXXXXXXXXXX) is filler no issuer generates, and is let through.
 
 Never put the matched text in a message or a log: the refusal names the field, the kind and the
 offset only."""
@@ -77,7 +77,7 @@ FORMATS: tuple[_Format, ...] = (
     _Format(
         # xoxb- bot, xoxp- user, xoxa-/xoxr- workspace and refresh, xoxs- legacy: numeric ids,
         # then a secret; xoxe- configuration tokens; xapp- app-level tokens (Slack's token types).
-        # "xoxb-your-bot-token" has no ids: a placeholder, let through.
+        # "xoxb-your-bot-token" has no ids: an example's wording, let through.
         "a Slack token",
         ("xox", "xapp-"),
         re.compile(
@@ -126,7 +126,7 @@ FORMATS: tuple[_Format, ...] = (
 _SEPARATORS = frozenset("_-")
 
 
-def _placeholder(match: re.Match[str]) -> bool:
+def _filler(match: re.Match[str]) -> bool:
     """Whether the random part is one character repeated (xxxx..., 0000...), separators aside."""
     body = next(value for value in match.groupdict().values() if value is not None)
     return len(set(body) - _SEPARATORS) <= 1
@@ -152,7 +152,7 @@ def find_credential(text: str) -> Credential | None:
         if not any(marker in text for marker in form.markers):
             continue
         for match in form.pattern.finditer(text):
-            if _placeholder(match):
+            if _filler(match):
                 continue
             if found is None or match.start() < found.offset:
                 found = Credential(form.kind, match.start())

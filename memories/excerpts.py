@@ -129,6 +129,11 @@ class MemoryExcerpt(MemoryResource):
     due_at: datetime | None
     overdue: bool
 
+    @property
+    def current(self) -> bool:
+        """In force: not since revised (a version's archive state is `status`, apart)."""
+        return self.valid_to is None
+
     @classmethod
     def row_fields(cls, row: tuple, *, excerpt_max: int, now: datetime) -> dict:
         """The fields of a row of EXCERPT_COLUMNS, by name."""

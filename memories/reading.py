@@ -40,6 +40,11 @@ class ReadMemory(MemoryResource):
     predecessor_id: uuid.UUID | None
     successor_id: uuid.UUID | None
 
+    @property
+    def current(self) -> bool:
+        """In force: not since revised (a version's archive state is `status`, apart)."""
+        return self.valid_to is None
+
 
 @dataclass
 class MemoryBatch:

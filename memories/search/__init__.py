@@ -94,6 +94,12 @@ UNDER_FLOOR = "under_floor"
 NO_MATCH = "no_match"
 
 
+_OTHER_STATUS = {
+    Status.ACTIVE.value: Status.ARCHIVED.value,
+    Status.ARCHIVED.value: Status.ACTIVE.value,
+}
+
+
 @dataclass(frozen=True)
 class EmptyBecause:
     """The likeliest reason a first page of a query has no hits, checked in this order:
@@ -113,6 +119,11 @@ class EmptyBecause:
     exclusions_only: bool = False
     filters: tuple[str, ...] = ()
     unsearched: str | None = None
+
+    @property
+    def searched(self) -> str | None:
+        """The one status searched, when the filter left the other out."""
+        return _OTHER_STATUS.get(self.unsearched) if self.unsearched else None
 
 
 @dataclass
@@ -258,12 +269,6 @@ def _page_candidates(
     if mode == "topic":
         ranked = _topic_matches(db, parsed, where, params)
     return mode, ranked, statistics, under_floor
-
-
-_OTHER_STATUS = {
-    Status.ACTIVE.value: Status.ARCHIVED.value,
-    Status.ARCHIVED.value: Status.ACTIVE.value,
-}
 
 
 def _empty_because(parsed: _Query, filters: SearchFilters, under_floor: int) -> EmptyBecause:
