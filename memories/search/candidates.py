@@ -4,8 +4,9 @@
   term rare among those, older ones too: RARE_TERM_HELD_MAX).
 - Meaning. The embedding of the query without its exclusions (memories/embedding.py) against
   each memory's: up to the SEMANTIC_CANDIDATES nearest current memories join the candidates (a
-  large account's own HNSW index keeps this bounded, memories/account_indexes.py), and every
-  candidate gets its cosine similarity. Not while the stored vectors are another model's
+  large account's own HNSW index keeps this bounded, memories/account_indexes.py; none for a
+  query with a phrase, whose memories are word matches), and every candidate gets its cosine
+  similarity. Not while the stored vectors are another model's
   (after a change of SEARCH_EMBEDDER, until `embed_memories --reembed`): words only then.
 - The topic fallback's: topics spelled like the query (see the package's docstring).
 The plans these statements run under are chosen here too; _ranked scores the candidates
@@ -365,7 +366,10 @@ def _ranked(
     else:
         candidates = _few_terms(db, required, where, params)
     word_matches = list(candidates)
-    if vector is not None:
+    # A phrase's memories are all word matches: meaning ranks them (each candidate's cosine) but
+    # finds none of its own. A nearest-neighbour scan filtered on a phrase few memories hold
+    # would read the account's index far and long for the few it passes.
+    if vector is not None and not parsed.phrased:
         plan: _Plan = ()
         # The account's index holds its current memories only: asOf scans exactly.
         if params["nearest_indexed"] and where.current:

@@ -63,6 +63,8 @@ class _Query:
     # pairs ("책" of "책을", "東" of "東京"; memories_cjk_paired indexes no single character of a
     # longer run).
     prefixed: frozenset[str] = frozenset()
+    # Whether `required` holds a phrase (not only exclusions): only memories holding it answer.
+    phrased: bool = False
 
     def as_written(self, term: str) -> str:
         """A term as the asker wrote it ("latency" for the lexeme "latenc")."""
@@ -137,9 +139,11 @@ def _parse(db, text: str) -> _Query:
         written.setdefault(lexeme, word)
         if word not in joinable or _COMPOUND.fullmatch(lexeme):
             whole_words.add(lexeme)
+    required, phrased = _required(spellings, iter(queries))
     return _Query(
         terms=tuple(terms),
-        required=_required(spellings, iter(queries)),
+        required=required,
+        phrased=phrased,
         wanted=wanted,
         written=written,
         parts=frozenset(written) - whole_words,
@@ -201,14 +205,17 @@ def _dotted_joined(db, dotted: list[str]) -> dict[str, tuple[str, ...]]:
     return {term: tuple(joined) for term, joined in db.fetchall() if joined}
 
 
-def _required(spellings: list[tuple[str, list[str]]], queries: Iterator[str]) -> str:
+def _required(spellings: list[tuple[str, list[str]]], queries: Iterator[str]) -> tuple[str, bool]:
     """The phrases and exclusions as one tsquery: each phrase in any of its spellings, each
     exclusion in none; one of stop words only (an empty query, `queries` in the spellings'
-    order) requires nothing, as PostgreSQL would make it a query that matches no row."""
+    order) requires nothing, as PostgreSQL would make it a query that matches no row. Second:
+    whether a phrase requires something."""
     required = []
+    phrased = False
     for minus, variants in spellings:
         alternatives = [query for query in (next(queries) for _ in variants) if query]
         if alternatives:
             joiner = " & " if minus else " | "
             required.append("( " + joiner.join(f"( {q} )" for q in alternatives) + " )")
-    return " & ".join(required)
+            phrased = phrased or not minus
+    return " & ".join(required), phrased

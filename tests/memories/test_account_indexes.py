@@ -146,6 +146,27 @@ def test_a_search_as_of_an_instant_scans_exactly(large_at_three):
     assert '"Disabled": true' not in json.dumps(plans)
 
 
+def test_a_phrase_is_found_by_its_words_and_ranked_by_meaning_without_a_nearest_scan(
+    large_at_three,
+):
+    """Only memories holding a phrase answer it, and each is a word match: a scan of the
+    account's HNSW index filtered on the phrase would read the graph far for the few it passes,
+    and find no memory the words did not."""
+    owner = UserFactory()
+    memories = {topic: remember(owner, topic, content) for topic, content in NOTES}
+    index_accounts()
+    hits, plans = meaning_plans(owner, 'which "nightly snapshots" do we keep?')
+    assert hits == [memories["Backups"].id]
+    assert plans == []
+    page = search_memories(
+        owner_id=owner.pk, query='"nightly snapshots" of the database', filters=clean_filters()
+    )
+    assert page.hits[0].matched_by == ("words", "meaning")
+    # An exclusion leaves most memories to answer: the nearest are still looked for.
+    hits, plans = meaning_plans(owner, "which database holds the ledger? -mongodb")
+    assert memories["Primary database"].id not in hits and len(plans) == 1
+
+
 def tenant_size(owner, counted_max: int) -> tuple[int, int]:
     """The account's size as a search takes it, counted up to `counted_max`, and how many scans
     of the memories table that took (PostgreSQL's counters of the transaction). As for a later
