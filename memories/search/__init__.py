@@ -319,5 +319,6 @@ def _count_tenant(db, params: dict) -> None:
         params["tenant_size"],
         params["nearest_indexed"],
         params["words_indexed"],
+        params["nearest_index_rows"],
         params["vectors_by"],
     ) = db.fetchone()

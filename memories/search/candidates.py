@@ -22,6 +22,7 @@ from datetime import datetime
 
 from memories import account_indexes, tenancy
 from memories.embedding import comparable_with, embed_query
+from memories.models import Status
 from memories.search.cursor import _Position
 from memories.search.filters import _Where
 from memories.search.query import _Query
@@ -111,6 +112,18 @@ WORDS_DENSE_WALK_MAX = 2 * LEXICAL_CANDIDATES * WORDS_DENSE_SHARE
 # scores as the first did, so it repeats none of its hits, but it may miss one).
 RARE_TERM_HELD_MAX = 3
 RARE_TERMS_MAX = 4
+# In an account of more than WALK_RECENT_MAX current memories (by its nearest-neighbour index's
+# count: see scoring.TENANT_SIZE_COUNTED_MAX; an account without vectors is not told large),
+# a walk for a query's words (one of more terms than INDEXED_QUERY_TERMS_MAX) reads at most
+# SHORT_WALK_MAX memories when no filter but the default status narrows it. The longer walk
+# would read only part of the account anyway, the index finds the query's rare terms' older
+# matches, and a question whose terms recent memories seldom hold (one about something never
+# stored) would otherwise read WALK_RECENT_MAX. Held counts among fewer matches tell rare terms
+# apart less well, so SHORT_WALK_RARE_TERMS_MAX are looked up. A smaller account keeps the walk
+# that reads all of it; a filter keeps the longer walk, as what passes it may be a small share
+# of the most recent memories.
+SHORT_WALK_MAX = WORDS_DENSE_WALK_MAX
+SHORT_WALK_RARE_TERMS_MAX = RARE_TERMS_MAX + 2
 RARE_TERM_CANDIDATES = 20
 RARE_TERM_SAMPLE_MAX = 5_000
 
@@ -207,6 +220,7 @@ def _rare_term_matches(
     params: dict,
     walk_matches: list[_Candidate],
     statistics: _WordStatistics | None = None,
+    rare_max: int = RARE_TERMS_MAX,
 ) -> tuple[list[_Candidate], tuple[str, ...], datetime | None]:
     """After a walk that found `walk_matches`: matches of the query's terms that few of them
     hold, older ones too (see RARE_TERM_HELD_MAX), those terms, and the oldest match their walk
@@ -225,7 +239,7 @@ def _rare_term_matches(
             sorted(
                 (term for term in params["terms"] if held[term] <= RARE_TERM_HELD_MAX),
                 key=lambda term: held[term],
-            )[:RARE_TERMS_MAX]
+            )[:rare_max]
         )
     if not rare:
         return [], (), None
@@ -252,6 +266,18 @@ def _rare_term_matches(
     matches = _RARE_WORD_MATCHES.format(required=_required_query(required), thread=where.thread)
     [(ids,)] = _rows(db, matches, params, _RARE_TERMS_BY_KEY)
     return _read_candidates(db, ids, params, known=walk_matches), rare, None
+
+
+def _question_walk_max(where: _Where, params: dict) -> int:
+    """How many of the most recent memories a query's walk reads (see SHORT_WALK_MAX)."""
+    shortened = (
+        params["words_indexed"]
+        and params["nearest_index_rows"] > WALK_RECENT_MAX
+        and where.current
+        and not where.narrowed
+        and params.get("status") != Status.ARCHIVED
+    )
+    return min(SHORT_WALK_MAX, WALK_RECENT_MAX) if shortened else WALK_RECENT_MAX
 
 
 def _few_terms(db, required: str, where: _Where, params: dict) -> list[_Candidate]:
@@ -357,10 +383,19 @@ def _ranked(
     # A later page walks back as far as the first page's walk reached (see _WordStatistics),
     # however many matches that is now.
     walked_to = None
+    walk_max = _question_walk_max(where, params)
     if by_walk and statistics is not None:
-        candidates = _walk(db, required, where, params, bounded=False, back_to=statistics.walked_to)
+        candidates = _walk(
+            db,
+            required,
+            where,
+            params,
+            walk_max=walk_max,
+            bounded=False,
+            back_to=statistics.walked_to,
+        )
     elif by_walk:
-        candidates = _walk(db, required, where, params)
+        candidates = _walk(db, required, where, params, walk_max=walk_max)
         if len(candidates) >= params["lexical_max"]:
             walked_to = min(candidate.recorded_at for candidate in candidates)
     else:
@@ -382,7 +417,13 @@ def _ranked(
         # Which terms are rare among the walk's matches is read from their candidates, on the
         # first page; a later page looks up the same ones.
         older, rare, rare_walked_to = _rare_term_matches(
-            db, required, where, params, word_matches, statistics
+            db,
+            required,
+            where,
+            params,
+            word_matches,
+            statistics,
+            rare_max=RARE_TERMS_MAX if walk_max == WALK_RECENT_MAX else SHORT_WALK_RARE_TERMS_MAX,
         )
         candidates += _new(older, candidates)
     first_page = statistics is None

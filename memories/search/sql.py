@@ -83,10 +83,12 @@ _SEMANTIC = """(SELECT m.id FROM memories_memory m
 _REQUIRED_QUERY = "%(required)s::tsquery"  # memories.search.query._required
 _REQUIRED = f"AND m.search_vector @@ {_REQUIRED_QUERY}"
 # The instant the search ranks memories recorded by (see cursor._Position), the tenant's size (see
-# scoring.TENANT_SIZE_COUNTED_MAX), and whether it has valid nearest-neighbour and words indexes of
-# its own. A first page's instant is this process's clock, or the tenant's newest memory if later: a
-# memory stamped by a host whose clock runs ahead of this one's (and its revision, stamped no
-# earlier) is found at once, not once this clock has caught up.
+# scoring.TENANT_SIZE_COUNTED_MAX), whether it has valid nearest-neighbour and words indexes of
+# its own, and how many entries its nearest-neighbour index held when last counted (see
+# TENANT_SIZE_COUNTED_MAX: no more than its current memories now). A first page's instant is
+# this process's clock, or the tenant's newest memory if later: a memory stamped by a host whose
+# clock runs ahead of this one's (and its revision, stamped no earlier) is found at once, not
+# once this clock has caught up.
 _TENANT_SIZE_SQL = """
 WITH instant AS (
     SELECT CASE WHEN %(first_page)s
@@ -108,6 +110,8 @@ SELECT (SELECT snapshot FROM instant),
                  WHERE i.indexrelid = to_regclass(%(nearest_index)s)), false),
        coalesce((SELECT i.indisvalid FROM pg_index i
                  WHERE i.indexrelid = to_regclass(%(words_index)s)), false),
+       coalesce((SELECT c.reltuples FROM pg_class c
+                 WHERE c.oid = to_regclass(%(nearest_index)s)), 0),
        (SELECT v.embedder FROM memories_storedvectors v WHERE v.id = 1)
 """
 _TOPIC_SQL = """

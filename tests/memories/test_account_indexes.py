@@ -583,6 +583,49 @@ def test_without_a_words_index_a_questions_rare_terms_are_walked_for_again(
     ]
 
 
+def walked(owner, query: str, **filters) -> tuple[list, list[int]]:
+    """The hits of a search, and how many memories each of its walks might read."""
+    walks = []
+
+    def spy(execute, sql, params, many, context):
+        if "LIMIT %(walk_max)s" in sql:
+            walks.append(params["walk_max"])
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(spy):
+        page = search_memories(owner_id=owner.pk, query=query, filters=clean_filters(**filters))
+    return [hit.id for hit in page.hits], walks
+
+
+def test_a_question_in_an_account_larger_than_the_walk_walks_fewer_memories(
+    large_at_three, monkeypatch
+):
+    """In an account larger than the longest walk, a question about something the recent
+    memories seldom name (or never stored) reads at most SHORT_WALK_MAX of them: the words index
+    finds its rare terms' older matches. A filter that may leave a small share of the recent
+    memories keeps the longer walk, and so does an account the longer walk reads whole."""
+    owner = UserFactory()
+    old = remember(owner, "Hangar lease", "The lease with Hindenburg Estates renews in March.")
+    for n in range(4):
+        record_memory(owner=owner, memory_type="note", topic=f"Note {n}", content=f"Unrelated {n}.")
+    record_memory(
+        owner=owner, memory_type="note", topic="Doors", content="Painted blue.", project="hangar"
+    )
+    patch_search(monkeypatch, "WALK_RECENT_MAX", 5)  # of the account's six memories
+    patch_search(monkeypatch, "SHORT_WALK_MAX", 3)
+    question = "when does the lease with hindenburg estates renew?"
+    assert walked(owner, question)[1] == [5]  # no indexes yet
+    index_accounts()
+    # The three most recent memories hold none of its terms; the lease is found.
+    assert walked(owner, question) == ([old.id], [3])
+    assert walked(owner, question, status="any") == ([old.id], [3])
+    assert walked(owner, question, status="archived") == ([], [5])
+    assert walked(owner, question, memory_types=["fact"]) == ([old.id], [5])
+    assert walked(owner, question, project="hangar") == ([], [5])
+    patch_search(monkeypatch, "WALK_RECENT_MAX", 6)
+    assert walked(owner, question) == ([old.id], [6])
+
+
 def topic_of(memory_id) -> str:
     return Memory.objects.get(pk=memory_id).topic
 
