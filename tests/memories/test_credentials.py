@@ -62,6 +62,8 @@ NEAR_MISSES = [
     "sk_test_" + "z63FfkCzJr4i0B3JrTAwR4y9 is a test-mode key; pk_live_ ones are public.",
     "sk_live_" + "x" * 28,
     "ghp_ tokens are 40 characters; GITHUB_PAT_TOKEN is set in CI.",
+    # Fullwidth, as a client copies it: ASIAPACIFICSALES2026, no key id (a 0 in it).
+    "Campaign code " + "".join(chr(ord(c) + 0xFEE0) for c in "ASIAPACIFICSALES2026") + ".",
     "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
 ]
 
@@ -95,6 +97,53 @@ def test_the_offset_counts_in_the_text_as_stored_and_says_so(tenant):
     with pytest.raises(InvalidInput) as error:
         note(tenant, content=f"Cafe\u0301 {key}")
     assert "at character 5 (Unicode code points from 0, in NFC, after trimming)" in str(error.value)
+
+
+def fullwidth(text: str) -> str:
+    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in text)
+
+
+SPLIT_CREDENTIALS = [
+    # As a client copies them: the compatibility forms folded, the format characters left out.
+    ("an AWS access key id", fullwidth(CREDENTIALS["an AWS access key id"])),
+    ("a GitHub token", "gh\u200bp_" + CREDENTIALS["a GitHub token"][4:]),
+    (
+        "a GitHub token",
+        CREDENTIALS["a GitHub token"][:20] + "\u2060\u200d" + CREDENTIALS["a GitHub token"][20:],
+    ),
+    (
+        "a Stripe live secret key",
+        "sk_live_" + "\u00ad".join(CREDENTIALS["a Stripe live secret key"][8:]),
+    ),
+    (
+        "a Google API key",
+        fullwidth(CREDENTIALS["a Google API key"][:10])
+        + "\u202d"
+        + CREDENTIALS["a Google API key"][10:],
+    ),
+]
+
+
+@pytest.mark.parametrize(("kind", "credential"), SPLIT_CREDENTIALS)
+def test_a_credential_written_fullwidth_or_split_by_invisible_characters_is_refused(
+    tenant, kind, credential
+):
+    content = f"note \u200b\u200b{credential}"
+    with pytest.raises(InvalidInput) as error:
+        note(tenant, content=content)
+    # The offset counts in the text as sent: the invisible characters before it count too.
+    assert_refusal(error.value, "content", kind, len("note \u200b\u200b"), credential)
+    assert not Memory.objects.exists()
+
+
+def test_the_offset_of_a_folded_credential_points_at_its_first_character_as_sent(tenant):
+    """Characters that fold to more than one (the ligature U+FB01 is "fi") or to none move the
+    folded text against the sent one; the refusal counts in the sent one."""
+    key = CREDENTIALS["an AWS access key id"]
+    content = "\ufb01le \u00bd \u200bkey: \u200b" + fullwidth(key[:4]) + key[4:]
+    with pytest.raises(InvalidInput) as error:
+        note(tenant, content=content)
+    assert_refusal(error.value, "content", "an AWS access key id", content.index("\uff21"), key)
 
 
 @pytest.mark.parametrize(("kind", "credential"), MORE_CREDENTIALS)
