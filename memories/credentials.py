@@ -7,8 +7,11 @@ some other format is let through.
 
 The rule is the format, never the value: an issuer's documentation example in a credential's
 format (AWS's AKIAIOSFODNN7EXAMPLE) is refused like a live key, since this module cannot tell
-them apart and a memory can name the example in words. A body that is one character repeated
-(AKIAXXXXXXXXXXXXXXXX) is filler no issuer generates, and is let through.
+them apart and a memory can name the example in words; but a format that carries a checksum of
+its own tells: a GitHub token (ghp_, gho_...) whose last 6 characters are not the checksum of
+the rest no issuer generated (ghp_YourPersonalAccessTokenGoesHere12345), and is let through.
+A body that is one character repeated (AKIAXXXXXXXXXXXXXXXX) is filler no issuer generates, and
+is let through too.
 
 The text is read as a client would copy it out of a memory (find_credential): a credential
 written in fullwidth letters or split by zero-width characters works once pasted, and is refused
@@ -21,6 +24,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
+import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, lru_cache
 
@@ -32,6 +37,9 @@ class _Format:
     kind: str  # as a refusal names it
     markers: tuple[str, ...]  # every match holds one of these: the pattern runs only then
     pattern: re.Pattern[str]  # its one named group that matched: the part random in a real one
+    # Whether an issuer could have generated the match, where its format carries a check of its
+    # own: None when it carries none (every match is taken for one).
+    issued: Callable[[re.Match[str]], bool] | None = None
 
 
 # A token's own characters on either side of it: a match inside a longer token is no match.
@@ -40,6 +48,24 @@ _NOT_BEFORE_TOKEN = r"(?![A-Za-z0-9_-])"
 # Between the lines of a PEM block as stored: white space, or a newline escaped as in a JSON
 # file pasted whole (a Google service-account key).
 _LINE_BREAK = r"(?:\s|\\[rn])+"
+
+_BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def _github_checksum_holds(match: re.Match[str]) -> bool:
+    """Whether a ghX_ token's last 6 characters are the check GitHub's own end with: CRC32 of the
+    30 random characters before them, in base62 (digits, then upper case, then lower case), with
+    leading zeros (GitHub's "Behind GitHub's new authentication token formats"; tokens GitHub
+    issued check so). A body of another length is a layout that check is not known for: taken
+    for one issued."""
+    body = match.group("body")
+    if body is None or len(body) != 36:
+        return True
+    checksum = 0
+    for digit in body[30:]:
+        checksum = checksum * 62 + _BASE62.index(digit)
+    return checksum == zlib.crc32(body[:30].encode("ascii"))
+
 
 FORMATS: tuple[_Format, ...] = (
     _Format(
@@ -72,13 +98,16 @@ FORMATS: tuple[_Format, ...] = (
     ),
     _Format(
         # ghp_ personal, gho_ OAuth, ghu_/ghs_ GitHub App user/server, ghr_ refresh (GitHub's
-        # authentication token formats); github_pat_ a fine-grained personal token.
+        # authentication token formats); github_pat_ a fine-grained personal token. A ghX_ token
+        # ends with a check of its random part: a documentation placeholder in the shape
+        # (ghp_YourPersonalAccessTokenGoesHere12345) fails it, and is let through.
         "a GitHub token",
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
         re.compile(
             r"(?<![A-Za-z0-9_])"
             r"(?:gh[pousr]_(?P<body>[A-Za-z0-9]{36,})|github_pat_(?P<pat>[A-Za-z0-9_]{59,}))"
         ),
+        _github_checksum_holds,
     ),
     _Format(
         # xoxb- bot, xoxp- user, xoxa-/xoxr- workspace and refresh, xoxs- legacy: numeric ids,
@@ -233,7 +262,7 @@ def _first_credential(text: str) -> Credential | None:
         if not any(marker in text for marker in form.markers):
             continue
         for match in form.pattern.finditer(text):
-            if _filler(match):
+            if _filler(match) or (form.issued is not None and not form.issued(match)):
                 continue
             if found is None or match.start() < found.offset:
                 found = Credential(form.kind, match.start())

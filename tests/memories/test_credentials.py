@@ -12,14 +12,16 @@ from memories.errors import InvalidInput
 from memories.models import Memory
 from memories.services import MemoryFields, record_memory, revise_memory
 from tests.factories import MemoryFactory
-from tests.memories.made_up_credentials import CREDENTIALS, PEM_BODY
+from tests.memories.made_up_credentials import CREDENTIALS, PEM_BODY, github_token
 
 # More spellings of the same kinds: the other prefixes and shapes a kind has.
 MORE_CREDENTIALS = [
     ("an AWS access key id", "ASIA" + "Y34FZKBOKMUTVV7A"),
     # AWS's documentation example: refused like a live key (see memories.credentials).
     ("an AWS access key id", "AKIA" + "IOSFODNN7EXAMPLE"),
-    ("a GitHub token", "ghs_" + "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3fG5"),
+    ("a GitHub token", github_token("ghs_", "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1")),
+    # A layout the checksum is not known for (a refresh token's longer body): refused as it is.
+    ("a GitHub token", "ghr_" + "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3fG5" * 2 + "xY3z"),
     ("a GitHub token", "github_pat_" + "11ABCDEFG0abcdefghijkl_" + "aB3dE5gH7jK9" * 5),
     ("a Slack token", "xoxp-" + "41684372915-1320496754-45609968301-e708ba56e1517a99f6b5fb07"),
     ("a Stripe live secret key", "rk_live_" + "51H8aBcDeFgHiJkLmNoPqRsTuVwXyZ01"),
@@ -62,6 +64,8 @@ NEAR_MISSES = [
     "sk_test_" + "z63FfkCzJr4i0B3JrTAwR4y9 is a test-mode key; pk_live_ ones are public.",
     "sk_live_" + "x" * 28,
     "ghp_ tokens are 40 characters; GITHUB_PAT_TOKEN is set in CI.",
+    # A documentation placeholder: its last 6 characters are not the check of the rest.
+    "export GITHUB_TOKEN=ghp_" + "YourPersonalAccessTokenGoesHere12345",
     # Fullwidth, as a client copies it: ASIAPACIFICSALES2026, no key id (a 0 in it).
     "Campaign code " + "".join(chr(ord(c) + 0xFEE0) for c in "ASIAPACIFICSALES2026") + ".",
     "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
@@ -144,6 +148,21 @@ def test_the_offset_of_a_folded_credential_points_at_its_first_character_as_sent
     with pytest.raises(InvalidInput) as error:
         note(tenant, content=content)
     assert_refusal(error.value, "content", "an AWS access key id", content.index("\uff21"), key)
+
+
+def test_a_github_token_is_one_only_when_its_checksum_holds(tenant):
+    """A ghX_ token ends with the CRC32 of its random part (base62): one whose end is not it no
+    issuer generated, and is stored; each of the five prefixes with it is refused."""
+    random_part = "Rk3Vx9Qm2Lz8Tc5Wd7Nb4Yp6Hj1Fs0"
+    for prefix in ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"):
+        token = github_token(prefix, random_part)
+        with pytest.raises(InvalidInput) as error:
+            note(tenant, content=f"token {token}")
+        assert_refusal(error.value, "content", "a GitHub token", 6, token)
+        # One character of its checksum changed: a made-up token, stored.
+        altered = token[:-1] + ("A" if token[-1] != "A" else "B")
+        memory = note(tenant, content=f"{prefix} example: {altered}")
+        assert Memory.objects.get(id=memory.id).content == f"{prefix} example: {altered}"
 
 
 @pytest.mark.parametrize(("kind", "credential"), MORE_CREDENTIALS)
