@@ -180,16 +180,17 @@ def clean_project(value: object) -> str | None:
     return _text("project", value, maximum=PROJECT_MAX)
 
 
-def clean_tags(value: object) -> list[str]:
+def clean_tags_as_sent(value: object) -> dict[str, int]:
+    """The tags, in order, each with its index in the list the caller sent: a refusal of one
+    names that index, not its place among the tags kept."""
     if value is None:
-        return []
+        return {}
     if isinstance(value, str) or not isinstance(value, Iterable):
         raise InvalidInput("tags", "must be a list of strings")
-    tags: list[str] = []
+    tags: dict[str, int] = {}
     for index, tag in enumerate(value):
-        cleaned = _text(f"tags[{index}]", tag, maximum=TAG_MAX)
-        if cleaned not in tags:  # a repeated tag adds nothing; keep the first occurrence
-            tags.append(cleaned)
+        # A repeated tag adds nothing: the first occurrence is kept.
+        tags.setdefault(_text(f"tags[{index}]", tag, maximum=TAG_MAX), index)
     if len(tags) > TAGS_MAX:
         raise InvalidInput("tags", f"at most {TAGS_MAX} tags; got {len(tags)}")
     return tags

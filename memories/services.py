@@ -215,26 +215,30 @@ class MemoryFields:
         """`carried_over`: the fields a revision copies from its predecessor (named as here),
         which a refusal of their text says the caller did not send."""
         cleaned_type = _clean_memory_type(memory_type)
+        tags_as_sent = bounds.clean_tags_as_sent(tags)
         fields = cls(
             memory_type=cleaned_type,
             topic=bounds.clean_topic(topic),
             content=bounds.clean_content(content),
             scope=bounds.clean_scope(scope),
             project=bounds.clean_project(project),
-            tags=bounds.clean_tags(tags),
+            tags=list(tags_as_sent),
             due_at=bounds.clean_due_at(due_at, memory_type=cleaned_type),
         )
-        fields._refuse_credentials(carried_over)
+        fields._refuse_credentials(carried_over, tags_as_sent)
         return fields
 
-    def _refuse_credentials(self, carried_over: Collection[str]) -> None:
-        """No text a memory stores may hold a credential (memories.credentials)."""
+    def _refuse_credentials(
+        self, carried_over: Collection[str], tags_as_sent: dict[str, int]
+    ) -> None:
+        """No text a memory stores may hold a credential (memories.credentials). A tag is named
+        by its index in the list sent (`tags_as_sent`): a repeated tag before it is counted."""
         texts = [
             ("topic", "topic", self.topic),
             ("content", "content", self.content),
             ("scope", "scope", self.scope),
             ("project", "project", self.project),
-            *(("tags", f"tags[{index}]", tag) for index, tag in enumerate(self.tags)),
+            *(("tags", f"tags[{index}]", tag) for tag, index in tags_as_sent.items()),
         ]
         for name, field, text in texts:
             if text is not None:

@@ -186,6 +186,16 @@ def test_topic_tags_and_project_are_held_to_it_too(tenant):
     assert not Memory.objects.exists()
 
 
+def test_a_tag_is_named_by_its_index_in_the_list_sent(tenant):
+    """Repeated tags (the same once trimmed) are stored once; a refusal still counts them, so the
+    index it names is the one the caller wrote."""
+    key = CREDENTIALS["an AWS access key id"]
+    with pytest.raises(InvalidInput) as error:
+        note(tenant, content="the deploy key is in the team vault", tags=["aws", " aws ", key])
+    assert_refusal(error.value, "tags[2]", "an AWS access key id", 0, key)
+    assert not Memory.objects.exists()
+
+
 def test_the_first_credential_in_the_text_is_the_one_named(tenant):
     aws, github = CREDENTIALS["an AWS access key id"], CREDENTIALS["a GitHub token"]
     with pytest.raises(InvalidInput) as error:
