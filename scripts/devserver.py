@@ -8,6 +8,7 @@ share one running PostgreSQL, and it is stopped cleanly when the command ends (C
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import re
 import signal
@@ -171,24 +172,46 @@ def listen_address_problem(host: str, port: str) -> str | None:
         return f"PORT must be a port number from 1 to 65535; got {port!r}"
     if not host or not host.isascii() or any(c.isspace() or c in "/?#@[]" for c in host):
         return f"HOST must be a host name or an IP address to listen on; got {host!r}"
-    # Tried now, as daphne will (SO_REUSEADDR, the family by the address): daphne finds out
-    # only after the migrations, and says so in a log line after "serving on".
+    # Tried now, as daphne will: daphne finds out only after the migrations, and says so in a
+    # log line after "serving on".
+    try:
+        _bind(host, int(port))
+    except socket.gaierror as unknown:
+        return f"HOST must be a host name or an IP address to listen on; {host!r}: {unknown}"
+    except OSError as refused:
+        if refused.errno == errno.EADDRINUSE:
+            free = _free_port_after(host, int(port))
+            instead = f"serve on another with PORT={free}" if free else "serve on another PORT"
+            return f"PORT must be free: {port} is in use on {host} (another serve?); {instead}"
+        if refused.errno == errno.EACCES:
+            return f"PORT must be one this user may listen on; {port}: {refused.strerror}"
+        return f"HOST must be an address of this machine; {host!r}: {refused.strerror}"
+    return None
+
+
+def _bind(host: str, port: int) -> None:
+    """Bind `host` and `port` and let go at once, as daphne binds (SO_REUSEADDR, the family by
+    the address); OSError when it cannot."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as listener:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, port))
+
+
+# How many ports after a busy one are tried for one to suggest (a few serves side by side).
+_PORTS_TRIED = 20
+
+
+def _free_port_after(host: str, port: int) -> int | None:
+    """The first port after `port` that `host` can be listened on at now (after 65535: from
+    8001), or None when none of the next _PORTS_TRIED is."""
+    after = itertools.chain(range(port + 1, 65536), range(8001, port))
+    for candidate in itertools.islice(after, _PORTS_TRIED):
         try:
-            listener.bind((host, int(port)))
-        except socket.gaierror as unknown:
-            return f"HOST must be a host name or an IP address to listen on; {host!r}: {unknown}"
-        except OSError as refused:
-            if refused.errno == errno.EADDRINUSE:
-                return (
-                    f"PORT must be free: {port} is in use on {host} (another serve?);"
-                    f" serve on another with PORT={int(port) + 1 if int(port) < 65535 else 8001}"
-                )
-            if refused.errno == errno.EACCES:
-                return f"PORT must be one this user may listen on; {port}: {refused.strerror}"
-            return f"HOST must be an address of this machine; {host!r}: {refused.strerror}"
+            _bind(host, candidate)
+        except OSError:
+            continue
+        return candidate
     return None
 
 

@@ -160,11 +160,44 @@ def test_serve_refuses_a_port_in_use_before_it_starts_anything(tmp_path):
         port = first.getsockname()[1]
         result = serve(dotenv, PORT=str(port))
     assert result.returncode != 0
-    assert result.stderr == (
-        f"PORT must be free: {port} is in use on 127.0.0.1 (another serve?);"
-        f" serve on another with PORT={port + 1}\n"
+    suggested = re.fullmatch(
+        rf"PORT must be free: {port} is in use on 127\.0\.0\.1 \(another serve\?\);"
+        r" serve on another with PORT=(\d+)\n",
+        result.stderr,
     )
+    assert suggested and int(suggested[1]) != port
     assert not dotenv.exists()
+
+
+def listening(port: int) -> socket.socket | None:
+    """A listener on `port` of 127.0.0.1, or None when something else holds it."""
+    try:
+        return socket.create_server(("127.0.0.1", port))
+    except OSError:
+        return None
+
+
+def test_the_port_a_refusal_suggests_is_one_found_free():
+    """The port after the busy one may be busy too (a second serve already on it): the one
+    suggested is one that could be listened on when suggested."""
+    with contextlib.ExitStack() as held:
+        for _ in range(20):  # two ports side by side, both held
+            first = held.enter_context(socket.create_server(("127.0.0.1", 0)))
+            port = first.getsockname()[1]
+            if (second := listening(port + 1)) is not None:
+                held.enter_context(second)
+                break
+        else:
+            pytest.skip("found no two free ports side by side")
+        problem = devserver.listen_address_problem("127.0.0.1", str(port))
+        suggested = re.fullmatch(
+            rf"PORT must be free: {port} is in use on 127\.0\.0\.1 \(another serve\?\);"
+            r" serve on another with PORT=(\d+)",
+            problem or "",
+        )
+        assert suggested, problem
+        assert int(suggested[1]) not in (port, port + 1)
+        assert devserver.listen_address_problem("127.0.0.1", suggested[1]) is None
 
 
 def test_a_bad_value_in_the_dotenv_is_named_in_one_line(db, tmp_path):
