@@ -27,7 +27,7 @@ import unicodedata
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import lru_cache
 
 from memories.errors import InvalidInput
 
@@ -185,44 +185,28 @@ def find_credential(text: str) -> Credential | None:
     "gh" U+200B "p_..." pasted into a shell or a config file works as the token. Its offset
     counts in `text` itself. None when there is none."""
     if text.isascii() or (
-        # Checked whole first (as most text folds to itself), so that only a text that folds
-        # pays for a copy.
-        unicodedata.is_normalized("NFKC", text) and not _holds_format_characters(text)
+        # Checked whole first (as most text folds to itself), so that only a text that may fold
+        # is looked at character by character.
+        unicodedata.is_normalized("NFKC", text) and _printable(text)
     ):
         return _first_credential(text)
     folds = _folds(text)
-    found = _first_credential(text.translate(folds))
+    if not folds:
+        return _first_credential(text)
+    folded = text
+    for char, spelled in folds.items():  # str.translate takes several times as long
+        folded = folded.replace(char, spelled)
+    found = _first_credential(folded)
     if found is None:
         return None
     return Credential(found.kind, _offset_in(text, folds, found.offset))
 
 
-def _holds_format_characters(text: str) -> bool:
-    # A format character is not printable (str.isprintable), and neither is white space but the
-    # space: line by line, most text is found printable at once, and the rest searched.
-    if all(line.isprintable() for line in text.splitlines()):
-        return False
-    return _format_characters().search(text) is not None
-
-
-@cache
-def _format_characters() -> re.Pattern[str]:
-    """Any character of Unicode's category Cf, as this Python's Unicode database has them. Built
-    on the first text that needs it: the scan takes a moment. Planes 0, 1 and 14 only: the others
-    hold ideographs, private use and nothing yet, no format character."""
-    found = [
-        code
-        for plane in (0x00000, 0x10000, 0xE0000)
-        for code in range(plane, plane + 0x10000)
-        if unicodedata.category(chr(code)) == "Cf"
-    ]
-    spans: list[list[int]] = []
-    for code in found:
-        if spans and spans[-1][1] == code - 1:
-            spans[-1][1] = code
-        else:
-            spans.append([code, code])
-    return re.compile("[" + "".join(f"\\U{first:08x}-\\U{last:08x}" for first, last in spans) + "]")
+def _printable(text: str) -> bool:
+    """Whether `text` holds no format character, nor white space but the space and line breaks:
+    a format character is not printable (str.isprintable), and a line break is, in most text,
+    the only other character that is not."""
+    return all(line.isprintable() for line in text.splitlines())
 
 
 @lru_cache(maxsize=4096)
@@ -232,23 +216,23 @@ def _folded(char: str) -> str:
     return unicodedata.normalize("NFKC", char)
 
 
-def _folds(text: str) -> dict[int, str]:
-    """How each character of `text` that folds is spelled folded, by code point. Each folds on
-    its own, not with its neighbours as NFKC of the whole text would (a combining mark after a
-    fullwidth letter): so every character of the folded text comes of one of `text`'s, and an
-    offset maps back; none of a credential's characters is one a mark composes with."""
+def _folds(text: str) -> dict[str, str]:
+    """How each character of `text` that folds is spelled folded. Each folds on its own, not
+    with its neighbours as NFKC of the whole text would (a combining mark after a fullwidth
+    letter): so every character of the folded text comes of one of `text`'s, and an offset maps
+    back; none of a credential's characters is one a mark composes with."""
     folds = {}
     for char in set(text):
         if not char.isascii() and (folded := _folded(char)) != char:
-            folds[ord(char)] = folded
+            folds[char] = folded
     return folds
 
 
-def _offset_in(text: str, folds: dict[int, str], offset: int) -> int:
+def _offset_in(text: str, folds: dict[str, str], offset: int) -> int:
     """The index in `text` of the character whose fold holds the folded text's `offset`."""
     position = 0
     for index, char in enumerate(text):
-        position += len(folds.get(ord(char), char))
+        position += len(folds.get(char, char))
         if position > offset:
             return index
     raise ValueError(offset)
