@@ -2,7 +2,9 @@ from datetime import UTC
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.contrib.auth.admin import GroupAdmin as DjangoGroupAdmin
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
+from django.contrib.auth.models import Group
 from django.db import OperationalError
 from django.template.response import TemplateResponse
 from oauth2_provider import admin as oauth_admin
@@ -86,6 +88,15 @@ class UserAdmin(ListedFiltersOnly, DjangoUserAdmin):
             "action_name": "erase_accounts",
         }
         return TemplateResponse(request, "admin/accounts/user/erase_confirmation.html", context)
+
+
+# Django's own registration, with the site's list rules (a bulk delete of a malformed selection).
+admin.site.unregister(Group)
+
+
+@admin.register(Group)
+class GroupAdmin(ListedFiltersOnly, DjangoGroupAdmin):
+    pass
 
 
 @admin.register(ErasureRecord)

@@ -1,6 +1,14 @@
 """Admin plumbing the apps share: lists that take only the filters they offer, read-only
 records."""
 
+from django.contrib import messages
+from django.contrib.admin import helpers
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest
+
+# A selection's value is echoed in the message refusing it, cut to this many characters.
+NAME_SHOWN_MAX = 100
+
 # The ways a list filter, the date drill-down and a link to one account's rows put a field into
 # the address bar (?status__exact=archived, ?recorded_at__year=2026, ?owner__id__exact=7).
 _FILTER_LOOKUPS = frozenset(
@@ -14,7 +22,8 @@ class ListedFiltersOnly:
     date_hierarchy) and its rows' account: Django's default lets any lookup on any column
     through, so `?content__icontains=…` would answer yes or no to a guess at a tenant's text (or
     `?code__startswith=…` at a live authorization code), and a malformed one (`__regex=(`)
-    would be a 500. Anything else is refused (400)."""
+    would be a 500. Anything else is refused (400). A bulk action takes only ids of the list's
+    rows."""
 
     owner_fields = ("owner", "user", "account")
 
@@ -31,6 +40,22 @@ class ListedFiltersOnly:
         if rest in _DATE_PARTS and not _within(value, *_DATE_PARTS[rest]):
             return False
         return super().lookup_allowed(lookup, value, request)
+
+    def response_action(self, request: HttpRequest, queryset, *args, **kwargs):
+        # A selection from a stale or hand-edited form: one that is no id of this list's rows
+        # would fail the database lookup (a 500); nothing of the selection is acted on.
+        for value in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME):
+            try:
+                self.model._meta.pk.to_python(value)
+            except ValidationError:
+                self.message_user(
+                    request,
+                    f"“{value[:NAME_SHOWN_MAX]}” is not the id of a row in this list; "
+                    "nothing was done.",
+                    messages.ERROR,
+                )
+                return None
+        return super().response_action(request, queryset, *args, **kwargs)
 
 
 # A date drill-down's parts (date_hierarchy, `__year`...) that a date can have: the database or

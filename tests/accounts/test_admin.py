@@ -3,6 +3,8 @@
 import re
 
 import pytest
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.contrib.auth.models import Group
 from django.urls import reverse
 
 from accounts.erasure import erase_account
@@ -194,6 +196,24 @@ def test_an_offered_date_filter_refuses_a_date_part_no_date_has(
     url = reverse(f"admin:{model}_changelist")
     assert admin_client.get(url, lookup).status_code == 400
     assert admin_client.get(url, {next(iter(lookup)): "2026"}).status_code == 200
+
+
+@pytest.mark.parametrize("model", ["accounts_user", "oauth2_provider_application", "auth_group"])
+def test_a_bulk_action_on_a_selection_that_is_no_id_changes_nothing_and_says_so(
+    admin_client, tenant, model
+):
+    """A stale or hand-edited list form: Django's lookup of the selection was a server error."""
+    row = {
+        "accounts_user": lambda: tenant,
+        "oauth2_provider_application": ApplicationFactory,
+        "auth_group": lambda: Group.objects.create(name="support"),
+    }[model]()
+    url = reverse(f"admin:{model}_changelist")
+    selection = {"action": "delete_selected", ACTION_CHECKBOX_NAME: [row.pk, "abc"], "post": "yes"}
+    response = admin_client.post(url, selection, follow=True)
+    assert response.status_code == 200
+    assert "“abc” is not the id of a row in this list; nothing was done." in response.text
+    assert type(row).objects.filter(pk=row.pk).exists()
 
 
 def test_a_list_keeps_the_filters_it_offers(admin_client, tenant):
