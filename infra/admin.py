@@ -3,10 +3,14 @@ records."""
 
 from django.contrib import messages
 from django.contrib.admin import helpers
+from django.contrib.admin.exceptions import DisallowedModelAdminLookup, DisallowedModelAdminToField
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.template.loader import render_to_string
 
-# A selection's value is echoed in the message refusing it, cut to this many characters.
+# A parameter's name, or a selection's value, is echoed in the message refusing it, cut to this
+# many characters.
 NAME_SHOWN_MAX = 100
 
 # The ways a list filter, the date drill-down and a link to one account's rows put a field into
@@ -17,17 +21,24 @@ _FILTER_LOOKUPS = frozenset(
 )  # fmt: skip
 
 
+class _FilterValueRefused(Exception):
+    """A list filter's value that the filter cannot apply (a date that is no date, an id that
+    is no number)."""
+
+
 class ListedFiltersOnly:
     """A list takes from the address bar only the filters it offers (list_filter,
     date_hierarchy) and its rows' account: Django's default lets any lookup on any column
     through, so `?content__icontains=…` would answer yes or no to a guess at a tenant's text (or
     `?code__startswith=…` at a live authorization code), and a malformed one (`__regex=(`)
-    would be a 500. Anything else is refused (400). A bulk action takes only ids of the list's
-    rows."""
+    would be a 500. Anything else is refused (400), and so is an offered filter's value it cannot
+    apply, each with a page naming the parameter: Django drops the filters for such a value and
+    shows the whole list, as if filtered. A bulk action takes only ids of the list's rows."""
 
     owner_fields = ("owner", "user", "account")
 
     def lookup_allowed(self, lookup, value, request) -> bool:
+        # A refusal raises with its reason: Django's own, from a False, names only the lookup.
         field, _, rest = lookup.partition("__")
         offered = {
             entry[0] if isinstance(entry, tuple) else entry
@@ -35,11 +46,30 @@ class ListedFiltersOnly:
             if not isinstance(entry, type)  # a SimpleListFilter names its own parameter
         }
         offered |= {self.date_hierarchy, *self.owner_fields} - {None}
+        shown = lookup[:NAME_SHOWN_MAX]
         if field not in offered or (rest and rest not in _FILTER_LOOKUPS):
-            return False
+            raise DisallowedModelAdminLookup(f"this list cannot be filtered by “{shown}”")
         if rest in _DATE_PARTS and not _within(value, *_DATE_PARTS[rest]):
-            return False
+            low, high = _DATE_PARTS[rest]
+            raise DisallowedModelAdminLookup(
+                f"“{shown}” must be a whole number from {low} to {high}"
+            )
         return super().lookup_allowed(lookup, value, request)
+
+    def get_changelist_instance(self, request: HttpRequest):
+        try:
+            return super().get_changelist_instance(request)
+        except IncorrectLookupParameters as error:
+            # Django would redirect to the unfiltered list (`?e=1`) without a word.
+            raise _FilterValueRefused(_reason(error)) from error
+
+    def changelist_view(self, request: HttpRequest, extra_context=None) -> HttpResponse:
+        try:
+            return super().changelist_view(request, extra_context)
+        except (DisallowedModelAdminLookup, DisallowedModelAdminToField) as refused:
+            return _refused_list(request, str(refused))
+        except _FilterValueRefused as refused:
+            return _refused_list(request, f"a filter's value cannot be applied: {refused}")
 
     def response_action(self, request: HttpRequest, queryset, *args, **kwargs):
         # A selection from a stale or hand-edited form: one that is no id of this list's rows
@@ -56,6 +86,18 @@ class ListedFiltersOnly:
                 )
                 return None
         return super().response_action(request, queryset, *args, **kwargs)
+
+
+def _reason(error: IncorrectLookupParameters) -> str:
+    """What Django's filters said of the value, without the exception's list brackets."""
+    cause = error.args[0] if error.args else None
+    if isinstance(cause, ValidationError):
+        return " ".join(cause.messages)
+    return str(cause) if cause else "it is not one the filter takes"
+
+
+def _refused_list(request: HttpRequest, problem: str) -> HttpResponse:
+    return HttpResponseBadRequest(render_to_string("400.html", {"problem": problem}, request))
 
 
 # A date drill-down's parts (date_hierarchy, `__year`...) that a date can have: the database or
