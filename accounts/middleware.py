@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
+from django.core.exceptions import BadRequest, RequestDataTooBig, TooManyFieldsSent
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http.multipartparser import MultiPartParserError
 from django.template.loader import render_to_string
 from django.utils.cache import add_never_cache_headers
 
@@ -50,7 +51,9 @@ def unstorable_part(request: HttpRequest) -> str | None:
 class UnstorableTextMiddleware:
     """400 for a request carrying NUL or a lone surrogate: otherwise a form field, a query
     parameter, an OAuth parameter or a session cookie reaches a database lookup, and PostgreSQL
-    refuses the statement (a 500). Also for a body past Django's size limits, naming the limit.
+    refuses the statement (a 500). Also for a body past Django's size limits, naming the limit,
+    and for a form body Django cannot read (a charset other than UTF-8, a multipart body without
+    its boundary), saying why.
     OAuth endpoints answer in their JSON error format (RFC 6749 §5.2, RFC 7591 §3.2.2)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
@@ -65,6 +68,8 @@ class UnstorableTextMiddleware:
             problem = f"the body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes"
         except TooManyFieldsSent:
             problem = f"more than {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS} form fields"
+        except (BadRequest, MultiPartParserError) as unreadable:
+            problem = f"the body could not be read as a form: {unreadable}"
         if problem is None:
             return self.get_response(request)
         if request.path.startswith(OAUTH_JSON_PREFIXES):

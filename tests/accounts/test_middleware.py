@@ -157,3 +157,39 @@ def test_a_page_form_past_the_field_limit_says_so(client, settings):
     )
     assert response.status_code == 400
     assert b"more than 1000 form fields" in response.content
+
+
+@pytest.mark.parametrize(
+    ("path", "content_type", "reason"),
+    [
+        ("/oauth/token/", "application/x-www-form-urlencoded; charset=utf-16",
+         "content type must be UTF-8 encoded"),
+        ("/oauth/revoke/", "multipart/form-data", "Invalid boundary in multipart"),
+    ],
+)  # fmt: skip
+def test_an_oauth_body_that_cannot_be_read_as_a_form_gets_invalid_request_saying_why(
+    client, path, content_type, reason
+):
+    """A client's answer is JSON with the reason, not the site's HTML page with none."""
+    response = client.generic("POST", path, b"token=ab", content_type=content_type)
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_request"
+    assert "the body could not be read as a form: " in response.json()["error_description"]
+    assert reason in response.json()["error_description"]
+
+
+@pytest.mark.parametrize(
+    ("path", "content_type", "reason"),
+    [
+        ("/login/", "application/x-www-form-urlencoded; charset=utf-16",
+         "content type must be UTF-8 encoded"),
+        ("/signup/", "multipart/form-data", "Invalid boundary in multipart"),
+    ],
+)  # fmt: skip
+def test_a_page_form_that_cannot_be_read_says_why(client, path, content_type, reason):
+    response = client.generic("POST", path, b"username=ab", content_type=content_type)
+    assert response.status_code == 400
+    assert "This request could not be used: the body could not be read as a form: " in (
+        response.text
+    )
+    assert reason in response.text
