@@ -289,12 +289,23 @@ class McpTokenView(TokenView):
         # clients to the advertised ones, and this keeps every client, however it was created,
         # to them (RFC 6749 §5.2 unsupported_grant_type).
         grant_type = request.POST.get("grant_type")
+        supported = ", ".join(oauth2_settings.OAUTH2_GRANT_TYPES_SUPPORTED)
         if grant_type and grant_type not in oauth2_settings.OAUTH2_GRANT_TYPES_SUPPORTED:
             return JsonResponse(
                 {
                     "error": "unsupported_grant_type",
-                    "error_description": f"grant_type must be one of "
-                    f"{', '.join(oauth2_settings.OAUTH2_GRANT_TYPES_SUPPORTED)}",
+                    "error_description": f"grant_type must be one of {supported}",
+                },
+                status=400,
+            )
+        # Without one, the request misses a required parameter (§5.2 invalid_request), which
+        # oauthlib answers as unsupported_grant_type with no word of what was wrong. One sent
+        # in the URL gets DOT's refusal of parameters there instead.
+        if not grant_type and not request.GET:
+            return JsonResponse(
+                {
+                    "error": "invalid_request",
+                    "error_description": f"grant_type is missing: it must be one of {supported}",
                 },
                 status=400,
             )

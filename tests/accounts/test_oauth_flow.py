@@ -747,7 +747,10 @@ def test_every_token_endpoint_answer_is_json_and_never_stored(client, applicatio
     assert in_the_url.status_code == 400
     assert in_the_url["Content-Type"] == "application/json"
     assert in_the_url["Cache-Control"] == "no-store"
-    assert in_the_url.json()["error"] == "invalid_request"
+    assert in_the_url.json() == {
+        "error": "invalid_request",
+        "error_description": "URL query parameters are not allowed",
+    }
 
 
 def test_a_token_request_in_json_is_refused_naming_the_encoding(client, application):
@@ -761,4 +764,15 @@ def test_a_token_request_in_json_is_refused_naming_the_encoding(client, applicat
         "error": "invalid_request",
         "error_description": "the body must be application/x-www-form-urlencoded, not "
         "application/json",
+    }
+
+
+@pytest.mark.parametrize("form", [{}, {"grant_type": ""}, {"code": "x"}])
+def test_a_token_request_without_a_grant_type_is_told_it_has_none(client, application, form):
+    response = client.post("/oauth/token/", {"client_id": application.client_id, **form})
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "invalid_request",
+        "error_description": "grant_type is missing: it must be one of authorization_code, "
+        "refresh_token",
     }
