@@ -220,9 +220,15 @@ def _unknown_project(owner_id: int, project: str) -> list[str]:
 
 
 def _page(paginator: Paginator, requested: str | None) -> tuple[Page, str | None]:
-    """The page asked for; for one that does not exist, the nearest (as Paginator.get_page
-    picks it) and a message saying so, rather than passing it off as the page asked for."""
-    page = paginator.get_page(requested)
+    """The page asked for; for one that does not exist, the nearest and a message saying so,
+    rather than passing it off as the page asked for: the last past the end, the first for a
+    number below 1 (Paginator.get_page gives the last, the account's oldest memories) or for
+    no number at all."""
+    try:
+        below_first = requested is not None and int(requested) < 1
+    except ValueError:
+        below_first = False
+    page = paginator.page(1) if below_first else paginator.get_page(requested)
     if not requested:
         return page, None
     try:

@@ -281,6 +281,18 @@ def test_a_page_number_that_does_not_exist_is_named_with_the_pages_there_are(cli
         assert "There is no page" not in page, fine
 
 
+@pytest.mark.parametrize("number", ["0", "-1", "-99999999999999999999"])
+def test_a_page_number_below_one_shows_the_first_page_and_says_so(client, tenant, number):
+    """Not the last page, the account's oldest memories, as Django's paginator picks for it."""
+    for entry in range(25):
+        MemoryFactory(owner=tenant, content=f"entry {entry:02d}")
+    client.force_login(tenant)
+    page = client.get(reverse("accounts:memories"), {"page": number}).text
+    shown = number if len(number) <= 20 else number[:20] + "…"
+    assert f"There is no page “{shown}”: pages run from 1 to 2. This is page 1." in page
+    assert "Page 1 of 2" in page and "entry 24" in page and "entry 00" not in page
+
+
 def test_a_memorys_page_names_the_threads_it_is_in(client, tenant, other_tenant):
     """The threads agents filed it in, by name; not those only proposed, nor anyone else's."""
     memory = record_memory(owner=tenant, memory_type="decision", topic="api", content="REST")
