@@ -5,13 +5,17 @@ nothing of another tenant, and nothing at all without a tenant."""
 from __future__ import annotations
 
 import copy
+import functools
 import io
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -27,7 +31,7 @@ from memories.errors import NotFound
 from memories.models import ERASED, Memory, Thread, ThreadMembership
 from memories.search import clean_filters, search_memories
 from tests.factories import MemoryFactory, UserFactory
-from tests.mcp_gateway.conftest import ROOT, subprocess_database_url
+from tests.mcp_gateway.conftest import ROOT, free_port, subprocess_database_url
 from tests.memories.conftest import patch_search, server_admin, server_conninfo
 
 ROLE = tenancy.APP_ROLE
@@ -550,9 +554,12 @@ def test_a_search_reaches_the_words_index_as_the_app_role(
 
 
 @contextmanager
-def _fresh_database_owned_by_a_new_user(*, role_grant: str = "") -> Iterator[str]:
+def _fresh_database_owned_by_a_new_user(
+    *, role_grant: str = "", vector: bool = True
+) -> Iterator[str]:
     """A fresh database owned by a new user that may not create roles (`role_grant`: how it
-    holds the application role, which exists already), as that user's conninfo."""
+    holds the application role, which exists already), as that user's conninfo; `vector`: the
+    DBA has created the extension there."""
     name = f"tg_owner_{uuid.uuid4().hex[:8]}"
     with server_admin() as admin:
         admin.execute(f"CREATE ROLE {name} LOGIN NOSUPERUSER NOCREATEROLE")
@@ -560,8 +567,9 @@ def _fresh_database_owned_by_a_new_user(*, role_grant: str = "") -> Iterator[str
             admin.execute(f"GRANT {ROLE} TO {name} {role_grant}")
         admin.execute(f"CREATE DATABASE {name} OWNER {name}")
         try:
-            with psycopg.connect(server_conninfo(dbname=name)) as fresh:
-                fresh.execute("CREATE EXTENSION vector")
+            if vector:
+                with psycopg.connect(server_conninfo(dbname=name)) as fresh:
+                    fresh.execute("CREATE EXTENSION vector")
             yield server_conninfo(dbname=name, user=name)
         finally:
             admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
@@ -601,6 +609,69 @@ def test_migrate_names_the_grant_a_dba_must_run_and_migrates_nothing(owner_outsi
     assert "Traceback" not in run.stderr + run.stdout
     with psycopg.connect(owner_outside_the_app_role) as fresh:
         assert fresh.execute("SELECT to_regclass('django_migrations')").fetchone() == (None,)
+
+
+def test_migrate_names_the_extension_a_dba_must_create_and_migrates_nothing(transactional_db):
+    """pgvector is not a trusted extension: an owner that is not a superuser cannot create it.
+    migrate said so only as a traceback from memories/0009, with the migrations before it
+    applied; now it stops first, naming the statement and the database."""
+    with _fresh_database_owned_by_a_new_user(role_grant="", vector=False) as conninfo:
+        user = psycopg.conninfo.conninfo_to_dict(conninfo)["user"]
+        with server_admin() as admin:
+            admin.execute(f"GRANT {ROLE} TO {user}")
+        run = _migrate(conninfo)
+        assert run.returncode == 1
+        assert "Traceback" not in run.stderr + run.stdout
+        assert f"in database {user}: CREATE EXTENSION vector;" in run.stderr
+        with psycopg.connect(conninfo) as fresh:
+            assert fresh.execute("SELECT to_regclass('django_migrations')").fetchone() == (None,)
+
+
+@pytest.fixture
+def debian_postgresql_15() -> Iterator[str]:
+    """Debian 12's own PostgreSQL (15), started in a folder of its own: the server an operator
+    on Debian 12 gets from apt. Its conninfo, as its superuser over its Unix socket."""
+    from scripts.scale_out import ensure_debian_package
+
+    bin_dir = Path("/usr/lib/postgresql/15/bin")
+    try:
+        ensure_debian_package(str(bin_dir / "postgres"), "postgresql-15")
+    except (RuntimeError, subprocess.CalledProcessError) as missing:
+        pytest.skip(f"Debian's postgresql-15 cannot be installed here: {missing}")
+    folder = Path(tempfile.mkdtemp(prefix="tg-pg15-", dir="/tmp"))
+    # PostgreSQL refuses to run as root; the Debian package made the postgres user.
+    user = "postgres" if os.geteuid() == 0 else None
+    if user:
+        shutil.chown(folder, user)
+    port = str(free_port())
+    run = functools.partial(subprocess.run, check=True, user=user, capture_output=True)
+    try:
+        run([bin_dir / "initdb", "-D", folder / "data", "-U", "postgres", "--auth=trust"])
+        options = f"-p {port} -k {folder} -h ''"
+        # -l: the server's output to a file, not to this process's pipes (which it would hold
+        # open, so that the run never ended).
+        log = folder / "log"
+        run([bin_dir / "pg_ctl", "-D", folder / "data", "-o", options, "-l", log, "-w", "start"])
+        try:
+            yield f"host={folder} port={port} user=postgres dbname=postgres"
+        finally:
+            run([bin_dir / "pg_ctl", "-D", folder / "data", "-m", "immediate", "stop"])
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_migrate_on_a_server_before_postgresql_17_says_so_and_migrates_nothing(
+    debian_postgresql_15,
+):
+    """Debian 12's PostgreSQL is 15: migrate failed there with a traceback ending in
+    'unrecognized privilege type: "SET"', which names neither the version nor what to do."""
+    run = _migrate(debian_postgresql_15)
+    assert run.returncode == 1
+    assert "Traceback" not in run.stderr + run.stdout
+    assert "threengram needs PostgreSQL 17 or later" in run.stderr
+    assert "runs PostgreSQL 15." in run.stderr
+    with psycopg.connect(debian_postgresql_15) as server:
+        assert server.execute("SELECT to_regclass('django_migrations')").fetchone() == (None,)
 
 
 def test_migrate_plan_and_check_tell_what_would_run_and_grant_nothing(owner_outside_the_app_role):

@@ -6,7 +6,9 @@ creates in the first place. Django's own command, run inside `tenancy.as_owner()
 role's privileges on the schema, granted again (tenancy.APP_ROLE_PRIVILEGES_SQL), so that a role a
 DBA created after the migrations that grant them gets them too. Before anything, the owner takes
 the role (or the command stops, naming the GRANT a DBA runs) rather than let migration 0007 fail
-with a traceback after the migrations before it."""
+with a traceback after the migrations before it; and a server the schema cannot live on (before
+PostgreSQL 17, or without the `vector` extension that only a DBA may create) stops it the same
+way, before the first migration, rather than halfway."""
 
 from typing import Any
 
@@ -25,6 +27,8 @@ class Command(DjangoMigrateCommand):
         changes = not (options.get("plan") or options.get("check_unapplied"))
         using = options["database"]
         with tenancy.as_owner():
+            if changes:
+                _refuse_an_unfit_server(using)
             role_needed = changes and _role_needed(using)
             if role_needed:
                 _take_app_role(using)
@@ -35,6 +39,47 @@ class Command(DjangoMigrateCommand):
                     # is one its creator may grant but not yet act as.
                     _take_app_role(using)
                 tenancy.grant_app_role_privileges(using)
+
+
+# The oldest server the migrations run on: memories/0020 changes a generated column's expression
+# (ALTER COLUMN ... SET EXPRESSION), and the owner's grant of the role is checked with
+# pg_has_role(..., 'SET') (16).
+MINIMUM_SERVER_VERSION = 170000
+
+
+def _refuse_an_unfit_server(using: str) -> None:
+    """Stop, naming what is missing and who provides it, on a server the migrations would fail on
+    partway: older than PostgreSQL 17, or without the `vector` extension in this database while
+    the owner may not create it (pgvector is not a trusted extension: a superuser creates it)."""
+    connection = connections[using]
+    version = connection.pg_version
+    if version < MINIMUM_SERVER_VERSION:
+        major, minor = divmod(version, 10000)
+        raise CommandError(
+            f"Nothing migrated: threengram needs PostgreSQL 17 or later; the server of "
+            f"DATABASE_URL runs PostgreSQL {major}.{minor}."
+        )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT current_database(), current_user,"
+            " EXISTS (SELECT FROM pg_extension WHERE extname = 'vector'),"
+            " EXISTS (SELECT FROM pg_available_extensions WHERE name = 'vector'),"
+            " (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)"
+        )
+        database, user, created, available, superuser = cursor.fetchone()
+    if created or (available and superuser):
+        return
+    if not available:
+        raise CommandError(
+            "Nothing migrated: the vector extension (pgvector) is not installed on the PostgreSQL "
+            f"server of DATABASE_URL. Install it there, then a DBA runs once, in database "
+            f"{database}: CREATE EXTENSION vector; then run migrate again."
+        )
+    raise CommandError(
+        f"Nothing migrated: the vector extension is not created in database {database}, and "
+        f"{user} may not create it (only a superuser may). A DBA runs once, in database "
+        f"{database}: CREATE EXTENSION vector; then run migrate again."
+    )
 
 
 def _take_app_role(using: str) -> None:
