@@ -291,6 +291,7 @@ def _version() -> str:
 
 
 VERSION = _version()
+logger = logging.getLogger(__name__)
 
 
 def health(request: HttpRequest) -> JsonResponse:
@@ -339,7 +340,12 @@ class ReadinessCheck:
 
                 check_django_pool()
                 pending = pending_migrations()
-            except DatabaseError:
+            except DatabaseError as error:
+                # The probe is public and says only "unreachable"; which host, role or database
+                # failed, and how, is for the operator's log (a role the owner may not use, a
+                # wrong password, a server down all read alike from outside).
+                reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+                logger.warning("readiness: the database cannot be used: %s", reason)
                 return 503, {"status": "unavailable", "database": "unreachable"}
         if pending:
             body = {"status": "unavailable", "database": "ok", "pending_migrations": len(pending)}

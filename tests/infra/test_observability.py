@@ -3,12 +3,15 @@
 import io
 import json
 import logging
+import re
 import select
 import time
 
+import httpx2
 import pytest
 
 from infra.observability import VERSION, JsonFormatter, readiness
+from tests.mcp_gateway.conftest import free_port, running_daphne
 
 
 def test_health_needs_no_database(client):
@@ -38,6 +41,30 @@ def test_ready_answers_from_a_check_at_most_a_few_seconds_old(
     with django_assert_max_num_queries(10) as rechecked:
         assert client.get("/ready").status_code == 200
     assert len(rechecked) > 0
+
+
+def test_ready_logs_why_the_database_cannot_be_used_and_tells_the_probe_only_that(
+    django_db_setup,
+):
+    """A server whose database refuses it (here: an application role that does not exist, as
+    when a DBA's statements were not run; a wrong password or a server down read alike from
+    outside) is unready; the operator learns why from its log, the public probe does not."""
+    role = "threengram_role_nobody_created"
+    with running_daphne(free_port(), {"DATABASE_APP_ROLE": role}) as server:
+        response = httpx2.get(f"{server.url}/ready", timeout=30)
+        assert response.status_code == 503
+        assert response.json() == {"status": "unavailable", "database": "unreachable"}
+        assert role not in response.text
+        deadline = time.monotonic() + 10
+        while "readiness: the database cannot be used" not in server.output():
+            assert time.monotonic() < deadline, server.output()
+            time.sleep(0.1)
+        [logged] = [
+            line["message"]
+            for line in map(json.loads, re.findall(r"^\{.*\}$", server.output(), re.MULTILINE))
+            if line["logger"] == "infra.observability"
+        ]
+    assert logged == f'readiness: the database cannot be used: role "{role}" does not exist'
 
 
 def test_an_orchestrator_probes_a_process_at_its_own_address_over_plain_http(client, db, settings):
