@@ -11,7 +11,8 @@ a few hundred rows into the benchmark database). The baseline measured in the sa
 every tool call pays before doing any work.
 
 Search is timed with short keyword queries (1-2 words) and with questions as agents ask them:
-8-25 words, vocabulary words among English stop words. Both search and remember include the
+8-25 words, vocabulary words among English stop words, and English words no memory holds (a
+question about something never stored). Both search and remember include the
 embedding of the query or memory (SEARCH_EMBEDDER, wordllama by default); the embedding of a
 question alone is timed as its own row. `--no-analyze` measures the tables as
 `scripts/bench_data.py --no-analyze` left them, without statistics (the VACUUM ANALYZE that
@@ -53,6 +54,19 @@ STOP_WORDS = (  # noqa: SIM905 (a word list)
     "what did we decide about the for and how why is was of to in with on our it that "
     "should do which when last"
 ).split()
+
+
+# Words no memory of the corpus holds: each has a letter past "p", which the generator's words
+# (hexadecimal digits spelled as the letters a-p) never have. A question of them asks about
+# something never stored, which a search must still answer within its bounds.
+UNSTORED_WORDS = (  # noqa: SIM905 (a word list)
+    "lawyer contract renewal warehouse vendor quote invoice staging rollout outage postmortem "
+    "sprint quarterly budget hiring interview laptop keyboard monitor router firewall "
+    "certificate expiry password rotation backup restore latency throughput queue worker "
+    "retry timeout webhook signature tenant migration schema index vacuum replica failover "
+    "kubernetes terraform ansible docker registry mirror proxy tunnel vpn printer scanner"
+).split()
+assert all(set(w) - set("abcdefghijklmnop") for w in UNSTORED_WORDS)
 
 
 def setup(analyze: bool = True) -> None:
@@ -196,6 +210,14 @@ async def main(calls: int, seed: int, only: str | None = None, rls: bool = False
         ]
         return " ".join(words) + "?"
 
+    def unstored_question() -> str:
+        # As question(), of words no memory holds.
+        words = [
+            rng.choice(STOP_WORDS) if rng.random() < 0.35 else rng.choice(UNSTORED_WORDS)
+            for _ in range(rng.randint(8, 25))
+        ]
+        return " ".join(words) + "?"
+
     def remember_arguments() -> dict:
         # A near-copy of a thread member's topic in its project: the largest tenant's 20
         # threads get proposals; other tenants have no threads. The content and the type are
@@ -245,6 +267,11 @@ async def main(calls: int, seed: int, only: str | None = None, rls: bool = False
             ],
             "briefing, full": [
                 (principal(owner_for()), "briefing", {"mode": "full"}) for _ in range(calls)
+            ],
+            # Kept last: the samples of each row depend on the draws of the rows before it.
+            "search, question of words no memory holds": [
+                (principal(owner_for()), "search", {"query": unstored_question()})
+                for _ in range(calls)
             ],
         }
 
