@@ -380,10 +380,13 @@ def _ranked(
     few_terms = len(parsed.terms) <= INDEXED_QUERY_TERMS_MAX
     # The account's words index holds its current memories only: asOf walks.
     by_walk = not (few_terms and params["words_indexed"] and where.current)
-    # A later page walks back as far as the first page's walk reached (see _WordStatistics),
-    # however many matches that is now.
+    # A later page walks back as far as the first page's walk reached, among as many memories
+    # (see _WordStatistics), however many matches that is now.
     walked_to = None
-    walk_max = _question_walk_max(where, params)
+    if statistics is None:
+        walk_max = _question_walk_max(where, params)
+    else:
+        walk_max = statistics.walk_max or WALK_RECENT_MAX
     if by_walk and statistics is not None:
         candidates = _walk(
             db,
@@ -429,7 +432,13 @@ def _ranked(
     first_page = statistics is None
     if statistics is None:
         statistics = _WordStatistics.of(
-            candidates, parsed.terms, params["tenant_size"], rare, walked_to, rare_walked_to
+            candidates,
+            parsed.terms,
+            params["tenant_size"],
+            rare,
+            walked_to,
+            rare_walked_to,
+            walk_max=walk_max if by_walk else None,
         )
     rarest = _words_scores(candidates, parsed.terms, statistics, parsed.parts)
     for candidate in candidates:

@@ -61,6 +61,7 @@ class _Position:
                 statistics.rare,
                 statistics.walked_to.isoformat() if statistics.walked_to else None,
                 statistics.rare_walked_to.isoformat() if statistics.rare_walked_to else None,
+                statistics.walk_max,
             ]
         return signing.dumps(payload, salt=_CURSOR_SALT, compress=True)
 
@@ -73,7 +74,11 @@ class _Position:
                 raise ValueError(payload["m"])
             statistics = None
             if "w" in payload:
-                total, held_by, average_length, rare, walked_to, rare_walked_to = payload["w"]
+                words = payload["w"]
+                if isinstance(words, list) and len(words) == 6:
+                    # Issued before a cursor carried its walk's bound: that walk was the longer.
+                    words = [*words, None]
+                total, held_by, average_length, rare, walked_to, rare_walked_to, walk_max = words
                 statistics = _WordStatistics(
                     total=int(total),
                     held_by=tuple(int(count) for count in held_by),
@@ -83,6 +88,7 @@ class _Position:
                     rare_walked_to=(
                         datetime.fromisoformat(rare_walked_to) if rare_walked_to else None
                     ),
+                    walk_max=None if walk_max is None else int(walk_max),
                 )
             position = cls(
                 mode=payload["m"],

@@ -77,13 +77,15 @@ class _WordStatistics:
     and, of the words walk (candidates._ranked), which terms were rare among its matches (`rare`,
     their positions in the query's term order) and the oldest match it reached when it stopped at
     its bound (`walked_to`; None: it read all it may), and the same of the rare terms' own walk
-    (`rare_walked_to`). A cursor carries the first page's, so that later pages score as it did and
-    rank every candidate it did that still passes the filters: a write between pages changes what a
-    bounded walk finds (an archived memory, or one added to a thread, joins the matches of a
+    (`rare_walked_to`), and how many of the most recent memories it might read (`walk_max`; None
+    when there was no walk). A cursor carries the first page's, so that later pages score as it did
+    and rank every candidate it did that still passes the filters: a write between pages changes
+    what a bounded walk finds (an archived memory, or one added to a thread, joins the matches of a
     `status: archived` or thread walk and would push the oldest one out; an archive lets an older
     match in, which may hold a rare term and make it common), so a later page walks back as far as
     the first did, without a bound, and looks up the same rare terms, which it walks for as far back
-    as the first page did too."""
+    as the first page did too. It reads as many memories as the first page's walk might: which walk
+    an account gets follows its nearest-neighbour index's count, which VACUUM and ANALYZE move."""
 
     total: int
     held_by: tuple[int, ...]
@@ -91,6 +93,7 @@ class _WordStatistics:
     rare: tuple[int, ...] = ()
     walked_to: datetime | None = None
     rare_walked_to: datetime | None = None
+    walk_max: int | None = None
 
     @classmethod
     def of(
@@ -101,6 +104,7 @@ class _WordStatistics:
         rare: tuple[str, ...] = (),
         walked_to: datetime | None = None,
         rare_walked_to: datetime | None = None,
+        walk_max: int | None = None,
     ) -> _WordStatistics:
         held = Counter(term for candidate in candidates for term in candidate.fields_held)
         lengths = [candidate.content_length for candidate in candidates] or [1]
@@ -111,6 +115,7 @@ class _WordStatistics:
             rare=tuple(terms.index(term) for term in rare),
             walked_to=walked_to,
             rare_walked_to=rare_walked_to,
+            walk_max=walk_max,
         )
 
     def rare_terms(self, terms: tuple[str, ...]) -> tuple[str, ...]:

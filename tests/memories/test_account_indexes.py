@@ -626,6 +626,38 @@ def test_a_question_in_an_account_larger_than_the_walk_walks_fewer_memories(
     assert walked(owner, question) == ([old.id], [6])
 
 
+def test_a_questions_later_page_walks_as_many_memories_as_its_first(large_at_three, monkeypatch):
+    """Which walk a question gets follows the count of the account's nearest-neighbour index,
+    which ANALYZE and VACUUM move (and an account that grows past the bound crosses it): a later
+    page walked as far as the count then said, and skipped the hits of the memories the first
+    page's walk had read and its own did not."""
+    owner = UserFactory()
+    for n in range(5):
+        record_memory(
+            owner=owner, memory_type="note", topic=f"Drill {n}", content=f"Fire drill {n} at noon."
+        )
+    patch_search(monkeypatch, "WALK_RECENT_MAX", 5)
+    patch_search(monkeypatch, "SHORT_WALK_MAX", 3)
+    index_accounts()
+    # A phrase: no memory is a candidate by meaning alone, only what the walk reads.
+    question = '"fire drill" at noon today'
+    every = search_memories(owner_id=owner.pk, query=question, filters=clean_filters(), limit=10)
+    assert len(every.hits) == 5
+    first = search_memories(owner_id=owner.pk, query=question, filters=clean_filters(), limit=1)
+    for n in range(3):
+        record_memory(owner=owner, memory_type="note", topic=f"Other {n}", content=f"Note {n}.")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE memories_memory")  # the index counts 8 now: more than the walk
+    rest = search_memories(
+        owner_id=owner.pk,
+        query=question,
+        filters=clean_filters(),
+        limit=10,
+        cursor=first.next_cursor,
+    )
+    assert [hit.id for hit in first.hits + rest.hits] == [hit.id for hit in every.hits]
+
+
 def topic_of(memory_id) -> str:
     return Memory.objects.get(pk=memory_id).topic
 

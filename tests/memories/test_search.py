@@ -1189,11 +1189,14 @@ def test_a_cursor_of_another_shape_is_refused(tenant):
     for n in range(3):
         MemoryFactory(owner=tenant, content=f"shaped cursor {n}")
     payload = signing.loads(run(tenant, "shaped cursor", limit=1).next_cursor, salt=_CURSOR_SALT)
-    assert len(payload["w"]) == 6
-    for words in (payload["w"][:3], payload["w"][:5]):
+    assert len(payload["w"]) == 7
+    for words in (payload["w"][:3], payload["w"][:5], [*payload["w"], 1]):
         cursor = resigned({**payload, "w": words}, time.time())
         with pytest.raises(InvalidInput, match="cursor: is not a cursor this server issued"):
             run(tenant, "shaped cursor", limit=1, cursor=cursor)
+    # One issued before a cursor carried its walk's bound pages on (that walk was the longer).
+    earlier = resigned({**payload, "w": payload["w"][:6]}, time.time())
+    assert len(run(tenant, "shaped cursor", limit=1, cursor=earlier).hits) == 1
 
 
 def test_a_cursor_counting_other_terms_than_its_query_has_is_refused(tenant):
