@@ -4,10 +4,10 @@
   term rare among those, older ones too: RARE_TERM_HELD_MAX).
 - Meaning. The embedding of the query without its exclusions (memories/embedding.py) against
   each memory's: up to the SEMANTIC_CANDIDATES nearest current memories join the candidates (a
-  large account's own HNSW index keeps this bounded, memories/account_indexes.py; none for a
-  query with a phrase, whose memories are word matches), and every candidate gets its cosine
-  similarity. Not while the stored vectors are another model's
-  (after a change of SEARCH_EMBEDDER, until `embed_memories --reembed`): words only then.
+  large account's own HNSW index keeps this bounded, memories/account_indexes.py; none through
+  that index for a query with a phrase, whose memories are word matches), and every candidate
+  gets its cosine similarity. Not while the stored vectors are another model's (after a change
+  of SEARCH_EMBEDDER, until `embed_memories --reembed`): words only then.
 - The topic fallback's: topics spelled like the query (see the package's docstring).
 The plans these statements run under are chosen here too; _ranked scores the candidates
 (scoring.py).
@@ -223,7 +223,8 @@ def _rare_term_matches(
     rare_max: int = RARE_TERMS_MAX,
 ) -> tuple[list[_Candidate], tuple[str, ...], datetime | None]:
     """After a walk that found `walk_matches`: matches of the query's terms that few of them
-    hold, older ones too (see RARE_TERM_HELD_MAX), those terms, and the oldest match their walk
+    hold, older ones too (see RARE_TERM_HELD_MAX; with the words index, the phrase's holders too),
+    those terms, and the oldest match their walk
     reached when it stopped at its bound. A later page (`statistics`, its first page's) looks up
     the terms the first page chose, and walks for them as far back (a later page's walk may find
     other matches: see _WordStatistics)."""
@@ -241,10 +242,19 @@ def _rare_term_matches(
                 key=lambda term: held[term],
             )[:rare_max]
         )
-    if not rare:
+    parsed: _Query = params["parsed"]
+    # Every candidate holds the query's phrase, so the walk's matches hold its words as often as
+    # any term and they are the last taken for rare: the phrase's own most recent holders,
+    # however old, unless the walk found as many as it keeps (then those are the most recent).
+    if statistics is not None:
+        walk_filled = statistics.walked_to is not None
+    else:
+        walk_filled = len(walk_matches) >= params["lexical_max"]
+    by_phrase = parsed.phrased and indexed and not walk_filled
+    if not rare and not by_phrase:
         return [], (), None
     if not indexed:
-        params["rare_any_term"] = params["parsed"].any_term(rare)
+        params["rare_any_term"] = parsed.any_term(rare)
         most = RARE_TERM_CANDIDATES * len(rare)
         walked = _walk(
             db,
@@ -261,8 +271,10 @@ def _rare_term_matches(
             reached = min(candidate.recorded_at for candidate in walked)
         return walked, rare, reached
     _word_filters(db, where, params, RARE_TERM_CANDIDATES)
-    params["rare_terms"] = [params["parsed"].any_term((term,)) for term in rare]
-    params["rare_limit"] = RARE_TERM_CANDIDATES * len(rare)
+    params["rare_terms"] = [parsed.any_term((term,)) for term in rare]
+    if by_phrase:
+        params["rare_terms"].append(params["required"])
+    params["rare_limit"] = RARE_TERM_CANDIDATES * len(params["rare_terms"])
     matches = _RARE_WORD_MATCHES.format(required=_required_query(required), thread=where.thread)
     [(ids,)] = _rows(db, matches, params, _RARE_TERMS_BY_KEY)
     return _read_candidates(db, ids, params, known=walk_matches), rare, None
@@ -404,13 +416,16 @@ def _ranked(
     else:
         candidates = _few_terms(db, required, where, params)
     word_matches = list(candidates)
-    # A phrase's memories are all word matches: meaning ranks them (each candidate's cosine) but
-    # finds none of its own. A nearest-neighbour scan filtered on a phrase few memories hold
-    # would read the account's index far and long for the few it passes.
-    if vector is not None and not parsed.phrased:
+    # The account's nearest-neighbour index holds its current memories only: asOf scans exactly.
+    through_index = params["nearest_indexed"] and where.current
+    # A phrase's memories are all word matches: with the account's index, meaning ranks them (each
+    # candidate's cosine) but finds none of its own, as a scan of the index filtered on a phrase
+    # few memories hold would read it far and long for the few it passes. Without it (a smaller
+    # account, one whose index is being built, asOf), the exact scan finds the holders of the
+    # phrase older than the walk reaches, which no words index looks up.
+    if vector is not None and not (parsed.phrased and through_index):
         plan: _Plan = ()
-        # The account's index holds its current memories only: asOf scans exactly.
-        if params["nearest_indexed"] and where.current:
+        if through_index:
             plan = _NEAREST_NARROWED if where.narrowed else _NEAREST
         meaning_ids = _ids(db, _SEMANTIC.format(required=required, filters=where.sql), params, plan)
         candidates += _read_candidates(db, meaning_ids, params, known=candidates)

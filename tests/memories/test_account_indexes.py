@@ -167,6 +167,35 @@ def test_a_phrase_is_found_by_its_words_and_ranked_by_meaning_without_a_nearest_
     assert memories["Primary database"].id not in hits and len(plans) == 1
 
 
+def test_a_phrase_held_only_by_memories_older_than_the_walk_is_found(large_at_three, monkeypatch):
+    """Only memories holding a phrase answer it; when none of the walk's does, the phrase's older
+    holders are found however many other terms the question asks before it: by the exact scan of
+    an account without its own indexes (one whose index is being built, or an asOf search), and
+    through the words index of one with. Before, a question whose other terms filled the rare
+    terms' lookups got no answer."""
+    owner = UserFactory()
+    lease = remember(owner, "Hangar", "Signed with Zephyr Yards.")
+    for n in range(5):
+        remember(owner, f"Note {n}", f"Unrelated {n}.")
+    patch_search(monkeypatch, "WALK_RECENT_MAX", 5)  # of the account's six memories
+    patch_search(monkeypatch, "SHORT_WALK_MAX", 3)
+    question = (
+        "what rent, deposit, notice period, insurance, parking and access hours were agreed"
+        ' with "Zephyr Yards"?'
+    )
+
+    def hits(query: str = question, **filters) -> list:
+        page = search_memories(owner_id=owner.pk, query=query, filters=clean_filters(**filters))
+        return [hit.id for hit in page.hits]
+
+    assert hits() == [lease.id]
+    index_accounts()
+    assert hits() == [lease.id]
+    assert hits(memory_types=["fact"]) == [lease.id]
+    assert hits(question + " -signed") == []
+    assert hits(as_of=timezone.now().isoformat()) == [lease.id]
+
+
 def tenant_size(owner, counted_max: int) -> tuple[int, int]:
     """The account's size as a search takes it, counted up to `counted_max`, and how many scans
     of the memories table that took (PostgreSQL's counters of the transaction). As for a later
