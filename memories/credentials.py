@@ -197,9 +197,14 @@ def find_credential(text: str) -> Credential | None:
     for char, spelled in folds.items():  # str.translate takes several times as long
         folded = folded.replace(char, spelled)
     found = _first_credential(folded)
-    if found is None:
-        return None
-    return Credential(found.kind, _offset_in(text, folds, found.offset))
+    if found is not None:
+        found = Credential(found.kind, _offset_in(text, folds, found.offset))
+    # Leaving a format character out may join a credential to the word before it ("key" U+200B
+    # "AKIA..."), in which it is no match; one that stands alone in the text as sent still is.
+    as_sent = _first_credential(text)
+    if found is None or (as_sent is not None and as_sent.offset < found.offset):
+        return as_sent
+    return found
 
 
 def _printable(text: str) -> bool:

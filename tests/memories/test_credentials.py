@@ -140,6 +140,17 @@ def test_a_credential_written_fullwidth_or_split_by_invisible_characters_is_refu
     assert not Memory.objects.exists()
 
 
+def test_a_credential_after_a_word_and_an_invisible_character_is_refused(tenant):
+    """Left out, the zero-width space would join the key to the word before it ("keyAKIA..."),
+    in which no key starts; in the text as sent, one does."""
+    key = CREDENTIALS["an AWS access key id"]
+    for content in (f"deploy key\u200b{key}", f"\uff4b\uff45\uff59\u200b{key}"):
+        with pytest.raises(InvalidInput) as error:
+            note(tenant, content=content)
+        assert_refusal(error.value, "content", "an AWS access key id", content.index(key), key)
+    assert not Memory.objects.exists()
+
+
 def test_the_offset_of_a_folded_credential_points_at_its_first_character_as_sent(tenant):
     """Characters that fold to more than one (the ligature U+FB01 is "fi") or to none move the
     folded text against the sent one; the refusal counts in the sent one."""
