@@ -370,13 +370,26 @@ class ProbeMiddleware:
     redirect answers with 301). Their answers hold nothing of any account."""
 
     PROBES = {"/health": health, "/ready": ready}
+    METHODS = ("GET", "HEAD")
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         probe = self.PROBES.get(request.path_info)
-        return probe(request) if probe is not None else self.get_response(request)
+        if probe is None:
+            return self.get_response(request)
+        if request.method not in self.METHODS:
+            # A probe only reads: a POST or a DELETE answered "ok" would tell its sender that
+            # something was done. Said as the site's other JSON addresses say it.
+            allowed = ", ".join(self.METHODS)
+            problem = f"{request.method} is not allowed here; this address takes {allowed}"
+            refused = JsonResponse(
+                {"error": "invalid_request", "error_description": problem}, status=405
+            )
+            refused["Allow"] = allowed
+            return refused
+        return probe(request)
 
 
 def version_view(request: HttpRequest) -> JsonResponse:

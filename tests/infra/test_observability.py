@@ -81,6 +81,22 @@ def test_an_orchestrator_probes_a_process_at_its_own_address_over_plain_http(cli
     assert client.get("/version", HTTP_HOST="memory.example.com").status_code == 301
 
 
+@pytest.mark.parametrize("path", ["/health", "/ready"])
+def test_a_probe_takes_only_get_and_head(client, db, path):
+    """A probe only reads: a POST or a DELETE answered 200 "ok" would tell its sender that
+    something was done."""
+    readiness.forget()
+    assert client.head(path).status_code == 200
+    for method in ("POST", "PUT", "PATCH", "DELETE", "TRACE", "OPTIONS"):
+        response = client.generic(method, path)
+        assert response.status_code == 405, method
+        assert response["Allow"] == "GET, HEAD"
+        assert response.json() == {
+            "error": "invalid_request",
+            "error_description": f"{method} is not allowed here; this address takes GET, HEAD",
+        }
+
+
 def test_version(client):
     assert client.get("/version").json() == {"name": "threengram", "version": VERSION}
 
