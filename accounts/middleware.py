@@ -20,9 +20,17 @@ OAUTH_JSON_PREFIXES = (
     "/oauth/register/",
     "/.well-known/oauth-authorization-server",
 )
+# The other addresses programs call, answering JSON (infra/observability.py): their errors are
+# JSON too, not a page for people.
+JSON_PATHS = ("/version",)
 # The endpoints whose bodies are JSON, which their views check (and read whole: parsing them as a
 # form here would consume a multipart body before the view reads it).
 JSON_BODY_PREFIXES = ("/oauth/register/",)
+
+
+def answers_in_json(request: HttpRequest) -> bool:
+    """Whether the address is one that programs call, whose errors are JSON."""
+    return request.path.startswith(OAUTH_JSON_PREFIXES) or request.path in JSON_PATHS
 
 
 def unstorable_part(request: HttpRequest) -> str | None:
@@ -54,7 +62,8 @@ class UnstorableTextMiddleware:
     refuses the statement (a 500). Also for a body past Django's size limits, naming the limit,
     and for a form body Django cannot read (a charset other than UTF-8, a multipart body without
     its boundary), saying why.
-    OAuth endpoints answer in their JSON error format (RFC 6749 §5.2, RFC 7591 §3.2.2)."""
+    OAuth endpoints answer in their JSON error format (RFC 6749 §5.2, RFC 7591 §3.2.2), and so
+    do the site's other JSON addresses."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -72,7 +81,7 @@ class UnstorableTextMiddleware:
             problem = f"the body could not be read as a form: {unreadable}"
         if problem is None:
             return self.get_response(request)
-        if request.path.startswith(OAUTH_JSON_PREFIXES):
+        if answers_in_json(request):
             # RFC 7591 §3.2.2 has no invalid_request; its metadata error covers the body.
             error = (
                 "invalid_client_metadata"
@@ -100,7 +109,8 @@ def private_pages(get_response: Callable[[HttpRequest], HttpResponse]) -> Callab
 
 def explained_405(get_response: Callable[[HttpRequest], HttpResponse]) -> Callable:
     """A 405 (Django's method decorators, DOT's views) says which methods the address takes, in
-    the endpoint's own format: a page for people, JSON for the OAuth endpoints clients call.
+    the endpoint's own format: a page for people, JSON for the OAuth endpoints clients call and
+    the site's other JSON addresses.
     Django sends it with an empty body, which a browser shows as a blank error page."""
 
     def middleware(request: HttpRequest) -> HttpResponse:
@@ -109,7 +119,7 @@ def explained_405(get_response: Callable[[HttpRequest], HttpResponse]) -> Callab
             return response
         allowed = response.get("Allow", "")
         problem = f"{request.method} is not allowed here; this address takes {allowed or 'none'}"
-        if request.path.startswith(OAUTH_JSON_PREFIXES):
+        if answers_in_json(request):
             explained = JsonResponse(
                 {"error": "invalid_request", "error_description": problem}, status=405
             )

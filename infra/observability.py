@@ -26,6 +26,7 @@ from typing import TextIO
 from django.db import DatabaseError, connection
 from django.db.migrations.executor import MigrationExecutor
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.http import require_safe
 from starlette.requests import ClientDisconnect
 
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
@@ -392,5 +393,6 @@ class ProbeMiddleware:
         return probe(request)
 
 
+@require_safe
 def version_view(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"name": "threengram", "version": VERSION})

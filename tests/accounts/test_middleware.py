@@ -53,6 +53,17 @@ def test_a_nul_in_http_basic_client_credentials_names_no_client(client):
     assert response.json()["error"] == "invalid_client"
 
 
+def test_a_nul_sent_to_the_version_address_is_refused_in_json(client):
+    """/version answers programs in JSON: its refusal is JSON too, not the site's page."""
+    response = client.get("/version", {"client": "a\x00b"})
+    assert response.status_code == 400
+    assert response["Content-Type"] == "application/json"
+    assert response.json() == {
+        "error": "invalid_request",
+        "error_description": "query parameter 'client': must not contain NUL characters",
+    }
+
+
 def test_authorization_request_with_nul_is_a_400_page(client, tenant):
     client.force_login(tenant)
     response = client.get("/oauth/authorize/", {"client_id": "a\x00b", "response_type": "code"})

@@ -101,6 +101,18 @@ def test_version(client):
     assert client.get("/version").json() == {"name": "threengram", "version": VERSION}
 
 
+def test_version_takes_only_get_and_head_and_says_so_in_json(client):
+    assert client.head("/version").status_code == 200
+    for method in ("POST", "PUT", "DELETE", "TRACE"):
+        response = client.generic(method, "/version")
+        assert response.status_code == 405, method
+        assert response["Allow"] == "GET, HEAD"
+        assert response.json() == {
+            "error": "invalid_request",
+            "error_description": f"{method} is not allowed here; this address takes GET, HEAD",
+        }
+
+
 def test_every_response_carries_a_request_id(client):
     minted = client.get("/health")["X-Request-ID"]
     assert len(minted) == 32
