@@ -9,6 +9,7 @@ from django.core.exceptions import BadRequest, RequestDataTooBig, TooManyFieldsS
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.multipartparser import MultiPartParserError
 from django.template.loader import render_to_string
+from django.urls import Resolver404, resolve
 from django.utils.cache import add_never_cache_headers
 
 from memories.bounds import unstorable_text
@@ -23,6 +24,8 @@ OAUTH_JSON_PREFIXES = (
 # The other addresses programs call, answering JSON (infra/observability.py): their errors are
 # JSON too, not a page for people.
 JSON_PATHS = ("/version",)
+# RFC 7592's client configuration endpoint, /oauth/register/<client_id>/ (accounts/oauth_urls.py).
+CLIENT_CONFIGURATION_VIEW = "oauth2_provider:dcr-register-management"
 # The endpoints whose bodies are JSON, which their views check (and read whole: parsing them as a
 # form here would consume a multipart body before the view reads it).
 JSON_BODY_PREFIXES = ("/oauth/register/",)
@@ -33,12 +36,30 @@ def answers_in_json(request: HttpRequest) -> bool:
     return request.path.startswith(OAUTH_JSON_PREFIXES) or request.path in JSON_PATHS
 
 
+def _names_a_registration(request: HttpRequest) -> bool:
+    """Whether the path is RFC 7592's configuration endpoint of one registration (or that
+    address without its trailing slash, which is redirected to it). The client id in it is never
+    looked up: the registration access token names the client, and the view answers an id the
+    token is not for, one with a NUL too, as any client it does not know (401 invalid_token), so
+    that a malformed id tells a caller no more than an unknown one."""
+    candidates = [request.path_info]
+    if settings.APPEND_SLASH and not request.path_info.endswith("/"):
+        candidates.append(f"{request.path_info}/")
+    for path in candidates:
+        try:
+            match = resolve(path, getattr(request, "urlconf", None))
+        except Resolver404:
+            continue
+        return match.view_name == CLIENT_CONFIGURATION_VIEW
+    return False
+
+
 def unstorable_part(request: HttpRequest) -> str | None:
     """'<where>: <why>' for the first piece of the request's text that PostgreSQL could not
     store (NUL, a lone surrogate), or None. The path, the query, form fields and the session and
     CSRF cookies are what pages and OAuth endpoints read; JSON bodies are checked by the views
     that parse them (accounts/oauth_registration.py)."""
-    if problem := unstorable_text(request.path):
+    if (problem := unstorable_text(request.path)) and not _names_a_registration(request):
         return f"path: {problem}"
     # Only the cookies this site reads: a cookie another site on the same host set must not
     # lock anyone out of this one.

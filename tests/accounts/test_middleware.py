@@ -64,6 +64,37 @@ def test_a_nul_sent_to_the_version_address_is_refused_in_json(client):
     }
 
 
+def test_a_nul_in_a_registrations_address_is_answered_as_an_unknown_client(client):
+    """RFC 7592: the client id in the configuration endpoint's path is matched against the
+    registration token's client; one with a NUL is a client id like any other it is not for."""
+    registration = client.post(
+        "/oauth/register/",
+        {"redirect_uris": ["https://a.example/cb"], "token_endpoint_auth_method": "none"},
+        content_type="application/json",
+    ).json()
+    bearer = {"HTTP_AUTHORIZATION": f"Bearer {registration['registration_access_token']}"}
+
+    def answer(method: str, client_id: str, credentials: dict, slash: str = "/") -> tuple:
+        response = client.generic(
+            method,
+            f"/oauth/register/{client_id}{slash}",
+            '{"redirect_uris": ["https://a.example/cb"]}',
+            content_type="application/json",
+            **credentials,
+        )
+        return response.status_code, response.content, response.get("WWW-Authenticate")
+
+    for method in ("GET", "PUT", "DELETE"):
+        for credentials in ({}, bearer):
+            unknown = answer(method, "unknown-client", credentials)
+            assert unknown[0] == 401 and b"invalid_token" in unknown[1]
+            for client_id in ("%00", "a%00b"):
+                assert answer(method, client_id, credentials) == unknown
+                # Without its trailing slash, redirected to it as any other address.
+                assert answer(method, client_id, credentials, slash="")[0] == 301
+    assert client.get(f"/oauth/register/{registration['client_id']}/", **bearer).status_code == 200
+
+
 def test_authorization_request_with_nul_is_a_400_page(client, tenant):
     client.force_login(tenant)
     response = client.get("/oauth/authorize/", {"client_id": "a\x00b", "response_type": "code"})
