@@ -12,6 +12,8 @@ from django.template.loader import render_to_string
 # A parameter's name, or a selection's value, is echoed in the message refusing it, cut to this
 # many characters.
 NAME_SHOWN_MAX = 100
+# A selection's ids that no row has are named in the message refusing it, up to this many.
+SELECTION_SHOWN_MAX = 10
 
 # The ways a list filter, the date drill-down and a link to one account's rows put a field into
 # the address bar (?status__exact=archived, ?recorded_at__year=2026, ?owner__id__exact=7).
@@ -73,19 +75,32 @@ class ListedFiltersOnly:
 
     def response_action(self, request: HttpRequest, queryset, *args, **kwargs):
         # A selection from a stale or hand-edited form: one that is no id of this list's rows
-        # would fail the database lookup (a 500); nothing of the selection is acted on.
-        for value in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME):
+        # would fail the database lookup (a 500), and an id of no row (one deleted since the list
+        # was shown, one typed in) Django leaves out without a word, acting on the others or on
+        # none. Either way nothing of the selection is acted on, and staff are told why.
+        selected = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+        ids = []
+        for value in selected:
             try:
-                self.model._meta.pk.to_python(value)
+                ids.append(self.model._meta.pk.to_python(value))
             except ValidationError:
-                self.message_user(
-                    request,
-                    f"“{value[:NAME_SHOWN_MAX]}” is not the id of a row in this list; "
-                    "nothing was done.",
-                    messages.ERROR,
-                )
-                return None
+                return self._refuse_selection(request, [value])
+        select_across = self.action_form.base_fields["select_across"]
+        if ids and not select_across.to_python(request.POST.get("select_across")):
+            found = set(queryset.filter(pk__in=ids).values_list("pk", flat=True))
+            missing = [value for value, pk in zip(selected, ids, strict=True) if pk not in found]
+            if missing:
+                return self._refuse_selection(request, missing)
         return super().response_action(request, queryset, *args, **kwargs)
+
+    def _refuse_selection(self, request: HttpRequest, values: list[str]) -> None:
+        named = ", ".join(f"“{value[:NAME_SHOWN_MAX]}”" for value in values[:SELECTION_SHOWN_MAX])
+        if len(values) > SELECTION_SHOWN_MAX:
+            named += f" and {len(values) - SELECTION_SHOWN_MAX} more"
+        what = "is not the id of a row" if len(values) == 1 else "are not ids of rows"
+        self.message_user(
+            request, f"{named} {what} in this list; nothing was done.", messages.ERROR
+        )
 
 
 def _reason(error: IncorrectLookupParameters) -> str:

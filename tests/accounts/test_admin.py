@@ -8,6 +8,7 @@ from django.contrib.auth.models import Group
 from django.urls import reverse
 
 from accounts.erasure import erase_account
+from accounts.models import ErasureRecord
 from tests.factories import (
     PASSWORD,
     AccessTokenFactory,
@@ -242,6 +243,42 @@ def test_a_bulk_action_on_a_selection_that_is_no_id_changes_nothing_and_says_so(
     assert response.status_code == 200
     assert "“abc” is not the id of a row in this list; nothing was done." in response.text
     assert type(row).objects.filter(pk=row.pk).exists()
+
+
+@pytest.mark.parametrize(
+    ("model", "action"),
+    [
+        ("accounts_user", "erase_accounts"),
+        ("accounts_user", "delete_selected"),
+        ("oauth2_provider_application", "delete_selected"),
+        ("auth_group", "delete_selected"),
+    ],
+)
+def test_a_bulk_action_on_an_id_of_no_row_changes_nothing_and_says_so(
+    admin_client, tenant, model, action
+):
+    """An id no row has (one deleted since the list was shown, one typed in): Django acted on
+    the others, or on none, without a word."""
+    row = {
+        "accounts_user": lambda: tenant,
+        "oauth2_provider_application": ApplicationFactory,
+        "auth_group": lambda: Group.objects.create(name="support"),
+    }[model]()
+    url = reverse(f"admin:{model}_changelist")
+    confirmed = {"action": action, "post": "yes", "confirm": "yes"}
+    for selection, said in (
+        (["999999"], "“999999” is not the id of a row in this list; nothing was done."),
+        ([row.pk, "999999", "2" * 30], "“999999”, “" + "2" * 30 + "” are not ids of rows"),
+    ):
+        response = admin_client.post(
+            url, {**confirmed, ACTION_CHECKBOX_NAME: selection}, follow=True
+        )
+        assert response.status_code == 200
+        assert said in response.text
+    assert type(row).objects.filter(pk=row.pk).exists()
+    if model == "accounts_user":
+        tenant.refresh_from_db()
+        assert tenant.erased_at is None and not ErasureRecord.objects.exists()
 
 
 def test_a_list_keeps_the_filters_it_offers(admin_client, tenant):
