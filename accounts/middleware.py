@@ -77,12 +77,35 @@ def unstorable_part(request: HttpRequest) -> str | None:
     return None
 
 
+# The body types a browser's form is sent in, which Django reads into request.POST.
+FORM_CONTENT_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+# The OAuth endpoints, which say themselves which bodies they take (a token request's form,
+# a registration's JSON).
+OWN_BODY_RULES_PREFIXES = ("/oauth/", "/.well-known/")
+
+
+def not_a_form(request: HttpRequest) -> str | None:
+    """Why the body of a POST to a page is not a form, or None. Django reads another type (a
+    JSON body, say) as no fields at all, and the page would answer "This field is required."
+    for fields that were sent."""
+    if (
+        request.method != "POST"
+        or request.path.startswith(OWN_BODY_RULES_PREFIXES)
+        or request.path in JSON_PATHS  # takes no POST: its 405 says so
+        or request.content_type in FORM_CONTENT_TYPES
+        or not request.body  # an empty POST (a bare button) is an empty form
+    ):
+        return None
+    sent = request.content_type[:100] or "a body without a Content-Type"
+    return f"the body must be a form ({' or '.join(FORM_CONTENT_TYPES)}), not {sent}"
+
+
 class UnstorableTextMiddleware:
     """400 for a request carrying NUL or a lone surrogate: otherwise a form field, a query
     parameter, an OAuth parameter or a session cookie reaches a database lookup, and PostgreSQL
     refuses the statement (a 500). Also for a body past Django's size limits, naming the limit,
     and for a form body Django cannot read (a charset other than UTF-8, a multipart body without
-    its boundary), saying why.
+    its boundary), saying why, and 415 for a page's POST whose body is no form (JSON).
     OAuth endpoints answer in their JSON error format (RFC 6749 §5.2, RFC 7591 §3.2.2), and so
     do the site's other JSON addresses."""
 
@@ -90,10 +113,14 @@ class UnstorableTextMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        status = 400
         try:
             if request.method in ("POST", "PUT") and request.path.startswith(JSON_BODY_PREFIXES):
                 request.body  # noqa: B018 (read here, where its size limit is answered)
-            problem = unstorable_part(request)
+            if problem := not_a_form(request):
+                status = 415  # RFC 9110 §15.5.16: content in a format the page does not take
+            else:
+                problem = unstorable_part(request)
         except RequestDataTooBig:
             problem = f"the body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes"
         except TooManyFieldsSent:
@@ -110,7 +137,7 @@ class UnstorableTextMiddleware:
                 else "invalid_request"
             )
             return JsonResponse({"error": error, "error_description": problem}, status=400)
-        return HttpResponse(render_to_string("400.html", {"problem": problem}), status=400)
+        return HttpResponse(render_to_string("400.html", {"problem": problem}), status=status)
 
 
 def private_pages(get_response: Callable[[HttpRequest], HttpResponse]) -> Callable:

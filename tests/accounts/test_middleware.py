@@ -4,11 +4,12 @@ a clear 400, `invalid_request` on the OAuth endpoints, never a 500 from PostgreS
 from __future__ import annotations
 
 import base64
+import json
 
 import pytest
 from django.test import Client
 
-from tests.factories import ApplicationFactory
+from tests.factories import PASSWORD, ApplicationFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -218,6 +219,41 @@ def test_an_oauth_body_that_cannot_be_read_as_a_form_gets_invalid_request_saying
     assert response.json()["error"] == "invalid_request"
     assert "the body could not be read as a form: " in response.json()["error_description"]
     assert reason in response.json()["error_description"]
+
+
+@pytest.mark.parametrize(
+    ("path", "signed_in"),
+    [
+        ("/signup/", False),
+        ("/login/", False),
+        ("/account/password/", True),
+        ("/account/delete/", True),
+    ],
+)
+def test_a_page_form_sent_as_json_is_refused_naming_the_types_it_takes(
+    client, tenant, path, signed_in
+):
+    """Django reads a JSON body as no fields at all: the page said "This field is required."
+    of fields that were sent."""
+    if signed_in:
+        client.force_login(tenant)
+    passwords = ("password", "old_password", "password1", "password2")
+    fields = {"username": "ada", **dict.fromkeys(passwords, PASSWORD)}
+    for content_type in ("application/json", ""):
+        response = client.generic("POST", path, json.dumps(fields), content_type=content_type)
+        assert response.status_code == 415
+        sent = content_type or "a body without a Content-Type"
+        assert (
+            "the body must be a form (application/x-www-form-urlencoded or "
+            f"multipart/form-data), not {sent}. Nothing was changed."
+        ) in response.text
+        assert "This field is required" not in response.text
+    tenant.refresh_from_db()
+    assert tenant.check_password(PASSWORD) and tenant.erased_at is None
+    # Sent as a form, the fields are read (here a wrong password, which the page names).
+    wrong = {"username": "ada", **dict.fromkeys((*passwords, "new_password1"), "wrong")}
+    response = client.post(path, {**wrong, "new_password2": "other"})
+    assert response.status_code == 200 and "This field is required" not in response.text
 
 
 @pytest.mark.parametrize(
