@@ -15,7 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import CommandError
 from django.core.management.commands.migrate import Command as DjangoMigrateCommand
-from django.db import connections
+from django.db import DatabaseError, connections, transaction
 from django.db.migrations.recorder import MigrationRecorder
 
 from memories import tenancy
@@ -50,11 +50,12 @@ MINIMUM_SERVER_VERSION = 170000
 def _refuse_an_unfit_server(using: str) -> None:
     """Stop, naming what is missing and who provides it, on a server the migrations would fail on
     partway: older than PostgreSQL 17, or without the `vector` extension in this database while
-    the owner may not create it (pgvector is not a trusted extension: a superuser creates it)."""
+    the owner may not create it."""
     connection = connections[using]
     version = connection.pg_version
     if version < MINIMUM_SERVER_VERSION:
-        major, minor = divmod(version, 10000)
+        # server_version_num: major * 10000 + minor from PostgreSQL 10, before it 9.x * 100 + y.
+        major, minor = divmod(version, 10000) if version >= 100000 else divmod(version // 100, 100)
         raise CommandError(
             f"Nothing migrated: threengram needs PostgreSQL 17 or later; the server of "
             f"DATABASE_URL runs PostgreSQL {major}.{minor}."
@@ -62,24 +63,35 @@ def _refuse_an_unfit_server(using: str) -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT current_database(), current_user,"
-            " EXISTS (SELECT FROM pg_extension WHERE extname = 'vector'),"
-            " EXISTS (SELECT FROM pg_available_extensions WHERE name = 'vector'),"
-            " (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)"
+            " EXISTS (SELECT FROM pg_available_extensions WHERE name = 'vector')"
         )
-        database, user, created, available, superuser = cursor.fetchone()
-    if created or (available and superuser):
-        return
+        database, user, available = cursor.fetchone()
     if not available:
         raise CommandError(
             "Nothing migrated: the vector extension (pgvector) is not installed on the PostgreSQL "
             f"server of DATABASE_URL. Install it there, then a DBA runs once, in database "
             f"{database}: CREATE EXTENSION vector; then run migrate again."
         )
-    raise CommandError(
-        f"Nothing migrated: the vector extension is not created in database {database}, and "
-        f"{user} may not create it (only a superuser may). A DBA runs once, in database "
-        f"{database}: CREATE EXTENSION vector; then run migrate again."
-    )
+    if not _may_have_vector(using):
+        raise CommandError(
+            f"Nothing migrated: the vector extension is not created in database {database}, and "
+            f"{user} may not create it. A DBA runs once, in database {database}: "
+            "CREATE EXTENSION vector; then run migrate again."
+        )
+
+
+def _may_have_vector(using: str) -> bool:
+    """Whether the database has the vector extension or the owner may create it: tried, and
+    rolled back (memories/0009 creates it). Asked of the server rather than read from
+    pg_roles.rolsuper: a managed service's admin role (rds_superuser, cloudsqlsuperuser) may
+    create it without being a superuser."""
+    try:
+        with transaction.atomic(using=using), connections[using].cursor() as cursor:
+            cursor.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            transaction.set_rollback(True, using=using)
+    except DatabaseError:
+        return False
+    return True
 
 
 def _take_app_role(using: str) -> None:
