@@ -8,7 +8,7 @@ some other format is let through.
 The rule is the format, never the value: an issuer's documentation example in a credential's
 format (AWS's AKIAIOSFODNN7EXAMPLE) is refused like a live key, since this module cannot tell
 them apart and a memory can name the example in words; but a format that carries a checksum of
-its own tells: a GitHub token (ghp_, gho_...) whose last 6 characters are not the checksum of
+its own tells: a GitHub personal token (ghp_) whose last 6 characters are not the checksum of
 the rest no issuer generated (ghp_YourPersonalAccessTokenGoesHere12345), and is let through.
 A body that is one character repeated (AKIAXXXXXXXXXXXXXXXX) is filler no issuer generates, and
 is let through too.
@@ -53,13 +53,13 @@ _BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
 def _github_checksum_holds(match: re.Match[str]) -> bool:
-    """Whether a ghX_ token's last 6 characters are the check GitHub's own end with: CRC32 of the
+    """Whether a ghp_ token's last 6 characters are the check GitHub's own end with: CRC32 of the
     30 random characters before them, in base62 (digits, then upper case, then lower case), with
-    leading zeros (GitHub's "Behind GitHub's new authentication token formats"; tokens GitHub
-    issued check so). A body of another length is a layout that check is not known for: taken
-    for one issued."""
+    leading zeros (GitHub's "Behind GitHub's new authentication token formats"; personal tokens
+    GitHub issued check so). Another prefix, or a body of another length, is a layout this check
+    was not confirmed on against tokens GitHub issued: taken for one issued (fail closed)."""
     body = match.group("body")
-    if body is None or len(body) != 36:
+    if body is None or len(body) != 36 or not match.group(0).startswith("ghp_"):
         return True
     checksum = 0
     for digit in body[30:]:
@@ -98,7 +98,7 @@ FORMATS: tuple[_Format, ...] = (
     ),
     _Format(
         # ghp_ personal, gho_ OAuth, ghu_/ghs_ GitHub App user/server, ghr_ refresh (GitHub's
-        # authentication token formats); github_pat_ a fine-grained personal token. A ghX_ token
+        # authentication token formats); github_pat_ a fine-grained personal token. A ghp_ token
         # ends with a check of its random part: a documentation placeholder in the shape
         # (ghp_YourPersonalAccessTokenGoesHere12345) fails it, and is let through.
         "a GitHub token",

@@ -162,18 +162,24 @@ def test_the_offset_of_a_folded_credential_points_at_its_first_character_as_sent
 
 
 def test_a_github_token_is_one_only_when_its_checksum_holds(tenant):
-    """A ghX_ token ends with the CRC32 of its random part (base62): one whose end is not it no
-    issuer generated, and is stored; each of the five prefixes with it is refused."""
+    """A ghp_ token ends with the CRC32 of its random part (base62): one whose end is not it no
+    issuer generated, and is stored. The other prefixes' tokens were not checked against tokens
+    GitHub issued: refused whatever their end."""
     random_part = "Rk3Vx9Qm2Lz8Tc5Wd7Nb4Yp6Hj1Fs0"
     for prefix in ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"):
         token = github_token(prefix, random_part)
         with pytest.raises(InvalidInput) as error:
             note(tenant, content=f"token {token}")
         assert_refusal(error.value, "content", "a GitHub token", 6, token)
-        # One character of its checksum changed: a made-up token, stored.
-        altered = token[:-1] + ("A" if token[-1] != "A" else "B")
-        memory = note(tenant, content=f"{prefix} example: {altered}")
-        assert Memory.objects.get(id=memory.id).content == f"{prefix} example: {altered}"
+    token = github_token("ghp_", random_part)
+    altered = token[:-1] + ("A" if token[-1] != "A" else "B")  # a made-up token: stored
+    memory = note(tenant, content=f"example: {altered}")
+    assert Memory.objects.get(id=memory.id).content == f"example: {altered}"
+    for prefix in ("gho_", "ghu_", "ghs_", "ghr_"):
+        other = prefix + altered.removeprefix("ghp_")
+        with pytest.raises(InvalidInput) as error:
+            note(tenant, content=f"example: {other}")
+        assert_refusal(error.value, "content", "a GitHub token", 9, other)
 
 
 @pytest.mark.parametrize(("kind", "credential"), MORE_CREDENTIALS)
