@@ -227,16 +227,21 @@ def test_an_offered_filter_given_a_value_it_cannot_apply_is_refused_naming_the_v
     assert f"a filter&#x27;s value cannot be applied: {reason}" in refused.text
 
 
+def a_row_of(model: str, tenant):
+    """A row of the admin list `model` (the account `tenant` for the users' list)."""
+    return {
+        "accounts_user": lambda: tenant,
+        "oauth2_provider_application": ApplicationFactory,
+        "auth_group": lambda: Group.objects.create(name="support"),
+    }[model]()
+
+
 @pytest.mark.parametrize("model", ["accounts_user", "oauth2_provider_application", "auth_group"])
 def test_a_bulk_action_on_a_selection_that_is_no_id_changes_nothing_and_says_so(
     admin_client, tenant, model
 ):
     """A stale or hand-edited list form: Django's lookup of the selection was a server error."""
-    row = {
-        "accounts_user": lambda: tenant,
-        "oauth2_provider_application": ApplicationFactory,
-        "auth_group": lambda: Group.objects.create(name="support"),
-    }[model]()
+    row = a_row_of(model, tenant)
     url = reverse(f"admin:{model}_changelist")
     selection = {"action": "delete_selected", ACTION_CHECKBOX_NAME: [row.pk, "abc"], "post": "yes"}
     response = admin_client.post(url, selection, follow=True)
@@ -259,11 +264,7 @@ def test_a_bulk_action_on_an_id_of_no_row_changes_nothing_and_says_so(
 ):
     """An id no row has (one deleted since the list was shown, one typed in): Django acted on
     the others, or on none, without a word."""
-    row = {
-        "accounts_user": lambda: tenant,
-        "oauth2_provider_application": ApplicationFactory,
-        "auth_group": lambda: Group.objects.create(name="support"),
-    }[model]()
+    row = a_row_of(model, tenant)
     url = reverse(f"admin:{model}_changelist")
     confirmed = {"action": action, "post": "yes", "confirm": "yes"}
     for selection, said in (

@@ -435,11 +435,8 @@ def test_the_words_index_applies_every_filter(buried_lease):
     assert words_search(owner, "airship", status="archived") == ([mast.id], True)
 
 
-def test_filters_walk_no_further_when_the_index_gave_every_match(buried_lease):
-    """Under WORD_MATCHES_MAX matches, the index gave all there are: a walk could find no other,
-    however few of them pass the filters."""
-    owner, old = buried_lease
-    index_accounts()
+def walked(owner, query: str, **filters) -> tuple[list, list[int]]:
+    """The hits of a search, and how many memories each of its walks might read."""
     walks = []
 
     def spy(execute, sql, params, many, context):
@@ -448,11 +445,20 @@ def test_filters_walk_no_further_when_the_index_gave_every_match(buried_lease):
         return execute(sql, params, many, context)
 
     with connection.execute_wrapper(spy):
-        page = search_memories(
-            owner_id=owner.pk, query="hindenburg", filters=clean_filters(memory_types=["fact"])
-        )
-    assert [hit.id for hit in page.hits] == [old.id]
-    assert walks == [candidates.WORDS_PROBE_MAX]  # the probe of the most recent memories only
+        page = search_memories(owner_id=owner.pk, query=query, filters=clean_filters(**filters))
+    return [hit.id for hit in page.hits], walks
+
+
+def test_filters_walk_no_further_when_the_index_gave_every_match(buried_lease):
+    """Under WORD_MATCHES_MAX matches, the index gave all there are: a walk could find no other,
+    however few of them pass the filters."""
+    owner, old = buried_lease
+    index_accounts()
+    # The probe of the most recent memories only.
+    assert walked(owner, "hindenburg", memory_types=["fact"]) == (
+        [old.id],
+        [candidates.WORDS_PROBE_MAX],
+    )
 
 
 def test_a_few_words_common_among_the_most_recent_memories_are_walked_for(
@@ -610,20 +616,6 @@ def test_without_a_words_index_a_questions_rare_terms_are_walked_for_again(
         "Recent note 3",
         "Zeppelin hangar lease",
     ]
-
-
-def walked(owner, query: str, **filters) -> tuple[list, list[int]]:
-    """The hits of a search, and how many memories each of its walks might read."""
-    walks = []
-
-    def spy(execute, sql, params, many, context):
-        if "LIMIT %(walk_max)s" in sql:
-            walks.append(params["walk_max"])
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(spy):
-        page = search_memories(owner_id=owner.pk, query=query, filters=clean_filters(**filters))
-    return [hit.id for hit in page.hits], walks
 
 
 def test_a_question_in_an_account_larger_than_the_walk_walks_fewer_memories(
