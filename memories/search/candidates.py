@@ -223,9 +223,9 @@ def _rare_term_matches(
     rare_max: int = RARE_TERMS_MAX,
 ) -> tuple[list[_Candidate], tuple[str, ...], datetime | None]:
     """After a walk that found `walk_matches`: matches of the query's terms that few of them
-    hold, older ones too (see RARE_TERM_HELD_MAX; with the words index, the phrase's holders too),
-    those terms, and the oldest match their walk
-    reached when it stopped at its bound. A later page (`statistics`, its first page's) looks up
+    hold, older ones too (see RARE_TERM_HELD_MAX; with the words index, the phrase's holders
+    too), those terms, and the oldest match their walk reached when it stopped at its bound.
+    A later page (`statistics`, its first page's) looks up
     the terms the first page chose, and walks for them as far back (a later page's walk may find
     other matches: see _WordStatistics)."""
     rare = statistics.rare_terms(params["terms"]) if statistics else None
