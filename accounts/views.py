@@ -12,10 +12,11 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import InvalidPage, Page, Paginator
 from django.db import IntegrityError, connections, transaction
 from django.db.models import F
-from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render, resolve_url
 from django.urls import reverse, reverse_lazy
 from django.utils import timezone
+from django.views import defaults
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from accounts.connected_apps import list_connected_apps, revoke_app_access
@@ -29,6 +30,7 @@ from accounts.forms import (
     ThrottledPasswordChangeForm,
     did_you_mean,
 )
+from accounts.middleware import answers_in_json
 from memories import replica
 from memories.access import NIL_ID
 from memories.environment import unknown_facet
@@ -325,3 +327,12 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     left open across a log-in or log-out elsewhere. Django's own page names a setting and
     styles itself inline, which the site's Content-Security-Policy blocks."""
     return render(request, "403_csrf.html", status=403)
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """The site's handler404: the friendly page, but JSON at the addresses programs call (an
+    OAuth client reads an error as JSON, RFC 6749 §5.2), naming nothing of the URL patterns."""
+    if answers_in_json(request):
+        body = {"error": "invalid_request", "error_description": "there is nothing at this address"}
+        return JsonResponse(body, status=404)
+    return defaults.page_not_found(request, exception)

@@ -13,3 +13,5 @@ urlpatterns = [
 
 # A database outage is a 503 + Retry-After page, not a 500 (infra/dbfaults.py).
 handler500 = "infra.dbfaults.server_error"
+# Not found: JSON at the addresses programs call, the friendly page elsewhere.
+handler404 = "accounts.views.not_found"

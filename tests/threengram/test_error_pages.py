@@ -17,6 +17,7 @@ def _fail(request):
 
 urlpatterns = [path("fail/", _fail), *site_urls.urlpatterns]
 handler500 = site_urls.handler500
+handler404 = site_urls.handler404
 
 LEAKS = ("Traceback", "boom", "RuntimeError", "URLconf", "SECRET_KEY", "DATABASE", "site-packages")
 
@@ -35,6 +36,18 @@ def test_a_bug_is_a_friendly_500_page_without_details(visitor):
     assert "Something went wrong" in response.text
     for leak in (*LEAKS, settings.SECRET_KEY):
         assert leak not in response.text, leak
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("address", ["/oauth/register/a/b/", "/oauth/token/x/", "/oauth/revoke/x/"])
+def test_an_unknown_address_under_a_programs_endpoint_is_a_json_404(visitor, address):
+    """An OAuth client reads an error as JSON: the site's page was HTML it could not parse."""
+    response = visitor.get(address)
+    assert response.status_code == 404
+    assert response.json() == {
+        "error": "invalid_request",
+        "error_description": "there is nothing at this address",
+    }
 
 
 @pytest.mark.django_db
