@@ -87,6 +87,8 @@ class LoginView(auth_views.LoginView):
 
     form_class = ThrottledAuthenticationForm
     redirect_authenticated_user = True
+    # A form is posted: Django's form views also take PUT, as a POST without its fields.
+    http_method_names = ["get", "head", "post", "options"]
     extra_context = {"nav": "login"}
 
     def get_success_url(self) -> str:
@@ -114,6 +116,7 @@ class LogoutView(auth_views.LogoutView):
 class PasswordChangeView(auth_views.PasswordChangeView):
     form_class = ThrottledPasswordChangeForm
     success_url = reverse_lazy("accounts:password_change_done")
+    http_method_names = LoginView.http_method_names
     extra_context = {"nav": "account"}
 
     def get_form_kwargs(self):

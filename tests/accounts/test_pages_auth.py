@@ -411,3 +411,15 @@ def test_a_method_an_address_does_not_take_is_explained(client, tenant):
     assert metadata.json()["error_description"] == (
         "POST is not allowed here; this address takes GET, HEAD, OPTIONS"
     )
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("page", ["accounts:login", "accounts:password_change", "accounts:signup"])
+def test_a_form_page_takes_its_form_by_post_only(client, tenant, page):
+    """Django's form views took PUT as a POST without its fields: "This field is required." for
+    fields that were sent."""
+    if page == "accounts:password_change":
+        client.force_login(tenant)
+    response = client.put(reverse(page), "username=a&password=b")
+    assert response.status_code == 405
+    assert "PUT is not allowed here" in response.text
