@@ -115,13 +115,15 @@ RARE_TERMS_MAX = 4
 # In an account of more than WALK_RECENT_MAX current memories (by its nearest-neighbour index's
 # count: see scoring.TENANT_SIZE_COUNTED_MAX; an account without vectors is not told large),
 # a walk for a query's words (one of more terms than INDEXED_QUERY_TERMS_MAX) reads at most
-# SHORT_WALK_MAX memories when no filter but the default status narrows it. The longer walk
+# SHORT_WALK_MAX memories unless a scope, project or thread is asked for, or archived memories.
+# The longer walk
 # would read only part of the account anyway, the index finds the query's rare terms' older
 # matches, and a question whose terms recent memories seldom hold (one about something never
 # stored) would otherwise read WALK_RECENT_MAX. Held counts among fewer matches tell rare terms
 # apart less well, so SHORT_WALK_RARE_TERMS_MAX are looked up. A smaller account keeps the walk
-# that reads all of it; a filter keeps the longer walk, as what passes it may be a small share
-# of the most recent memories.
+# that reads all of it. Types and dates choose which memories a walk reads (see _recent), but a
+# scope, project or thread, or the archived status, is applied to what it read, of which it may
+# pass a small share: those keep the longer walk.
 SHORT_WALK_MAX = WORDS_DENSE_WALK_MAX
 SHORT_WALK_RARE_TERMS_MAX = RARE_TERMS_MAX + 2
 RARE_TERM_CANDIDATES = 20
@@ -286,7 +288,7 @@ def _question_walk_max(where: _Where, params: dict) -> int:
         params["words_indexed"]
         and params["nearest_index_rows"] > WALK_RECENT_MAX
         and where.current
-        and not where.narrowed
+        and not where.selective
         and params.get("status") != Status.ARCHIVED
     )
     return min(SHORT_WALK_MAX, WALK_RECENT_MAX) if shortened else WALK_RECENT_MAX

@@ -132,14 +132,16 @@ class _Where:
     whatever the filters (see sql._LEXICAL_RECENT; without asOf, a walk reads only memories of
     the types asked for, see candidates._recent). `thread`: the thread filter's clause alone (""
     for none), `thread_id` the id of the thread it names (None for none). `narrowed`:
-    SearchFilters.narrows(). `current`: only current memories are read (no asOf), as an
-    account's nearest-neighbour index holds."""
+    SearchFilters.narrows(); `selective`: a scope, project or thread is asked for, which a walk
+    applies to what it read (types and dates choose what it reads). `current`: only current
+    memories are read (no asOf), as an account's nearest-neighbour index holds."""
 
     reach: str
     selection: str
     thread: str
     thread_id: uuid.UUID | None
     narrowed: bool
+    selective: bool
     current: bool
     dates: str = ""
 
@@ -201,6 +203,7 @@ def _where(filters: SearchFilters, owner_id: int, params: dict) -> _Where:
         thread=_conjunction(thread),
         thread_id=params["thread"] if thread else None,
         narrowed=filters.narrows(),
+        selective=bool(filters.scope is not None or filters.project is not None or thread),
         current=filters.as_of is None,
         dates=_conjunction(dates),
     )

@@ -623,8 +623,8 @@ def test_a_question_in_an_account_larger_than_the_walk_walks_fewer_memories(
 ):
     """In an account larger than the longest walk, a question about something the recent
     memories seldom name (or never stored) reads at most SHORT_WALK_MAX of them: the words index
-    finds its rare terms' older matches. A filter that may leave a small share of the recent
-    memories keeps the longer walk, and so does an account the longer walk reads whole."""
+    finds its rare terms' older matches. A filter that may leave a small share of what the walk
+    read keeps the longer walk, and so does an account the longer walk reads whole."""
     owner = UserFactory()
     old = remember(owner, "Hangar lease", "The lease with Hindenburg Estates renews in March.")
     for n in range(4):
@@ -641,7 +641,10 @@ def test_a_question_in_an_account_larger_than_the_walk_walks_fewer_memories(
     assert walked(owner, question) == ([old.id], [3])
     assert walked(owner, question, status="any") == ([old.id], [3])
     assert walked(owner, question, status="archived") == ([], [5])
-    assert walked(owner, question, memory_types=["fact"]) == ([old.id], [5])
+    # Types and dates choose which memories a walk reads; a project is applied to what it read.
+    assert walked(owner, question, memory_types=["fact"]) == ([old.id], [3])
+    before = timezone.now().isoformat()
+    assert walked(owner, question, recorded_before=before) == ([old.id], [3])
     assert walked(owner, question, project="hangar") == ([], [5])
     patch_search(monkeypatch, "WALK_RECENT_MAX", 6)
     assert walked(owner, question) == ([old.id], [6])
