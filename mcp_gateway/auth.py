@@ -104,7 +104,7 @@ def note_insufficient_scope(scope: str) -> None:
     """The call needs `scope`, which the token lacks: the reply becomes HTTP 403 with an
     `insufficient_scope` challenge (RFC 6750 §3.1), which MCP clients answer by asking the
     person for the wider scope and retrying (MCP authorization spec, "Step-Up Authorization
-    Flow"). The handler's own error result stays the body, for clients that do not step up."""
+    Flow"). The handler's own JSON-RPC error stays the body, for clients that do not step up."""
     shortfall = scope_shortfall.get()
     if shortfall is not None:
         shortfall.scope = scope

@@ -10,7 +10,8 @@ shaped by mcp_gateway.serializers), and returns the result as `structuredContent
 JSON as a text block (for clients that predate structured output, MCP 2025-06-18 "Structured
 Content"). Failures the caller can act on are tool errors (`isError: true`, MCP "Error Handling":
 tool errors are reported in the result so the model can see and correct them) whose text starts
-with a stable reason prefix.
+with a stable reason prefix; a token without the tool's scope is the one exception, a JSON-RPC
+error of the same form (its reply is HTTP 403, whose body clients read only as one).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 import mcp_types as types
 from django.conf import settings
 from jsonschema import Draft202012Validator
+from mcp.shared.exceptions import MCPError
 
 from infra import dbfaults
 from mcp_gateway import auth, handlers, schemas
@@ -450,7 +452,13 @@ async def call_tool(
         scope = settings.MEMORY_READ_SCOPE
     if not principal.can(scope):
         auth.note_insufficient_scope(scope)
-        return _error(f"insufficient_scope: this tool needs the {scope} scope")
+        # A JSON-RPC error, not a tool result: the reply is HTTP 403 (the step-up challenge), and
+        # MCP clients read the body of a non-2xx reply only as a JSON-RPC error (the Python SDK
+        # answers any other body "Server returned an error response", naming no scope).
+        raise MCPError(
+            code=types.INVALID_REQUEST,
+            message=f"insufficient_scope: this tool needs the {scope} scope",
+        )
     arguments = arguments if arguments is not None else {}
     if not isinstance(arguments, dict):
         return _error("invalid_input: arguments: must be an object")

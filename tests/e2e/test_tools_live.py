@@ -51,11 +51,13 @@ async def test_tool_errors_reach_the_client_as_tool_results(live_daphne, seeded)
     reader = await run_sync(make_token, seeded.tenant, scope="memory:read")
     async with mcp_client(live_daphne.mcp_url, reader) as client:
         # A write with a read-only token is HTTP 403 insufficient_scope (the step-up challenge,
-        # docs/oauth.md): a client without an OAuth provider to step up gets an error.
-        with pytest.raises(MCPError):
+        # docs/oauth.md): a client without an OAuth provider to step up, or whose person kept
+        # the grant read-only, gets an error that says which scope the call needs.
+        with pytest.raises(MCPError) as refused:
             await client.call_tool("remember", {"memoryType": "note", "topic": "t", "content": "c"})
         unknown = await client.call_tool("briefing", {"mode": "brief", "verbose": True})
         briefing = await client.call_tool("briefing", {})
+    assert refused.value.message == "insufficient_scope: this tool needs the memory:write scope"
     assert unknown.is_error
     assert "verbose: unknown field" in unknown.content[0].text
     assert not briefing.is_error

@@ -637,10 +637,11 @@ async def test_a_write_tool_with_a_read_only_token_is_403_insufficient_scope(
     assert 'error="insufficient_scope"' in challenge
     assert 'scope="memory:read memory:write"' in challenge
     assert f'resource_metadata="{METADATA_URL}"' in challenge
-    # The tool's own error stays the body, for clients that do not step up.
-    result = response.json()["result"]
-    assert result["isError"] is True
-    assert result["content"][0]["text"].startswith("insufficient_scope: ")
+    # The body names the scope as a JSON-RPC error, the one body of a non-2xx reply that MCP
+    # clients read: for those that do not step up, or whose person kept the grant read-only.
+    error = response.json()["error"]
+    assert error["code"] == -32600
+    assert error["message"] == "insufficient_scope: this tool needs the memory:write scope"
     assert await Memory.objects.acount() == 0
 
 

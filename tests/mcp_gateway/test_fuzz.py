@@ -289,17 +289,18 @@ def _check(response: httpx2.Response, case: object) -> str:
     assert isinstance(body, dict), (body, case)
     assert body.get("jsonrpc") == "2.0", (body, case)
     assert ("result" in body) != ("error" in body), (body, case)
+    if response.status_code == 403:
+        # A tool the token's scope does not cover: the step-up challenge, the scope named in a
+        # JSON-RPC error.
+        assert 'error="insufficient_scope"' in response.headers["www-authenticate"], case
+        assert body["error"]["message"].startswith("insufficient_scope"), case
+        return "http 403 step-up"
     if "error" in body:
         error = body["error"]
         assert isinstance(error["code"], int) and isinstance(error["message"], str), (body, case)
         # An internal error is the JSON-RPC face of a 500: a bug, not an answer to bad input.
         assert error["code"] != types.INTERNAL_ERROR, (body, case)
         return f"jsonrpc error {error['code']}"
-    if response.status_code == 403:
-        # A tool the token's scope does not cover: the step-up challenge, the tool's error as body.
-        assert 'error="insufficient_scope"' in response.headers["www-authenticate"], case
-        assert body["result"]["content"][0]["text"].startswith("insufficient_scope"), case
-        return "http 403 step-up"
     assert response.status_code == 200, case
     if isinstance(body["result"], dict) and "isError" in body["result"]:
         if body["result"]["isError"]:

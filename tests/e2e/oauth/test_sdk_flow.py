@@ -343,6 +343,39 @@ def test_the_python_sdk_journey_steps_up_from_a_read_only_grant(oauth_server, ma
     assert prompt.messages[0].content.text
 
 
+def test_a_person_who_keeps_the_grant_read_only_leaves_the_sdk_an_error_naming_the_scope(
+    oauth_server, make_browser
+):
+    """At the step-up the person chooses "Read only" again: the SDK's retry is refused too, and
+    what the agent gets names the scope the write needs (not a generic server error)."""
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared.exceptions import MCPError
+
+    from memories.models import Memory
+
+    user = UserFactory()
+    browser = make_browser(user.username, grants=("memory:read", "memory:read"))
+    provider = _provider(oauth_server.url, browser)
+
+    async def write():
+        async with (
+            httpx2.AsyncClient(auth=provider, timeout=30) as http,
+            Client(streamable_http_client(f"{oauth_server.url}/mcp", http_client=http)) as client,
+        ):
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool(
+                    "remember", {"memoryType": "note", "topic": "t", "content": "read only"}
+                )
+            return refused.value
+
+    refused = anyio.run(write)
+
+    assert len(browser.consent_pages) == 2  # asked at first, then again at the step-up
+    assert refused.message == "insufficient_scope: this tool needs the memory:write scope"
+    assert not Memory.objects.filter(owner=user).exists()
+
+
 def time_in(**delta):
     from django.utils import timezone
 

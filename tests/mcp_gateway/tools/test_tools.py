@@ -4,13 +4,15 @@ import json
 import uuid
 from datetime import datetime, timedelta
 
+import mcp_types as types
 import pytest
 from django.utils import timezone
 from jsonschema import Draft202012Validator
+from mcp.shared.exceptions import MCPError
 
 from infra.observability import VERSION
 from mcp_gateway.schemas import THREAD_ACTIONS
-from mcp_gateway.tools import TOOLS, tool_definitions
+from mcp_gateway.tools import TOOLS, call_tool, tool_definitions
 from memories import environment
 from memories.models import Memory, MemoryType
 from tests.mcp_gateway.tools.conftest import fails, ok, principal_for
@@ -95,14 +97,18 @@ async def test_each_tool_refuses_a_token_without_its_scope(spec, owner):
     needed = "memory:read" if spec.name in READ_TOOLS else "memory:write"
     other = {"memory:read", "memory:write"} - {needed}
     for scopes in (set(), other):
-        text = await fails(principal_for(owner, scopes), spec.name, {})
-        assert text == f"insufficient_scope: this tool needs the {needed} scope"
+        # A JSON-RPC error: the reply is HTTP 403, whose body clients read only as one.
+        with pytest.raises(MCPError) as refused:
+            await call_tool(principal_for(owner, scopes), spec.name, {})
+        assert refused.value.code == types.INVALID_REQUEST
+        assert refused.value.message == f"insufficient_scope: this tool needs the {needed} scope"
     assert await Memory.objects.acount() == 0
 
 
 async def test_read_only_token_cannot_write_but_can_list_threads(owner):
     reader = principal_for(owner, {"memory:read"})
-    await fails(reader, "configure_thread", {"action": "create", "name": "x"})
+    with pytest.raises(MCPError, match=r"^insufficient_scope: "):
+        await call_tool(reader, "configure_thread", {"action": "create", "name": "x"})
     assert (await ok(reader, "configure_thread", {"action": "list"}))["threads"] == []
 
 
