@@ -167,14 +167,28 @@ class MemoryQuerySet(models.QuerySet):
         return narrowed
 
     def containing(self, text: str) -> MemoryQuerySet:
-        """Content or topic contains `text` (case-insensitive), or a tag equals it: the simple
-        filter of the account pages' memory browser (agents use the ranked search instead)."""
-        matches = Q(content__icontains=text) | Q(topic__icontains=text)
+        """Each word of `text` (split at white space) is in the content or topic (case-
+        insensitive) or equals a tag, or a tag equals the whole `text`: the simple filter of the
+        account pages' memory browser (agents use the ranked search instead). Word by word, as
+        a person types a search box: "postgres 16" finds "PostgreSQL 16"."""
+        words = text.split() or [text]
+        every_word = Q()
+        for word in words:
+            every_word &= self._holding(word)
+        whole_tag = self._tagged(text) if len(words) > 1 else Q(pk__in=[])
+        return self.filter(every_word | whole_tag)
+
+    @staticmethod
+    def _holding(word: str) -> Q:
+        return Q(content__icontains=word) | Q(topic__icontains=word) | MemoryQuerySet._tagged(word)
+
+    @staticmethod
+    def _tagged(text: str) -> Q:
         # The tags column is varchar(TAG_MAX)[], and PostgreSQL's cast to it cuts a longer text
         # to a prefix that a tag could equal.
-        if len(text) <= bounds.TAG_MAX:
-            matches |= Q(tags__contains=[text])
-        return self.filter(matches)
+        if len(text) > bounds.TAG_MAX:
+            return Q(pk__in=[])
+        return Q(tags__contains=[text])
 
 
 # A memory's revision history, both ways from it, within one owner's rows: `depth` < 0 for its

@@ -59,6 +59,19 @@ def test_search_matches_content_topic_and_tags(client, tenant):
     assert "No current memory matches “<bdi>nothing like this</bdi>”." in page
 
 
+def test_a_search_of_several_words_finds_the_memories_holding_each_of_them(client, tenant):
+    """Not only those holding the words together as typed: "postgres 16" finds "PostgreSQL 16",
+    a word may match the topic and another a tag, and every word must match somewhere."""
+    MemoryFactory(owner=tenant, topic="database", content="We chose PostgreSQL 16", tags=["ops"])
+    MemoryFactory(owner=tenant, topic="cache", content="Redis 7 for sessions")
+    client.force_login(tenant)
+    for query in ("postgres 16", "  16   POSTGRES ", "database ops", "chose ops"):
+        page = client.get(reverse("accounts:memories"), {"q": query}).text
+        assert "We chose PostgreSQL 16" in page and "Redis 7" not in page, query
+    page = client.get(reverse("accounts:memories"), {"q": "postgres 7"}).text
+    assert "No current memory matches" in page
+
+
 def test_no_current_memory_points_to_the_superseded_and_archived_ones(client, tenant):
     """Not "No memories yet" to someone whose agents archived or replaced everything."""
     old = record_memory(owner=tenant, memory_type="note", topic="lunch", content="Pizza on Friday")
