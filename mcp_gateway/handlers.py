@@ -112,7 +112,6 @@ async def revise(principal: Principal, args: dict) -> dict:
         threads.revise_memory_in_threads,
         owner=_owner(principal),
         predecessor_id=args["predecessorId"],
-        content=args["content"],
         **fields,
         **{REVISE_OPTIONAL[name]: None for name in cleared},
     )

@@ -398,6 +398,7 @@ GET_MEMORIES_OUT = output(
 # A null is no way to empty one: clients that fill every field send null for each one unused
 # (mcp_gateway.tools), and a revision of a commitment's text would drop its deadline unasked.
 REVISE_OPTIONAL = {
+    "content": "content",
     "memoryType": "memory_type",
     "topic": "topic",
     "scope": "scope",
@@ -411,7 +412,8 @@ REVISE_CLEARABLE = [
 REVISE_IN = strict(
     {
         "predecessorId": ID,
-        "content": CONTENT,
+        "content": CONTENT
+        | {"description": "The successor's whole text. Omitted: the predecessor's, unchanged."},
         "memoryType": {
             "type": "string",
             "enum": MEMORY_TYPES,
@@ -438,7 +440,7 @@ REVISE_IN = strict(
             ),
         },
     },
-    required=("predecessorId", "content"),
+    required=("predecessorId",),
 )
 REVISE_OUT = output({"memory": MEMORY_REF, "predecessorId": {"type": "string"}})
 ARCHIVE_IN = strict({"memoryId": ID}, required=("memoryId",))

@@ -135,8 +135,8 @@ TOOLS: list[ToolSpec] = [
         description=(
             "Correct or update an existing memory that is wrong or outdated (amend, fix, "
             "replace its text): writes a successor with a new id and closes the old one, so "
-            "history is kept. Omitted (or null) fields carry over; to drop a deadline, project "
-            "or tags, name them in clear."
+            "history is kept. Omitted (or null) fields carry over, content too (send only what "
+            "changes); to drop a deadline, project or tags, name them in clear."
         ),
         input_schema=schemas.REVISE_IN,
         output_schema=schemas.REVISE_OUT,

@@ -325,7 +325,7 @@ def revise_memory(
     *,
     owner: AbstractBaseUser,
     predecessor_id: object,
-    content: object,
+    content: object = _UNSET,
     memory_type: object = _UNSET,
     topic: object = _UNSET,
     scope: object = _UNSET,
@@ -335,8 +335,9 @@ def revise_memory(
     and_then: Callable[[Memory], None] | None = None,
 ) -> Memory:
     """Supersede a memory: close the predecessor (valid_to) and insert a successor with a new id
-    pointing back to it. Fields not given are carried over (a due date only while the successor
-    stays a commitment); None empties one of CLEARABLE_FIELDS and is InvalidInput for the others.
+    pointing back to it. Fields not given are carried over, content too (a due date only while
+    the successor stays a commitment); None empties one of CLEARABLE_FIELDS and is InvalidInput
+    for the others.
     Revising a memory that is already superseded is a Conflict, so two concurrent revisions yield
     one successor and one Conflict. `and_then`: as in `record_memory`, called with the
     successor."""
@@ -420,12 +421,22 @@ def _revise(
             commitment = inherited["memory_type"] == MemoryType.COMMITMENT
             due_at = bounds.within_bounds(predecessor.due_at) if commitment else None
         carried_over = {name for name, value in given.items() if value is _UNSET}
+        if content is _UNSET:
+            # Changing a due date, topic or tag alone needs no copy of the text, which a caller
+            # holding only an excerpt of it would cut short.
+            content = predecessor.content
+            carried_over.add("content")
         fields = MemoryFields.clean(
             content=content, due_at=due_at, carried_over=carried_over, **inherited
         )
         if predecessor.status == Status.ACTIVE and fields == MemoryFields.of(predecessor):
             # A successor the same as its predecessor in every field would only bury it under a
             # new id. (Of an archived memory it is the way back: the successor is active.)
+            if "content" in carried_over:
+                raise InvalidInput(
+                    "predecessorId",
+                    f"memory {predecessor.id} already holds every field given; nothing to revise",
+                )
             raise InvalidInput(
                 "content",
                 f"is memory {predecessor.id}'s as it stands, and so is every other field; "

@@ -520,6 +520,26 @@ async def test_a_written_commitment_answers_its_due_date_as_stored(agent):
     assert (await remember(agent, content="a note"))["dueAt"] is None
 
 
+async def test_revise_without_content_keeps_the_whole_text_and_changes_only_what_is_given(agent):
+    """Moving a deadline took resending the whole content: an agent holding only a briefing's
+    200-character excerpt of it would have cut the memory short. Left out (or null), content
+    carries over like every other field; a revision that then changes nothing is refused."""
+    text = "Book the external penetration test before go-live. " * 10
+    booked = await remember(agent, memoryType="commitment", content=text, dueAt=None)
+    later = "2027-01-08T17:00:00Z"
+    moved = await ok(agent, "revise", {"predecessorId": booked["id"], "dueAt": later})
+    assert moved["memory"]["dueAt"] == later and moved["memory"]["commitmentStatus"] == "open"
+    nulled = {"predecessorId": moved["memory"]["id"], "content": None, "topic": "pentest"}
+    renamed = (await ok(agent, "revise", nulled))["memory"]
+    [read] = (await ok(agent, "get_memories", {"ids": [renamed["id"]]}))["memories"]
+    assert (read["content"], read["topic"], read["dueAt"]) == (text.strip(), "pentest", later)
+    same = {"predecessorId": renamed["id"], "topic": "pentest"}
+    assert await fails(agent, "revise", same) == (
+        f"invalid_input: predecessorId: memory {renamed['id']} already holds every field given; "
+        "nothing to revise"
+    )
+
+
 async def test_revise_clears_the_fields_named_in_clear_and_carries_over_nulls(agent):
     """Told "the deadline was dropped", an agent had no way to say so: dueAt took only a date,
     and an omitted or null one carried the old date over, overdue in every briefing. `clear`
