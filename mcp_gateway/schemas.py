@@ -172,6 +172,7 @@ PROPOSAL = output(
         "proposalId": {"type": "string"},
         "thread": {"type": "string"},
         "memoryId": {"type": "string"},
+        "memoryTopic": {"type": "string"},
         "similarity": nullable("number"),
     }
 )

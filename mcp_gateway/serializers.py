@@ -53,6 +53,7 @@ def proposal(item: Proposal) -> dict:
         "proposalId": str(item.id),
         "thread": item.thread,
         "memoryId": str(item.memory_id),
+        "memoryTopic": item.memory_topic,
         "similarity": _similarity(item.similarity),
     }
 
@@ -63,6 +64,7 @@ def decided_proposal(membership: ThreadMembership) -> dict:
         "proposalId": str(membership.id),
         "thread": membership.thread.name,
         "memoryId": str(membership.memory_id),
+        "memoryTopic": membership.memory.topic,
         "similarity": _similarity(membership.similarity),
         "state": membership.state,
     }

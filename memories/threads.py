@@ -47,6 +47,8 @@ class Proposal:
     thread: str
     memory_id: uuid.UUID
     similarity: float
+    # So that whoever decides it needs not read the memory first.
+    memory_topic: str
 
 
 def _thread(
@@ -323,7 +325,7 @@ def list_open_proposals(*, owner: AbstractBaseUser, limit: int = LIST_MAX) -> li
             memory__valid_to__isnull=True,
         )
         .order_by("-created_at")
-        .values_list("id", "thread__name", "memory_id", "similarity")[:limit]
+        .values_list("id", "thread__name", "memory_id", "similarity", "memory__topic")[:limit]
     )
     return [Proposal(*row) for row in rows]
 
@@ -397,7 +399,14 @@ def propose_thread_memberships(*, memory: Memory) -> list[Proposal]:
         )
         rows = cursor.fetchall()
     return [
-        Proposal(id=row[0], thread=row[1], memory_id=memory.id, similarity=row[2]) for row in rows
+        Proposal(
+            id=row[0],
+            thread=row[1],
+            memory_id=memory.id,
+            similarity=row[2],
+            memory_topic=memory.topic,
+        )
+        for row in rows
     ]
 
 

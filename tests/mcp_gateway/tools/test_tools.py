@@ -1179,6 +1179,9 @@ async def test_server_proposes_membership_and_applies_it_only_on_acceptance(agen
     listed = await ok(agent, "configure_thread", {"action": "list"})
     assert listed["threads"][0]["memberCount"] == 1  # not applied yet
     assert [p["proposalId"] for p in listed["proposals"]] == [proposal["proposalId"]]
+    # A later session decides from the list alone: each proposal names its memory's topic.
+    assert listed["proposals"][0]["memoryTopic"] == "payment gateway retry limits"
+    assert proposal["memoryTopic"] == "payment gateway retry limits"
     # The same similarity wherever the proposal is shown, to three decimals (a 4-byte float
     # column reads back as 0.8947368264198303).
     assert listed["proposals"][0]["similarity"] == proposal["similarity"]
@@ -1191,6 +1194,7 @@ async def test_server_proposes_membership_and_applies_it_only_on_acceptance(agen
     )
     assert accepted["proposal"]["state"] == "member"
     assert accepted["proposal"]["similarity"] == proposal["similarity"]
+    assert accepted["proposal"]["memoryTopic"] == "payment gateway retry limits"
     # A retry after a lost answer gets the same answer, and changes nothing.
     again = await ok(
         agent,
