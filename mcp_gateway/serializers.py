@@ -206,8 +206,8 @@ def empty_search_note(why: EmptyBecause) -> str:
     else:
         note = (
             f"No {searched}memory shares a word with the query or is close to it in meaning: it "
-            "is likely not stored. Asking with other words (a name, a tool, a project) can make "
-            "sure."
+            "may not be stored, or be stored in other words, which meaning alone seldom finds. "
+            "Asking with a word it would hold (a name, a tool, a project) can make sure."
         )
     if why.unsearched:
         note += (
