@@ -12,6 +12,7 @@ from django.template.loader import render_to_string
 from django.urls import Resolver404, resolve
 from django.utils.cache import add_never_cache_headers
 
+from infra.observability import method_not_allowed_json
 from memories.bounds import unstorable_text
 
 # The OAuth endpoints that clients (not people) call answer in their JSON error format.
@@ -166,15 +167,12 @@ def explained_405(get_response: Callable[[HttpRequest], HttpResponse]) -> Callab
         if response.status_code != 405 or response.content:
             return response
         allowed = response.get("Allow", "")
-        problem = f"{request.method} is not allowed here; this address takes {allowed or 'none'}"
         if answers_in_json(request):
-            explained = JsonResponse(
-                {"error": "invalid_request", "error_description": problem}, status=405
-            )
-        else:
-            explained = HttpResponse(
-                render_to_string("405.html", {"problem": problem}, request), status=405
-            )
+            return method_not_allowed_json(request.method, allowed)
+        problem = f"{request.method} is not allowed here; this address takes {allowed or 'none'}"
+        explained = HttpResponse(
+            render_to_string("405.html", {"problem": problem}, request), status=405
+        )
         if allowed:
             explained["Allow"] = allowed
         return explained

@@ -383,14 +383,18 @@ class ProbeMiddleware:
         if request.method not in self.METHODS:
             # A probe only reads: a POST or a DELETE answered "ok" would tell its sender that
             # something was done. Said as the site's other JSON addresses say it.
-            allowed = ", ".join(self.METHODS)
-            problem = f"{request.method} is not allowed here; this address takes {allowed}"
-            refused = JsonResponse(
-                {"error": "invalid_request", "error_description": problem}, status=405
-            )
-            refused["Allow"] = allowed
-            return refused
+            return method_not_allowed_json(request.method, ", ".join(self.METHODS))
         return probe(request)
+
+
+def method_not_allowed_json(method: str, allowed: str) -> JsonResponse:
+    """A 405 for a program: which methods the address takes, in the OAuth endpoints' error
+    format (RFC 6749 §5.2), with the Allow header RFC 9110 §15.5.6 asks for."""
+    problem = f"{method} is not allowed here; this address takes {allowed or 'none'}"
+    refused = JsonResponse({"error": "invalid_request", "error_description": problem}, status=405)
+    if allowed:
+        refused["Allow"] = allowed
+    return refused
 
 
 @require_safe

@@ -162,7 +162,9 @@ async def note_method_called(ctx: ServerRequestContext, call_next: CallNext) -> 
         # Only the name of one of our tools: anything else is text the client sent (an object,
         # a list, a made-up name), which the log never holds; the call is refused anyway.
         if ctx.method == "tools/call":
-            called.tool = name if name in tools.TOOL_NAMES else "(unknown)"
+            called.tool = (
+                name if isinstance(name, str) and name in tools.TOOL_NAMES else "(unknown)"
+            )
     return await call_next(ctx)
 
 

@@ -10,8 +10,8 @@ format (AWS's AKIAIOSFODNN7EXAMPLE) is refused like a live key, since this modul
 them apart and a memory can name the example in words; but a format that carries a checksum of
 its own tells: a GitHub personal token (ghp_) whose last 6 characters are not the checksum of
 the rest no issuer generated (ghp_YourPersonalAccessTokenGoesHere12345), and is let through.
-A body that is one character repeated (AKIAXXXXXXXXXXXXXXXX) is filler no issuer generates, and
-is let through too.
+A body that is one character repeated (AKIA and sixteen Z) is filler no issuer generates, and is
+let through too.
 
 The text is read as a client would copy it out of a memory (find_credential): a credential
 written in fullwidth letters or split by zero-width characters works once pasted, and is refused

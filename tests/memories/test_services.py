@@ -30,6 +30,19 @@ SUBSTANCE = (
 )
 
 
+def commitment_to_ship(owner):
+    """A commitment with every optional field set (project, tags, a due date in 3 days)."""
+    return record_memory(
+        owner=owner,
+        memory_type="commitment",
+        topic="ship",
+        content="Ship v2.",
+        project="atlas",
+        tags=["release"],
+        due_at=timezone.now() + timedelta(days=3),
+    )
+
+
 def substance(memory):
     memory.refresh_from_db()
     return {name: getattr(memory, name) for name in SUBSTANCE}
@@ -127,15 +140,7 @@ class TestRevise:
         """A dropped deadline, a memory of no project after all, tags that no longer apply: None
         empties each. A type, a topic and a scope every memory has: None for one was read as a
         default (scope) or refused as a wrong value; now it is refused by name, nothing written."""
-        old = record_memory(
-            owner=tenant,
-            memory_type="commitment",
-            topic="ship",
-            content="Ship v2.",
-            project="atlas",
-            tags=["release"],
-            due_at=timezone.now() + timedelta(days=3),
-        )
+        old = commitment_to_ship(tenant)
         new = revise_memory(
             owner=tenant, predecessor_id=old.id, content="Ship v2.", due_at=None, project=None
         )
@@ -367,15 +372,7 @@ def test_revising_an_archived_memory_makes_its_successor_active(tenant):
 def test_a_revision_that_changes_nothing_is_refused_and_writes_nothing(tenant):
     """A successor identical to its memory would only bury it under a new id (and a retried
     revision of its own successor would make a third copy)."""
-    memory = record_memory(
-        owner=tenant,
-        memory_type="commitment",
-        topic="ship",
-        content="Ship v2.",
-        project="atlas",
-        tags=["release"],
-        due_at=timezone.now() + timedelta(days=3),
-    )
+    memory = commitment_to_ship(tenant)
     with pytest.raises(InvalidInput) as refused:
         revise_memory(owner=tenant, predecessor_id=memory.id, content=" Ship v2. ", topic="ship")
     assert str(refused.value) == (
