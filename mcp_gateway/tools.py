@@ -429,8 +429,11 @@ def _schema_error(spec: ToolSpec, arguments: dict) -> str | None:
 
 
 def _result(data: dict) -> types.CallToolResult:
+    # Without the default separators' spaces: many clients put this text, not the structured
+    # copy, before their model, whose context every character costs.
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
+        content=[types.TextContent(type="text", text=text)],
         structured_content=data,
         is_error=False,
     )

@@ -85,6 +85,16 @@ async def test_a_selector_values_limit_is_told_before_the_call_and_by_its_refusa
     assert refused.startswith(f"invalid_input: value: must be at most {limit}")
 
 
+async def test_the_text_block_is_the_structured_content_without_spaces(agent):
+    """Many clients put the text block, not structuredContent, before their model: it is the
+    same JSON with no space after each comma and colon, characters no reader needs."""
+    await remember(agent, topic="spaces, colons: commas", content="a, b: c")
+    result = await call_tool(agent, "search", {"query": "spaces colons commas"})
+    compact = json.dumps(result.structured_content, ensure_ascii=False, separators=(",", ":"))
+    assert result.content[0].text == compact
+    assert '"a, b: c"' in compact  # the content keeps its own spaces
+
+
 async def test_unknown_tool_is_a_tool_error(agent):
     assert (await fails(agent, "drop_tables")).startswith("not_found: unknown tool")
 
