@@ -140,7 +140,7 @@ async def briefing(principal: Principal, args: dict) -> dict:
         selector=Selector.clean(args.get("selector"), args.get("value")),
         mode=args.get("mode", "brief"),
     )
-    return serializers.briefing(result)
+    return serializers.briefing(result, compact=args.get("detail") != "full")
 
 
 async def handoff(principal: Principal, args: dict) -> dict:
@@ -151,7 +151,7 @@ async def handoff(principal: Principal, args: dict) -> dict:
         section_limit=args.get("sectionLimit", HANDOFF_DEFAULT_ITEMS),
         generated_for=args.get("generatedFor"),
     )
-    return serializers.handoff(result)
+    return serializers.handoff(result, compact=args.get("detail") != "full")
 
 
 # --- configure_thread: one function per action ----------------------------------------------

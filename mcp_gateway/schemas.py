@@ -70,6 +70,12 @@ def utc_datetime(value: datetime | None) -> str | None:
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
+def utc_second(value: datetime) -> str:
+    """A date-time as `utc_datetime` gives it, to the second (RFC 3339 still): where the instant
+    is only context, such as when a memory was recorded, its microseconds are noise."""
+    return utc_datetime(value.replace(microsecond=0))
+
+
 SCOPE = {
     "type": "string",
     "minLength": 1,
@@ -157,13 +163,63 @@ EXCERPT_ITEM = output(
 )
 
 
+# How briefing and handoff show each item: compact (the default) leaves out what every item of
+# a section shares or what can be derived, full gives every field of every item.
+DETAILS = ("compact", "full")
+DETAIL = {
+    "type": "string",
+    "enum": list(DETAILS),
+    "default": "compact",
+    "description": (
+        "'compact': items without memoryType (a section holds one type), uri "
+        "(threengram://memory/{id}), the scope or project the selector names, commitmentStatus "
+        "unless 'waiting', and fields that do not apply (no project, no due date, an excerpt "
+        "not cut); 'full': every field of every item, nulls included."
+    ),
+}
+ONLY_WHEN_TRUE = {"type": "boolean", "const": True}
+COMPACT_SECTION_ITEM = output(
+    {
+        "id": {"type": "string"},
+        "topic": {"type": "string"},
+        "excerpt": {"type": "string", "maxLength": EXCERPT_MAX},
+        "truncated": ONLY_WHEN_TRUE
+        | {"description": "Only when the excerpt was cut, with contentLength."},
+        "contentLength": {"type": "integer", "description": "Only when the excerpt was cut."},
+        "scope": {"type": "string", "description": "Left out when the selector is a scope."},
+        "project": {
+            "type": "string",
+            "description": "Left out when the memory has none or the selector is a project.",
+        },
+        "recordedAt": {"type": "string", "format": "date-time"},
+        "commitmentStatus": {
+            "type": "string",
+            "const": "waiting",
+            "description": "Only for a commitment waiting on someone; one without it is open.",
+        },
+        "dueAt": {"type": "string", "format": "date-time", "description": "Only when set."},
+        "overdue": ONLY_WHEN_TRUE | {"description": "Only for an overdue commitment."},
+    },
+    required=("id", "topic", "excerpt", "recordedAt"),
+)
+SECTION_TRUNCATED = {
+    "type": "boolean",
+    "description": "More match than the items show (count). Compact: only when true.",
+}
+
+
 def section(max_items: int) -> dict:
     return output(
         {
             "count": {"type": "integer", "minimum": 0},
-            "truncated": {"type": "boolean"},
-            "items": {"type": "array", "maxItems": max_items, "items": EXCERPT_ITEM},
-        }
+            "truncated": SECTION_TRUNCATED,
+            "items": {
+                "type": "array",
+                "maxItems": max_items,
+                "items": {"anyOf": [COMPACT_SECTION_ITEM, EXCERPT_ITEM]},
+            },
+        },
+        required=("count", "items"),
     )
 
 
@@ -455,16 +511,33 @@ RESOLVE_OUT = output({"memory": MEMORY_REF})
 PINNED_THREADS = output(
     {
         "count": {"type": "integer"},
-        "truncated": {"type": "boolean"},
-        "items": {"type": "array", "maxItems": briefing.PINNED_THREADS_MAX, "items": THREAD},
-    }
+        "truncated": SECTION_TRUNCATED,
+        "items": {
+            "type": "array",
+            "maxItems": briefing.PINNED_THREADS_MAX,
+            # Compact leaves `pinned` out: every one listed here is.
+            "items": THREAD | {"required": ["name", "memberCount", "proposalCount"]},
+        },
+    },
+    required=("count", "items"),
+)
+SELECTED = output(
+    {
+        "kind": {"type": "string", "enum": list(briefing.SELECTOR_KINDS)},
+        "value": nullable("string") | {"description": "Compact: left out for 'all'."},
+    },
+    required=("kind",),
 )
 BRIEFING_IN = strict(
-    SELECTOR | {"mode": {"type": "string", "enum": list(briefing.MODES), "default": "brief"}}
+    SELECTOR
+    | {
+        "mode": {"type": "string", "enum": list(briefing.MODES), "default": "brief"},
+        "detail": DETAIL,
+    }
 )
 BRIEFING_OUT = output(
     {
-        "selector": {"type": "object"},
+        "selector": SELECTED,
         "mode": {"type": "string"},
         "generatedAt": {"type": "string", "format": "date-time"},
         "sections": output(
@@ -486,18 +559,20 @@ HANDOFF_IN = strict(
             "default": handoff.DEFAULT_ITEMS,
         },
         "generatedFor": {"type": "string", "minLength": 1, "maxLength": handoff.GENERATED_FOR_MAX},
+        "detail": DETAIL,
     }
 )
 HANDOFF_OUT = output(
     {
-        "selector": {"type": "object"},
-        "generatedFor": nullable("string"),
+        "selector": SELECTED,
+        "generatedFor": nullable("string") | {"description": "Compact: left out when not given."},
         "generatedAt": {"type": "string", "format": "date-time"},
         "sections": output(
             {spec.name: section(handoff.MAX_ITEMS) for spec in handoff.HANDOFF_SECTIONS}
         ),
         "pinnedThreads": PINNED_THREADS,
-    }
+    },
+    required=("selector", "generatedAt", "sections", "pinnedThreads"),
 )
 
 THREAD_ACTIONS = (

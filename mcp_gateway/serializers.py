@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from infra.observability import VERSION
-from mcp_gateway.schemas import utc_datetime
+from mcp_gateway.schemas import utc_datetime, utc_second
 from memories.briefing import Briefing, PinnedThread, PinnedThreads, Section, Selector
 from memories.environment import EnvironmentStats
 from memories.excerpts import MemoryExcerpt
@@ -94,8 +94,18 @@ def pinned_thread(item: PinnedThread) -> dict:
     }
 
 
-def pinned_threads(item: PinnedThreads) -> dict:
-    """The owner's pinned threads: the exact count and the first ones, as a section is shown."""
+def pinned_threads(item: PinnedThreads, *, compact: bool = False) -> dict:
+    """The owner's pinned threads: the exact count and the first ones, as a section is shown.
+    Compact: without `pinned` (every one is) and `truncated` only when true."""
+    if compact:
+        return _counted(
+            item.count,
+            item.truncated,
+            [
+                {"name": t.name, "memberCount": t.member_count, "proposalCount": t.proposal_count}
+                for t in item.items
+            ],
+        )
     return {
         "count": item.count,
         "truncated": item.truncated,
@@ -265,8 +275,10 @@ def memory_batch(batch: MemoryBatch) -> dict:
     }
 
 
-def selector(item: Selector) -> dict:
+def selector(item: Selector, *, compact: bool = False) -> dict:
     """What a briefing or handoff covers: all, or one scope, project or thread."""
+    if compact and item.value is None:
+        return {"kind": item.kind}
     return {"kind": item.kind, "value": item.value}
 
 
@@ -279,26 +291,73 @@ def section(item: Section) -> dict:
     }
 
 
-def briefing(result: Briefing) -> dict:
-    """The `briefing` result."""
+def _counted(count: int, truncated: bool, items: list[dict]) -> dict:
+    """A compact list: its exact count, `truncated` only when it shows fewer, and its items."""
+    return {"count": count, **({"truncated": True} if truncated else {}), "items": items}
+
+
+def compact_section_item(item: MemoryExcerpt, *, selected: str) -> dict:
+    """A section item as the compact briefing and handoff show it: what an agent reads to act
+    and the id it acts with. Left out, as the same for every item or derived: the type (a section
+    holds one), the URI (threengram://memory/{id}), the scope or project the selector fixes
+    (`selected`), a commitment's state when it is open (sections list only open and waiting
+    ones), and fields that do not apply (no project, no due date, not overdue, an excerpt not
+    cut). The recording time to the second: its microseconds tell an agent nothing."""
+    data: dict = {"id": str(item.id), "topic": item.topic, "excerpt": item.excerpt}
+    if item.truncated:
+        data |= {"truncated": True, "contentLength": item.content_length}
+    if selected != "scope":
+        data["scope"] = item.scope
+    if item.project is not None and selected != "project":
+        data["project"] = item.project
+    data["recordedAt"] = utc_second(item.recorded_at)
+    if item.commitment_status == "waiting":
+        data["commitmentStatus"] = item.commitment_status  # every other one listed is open
+    if item.due_at is not None:
+        data["dueAt"] = utc_datetime(item.due_at)
+    if item.overdue:
+        data["overdue"] = True
+    return data
+
+
+def compact_section(item: Section, *, selected: str) -> dict:
+    return _counted(
+        item.count,
+        item.truncated,
+        [compact_section_item(excerpt, selected=selected) for excerpt in item.items],
+    )
+
+
+def _sections(sections: dict[str, Section], *, selected: str, compact: bool) -> dict:
+    if compact:
+        return {name: compact_section(s, selected=selected) for name, s in sections.items()}
+    return {name: section(s) for name, s in sections.items()}
+
+
+def briefing(result: Briefing, *, compact: bool = True) -> dict:
+    """The `briefing` result, compact (the default) or full (every field of every item)."""
     return {
-        "selector": selector(result.selector),
+        "selector": selector(result.selector, compact=compact),
         "mode": result.mode,
-        "generatedAt": utc_datetime(result.generated_at),
-        "sections": {name: section(s) for name, s in result.sections.items()},
-        "pinnedThreads": pinned_threads(result.pinned_threads),
+        "generatedAt": (utc_second if compact else utc_datetime)(result.generated_at),
+        "sections": _sections(result.sections, selected=result.selector.kind, compact=compact),
+        "pinnedThreads": pinned_threads(result.pinned_threads, compact=compact),
     }
 
 
-def handoff(result: Handoff) -> dict:
-    """The `handoff` result."""
-    return {
-        "selector": selector(result.selector),
+def handoff(result: Handoff, *, compact: bool = True) -> dict:
+    """The `handoff` result, compact (the default) or full; compact leaves a null generatedFor
+    out."""
+    data = {
+        "selector": selector(result.selector, compact=compact),
         "generatedFor": result.generated_for,
-        "generatedAt": utc_datetime(result.generated_at),
-        "sections": {name: section(s) for name, s in result.sections.items()},
-        "pinnedThreads": pinned_threads(result.pinned_threads),
+        "generatedAt": (utc_second if compact else utc_datetime)(result.generated_at),
+        "sections": _sections(result.sections, selected=result.selector.kind, compact=compact),
+        "pinnedThreads": pinned_threads(result.pinned_threads, compact=compact),
     }
+    if compact and result.generated_for is None:
+        del data["generatedFor"]
+    return data
 
 
 def environment(
