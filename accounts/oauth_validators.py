@@ -32,6 +32,7 @@ from django.conf import settings
 from django.http import QueryDict
 from oauth2_provider.models import get_grant_model, get_refresh_token_model
 from oauth2_provider.oauth2_validators import OAuth2Validator
+from oauth2_provider.settings import oauth2_settings
 from oauthlib.oauth2 import Server
 from oauthlib.oauth2.rfc6749 import errors
 from oauthlib.oauth2.rfc6749.grant_types.authorization_code import code_challenge_method_s256
@@ -86,6 +87,17 @@ def normalised_parameters(params: QueryDict, *, default_resource: bool) -> Query
     elif default_resource:
         changed.setlist("resource", [settings.MCP_RESOURCE_URL])
     return None if changed == params else changed
+
+
+def scopes_beyond_request(query: QueryDict, granted: str) -> list[str]:
+    """The scopes of a consent that grants `granted` which its authorization request (`query`,
+    as normalised_parameters left it) did not ask for. The person may grant less than a client
+    asks, never more: a client that needs more asks again (step-up, docs/oauth.md), and the
+    consent page offers nothing beyond the request, so only an edited form posts more. Unknown
+    scopes are not counted: oauthlib refuses them (invalid_scope at the client)."""
+    asked = query.get("scope")
+    asked_scopes = set(asked.split()) if asked else set(oauth2_settings.DEFAULT_SCOPES)
+    return sorted((set(granted.split()) - asked_scopes) & set(oauth2_settings.SCOPES))
 
 
 def _requested_resources(request) -> list[str]:

@@ -33,7 +33,7 @@ from accounts.oauth_registration import (
     is_loopback_host,
     registration_window,
 )
-from accounts.oauth_validators import normalised_parameters
+from accounts.oauth_validators import normalised_parameters, scopes_beyond_request
 from infra.rate_limit import FixedWindow, client_network
 
 
@@ -90,6 +90,14 @@ class McpAuthorizationView(AuthorizationView):
             return _bad_request(
                 "the address the app asked to return to is not one it registered; start again "
                 "from the app"
+            )
+        # A denial may carry any scope; an allowance grants no more than the client asked.
+        beyond = scopes_beyond_request(self.request.GET, form.cleaned_data.get("scope") or "")
+        if beyond and form.cleaned_data.get("allow"):
+            return _bad_request(
+                f"the consent form came back granting {' '.join(beyond)}, which the app did not "
+                "ask for (you may grant less than an app asks, never more); start again from the "
+                "app"
             )
         try:
             return super().form_valid(form)

@@ -678,6 +678,63 @@ def test_a_read_only_request_is_offered_no_choice(signed_in, application):
 @pytest.mark.parametrize(
     ("asked", "granted"),
     [
+        ("memory:read", "memory:read"),
+        (None, "memory:read"),  # the documented default
+        ("memory:read memory:write", "memory:read memory:write"),
+    ],
+)
+def test_the_consent_page_preselects_exactly_what_the_client_asked_for(
+    signed_in, application, asked, granted
+):
+    """What a person allowing without a second look grants: the request, no more (read and
+    write asked is a choice, "Read only" the other one; read alone offers nothing more)."""
+    verifier, challenge = pkce_pair()
+    url = authorize_url(authorize_params(application, challenge, scope=asked))
+    page = signed_in.get(url)
+    fields = consent_fields(page)
+    assert fields["scope"] == granted
+    assert ("Write, revise" in page.text) == ("memory:write" in granted)
+    code = redirect_query(signed_in.post(url, {**fields, "allow": "Authorize"}))["code"][0]
+    body = exchange(signed_in, application, code, verifier).json()
+    assert body["scope"] == granted
+    assert AccessToken.objects.get(token_checksum=_checksum(body["access_token"])).scope == granted
+
+
+@pytest.mark.parametrize(
+    ("asked", "posted"),
+    [
+        ("memory:read", "memory:read memory:write"),
+        ("memory:read", "memory:write"),  # read is added beside it, write is still more
+        (None, "memory:read memory:write"),  # nothing asked: the default, memory:read
+        ("openid memory:read", "memory:read memory:write openid"),
+    ],
+)
+def test_a_consent_form_granting_more_than_the_client_asked_is_refused(
+    signed_in, application, asked, posted
+):
+    """The person may grant less than asked, never more: a client that needs the write scope
+    asks for it (step-up). A form edited to grant more used to issue a read-write token to a
+    client that asked to read."""
+    _, challenge = pkce_pair()
+    url = authorize_url(authorize_params(application, challenge, scope=asked))
+    fields = consent_fields(signed_in.get(url))
+    response = signed_in.post(url, {**fields, "scope": posted, "allow": "Authorize"})
+    assert response.status_code == 400
+    assert "granting memory:write, which the app did not ask for" in response.text
+    assert _counts() == (0, 0, 0)
+
+
+def test_denying_a_consent_form_edited_to_grant_more_still_tells_the_client(signed_in, application):
+    _, challenge = pkce_pair()
+    url = authorize_url(authorize_params(application, challenge, scope="memory:read"))
+    fields = consent_fields(signed_in.get(url))
+    response = signed_in.post(url, {**fields, "scope": "memory:read memory:write"})
+    assert redirect_query(response)["error"] == ["access_denied"]
+
+
+@pytest.mark.parametrize(
+    ("asked", "granted"),
+    [
         ("openid memory:read memory:write offline_access", "memory:read memory:write"),
         ("memory:read offline_access", "memory:read"),
         ("openid profile email offline_access", "memory:read"),  # nothing left: the default
