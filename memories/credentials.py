@@ -13,6 +13,13 @@ the rest no issuer generated (ghp_YourPersonalAccessTokenGoesHere12345), and is 
 A body that is one character repeated (AKIA and sixteen Z) is filler no issuer generates, and is
 let through too.
 
+A credential glued to the word before it (keyAKIA..., tokenghp_...) is refused like one standing
+alone: a letter before a prefix is taken for glue when the case changes there or the random part
+mixes digits and letters, as every issuer's does; a word that merely runs into a prefix
+(EURASIANCOUNTRIESLISTED: no change of case, no digit after its ASIA) is let through. A digit,
+`_` or `-` before a prefix still means a longer token (a hash, an identifier) of which the match
+is a part.
+
 The text is read as a client would copy it out of a memory (find_credential): a credential
 written in fullwidth letters or split by zero-width characters works once pasted, and is refused
 like one typed plainly.
@@ -42,8 +49,9 @@ class _Format:
     issued: Callable[[re.Match[str]], bool] | None = None
 
 
-# A token's own characters on either side of it: a match inside a longer token is no match.
-_NOT_AFTER_TOKEN = r"(?<![A-Za-z0-9_-])"
+# A token's own characters on either side of it: a match inside a longer token is no match. A
+# letter before is allowed, and judged by _part_of_a_word.
+_NOT_AFTER_TOKEN = r"(?<![0-9_-])"
 _NOT_BEFORE_TOKEN = r"(?![A-Za-z0-9_-])"
 # Between the lines of a PEM block as stored: white space, or a newline escaped as in a JSON
 # file pasted whole (a Google service-account key).
@@ -94,7 +102,7 @@ FORMATS: tuple[_Format, ...] = (
         # takes it): an upper-case word with a 0, 1, 8 or 9 in it is no key id.
         "an AWS access key id",
         ("AKIA", "ASIA"),
-        re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)(?P<body>[A-Z2-7]{16})(?![A-Za-z0-9])"),
+        re.compile(r"(?<![0-9])(?:AKIA|ASIA)(?P<body>[A-Z2-7]{16})(?![A-Za-z0-9])"),
     ),
     _Format(
         # ghp_ personal, gho_ OAuth, ghu_/ghs_ GitHub App user/server, ghr_ refresh (GitHub's
@@ -104,7 +112,7 @@ FORMATS: tuple[_Format, ...] = (
         "a GitHub token",
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
         re.compile(
-            r"(?<![A-Za-z0-9_])"
+            r"(?<![0-9_])"
             r"(?:gh[pousr]_(?P<body>[A-Za-z0-9]{36,})|github_pat_(?P<pat>[A-Za-z0-9_]{59,}))"
         ),
         _github_checksum_holds,
@@ -129,7 +137,7 @@ FORMATS: tuple[_Format, ...] = (
         # detection). 24 characters and more after the prefix, as in the oldest keys.
         "a Stripe live secret key",
         ("k_live_",),
-        re.compile(r"(?<![A-Za-z0-9_])[sr]k_live_(?P<body>[A-Za-z0-9]{24,})(?![A-Za-z0-9_])"),
+        re.compile(r"(?<![0-9_])[sr]k_live_(?P<body>[A-Za-z0-9]{24,})(?![A-Za-z0-9_])"),
     ),
     _Format(
         "a Google API key",
@@ -161,10 +169,29 @@ FORMATS: tuple[_Format, ...] = (
 _SEPARATORS = frozenset("_-")
 
 
+def _random_part(match: re.Match[str]) -> str:
+    return next(value for value in match.groupdict().values() if value is not None)
+
+
 def _filler(match: re.Match[str]) -> bool:
     """Whether the random part is one character repeated (xxxx..., 0000...), separators aside."""
-    body = next(value for value in match.groupdict().values() if value is not None)
-    return len(set(body) - _SEPARATORS) <= 1
+    return len(set(_random_part(match)) - _SEPARATORS) <= 1
+
+
+def _part_of_a_word(text: str, match: re.Match[str]) -> bool:
+    """Whether the match runs on from the ASCII letters before it as one word does
+    (EURASIANCOUNTRIESLISTED, risk_live_monitoring...) rather than being a credential glued to
+    them (keyAKIA..., tokenghp_...): the case goes on unchanged across the join, and the random
+    part does not mix digits and letters, as every issuer's does. A letter of another script
+    before a prefix ends a word of its own, as a space would."""
+    start = match.start()
+    before = text[start - 1] if start else ""
+    if not (before.isascii() and before.isalpha()):
+        return False
+    if before.islower() != text[start].islower():
+        return False  # a lower-case label before an upper-case prefix, or the other way round
+    body = _random_part(match)
+    return not (any(c.isdigit() for c in body) and any(c.isalpha() for c in body))
 
 
 @dataclass(frozen=True)
@@ -200,7 +227,8 @@ def find_credential(text: str) -> Credential | None:
     if found is not None:
         found = Credential(found.kind, _offset_in(text, folds, found.offset))
     # Leaving a format character out may join a credential to the word before it ("key" U+200B
-    # "AKIA..."), in which it is no match; one that stands alone in the text as sent still is.
+    # "AKIA..."), where a random part of letters only is no match; one that stands alone in the
+    # text as sent still is.
     as_sent = _first_credential(text)
     if found is None or (as_sent is not None and as_sent.offset < found.offset):
         return as_sent
@@ -251,7 +279,11 @@ def _first_credential(text: str) -> Credential | None:
         if not any(marker in text for marker in form.markers):
             continue
         for match in form.pattern.finditer(text):
-            if _filler(match) or (form.issued is not None and not form.issued(match)):
+            if (
+                _filler(match)
+                or (form.issued is not None and not form.issued(match))
+                or _part_of_a_word(text, match)
+            ):
                 continue
             if found is None or match.start() < found.offset:
                 found = Credential(form.kind, match.start())

@@ -69,6 +69,10 @@ NEAR_MISSES = [
     # Fullwidth, as a client copies it: ASIAPACIFICSALES2026, no key id (a 0 in it).
     "Campaign code " + "".join(chr(ord(c) + 0xFEE0) for c in "ASIAPACIFICSALES2026") + ".",
     "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    # Words running into a prefix: letters before it, and no digit in what follows.
+    "Report EURASIANCOUNTRIESLISTED is due on Friday.",
+    "The flag risk_live_monitoringdashboardforteams is on.",
+    "Chart stock_highs_ofthequarterlyrevenuereportcomparison weekly.",
 ]
 
 
@@ -141,10 +145,38 @@ def test_a_credential_written_fullwidth_or_split_by_invisible_characters_is_refu
 
 
 def test_a_credential_after_a_word_and_an_invisible_character_is_refused(tenant):
-    """Left out, the zero-width space would join the key to the word before it ("keyAKIA..."),
-    in which no key starts; in the text as sent, one does."""
+    """Left out, the zero-width space joins the key to the word before it ("keyAKIA..."); the
+    offset still counts in the text as sent, where the key starts after that space."""
     key = CREDENTIALS["an AWS access key id"]
     for content in (f"deploy key\u200b{key}", f"\uff4b\uff45\uff59\u200b{key}"):
+        with pytest.raises(InvalidInput) as error:
+            note(tenant, content=content)
+        assert_refusal(error.value, "content", "an AWS access key id", content.index(key), key)
+    assert not Memory.objects.exists()
+
+
+GLUED_KINDS = [kind for kind in CREDENTIALS if not kind.startswith("a private key")]
+
+
+@pytest.mark.parametrize("word", ["key", "token", "KEY", "Schl\u00fcssel"])
+@pytest.mark.parametrize("kind", GLUED_KINDS)
+def test_a_credential_glued_to_the_word_before_it_is_refused(tenant, kind, word):
+    """Pasted with no space after its label ("keyAKIA...", "tokenghp_..."), a credential works
+    as well as one standing alone; it used to be stored."""
+    credential = CREDENTIALS[kind]
+    content = f"the deploy {word}{credential} for staging"
+    with pytest.raises(InvalidInput) as error:
+        note(tenant, content=content)
+    assert_refusal(error.value, "content", kind, content.index(credential), credential)
+    assert not Memory.objects.exists()
+
+
+def test_a_key_id_without_a_digit_is_refused_after_a_change_of_case_or_script(tenant):
+    """One key id in 28 holds no digit. Glued to a lower-case label, or to a word of another
+    script (CJK runs need no space), it is no upper-case word running into AKIA (the near
+    misses above): refused all the same."""
+    key = "AKIA" + "QWERTYUIOPASDFGH"
+    for content in (f"deploy key{key}", f"\u5bc6\u94a5{key}", f"cl\u00e9{key}"):
         with pytest.raises(InvalidInput) as error:
             note(tenant, content=content)
         assert_refusal(error.value, "content", "an AWS access key id", content.index(key), key)
