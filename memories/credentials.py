@@ -51,8 +51,18 @@ class _Format:
 
 # A token's own characters on either side of it: a match inside a longer token is no match. A
 # letter before is allowed, and judged by _part_of_a_word.
-_NOT_AFTER_TOKEN = r"(?<![0-9_-])"
+_TOKEN_BUT_LETTERS = "0-9_-"
 _NOT_BEFORE_TOKEN = r"(?![A-Za-z0-9_-])"
+
+
+def _not_after(chars: str, first: str) -> str:
+    """A pattern's first character (or set of them) `first`, not after a character of the set
+    `chars`. The check comes after `first` rather than before it: re searches a text for a
+    pattern's first character only when the pattern starts with it, and otherwise tries a match
+    at every position."""
+    return rf"{first}(?<![{chars}]{first})"
+
+
 # Between the lines of a PEM block as stored: white space, or a newline escaped as in a JSON
 # file pasted whole (a Google service-account key).
 _LINE_BREAK = r"(?:\s|\\[rn])+"
@@ -102,7 +112,7 @@ FORMATS: tuple[_Format, ...] = (
         # takes it): an upper-case word with a 0, 1, 8 or 9 in it is no key id.
         "an AWS access key id",
         ("AKIA", "ASIA"),
-        re.compile(r"(?<![0-9])(?:AKIA|ASIA)(?P<body>[A-Z2-7]{16})(?![A-Za-z0-9])"),
+        re.compile(rf"{_not_after('0-9', 'A')}(?:KIA|SIA)(?P<body>[A-Z2-7]{{16}})(?![A-Za-z0-9])"),
     ),
     _Format(
         # ghp_ personal, gho_ OAuth, ghu_/ghs_ GitHub App user/server, ghr_ refresh (GitHub's
@@ -112,8 +122,8 @@ FORMATS: tuple[_Format, ...] = (
         "a GitHub token",
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
         re.compile(
-            r"(?<![0-9_])"
-            r"(?:gh[pousr]_(?P<body>[A-Za-z0-9]{36,})|github_pat_(?P<pat>[A-Za-z0-9_]{59,}))"
+            rf"{_not_after('0-9_', 'g')}"
+            r"(?:h[pousr]_(?P<body>[A-Za-z0-9]{36,})|ithub_pat_(?P<pat>[A-Za-z0-9_]{59,}))"
         ),
         _github_checksum_holds,
     ),
@@ -124,10 +134,10 @@ FORMATS: tuple[_Format, ...] = (
         "a Slack token",
         ("xox", "xapp-"),
         re.compile(
-            rf"{_NOT_AFTER_TOKEN}(?:"
-            r"xox[abprs]-(?:\d-)?\d{8,}-(?:\d+-)*(?P<body>[A-Za-z0-9]{10,})"
-            r"|xoxe(?:\.xox[bp])?-\d-(?P<config>[A-Za-z0-9]{100,})"
-            r"|xapp-\d-[A-Z0-9]+-\d+-(?P<app>[a-z0-9]{32,})"
+            rf"{_not_after(_TOKEN_BUT_LETTERS, 'x')}(?:"
+            r"ox[abprs]-(?:\d-)?\d{8,}-(?:\d+-)*(?P<body>[A-Za-z0-9]{10,})"
+            r"|oxe(?:\.xox[bp])?-\d-(?P<config>[A-Za-z0-9]{100,})"
+            r"|app-\d-[A-Z0-9]+-\d+-(?P<app>[a-z0-9]{32,})"
             rf"){_NOT_BEFORE_TOKEN}"
         ),
     ),
@@ -137,12 +147,17 @@ FORMATS: tuple[_Format, ...] = (
         # detection). 24 characters and more after the prefix, as in the oldest keys.
         "a Stripe live secret key",
         ("k_live_",),
-        re.compile(r"(?<![0-9_])[sr]k_live_(?P<body>[A-Za-z0-9]{24,})(?![A-Za-z0-9_])"),
+        re.compile(
+            rf"{_not_after('0-9_', '[sr]')}k_live_(?P<body>[A-Za-z0-9]{{24,}})(?![A-Za-z0-9_])"
+        ),
     ),
     _Format(
         "a Google API key",
         ("AIza",),
-        re.compile(rf"{_NOT_AFTER_TOKEN}AIza(?P<body>[A-Za-z0-9_-]{{35}}){_NOT_BEFORE_TOKEN}"),
+        re.compile(
+            rf"{_not_after(_TOKEN_BUT_LETTERS, 'A')}Iza(?P<body>[A-Za-z0-9_-]{{35}})"
+            rf"{_NOT_BEFORE_TOKEN}"
+        ),
     ),
     _Format(
         # OpenAI publishes no format: the keys known, legacy (sk-) or scoped (sk-proj-,
@@ -152,7 +167,7 @@ FORMATS: tuple[_Format, ...] = (
         "an OpenAI API key",
         ("T3BlbkFJ",),
         re.compile(
-            rf"{_NOT_AFTER_TOKEN}sk-(?:(?:proj|svcacct|admin)-)?"
+            rf"{_not_after(_TOKEN_BUT_LETTERS, 's')}k-(?:(?:proj|svcacct|admin)-)?"
             r"(?P<body>[A-Za-z0-9_-]{20,80}T3BlbkFJ[A-Za-z0-9_-]{20,80})"
             rf"{_NOT_BEFORE_TOKEN}"
         ),
@@ -162,7 +177,9 @@ FORMATS: tuple[_Format, ...] = (
         # gitleaks' anthropic rules take them.
         "an Anthropic API key",
         ("sk-ant-",),
-        re.compile(rf"{_NOT_AFTER_TOKEN}sk-ant-[a-z]+\d\d-(?P<body>[A-Za-z0-9_-]{{40,}})"),
+        re.compile(
+            rf"{_not_after(_TOKEN_BUT_LETTERS, 's')}k-ant-[a-z]+\d\d-(?P<body>[A-Za-z0-9_-]{{40,}})"
+        ),
     ),
 )
 
