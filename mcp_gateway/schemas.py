@@ -36,6 +36,16 @@ DATETIME = {
     ),
 }
 
+# A due date may be a date alone ("due on the 10th"). No `format`: "date-time" would tell a
+# client that validates formats to refuse the date, and some clients' schema converters refuse
+# or drop an anyOf of the two; the server checks both forms (bounds.clean_due_at).
+DUE_AT_FORMS = (
+    "ISO 8601 with an offset (whole minutes within ±14:00), e.g. 2026-12-31T17:00:00Z, or a "
+    "date alone, e.g. 2026-12-31: due by the end of that day in UTC (stored and shown as "
+    "2026-12-31T23:59:59.999999Z). From 1970-01-01 to 9999-12-31."
+)
+DUE_AT = {"type": "string", "maxLength": 40}
+
 
 def nullable(json_type: str, **keywords: object) -> dict:
     """A value of `json_type`, or null. As `anyOf` branches of one type each, not a type array:
@@ -256,7 +266,7 @@ REMEMBER_IN = strict(
         },
         "project": PROJECT,
         "tags": TAGS,
-        "dueAt": DATETIME | {"description": "Only for commitments: when it is due."},
+        "dueAt": DUE_AT | {"description": f"Only for commitments: when it is due. {DUE_AT_FORMS}"},
     },
     required=("memoryType", "topic", "content"),
 )
@@ -483,8 +493,12 @@ REVISE_IN = strict(
         "scope": SCOPE | {"description": "Omitted: the predecessor's scope."},
         "project": PROJECT,
         "tags": TAGS,
-        "dueAt": DATETIME
-        | {"description": "Only for commitments: the new due date. To drop it, use clear."},
+        "dueAt": DUE_AT
+        | {
+            "description": (
+                f"Only for commitments: the new due date. {DUE_AT_FORMS} To drop it, use clear."
+            )
+        },
         "clear": {
             "type": "array",
             "maxItems": len(REVISE_CLEARABLE),

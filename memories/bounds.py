@@ -7,7 +7,7 @@ import contextlib
 import re
 import unicodedata
 from collections.abc import Iterable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 
 from memories.errors import InvalidInput
 
@@ -200,9 +200,27 @@ def clean_thread_name(value: object, field: str = "name") -> str:
     return _text(field, value, maximum=THREAD_NAME_MAX)
 
 
-def clean_datetime(field: str, value: object) -> datetime:
+# A calendar date alone (RFC 3339 full-date), which a due date may be: "due on the 10th".
+_FULL_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+# The instant a date alone is due at: its last in UTC, so that the commitment is overdue (due
+# before now) from the next day on, never during the day it names.
+END_OF_DAY = time(23, 59, 59, 999_999)
+_EXAMPLE = "e.g. 2026-12-31T17:00:00Z"
+_OR_A_DATE = ", or a date alone, e.g. 2026-12-31 (due by the end of that day, UTC)"
+
+
+def clean_datetime(field: str, value: object, *, end_of_day_dates: bool = False) -> datetime:
     """An instant from caller input, an aware datetime or an ISO 8601 string with an offset,
-    in UTC and within EARLIEST_INSTANT..LATEST_INSTANT."""
+    in UTC and within EARLIEST_INSTANT..LATEST_INSTANT. With `end_of_day_dates`, a date alone
+    (YYYY-MM-DD) is the last instant of that day in UTC."""
+    or_a_date = _OR_A_DATE if end_of_day_dates else ""
+    if end_of_day_dates and isinstance(value, str) and _FULL_DATE.fullmatch(value):
+        try:
+            value = datetime.combine(date.fromisoformat(value), END_OF_DAY, tzinfo=UTC)
+        except ValueError:
+            raise InvalidInput(
+                field, f"is no date in the calendar; must be a date-time, {_EXAMPLE}{or_a_date}"
+            ) from None
     if isinstance(value, str) and len(value) <= 40:
         # RFC 3339 §5.6 allows a lower-case "z" (and "t"), which fromisoformat refuses.
         if value.endswith("z"):
@@ -210,10 +228,12 @@ def clean_datetime(field: str, value: object) -> datetime:
         with contextlib.suppress(ValueError):
             value = datetime.fromisoformat(value)
     if not isinstance(value, datetime):
-        raise InvalidInput(field, "must be an ISO 8601 date-time, e.g. 2026-12-31T17:00:00Z")
+        raise InvalidInput(
+            field, f"must be an ISO 8601 date-time with a UTC offset, {_EXAMPLE}{or_a_date}"
+        )
     offset = value.utcoffset()
     if offset is None:
-        raise InvalidInput(field, "must include a UTC offset, e.g. 2026-12-31T17:00:00Z")
+        raise InvalidInput(field, f"must include a UTC offset, {_EXAMPLE}{or_a_date}")
     if abs(offset) > MAX_UTC_OFFSET or offset % timedelta(minutes=1):
         raise InvalidInput(field, "UTC offset must be whole minutes within -14:00..+14:00")
     try:
@@ -238,4 +258,4 @@ def clean_due_at(value: object, *, memory_type: str) -> datetime | None:
         return None
     if memory_type != "commitment":
         raise InvalidInput("dueAt", "only a commitment can have a due date")
-    return clean_datetime("dueAt", value)
+    return clean_datetime("dueAt", value, end_of_day_dates=True)

@@ -102,6 +102,7 @@ def _value_for(schema: dict) -> st.SearchStrategy:
                 | st.uuids().map(str)
                 | st.just(REAL_ID)
                 | st.sampled_from(["2026-12-02T10:00:00Z", "2026-13-45T99:00:00", "x" * 20_001])
+                | st.sampled_from(["2026-12-10", "2026-02-30", "0000-01-01"])
                 # Search query syntax: tsquery operators, quotes, prefixes, a lone exclusion.
                 | st.sampled_from(["a & | ! :* ' \\", '"unclosed', "-", "-x -y", "(a|b)", "数据库"])
             )

@@ -5,8 +5,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from memories.bounds import clean_datetime
 from memories.errors import InvalidInput
-from memories.models import Memory
+from memories.models import Memory, is_overdue
 from memories.services import record_memory
 
 
@@ -122,3 +123,65 @@ def test_instants_out_of_range_or_with_odd_offsets_are_refused(tenant, value, fr
 def test_instants_at_the_limits_are_stored_and_read_back_in_utc(tenant, value, stored):
     memory = remember_note(tenant, memory_type="commitment", due_at=value)
     assert Memory.objects.get(pk=memory.pk).due_at == stored
+
+
+@pytest.mark.parametrize(
+    ("value", "stored"),
+    [
+        ("2026-12-10", datetime(2026, 12, 10, 23, 59, 59, 999_999, tzinfo=UTC)),
+        ("2028-02-29", datetime(2028, 2, 29, 23, 59, 59, 999_999, tzinfo=UTC)),
+        ("1970-01-01", datetime(1970, 1, 1, 23, 59, 59, 999_999, tzinfo=UTC)),
+        ("9999-12-31", datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC)),
+    ],
+)
+def test_a_due_date_alone_is_due_by_the_end_of_that_day_in_utc(tenant, value, stored):
+    """ "Due on the 10th": the commitment is due until the day is over, in UTC."""
+    memory = remember_note(tenant, memory_type="commitment", due_at=value)
+    assert Memory.objects.get(pk=memory.pk).due_at == stored
+
+
+def test_a_commitment_due_on_a_date_is_overdue_from_the_next_day_only(tenant):
+    """As briefing and search tell it (a due date before now): never during the day named."""
+    memory = remember_note(tenant, memory_type="commitment", due_at="2026-12-10")
+    due_at = Memory.objects.get(pk=memory.pk).due_at
+    for now, overdue in [
+        (datetime(2026, 12, 10, tzinfo=UTC), False),
+        (datetime(2026, 12, 10, 23, 59, 59, 999_999, tzinfo=UTC), False),
+        (datetime(2026, 12, 11, tzinfo=UTC), True),
+    ]:
+        assert (
+            is_overdue(due_at=due_at, commitment_status="open", valid_to=None, now=now) is overdue
+        ), now
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        ("2026-02-30", "is no date in the calendar"),
+        ("2026-13-01", "is no date in the calendar"),
+        ("0000-01-01", "is no date in the calendar"),
+        ("tomorrow", "must be an ISO 8601 date-time with a UTC offset"),
+        ("2026-12-10T17:00:00", "must include a UTC offset"),
+        ("10/12/2026", "must be an ISO 8601 date-time with a UTC offset"),
+        ("1969-12-31", "within 1970-01-01T00:00:00Z..9999-12-31T23:59:59.999999Z"),
+    ],
+)
+def test_a_due_date_that_is_neither_form_is_refused_naming_both(tenant, value, fragment):
+    with pytest.raises(InvalidInput) as error:
+        remember_note(tenant, memory_type="commitment", due_at=value)
+    assert error.value.field == "dueAt"
+    assert fragment in str(error.value)
+    if "within" not in fragment:
+        assert "e.g. 2026-12-31T17:00:00Z, or a date alone, e.g. 2026-12-31" in str(error.value)
+    assert not Memory.objects.exists()
+
+
+@pytest.mark.parametrize("field", ["asOf", "recordedAfter", "recordedBefore"])
+def test_a_date_alone_is_no_instant_for_the_search_filters(tenant, field):
+    """A date alone would be the start of its day for one filter and the end for another: only
+    a due date takes it."""
+    with pytest.raises(InvalidInput) as error:
+        clean_datetime(field, "2026-12-10")
+    assert str(error.value) == (
+        f"invalid_input: {field}: must include a UTC offset, e.g. 2026-12-31T17:00:00Z"
+    )

@@ -2,7 +2,7 @@
 
 import json
 import uuid
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import mcp_types as types
 import pytest
@@ -15,6 +15,7 @@ from mcp_gateway.schemas import THREAD_ACTIONS
 from mcp_gateway.tools import TOOLS, call_tool, tool_definitions
 from memories import environment
 from memories.models import Memory, MemoryType
+from tests.mcp_gateway.conftest import IN_PROCESS_URL, asgi_transport, mcp_client
 from tests.mcp_gateway.tools.conftest import fails, ok, principal_for
 from tests.memories.made_up_credentials import CREDENTIALS
 
@@ -206,7 +207,9 @@ async def test_read_only_token_cannot_write_but_can_list_threads(owner):
         (
             "remember",
             {"memoryType": "commitment", "topic": "t", "content": "c", "dueAt": "tomorrow"},
-            "invalid_input: dueAt: must be an ISO 8601 date-time",
+            "invalid_input: dueAt: must be an ISO 8601 date-time with a UTC offset, e.g. "
+            "2026-12-31T17:00:00Z, or a date alone, e.g. 2026-12-31 (due by the end of that day, "
+            "UTC)",
         ),
         (
             "remember",
@@ -528,6 +531,58 @@ async def test_a_written_commitment_answers_its_due_date_as_stored(agent):
     )
     assert resolved["memory"]["dueAt"] == "2026-12-31T16:00:00Z"
     assert (await remember(agent, content="a note"))["dueAt"] is None
+
+
+async def test_a_due_date_alone_is_due_by_the_end_of_that_day_and_answered_as_stored(agent):
+    """An agent told "due on the 10th" sent dueAt "2026-12-10" and was refused. A date alone is
+    due until that day is over in UTC; the answer is the instant stored, on remember and revise."""
+    written = await remember(agent, memoryType="commitment", content="ship v3", dueAt="2026-12-10")
+    assert written["dueAt"] == "2026-12-10T23:59:59.999999Z"
+    arguments = {"predecessorId": written["id"], "dueAt": "2026-12-17"}
+    moved = (await ok(agent, "revise", arguments))["memory"]
+    assert moved["dueAt"] == "2026-12-17T23:59:59.999999Z"
+    [read] = (await ok(agent, "get_memories", {"ids": [moved["id"]]}))["memories"]
+    assert read["dueAt"] == "2026-12-17T23:59:59.999999Z"
+    for bad in ("2026-02-30", "2026-13-01", "tomorrow"):
+        text = await fails(agent, "revise", {"predecessorId": moved["id"], "dueAt": bad})
+        assert text.startswith("invalid_input: dueAt: "), text
+        assert "e.g. 2026-12-31T17:00:00Z, or a date alone, e.g. 2026-12-31" in text
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_the_official_sdk_client_sends_a_due_date_alone_and_reads_it_back(
+    asgi_app, seeded, mode
+):
+    """Through the SDK's client, which checks each result against the tool's output schema: the
+    date alone passes the input schema, and the stored instant the output schema."""
+    arguments = {"memoryType": "commitment", "topic": "t", "content": "ship", "dueAt": "2026-12-10"}
+    async with mcp_client(
+        IN_PROCESS_URL, seeded.token, mode=mode, transport=asgi_transport(asgi_app)
+    ) as client:
+        written = await client.call_tool("remember", arguments)
+        assert not written.is_error, written.content[0].text
+        memory = written.structured_content["memory"]
+        moved = await client.call_tool(
+            "revise", {"predecessorId": memory["id"], "dueAt": "2027-01-04"}
+        )
+    assert not moved.is_error, moved.content[0].text
+    assert memory["dueAt"] == "2026-12-10T23:59:59.999999Z"
+    assert moved.structured_content["memory"]["dueAt"] == "2027-01-04T23:59:59.999999Z"
+
+
+async def test_a_commitment_due_today_is_not_overdue_and_one_due_yesterday_is(agent):
+    today = timezone.now().astimezone(UTC).date()
+    due_today = await remember(
+        agent, memoryType="commitment", content="send the report", dueAt=today.isoformat()
+    )
+    yesterday = (today - timedelta(days=1)).isoformat()
+    late = await remember(agent, memoryType="commitment", content="book the venue", dueAt=yesterday)
+    assert (due_today["overdue"], late["overdue"]) == (False, True)
+    sections = (await ok(agent, "briefing", {}))["sections"]
+    assert [item["id"] for item in sections["overdue"]["items"]] == [late["id"]]
+    assert [item["id"] for item in sections["openCommitments"]["items"]] == [due_today["id"]]
+    [hit] = (await ok(agent, "search", {"query": "report"}))["hits"]
+    assert (hit["id"], hit["overdue"]) == (due_today["id"], False)
 
 
 async def test_revise_without_content_keeps_the_whole_text_and_changes_only_what_is_given(agent):
