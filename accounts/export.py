@@ -40,6 +40,7 @@ FIELDS = (
     "status",
     "valid_to",
     "commitment_status",
+    "resolved_at",
     "due_at",
 )
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from memories import bounds, briefing, handoff, reading, search, threads
+from memories.briefing import SectionSpec
 from memories.excerpts import EXCERPT_MAX
 from memories.models import CommitmentStatus, MemoryType
 from memories.search.scoring import WORDS_SCALE_TERMS
@@ -218,7 +219,20 @@ SECTION_TRUNCATED = {
 }
 
 
-def section(max_items: int) -> dict:
+RESOLVED_ITEM = output(
+    {
+        "id": {"type": "string"},
+        "topic": {"type": "string"},
+        "project": nullable("string") | {"description": "Compact: left out when it has none."},
+        "excerpt": {"type": "string", "maxLength": handoff.RECENTLY_RESOLVED_EXCERPT},
+        "truncated": {"type": "boolean", "description": "Compact: only when true."},
+        "resolvedAt": {"type": "string", "format": "date-time"},
+    },
+    required=("id", "topic", "excerpt", "resolvedAt"),
+)
+
+
+def section(max_items: int, items: tuple[dict, ...] = (COMPACT_SECTION_ITEM, EXCERPT_ITEM)) -> dict:
     return output(
         {
             "count": {"type": "integer", "minimum": 0},
@@ -226,11 +240,17 @@ def section(max_items: int) -> dict:
             "items": {
                 "type": "array",
                 "maxItems": max_items,
-                "items": {"anyOf": [COMPACT_SECTION_ITEM, EXCERPT_ITEM]},
+                "items": {"anyOf": list(items)},
             },
         },
         required=("count", "items"),
     )
+
+
+def handoff_section(spec: SectionSpec) -> dict:
+    if spec.name == handoff.RECENTLY_RESOLVED:
+        return section(handoff.RECENTLY_RESOLVED_MAX, (RESOLVED_ITEM,))
+    return section(handoff.MAX_ITEMS)
 
 
 PROPOSAL = output(
@@ -581,9 +601,7 @@ HANDOFF_OUT = output(
         "selector": SELECTED,
         "generatedFor": nullable("string") | {"description": "Compact: left out when not given."},
         "generatedAt": {"type": "string", "format": "date-time"},
-        "sections": output(
-            {spec.name: section(handoff.MAX_ITEMS) for spec in handoff.HANDOFF_SECTIONS}
-        ),
+        "sections": output({spec.name: handoff_section(spec) for spec in handoff.HANDOFF_SECTIONS}),
         "pinnedThreads": PINNED_THREADS,
     },
     required=("selector", "generatedAt", "sections", "pinnedThreads"),

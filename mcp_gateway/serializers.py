@@ -9,14 +9,21 @@ commitmentStatus) belongs here, in tool results, and never in the cacheable reso
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from infra.observability import VERSION
 from mcp_gateway.schemas import utc_datetime, utc_second
-from memories.briefing import Briefing, PinnedThread, PinnedThreads, Section, Selector
+from memories.briefing import (
+    Briefing,
+    PinnedThread,
+    PinnedThreads,
+    Section,
+    SectionItem,
+    Selector,
+)
 from memories.environment import EnvironmentStats
 from memories.excerpts import MemoryExcerpt
-from memories.handoff import Handoff
+from memories.handoff import RECENTLY_RESOLVED, Handoff
 from memories.models import Memory, Thread, ThreadMembership
 from memories.reading import MemoryBatch, ReadMemory
 from memories.search import (
@@ -131,6 +138,32 @@ def excerpt_item(item: MemoryExcerpt) -> dict:
         "dueAt": utc_datetime(item.due_at),
         "overdue": item.overdue,
     }
+
+
+def resolved_item(item: SectionItem) -> dict:
+    """A commitment in the handoff's recently resolved: what tells what was finished, and when,
+    in few characters (get_memories has the rest)."""
+    return {
+        "id": str(item.id),
+        "topic": item.topic,
+        "project": item.project,
+        "excerpt": item.excerpt,
+        "truncated": item.truncated,
+        "resolvedAt": utc_datetime(item.resolved_at),
+    }
+
+
+def compact_resolved_item(item: SectionItem, *, selected: str) -> dict:
+    """A recently resolved commitment as the compact handoff shows it: as resolved_item, without
+    a project it has not or the selector fixes, `truncated` only when the excerpt was cut, and
+    the resolution time to the second."""
+    data: dict = {"id": str(item.id), "topic": item.topic, "excerpt": item.excerpt}
+    if item.truncated:
+        data["truncated"] = True
+    if item.project is not None and selected != "project":
+        data["project"] = item.project
+    data["resolvedAt"] = utc_second(item.resolved_at)
+    return data
 
 
 def search_hit(hit: SearchHit) -> dict:
@@ -282,12 +315,12 @@ def selector(item: Selector, *, compact: bool = False) -> dict:
     return {"kind": item.kind, "value": item.value}
 
 
-def section(item: Section) -> dict:
-    """A briefing or handoff section: the exact count and the first items as excerpts."""
+def section(item: Section, shown: Callable[[SectionItem], dict] = excerpt_item) -> dict:
+    """A briefing or handoff section: the exact count and the first items, each as `shown`."""
     return {
         "count": item.count,
         "truncated": item.truncated,
-        "items": [excerpt_item(excerpt) for excerpt in item.items],
+        "items": [shown(excerpt) for excerpt in item.items],
     }
 
 
@@ -320,18 +353,28 @@ def compact_section_item(item: MemoryExcerpt, *, selected: str) -> dict:
     return data
 
 
-def compact_section(item: Section, *, selected: str) -> dict:
+def compact_section(
+    item: Section, *, selected: str, shown: Callable[..., dict] = compact_section_item
+) -> dict:
     return _counted(
         item.count,
         item.truncated,
-        [compact_section_item(excerpt, selected=selected) for excerpt in item.items],
+        [shown(excerpt, selected=selected) for excerpt in item.items],
     )
 
 
 def _sections(sections: dict[str, Section], *, selected: str, compact: bool) -> dict:
-    if compact:
-        return {name: compact_section(s, selected=selected) for name, s in sections.items()}
-    return {name: section(s) for name, s in sections.items()}
+    """Each section, compact or full; the handoff's recently resolved commitments are items of
+    their own shape (resolved_item)."""
+    shown = {}
+    for name, s in sections.items():
+        resolved = name == RECENTLY_RESOLVED
+        if compact:
+            item = compact_resolved_item if resolved else compact_section_item
+            shown[name] = compact_section(s, selected=selected, shown=item)
+        else:
+            shown[name] = section(s, resolved_item if resolved else excerpt_item)
+    return shown
 
 
 def briefing(result: Briefing, *, compact: bool = True) -> dict:

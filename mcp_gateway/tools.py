@@ -31,7 +31,7 @@ from infra import dbfaults
 from mcp_gateway import auth, handlers, schemas
 from mcp_gateway.handlers import InvalidArguments
 from mcp_gateway.principal import Principal
-from memories import bounds
+from memories import bounds, handoff
 from memories.bounds import text_problem_in
 from memories.errors import DomainError
 
@@ -200,9 +200,10 @@ TOOLS: list[ToolSpec] = [
         title="Handoff package",
         description=(
             "Wrap up when you stop or delegate: bundle a handover package to pass on to "
-            "another agent, a colleague or whoever continues tomorrow, with decisions, "
-            "commitments, blockers, preferences and current facts as 600-character excerpts and "
-            "a truncated flag per section, and the pinned threads."
+            "another agent, a colleague or whoever continues tomorrow, with decisions, open "
+            f"commitments and those resolved in the last {handoff.RECENTLY_RESOLVED_DAYS} days, "
+            "blockers, preferences and current facts as 600-character excerpts and a truncated "
+            "flag per section, and the pinned threads."
         ),
         input_schema=schemas.HANDOFF_IN,
         output_schema=schemas.HANDOFF_OUT,

@@ -73,12 +73,23 @@ class SectionSpec:
     name: str
     where: str
     order: str
+    # Tighter bounds than the call's for a section meant to stay short: at most this many
+    # items, and excerpts of at most this many code points.
+    items_max: int | None = None
+    excerpt_max: int | None = None
+
+
+@dataclass(frozen=True)
+class SectionItem(MemoryExcerpt):
+    """A memory as a section lists it: its excerpt, and when it was resolved (a commitment)."""
+
+    resolved_at: datetime | None
 
 
 @dataclass
 class Section:
     count: int = 0
-    items: list[MemoryExcerpt] = field(default_factory=list)
+    items: list[SectionItem] = field(default_factory=list)
 
     @property
     def truncated(self) -> bool:
@@ -104,17 +115,18 @@ def read_sections(
     }
     narrow = selector.sql(owner_id, params)
     # Only module constants are formatted in; every value is a bound parameter. Both the count
-    # and the choice of the first items read only the covering memory_owner_type_current index
-    # (index-only scans); content is fetched for the chosen items alone.
+    # and the choice of the first items read only a covering index (index-only scans):
+    # memory_owner_type_current, or memory_owner_resolved for what was resolved lately; content
+    # is fetched for the chosen items alone.
     parts = [
-        f"""(SELECT '{spec.name}' AS section, {EXCERPT_COLUMNS},
+        f"""(SELECT '{spec.name}' AS section, {EXCERPT_COLUMNS}, m.resolved_at,
                    (SELECT count(*) FROM memories_memory m
                     WHERE {LIVE}{narrow} AND {spec.where}) AS total
             FROM memories_memory m
             JOIN (SELECT m.id FROM memories_memory m
                   WHERE {LIVE}{narrow} AND {spec.where}
                   ORDER BY {spec.order}
-                  LIMIT %(items)s) top ON m.owner_id = %(owner)s AND m.id = top.id
+                  LIMIT {_limit(spec)}) top ON m.owner_id = %(owner)s AND m.id = top.id
             ORDER BY {spec.order})"""  # noqa: S608
         for spec in specs
     ]
@@ -132,13 +144,22 @@ def read_sections(
             # A thread deleted since `selector.sql` found it is NotFound too, not an empty one.
             Thread.objects.require_still_there(owner_id, params["selector"], selector.value)
     sections = {spec.name: Section() for spec in specs}
+    excerpt_max_of = {
+        spec.name: min(excerpt_max, spec.excerpt_max or excerpt_max) for spec in specs
+    }
     for row in rows:
         section = sections[row[0]]
         section.count = row[-1]
-        section.items.append(MemoryExcerpt.from_row(row[1:-1], excerpt_max=excerpt_max, now=now))
+        fields = MemoryExcerpt.row_fields(row[1:-2], excerpt_max=excerpt_max_of[row[0]], now=now)
+        section.items.append(SectionItem(**fields, resolved_at=row[-2]))
     if selector.kind == "thread":
         selector = replace(selector, value=params["selector_name"])
     return selector, sections
+
+
+def _limit(spec: SectionSpec) -> str:
+    """The SQL limit of a section's items: the call's, or the section's own when tighter."""
+    return "%(items)s" if spec.items_max is None else f"LEAST(%(items)s, {int(spec.items_max)})"
 
 
 # Overdue first: what needs acting on before anything else. The two commitment sections are

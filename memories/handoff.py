@@ -1,7 +1,8 @@
-"""The handoff package: what one session hands to the next. Decisions, open commitments,
-blockers, preferences and facts with 600-character excerpts, exact counts, and a per-section
-`truncated` flag when a section holds more than it shows; and the pinned threads, as the
-briefing lists them."""
+"""The handoff package: what one session hands to the next. Decisions, open commitments, the
+commitments resolved in the last RECENTLY_RESOLVED_DAYS (what was just finished), blockers,
+preferences and facts with 600-character excerpts (the resolved ones shorter, and fewer), exact
+counts, and a per-section `truncated` flag when a section holds more than it shows; and the
+pinned threads, as the briefing lists them."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from django.utils import timezone
 
 from memories import bounds
 from memories.briefing import (
+    EXCERPT,
     OPEN_COMMITMENT,
     PinnedThreads,
     Section,
@@ -26,11 +28,26 @@ from memories.excerpts import EXCERPT_MAX
 DEFAULT_ITEMS = 10
 MAX_ITEMS = 25
 GENERATED_FOR_MAX = 256
+# What was just finished, as a reminder rather than a record: a week spans the gap between two
+# sessions over a weekend; the few newest, each in a short excerpt (the briefing's brief one),
+# keep a package that is long already from growing much. The exact count says how many more.
+RECENTLY_RESOLVED = "recentlyResolved"
+RECENTLY_RESOLVED_DAYS = 7
+RECENTLY_RESOLVED_MAX = 5
+RECENTLY_RESOLVED_EXCERPT = EXCERPT["brief"]
 
 HANDOFF_SECTIONS = [
     SectionSpec("decisions", "m.memory_type = 'decision'", "m.recorded_at DESC, m.id DESC"),
     SectionSpec(
         "commitments", OPEN_COMMITMENT, "m.due_at ASC NULLS LAST, m.recorded_at DESC, m.id DESC"
+    ),
+    # Only a resolved commitment has a resolved_at (the table's constraint).
+    SectionSpec(
+        RECENTLY_RESOLVED,
+        f"m.resolved_at >= %(now)s - interval '{RECENTLY_RESOLVED_DAYS} days'",
+        "m.resolved_at DESC, m.id DESC",
+        items_max=RECENTLY_RESOLVED_MAX,
+        excerpt_max=RECENTLY_RESOLVED_EXCERPT,
     ),
     SectionSpec("blockers", "m.memory_type = 'blocker'", "m.recorded_at DESC, m.id DESC"),
     SectionSpec("preferences", "m.memory_type = 'preference'", "m.recorded_at DESC, m.id DESC"),

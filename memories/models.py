@@ -1,5 +1,6 @@
 """The Memory: append-only. Substance (content, topic, tags, type, scope, project, recorded_at,
-due_at) is fixed at insert; only lifecycle columns (status, valid_to, commitment_status) ever move.
+due_at) is fixed at insert; only lifecycle columns (status, valid_to, commitment_status,
+resolved_at) ever move.
 Revising inserts a successor with a new id. The trigger `memories_memory_guard` (as migration
 0009 last defines it) enforces this in the database, and lets an embedding be filled or cleared,
 never replaced; account erasure is the one permitted rewrite of substance (to ERASED).
@@ -304,6 +305,11 @@ class Memory(MemoryResource, TenantRow):
     commitment_status = models.CharField(
         max_length=8, choices=CommitmentStatus.choices, null=True, blank=True
     )
+    resolved_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the commitment was resolved; cleared when it is reopened.",
+    )
 
     objects = MemoryManager()
 
@@ -317,6 +323,15 @@ class Memory(MemoryResource, TenantRow):
                 name="memory_owner_type_current",
                 condition=Q(valid_to__isnull=True),
                 include=["status", "commitment_status", "due_at", "id"],
+            ),
+            # The handoff's recently resolved commitments: only a resolved commitment has a
+            # resolved_at (the constraint below), so this index holds those alone, and counts
+            # them with an index-only scan however many memories the account has.
+            models.Index(
+                fields=["owner", "-resolved_at"],
+                name="memory_owner_resolved",
+                condition=Q(valid_to__isnull=True, resolved_at__isnull=False),
+                include=["status", "id"],
             ),
             # Nearest current memories by meaning, and current memories by words: an HNSW and
             # a GIN index per large account, built and dropped at run time
@@ -373,6 +388,14 @@ class Memory(MemoryResource, TenantRow):
             models.CheckConstraint(
                 name="memory_due_at_only_on_commitments",
                 condition=Q(due_at__isnull=True) | Q(memory_type=MemoryType.COMMITMENT),
+            ),
+            models.CheckConstraint(
+                name="memory_resolved_at_only_on_resolved_commitments",
+                condition=Q(resolved_at__isnull=True)
+                | Q(
+                    memory_type=MemoryType.COMMITMENT,
+                    commitment_status=CommitmentStatus.RESOLVED,
+                ),
             ),
             models.CheckConstraint(
                 name="memory_valid_to_after_recorded",

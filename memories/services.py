@@ -253,9 +253,13 @@ def _new_memory(
     recorded_at: datetime | None = None,
 ) -> Memory:
     commitment_status = None
+    resolved_at = None
     if fields.memory_type == MemoryType.COMMITMENT:
         carried = predecessor.commitment_status if predecessor is not None else None
         commitment_status = carried or CommitmentStatus.OPEN
+        if carried == CommitmentStatus.RESOLVED:
+            # A revision of a resolved commitment (its wording, say) resolves nothing again.
+            resolved_at = predecessor.resolved_at
     [embedding] = embed_memories(
         [
             memory_text(
@@ -279,6 +283,7 @@ def _new_memory(
         recorded_at=recorded_at or timezone.now(),
         predecessor=predecessor,
         commitment_status=commitment_status,
+        resolved_at=resolved_at,
         due_at=fields.due_at,
     )
 
@@ -464,8 +469,9 @@ def archive_memory(*, owner: AbstractBaseUser, memory_id: object) -> Memory:
 
 
 def resolve_commitment(*, owner: AbstractBaseUser, memory_id: object, status: object) -> Memory:
-    """Move a commitment through its state machine (COMMITMENT_TRANSITIONS). The same state is a
-    no-op; an illegal move raises InvalidTransition naming both states and the moves there are."""
+    """Move a commitment through its state machine (COMMITMENT_TRANSITIONS), noting when it was
+    resolved (resolved_at, cleared by any other move). The same state is a no-op; an illegal
+    move raises InvalidTransition naming both states and the moves there are."""
     if status not in CommitmentStatus.values:
         raise InvalidInput("status", f"must be one of: {', '.join(CommitmentStatus.values)}")
     with transaction.atomic():
@@ -482,7 +488,9 @@ def resolve_commitment(*, owner: AbstractBaseUser, memory_id: object, status: ob
             if status not in moves:
                 raise InvalidTransition(memory.commitment_status, status, moves)  # type: ignore[arg-type]
             memory.commitment_status = status
-            memory.save(update_fields=["commitment_status"])
+            # Reopened, it is no longer resolved: the handoff's recently resolved drop it.
+            memory.resolved_at = timezone.now() if status == CommitmentStatus.RESOLVED else None
+            memory.save(update_fields=["commitment_status", "resolved_at"])
         return memory
 
 

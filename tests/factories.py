@@ -160,3 +160,22 @@ def insert_commitment_due_at(owner, due_at_sql: str, content: str = "stored long
             [memory_id, owner.pk, content, len(content), due_at_sql],
         )
     return memory_id
+
+
+def insert_memory_as_once_stored(owner, memory_type: str, topic: str, content: str) -> object:
+    """A memory written with raw SQL, naming only the columns every schema of the memories table
+    has had: a row stored under an older schema (a test migrated back to it), which the model's
+    INSERT, naming the columns added since, could not write. Returns it as the model reads it."""
+    from django.db import connection
+
+    from memories.models import Memory, new_memory_id
+
+    memory_id = new_memory_id()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO memories_memory (id, owner_id, content, content_length, memory_type, "
+            "topic, scope, tags, recorded_at, status) "
+            "VALUES (%s, %s, %s, %s, %s, %s, 'personal', '{}', now(), 'active')",
+            [memory_id, owner.pk, content, len(content), memory_type, topic],
+        )
+    return Memory(id=memory_id, owner=owner)

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from accounts import export
 from memories.models import MembershipState, Thread, ThreadMembership
-from memories.services import archive_memory, record_memory, revise_memory
+from memories.services import archive_memory, record_memory, resolve_commitment, revise_memory
 from memories.threads import add_thread_members, create_thread, revise_memory_in_threads
 from tests.factories import MemoryFactory
 
@@ -553,6 +553,17 @@ def test_export_has_every_memory_with_lifecycle_and_links(client, tenant, other_
     # The rows carry vectors (record_memory writes one): derived data, not the tenant's, not
     # exported.
     assert not any("embedding" in row for row in document["memories"])
+
+
+def test_export_says_when_a_commitment_was_resolved(client, tenant):
+    done = record_memory(owner=tenant, memory_type="commitment", topic="t", content="ship it")
+    resolve_commitment(owner=tenant, memory_id=done.id, status="resolved")
+    done.refresh_from_db()
+    client.force_login(tenant)
+    document = json.loads(b"".join(_collect(client.get(reverse("accounts:export_memories")))))
+    [row] = document["memories"]
+    expected = done.resolved_at.isoformat().replace("+00:00", "Z")
+    assert (row["commitment_status"], row["resolved_at"]) == ("resolved", expected)
 
 
 def test_export_includes_threads_with_their_members(client, tenant, other_tenant, history):

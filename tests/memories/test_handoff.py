@@ -1,4 +1,5 @@
-"""The handoff package (memories.handoff): its facts section and the pinned threads beside it."""
+"""The handoff package (memories.handoff): its facts and recently resolved sections and the pinned
+threads beside it."""
 
 from datetime import timedelta
 
@@ -6,7 +7,13 @@ from django.utils import timezone
 
 from memories.briefing import Selector, build_briefing
 from memories.handoff import build_handoff
-from memories.services import archive_memory, record_memory, revise_memory
+from memories.models import Memory
+from memories.services import (
+    archive_memory,
+    record_memory,
+    resolve_commitment,
+    revise_memory,
+)
 from memories.threads import add_thread_members, create_thread
 from tests.factories import MemoryFactory, ThreadFactory, ThreadMembershipFactory
 
@@ -82,3 +89,75 @@ def test_pinned_threads_with_their_counts_as_briefing_lists_them(tenant, other_t
         assert (pinned.count, pinned.truncated) == (2, False)
         # The selector narrows the sections, not the pinned threads: as the briefing's.
         assert pinned == build_briefing(owner_id=tenant.pk, selector=selector).pinned_threads
+
+
+def commitment(owner, content: str, **fields):
+    return record_memory(
+        owner=owner, memory_type="commitment", topic=content.split()[0], content=content, **fields
+    )
+
+
+def resolved(owner, content: str, *, days_ago: float = 0, **fields):
+    """A commitment resolved `days_ago` (the time the service noted, moved back)."""
+    memory = commitment(owner, content, **fields)
+    resolve_commitment(owner=owner, memory_id=memory.id, status="resolved")
+    if days_ago:
+        Memory.objects.filter(pk=memory.pk).update(
+            resolved_at=timezone.now() - timedelta(days=days_ago)
+        )
+    memory.refresh_from_db()
+    return memory
+
+
+def test_commitments_resolved_in_the_last_week_are_handed_on_last_resolved_first(
+    tenant, other_tenant
+):
+    """A next session wants what was just finished, not only what is open."""
+    invoice = resolved(tenant, "invoice sent to ACME", days_ago=2)
+    pentest = resolved(tenant, "pentest booked for March")
+    resolved(tenant, "old migration finished", days_ago=8)
+    commitment(tenant, "rotate the keys")  # open: listed among the commitments
+    gone = commitment(tenant, "call the vendor back")
+    resolve_commitment(owner=tenant, memory_id=gone.id, status="expired")
+    reopened = resolved(tenant, "fix the login bug")
+    resolve_commitment(owner=tenant, memory_id=reopened.id, status="open")
+    reworded = resolved(tenant, "docs published", days_ago=1)
+    successor = revise_memory(
+        owner=tenant, predecessor_id=reworded.id, content="docs published on the wiki"
+    )
+    shelved = resolved(tenant, "survey closed")
+    archive_memory(owner=tenant, memory_id=shelved.id)
+    resolved(other_tenant, "their launch done")
+
+    handoff = build_handoff(owner_id=tenant.pk, selector=Selector())
+    done = handoff.sections["recentlyResolved"]
+
+    assert [item.id for item in done.items] == [pentest.id, successor.id, invoice.id]
+    assert (done.count, done.truncated) == (3, False)
+    assert done.items[1].resolved_at == reworded.resolved_at
+    assert [item.id for item in handoff.sections["commitments"].items] == [
+        reopened.id,
+        Memory.objects.get(content="rotate the keys").id,
+    ]
+    assert list(handoff.sections)[:3] == ["decisions", "commitments", "recentlyResolved"]
+
+
+def test_recently_resolved_is_bounded_to_a_few_short_excerpts_and_counted_exactly(tenant):
+    """The handoff is long already: at most 5, of 200 characters, whatever the section limit;
+    the count says how many more there are, the selector narrows them as the other sections."""
+    for n in range(7):
+        resolved(tenant, f"task {n} done. " + "detail " * 100, project="atlas")
+    resolved(tenant, "apollo task done", project="apollo")
+
+    done = build_handoff(
+        owner_id=tenant.pk, selector=Selector("project", "atlas"), section_limit=25
+    ).sections["recentlyResolved"]
+    assert (len(done.items), done.count, done.truncated) == (5, 7, True)
+    assert all(len(item.excerpt) <= 200 and item.truncated for item in done.items)
+    assert [item.excerpt.split(".")[0] for item in done.items] == [
+        f"task {n} done" for n in (6, 5, 4, 3, 2)
+    ]
+
+    small = build_handoff(owner_id=tenant.pk, selector=Selector(), section_limit=2)
+    assert [len(section.items) for section in small.sections.values()] == [0, 0, 2, 0, 0, 0]
+    assert small.sections["recentlyResolved"].count == 8

@@ -39,7 +39,7 @@ from memories.search.cursor import _CURSOR_SALT, CURSOR_MAX_AGE
 from memories.search.query import CJK_PAIRS_MAX, _cjk_paired, _parse
 from memories.services import archive_memory, record_memory, revise_memory
 from memories.threads import add_thread_members, create_thread, delete_thread
-from tests.factories import MemoryFactory, UserFactory
+from tests.factories import MemoryFactory, UserFactory, insert_memory_as_once_stored
 from tests.memories.conftest import (
     bury_under_recent_notes,
     explain_as_sent,
@@ -268,8 +268,8 @@ def test_a_memory_stored_before_compounds_were_joined_is_found_by_one_word_after
     settings.SEARCH_EMBEDDER = "none"
     owner = UserFactory()
     with memories_schema_at("0019"):
-        stored = record_memory(
-            owner=owner, memory_type="fact", topic="Rota", content="The on-call rota is weekly."
+        stored = insert_memory_as_once_stored(
+            owner, memory_type="fact", topic="Rota", content="The on-call rota is weekly."
         )
         [hit] = run(owner, "oncall rota").hits
         assert (hit.id, hit.lacking) == (stored.id, ("oncall",))
@@ -483,8 +483,8 @@ def test_a_cjk_memory_stored_before_its_bigrams_were_indexed_is_found_after_the_
     settings.SEARCH_EMBEDDER = "none"
     owner = UserFactory()
     with memories_schema_at("0020"):
-        stored = record_memory(
-            owner=owner, memory_type="fact", topic="Office", content="東京都渋谷区の事務所。"
+        stored = insert_memory_as_once_stored(
+            owner, memory_type="fact", topic="Office", content="東京都渋谷区の事務所。"
         )
         assert not holds_lexeme(stored, "渋谷")
     assert holds_lexeme(stored, "渋谷")

@@ -5,6 +5,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
+from django.db import IntegrityError
 from django.utils import timezone
 
 from memories.bounds import EARLIEST_INSTANT, LATEST_INSTANT
@@ -287,6 +288,37 @@ class TestResolve:
         )
         memory.refresh_from_db()
         assert memory.commitment_status == start
+
+    def test_resolving_notes_when_and_any_other_move_forgets_it(self, tenant):
+        """When it was resolved is what tells a recently finished commitment from an old one
+        (the handoff lists those of the last days); reopened, it is no longer resolved."""
+        memory = record_memory(owner=tenant, memory_type="commitment", topic="a", content="x")
+        before = timezone.now()
+        resolve_commitment(owner=tenant, memory_id=memory.id, status="resolved")
+        memory.refresh_from_db()
+        assert before <= memory.resolved_at <= timezone.now()
+        resolved_at = memory.resolved_at
+        resolve_commitment(owner=tenant, memory_id=memory.id, status="resolved")  # no-op
+        memory.refresh_from_db()
+        assert memory.resolved_at == resolved_at
+        for status in ("open", "expired"):
+            resolve_commitment(owner=tenant, memory_id=memory.id, status=status)
+            memory.refresh_from_db()
+            assert (memory.commitment_status, memory.resolved_at) == (status, None)
+
+    def test_a_revision_of_a_resolved_commitment_keeps_when_it_was_resolved(self, tenant):
+        old = record_memory(owner=tenant, memory_type="commitment", topic="a", content="do it")
+        resolve_commitment(owner=tenant, memory_id=old.id, status="resolved")
+        old.refresh_from_db()
+        new = revise_memory(owner=tenant, predecessor_id=old.id, content="did it, on Friday")
+        assert (new.commitment_status, new.resolved_at) == ("resolved", old.resolved_at)
+        note = revise_memory(owner=tenant, predecessor_id=new.id, memory_type="note")
+        assert (note.commitment_status, note.resolved_at) == (None, None)
+
+    def test_the_database_refuses_a_resolution_time_on_an_unresolved_commitment(self, tenant):
+        memory = record_memory(owner=tenant, memory_type="commitment", topic="a", content="x")
+        with pytest.raises(IntegrityError, match="memory_resolved_at_only_on_resolved"):
+            Memory.objects.filter(pk=memory.pk).update(resolved_at=timezone.now())
 
     def test_unknown_status_and_non_commitments_are_invalid_input(self, tenant):
         note = record_memory(owner=tenant, memory_type="note", topic="a", content="x")

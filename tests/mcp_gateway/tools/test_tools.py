@@ -1062,6 +1062,30 @@ async def test_handoff_hands_over_current_facts_and_the_pinned_threads(agent, ot
     )
 
 
+async def test_handoff_hands_over_what_was_just_resolved_in_a_few_compact_items(agent):
+    """A next session wants what was just finished too: the commitments resolved in the last
+    7 days, each its id, topic, project, a short excerpt and when it was resolved."""
+    done = await remember(
+        agent, memoryType="commitment", topic="invoice", content="send ACME the invoice " * 20
+    )
+    await ok(agent, "resolve", {"memoryId": done["id"], "status": "resolved"})
+    await remember(agent, memoryType="commitment", topic="keys", content="rotate the keys")
+
+    result = await ok(agent, "handoff")
+    section = result["sections"]["recentlyResolved"]
+    [item] = section["items"]
+    assert (section["count"], section["truncated"]) == (1, False)
+    assert set(item) == {"id", "topic", "project", "excerpt", "truncated", "resolvedAt"}
+    assert (item["id"], item["topic"], item["project"]) == (done["id"], "invoice", None)
+    assert len(item["excerpt"]) <= 200 and item["truncated"] is True
+    resolved_at = datetime.fromisoformat(item["resolvedAt"])
+    assert timezone.now() - timedelta(minutes=1) < resolved_at <= timezone.now()
+    assert [i["topic"] for i in result["sections"]["commitments"]["items"]] == ["keys"]
+
+    await ok(agent, "resolve", {"memoryId": done["id"], "status": "open"})
+    assert (await ok(agent, "handoff"))["sections"]["recentlyResolved"]["count"] == 0
+
+
 # --- threads -------------------------------------------------------------------------------
 
 
