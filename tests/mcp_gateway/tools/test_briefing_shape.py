@@ -198,8 +198,23 @@ def restored(item: dict, *, memory_type: str, selector: dict) -> dict:
     }
 
 
+def restored_resolved(item: dict, *, selector: dict) -> dict:
+    """A compact recently resolved commitment as the full shape gives it."""
+    return {
+        "id": item["id"],
+        "topic": item["topic"],
+        "project": item.get(
+            "project", selector["value"] if selector["kind"] == "project" else None
+        ),
+        "excerpt": item["excerpt"],
+        "truncated": item.get("truncated", False),
+        "resolvedAt": item["resolvedAt"],
+    }
+
+
 def to_the_second(full_item: dict) -> dict:
-    return full_item | {"recordedAt": full_item["recordedAt"][:19] + "Z"}
+    instant = "resolvedAt" if "resolvedAt" in full_item else "recordedAt"
+    return full_item | {instant: full_item[instant][:19] + "Z"}
 
 
 def nulls_and_falses(value: object, path: str = "") -> list[str]:
@@ -247,11 +262,15 @@ async def test_the_compact_shape_tells_what_the_full_one_does(
             full["sections"][name]["count"],
             full["sections"][name]["truncated"],
         )
-        memory_type = SECTION_TYPES[name]
-        assert [
-            restored(item, memory_type=memory_type, selector=full["selector"])
-            for item in section["items"]
-        ] == [to_the_second(item) for item in full["sections"][name]["items"]]
+        if name == "recentlyResolved":
+            rebuilt = [restored_resolved(i, selector=full["selector"]) for i in section["items"]]
+        else:
+            memory_type = SECTION_TYPES[name]
+            rebuilt = [
+                restored(i, memory_type=memory_type, selector=full["selector"])
+                for i in section["items"]
+            ]
+        assert rebuilt == [to_the_second(item) for item in full["sections"][name]["items"]]
     pinned = full["pinnedThreads"]
     assert compact["pinnedThreads"] == {
         "count": pinned["count"],

@@ -1071,12 +1071,16 @@ async def test_handoff_hands_over_what_was_just_resolved_in_a_few_compact_items(
     await ok(agent, "resolve", {"memoryId": done["id"], "status": "resolved"})
     await remember(agent, memoryType="commitment", topic="keys", content="rotate the keys")
 
-    result = await ok(agent, "handoff")
+    result = await ok(agent, "handoff", {"detail": "full"})
     section = result["sections"]["recentlyResolved"]
     [item] = section["items"]
     assert (section["count"], section["truncated"]) == (1, False)
     assert set(item) == {"id", "topic", "project", "excerpt", "truncated", "resolvedAt"}
     assert (item["id"], item["topic"], item["project"]) == (done["id"], "invoice", None)
+    # Compact, the default: no null project, the resolution time to the second.
+    [compact] = (await ok(agent, "handoff"))["sections"]["recentlyResolved"]["items"]
+    assert set(compact) == {"id", "topic", "excerpt", "truncated", "resolvedAt"}
+    assert compact["resolvedAt"] == item["resolvedAt"][:19] + "Z"
     assert len(item["excerpt"]) <= 200 and item["truncated"] is True
     resolved_at = datetime.fromisoformat(item["resolvedAt"])
     assert timezone.now() - timedelta(minutes=1) < resolved_at <= timezone.now()
