@@ -136,7 +136,11 @@ def connected_apps(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "accounts/connected_apps.html",
-        {"apps": list_connected_apps(user=request.user), "nav": "apps"},
+        {
+            "apps": list_connected_apps(user=request.user),
+            "mcp_url": settings.MCP_RESOURCE_URL,
+            "nav": "apps",
+        },
     )
 
 
@@ -209,6 +213,7 @@ def _memory_list(request: HttpRequest) -> HttpResponse:
             "threads": Thread.objects.names(request.user.pk),
             "show_all": show_all,
             "hidden_exist": hidden_exist,
+            "mcp_url": settings.MCP_RESOURCE_URL,
             "nav": "memories",
         },
     )

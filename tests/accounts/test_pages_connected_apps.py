@@ -40,6 +40,18 @@ def test_lists_each_connected_app_with_its_details_in_plain_words(client, tenant
     assert "First authorized" in page and "when it last got a token" in page
 
 
+@pytest.mark.parametrize("connected", [False, True])
+def test_the_page_names_the_address_an_app_connects_to(client, tenant, app, settings, connected):
+    """With no app yet, or with one and a second to add: the address to give it is here."""
+    settings.MCP_RESOURCE_URL = "https://memory.example.com/mcp"
+    if connected:
+        RefreshTokenFactory(user=tenant, application=app)
+    client.force_login(tenant)
+    page = client.get(reverse("accounts:connected_apps")).text
+    assert "give it this address: <code>https://memory.example.com/mcp</code>" in page
+    assert ("Claude Desktop" in page) == connected
+
+
 def test_a_client_id_metadata_document_url_is_labelled_as_such(client, tenant):
     cimd = ApplicationFactory(client_id="https://agent.example/oauth/client.json")
     AccessTokenFactory(user=tenant, application=cimd)

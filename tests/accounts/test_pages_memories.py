@@ -101,6 +101,16 @@ def test_an_account_without_memories_is_told_how_they_arrive(client, tenant, oth
     assert "No memories yet. Connect an AI agent" in page
 
 
+def test_an_account_without_memories_is_given_the_address_to_connect_an_agent(
+    client, tenant, settings
+):
+    """Someone who signed up had nowhere on the site to learn what to give their agent."""
+    settings.MCP_RESOURCE_URL = "https://memory.example.com/mcp"
+    client.force_login(tenant)
+    page = client.get(reverse("accounts:memories")).text
+    assert "give it the address <code>https://memory.example.com/mcp</code>" in page
+
+
 def test_a_commitment_shows_when_it_is_due_and_whether_it_is_overdue(client, tenant):
     late = record_memory(
         owner=tenant,
