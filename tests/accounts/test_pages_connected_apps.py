@@ -52,6 +52,17 @@ def test_the_page_names_the_address_an_app_connects_to(client, tenant, app, sett
     assert ("Claude Desktop" in page) == connected
 
 
+def test_the_page_says_how_to_leave_an_app_reading_only(client, tenant, app):
+    """A person wanting an app to stop writing found Revoke alone, and no word of how to keep
+    it reading."""
+    RefreshTokenFactory(
+        user=tenant, application=app, access_token__scope="memory:read memory:write"
+    )
+    client.force_login(tenant)
+    page = client.get(reverse("accounts:connected_apps")).text
+    assert "to let one only read, revoke it, and when it asks again choose “Read only”" in page
+
+
 def test_a_client_id_metadata_document_url_is_labelled_as_such(client, tenant):
     cimd = ApplicationFactory(client_id="https://agent.example/oauth/client.json")
     AccessTokenFactory(user=tenant, application=cimd)
