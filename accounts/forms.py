@@ -87,13 +87,29 @@ class FocusFirstError:
             self.fields[invalid[0]].widget.attrs["autofocus"] = True
 
 
+class CursorOnThePasswordAfterARefusal:
+    """A refused log-in comes back with the username as typed and the password empty (a
+    password is never sent back): the cursor goes to the password, the one field left to fill,
+    not to the username (Django's autofocus), a Tab away from it. Without a username, it stays
+    there."""
+
+    def full_clean(self) -> None:
+        super().full_clean()
+        if self.is_bound and self._errors and "username" not in self._errors:
+            self.fields["username"].widget.attrs.pop("autofocus", None)
+            self.fields["password"].widget.attrs["autofocus"] = True
+
+
 # Django's wording says both fields "may be case-sensitive"; names log in in any case here
 # (accounts.models.UserManager), so it would send a person retyping a right name.
 CASE_NOTE = "Note that the password is case-sensitive; the username is not."
 
 
 class ThrottledAuthenticationForm(
-    CharactersNotCodeUnits, ThrottledPasswordCheck, AuthenticationForm
+    CursorOnThePasswordAfterARefusal,
+    CharactersNotCodeUnits,
+    ThrottledPasswordCheck,
+    AuthenticationForm,
 ):
     """Django's log-in form behind the log-in throttle."""
 
@@ -108,7 +124,10 @@ class ThrottledAuthenticationForm(
 
 
 class ThrottledAdminAuthenticationForm(
-    CharactersNotCodeUnits, ThrottledPasswordCheck, AdminAuthenticationForm
+    CursorOnThePasswordAfterARefusal,
+    CharactersNotCodeUnits,
+    ThrottledPasswordCheck,
+    AdminAuthenticationForm,
 ):
     """The admin's log-in form (staff only) behind the same throttle."""
 

@@ -213,6 +213,18 @@ def test_wrong_password_says_so_without_naming_which_part_was_wrong(client, tena
     assert "Please enter a correct username and password" in response.text
 
 
+def test_a_refused_log_in_puts_the_cursor_on_the_emptied_password(client, tenant):
+    """The username comes back as typed, the password empty: the cursor was in the username,
+    so a person retyping the password typed it there, or had to Tab first. The admin's too."""
+    for path in (reverse("accounts:login"), "/admin/login/"):
+        assert autofocused(client.get(path).text) == ["username"], path
+        page = client.post(path, {"username": tenant.username, "password": "wrong"}).text
+        assert autofocused(page) == ["password"], path
+        assert f'value="{tenant.username}"' in page, path
+        page = client.post(path, {"username": "", "password": "wrong"}).text
+        assert autofocused(page) == ["username"], path
+
+
 def test_a_refused_log_in_says_only_the_password_is_case_sensitive(client, tenant):
     """Names log in in any case, so "both fields may be case-sensitive" (Django's wording) would
     send a person retyping a right username in other cases; the admin's log-in alike."""
