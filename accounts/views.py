@@ -12,7 +12,14 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import InvalidPage, Page, Paginator
 from django.db import IntegrityError, connections, transaction
 from django.db.models import F
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseRedirect,
+    JsonResponse,
+    StreamingHttpResponse,
+)
 from django.shortcuts import redirect, render, resolve_url
 from django.urls import reverse, reverse_lazy
 from django.utils import timezone
@@ -55,8 +62,13 @@ def home(request: HttpRequest) -> HttpResponse:
 def signup(request: HttpRequest) -> HttpResponse:
     if not settings.SIGNUP_ENABLED:
         raise Http404("Sign-up is closed.")
+    # The page the person was on its way to (an OAuth authorization request's consent page,
+    # through the log-in page's "Sign up" link), checked as Django's log-in checks it: this
+    # host only, else the default page. Not through redirect(): it would take a bare word
+    # for the name of a URL.
+    next_url = auth_views.RedirectURLMixin().get_redirect_url(request)
     if request.user.is_authenticated:
-        return redirect("accounts:memories")
+        return HttpResponseRedirect(next_url or reverse("accounts:memories"))
     form = SignUpForm(request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():
         try:
@@ -69,8 +81,9 @@ def signup(request: HttpRequest) -> HttpResponse:
         else:
             login(request, user, backend="django.contrib.auth.backends.ModelBackend")
             messages.success(request, f"Welcome, {user.username}. Your account is ready.")
-            return redirect("accounts:memories")
-    return render(request, "accounts/signup.html", {"form": form, "nav": "signup"})
+            return HttpResponseRedirect(next_url or reverse("accounts:memories"))
+    context = {"form": form, "nav": "signup", "next": next_url}
+    return render(request, "accounts/signup.html", context)
 
 
 def throttled(response: HttpResponse, form) -> HttpResponse:

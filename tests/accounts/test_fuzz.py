@@ -55,7 +55,7 @@ FIELDS = {
     ],
     "/login/": ["username", "password", "next"],
     "/admin/login/": ["username", "password", "next"],
-    "/signup/": ["username", "email", "password1", "password2"],
+    "/signup/": ["username", "email", "password1", "password2", "next"],
     "/memories/": ["q", "show", "page"],
     "/account/password/": ["old_password", "new_password1", "new_password2"],
     "/account/delete/": ["password"],

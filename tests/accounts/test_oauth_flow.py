@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import hashlib
+import html
+import re
 import time
 
 import pytest
@@ -30,6 +32,8 @@ from tests.accounts.oauth_helpers import (
     token_request,
 )
 from tests.factories import ApplicationFactory
+
+NEW_PASSWORD = "a much better passphrase 2026"
 
 AccessToken = get_access_token_model()
 Grant = get_grant_model()
@@ -199,6 +203,38 @@ def test_anonymous_visitor_is_sent_to_log_in(client, application):
     assert response.status_code == 302
     login_path = resolve_url(settings.LOGIN_URL)
     assert response["Location"].startswith(f"{login_path}?next=/oauth/authorize/")
+
+
+def _link(page, text: str) -> str:
+    """The address of the page's link whose text is `text` (the first, as a person reads)."""
+    found = re.search(rf'<a href="([^"]*)"[^>]*>{text}</a>', page.content.decode())
+    assert found, text
+    return html.unescape(found[1])
+
+
+def test_a_new_person_signs_up_from_the_log_in_page_and_comes_back_to_consent(client, application):
+    """No account yet: the log-in page's "Sign up" link, then the sign-up form, keep the
+    authorization request, so the new account lands on its consent page, not on /memories/."""
+    verifier, challenge = pkce_pair()
+    url = authorize_url(authorize_params(application, challenge))
+    log_in_page = client.get(client.get(url)["Location"])
+    sign_up_page = client.get(_link(log_in_page, "Sign up"))
+    fields = consent_fields(sign_up_page)  # the hidden fields: the CSRF token and `next`
+    assert fields["next"] == url
+
+    response = client.post(
+        resolve_url("accounts:signup"),
+        {**fields, "username": "ada", "password1": NEW_PASSWORD, "password2": NEW_PASSWORD},
+    )
+
+    assert response.status_code == 302 and response["Location"] == url
+    consent = client.get(url)
+    assert "Test MCP client" in consent.text
+    code = redirect_query(client.post(url, {**consent_fields(consent), "allow": "Authorize"}))
+    assert code["state"] == ["state-123"]
+    tokens = exchange(client, application, code["code"][0], verifier)
+    assert tokens.status_code == 200, tokens.content
+    assert AccessToken.objects.get().user.username == "ada"
 
 
 def test_deny_redirects_with_access_denied_and_issues_nothing(signed_in, application):

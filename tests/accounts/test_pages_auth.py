@@ -2,12 +2,15 @@
 
 import re
 import time
+from html import unescape
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from asgiref.sync import async_to_sync
 from django.contrib.auth import aauthenticate, get_user_model
 from django.test import Client
 from django.urls import reverse
+from django.utils.html import escape
 
 from tests.factories import PASSWORD, UserFactory
 
@@ -93,6 +96,111 @@ def test_sign_up_refuses_names_that_look_like_erased_accounts_or_differ_only_in_
         )
         assert message in response.text
     assert get_user_model().objects.count() == 1
+
+
+# Where a client's authorization request sends a person who is not logged in.
+AUTHORIZE = "/oauth/authorize/?response_type=code&client_id=abc&state=x%20y"
+# `next` values that leave the site, or that a browser may read as leaving it.
+OFF_SITE = [
+    "https://evil.example/",
+    "//evil.example/",
+    "/\\evil.example/",
+    "\\\\evil.example/",
+    "https://testserver.evil.example/",
+    "javascript:alert(1)",
+    " //evil.example/",
+]
+
+
+def _sign_up(client, next_url: str | None, username: str = "ada"):
+    data = {"username": username, "password1": NEW_PASSWORD, "password2": NEW_PASSWORD}
+    if next_url is not None:
+        data["next"] = next_url
+    return client.post(reverse("accounts:signup"), data)
+
+
+@pytest.mark.django_db
+def test_sign_up_goes_on_to_the_page_it_was_asked_for(client):
+    """As log-in does: a person sent to sign up from an OAuth authorization request lands back on
+    it (its consent page) with the new account, not on /memories/."""
+    response = _sign_up(client, AUTHORIZE)
+    assert response.status_code == 302 and response["Location"] == AUTHORIZE
+    assert client.session["_auth_user_id"] == str(get_user_model().objects.get().pk)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("next_url", OFF_SITE)
+def test_sign_up_never_sends_anyone_off_site(client, next_url):
+    """Validated as Django's log-in validates it: another host, a scheme-relative or backslashed
+    address, or another scheme falls back to the default page, and is not put in the page."""
+    page = client.get(reverse("accounts:signup"), {"next": next_url})
+    assert "evil.example" not in page.text and "javascript:" not in page.text
+    response = _sign_up(client, next_url)
+    assert response.status_code == 302
+    assert response["Location"] == reverse("accounts:memories")
+    # The log-in page refuses the same addresses.
+    client.logout()
+    UserFactory(username="grace")
+    logged_in = client.post(
+        reverse("accounts:login"), {"username": "grace", "password": PASSWORD, "next": next_url}
+    )
+    assert logged_in.status_code == 302 and logged_in["Location"] == "/"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("next_url", ["memories", "http://testserver/apps/"])
+def test_sign_up_takes_what_log_in_takes(client, next_url):
+    """The same check as log-in's: this site's own absolute address, and a bare word (an address
+    relative to the page, not the name of a URL: no 500)."""
+    assert _sign_up(client, next_url)["Location"] == next_url
+    client.logout()
+    UserFactory(username="grace")
+    logged_in = client.post(
+        reverse("accounts:login"), {"username": "grace", "password": PASSWORD, "next": next_url}
+    )
+    assert logged_in["Location"] == next_url
+
+
+@pytest.mark.django_db
+def test_a_refused_sign_up_keeps_the_page_it_was_asked_for(client):
+    response = client.post(
+        reverse("accounts:signup"),
+        {"username": "ada", "password1": "123", "password2": "123", "next": AUTHORIZE},
+    )
+    assert response.status_code == 200
+    assert f'<input type="hidden" name="next" value="{escape(AUTHORIZE)}">' in response.text
+    assert _sign_up(client, AUTHORIZE)["Location"] == AUTHORIZE
+
+
+def test_a_signed_in_visit_to_sign_up_goes_on_to_the_page_it_was_asked_for(client, tenant):
+    """Signed up or logged in in another tab meanwhile: the link still leads to the request."""
+    client.force_login(tenant)
+    response = client.get(reverse("accounts:signup"), {"next": AUTHORIZE})
+    assert response.status_code == 302 and response["Location"] == AUTHORIZE
+    response = client.get(reverse("accounts:signup"), {"next": "https://evil.example/"})
+    assert response["Location"] == reverse("accounts:memories")
+
+
+def _links(page: str, text: str) -> list[tuple[str, dict[str, list[str]]]]:
+    """Each link reading `text` on the page: (its path, its query)."""
+    hrefs = re.findall(rf'<a href="([^"]*)"[^>]*>{text}</a>', page)
+    return [
+        (urlsplit(unescape(href)).path, parse_qs(urlsplit(unescape(href)).query)) for href in hrefs
+    ]
+
+
+@pytest.mark.django_db
+def test_log_in_and_sign_up_link_each_other_keeping_the_page_asked_for(client):
+    """Both links on each page, the header's and the one under the form: whichever a person
+    follows, the request they came from is kept."""
+    kept = {"next": [AUTHORIZE]}
+    log_in = client.get(reverse("accounts:login"), {"next": AUTHORIZE}).text
+    assert _links(log_in, "Sign up") == [(reverse("accounts:signup"), kept)] * 2
+    sign_up = client.get(reverse("accounts:signup"), {"next": AUTHORIZE}).text
+    assert _links(sign_up, "Log in") == [(reverse("accounts:login"), kept)] * 2
+    # Nothing asked for: plain links.
+    assert _links(client.get(reverse("accounts:login")).text, "Sign up") == [("/signup/", {})] * 2
+    assert _links(client.get(reverse("accounts:signup")).text, "Log in") == [("/login/", {})] * 2
 
 
 @pytest.mark.django_db(transaction=True)
