@@ -1,17 +1,22 @@
-"""The log-in and consent pages in a real browser (Debian's chromium through Playwright): what a
-person sees and does, including that the browser actually follows the consent form's redirect to
-the client (Content-Security-Policy `form-action` applies to that redirect)."""
+"""The log-in, sign-up and consent pages in a real browser (Debian's chromium through
+Playwright): what a person sees and does, including that the browser actually follows the consent
+form's redirect to the client (Content-Security-Policy `form-action` applies to that redirect)."""
 
 from __future__ import annotations
 
+import hashlib
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+import httpx2
 import pytest
 from django.conf import settings
 from django.shortcuts import resolve_url
+from oauth2_provider.models import get_access_token_model
 
 from tests.accounts.oauth_helpers import REDIRECT_URI, pkce_pair
 from tests.factories import PASSWORD, ApplicationFactory, UserFactory
+
+NEW_PASSWORD = "a long and lovely passphrase"
 
 pytestmark = [
     pytest.mark.live,
@@ -117,3 +122,59 @@ def test_deny_in_chromium_sends_access_denied_to_the_client(oauth_server, chromi
     query = parse_qs(urlsplit(callback).query)
     assert query["error"] == ["access_denied"]
     assert "code" not in query
+
+
+def test_a_new_person_signs_up_from_the_log_in_page_and_allows_the_client(
+    oauth_server, chromium_executable
+):
+    """No account yet: from the log-in page the authorization request sent them to, "Sign up",
+    the form, and straight on to the consent page; Allow sends the client a code it exchanges."""
+    from playwright.sync_api import sync_playwright
+
+    application = ApplicationFactory(name="Claude Code", redirect_uris=REDIRECT_URI)
+    verifier, challenge = pkce_pair()
+    url = _authorization_url(oauth_server.url, application, challenge)
+    callbacks: list[str] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=chromium_executable, args=["--no-sandbox"]
+        )
+        page = browser.new_page()
+        page.set_default_timeout(10_000)
+        page.route(
+            "{0.scheme}://{0.netloc}/**".format(urlsplit(REDIRECT_URI)),
+            lambda route: (callbacks.append(route.request.url), route.fulfill(body="done")),
+        )
+        page.goto(url)
+        assert urlsplit(page.url).path == resolve_url(settings.LOGIN_URL)
+        page.get_by_role("main").get_by_role("link", name="Sign up").click()
+        page.get_by_label("Username").fill("newcomer")
+        page.get_by_label("Password:", exact=True).fill(NEW_PASSWORD)
+        page.get_by_label("Password confirmation:").fill(NEW_PASSWORD)
+        with page.expect_navigation():
+            page.get_by_role("button", name="Create account").click()
+        assert page.url == url  # the consent page of the request, not /memories/
+        text = page.inner_text("main")
+        page.get_by_role("button", name="Allow").click()
+        page.wait_for_url(f"{REDIRECT_URI}**")
+        browser.close()
+
+    assert "Welcome, newcomer" in text and "Claude Code" in text
+    query = parse_qs(urlsplit(callbacks[0]).query)
+    assert query["state"] == ["xyz"] and query["iss"] == [oauth_server.url]
+    response = httpx2.post(
+        f"{oauth_server.url}/oauth/token/",
+        data={
+            "grant_type": "authorization_code",
+            "code": query["code"][0],
+            "redirect_uri": REDIRECT_URI,
+            "client_id": application.client_id,
+            "code_verifier": verifier,
+            "resource": f"{oauth_server.url}/mcp",
+        },
+    )
+    assert response.status_code == 200, response.text
+    checksum = hashlib.sha256(response.json()["access_token"].encode()).hexdigest()
+    assert get_access_token_model().objects.get(token_checksum=checksum).user.username == (
+        "newcomer"
+    )
