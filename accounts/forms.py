@@ -1,5 +1,6 @@
 """Forms of the account pages. Django's auth forms do the work; these add the log-in throttle to
-every password check, sign-up and the password re-check before erasure."""
+every password check, sign-up (with its own limit per address) and the password re-check before
+erasure."""
 
 from __future__ import annotations
 
@@ -18,10 +19,18 @@ from django.contrib.auth.forms import (
     UserCreationForm,
 )
 from django.core.exceptions import ValidationError
+from django.forms.utils import ErrorDict
 from django.http import HttpRequest
 
 from accounts.models import DEMO_USERNAME
-from accounts.throttle import login_retry_after, record_login_failure, record_login_success
+from accounts.throttle import (
+    claim_signup,
+    login_retry_after,
+    record_login_failure,
+    record_login_success,
+    record_signup_failure,
+    signup_retry_after,
+)
 from infra.rate_limit import client_network
 from memories import bounds
 from memories.models import CommitmentStatus, MemoryType, Thread
@@ -29,6 +38,9 @@ from memories.models import CommitmentStatus, MemoryType, Thread
 THROTTLED_MESSAGE = (
     "Too many failed password attempts for this account or from your network. "
     "Wait %(minutes)d minute(s), then try again."
+)
+SIGNUP_THROTTLED_MESSAGE = (
+    "Too many sign-up attempts from your network. Wait %(minutes)d minute(s), then try again."
 )
 T = TypeVar("T")
 
@@ -182,11 +194,59 @@ def refuse_reserved_username(username: str | None) -> None:
         )
 
 
+class ThrottledSignUp:
+    """Sign-up behind its limit per client address (accounts/throttle.py). Once it is used up,
+    the form is refused with that message alone, before any check: nothing is created, and
+    whether the name is taken is not looked up. Otherwise a refused form counts as a failure and
+    a valid one claims an account, refused if that goes over the limit (sign-ups sent all at
+    once). `retry_after` tells the view how long to wait (its 429 carries it as Retry-After)."""
+
+    request: HttpRequest | None = None
+    retry_after: int | None = None
+
+    def full_clean(self) -> None:
+        if not self.is_bound:
+            super().full_clean()
+            return
+        ip = client_network(self.request) if self.request is not None else "unknown"
+        self.retry_after = signup_retry_after(ip=ip)
+        if self.retry_after:
+            self._errors = ErrorDict(renderer=self.renderer)
+            self.cleaned_data = {}
+            self._refuse()
+            return
+        super().full_clean()
+        if self._errors:
+            record_signup_failure(ip=ip)
+            return
+        self.retry_after = claim_signup(ip=ip)
+        if self.retry_after:
+            self._refuse()
+
+    def _refuse(self) -> None:
+        self.add_error(
+            None,
+            ValidationError(
+                SIGNUP_THROTTLED_MESSAGE,
+                code="throttled",
+                params={"minutes": math.ceil(self.retry_after / 60)},
+            ),
+        )
+
+
 class SignUpForm(
-    CharactersNotCodeUnits, FocusFirstError, RulesUnderTheChosenPassword, UserCreationForm
+    CharactersNotCodeUnits,
+    FocusFirstError,
+    ThrottledSignUp,
+    RulesUnderTheChosenPassword,
+    UserCreationForm,
 ):
     """Username (unique regardless of case), optional e-mail, password twice (Django's password
-    validators apply)."""
+    validators apply), behind the sign-up limit per address."""
+
+    def __init__(self, *args, request: HttpRequest | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.request = request
 
     class Meta(UserCreationForm.Meta):
         model = get_user_model()

@@ -14,6 +14,14 @@ compares them when logging in (accounts.models.UserManager), so every name that 
 account shares its budget: `Alice` and `alice`, and `İRIS` and `iris`. Success clears the
 (account, address) count only: clearing more would hand a guesser a fresh budget whenever the
 owner logs in.
+
+Sign-up has a budget of its own per client address, in windows of SIGNUP_RATE_WINDOW seconds:
+SIGNUP_RATE accounts created, so that one address cannot fill the database with tenants, and
+SIGNUP_FAILURES_PER_IP refused forms (a name taken, passwords that differ or that the rules
+refuse), so that probing which names are taken is bounded too, while a person correcting a few
+typos stays far from it. Once either is used up, a sign-up form is refused without being
+checked (nothing is created, and whether its name is taken is not looked up) until the window
+ends.
 """
 
 from __future__ import annotations
@@ -80,3 +88,30 @@ def record_login_success(*, username: str, ip: str) -> None:
     window, subject = _windows(account, ip)[0]
     window.reset(subject)
     cache.set(_known_address_key(account, ip), True, timeout=KNOWN_ADDRESS_SECONDS)
+
+
+def _signup_windows() -> tuple[FixedWindow, FixedWindow]:
+    window = settings.SIGNUP_RATE_WINDOW
+    return (
+        FixedWindow(name="signup-address", limit=settings.SIGNUP_RATE, window=window),
+        FixedWindow(
+            name="signup-failures-address", limit=settings.SIGNUP_FAILURES_PER_IP, window=window
+        ),
+    )
+
+
+def signup_retry_after(*, ip: str) -> int | None:
+    """Seconds until a sign-up form may be checked again from this address, or None."""
+    waits = [wait for window in _signup_windows() if (wait := window.retry_after(ip))]
+    return max(waits, default=None)
+
+
+def record_signup_failure(*, ip: str) -> None:
+    _signup_windows()[1].hit(ip)
+
+
+def claim_signup(*, ip: str) -> int | None:
+    """Count an account about to be created from this address. Seconds to wait when it goes
+    over the limit (then none must be created), else None. Counted before the account is saved,
+    not after: sign-ups sent all at once each pass `signup_retry_after` before any is counted."""
+    return _signup_windows()[0].hit(ip)

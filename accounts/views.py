@@ -69,7 +69,7 @@ def signup(request: HttpRequest) -> HttpResponse:
     next_url = auth_views.RedirectURLMixin().get_redirect_url(request)
     if request.user.is_authenticated:
         return HttpResponseRedirect(next_url or reverse("accounts:memories"))
-    form = SignUpForm(request.POST if request.method == "POST" else None)
+    form = SignUpForm(request.POST if request.method == "POST" else None, request=request)
     if request.method == "POST" and form.is_valid():
         try:
             with transaction.atomic():
@@ -83,12 +83,12 @@ def signup(request: HttpRequest) -> HttpResponse:
             messages.success(request, f"Welcome, {user.username}. Your account is ready.")
             return HttpResponseRedirect(next_url or reverse("accounts:memories"))
     context = {"form": form, "nav": "signup", "next": next_url}
-    return render(request, "accounts/signup.html", context)
+    return throttled(render(request, "accounts/signup.html", context), form)
 
 
 def throttled(response: HttpResponse, form) -> HttpResponse:
-    """A form refused by the log-in throttle is answered 429 Too Many Requests (RFC 6585 §4)
-    with Retry-After, the form and a message saying how long to wait."""
+    """A form refused by the log-in throttle or the sign-up limit is answered 429 Too Many
+    Requests (RFC 6585 §4) with Retry-After, the form and a message saying how long to wait."""
     if getattr(form, "retry_after", None):
         response.status_code = 429
         response["Retry-After"] = str(form.retry_after)

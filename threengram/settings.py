@@ -443,6 +443,15 @@ if SEARCH_EMBEDDER not in ("wordllama", "none") and not (
 # --- Accounts pages ----------------------------------------------------------------------------
 # Empty is refused: written to close the page, it would open it to anyone as the default.
 SIGNUP_ENABLED = _flag("SIGNUP_ENABLED", True, empty_refused=True)
+# Sign-ups per client address and window (accounts/throttle.py), past which the form is refused
+# (HTTP 429) until the window ends: SIGNUP_RATE accounts created, so that a script cannot make
+# tenants without end from one address, and SIGNUP_FAILURES_PER_IP refused forms (a name taken,
+# passwords that differ), bounding the probing of taken names while leaving a person room to
+# correct typos. A few people behind one address (a household, an office) can each sign up; a
+# class or a workshop signing up together from one network needs a higher SIGNUP_RATE.
+SIGNUP_RATE = _at_least("SIGNUP_RATE", 5, 1)
+SIGNUP_FAILURES_PER_IP = _at_least("SIGNUP_FAILURES_PER_IP", 30, 1)
+SIGNUP_RATE_WINDOW = _at_least("SIGNUP_RATE_WINDOW", 3600, 1)
 # Failed password checks (log-in, admin log-in, password change, account deletion) allowed per
 # window before further attempts are refused (HTTP 429) until the window ends: per account and
 # client address, per address, and per account from all addresses except those the account

@@ -122,7 +122,12 @@ def _check(response, case: object) -> None:
 
 
 @pytest.mark.django_db
-@override_settings(OAUTH_REGISTRATION_RATE=10**6, OAUTH_TOKEN_RATE=10**6)
+@override_settings(
+    OAUTH_REGISTRATION_RATE=10**6,
+    OAUTH_TOKEN_RATE=10**6,
+    SIGNUP_RATE=10**6,
+    SIGNUP_FAILURES_PER_IP=10**6,
+)
 def test_hostile_forms_queries_and_registrations_never_get_a_500():
     tenant = UserFactory()
     MemoryFactory(owner=tenant, content="fuzz target")

@@ -62,6 +62,7 @@ EMPTY_IS_THE_DEFAULT = {
     "MCP_RATE_LIMIT": 6000,
     "DATABASE_STATEMENT_TIMEOUT_MS": 5000,
     "LOGIN_FAILURES_PER_IP": 20,
+    "SIGNUP_RATE": 5,
     "DATABASE_RECONNECT_TIMEOUT": 2.0,
     "MCP_ACCESS_LOG": True,
     "ASYNC_DATABASE_PREPARE": True,
@@ -148,6 +149,13 @@ def test_a_space_after_a_comma_keeps_every_host_and_origin():
         ({"MCP_RATE_LIMIT_WINDOW": "0"}, "MCP_RATE_LIMIT_WINDOW", "at least 1"),
         ({"LOGIN_FAILURE_WINDOW_SECONDS": "-900"}, "LOGIN_FAILURE_WINDOW_SECONDS", "at least 1"),
         ({"OAUTH_TOKEN_RATE": "0"}, "OAUTH_TOKEN_RATE", "at least 1"),
+        # A limit of 0 would refuse every sign-up; a negative window, limit none.
+        ({"SIGNUP_RATE": "0"}, "SIGNUP_RATE", "at least 1"),
+        ({"SIGNUP_RATE": "-5"}, "SIGNUP_RATE", "at least 1"),
+        ({"SIGNUP_FAILURES_PER_IP": "0"}, "SIGNUP_FAILURES_PER_IP", "at least 1"),
+        ({"SIGNUP_RATE_WINDOW": "0"}, "SIGNUP_RATE_WINDOW", "at least 1"),
+        ({"SIGNUP_RATE_WINDOW": "-3600"}, "SIGNUP_RATE_WINDOW", "at least 1"),
+        ({"SIGNUP_RATE": "five"}, "SIGNUP_RATE", "whole number"),
         # PostgreSQL refuses the startup option: every request would be a 503, forever.
         ({"DATABASE_STATEMENT_TIMEOUT_MS": "-1"}, "DATABASE_STATEMENT_TIMEOUT_MS", "at least 0"),
         ({"DATABASE_LOCK_TIMEOUT_MS": "soon"}, "DATABASE_LOCK_TIMEOUT_MS", "whole number"),
