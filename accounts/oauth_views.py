@@ -41,6 +41,18 @@ def _bad_request(problem: str) -> HttpResponse:
     return HttpResponse(render_to_string("400.html", {"problem": problem}), status=400)
 
 
+def _where_sent(redirect_uri: str) -> str:
+    """The host and port a redirect URI sends the person to, as the consent page names it: the
+    port tells apart two clients on one machine (127.0.0.1:33418 and 127.0.0.1:6274), as
+    Connected apps shows them. A desktop client's own scheme without a host is named by its
+    scheme (`cursor:`)."""
+    parts = urlsplit(redirect_uri)
+    # The authority without user information: `https://claude.ai@evil.example/` goes to
+    # evil.example, and the page must not say claude.ai.
+    host = parts.netloc.rpartition("@")[2]
+    return host or f"{parts.scheme}:"
+
+
 def _registered_redirect(application, redirect_uri: str) -> bool:
     try:
         return application.redirect_uri_allowed(redirect_uri)
@@ -120,7 +132,7 @@ class McpAuthorizationView(AuthorizationView):
             registered_hosts = {urlsplit(uri).hostname for uri in application.redirect_uris.split()}
             # MCP "Client ID Metadata Documents": the AS MUST display the redirect host and
             # SHOULD warn when a client can only redirect to this machine.
-            context["redirect_host"] = urlsplit(redirect_uri).hostname
+            context["redirect_host"] = _where_sent(redirect_uri)
             context["loopback_only"] = all(is_loopback_host(h or "") for h in registered_hosts)
             context["client_id_url"] = (
                 application.client_id

@@ -149,13 +149,33 @@ def test_consent_page_shows_client_redirect_host_scopes_and_resource(signed_in, 
     page = response.content.decode()
     assert response.status_code == 200
     assert "Test MCP client" in page
-    assert "<strong>127.0.0.1</strong>" in page
+    assert "<strong>127.0.0.1:33418</strong>" in page
     assert "Read your memories" in page
     assert "Write, revise, archive and resolve your memories" in page
     assert f"<code>{settings.MCP_RESOURCE_URL}</code>" in page
     assert "runs on your own computer" in page  # only a loopback redirect is registered
     # The form may post to this site and its redirect may go to this client only (CSP3 §6.3.1).
     assert "form-action 'self' http://127.0.0.1:33418;" in response["Content-Security-Policy"]
+
+
+@pytest.mark.parametrize(
+    ("redirect_uri", "shown"),
+    [
+        ("http://127.0.0.1:6274/oauth/callback", "127.0.0.1:6274"),
+        ("http://[::1]:33418/callback", "[::1]:33418"),
+        ("https://claude.ai/api/mcp/auth_callback", "claude.ai"),
+        ("cursor://anysphere.cursor-retrieval/oauth/callback", "anysphere.cursor-retrieval"),
+        ("cursor:/oauth/callback", "cursor:"),
+    ],
+)
+def test_the_consent_page_names_where_it_sends_you_with_the_port(signed_in, redirect_uri, shown):
+    """Two local clients differ only by their port: the page names it, as Connected apps does."""
+    client = ApplicationFactory(redirect_uris=redirect_uri)
+    _, challenge = pkce_pair()
+    params = authorize_params(client, challenge, redirect_uri=redirect_uri)
+    response = signed_in.get(authorize_url(params))
+    assert response.status_code == 200, response.content
+    assert f"<dd><strong>{shown}</strong></dd>" in response.text
 
 
 def test_allowing_a_client_removed_since_the_consent_page_was_shown_says_so(signed_in):
