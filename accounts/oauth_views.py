@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import json
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils.csp import CSP
 from django.utils.decorators import method_decorator
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider.compat import login_not_required
-from oauth2_provider.models import get_application_model
+from oauth2_provider.models import AbstractApplication, get_application_model
 
 # DOT's own helper for RFC 9207 (private, but DOT is pinned): replaces any `iss` and appends ours.
 from oauth2_provider.oauth2_backends import _add_iss_to_redirect
@@ -51,6 +52,27 @@ def _where_sent(redirect_uri: str) -> str:
     # evil.example, and the page must not say claude.ai.
     host = parts.netloc.rpartition("@")[2]
     return host or f"{parts.scheme}:"
+
+
+def application_asking(next_url: str) -> AbstractApplication | None:
+    """The registered app whose authorization request a log-in will resume, when `next_url` (a
+    `next` already judged safe to return to) is this server's authorization endpoint; else None.
+    Only the client_id is taken from the URL, and only an app registered under it is named: the
+    URL is anyone's to write, so nothing else in it (a client_name, say) may speak for the app."""
+    try:
+        parts = urlsplit(next_url)
+    except ValueError:
+        return None
+    if parts.path != reverse("oauth2_provider:authorize"):
+        return None
+    client_ids = parse_qs(parts.query).get("client_id", [])
+    Application = get_application_model()
+    # oauthlib refuses a repeated client_id; PostgreSQL takes no NUL in text (a 500 else).
+    if len(client_ids) != 1 or "\x00" in client_ids[0]:
+        return None
+    if len(client_ids[0]) > Application._meta.get_field("client_id").max_length:
+        return None
+    return Application.objects.filter(client_id=client_ids[0]).first()
 
 
 def _registered_redirect(application, redirect_uri: str) -> bool:

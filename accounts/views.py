@@ -38,6 +38,7 @@ from accounts.forms import (
     did_you_mean,
 )
 from accounts.middleware import answers_in_json
+from accounts.oauth_views import application_asking
 from memories import replica
 from memories.access import NIL_ID
 from memories.environment import unknown_facet
@@ -103,6 +104,12 @@ class LoginView(auth_views.LoginView):
     # A form is posted: Django's form views also take PUT, as a POST without its fields.
     http_method_names = ["get", "head", "post", "options"]
     extra_context = {"nav": "login"}
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        # Sent here by an app's authorization request: the page says which app is asking.
+        context["application_asking"] = application_asking(context.get("next") or "")
+        return context
 
     def get_success_url(self) -> str:
         # A `next` naming this page would send a signed-in person back here forever (Django

@@ -12,7 +12,8 @@ from django.test import Client
 from django.urls import reverse
 from django.utils.html import escape
 
-from tests.factories import PASSWORD, UserFactory
+from tests.accounts.oauth_helpers import authorize_params, authorize_url, pkce_pair
+from tests.factories import PASSWORD, ApplicationFactory, UserFactory
 
 NEW_PASSWORD = "a much better passphrase 2026"
 
@@ -543,3 +544,68 @@ def test_a_form_page_takes_its_form_by_post_only(client, tenant, page):
     response = client.put(reverse(page), "username=a&password=b")
     assert response.status_code == 405
     assert "PUT is not allowed here" in response.text
+
+
+ASKING = "Log in to let"
+
+
+def _log_in_page_after_authorize(client, application) -> str:
+    """The log-in page an anonymous visitor lands on from `application`'s authorization request."""
+    _, challenge = pkce_pair()
+    response = client.get(authorize_url(authorize_params(application, challenge)), follow=True)
+    assert response.redirect_chain[-1][0].startswith(reverse("accounts:login")), response
+    return response.text
+
+
+@pytest.mark.django_db
+def test_the_log_in_page_names_the_app_whose_authorization_request_sent_you(client):
+    application = ApplicationFactory(name="Claude <b>Code</b>")
+    page = _log_in_page_after_authorize(client, application)
+    assert (
+        "Log in to let <q><bdi>Claude &lt;b&gt;Code&lt;/b&gt;</bdi></q> reach your memories."
+        in page
+    )
+    # Still there when a wrong password sends the form back.
+    next_url = re.search(r'name="next" value="([^"]*)"', page)[1].replace("&amp;", "&")
+    refused = client.post(
+        reverse("accounts:login"),
+        {"username": "nobody", "password": "wrong", "next": next_url},
+    )
+    assert "Log in to let <q><bdi>Claude &lt;b&gt;Code&lt;/b&gt;</bdi></q>" in refused.text
+
+
+@pytest.mark.django_db
+def test_an_unnamed_app_is_called_so_on_the_log_in_page(client):
+    page = _log_in_page_after_authorize(client, ApplicationFactory(name=""))
+    assert "Log in to let an unnamed application reach your memories." in page
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "next_url",
+    [
+        "/oauth/authorize/?client_id=no-such-client&client_name=Claude",
+        "/oauth/authorize/?client_name=Claude",
+        "/oauth/authorize/?client_id=%00",
+        "/oauth/authorize/?client_id=" + "x" * 5000,
+        "/oauth/authorize/?client_id={known}&client_id=no-such-client",
+        "http://evil.example/oauth/authorize/?client_id={known}",
+        "//evil.example/oauth/authorize/?client_id={known}",
+        "http://[/oauth/authorize/?client_id={known}",
+        "/memories/?client_id={known}",
+    ],
+)
+def test_the_log_in_page_names_no_app_for_an_unknown_client_or_a_foreign_next(client, next_url):
+    """Only a client_id registered here names an app, and only in a `next` this site would follow:
+    anything else in the URL is anyone's to write."""
+    known = ApplicationFactory(name="Claude")
+    response = client.get(
+        reverse("accounts:login"), {"next": next_url.format(known=known.client_id)}
+    )
+    assert response.status_code == 200
+    assert ASKING not in response.text
+
+
+@pytest.mark.django_db
+def test_the_log_in_page_without_an_app_asking_says_nothing_of_one(client):
+    assert ASKING not in client.get(reverse("accounts:login")).text
