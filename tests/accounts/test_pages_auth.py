@@ -1,5 +1,6 @@
 """Sign-up, log-in (throttled), log-out and password change, through the real views."""
 
+import io
 import re
 import time
 from html import unescape
@@ -8,6 +9,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from asgiref.sync import async_to_sync
 from django.contrib.auth import aauthenticate, get_user_model
+from django.contrib.auth.management.commands import changepassword
+from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 from django.utils.html import escape
@@ -609,3 +612,23 @@ def test_the_log_in_page_names_no_app_for_an_unknown_client_or_a_foreign_next(cl
 @pytest.mark.django_db
 def test_the_log_in_page_without_an_app_asking_says_nothing_of_one(client):
     assert ASKING not in client.get(reverse("accounts:login")).text
+
+
+@pytest.mark.django_db
+def test_the_log_in_page_says_what_to_do_about_a_forgotten_password(client):
+    page = client.get(reverse("accounts:login")).text
+    assert "Forgot your password?" in page
+    assert "python manage.py changepassword <var>your-username</var>" in page
+
+
+def test_the_reset_the_log_in_page_names_lets_the_person_in_again(client, tenant, monkeypatch):
+    """What the page tells a person to ask for works here: the operator's changepassword sets the
+    new password, ends the sessions the old one opened, and the person logs in with it."""
+    elsewhere = Client()
+    elsewhere.force_login(tenant)
+    # Django's command reads the password from a terminal; the test types it.
+    monkeypatch.setattr(changepassword.Command, "_get_pass", lambda self, prompt="": NEW_PASSWORD)
+    call_command("changepassword", tenant.username, stdout=io.StringIO())
+    assert _login(client, tenant.username, PASSWORD).status_code == 200  # the old one: refused
+    assert _login(client, tenant.username, NEW_PASSWORD).status_code == 302
+    assert elsewhere.get(reverse("accounts:account")).status_code == 302  # sent to log in
