@@ -241,8 +241,9 @@ class SignUpForm(
     RulesUnderTheChosenPassword,
     UserCreationForm,
 ):
-    """Username (unique regardless of case), optional e-mail, password twice (Django's password
-    validators apply), behind the sign-up limit per address."""
+    """Username (unique regardless of case) and password twice (Django's password validators
+    apply), behind the sign-up limit per address. No e-mail: the server sends none, so asking for
+    one would keep personal data that serves nothing."""
 
     def __init__(self, *args, request: HttpRequest | None = None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -250,8 +251,7 @@ class SignUpForm(
 
     class Meta(UserCreationForm.Meta):
         model = get_user_model()
-        fields = ("username", "email")
-        help_texts = {"email": "Optional."}
+        fields = ("username",)
 
     def clean_username(self) -> str:
         username = super().clean_username()

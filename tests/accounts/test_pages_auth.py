@@ -50,6 +50,23 @@ def test_sign_up_creates_the_account_and_logs_in(client):
 
 
 @pytest.mark.django_db
+def test_sign_up_asks_for_no_e_mail_and_keeps_none(client):
+    """Nothing sends e-mail here: sign-up neither asks for an address nor keeps one posted."""
+    page = client.get(reverse("accounts:signup")).text
+    assert 'name="email"' not in page and "mail" not in page.lower()
+    client.post(
+        reverse("accounts:signup"),
+        {
+            "username": "ada",
+            "email": "ada@example.com",
+            "password1": NEW_PASSWORD,
+            "password2": NEW_PASSWORD,
+        },
+    )
+    assert get_user_model().objects.get(username="ada").email == ""
+
+
+@pytest.mark.django_db
 def test_sign_up_rejects_weak_and_mismatched_passwords_naming_the_field(client):
     response = client.post(
         reverse("accounts:signup"),
