@@ -2,9 +2,11 @@ from datetime import UTC
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.auth.admin import GroupAdmin as DjangoGroupAdmin
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 from django.contrib.auth.models import Group
+from django.core.exceptions import ValidationError
 from django.db import OperationalError
 from django.template.response import TemplateResponse
 from oauth2_provider import admin as oauth_admin
@@ -19,6 +21,7 @@ from oauth2_provider.models import (
 from accounts.erasure import erase_account
 from accounts.forms import StaffUserChangeForm, StaffUserCreationForm
 from accounts.models import ErasureRecord, User
+from accounts.oauth_registration import is_registration_token, registration_tokens
 from infra import dbfaults
 from infra.admin import ListedFiltersOnly, ReadOnlyAdminMixin
 
@@ -158,8 +161,43 @@ class ApplicationAdmin(_excluding("client_secret"), oauth_admin.ApplicationAdmin
     list_display = ("name", "client_id", "client_type", "registration_source", "user", "created")
 
 
+# The two kinds of access token DOT keeps in one table. A registration token has no user: in a
+# list of tokens, after an erasure, it read as a person's token that survived it.
+REGISTRATION_KIND = "registration (client management)"
+USER_KIND = "user"
+
+
+class AccessTokenKindFilter(admin.SimpleListFilter):
+    title = "kind"
+    parameter_name = "kind"
+
+    def lookups(self, request, model_admin):
+        return [("registration", REGISTRATION_KIND), ("user", USER_KIND)]
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if value is None:
+            return queryset
+        if value == "registration":
+            return queryset.filter(registration_tokens())
+        if value == "user":
+            return queryset.exclude(registration_tokens())
+        # Django would show the whole list, as if filtered: refused (infra.admin), naming this.
+        problem = ValidationError(f"kind is “registration” or “user”, not “{value[:100]}”")
+        raise IncorrectLookupParameters(problem)
+
+
 class AccessTokenAdmin(_excluding("token", "token_checksum"), oauth_admin.AccessTokenAdmin):
-    list_display = ("pk", "masked_token", "user", "application", "expires", "created")
+    """Registration access tokens (RFC 7592, one per dynamically registered app, no user) are
+    listed with a person's tokens, so each row says which kind it is."""
+
+    list_display = ("pk", "masked_token", "kind", "user", "application", "expires", "created")
+    list_filter = (AccessTokenKindFilter, "application")
+    readonly_fields = ("kind",)
+
+    @admin.display(description="kind")
+    def kind(self, token) -> str:
+        return REGISTRATION_KIND if is_registration_token(token) else USER_KIND
 
 
 class RefreshTokenAdmin(_excluding("token", "token_checksum"), oauth_admin.RefreshTokenAdmin):

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 from oauth2_provider import cimd
 from oauth2_provider.cimd import CIMDError, SafeMetadataFetcher
@@ -296,6 +297,19 @@ def _reads_ending_at(deadline: float) -> type[ssl.SSLSocket]:
             return super().recv_into(buffer, nbytes, flags)
 
     return SocketReadingUntilTheDeadline
+
+
+def registration_tokens() -> Q:
+    """The access tokens that are RFC 7592 registration access tokens: one per dynamically
+    registered client, issued by the registration to manage that client (read, update, delete
+    its registration), never to a person and never accepted by /mcp. DOT stores them among the
+    access tokens, told apart by their scope alone."""
+    return Q(scope=oauth2_settings.DCR_REGISTRATION_SCOPE)
+
+
+def is_registration_token(token: Any) -> bool:
+    """Whether the access token `token` is one of `registration_tokens()`."""
+    return token.scope == oauth2_settings.DCR_REGISTRATION_SCOPE
 
 
 def delete_stale_registered_clients(*, older_than: timedelta) -> int:

@@ -41,11 +41,15 @@ class ListedFiltersOnly:
 
     def lookup_allowed(self, lookup, value, request) -> bool:
         # A refusal raises with its reason: Django's own, from a False, names only the lookup.
+        filters = self.get_list_filter(request)
+        # A SimpleListFilter names its own parameter, taken as it is and judged by the filter.
+        if lookup in {entry.parameter_name for entry in filters if isinstance(entry, type)}:
+            return super().lookup_allowed(lookup, value, request)
         field, _, rest = lookup.partition("__")
         offered = {
             entry[0] if isinstance(entry, tuple) else entry
-            for entry in self.get_list_filter(request)
-            if not isinstance(entry, type)  # a SimpleListFilter names its own parameter
+            for entry in filters
+            if not isinstance(entry, type)
         }
         offered |= {self.date_hierarchy, *self.owner_fields} - {None}
         shown = lookup[:NAME_SHOWN_MAX]

@@ -155,6 +155,9 @@ def test_an_erased_account_can_still_be_saved_in_the_admin(admin_client, tenant)
          {"client_secret__startswith": "pbkdf2"}),
         ("oauth2_provider_accesstoken", lambda t: AccessTokenFactory(user=t),
          {"token_checksum__startswith": "0"}),
+        # A list filter of its own (the tokens' kind) takes its parameter as it is, nothing more.
+        ("oauth2_provider_accesstoken", lambda t: AccessTokenFactory(user=t),
+         {"kind__exact": "user"}),
         # A malformed lookup, which the database would fail on, is refused the same way.
         ("memories_memory", lambda t: MemoryFactory(owner=t), {"content__regex": "("}),
         ("memories_memory", lambda t: MemoryFactory(owner=t),

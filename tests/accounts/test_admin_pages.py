@@ -1,8 +1,11 @@
 """Staff pages: OAuth credentials never rendered, the staff erasure action, no erased text."""
 
+import re
+
 import pytest
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.db import OperationalError
+from django.test import Client
 from django.urls import reverse
 from oauth2_provider.models import get_access_token_model
 
@@ -214,3 +217,59 @@ def test_a_batch_meeting_a_database_failure_answers_it_rather_than_calling_accou
     )
     assert response.status_code == 503
     assert "in use" not in response.text
+
+
+def _token_rows(page: str) -> list[str]:
+    """The access tokens list's rows, as text."""
+    rows = re.findall(r'<tr>\s*<td class="action-checkbox">.*?</tr>', page, re.S)
+    return [" ".join(re.sub(r"<[^>]+>", " ", row).split()) for row in rows]
+
+
+def test_the_access_tokens_list_says_which_are_registration_tokens(admin_client, tenant):
+    """After an erasure the list still holds each registered app's registration access token
+    (RFC 7592, no user): each row says its kind, so none reads as a person's surviving token."""
+    registered = Client().post(  # as an MCP client registers: anonymously
+        "/oauth/register/",
+        {
+            "client_name": "Claude",
+            "redirect_uris": ["https://claude.ai/api/mcp/auth_callback"],
+            "token_endpoint_auth_method": "none",
+        },
+        content_type="application/json",
+    )
+    assert registered.status_code == 201, registered.content
+    application = ApplicationFactory._meta.model.objects.get(
+        client_id=registered.json()["client_id"]
+    )
+    AccessTokenFactory(user=tenant, application=application)
+    kept = AccessTokenFactory(application=application)  # another person's
+    url = reverse("admin:oauth2_provider_accesstoken_changelist")
+    admin_client.post(
+        reverse("admin:accounts_user_changelist"),
+        {"action": "erase_accounts", ACTION_CHECKBOX_NAME: [tenant.pk], "confirm": "yes"},
+    )
+
+    rows = _token_rows(admin_client.get(url).text)
+    registration = [row for row in rows if kept.user.username not in row]
+    person = [row for row in rows if kept.user.username in row]
+    assert len(registration) == 1 and "registration (client management)" in registration[0]
+    assert len(person) == 1 and f"user {kept.user.username}" in person[0]
+    registration_only = _token_rows(admin_client.get(url, {"kind": "registration"}).text)
+    assert (
+        len(registration_only) == 1 and "registration (client management)" in registration_only[0]
+    )
+    people_only = _token_rows(admin_client.get(url, {"kind": "user"}).text)
+    assert len(people_only) == 1 and kept.user.username in people_only[0]
+    token = get_access_token_model().objects.get(user=None)
+    change_page = admin_client.get(
+        reverse("admin:oauth2_provider_accesstoken_change", args=[token.pk])
+    )
+    assert "registration (client management)" in change_page.text
+
+
+def test_the_access_tokens_kind_filter_refuses_a_kind_it_does_not_know(admin_client, tenant):
+    AccessTokenFactory(user=tenant)
+    url = reverse("admin:oauth2_provider_accesstoken_changelist")
+    refused = admin_client.get(url, {"kind": "registrations"})
+    assert refused.status_code == 400
+    assert "kind is “registration” or “user”, not “registrations”" in refused.text
