@@ -33,7 +33,7 @@ from accounts.throttle import (
 )
 from infra.rate_limit import client_network
 from memories import bounds
-from memories.models import CommitmentStatus, MemoryType, Thread
+from memories.models import CommitmentStatus, MemoryType, Thread, filter_words
 
 THROTTLED_MESSAGE = (
     "Too many failed password attempts for this account or from your network. "
@@ -370,6 +370,16 @@ class MemoryFilterForm(CharactersNotCodeUnits, forms.Form):
     def __init__(self, *args, owner_id: int, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.owner_id = owner_id
+
+    def clean_q(self) -> str:
+        """The search text, unless it has more words than the filter takes."""
+        text = self.cleaned_data["q"]
+        if (count := len(filter_words(text))) > bounds.FILTER_WORDS_MAX:
+            raise ValidationError(
+                f"Search text is limited to {bounds.FILTER_WORDS_MAX} words (it has {count}); "
+                "it was not applied."
+            )
+        return text
 
     def clean_thread(self) -> str:
         """The thread as it is named (the filter takes any case), or an error naming the owner's

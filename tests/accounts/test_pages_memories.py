@@ -72,6 +72,110 @@ def test_a_search_of_several_words_finds_the_memories_holding_each_of_them(clien
     assert "No current memory matches" in page
 
 
+def _found(client, query: str) -> str:
+    return client.get(reverse("accounts:memories"), {"q": query}).text
+
+
+def test_punctuation_and_quotes_around_words_do_not_count(client, tenant):
+    MemoryFactory(owner=tenant, topic="jobs", content="Celery runs our background jobs on Redis")
+    MemoryFactory(owner=tenant, topic="reports", content="The weekly report goes out on Monday")
+    client.force_login(tenant)
+    for query in ("Celery.", "celery,redis", "(redis)", "“Celery”", "background jobs!"):
+        page = _found(client, query)
+        assert "Celery runs our background jobs" in page and "weekly report" not in page, query
+    for query in ('"weekly report"', "report:", "weekly/report", "monday?"):
+        page = _found(client, query)
+        assert "weekly report goes out" in page and "Celery runs" not in page, query
+
+
+def test_joined_words_stay_whole(client, tenant):
+    """A hyphen, dot or apostrophe between letters or digits joins a word, "+" and "#" end
+    one: "v1.2" is not "v1" and "2", nor "C++" "C"."""
+    MemoryFactory(owner=tenant, topic="release", content="Shipped v1.2 with the node.js client")
+    MemoryFactory(owner=tenant, topic="other", content="v1 of the API had 2 endpoints")
+    MemoryFactory(owner=tenant, topic="lang", content="The agent is written in C++ and C#")
+    MemoryFactory(owner=tenant, topic="misc", content="A cat named Clementine")
+    client.force_login(tenant)
+    for query in ("v1.2", "Node.js", "v1.2."):
+        page = _found(client, query)
+        assert "Shipped v1.2" in page and "had 2 endpoints" not in page, query
+    for query in ("C++", "c#", "c++,"):
+        page = _found(client, query)
+        assert "written in C++" in page and "Clementine" not in page, query
+
+
+def test_accents_and_case_need_not_match(client, tenant):
+    MemoryFactory(owner=tenant, topic="travel", content="The offsite is in Valparaíso")
+    MemoryFactory(owner=tenant, topic="food", content="Order from the cafe on Elm Street")
+    MemoryFactory(owner=tenant, topic="street", content="The office moved to STRASSE 5")
+    client.force_login(tenant)
+    for query in ("Valparaiso", "valparaíso", "VALPARAÍSO", "Valparai\u0301so"):
+        assert "offsite is in Valparaíso" in _found(client, query), query
+    assert "the cafe on Elm" in _found(client, "Café")
+    assert "STRASSE 5" in _found(client, "Straße")
+
+
+def test_a_typed_apostrophe_or_dash_finds_the_typographic_one(client, tenant):
+    MemoryFactory(owner=tenant, topic="rule", content="We don\u2019t deploy on Fridays")
+    MemoryFactory(owner=tenant, topic="dates", content="Freeze 2026\u201312\u201301")
+    client.force_login(tenant)
+    assert "deploy on Fridays" in _found(client, "don't deploy")
+    assert "Freeze 2026" in _found(client, "2026-12-01")
+
+
+def test_accents_and_case_need_not_match_in_tags(client, tenant):
+    MemoryFactory(owner=tenant, topic="t", content="tagged only", tags=["Déploiement"])
+    client.force_login(tenant)
+    assert "tagged only" in _found(client, "deploiement")
+
+
+def test_a_question_is_read_for_its_words_not_its_common_words(client, tenant):
+    """ "what" and "our" are in no memory: left out, the question finds the memories holding
+    the rest of it."""
+    MemoryFactory(owner=tenant, topic="jobs", content="Celery runs the background jobs")
+    MemoryFactory(owner=tenant, topic="cron", content="Cron runs the nightly backup")
+    client.force_login(tenant)
+    page = _found(client, "what runs our background jobs?")
+    assert "Celery runs the background jobs" in page and "nightly backup" not in page
+
+
+def test_a_text_of_common_words_only_still_filters_by_them(client, tenant):
+    MemoryFactory(owner=tenant, topic="list", content="Things to do before the launch")
+    MemoryFactory(owner=tenant, topic="other", content="Launch checklist")
+    client.force_login(tenant)
+    page = _found(client, "to do")
+    assert "Things to do" in page and "Launch checklist" not in page
+
+
+def test_too_many_words_are_refused_with_the_limit(client, tenant):
+    MemoryFactory(owner=tenant, content="still listed")
+    client.force_login(tenant)
+    page = _found(client, " ".join(f"w{n}" for n in range(17)))
+    assert "limited to 16 words (it has 17)" in page and "still listed" in page
+    # Repeated words count once.
+    assert "limited to" not in _found(client, " ".join(["still"] * 30))
+
+
+def test_a_symbol_with_no_word_is_looked_for_as_typed(client, tenant):
+    MemoryFactory(owner=tenant, topic="launch", content="Launch day 🚀 went well")
+    MemoryFactory(owner=tenant, topic="other", content="Nothing to see")
+    client.force_login(tenant)
+    page = _found(client, "🚀")
+    assert "Launch day" in page and "Nothing to see" not in page
+
+
+def test_underscores_and_percent_signs_are_looked_for_as_typed(client, tenant):
+    """Not as the wildcards of SQL's LIKE."""
+    MemoryFactory(owner=tenant, topic="config", content="Set max_connections to 200")
+    MemoryFactory(owner=tenant, topic="other", content="maxXconnections is not a setting")
+    MemoryFactory(owner=tenant, topic="disk", content="Disk at 90% full")
+    client.force_login(tenant)
+    page = _found(client, "max_connections")
+    assert "Set max_connections" in page and "maxXconnections" not in page
+    page = _found(client, "%")
+    assert "Disk at 90% full" in page and "max_connections" not in page
+
+
 def test_no_current_memory_points_to_the_superseded_and_archived_ones(client, tenant):
     """Not "No memories yet" to someone whose agents archived or replaced everything."""
     old = record_memory(owner=tenant, memory_type="note", topic="lunch", content="Pizza on Friday")
@@ -185,12 +289,14 @@ def test_right_to_left_text_reads_in_its_own_direction(client, tenant):
     assert '">שחרור</a>' in detail and '<a dir="auto" href="/memories/?thread=' in detail
 
 
-def test_a_tag_matches_only_a_search_equal_to_it(client, tenant):
-    """Not a longer search whose first 64 characters (the tags' length) equal it."""
+def test_a_tag_matches_a_search_within_it_not_a_longer_one(client, tenant):
+    """Not a longer search whose first 64 characters (the tags' length) equal it; a word of the
+    tag is found in it, as a word of the content is."""
     tag = "project-" + "x" * 56
     MemoryFactory(owner=tenant, topic="t", content="unrelated", tags=[tag])
     client.force_login(tenant)
     assert "unrelated" in client.get(reverse("accounts:memories"), {"q": tag}).text
+    assert "unrelated" in client.get(reverse("accounts:memories"), {"q": "Project"}).text
     page = client.get(reverse("accounts:memories"), {"q": tag + "-and-more"}).text
     assert "No current memory matches" in page
 

@@ -284,6 +284,18 @@ def test_site_pages_and_staff_admin_as_the_app_role(two_tenants, orm_as_app_role
     assert changelist.context["cl"].result_count == 2  # both tenants' memories
 
 
+def test_the_memories_filter_as_the_app_role_finds_the_tenants_own_only(
+    two_tenants, orm_as_app_role, client
+):
+    """The filter folds case and accents with PostgreSQL's functions, which the app role may
+    call, and reads no other tenant's rows."""
+    tenant, other = two_tenants
+    client.force_login(tenant)
+    page = client.get("/memories/", {"q": "SÉCRET, of?"}).content.decode()
+    assert f"secret of {tenant.username}" in page
+    assert f"secret of {other.username}" not in page
+
+
 @pytest.fixture
 def admin_moved(settings) -> Iterator[str]:
     """A URLconf that mounts the admin at another path, which it yields."""
