@@ -42,7 +42,7 @@ from accounts.oauth_views import application_asking
 from memories import replica
 from memories.access import NIL_ID
 from memories.environment import unknown_facet
-from memories.models import Memory, Thread
+from memories.models import Memory, Thread, filter_words
 from memories.services import parse_memory_id
 
 MEMORIES_PER_PAGE = 20
@@ -227,6 +227,8 @@ def _memory_list(request: HttpRequest) -> HttpResponse:
             "applied": applied,
             "filtered": filtered,
             "narrowed": bool(applied.keys() & {"type", "project", "state", "thread"}),
+            # An empty page of several words says every one must be found.
+            "several_words": len(filter_words(applied.get("q", ""))) > 1,
             "problems": problems + unknown_project,
             "project_unknown": bool(unknown_project),
             "projects": owned.current().project_names(PROJECTS_LISTED),

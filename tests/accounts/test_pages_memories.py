@@ -147,11 +147,28 @@ def test_a_text_of_common_words_only_still_filters_by_them(client, tenant):
     assert "Things to do" in page and "Launch checklist" not in page
 
 
+def test_no_match_of_several_words_says_each_must_be_found(client, tenant):
+    MemoryFactory(owner=tenant, topic="jobs", content="Celery runs the background jobs")
+    client.force_login(tenant)
+    page = _found(client, "celery kubernetes")
+    assert "No current memory matches" in page and "every word: try fewer words" in page
+    assert "try fewer words" not in _found(client, "kubernetes")
+
+
+def test_the_box_says_how_it_filters(client, tenant):
+    client.force_login(tenant)
+    page = client.get(reverse("accounts:memories")).text
+    assert 'aria-describedby="memory-search-help"' in page
+    help_text = re.search(r'<p class="helptext" id="memory-search-help">(.*?)</p>', page)[1]
+    assert "every word" in help_text and "accents" in help_text and "ask your agent" in help_text
+
+
 def test_too_many_words_are_refused_with_the_limit(client, tenant):
     MemoryFactory(owner=tenant, content="still listed")
     client.force_login(tenant)
     page = _found(client, " ".join(f"w{n}" for n in range(17)))
     assert "limited to 16 words (it has 17)" in page and "still listed" in page
+    assert 'aria-invalid="true" aria-describedby="memory-search-help filter-problems"' in page
     # Repeated words count once.
     assert "limited to" not in _found(client, " ".join(["still"] * 30))
 
