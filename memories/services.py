@@ -478,8 +478,12 @@ def resolve_commitment(*, owner: AbstractBaseUser, memory_id: object, status: ob
         lock_live_owner(owner)
         memory = _locked(owner, memory_id)
         if memory.memory_type != MemoryType.COMMITMENT:
+            # An agent done with a blocker or a note reaches for resolve: name the way that is.
             raise InvalidInput(
-                "memoryId", f"memory {memory.id} is a {memory.memory_type}, not a commitment"
+                "memoryId",
+                f"memory {memory.id} is a {memory.memory_type}, not a commitment: only a "
+                "commitment has a state to resolve; archive this one if it no longer holds "
+                "(it stays readable by id), or revise it if it changed",
             )
         if memory.valid_to is not None:
             raise superseded(owner.pk, memory.id, "resolve", needs_type=MemoryType.COMMITMENT)

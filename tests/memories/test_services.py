@@ -327,6 +327,16 @@ class TestResolve:
         with pytest.raises(InvalidInput, match="is a note, not a commitment"):
             resolve_commitment(owner=tenant, memory_id=note.id, status="resolved")
 
+    def test_resolving_a_blocker_says_to_archive_or_revise_it(self, tenant):
+        blocker = record_memory(owner=tenant, memory_type="blocker", topic="a", content="x")
+        with pytest.raises(InvalidInput) as refused:
+            resolve_commitment(owner=tenant, memory_id=blocker.id, status="resolved")
+        assert "is a blocker, not a commitment" in str(refused.value)
+        assert "archive this one if it no longer holds" in str(refused.value)
+        assert "revise it" in str(refused.value)
+        blocker.refresh_from_db()
+        assert blocker.status == "active"
+
 
 class TestTenantBoundary:
     """Another tenant's id behaves exactly like a missing or malformed one, on every path."""
