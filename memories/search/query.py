@@ -32,6 +32,19 @@ _DOTTED_WRITTEN = re.compile(r"(?<![^\W_])[^\W\d_][^\W_]*(?:\.[^\W\d_][^\W_]*)+"
 # also joined and stemmed ("nextj"), which takes the stemmer, so the query reads it from the
 # database (_Query.alternatives).
 _DOTTED = re.compile(r"[a-z][a-z0-9]*(?:\.[a-z][a-z0-9]*)+")
+# What the parser leaves of an English contraction beside its stop words ("doesn" of "doesn't",
+# "re" of "we're"; "don", "can", "t" and "s" are stop words already). Asked for, it would be the
+# question's rarest word, held by no memory: the hit that answers would be said to lack it and
+# score as if it lacked a word that matters. Dropped only where it was written with its apostrophe
+# ("won" of "we won the bid" stays).
+_CONTRACTED = frozenset(
+    {
+        "ain", "aren", "couldn", "d", "didn", "doesn", "hadn", "hasn", "haven", "isn", "ll",
+        "m", "mightn", "mustn", "needn", "re", "shan", "shouldn", "ve", "wasn", "weren", "won",
+        "wouldn",
+    }
+)  # fmt: skip
+_APOSTROPHES = ("'", "\u2019")
 # A run of Chinese, Japanese or Korean characters, as migration 0021 reads them: memories are
 # indexed also by its pairs of characters (memories_cjk_paired), as a run is one word to the
 # parser ("東京都渋谷区の事務所"); a question asks for the pairs of its runs, a phrase for them in
@@ -130,6 +143,10 @@ def _parse(db, text: str) -> _Query:
     )
     terms, queries, lexemes, sources = db.fetchone()
     pairs = list(zip(lexemes, sources, strict=True))
+    contracted = {lexeme for lexeme, word in pairs if lexeme in _CONTRACTED} - {
+        lexeme for lexeme, word in pairs if not any(mark in word for mark in _APOSTROPHES)
+    }
+    terms = [term for term in terms if term not in contracted]
     # Only a word whose whole has a joined spelling stands for its parts: a date, a version or a
     # compound in another script ("2024-01-05", "v1.2-beta") has none, so its lexemes stay its own.
     joinable = {word for lexeme, word in pairs if _COMPOUND.fullmatch(lexeme)}

@@ -158,6 +158,36 @@ def test_a_hit_names_the_questions_distinctive_words_it_lacks_as_they_were_writt
 
 
 @pytest.mark.parametrize(
+    "asked",
+    [
+        "why doesn't the nightly export run on Sundays?",
+        "why doesn\u2019t the nightly export run on Sundays?",
+        "so we're: the nightly export isn't run on Sundays, aren't we?",
+    ],
+)
+def test_a_contraction_in_a_question_is_not_a_word_the_answer_lacks(tenant, asked):
+    """The parser leaves "doesn" of "doesn't", a word no memory holds: the memory answering the
+    question was said to lack it and scored below the same question asked without it."""
+    export = record_memory(
+        owner=tenant,
+        memory_type="fact",
+        topic="Nightly export",
+        content="The nightly export does not run on Sundays: the warehouse is read-only then.",
+    )
+    [hit] = run(tenant, asked).hits
+    plain = run(tenant, "why does the nightly export not run on Sundays?").hits[0]
+    assert (hit.id, hit.lacking) == (export.id, ())
+    assert hit.score == pytest.approx(plain.score, abs=0.02)
+
+
+def test_a_word_a_contraction_would_leave_is_asked_for_when_written_whole(db):
+    """The "won" of "won't" is dropped, the "won" of "we won the bid" is a word like any other."""
+    with connection.cursor() as cursor:
+        assert "won" in _parse(cursor, "the bid we won").terms
+        assert "won" not in _parse(cursor, "the bid we won't lose").terms
+
+
+@pytest.mark.parametrize(
     ("stored", "asked"),
     [
         ("Written updates instead of daily stand-ups.", "daily standups?"),
