@@ -350,6 +350,50 @@ def _too_many_items(spec: ToolSpec, arguments: dict) -> str | None:
 # encodes, and the domain words the same refusal so.
 _PATTERN_RULES = {bounds.SCOPE_PATTERN.pattern: bounds.SCOPE_RULE}
 
+# What an enum's refusal adds for a value that belongs to a neighbouring field or names a thing
+# the tool has no word for: a model sent it meaning something the list of values alone does not
+# show it how to ask for. Keyed by tool and field, then by the value as sent.
+_COMMITMENT_STATE_NOT_A_FILTER = (
+    "status is the archive state alone; a commitment's state is no search filter: filter "
+    "memoryTypes ['commitment'] and read each hit's commitmentStatus (briefing lists the open "
+    "ones, handoff those resolved in the last 7 days)"
+)
+_ENUM_HINTS: dict[tuple[str, str], dict[str, str]] = {
+    ("search", "status"): {
+        **dict.fromkeys(
+            ("open", "waiting", "resolved", "expired", "done", "closed", "pending"),
+            _COMMITMENT_STATE_NOT_A_FILTER,
+        ),
+        **dict.fromkeys(
+            ("superseded", "revised", "historical"),
+            "a version since revised is found with asOf, at an instant it was current",
+        ),
+        "current": "current memories are what every search reads; status 'any' adds archived",
+    },
+    **{
+        (tool, "detail"): {"brief": "'brief' is a mode (how many items); detail is which fields"}
+        for tool in ("briefing", "handoff")
+    },
+    ("briefing", "mode"): {"compact": "'compact' is a detail (which fields); mode is how many"},
+    ("resolve", "status"): {
+        **dict.fromkeys(
+            ("done", "complete", "completed", "closed", "finished", "fixed"),
+            "a commitment that is done is 'resolved'",
+        ),
+        **dict.fromkeys(
+            ("cancelled", "canceled", "dropped", "abandoned", "obsolete"),
+            "one no longer needed is 'expired'",
+        ),
+        "blocked": "one held up by someone else is 'waiting'",
+    },
+}
+
+
+def _enum_hint(tool: str, field: str, value: object) -> str:
+    hint = _ENUM_HINTS.get((tool, field), {}).get(value) if isinstance(value, str) else None
+    return f"; {hint}" if hint else ""
+
+
 # How much of a name the client made up an error repeats.
 SHOWN_NAME_MAX = 64
 
@@ -416,7 +460,8 @@ def _schema_error(spec: ToolSpec, arguments: dict) -> str | None:
         case "minimum":
             return f"{field}: must be at least {limit}; got {error.instance}"
         case "enum":
-            return f"{field}: must be one of: {', '.join(map(str, limit))}"
+            hint = _enum_hint(spec.name, field, error.instance)
+            return f"{field}: must be one of: {', '.join(map(str, limit))}{hint}"
         case "pattern":
             return f"{field}: {_PATTERN_RULES.get(limit, f'must match the pattern {limit}')}"
         case "type" if error.instance is None:

@@ -313,6 +313,35 @@ async def test_bad_input_is_refused_naming_field_and_limit(agent, tool, argument
 
 
 @pytest.mark.parametrize(
+    ("tool", "arguments", "told"),
+    [
+        # Search has no filter of a commitment's state: the agent learns where that state is.
+        ("search", {"status": "resolved"}, "filter memoryTypes ['commitment'] and read each"),
+        ("search", {"query": "x", "status": "open"}, "a commitment's state is no search filter"),
+        ("search", {"status": "superseded"}, "found with asOf"),
+        # Two fields of briefing and handoff both take 'full': the other values are told apart.
+        ("briefing", {"mode": "compact"}, "'compact' is a detail (which fields)"),
+        ("briefing", {"detail": "brief"}, "'brief' is a mode (how many items)"),
+        ("handoff", {"detail": "brief"}, "'brief' is a mode (how many items)"),
+        ("resolve", {"memoryId": "x", "status": "done"}, "a commitment that is done is 'resolved'"),
+        ("resolve", {"memoryId": "x", "status": "cancelled"}, "no longer needed is 'expired'"),
+    ],
+)
+async def test_a_value_of_another_field_or_meaning_is_refused_saying_what_to_send(
+    agent, tool, arguments, told
+):
+    text = await fails(agent, tool, arguments)
+    assert text.startswith("invalid_input: ")
+    assert "must be one of: " in text
+    assert told in text
+
+
+async def test_an_unrelated_enum_value_is_refused_with_the_values_alone(agent):
+    text = await fails(agent, "search", {"status": "purple"})
+    assert text == "invalid_input: status: must be one of: active, archived, any"
+
+
+@pytest.mark.parametrize(
     ("tool", "arguments", "expected"),
     [
         (
