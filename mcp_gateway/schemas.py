@@ -332,7 +332,8 @@ SEARCH_IN = strict(
         },
         "recordedAfter": DATETIME,
         "recordedBefore": DATETIME,
-        "asOf": DATETIME | {"description": "Search what was current at this instant."},
+        "asOf": DATETIME
+        | {"description": f"Search what was current at this instant: {DATETIME['description']}"},
         "cursor": {"type": "string", "minLength": 1, "maxLength": search.CURSOR_MAX},
         "projection": {
             "type": "string",
@@ -565,7 +566,17 @@ SELECTED = output(
 BRIEFING_IN = strict(
     SELECTOR
     | {
-        "mode": {"type": "string", "enum": list(briefing.MODES), "default": "brief"},
+        "mode": {
+            "type": "string",
+            "enum": list(briefing.MODES),
+            "default": "brief",
+            "description": (
+                f"How much: 'brief', {briefing.ITEMS['brief']} items per section and "
+                f"{briefing.EXCERPT['brief']}-character excerpts; 'full', "
+                f"{briefing.ITEMS['full']} and {briefing.EXCERPT['full']}. Which fields each "
+                "item has is detail's."
+            ),
+        },
         "detail": DETAIL,
     }
 )

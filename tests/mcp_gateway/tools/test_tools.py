@@ -74,6 +74,25 @@ def test_a_scope_left_out_is_described_as_each_tool_reads_it():
     assert "predecessor's" in scope["revise"] and "default" not in scope["revise"]
 
 
+def test_every_instant_is_described_with_the_form_it_takes():
+    """asOf's own description replaced the form an instant takes: a model wrote a date alone
+    ("2026-12-01") and was refused, where recordedAfter and recordedBefore said what to write."""
+    for tool in tool_definitions():
+        for name, field in tool.input_schema["properties"].items():
+            if field.get("format") == "date-time":
+                assert "ISO 8601 with an offset" in field["description"], (tool.name, name)
+                assert "2026-12-31T17:00:00Z" in field["description"], (tool.name, name)
+
+
+def test_briefings_mode_says_how_much_it_gives_beside_detail():
+    """Both mode and detail take 'full': mode said nothing of which is which."""
+    [definition] = [t for t in tool_definitions() if t.name == "briefing"]
+    mode = definition.input_schema["properties"]["mode"]["description"]
+    assert "'brief', 3 items per section and 200-character excerpts" in mode
+    assert "'full', 10 and 600" in mode
+    assert "detail" in mode
+
+
 @pytest.mark.parametrize("tool", ["briefing", "handoff"])
 @pytest.mark.parametrize(("selector", "limit"), [("scope", 64), ("project", 256), ("thread", 100)])
 async def test_a_selector_values_limit_is_told_before_the_call_and_by_its_refusal(
