@@ -563,6 +563,12 @@ SELECTED = output(
     },
     required=("kind",),
 )
+UNLISTED_NOTE = nullable("string") | {
+    "description": (
+        "For a thread: how many of its current memories no section lists (notes, patterns, "
+        "events…) and how to read them. Compact: left out when there are none."
+    )
+}
 BRIEFING_IN = strict(
     SELECTOR
     | {
@@ -592,7 +598,9 @@ BRIEFING_OUT = output(
             }
         ),
         "pinnedThreads": PINNED_THREADS,
-    }
+        "note": UNLISTED_NOTE,
+    },
+    required=("selector", "mode", "generatedAt", "sections", "pinnedThreads"),
 )
 HANDOFF_IN = strict(
     SELECTOR
@@ -614,6 +622,7 @@ HANDOFF_OUT = output(
         "generatedAt": {"type": "string", "format": "date-time"},
         "sections": output({spec.name: handoff_section(spec) for spec in handoff.HANDOFF_SECTIONS}),
         "pinnedThreads": PINNED_THREADS,
+        "note": UNLISTED_NOTE,
     },
     required=("selector", "generatedAt", "sections", "pinnedThreads"),
 )

@@ -377,15 +377,35 @@ def _sections(sections: dict[str, Section], *, selected: str, compact: bool) -> 
     return shown
 
 
+def unlisted_note(unlisted: int) -> str | None:
+    """What a briefing or handoff of a thread says of the members its sections leave out."""
+    if not unlisted:
+        return None
+    return (
+        f"{unlisted} of this thread's current memories {'is' if unlisted == 1 else 'are'} in no "
+        "section (the sections list only what their names say: no notes, patterns or events): "
+        "search with this thread as its thread filter and no query lists every member, newest "
+        "first."
+    )
+
+
+def _with_note(data: dict, unlisted: int, *, compact: bool) -> dict:
+    note = unlisted_note(unlisted)
+    if note is not None or not compact:
+        data["note"] = note
+    return data
+
+
 def briefing(result: Briefing, *, compact: bool = True) -> dict:
     """The `briefing` result, compact (the default) or full (every field of every item)."""
-    return {
+    data = {
         "selector": selector(result.selector, compact=compact),
         "mode": result.mode,
         "generatedAt": (utc_second if compact else utc_datetime)(result.generated_at),
         "sections": _sections(result.sections, selected=result.selector.kind, compact=compact),
         "pinnedThreads": pinned_threads(result.pinned_threads, compact=compact),
     }
+    return _with_note(data, result.unlisted, compact=compact)
 
 
 def handoff(result: Handoff, *, compact: bool = True) -> dict:
@@ -400,7 +420,7 @@ def handoff(result: Handoff, *, compact: bool = True) -> dict:
     }
     if compact and result.generated_for is None:
         del data["generatedFor"]
-    return data
+    return _with_note(data, result.unlisted, compact=compact)
 
 
 def environment(

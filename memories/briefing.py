@@ -96,6 +96,14 @@ class Section:
         return self.count > len(self.items)
 
 
+def unlisted_members(members: int | None, sections: dict[str, Section]) -> int:
+    """How many of a selected thread's current memories no section lists (0 for any other
+    selector). The sections are disjoint, so their counts add up to those they list."""
+    if members is None:
+        return 0
+    return max(0, members - sum(section.count for section in sections.values()))
+
+
 def read_sections(
     *,
     owner_id: int,
@@ -104,9 +112,11 @@ def read_sections(
     items: int,
     excerpt_max: int,
     now: datetime,
-) -> tuple[Selector, dict[str, Section]]:
-    """The selector as found (a thread by its name as stored, however it was typed), and exact
-    counts and the first `items` rows of each section, in one statement."""
+) -> tuple[Selector, dict[str, Section], int | None]:
+    """The selector as found (a thread by its name as stored, however it was typed), exact
+    counts and the first `items` rows of each section, in one statement, and for a thread its
+    current, active members: a thread gathers an investigation's notes, which no section lists,
+    and a briefing of it without a word of them reads as a thread with nothing in it."""
     params: dict = {
         "owner": owner_id,
         "now": now,
@@ -143,6 +153,18 @@ def read_sections(
         elif not rows and selector.kind == "thread":
             # A thread deleted since `selector.sql` found it is NotFound too, not an empty one.
             Thread.objects.require_still_there(owner_id, params["selector"], selector.value)
+        members = None
+        if selector.kind == "thread":
+            # From the thread's memberships (membership_unique leads with owner and thread), not
+            # from the account's memories, however many those are.
+            cursor.execute(
+                "SELECT count(*) FROM memories_threadmembership ms"  # noqa: S608 (constants)
+                " JOIN memories_memory m ON m.owner_id = ms.owner_id AND m.id = ms.memory_id"
+                " WHERE ms.owner_id = %(owner)s AND ms.thread_id = %(selector)s"
+                f" AND ms.state = 'member' AND {LIVE}",
+                params,
+            )
+            members = cursor.fetchone()[0]
     sections = {spec.name: Section() for spec in specs}
     excerpt_max_of = {
         spec.name: min(excerpt_max, spec.excerpt_max or excerpt_max) for spec in specs
@@ -154,7 +176,7 @@ def read_sections(
         section.items.append(SectionItem(**fields, resolved_at=row[-2]))
     if selector.kind == "thread":
         selector = replace(selector, value=params["selector_name"])
-    return selector, sections
+    return selector, sections, members
 
 
 def _limit(spec: SectionSpec) -> str:
@@ -225,13 +247,15 @@ class Briefing:
     generated_at: datetime
     sections: dict[str, Section]
     pinned_threads: PinnedThreads
+    # Of a thread's current memories, how many no section lists (0 for another selector).
+    unlisted: int = 0
 
 
 def build_briefing(*, owner_id: int, selector: Selector, mode: str = "brief") -> Briefing:
     if mode not in MODES:
         raise InvalidInput("mode", f"must be one of: {', '.join(MODES)}")
     now = timezone.now()
-    selector, sections = read_sections(
+    selector, sections, members = read_sections(
         owner_id=owner_id,
         selector=selector,
         specs=BRIEFING_SECTIONS,
@@ -245,4 +269,5 @@ def build_briefing(*, owner_id: int, selector: Selector, mode: str = "brief") ->
         generated_at=now,
         sections=sections,
         pinned_threads=read_pinned_threads(owner_id),
+        unlisted=unlisted_members(members, sections),
     )

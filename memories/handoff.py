@@ -21,6 +21,7 @@ from memories.briefing import (
     Selector,
     read_pinned_threads,
     read_sections,
+    unlisted_members,
 )
 from memories.errors import InvalidInput
 from memories.excerpts import EXCERPT_MAX
@@ -62,6 +63,8 @@ class Handoff:
     generated_at: datetime
     sections: dict[str, Section]
     pinned_threads: PinnedThreads
+    # Of a thread's current memories, how many no section lists (0 for another selector).
+    unlisted: int = 0
 
 
 def build_handoff(
@@ -81,7 +84,7 @@ def build_handoff(
         else None
     )
     now = timezone.now()
-    selector, sections = read_sections(
+    selector, sections, members = read_sections(
         owner_id=owner_id,
         selector=selector,
         specs=HANDOFF_SECTIONS,
@@ -95,4 +98,5 @@ def build_handoff(
         generated_at=now,
         sections=sections,
         pinned_threads=read_pinned_threads(owner_id),
+        unlisted=unlisted_members(members, sections),
     )

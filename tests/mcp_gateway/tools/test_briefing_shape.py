@@ -304,3 +304,45 @@ async def test_the_working_accounts_briefing_and_handoff_read_short(agent, worki
     assert (waiting["id"], waiting["commitmentStatus"]) == (working_account["tax"]["id"], "waiting")
     items = [i for s in handed["sections"].values() for i in s["items"]]
     assert not any("uri" in i or "memoryType" in i for i in items)
+
+
+@pytest.mark.parametrize("tool", ["briefing", "handoff"])
+async def test_a_thread_of_notes_is_said_to_hold_what_no_section_lists(agent, tool):
+    """A multi-day investigation kept as notes in a pinned thread: its briefing and handoff had
+    every section empty and said nothing, as if the thread held nothing to hand over."""
+    notes = [
+        (await ok(agent, "remember", {"memoryType": memory_type, "topic": topic, "content": text}))[
+            "memory"
+        ]["id"]
+        for memory_type, topic, text in [
+            ("note", "leak: symptoms", "Dispatcher pods grow to 2 GB RSS and are OOM-killed."),
+            ("note", "leak: tracemalloc", "Growth is in httpx clients built per delivery."),
+            ("pattern", "leak: shared client", "One httpx client per worker, closed on exit."),
+            ("decision", "leak: fix", "Ship the shared client in the next release."),
+        ]
+    ]
+    await ok(agent, "configure_thread", {"action": "create", "name": "Dispatcher leak"})
+    await ok(
+        agent,
+        "configure_thread",
+        {"action": "add_members", "name": "Dispatcher leak", "memoryIds": notes},
+    )
+    selected = {"selector": "thread", "value": "dispatcher leak"}
+    compact = await ok(agent, tool, selected)
+    full = await ok(agent, tool, selected | {"detail": "full"})
+    listed = sum(section["count"] for section in compact["sections"].values())
+    assert listed == 1  # the decision
+    assert compact["note"] == full["note"]
+    assert compact["note"].startswith("3 of this thread's current memories are in no section")
+    assert "thread filter and no query lists every member" in compact["note"]
+    # What the note points to lists them.
+    page = await ok(agent, "search", {"thread": "Dispatcher leak", "limit": 25})
+    assert {hit["id"] for hit in page["hits"]} == set(notes)
+
+
+async def test_a_thread_whose_members_are_all_listed_carries_no_note(agent, working_account):
+    for tool in ("briefing", "handoff"):
+        selected = {"selector": "thread", "value": "Release 1.4"}
+        assert "note" not in await ok(agent, tool, selected)
+        assert (await ok(agent, tool, selected | {"detail": "full"}))["note"] is None
+        assert "note" not in await ok(agent, tool, {})
