@@ -88,10 +88,20 @@ def _briefing_text(arguments: dict[str, str]) -> str:
         raise InvalidInput("mode", f"must be one of: {', '.join(MODES)}")
     call = _as_json({"selector": selector, "mode": mode} | ({"value": value} if value else {}))
     focus = f" for {selector} '{value}'" if value else ""
+    members = ""
+    if selector == "thread":
+        # A thread often gathers an investigation's notes, which no briefing section lists.
+        listing = _as_json({"thread": value, "limit": 25})
+        members = (
+            " If the briefing has a `note`, the thread holds memories no section lists (notes, "
+            f"patterns, events): list them with `search` and {listing}, and say where the "
+            "work they record stands."
+        )
     return (
         f"Start this session by calling the `briefing` tool with {call}{focus}.\n"
         "Then tell me, briefly: overdue and open commitments (with due dates), current blockers, "
-        "recent decisions I should keep in mind, and preferences that affect how you work. "
+        "recent decisions I should keep in mind, and preferences that affect how you work."
+        f"{members} "
         "Use `get_memories` only when an excerpt is marked truncated and you need the full text."
     )
 

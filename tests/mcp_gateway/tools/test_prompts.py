@@ -29,6 +29,17 @@ async def test_briefing_prompt_names_the_tool_call(agent):
     assert '{"selector": "all", "mode": "brief"}' in plain
 
 
+async def test_a_threads_briefing_prompt_says_how_to_list_what_no_section_lists(agent):
+    """A thread's notes are in no briefing section: the prompt steered the agent to summarise
+    commitments, blockers, decisions and preferences only, and an investigation's notes went
+    unread."""
+    text = (await get_prompt(agent, "briefing", {"thread": "leak"})).messages[0].content.text
+    assert "If the briefing has a `note`" in text
+    assert '`search` and {"thread": "leak", "limit": 25}' in text
+    plain = (await get_prompt(agent, "briefing", {"project": "atlas"})).messages[0].content.text
+    assert "`note`" not in plain and "`search`" not in plain
+
+
 async def test_debrief_prompt_mentions_only_real_tools(agent):
     text = (await get_prompt(agent, "debrief", {"thread": "launch"})).messages[0].content.text
     mentioned = set(re.findall(r"`(\w+)`", text))
