@@ -410,6 +410,15 @@ def _known_fields(unknown: str, allowed: list[str]) -> str:
     for name in allowed:
         if name.lower() == key:
             return f"did you mean '{name}'?"
+    # A part of one field's name: "due" for dueAt, "type" for memoryType, "id" for ids. Only
+    # when one field alone has it at its start or end, so a guess is never a choice among many.
+    part_of = [
+        name
+        for name in allowed
+        if len(key) >= 2 and (name.lower().startswith(key) or name.lower().endswith(key))
+    ]
+    if len(part_of) == 1:
+        return f"did you mean '{part_of[0]}'?"
     if not allowed:
         return "this tool takes no arguments"
     return f"this tool takes: {', '.join(allowed)}"

@@ -171,6 +171,29 @@ async def test_read_only_token_cannot_write_but_can_list_threads(owner):
             {"ids": ["a"], "MaxChars": 3000},
             "invalid_input: MaxChars: unknown field; did you mean 'maxChars'?",
         ),
+        # A part of one field's name is taken for that field.
+        (
+            "remember",
+            {"memoryType": "commitment", "topic": "t", "content": "c", "due": "2026-12-10"},
+            "invalid_input: due: unknown field; did you mean 'dueAt'?",
+        ),
+        (
+            "remember",
+            {"type": "note", "topic": "t", "content": "c"},
+            "invalid_input: type: unknown field; did you mean 'memoryType'?",
+        ),
+        ("get_memories", {"id": "a"}, "invalid_input: id: unknown field; did you mean 'ids'?"),
+        (
+            "resolve",
+            {"memory": "a", "status": "resolved"},
+            "invalid_input: memory: unknown field; did you mean 'memoryId'?",
+        ),
+        # A part of several fields' names is no guess: every field is listed.
+        (
+            "search",
+            {"record": "x"},
+            "invalid_input: record: unknown field; this tool takes: query, limit,",
+        ),
         # A made-up name is shown in part only; a list item is named as the domain names it.
         ("search", {"query": "x", "k" * 100_000: 1}, f"invalid_input: {'k' * 64}…: unknown field"),
         (
