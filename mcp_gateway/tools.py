@@ -471,6 +471,8 @@ def _schema_error(spec: ToolSpec, arguments: dict) -> str | None:
         case "enum":
             hint = _enum_hint(spec.name, field, error.instance)
             return f"{field}: must be one of: {', '.join(map(str, limit))}{hint}"
+        case "pattern" if limit == bounds.SCOPE_PATTERN.pattern:
+            return f"{field}: {bounds.scope_refusal(error.instance)}"
         case "pattern":
             return f"{field}: {_PATTERN_RULES.get(limit, f'must match the pattern {limit}')}"
         case "type" if error.instance is None:

@@ -164,12 +164,24 @@ def clean_topic(value: object) -> str:
     return _text("topic", value, maximum=TOPIC_MAX)
 
 
+def scope_refusal(value: object) -> str:
+    """SCOPE_RULE, and the kebab-case form of `value` when it has one: a model that wrote
+    "Work Notes" is shown "work-notes" rather than left to work the rule out."""
+    if not isinstance(value, str):
+        return SCOPE_RULE
+    folded = unicodedata.normalize("NFKD", value).encode("ascii", "ignore").decode()
+    kebab = re.sub(r"[^a-z0-9]+", "-", folded.lower()).strip("-")
+    if not kebab or len(kebab) > SCOPE_MAX or kebab == ERASED_SCOPE:
+        return SCOPE_RULE
+    return f"{SCOPE_RULE}, e.g. '{kebab}'"
+
+
 def clean_scope(value: object, field: str = "scope") -> str:
     if value is None:
         return DEFAULT_SCOPE
     scope = _text(field, value, maximum=SCOPE_MAX)
     if not SCOPE_PATTERN.match(scope):
-        raise InvalidInput(field, SCOPE_RULE)
+        raise InvalidInput(field, scope_refusal(scope))
     if scope == ERASED_SCOPE:
         raise InvalidInput(field, f"'{ERASED_SCOPE}' is reserved")
     return scope

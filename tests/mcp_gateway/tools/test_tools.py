@@ -232,7 +232,14 @@ async def test_read_only_token_cannot_write_but_can_list_threads(owner):
             "remember",
             {"memoryType": "note", "topic": "t", "content": "c", "scope": "Work Notes"},
             "invalid_input: scope: must be kebab-case: lowercase letters and digits separated by "
-            "single hyphens",
+            "single hyphens, e.g. 'work-notes'",
+        ),
+        # The kebab-case form is shown only when there is one.
+        (
+            "remember",
+            {"memoryType": "note", "topic": "t", "content": "c", "scope": "Équipe_Paris "},
+            "invalid_input: scope: must be kebab-case: lowercase letters and digits separated by "
+            "single hyphens, e.g. 'equipe-paris'",
         ),
         # The schema's pattern in the words briefing's scope value is refused in, not a regex.
         ("search", {"query": "x", "scope": "Personal"}, "invalid_input: scope: must be kebab-case"),
@@ -320,7 +327,7 @@ async def test_read_only_token_cannot_write_but_can_list_threads(owner):
             "briefing",
             {"selector": "scope", "value": "Work Notes"},
             "invalid_input: value: must be kebab-case: lowercase letters and digits separated by "
-            "single hyphens",
+            "single hyphens, e.g. 'work-notes'",
         ),
         # A filter left blank narrows nothing: refused, not taken for no filter.
         ("search", {"query": "x", "project": "   "}, "invalid_input: project: must be at least"),
@@ -376,6 +383,15 @@ async def test_a_value_of_another_field_or_meaning_is_refused_saying_what_to_sen
     assert text.startswith("invalid_input: ")
     assert "must be one of: " in text
     assert told in text
+
+
+@pytest.mark.parametrize("scope", ["仕事", "--", "Erased"])
+async def test_a_scope_without_a_kebab_case_form_is_refused_with_the_rule_alone(agent, scope):
+    arguments = {"memoryType": "note", "topic": "t", "content": "c", "scope": scope}
+    assert await fails(agent, "remember", arguments) == (
+        "invalid_input: scope: must be kebab-case: lowercase letters and digits separated by "
+        "single hyphens"
+    )
 
 
 async def test_an_unrelated_enum_value_is_refused_with_the_values_alone(agent):
