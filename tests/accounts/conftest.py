@@ -48,3 +48,20 @@ def a_memory_held_elsewhere(owner) -> Iterator[None]:
     finally:
         release.set()
         holder.join(30)
+
+
+@pytest.fixture
+def sign_ups_checked_together(monkeypatch) -> None:
+    """Two sign-ups at once, each past the form's check of its name before either goes on: as
+    two people pressing the button in the same instant would be."""
+    from accounts.forms import SignUpForm
+
+    both_checked = threading.Barrier(2)
+    clean_username = SignUpForm.clean_username
+
+    def clean_username_then_wait(form):
+        value = clean_username(form)
+        both_checked.wait(timeout=10)
+        return value
+
+    monkeypatch.setattr(SignUpForm, "clean_username", clean_username_then_wait)

@@ -226,7 +226,8 @@ def test_log_in_and_sign_up_link_each_other_keeping_the_page_asked_for(client):
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("usernames", [("Alice", "alice"), ("bob", "bob")])
-def test_two_sign_ups_at_once_for_one_name_give_one_account(monkeypatch, usernames):
+@pytest.mark.usefixtures("sign_ups_checked_together")
+def test_two_sign_ups_at_once_for_one_name_give_one_account(usernames):
     """Both pass the form's check before either inserts: the database's unique index on the
     lower-case name decides, and the other person sees the form again, naming the field."""
     import threading
@@ -234,17 +235,6 @@ def test_two_sign_ups_at_once_for_one_name_give_one_account(monkeypatch, usernam
     from django.db import connection
     from django.test import Client
 
-    from accounts.forms import SignUpForm
-
-    both_checked = threading.Barrier(2)
-    clean_username = SignUpForm.clean_username
-
-    def clean_username_then_wait(form):
-        value = clean_username(form)
-        both_checked.wait(timeout=10)
-        return value
-
-    monkeypatch.setattr(SignUpForm, "clean_username", clean_username_then_wait)
     answers = []
 
     def sign_up(username: str) -> None:

@@ -10,7 +10,6 @@ from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
-from accounts.forms import SignUpForm
 from tests.factories import UserFactory
 
 PASSPHRASE = "a much better passphrase 2026"
@@ -149,19 +148,11 @@ def test_the_address_is_the_peers_as_every_limit_counts_it(client, settings):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_sign_ups_sent_all_at_once_get_no_more_accounts_than_the_limit(settings, monkeypatch):
+@pytest.mark.usefixtures("sign_ups_checked_together")
+def test_sign_ups_sent_all_at_once_get_no_more_accounts_than_the_limit(settings):
     """Each passes the check before any is counted: the account is claimed before it is saved,
     so one over the limit is refused all the same."""
     settings.SIGNUP_RATE = 1
-    both_checked = threading.Barrier(2)
-    clean_username = SignUpForm.clean_username
-
-    def clean_username_then_wait(form):
-        value = clean_username(form)
-        both_checked.wait(timeout=10)
-        return value
-
-    monkeypatch.setattr(SignUpForm, "clean_username", clean_username_then_wait)
     statuses = []
 
     def sign_up(username: str) -> None:
