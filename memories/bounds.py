@@ -122,6 +122,13 @@ def trimmed(value: str) -> str:
     return _UNSEEN_ENDS.sub("", unicodedata.normalize("NFC", value))
 
 
+def caseless(value: str) -> str:
+    """The key under which texts are one whatever their case and however they were typed:
+    Unicode's canonical caseless match (Unicode 16.0, 3.13: NFD, full case folding, NFD), so
+    "STRASSE" is "Straße" and "ΟΔΌΣ" is "Οδός"."""
+    return unicodedata.normalize("NFD", unicodedata.normalize("NFD", value).casefold())
+
+
 def _text(field: str, value: object, *, maximum: int, minimum: int = 1) -> str:
     if not isinstance(value, str):
         raise InvalidInput(field, "must be a string")
@@ -203,9 +210,15 @@ def clean_tags_as_sent(value: object) -> dict[str, int]:
     if isinstance(value, str) or not isinstance(value, Iterable):
         raise InvalidInput("tags", "must be a list of strings")
     tags: dict[str, int] = {}
+    seen: set[str] = set()
     for index, tag in enumerate(value):
-        # A repeated tag adds nothing: the first occurrence is kept.
-        tags.setdefault(_text(f"tags[{index}]", tag, maximum=TAG_MAX), index)
+        tag = _text(f"tags[{index}]", tag, maximum=TAG_MAX)
+        # A repeated tag adds nothing, in any case ("Perf", "perf"): search and the memory
+        # browser match tags caselessly, so a second spelling finds nothing the first does not.
+        # The first spelling given is kept.
+        if (key := caseless(tag)) not in seen:
+            seen.add(key)
+            tags[tag] = index
     if len(tags) > TAGS_MAX:
         raise InvalidInput("tags", f"at most {TAGS_MAX} tags; got {len(tags)}")
     return tags

@@ -17,7 +17,6 @@ ForeignKey (exclude across it, Count over it)."""
 
 from __future__ import annotations
 
-import unicodedata
 import uuid
 from datetime import datetime
 
@@ -511,7 +510,7 @@ def thread_name_key(name):
 
 def thread_name_key_text(name: str) -> str:
     """ThreadNameKey in Python: the same folding, for a name compared outside the database."""
-    return unicodedata.normalize("NFD", unicodedata.normalize("NFD", name).casefold())
+    return bounds.caseless(name)
 
 
 class ThreadQuerySet(models.QuerySet):

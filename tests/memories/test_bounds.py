@@ -1,6 +1,7 @@
 """Every bound on tenant-written fields: enforced on the way in, with a message naming the field
 and the limit, and nothing written."""
 
+import unicodedata
 from datetime import UTC, datetime
 
 import pytest
@@ -8,6 +9,7 @@ import pytest
 from memories.bounds import clean_datetime
 from memories.errors import InvalidInput
 from memories.models import Memory, is_overdue
+from memories.search import clean_filters, search_memories
 from memories.services import record_memory
 
 
@@ -68,6 +70,30 @@ def test_strings_are_trimmed_and_defaults_applied(tenant):
     assert memory.tags == ["a", "b"]
     assert memory.scope == "personal"
     assert memory.project is None
+
+
+def test_tags_differing_only_in_case_or_typing_are_stored_once_as_first_given(tenant):
+    decomposed = unicodedata.normalize("NFD", "Café")
+    memory = remember_note(
+        tenant,
+        content="p99 regressed after the upgrade",
+        tags=["Perf", "perf", "PERF", "café", decomposed, "CAFÉ", "Straße", "STRASSE", "ops"],
+    )
+    memory.refresh_from_db()
+    assert memory.tags == ["Perf", "café", "Straße", "ops"]
+    # Read caselessly as before: the one spelling kept is found by another.
+    assert list(Memory.objects.owned_by(tenant).containing("perf")) == [memory]
+    hits = search_memories(
+        owner_id=tenant.pk, query="PERF", filters=clean_filters(), limit=5, cursor=None
+    ).hits
+    assert [hit.id for hit in hits] == [memory.id]
+
+
+def test_tags_are_counted_against_their_limit_once_in_any_case(tenant):
+    tags = [f"t{i}" for i in range(32)] + ["T0"]
+    memory = remember_note(tenant, tags=tags)
+    memory.refresh_from_db()
+    assert memory.tags == tags[:32]
 
 
 def test_limits_themselves_are_accepted(tenant):
