@@ -196,17 +196,17 @@ def _delete(owner: AbstractBaseUser, args: dict) -> dict:
 
 
 def _add_members(owner: AbstractBaseUser, args: dict) -> dict:
-    thread = threads.add_thread_members(
+    change = threads.add_thread_members(
         owner=owner, name=args["name"], memory_ids=args["memoryIds"]
     )
-    return {"thread": serializers.thread(thread)}
+    return serializers.members_change(change)
 
 
 def _remove_members(owner: AbstractBaseUser, args: dict) -> dict:
-    thread = threads.remove_thread_members(
+    change = threads.remove_thread_members(
         owner=owner, name=args["name"], memory_ids=args["memoryIds"]
     )
-    return {"thread": serializers.thread(thread)}
+    return serializers.members_change(change)
 
 
 def _accept_proposal(owner: AbstractBaseUser, args: dict) -> dict:

@@ -663,6 +663,16 @@ CONFIGURE_THREAD_OUT = output(
         "proposals": {"type": "array", "maxItems": threads.LIST_MAX, "items": PROPOSAL},
         "proposal": PROPOSAL
         | {"properties": PROPOSAL["properties"] | {"state": {"type": "string"}}},
+        "unchanged": {
+            "type": "array",
+            "maxItems": threads.MEMBERS_PER_CALL_MAX,
+            "items": {"type": "string"},
+            "description": (
+                "add_members and remove_members: the memoryIds the action changed nothing for, "
+                "each once: already members (add_members); neither members nor proposed "
+                "(remove_members). Empty when it changed every one."
+            ),
+        },
     },
     required=("action",),
 )

@@ -33,7 +33,7 @@ from memories.search import (
     SearchHit,
     SearchPage,
 )
-from memories.threads import Proposal
+from memories.threads import MembersChange, Proposal
 
 
 def memory_ref(item: Memory) -> dict:
@@ -89,6 +89,15 @@ def thread(item: Thread) -> dict:
     if hasattr(item, "member_count"):
         data |= {"memberCount": item.member_count, "proposalCount": item.proposal_count}
     return data
+
+
+def members_change(change: MembersChange) -> dict:
+    """add_members' or remove_members' answer: the thread after it, and the ids it changed
+    nothing for."""
+    return {
+        "thread": thread(change.thread),
+        "unchanged": [str(memory_id) for memory_id in change.unchanged],
+    }
 
 
 def pinned_thread(item: PinnedThread) -> dict:

@@ -200,36 +200,65 @@ def delete_thread(*, owner: AbstractBaseUser, name: object) -> Thread:
         return counted
 
 
+@dataclass(frozen=True)
+class MembersChange:
+    """A thread after add_thread_members or remove_thread_members, with its counts, and the
+    memories given that the call changed nothing for (each once, in the order given): a retry,
+    or an agent wrong about what the thread held, is told so rather than answered as a change."""
+
+    thread: Thread
+    unchanged: list[uuid.UUID]
+
+
+def _states_in(thread: Thread, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
+    """The state of each of `ids` with a membership row in `thread` (a memory without one is
+    not in the dict). Read with the thread and the memories locked (_thread, _owned_memory_ids),
+    so no other thread action or revision changes them before this transaction ends."""
+    rows = thread.memberships.filter(memory_id__in=ids).values_list("memory_id", "state")
+    return dict(rows)
+
+
 def add_thread_members(
     *, owner: AbstractBaseUser, name: object, memory_ids: Sequence[object]
-) -> Thread:
-    """Make memories members (accepting any open proposal for them). Idempotent."""
+) -> MembersChange:
+    """Make memories members (accepting any open proposal for them, overriding a rejection).
+    Idempotent: a memory that is a member already is left as it is, and named `unchanged`."""
     with transaction.atomic():
         services.lock_live_owner(owner)
         thread = _thread(owner, name, lock=True)
+        ids = list(dict.fromkeys(_owned_memory_ids(owner, memory_ids)))  # each once
+        states = _states_in(thread, ids)
+        unchanged = [i for i in ids if states.get(i) == MembershipState.MEMBER]
         now = timezone.now()
-        for memory_id in _owned_memory_ids(owner, memory_ids):
-            ThreadMembership.objects.update_or_create(
-                thread=thread,
-                memory_id=memory_id,
-                defaults={"state": MembershipState.MEMBER, "decided_at": now},
-            )
-        return _counted(owner, thread)
+        for memory_id in ids:
+            if memory_id not in unchanged:
+                ThreadMembership.objects.update_or_create(
+                    thread=thread,
+                    memory_id=memory_id,
+                    defaults={"state": MembershipState.MEMBER, "decided_at": now},
+                )
+        return MembersChange(_counted(owner, thread), unchanged)
 
 
 def remove_thread_members(
     *, owner: AbstractBaseUser, name: object, memory_ids: Sequence[object]
-) -> Thread:
-    """Take memories out of a thread. The row is kept as `rejected`, so the server does not
-    propose them again."""
+) -> MembersChange:
+    """Take memories out of a thread, members or proposed alike. The row is kept as `rejected`,
+    so the server does not propose them again. A memory that was neither (never in the thread,
+    or taken out already) is left as it is, and named `unchanged`."""
     with transaction.atomic():
         services.lock_live_owner(owner)
         thread = _thread(owner, name, lock=True)
-        ids = _owned_memory_ids(owner, memory_ids)
-        thread.memberships.filter(memory_id__in=ids).update(
+        ids = list(dict.fromkeys(_owned_memory_ids(owner, memory_ids)))  # each once
+        states = _states_in(thread, ids)
+        taken_out = [
+            i for i in ids if states.get(i) in (MembershipState.MEMBER, MembershipState.PROPOSED)
+        ]
+        thread.memberships.filter(memory_id__in=taken_out).update(
             state=MembershipState.REJECTED, decided_at=timezone.now()
         )
-        return _counted(owner, thread)
+        unchanged = [i for i in ids if i not in taken_out]
+        return MembersChange(_counted(owner, thread), unchanged)
 
 
 def decide_thread_proposal(

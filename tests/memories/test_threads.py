@@ -195,6 +195,46 @@ def test_thread_members_are_changed_by_their_current_version_only(tenant, change
     )
 
 
+def test_adding_a_member_again_is_named_unchanged_and_leaves_it_as_it_was(
+    tenant, proposed_for_budget
+):
+    """A retry is no failure, but is told apart from a change: an id already a member is named,
+    and its row keeps its decision time (the proposals compare the most recently added)."""
+    proposed, _ = proposed_for_budget
+    seed = ThreadMembership.objects.get(owner=tenant, state=MembershipState.MEMBER).memory
+    outsider = record_memory(owner=tenant, memory_type="note", topic="lunch", content="soup")
+    added_at = ThreadMembership.objects.get(memory=seed).decided_at
+    change = add_thread_members(
+        owner=tenant,
+        name="budget",
+        memory_ids=[seed.id, proposed.id, outsider.id, str(seed.id), outsider.id],
+    )
+    assert change.unchanged == [seed.id]
+    assert (change.thread.member_count, change.thread.proposal_count) == (3, 0)
+    assert ThreadMembership.objects.get(memory=seed).decided_at == added_at
+    again = add_thread_members(owner=tenant, name="budget", memory_ids=[outsider.id, seed.id])
+    assert again.unchanged == [outsider.id, seed.id]
+    assert again.thread.member_count == 3
+
+
+def test_removing_what_is_not_in_the_thread_is_named_unchanged(tenant, proposed_for_budget):
+    """A member and an open proposal are taken out (the proposal rejected); a memory never in
+    the thread, or taken out already, is named, and no row is written for it."""
+    proposed, _ = proposed_for_budget
+    seed = ThreadMembership.objects.get(owner=tenant, state=MembershipState.MEMBER).memory
+    outsider = record_memory(owner=tenant, memory_type="note", topic="lunch", content="soup")
+    change = threads.remove_thread_members(
+        owner=tenant, name="budget", memory_ids=[outsider.id, seed.id, proposed.id, outsider.id]
+    )
+    assert change.unchanged == [outsider.id]
+    assert (change.thread.member_count, change.thread.proposal_count) == (0, 0)
+    assert not ThreadMembership.objects.filter(memory=outsider).exists()
+    rejected_at = ThreadMembership.objects.get(memory=seed).decided_at
+    again = threads.remove_thread_members(owner=tenant, name="budget", memory_ids=[seed.id])
+    assert again.unchanged == [seed.id]
+    assert ThreadMembership.objects.get(memory=seed).decided_at == rejected_at
+
+
 def test_a_superseded_id_given_twice_is_named_once(tenant):
     memory = record_memory(owner=tenant, memory_type="note", topic="x", content="v1")
     successor = revise_memory(owner=tenant, predecessor_id=memory.id, content="v2")

@@ -1227,6 +1227,34 @@ async def test_thread_lifecycle(agent):
     assert text == "not_found: thread 'Go-live'; describe_environment lists your threads"
 
 
+async def test_adding_or_removing_members_names_the_ids_it_changed_nothing_for(agent):
+    """A retry, or a removal of what is not in the thread, succeeds as before, but the answer
+    says which of the ids changed nothing rather than leaving the counts to be compared."""
+    member, outsider = [await remember(agent, content=f"step {n}") for n in range(2)]
+    await thread_of(agent, "launch", [member["id"]])
+    both = {"name": "launch", "memoryIds": [member["id"], outsider["id"]]}
+    added = await ok(agent, "configure_thread", both | {"action": "add_members"})
+    assert added == {
+        "action": "add_members",
+        "thread": {"name": "launch", "pinned": False, "memberCount": 2, "proposalCount": 0},
+        "unchanged": [member["id"]],
+    }
+    removed = await ok(
+        agent,
+        "configure_thread",
+        {"action": "remove_members", "name": "launch", "memoryIds": [member["id"]]},
+    )
+    assert removed["unchanged"] == [] and removed["thread"]["memberCount"] == 1
+    # The memory's URI names it too; the answer gives its id.
+    uri = f"threengram://memory/{member['id']}"
+    again = await ok(
+        agent,
+        "configure_thread",
+        {"action": "remove_members", "name": "launch", "memoryIds": [uri]},
+    )
+    assert again["unchanged"] == [member["id"]] and again["thread"]["memberCount"] == 1
+
+
 async def test_deleting_a_thread_with_members_reports_what_it_held(agent, other_agent):
     memories = [await remember(agent, content=f"step {n}") for n in range(2)]
     await thread_of(agent, "launch", [m["id"] for m in memories])
