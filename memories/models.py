@@ -99,12 +99,15 @@ class CommitmentStatus(models.TextChoices):
 
 
 # The commitment state machine: current state -> states it may move to. Moving to the same
-# state is a no-op, not a transition.
+# state is a no-op, not a transition. A commitment that lapsed (expired) may still be done
+# after all: it is resolved at once, since a detour through open would guard nothing and show
+# it as open, perhaps overdue, between the two calls. A resolved one is reopened to be moved
+# on: it was done, and only a mistake undoes that.
 COMMITMENT_TRANSITIONS: dict[str, frozenset[str]] = {
     CommitmentStatus.OPEN: frozenset({"waiting", "resolved", "expired"}),
     CommitmentStatus.WAITING: frozenset({"open", "resolved", "expired"}),
     CommitmentStatus.RESOLVED: frozenset({"open"}),
-    CommitmentStatus.EXPIRED: frozenset({"open"}),
+    CommitmentStatus.EXPIRED: frozenset({"open", "resolved"}),
 }
 
 

@@ -119,6 +119,9 @@ def test_commitments_resolved_in_the_last_week_are_handed_on_last_resolved_first
     commitment(tenant, "rotate the keys")  # open: listed among the commitments
     gone = commitment(tenant, "call the vendor back")
     resolve_commitment(owner=tenant, memory_id=gone.id, status="expired")
+    # Lapsed, then done after all: resolved now, so among the recently resolved, first.
+    lapsed = commitment(tenant, "renew the certificate")
+    resolve_commitment(owner=tenant, memory_id=lapsed.id, status="expired")
     reopened = resolved(tenant, "fix the login bug")
     resolve_commitment(owner=tenant, memory_id=reopened.id, status="open")
     reworded = resolved(tenant, "docs published", days_ago=1)
@@ -128,13 +131,14 @@ def test_commitments_resolved_in_the_last_week_are_handed_on_last_resolved_first
     shelved = resolved(tenant, "survey closed")
     archive_memory(owner=tenant, memory_id=shelved.id)
     resolved(other_tenant, "their launch done")
+    resolve_commitment(owner=tenant, memory_id=lapsed.id, status="resolved")
 
     handoff = build_handoff(owner_id=tenant.pk, selector=Selector())
     done = handoff.sections["recentlyResolved"]
 
-    assert [item.id for item in done.items] == [pentest.id, successor.id, invoice.id]
-    assert (done.count, done.truncated) == (3, False)
-    assert done.items[1].resolved_at == reworded.resolved_at
+    assert [item.id for item in done.items] == [lapsed.id, pentest.id, successor.id, invoice.id]
+    assert (done.count, done.truncated) == (4, False)
+    assert done.items[2].resolved_at == reworded.resolved_at
     assert [item.id for item in handoff.sections["commitments"].items] == [
         reopened.id,
         Memory.objects.get(content="rotate the keys").id,

@@ -263,6 +263,8 @@ class TestResolve:
         [
             (["waiting", "resolved"], "resolved"),
             (["expired", "open"], "open"),
+            # Lapsed, then done after all: no detour through open.
+            (["expired", "resolved"], "resolved"),
             (["resolved", "open", "waiting", "expired"], "expired"),
             (["open"], "open"),  # the same state is a no-op
         ],
@@ -275,16 +277,23 @@ class TestResolve:
         assert memory.commitment_status == final
 
     @pytest.mark.parametrize(
-        ("start", "target"), [("resolved", "waiting"), ("expired", "resolved")]
+        ("start", "target", "moves"),
+        [
+            ("resolved", "waiting", "'open'"),
+            ("resolved", "expired", "'open'"),
+            ("expired", "waiting", "'open' or 'resolved'"),
+        ],
     )
-    def test_illegal_transition_names_both_states_and_the_way_on(self, tenant, start, target):
+    def test_illegal_transition_names_both_states_and_the_way_on(
+        self, tenant, start, target, moves
+    ):
         memory = record_memory(owner=tenant, memory_type="commitment", topic="a", content="x")
         resolve_commitment(owner=tenant, memory_id=memory.id, status=start)
         with pytest.raises(InvalidTransition) as error:
             resolve_commitment(owner=tenant, memory_id=memory.id, status=target)
         assert str(error.value) == (
             f"invalid_transition: a commitment cannot move from '{start}' to '{target}'; "
-            f"from '{start}' it can move to 'open'"
+            f"from '{start}' it can move to {moves}"
         )
         memory.refresh_from_db()
         assert memory.commitment_status == start
@@ -305,6 +314,15 @@ class TestResolve:
             resolve_commitment(owner=tenant, memory_id=memory.id, status=status)
             memory.refresh_from_db()
             assert (memory.commitment_status, memory.resolved_at) == (status, None)
+
+    def test_a_lapsed_commitment_done_after_all_is_resolved_now(self, tenant):
+        memory = record_memory(owner=tenant, memory_type="commitment", topic="a", content="x")
+        resolve_commitment(owner=tenant, memory_id=memory.id, status="expired")
+        before = timezone.now()
+        resolve_commitment(owner=tenant, memory_id=memory.id, status="resolved")
+        memory.refresh_from_db()
+        assert memory.commitment_status == "resolved"
+        assert before <= memory.resolved_at <= timezone.now()
 
     def test_a_revision_of_a_resolved_commitment_keeps_when_it_was_resolved(self, tenant):
         old = record_memory(owner=tenant, memory_type="commitment", topic="a", content="do it")
