@@ -93,9 +93,9 @@ def _briefing_text(arguments: dict[str, str]) -> str:
         # A thread often gathers an investigation's notes, which no briefing section lists.
         listing = _as_json({"thread": value, "limit": 25})
         members = (
-            " If the briefing has a `note`, the thread holds memories no section lists (notes, "
-            f"patterns, events): list them with `search` and {listing}, and say where the "
-            "work they record stands."
+            " If the briefing has a `note`, the thread holds memories no section lists (facts, "
+            f"patterns, notes, events): list them with `search` and {listing}, and say where "
+            "the work they record stands."
         )
     return (
         f"Start this session by calling the `briefing` tool with {call}{focus}.\n"
@@ -119,7 +119,8 @@ def _debrief_text(arguments: dict[str, str]) -> str:
         "Before we stop, save what this session produced so the next one can pick it up.\n"
         "1. `search` first, so you do not store what is already there.\n"
         "2. `remember` each new decision, commitment (with dueAt when there is a deadline), "
-        "blocker, fact, preference or pattern as its own short memory with a clear topic."
+        "blocker, fact, preference, pattern, note or event as its own short memory with a clear "
+        "topic."
         f"{where}\n"
         "3. `revise` memories this session made outdated; `archive` ones that no longer matter.\n"
         "4. `resolve` commitments that were finished (resolved) or are waiting on someone.\n"

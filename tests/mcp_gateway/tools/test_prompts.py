@@ -8,6 +8,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_gateway.prompts import complete_prompt_argument, get_prompt, prompt_definitions
 from mcp_gateway.tools import TOOLS
+from memories.models import MemoryType
 from tests.mcp_gateway.tools.conftest import ok, principal_for
 
 pytestmark = pytest.mark.anyio
@@ -45,6 +46,39 @@ async def test_debrief_prompt_mentions_only_real_tools(agent):
     mentioned = set(re.findall(r"`(\w+)`", text))
     assert len(mentioned) >= 5 and mentioned <= {spec.name for spec in TOOLS}
     assert '"action": "add_members", "name": "launch"' in text
+
+
+# A memory type named in a prompt's text, singular or plural; a `code span` (the briefing's
+# `note` field) names none.
+_TYPE_WORD = re.compile(rf"\b({'|'.join(MemoryType.values)})s?\b")
+
+
+def _types_named(text: str) -> set[str]:
+    return set(_TYPE_WORD.findall(re.sub(r"`[^`]*`", "", text)))
+
+
+async def test_every_prompt_naming_memory_types_names_them_all_or_what_briefing_lists(agent):
+    """debrief steers what is remembered: every type, or a session's notes and events go
+    unsaved. briefing asks for a summary of what its sections list, and for a thread names the
+    other types as the ones its `note` counts: between them, every type, each in its place."""
+    await ok(agent, "configure_thread", {"action": "create", "name": "all"})
+    ids = []
+    for memory_type in MemoryType.values:
+        memory = {"memoryType": memory_type, "topic": memory_type, "content": f"a {memory_type}"}
+        ids.append((await ok(agent, "remember", memory))["memory"]["id"])
+    await ok(agent, "configure_thread", {"action": "add_members", "name": "all", "memoryIds": ids})
+    arguments = {"selector": "thread", "value": "all", "detail": "full"}
+    sections = (await ok(agent, "briefing", arguments))["sections"].values()
+    listed = {item["memoryType"] for section in sections for item in section["items"]}
+    assert listed and listed < set(MemoryType.values)
+
+    debrief = (await get_prompt(agent, "debrief", None)).messages[0].content.text
+    assert _types_named(debrief) == set(MemoryType.values)
+    briefing = (await get_prompt(agent, "briefing", None)).messages[0].content.text
+    assert _types_named(briefing) == listed
+    of_thread = (await get_prompt(agent, "briefing", {"thread": "all"})).messages[0].content.text
+    [unlisted] = re.findall(r"no section lists \(([^)]*)\)", of_thread)
+    assert _types_named(unlisted) == set(MemoryType.values) - listed
 
 
 async def test_debrief_prompt_quotes_a_project_as_json(agent):
