@@ -392,7 +392,7 @@ def unlisted_note(unlisted: int) -> str | None:
         return None
     return (
         f"{unlisted} of this thread's current memories {'is' if unlisted == 1 else 'are'} in no "
-        "section (the sections list only what their names say: no notes, patterns or events): "
+        "section (each lists only the kind its name says, in the states and ages described): "
         "search with this thread as its thread filter and no query lists every member, newest "
         "first."
     )
