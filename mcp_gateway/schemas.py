@@ -107,7 +107,10 @@ SELECTOR = {
         "type": "string",
         "enum": list(briefing.SELECTOR_KINDS),
         "default": "all",
-        "description": "What to cover: everything, or one scope, project or thread.",
+        "description": (
+            "What to cover: everything, or one scope, project or thread. A project's "
+            "preferences include those of no project, which hold in every project."
+        ),
     },
     # One maxLength for the three kinds, the largest; the description gives each kind's own,
     # rather than if/then conditions that some clients' schema converters refuse.
@@ -185,7 +188,8 @@ DETAIL = {
         "'compact': items without memoryType (a section holds one type), uri "
         "(threengram://memory/{id}), the scope or project the selector names, commitmentStatus "
         "unless 'waiting', and fields that do not apply (no project, no due date, an excerpt "
-        "not cut); 'full': every field of every item, nulls included."
+        "not cut); of a project, a preference of no project is accountWide: true. 'full': "
+        "every field of every item, nulls included."
     ),
 }
 ONLY_WHEN_TRUE = {"type": "boolean", "const": True}
@@ -201,6 +205,13 @@ COMPACT_SECTION_ITEM = output(
         "project": {
             "type": "string",
             "description": "Left out when the memory has none or the selector is a project.",
+        },
+        "accountWide": ONLY_WHEN_TRUE
+        | {
+            "description": (
+                "Only when the selector is a project: a preference of no project, which holds "
+                "in every project (listed after the project's own)."
+            )
         },
         "recordedAt": {"type": "string", "format": "date-time"},
         "commitmentStatus": {

@@ -344,7 +344,9 @@ def compact_section_item(item: MemoryExcerpt, *, selected: str) -> dict:
     holds one), the URI (threengram://memory/{id}), the scope or project the selector fixes
     (`selected`), a commitment's state when it is open (sections list only open and waiting
     ones), and fields that do not apply (no project, no due date, not overdue, an excerpt not
-    cut). The recording time to the second: its microseconds tell an agent nothing."""
+    cut). The recording time to the second: its microseconds tell an agent nothing. Of a
+    project, a memory of no project (an account-wide preference) says so: without `project` it
+    would read as the project's own."""
     data: dict = {"id": str(item.id), "topic": item.topic, "excerpt": item.excerpt}
     if item.truncated:
         data |= {"truncated": True, "contentLength": item.content_length}
@@ -352,6 +354,8 @@ def compact_section_item(item: MemoryExcerpt, *, selected: str) -> dict:
         data["scope"] = item.scope
     if item.project is not None and selected != "project":
         data["project"] = item.project
+    elif item.project is None and selected == "project":
+        data["accountWide"] = True
     data["recordedAt"] = utc_second(item.recorded_at)
     if item.commitment_status == "waiting":
         data["commitmentStatus"] = item.commitment_status  # every other one listed is open

@@ -2,6 +2,8 @@
 
 Each section reports the exact number of matching memories and at most a few items (excerpts,
 never full bodies). All sections come from one UNION ALL statement, pinned threads from a second.
+A selector narrows every section to its scope, project or thread, but a project's preferences
+take in the account-wide ones too (SectionSpec.account_wide).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ RECENT_DECISION_DAYS = 30
 PINNED_THREADS_MAX = 10
 
 LIVE = "m.owner_id = %(owner)s AND m.valid_to IS NULL AND m.status = 'active'"
+# A project's selection of an account-wide section: the project's own and those of no project.
+PROJECT_OR_NONE = " AND (m.project = %(selector)s OR m.project IS NULL)"
 OPEN_COMMITMENT = "m.memory_type = 'commitment' AND m.commitment_status IN ('open', 'waiting')"
 
 
@@ -77,6 +81,9 @@ class SectionSpec:
     # items, and excerpts of at most this many code points.
     items_max: int | None = None
     excerpt_max: int | None = None
+    # Its memories without a project apply in every project (a preference such as "rebase,
+    # never merge"): a project's selection lists them too, after the project's own.
+    account_wide: bool = False
 
 
 @dataclass(frozen=True)
@@ -123,28 +130,45 @@ def read_sections(
         "items": items,
         "excerpt_fetch": excerpt_max + 1,
     }
-    narrow = selector.sql(owner_id, params)
+    selected = selector.sql(owner_id, params)
     # Only module constants are formatted in; every value is a bound parameter. Both the count
     # and the choice of the first items read only a covering index (index-only scans):
     # memory_owner_type_current, or memory_owner_resolved for what was resolved lately; content
-    # is fetched for the chosen items alone.
-    parts = [
-        f"""(SELECT '{spec.name}' AS section, {EXCERPT_COLUMNS}, m.resolved_at,
-                   (SELECT count(*) FROM memories_memory m
-                    WHERE {LIVE}{narrow} AND {spec.where}) AS total
-            FROM memories_memory m
-            JOIN (SELECT m.id FROM memories_memory m
-                  WHERE {LIVE}{narrow} AND {spec.where}
-                  ORDER BY {spec.order}
-                  LIMIT {_limit(spec)}) top ON m.owner_id = %(owner)s AND m.id = top.id
-            ORDER BY {spec.order})"""  # noqa: S608
-        for spec in specs
-    ]
+    # is fetched for the chosen items alone. A scope or project selector reads the rows too
+    # (the index holds neither).
+    parts = []
+    for spec in specs:
+        limit = _limit(spec)
+        counted, order = f"{LIVE}{selected} AND {spec.where}", spec.order
+        top = _first(counted, order, limit)
+        if spec.account_wide and selector.kind == "project":
+            # The project's own first: where one of them and an account-wide one differ, the
+            # project's is the more specific and prevails, and it is the one a short briefing
+            # must not leave out. The first items of each are picked apart, each walk in the
+            # section's order stopping at the limit: one walk of both in this order would read
+            # every memory of the type to sort them.
+            counted = f"{LIVE}{PROJECT_OR_NONE} AND {spec.where}"
+            order = f"m.project IS NULL, {spec.order}"
+            top = " UNION ALL ".join(
+                f"({_first(f'{LIVE}{narrow} AND {spec.where}', spec.order, limit)})"
+                for narrow in (selected, " AND m.project IS NULL")
+            )
+        parts.append(
+            f"""(SELECT '{spec.name}' AS section, {EXCERPT_COLUMNS}, m.resolved_at,
+                       (SELECT count(*) FROM memories_memory m WHERE {counted}) AS total
+                FROM memories_memory m
+                JOIN ({top}) top ON m.owner_id = %(owner)s AND m.id = top.id
+                ORDER BY {order}
+                LIMIT {limit})"""  # noqa: S608
+        )
     # A lag-tolerant read, on the replica inside `replica.tolerant_read`, as search's are.
     with connections[replica.read_alias()].cursor() as cursor:
         cursor.execute("\nUNION ALL\n".join(parts), params)
         rows = cursor.fetchall()
-        if not rows and selector.kind in ("scope", "project"):
+        # Of a project, only rows of the project itself say that it exists: an account-wide
+        # preference is listed in any project's briefing, a misspelt one's too.
+        own = [row for row in rows if selector.kind != "project" or row[_PROJECT] is not None]
+        if not own and selector.kind in ("scope", "project"):
             # Nothing to show: say so when the scope or project is not the owner's at all (an
             # unknown thread is NotFound already, in `selector.sql`).
             require_known_facet(
@@ -179,6 +203,19 @@ def read_sections(
     return selector, sections, members
 
 
+# Where a row of read_sections holds the memory's project: after the section's name, the
+# seventh of EXCERPT_COLUMNS.
+_PROJECT = 7
+
+
+def _first(where: str, order: str, limit: str) -> str:
+    """The ids of the first `limit` memories `where` holds, in `order` (SQL of constants)."""
+    return (
+        f"SELECT m.id FROM memories_memory m WHERE {where}"  # noqa: S608 (constants)
+        f" ORDER BY {order} LIMIT {limit}"
+    )
+
+
 def _limit(spec: SectionSpec) -> str:
     """The SQL limit of a section's items: the call's, or the section's own when tighter."""
     return "%(items)s" if spec.items_max is None else f"LEAST(%(items)s, {int(spec.items_max)})"
@@ -201,7 +238,12 @@ BRIEFING_SECTIONS = [
         f"'{RECENT_DECISION_DAYS} days'",
         "m.recorded_at DESC, m.id DESC",
     ),
-    SectionSpec("preferences", "m.memory_type = 'preference'", "m.recorded_at DESC, m.id DESC"),
+    SectionSpec(
+        "preferences",
+        "m.memory_type = 'preference'",
+        "m.recorded_at DESC, m.id DESC",
+        account_wide=True,
+    ),
 ]
 
 

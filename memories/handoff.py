@@ -51,7 +51,12 @@ HANDOFF_SECTIONS = [
         excerpt_max=RECENTLY_RESOLVED_EXCERPT,
     ),
     SectionSpec("blockers", "m.memory_type = 'blocker'", "m.recorded_at DESC, m.id DESC"),
-    SectionSpec("preferences", "m.memory_type = 'preference'", "m.recorded_at DESC, m.id DESC"),
+    SectionSpec(
+        "preferences",
+        "m.memory_type = 'preference'",
+        "m.recorded_at DESC, m.id DESC",
+        account_wide=True,
+    ),
     SectionSpec("facts", "m.memory_type = 'fact'", "m.recorded_at DESC, m.id DESC"),
 ]
 

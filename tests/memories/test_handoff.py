@@ -165,3 +165,52 @@ def test_recently_resolved_is_bounded_to_a_few_short_excerpts_and_counted_exactl
     small = build_handoff(owner_id=tenant.pk, selector=Selector(), section_limit=2)
     assert [len(section.items) for section in small.sections.values()] == [0, 0, 2, 0, 0, 0]
     assert small.sections["recentlyResolved"].count == 8
+
+
+def memory(owner, memory_type: str, content: str, **fields):
+    return record_memory(
+        owner=owner, memory_type=memory_type, topic=content.split()[0], content=content, **fields
+    )
+
+
+def test_a_projects_handoff_hands_on_the_account_wide_preferences_after_its_own(
+    tenant, other_tenant
+):
+    """A handoff of project pixel-web listed only pixel-web's preferences: "rebase, never
+    merge", kept with no project because it holds in every repository, was not handed on to the
+    agent continuing there. Every other section stays the project's own."""
+    rebase = memory(tenant, "preference", "rebase, never merge")
+    tests_first = memory(tenant, "preference", "write the failing test first", scope="work")
+    own = memory(tenant, "preference", "pixel-web: tabs, not spaces", project="pixel-web")
+    memory(tenant, "preference", "apollo: black with 79 columns", project="apollo")
+    shelved = memory(tenant, "preference", "no meetings on Fridays")
+    archive_memory(owner=tenant, memory_id=shelved.id)
+    memory(other_tenant, "preference", "their preference, of no project")
+    # What is not a preference stays the project's: none of no project or of another one.
+    for memory_type in ("decision", "blocker", "fact", "commitment"):
+        memory(tenant, memory_type, f"{memory_type} of the account")
+        memory(tenant, memory_type, f"{memory_type} of apollo", project="apollo")
+    resolved(tenant, "release tagged")
+    pixel_fact = fact(tenant, "pixel-web deploys to Netlify", project="pixel-web")
+
+    handoff = build_handoff(owner_id=tenant.pk, selector=Selector("project", "pixel-web"))
+
+    preferences = handoff.sections["preferences"]
+    assert [item.id for item in preferences.items] == [own.id, tests_first.id, rebase.id]
+    assert [item.project for item in preferences.items] == ["pixel-web", None, None]
+    assert (preferences.count, preferences.truncated) == (3, False)
+    assert [item.id for item in handoff.sections["facts"].items] == [pixel_fact.id]
+    assert all(
+        section.count == 0
+        for name, section in handoff.sections.items()
+        if name not in ("preferences", "facts")
+    )
+    # The count covers both, beyond the items shown.
+    short = build_handoff(
+        owner_id=tenant.pk, selector=Selector("project", "pixel-web"), section_limit=2
+    )
+    assert [item.id for item in short.sections["preferences"].items] == [own.id, tests_first.id]
+    assert (short.sections["preferences"].count, short.sections["preferences"].truncated) == (
+        3,
+        True,
+    )

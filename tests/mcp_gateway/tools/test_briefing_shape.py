@@ -187,7 +187,10 @@ def restored(item: dict, *, memory_type: str, selector: dict) -> dict:
         "contentLength": item["contentLength"] if truncated else len(item["excerpt"]),
         "scope": item.get("scope", selector.get("value")),
         "project": item.get(
-            "project", selector["value"] if selector["kind"] == "project" else None
+            "project",
+            selector["value"]
+            if selector["kind"] == "project" and not item.get("accountWide")
+            else None,
         ),
         "recordedAt": item["recordedAt"],
         "commitmentStatus": item.get(
@@ -304,6 +307,46 @@ async def test_the_working_accounts_briefing_and_handoff_read_short(agent, worki
     assert (waiting["id"], waiting["commitmentStatus"]) == (working_account["tax"]["id"], "waiting")
     items = [i for s in handed["sections"].values() for i in s["items"]]
     assert not any("uri" in i or "memoryType" in i for i in items)
+
+
+@pytest.mark.parametrize("tool", ["briefing", "handoff"])
+async def test_a_projects_preferences_are_its_own_then_the_account_wide_ones(
+    agent, working_account, tool
+):
+    """An agent starting a session in the atlas repository asked for atlas's briefing (or
+    handoff) and read none of the user's preferences kept with no project (code style, commit
+    messages, tests against real Postgres, the review checklist), which hold in every
+    repository. Now they follow atlas's own, marked as account-wide in the compact shape (which
+    leaves out the project the selector names), and every other section stays atlas's."""
+    own = (
+        await ok(
+            agent,
+            "remember",
+            {
+                "memoryType": "preference",
+                "topic": "Atlas line length",
+                "content": "Atlas keeps 79 columns: its CI lints with flake8's defaults.",
+                "project": ATLAS,
+                "scope": "work",
+            },
+        )
+    )["memory"]
+    selected = {"selector": "project", "value": ATLAS} | (
+        {"mode": "full"} if tool == "briefing" else {}
+    )
+    compact = await ok(agent, tool, selected)
+    full = await ok(agent, tool, selected | {"detail": "full"})
+
+    newest_first = [working_account[n]["id"] for n in ("checklist", "tests", "commits", "style")]
+    preferences = compact["sections"]["preferences"]
+    assert [i["id"] for i in preferences["items"]] == [own["id"], *newest_first]
+    assert (preferences["count"], "truncated" in preferences) == (5, False)
+    assert [i.get("accountWide", False) for i in preferences["items"]] == [False] + [True] * 4
+    assert [i["project"] for i in full["sections"]["preferences"]["items"]] == [ATLAS] + [None] * 4
+    for name, section in full["sections"].items():
+        if name != "preferences":
+            assert {i["project"] for i in section["items"]} <= {ATLAS}, name
+            assert not any("accountWide" in i for i in compact["sections"][name]["items"])
 
 
 @pytest.mark.parametrize("tool", ["briefing", "handoff"])

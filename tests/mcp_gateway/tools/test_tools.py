@@ -1029,6 +1029,8 @@ async def test_a_project_or_scope_no_memory_has_is_not_found_with_a_suggestion(a
     unknown project or scope is too, naming a near one, for briefing and handoff alike."""
     await remember(agent, memoryType="commitment", topic="ship", content="ship it", project="atlas")
     await remember(agent, memoryType="fact", topic="tz", content="Lisbon", scope="user-prefs")
+    # Listed in every project's briefing, it tells nothing of whether a project exists.
+    await remember(agent, memoryType="preference", topic="git", content="rebase, never merge")
 
     for tool in ("briefing", "handoff"):
         assert await fails(agent, tool, {"selector": "project", "value": "Atlas"}) == (

@@ -1,0 +1,89 @@
+"""The session briefing (memories.briefing): which memories each selector's sections hold."""
+
+import pytest
+
+from memories.briefing import Selector, build_briefing
+from memories.errors import NotFound
+from memories.services import record_memory
+from memories.threads import add_thread_members, create_thread
+
+
+def memory(owner, memory_type: str, content: str, **fields):
+    return record_memory(
+        owner=owner, memory_type=memory_type, topic=content.split()[0], content=content, **fields
+    )
+
+
+def listed(briefing) -> dict[str, list[str]]:
+    return {
+        name: [item.excerpt for item in section.items]
+        for name, section in briefing.sections.items()
+    }
+
+
+def test_a_projects_briefing_lists_the_account_wide_preferences_after_its_own(tenant, other_tenant):
+    """An agent starting a session in the pixel-web repository asked for that project's
+    briefing and read none of the user's preferences kept with no project ("rebase, never
+    merge", "write the failing test first"), which hold in every repository. They follow the
+    project's own, the more specific; the count covers both; no other section takes anything
+    of no project or of another one."""
+    memory(tenant, "preference", "rebase, never merge")
+    memory(tenant, "preference", "write the failing test first", scope="work")
+    memory(tenant, "preference", "pixel-web: tabs, not spaces", project="pixel-web")
+    memory(tenant, "preference", "apollo: black with 79 columns", project="apollo")
+    memory(other_tenant, "preference", "their preference, of no project")
+    for memory_type in ("decision", "blocker", "commitment"):
+        memory(tenant, memory_type, f"{memory_type} of the account")
+        memory(tenant, memory_type, f"{memory_type} of apollo", project="apollo")
+    memory(tenant, "decision", "pixel-web: Vite, not webpack", project="pixel-web")
+
+    full = build_briefing(
+        owner_id=tenant.pk, selector=Selector("project", "pixel-web"), mode="full"
+    )
+
+    assert listed(full) == {
+        "overdue": [],
+        "openCommitments": [],
+        "blockers": [],
+        "recentDecisions": ["pixel-web: Vite, not webpack"],
+        "preferences": [
+            "pixel-web: tabs, not spaces",
+            "write the failing test first",
+            "rebase, never merge",
+        ],
+    }
+    assert full.sections["preferences"].count == 3
+    brief = build_briefing(owner_id=tenant.pk, selector=Selector("project", "pixel-web"))
+    assert brief.sections["preferences"].count == 3
+
+
+def test_account_wide_preferences_stay_out_of_a_scope_or_a_threads_briefing(tenant):
+    """A scope is a part of the account every memory is in (one scope each, 'personal' unless
+    given): a preference of 'work' does not hold in 'personal'. A thread lists its members."""
+    memory(tenant, "preference", "rebase, never merge", scope="work")
+    kept = memory(tenant, "preference", "pixel-web: tabs, not spaces", project="pixel-web")
+    memory(tenant, "decision", "home: paint the hallway green")
+    create_thread(owner=tenant, name="style")
+    add_thread_members(owner=tenant, name="style", memory_ids=[kept.id])
+
+    personal = build_briefing(owner_id=tenant.pk, selector=Selector("scope", "personal"))
+    assert listed(personal)["preferences"] == ["pixel-web: tabs, not spaces"]
+    work = build_briefing(owner_id=tenant.pk, selector=Selector("scope", "work"))
+    assert listed(work)["preferences"] == ["rebase, never merge"]
+    thread = build_briefing(owner_id=tenant.pk, selector=Selector("thread", "style"))
+    assert listed(thread)["preferences"] == ["pixel-web: tabs, not spaces"]
+    assert thread.unlisted == 0
+
+
+def test_a_misspelt_project_is_not_found_though_account_wide_preferences_would_list(tenant):
+    """The account-wide preferences are listed for any project: they must not make a
+    misspelt one read as a project whose only memories are those."""
+    memory(tenant, "preference", "rebase, never merge")
+    memory(tenant, "decision", "pixel-web: Vite, not webpack", project="pixel-web")
+
+    with pytest.raises(NotFound, match="project 'Pixel-Web': no current memory has it"):
+        build_briefing(owner_id=tenant.pk, selector=Selector("project", "Pixel-Web"))
+    # Known, with nothing but a note of its own: its briefing is the account-wide preferences.
+    memory(tenant, "note", "pixel-web: the logo is in assets/", project="pixel-web-docs")
+    docs = build_briefing(owner_id=tenant.pk, selector=Selector("project", "pixel-web-docs"))
+    assert listed(docs)["preferences"] == ["rebase, never merge"]
