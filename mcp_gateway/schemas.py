@@ -186,10 +186,11 @@ DETAIL = {
     "default": "compact",
     "description": (
         "'compact': items without memoryType (a section holds one type), uri "
-        "(threengram://memory/{id}), the scope or project the selector names, commitmentStatus "
-        "unless 'waiting', and fields that do not apply (no project, no due date, an excerpt "
-        "not cut); of a project, a preference of no project is accountWide: true. 'full': "
-        "every field of every item, nulls included."
+        "(threengram://memory/{id}), the scope or project the selector names, scope "
+        f"'{bounds.DEFAULT_SCOPE}' (an item without scope is in it), commitmentStatus unless "
+        "'waiting', and fields that do not apply (no project, no due date, an excerpt not "
+        "cut); of a project, a preference of no project is accountWide: true. 'full': every "
+        "field of every item, nulls included."
     ),
 }
 ONLY_WHEN_TRUE = {"type": "boolean", "const": True}
@@ -201,7 +202,13 @@ COMPACT_SECTION_ITEM = output(
         "truncated": ONLY_WHEN_TRUE
         | {"description": "Only when the excerpt was cut, with contentLength."},
         "contentLength": {"type": "integer", "description": "Only when the excerpt was cut."},
-        "scope": {"type": "string", "description": "Left out when the selector is a scope."},
+        "scope": {
+            "type": "string",
+            "description": (
+                "Left out when the selector is a scope, and when it is the default, "
+                f"'{bounds.DEFAULT_SCOPE}': every memory has one."
+            ),
+        },
         "project": {
             "type": "string",
             "description": "Left out when the memory has none or the selector is a project.",

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from infra.observability import VERSION
 from mcp_gateway.schemas import utc_datetime, utc_second
+from memories.bounds import DEFAULT_SCOPE
 from memories.briefing import (
     Briefing,
     PinnedThread,
@@ -342,15 +343,16 @@ def compact_section_item(item: MemoryExcerpt, *, selected: str) -> dict:
     """A section item as the compact briefing and handoff show it: what an agent reads to act
     and the id it acts with. Left out, as the same for every item or derived: the type (a section
     holds one), the URI (threengram://memory/{id}), the scope or project the selector fixes
-    (`selected`), a commitment's state when it is open (sections list only open and waiting
-    ones), and fields that do not apply (no project, no due date, not overdue, an excerpt not
-    cut). The recording time to the second: its microseconds tell an agent nothing. Of a
-    project, a memory of no project (an account-wide preference) says so: without `project` it
-    would read as the project's own."""
+    (`selected`), the default scope (every memory has a scope, DEFAULT_SCOPE unless given: an
+    account that never names one repeated it on every item), a commitment's state when it is
+    open (sections list only open and waiting ones), and fields that do not apply (no project,
+    no due date, not overdue, an excerpt not cut). The recording time to the second: its
+    microseconds tell an agent nothing. Of a project, a memory of no project (an account-wide
+    preference) says so: without `project` it would read as the project's own."""
     data: dict = {"id": str(item.id), "topic": item.topic, "excerpt": item.excerpt}
     if item.truncated:
         data |= {"truncated": True, "contentLength": item.content_length}
-    if selected != "scope":
+    if selected != "scope" and item.scope != DEFAULT_SCOPE:
         data["scope"] = item.scope
     if item.project is not None and selected != "project":
         data["project"] = item.project

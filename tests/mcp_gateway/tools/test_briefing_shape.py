@@ -20,6 +20,7 @@ ATLAS, BILLING = "atlas", "billing-api"
 
 WORK = {"scope": "work"}
 PREFS = {"scope": "user-prefs"}
+# The memories given no scope are in the default one, 'personal'.
 # name: (type, topic, content, other fields); dueAt in days from now.
 MEMORIES = {
     "orm": ("decision", "ORM for atlas", "Use Django's ORM with raw SQL only for the search "
@@ -71,7 +72,7 @@ MEMORIES = {
     "style": ("preference", "Code style", "Ruff format, 99 columns, double quotes; type hints on "
               "public functions; no print statements left in commits.", PREFS),
     "commits": ("preference", "Commit messages", "Small commits, imperative subject under 72 "
-                "characters, the why in the body.", PREFS),
+                "characters, the why in the body.", {}),
     "tests": ("preference", "Tests against real Postgres", "Tests run against a real "
               "PostgreSQL, never SQLite and never mocks of our own code.", PREFS),
     "checklist": ("preference", "Review checklist", "Before asking for review: run the whole "
@@ -85,7 +86,7 @@ MEMORIES = {
                   "assertion was wrong rather than only that it now passes, because a reviewer "
                   "reads the tests first and trusts them.", PREFS),
     "tz": ("fact", "Timezone", "The user works from Lisbon (Europe/Lisbon) and prefers meetings "
-           "after 10:00.", PREFS),
+           "after 10:00.", {}),
     "staging": ("fact", "Staging URL", "Atlas staging runs at https://atlas-staging.fly.dev, "
                 "basic auth in the team vault.", {"project": ATLAS} | WORK),
     "python": ("fact", "Python version", "Atlas runs Python 3.12 and Django 5.2 in production.",
@@ -185,7 +186,9 @@ def restored(item: dict, *, memory_type: str, selector: dict) -> dict:
         "excerpt": item["excerpt"],
         "truncated": truncated,
         "contentLength": item["contentLength"] if truncated else len(item["excerpt"]),
-        "scope": item.get("scope", selector.get("value")),
+        "scope": item.get(
+            "scope", selector["value"] if selector["kind"] == "scope" else "personal"
+        ),
         "project": item.get(
             "project",
             selector["value"]
@@ -307,6 +310,36 @@ async def test_the_working_accounts_briefing_and_handoff_read_short(agent, worki
     assert (waiting["id"], waiting["commitmentStatus"]) == (working_account["tax"]["id"], "waiting")
     items = [i for s in handed["sections"].values() for i in s["items"]]
     assert not any("uri" in i or "memoryType" in i for i in items)
+
+
+@pytest.mark.parametrize("tool", ["briefing", "handoff"])
+async def test_compact_items_leave_the_default_scope_out(agent, working_account, tool):
+    """Every compact item of an account that never names a scope said "scope":"personal", the
+    scope remember gives a memory sent without one: 13 times in a briefing of 4,000 characters.
+    It is left out, as what an item without a scope is in; another scope is still named."""
+    arguments = {"mode": "full"} if tool == "briefing" else {}
+    compact = await ok(agent, tool, arguments)
+    full = await ok(agent, tool, arguments | {"detail": "full"})
+    # The handoff's recently resolved commitments name no scope in either shape.
+    scope_of = {
+        i["id"]: i["scope"]
+        for name, s in full["sections"].items()
+        if name != "recentlyResolved"
+        for i in s["items"]
+    }
+    named = {
+        i["id"]: i.get("scope")
+        for name, s in compact["sections"].items()
+        if name != "recentlyResolved"
+        for i in s["items"]
+    }
+    assert named[working_account["commits"]["id"]] is None
+    assert scope_of[working_account["commits"]["id"]] == "personal"
+    assert named[working_account["style"]["id"]] == "user-prefs"
+    assert named == {
+        memory_id: None if scope_of[memory_id] == "personal" else scope_of[memory_id]
+        for memory_id in named
+    }
 
 
 @pytest.mark.parametrize("tool", ["briefing", "handoff"])
