@@ -38,7 +38,8 @@ PROMPTS = [
         title="Session briefing",
         description=(
             "Start a session oriented: the agent calls the briefing tool (optionally for one "
-            "scope, project or thread) and summarises open commitments, blockers and decisions."
+            "scope, project or thread) and summarises overdue and open commitments, blockers, "
+            "recent decisions and preferences."
         ),
         arguments=[
             *_FOCUS,
