@@ -672,7 +672,7 @@ def debian_postgresql_15() -> Iterator[str]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def test_migrate_on_a_server_before_postgresql_17_says_so_and_migrates_nothing(
+def test_migrate_on_a_server_before_postgresql_18_says_so_and_migrates_nothing(
     debian_postgresql_15,
 ):
     """Debian 12's PostgreSQL is 15: migrate failed there with a traceback ending in
@@ -680,7 +680,7 @@ def test_migrate_on_a_server_before_postgresql_17_says_so_and_migrates_nothing(
     run = _migrate(debian_postgresql_15)
     assert run.returncode == 1
     assert "Traceback" not in run.stderr + run.stdout
-    assert "threengram needs PostgreSQL 17 or later" in run.stderr
+    assert "threengram needs PostgreSQL 18 or later" in run.stderr
     assert "runs PostgreSQL 15." in run.stderr
     with psycopg.connect(debian_postgresql_15) as server:
         assert server.execute("SELECT to_regclass('django_migrations')").fetchone() == (None,)

@@ -7,7 +7,7 @@ role's privileges on the schema, granted again (tenancy.APP_ROLE_PRIVILEGES_SQL)
 DBA created after the migrations that grant them gets them too. Before anything, the owner takes
 the role (or the command stops, naming the GRANT a DBA runs) rather than let migration 0007 fail
 with a traceback after the migrations before it; and a server the schema cannot live on (before
-PostgreSQL 17, or without the `vector` extension that only a DBA may create) stops it the same
+PostgreSQL 18, or without the `vector` extension that only a DBA may create) stops it the same
 way, before the first migration, rather than halfway."""
 
 from typing import Any
@@ -41,15 +41,16 @@ class Command(DjangoMigrateCommand):
                 tenancy.grant_app_role_privileges(using)
 
 
-# The oldest server the migrations run on: memories/0020 changes a generated column's expression
-# (ALTER COLUMN ... SET EXPRESSION), and the owner's grant of the role is checked with
-# pg_has_role(..., 'SET') (16).
-MINIMUM_SERVER_VERSION = 170000
+# The oldest server the migrations run on: memories/0017 folds thread names with casefold() under
+# the pg_unicode_fast collation (both 18), as the memory browser's filter folds its words;
+# memories/0020 changes a generated column's expression (ALTER COLUMN ... SET EXPRESSION, 17); the
+# owner's grant of the role is checked with pg_has_role(..., 'SET') (16).
+MINIMUM_SERVER_VERSION = 180000
 
 
 def _refuse_an_unfit_server(using: str) -> None:
     """Stop, naming what is missing and who provides it, on a server the migrations would fail on
-    partway: older than PostgreSQL 17, or without the `vector` extension in this database while
+    partway: older than PostgreSQL 18, or without the `vector` extension in this database while
     the owner may not create it."""
     connection = connections[using]
     version = connection.pg_version
@@ -57,7 +58,7 @@ def _refuse_an_unfit_server(using: str) -> None:
         # server_version_num: major * 10000 + minor from PostgreSQL 10, before it 9.x * 100 + y.
         major, minor = divmod(version, 10000) if version >= 100000 else divmod(version // 100, 100)
         raise CommandError(
-            f"Nothing migrated: threengram needs PostgreSQL 17 or later; the server of "
+            f"Nothing migrated: threengram needs PostgreSQL 18 or later; the server of "
             f"DATABASE_URL runs PostgreSQL {major}.{minor}."
         )
     with connection.cursor() as cursor:
