@@ -196,6 +196,17 @@ async def main(calls: int, seed: int, only: str | None = None, rls: bool = False
         for owner in [largest, *sample_others]
     }
 
+    def facets_of(owner_id: int, facet: str) -> list[str]:
+        """The projects or the scopes of the owner's current memories, for the selectors."""
+        current = Memory.objects.filter(owner_id=owner_id, valid_to__isnull=True)
+        return sorted(current.exclude(**{facet: None}).values_list(facet, flat=True).distinct())
+
+    facets = {
+        (owner, facet): await sync_to_async(facets_of, thread_sensitive=True)(owner, facet)
+        for owner in [largest, *sample_others]
+        for facet in ("project", "scope")
+    }
+
     def query() -> str:
         # Words drawn as the generator draws content words (so common words are queried more), one
         # word in two queries of three, two words in the third.
@@ -233,6 +244,14 @@ async def main(calls: int, seed: int, only: str | None = None, rls: bool = False
             "project": project,
         }
 
+    def selected(owner_for, facet: str) -> tuple[Principal, str, dict]:
+        # A tenant with memories of some project (some of the generator's have none), and one
+        # of its projects or scopes.
+        while not facets[owner := owner_for(), facet]:
+            pass
+        arguments = {"selector": facet, "value": rng.choice(facets[owner, facet])}
+        return principal(owner), "briefing", arguments
+
     def plan(owner_for) -> dict[str, list]:
         return {
             "search": [
@@ -268,11 +287,16 @@ async def main(calls: int, seed: int, only: str | None = None, rls: bool = False
             "briefing, full": [
                 (principal(owner_for()), "briefing", {"mode": "full"}) for _ in range(calls)
             ],
-            # Kept last: the samples of each row depend on the draws of the rows before it.
+            # Rows added later go last: the samples of each row depend on the draws of the rows
+            # before it, so the earlier rows keep theirs.
             "search, question of words no memory holds": [
                 (principal(owner_for()), "search", {"query": unstored_question()})
                 for _ in range(calls)
             ],
+            **{
+                f"briefing, {facet} selector": [selected(owner_for, facet) for _ in range(calls)]
+                for facet in ("project", "scope")
+            },
         }
 
     async def baseline(owner: int) -> list[float]:
