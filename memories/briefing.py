@@ -133,9 +133,9 @@ def read_sections(
     selected = selector.sql(owner_id, params)
     # Only module constants are formatted in; every value is a bound parameter. Both the count
     # and the choice of the first items read only a covering index (index-only scans):
-    # memory_owner_type_current, or memory_owner_resolved for what was resolved lately; content
-    # is fetched for the chosen items alone. A scope or project selector reads the rows too
-    # (the index holds neither).
+    # memory_owner_type_current (which holds each memory's project and scope, so a project or
+    # scope selector is tested there too), or memory_owner_resolved for what was resolved lately;
+    # content is fetched for the chosen items alone.
     parts = []
     for spec in specs:
         limit = _limit(spec)

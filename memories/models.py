@@ -387,12 +387,14 @@ class Memory(MemoryResource, TenantRow):
         verbose_name_plural = "memories"
         indexes = [
             models.Index(fields=["owner", "-recorded_at"], name="memory_owner_recent"),
-            # Covering: briefing and handoff count their sections with index-only scans.
+            # Covering: briefing and handoff count and pick their sections with index-only
+            # scans, of a project or a scope too (each a briefing selector): without them here,
+            # a selected section reads the table row of every memory of its type to test it.
             models.Index(
                 fields=["owner", "memory_type", "-recorded_at"],
                 name="memory_owner_type_current",
                 condition=Q(valid_to__isnull=True),
-                include=["status", "commitment_status", "due_at", "id"],
+                include=["status", "commitment_status", "due_at", "id", "project", "scope"],
             ),
             # The handoff's recently resolved commitments: only a resolved commitment has a
             # resolved_at (the constraint below), so this index holds those alone, and counts

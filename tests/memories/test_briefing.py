@@ -1,8 +1,13 @@
 """The session briefing (memories.briefing): which memories each selector's sections hold."""
 
-import pytest
+import json
+from datetime import timedelta
 
-from memories.briefing import Selector, build_briefing
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from memories.briefing import BRIEFING_SECTIONS, Selector, build_briefing, read_sections
 from memories.errors import NotFound
 from memories.services import record_memory
 from memories.threads import add_thread_members, create_thread
@@ -87,3 +92,74 @@ def test_a_misspelt_project_is_not_found_though_account_wide_preferences_would_l
     memory(tenant, "note", "pixel-web: the logo is in assets/", project="pixel-web-docs")
     docs = build_briefing(owner_id=tenant.pk, selector=Selector("project", "pixel-web-docs"))
     assert listed(docs)["preferences"] == ["rebase, never merge"]
+
+
+def selector_tests(plan: dict, column: str) -> list[tuple[str, str | None]]:
+    """(node type, index) of each scan of the memories table in an EXPLAIN (FORMAT JSON) plan
+    that tests `column`."""
+    found = []
+    tested = " ".join(plan.get(key, "") for key in ("Index Cond", "Filter"))
+    if plan.get("Relation Name") == "memories_memory" and f"{column})" in tested:
+        found.append((plan["Node Type"], plan.get("Index Name")))
+    for child in plan.get("Plans", []):
+        found.extend(selector_tests(child, column))
+    return found
+
+
+@pytest.mark.parametrize(
+    "selector", [Selector("project", "pixel-web"), Selector("scope", "work")], ids=str
+)
+def test_a_selected_briefing_counts_and_picks_its_sections_from_the_index_alone(tenant, selector):
+    """A briefing of a project or a scope tested each memory's project or scope on its table
+    row, so every section read the row of every current memory of its type, many times the
+    work of an unselected briefing in a large account. The index the sections are counted and
+    picked through holds both: the selector is tested there, and only the chosen items' rows
+    are read, for their content."""
+    now = timezone.now()
+    for memory_type in ("decision", "blocker", "preference", "commitment"):
+        for project, scope in (("pixel-web", "work"), ("apollo", "personal"), (None, "work")):
+            memory(
+                tenant,
+                memory_type,
+                f"{memory_type} {project} {scope}",
+                project=project,
+                scope=scope,
+            )
+    memory(
+        tenant,
+        "commitment",
+        "ship it",
+        project="pixel-web",
+        scope="work",
+        due_at=now - timedelta(days=1),
+    )
+    statements = []
+
+    def keep(execute, sql, params, many, context):
+        statements.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(keep):
+        read_sections(
+            owner_id=tenant.pk,
+            selector=selector,
+            specs=BRIEFING_SECTIONS,
+            items=3,
+            excerpt_max=100,
+            now=now,
+        )
+    sql, params = statements[0]
+    with connection.cursor() as cursor:
+        # As in a large account, where reading the table is what costs: the planner may not
+        # fall back on it, and then uses whatever index lets it.
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL enable_bitmapscan = off")
+        cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
+        explained = cursor.fetchone()[0]
+    if isinstance(explained, str):
+        explained = json.loads(explained)
+    tests = selector_tests(explained[0]["Plan"], selector.kind)
+    # Each section's count and each walk for its first items (the project's preferences and
+    # the account-wide ones apart).
+    assert len(tests) >= 2 * len(BRIEFING_SECTIONS), tests
+    assert set(tests) == {("Index Only Scan", "memory_owner_type_current")}, tests
