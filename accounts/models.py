@@ -35,6 +35,12 @@ class User(AbstractUser):
 
     objects = UserManager()
 
+    def forget_email(self) -> None:
+        """Drop the e-mail address the account gave at sign-up: the server sends no e-mail, so
+        an address serves nothing and is kept only if its owner chooses to."""
+        self.email = ""
+        self.save(update_fields=["email"])
+
     class Meta(AbstractUser.Meta):
         constraints = [
             # Sign-up promises names unique regardless of case; two sign-ups at once both pass

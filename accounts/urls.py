@@ -10,6 +10,7 @@ urlpatterns = [
     path("login/", views.LoginView.as_view(), name="login"),
     path("logout/", views.LogoutView.as_view(), name="logout"),
     path("account/", views.account, name="account"),
+    path("account/email/forget/", views.forget_email, name="forget_email"),
     path("account/password/", views.PasswordChangeView.as_view(), name="password_change"),
     path(
         "account/password/done/",

@@ -334,6 +334,16 @@ def account(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@require_POST
+def forget_email(request: HttpRequest) -> HttpResponse:
+    """An account that gave an e-mail address at sign-up, when sign-up still asked for one,
+    removes it here."""
+    request.user.forget_email()
+    messages.success(request, "Your e-mail address is removed.")
+    return redirect("accounts:account")
+
+
+@login_required
 @require_http_methods(["GET", "HEAD", "POST"])
 def delete_account(request: HttpRequest) -> HttpResponse:
     form = DeleteAccountForm(
