@@ -346,17 +346,13 @@ def _too_many_items(spec: ToolSpec, arguments: dict) -> str | None:
     return None
 
 
-# A schema pattern's refusal in words: a regular expression tells a model less than the rule it
-# encodes, and the domain words the same refusal so.
-_PATTERN_RULES = {bounds.SCOPE_PATTERN.pattern: bounds.SCOPE_RULE}
-
 # What an enum's refusal adds for a value that belongs to a neighbouring field or names a thing
 # the tool has no word for: a model sent it meaning something the list of values alone does not
 # show it how to ask for. Keyed by tool and field, then by the value as sent.
 _COMMITMENT_STATE_NOT_A_FILTER = (
     "status is the archive state alone; a commitment's state is no search filter: filter "
     "memoryTypes ['commitment'] and read each hit's commitmentStatus (briefing lists the open "
-    "ones, handoff those resolved in the last 7 days)"
+    f"ones, handoff those resolved in the last {handoff.RECENTLY_RESOLVED_DAYS} days)"
 )
 _ENUM_HINTS: dict[tuple[str, str], dict[str, str]] = {
     ("search", "status"): {
@@ -472,9 +468,11 @@ def _schema_error(spec: ToolSpec, arguments: dict) -> str | None:
             hint = _enum_hint(spec.name, field, error.instance)
             return f"{field}: must be one of: {', '.join(map(str, limit))}{hint}"
         case "pattern" if limit == bounds.SCOPE_PATTERN.pattern:
+            # In words, as the domain refuses it: a regular expression tells a model less than
+            # the rule it encodes.
             return f"{field}: {bounds.scope_refusal(error.instance)}"
         case "pattern":
-            return f"{field}: {_PATTERN_RULES.get(limit, f'must match the pattern {limit}')}"
+            return f"{field}: must match the pattern {limit}"
         case "type" if error.instance is None:
             return f"{field}: must be of type {limit}, not null"
         case "type":

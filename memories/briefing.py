@@ -165,9 +165,11 @@ def read_sections(
     with connections[replica.read_alias()].cursor() as cursor:
         cursor.execute("\nUNION ALL\n".join(parts), params)
         rows = cursor.fetchall()
-        # Of a project, only rows of the project itself say that it exists: an account-wide
-        # preference is listed in any project's briefing, a misspelt one's too.
-        own = [row for row in rows if selector.kind != "project" or row[_PROJECT] is not None]
+        sections = _sections(specs, rows, excerpt_max=excerpt_max, now=now)
+        # Of a project, only its own memories say that it exists: an account-wide preference is
+        # listed in any project's briefing, a misspelt one's too.
+        listed = [item for section in sections.values() for item in section.items]
+        own = [item for item in listed if selector.kind != "project" or item.project is not None]
         if not own and selector.kind in ("scope", "project"):
             # Nothing to show: say so when the scope or project is not the owner's at all (an
             # unknown thread is NotFound already, in `selector.sql`).
@@ -189,6 +191,16 @@ def read_sections(
                 params,
             )
             members = cursor.fetchone()[0]
+    if selector.kind == "thread":
+        selector = replace(selector, value=params["selector_name"])
+    return selector, sections, members
+
+
+def _sections(
+    specs: list[SectionSpec], rows: list[tuple], *, excerpt_max: int, now: datetime
+) -> dict[str, Section]:
+    """The sections of read_sections' rows: each row its section's name, EXCERPT_COLUMNS, the
+    memory's resolved_at and the section's exact count."""
     sections = {spec.name: Section() for spec in specs}
     excerpt_max_of = {
         spec.name: min(excerpt_max, spec.excerpt_max or excerpt_max) for spec in specs
@@ -198,14 +210,7 @@ def read_sections(
         section.count = row[-1]
         fields = MemoryExcerpt.row_fields(row[1:-2], excerpt_max=excerpt_max_of[row[0]], now=now)
         section.items.append(SectionItem(**fields, resolved_at=row[-2]))
-    if selector.kind == "thread":
-        selector = replace(selector, value=params["selector_name"])
-    return selector, sections, members
-
-
-# Where a row of read_sections holds the memory's project: after the section's name, the
-# seventh of EXCERPT_COLUMNS.
-_PROJECT = 7
+    return sections
 
 
 def _first(where: str, order: str, limit: str) -> str:
