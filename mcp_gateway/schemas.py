@@ -358,70 +358,92 @@ SEARCH_IN = strict(
             "enum": list(PROJECTIONS),
             "default": "full",
             "description": (
-                "'compact': each hit only as id, memoryType, topic, recordedAt, status and "
-                "score (a commitment's commitmentStatus and overdue too), to scan many hits "
-                "cheaply; read the ones you need with get_memories."
+                "'compact': each hit only as id, memoryType, topic, recordedAt and score (a "
+                "commitment's commitmentStatus, and status, overdue and validTo where they "
+                "apply), to scan many hits cheaply; read the ones you need with get_memories. "
+                "'full': with its excerpt and the rest; either leaves out what does not apply."
             ),
         },
     },
 )
-SCORE = nullable("number") | {"description": "Relevance; null when listed without a query."}
+# A full hit leaves out what does not apply or can be derived, as a compact briefing item does:
+# search is the call an agent makes most, and the same nulls and defaults on every hit of a page
+# spent its context for nothing.
 SEARCH_HIT = output(
-    EXCERPT_ITEM["properties"]
-    | {
-        "score": SCORE,
+    {
+        "id": {"type": "string", "description": "Its resource is threengram://memory/{id}."},
+        "memoryType": {"type": "string"},
+        "topic": {"type": "string"},
+        "excerpt": {"type": "string", "maxLength": EXCERPT_MAX},
+        "truncated": ONLY_WHEN_TRUE
+        | {"description": "Only when the excerpt was cut, with contentLength."},
+        "contentLength": {"type": "integer", "description": "Only when the excerpt was cut."},
+        "scope": {
+            "type": "string",
+            "description": (
+                f"Left out when it is the default, '{bounds.DEFAULT_SCOPE}': every memory has one."
+            ),
+        },
+        "project": {"type": "string", "description": "Left out when the memory has none."},
+        "recordedAt": {"type": "string", "format": "date-time"},
+        "commitmentStatus": {"type": "string", "description": "Commitments only."},
+        "dueAt": {"type": "string", "format": "date-time", "description": "Only when set."},
+        "overdue": ONLY_WHEN_TRUE | {"description": "Only for an overdue commitment."},
+        "score": {
+            "type": "number",
+            "description": "Relevance; left out when listed without a query.",
+        },
         "matchedBy": {
             "type": "array",
             "items": {"type": "string", "enum": ["words", "meaning"]},
             "description": "How the memory matched: by the query's words (or the topic's "
-            "spelling), by meaning, or both; empty when listed without a query.",
+            "spelling), by meaning, or both; left out when listed without a query.",
         },
         "lacks": {
             "type": "array",
             "maxItems": WORDS_SCALE_TERMS,
             "items": {"type": "string"},
             "description": "The question's most distinctive words (as you wrote them) this "
-            "memory does not contain: one about the right topic that lacks the detail you asked "
-            "for may not answer it.",
+            "memory does not contain, when it lacks some: one about the right topic that lacks "
+            "the detail you asked for may not answer it.",
         },
-        "status": STATUS,
-        "current": CURRENT,
-        "validTo": NULLABLE_DATETIME,
-    },
-    required=(
-        "id",
-        "uri",
-        "memoryType",
-        "topic",
-        "excerpt",
-        "truncated",
-        "contentLength",
-        "score",
-    ),
-)
-COMPACT_SEARCH_HIT = output(
-    {
-        "id": {"type": "string"},
-        "memoryType": {"type": "string"},
-        "topic": {"type": "string"},
-        "recordedAt": {"type": "string", "format": "date-time"},
-        "status": STATUS
-        | {
+        "status": {
+            "type": "string",
+            "const": "archived",
+            "description": "Only for an archived memory (status 'archived' or 'any').",
+        },
+        "current": {
+            "type": "boolean",
+            "const": False,
             "description": (
-                "'active' or 'archived' (the archive state only): a version since revised stays "
-                "'active' and has validTo."
-            )
+                "Only for a version since revised (with validTo): its successor is the one in "
+                "force."
+            ),
         },
-        "score": SCORE,
-        "commitmentStatus": {"type": "string", "description": "Commitments only."},
-        "overdue": {"type": "boolean", "description": "Commitments only."},
         "validTo": {
             "type": "string",
             "format": "date-time",
-            "description": "Only for a version since superseded.",
+            "description": "Only for a version since revised: when it was superseded.",
         },
     },
-    required=("id", "memoryType", "topic", "recordedAt", "status", "score"),
+    required=("id", "memoryType", "topic", "excerpt", "recordedAt"),
+)
+COMPACT_SEARCH_HIT = output(
+    {
+        name: SEARCH_HIT["properties"][name]
+        for name in (
+            "id",
+            "memoryType",
+            "topic",
+            "recordedAt",
+            "score",
+            "commitmentStatus",
+            "overdue",
+            "status",
+            "validTo",
+        )
+    },
+    required=("id", "memoryType", "topic", "recordedAt"),
 )
 SEARCH_OUT = output(
     {

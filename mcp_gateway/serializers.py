@@ -177,32 +177,58 @@ def compact_resolved_item(item: SectionItem, *, selected: str) -> dict:
 
 
 def search_hit(hit: SearchHit) -> dict:
-    """An excerpt item plus how it ranked and whether it is still current (`current`, as
-    get_memories tells it)."""
-    return excerpt_item(hit) | {
-        "score": hit.score,
-        "matchedBy": list(hit.matched_by),
-        "lacks": list(hit.lacking),
-        "status": hit.status,
-        "current": hit.current,
-        "validTo": utc_datetime(hit.valid_to),
+    """An excerpt and how it ranked, without what does not apply or can be derived: the URI
+    (threengram://memory/{id}), the default scope, a project, due date or state the memory has
+    not, an excerpt not cut, `status` while active and `current` while in force (each named
+    only when it differs, as it changes what the hit means). The recording time to the second."""
+    data: dict = {
+        "id": str(hit.id),
+        "memoryType": hit.memory_type,
+        "topic": hit.topic,
+        "excerpt": hit.excerpt,
     }
+    if hit.truncated:
+        data |= {"truncated": True, "contentLength": hit.content_length}
+    if hit.scope != DEFAULT_SCOPE:
+        data["scope"] = hit.scope
+    if hit.project is not None:
+        data["project"] = hit.project
+    data["recordedAt"] = utc_second(hit.recorded_at)
+    if hit.commitment_status is not None:
+        data["commitmentStatus"] = hit.commitment_status
+    if hit.due_at is not None:
+        data["dueAt"] = utc_datetime(hit.due_at)
+    if hit.overdue:
+        data["overdue"] = True
+    if hit.score is not None:
+        data |= {"score": hit.score, "matchedBy": list(hit.matched_by)}
+    if hit.lacking:
+        data["lacks"] = list(hit.lacking)
+    if hit.status != "active":
+        data["status"] = hit.status
+    if not hit.current:
+        data |= {"current": False, "validTo": utc_datetime(hit.valid_to)}
+    return data
 
 
 def compact_search_hit(hit: SearchHit) -> dict:
     """A hit as the `compact` projection shows it: what tells it apart from the others. A
-    commitment's state and whether it is overdue, and a superseded version's end, only where they
-    apply: "which are still open" is answered without the excerpts."""
+    commitment's state, and where they apply whether it is overdue, archived or superseded:
+    "which are still open" is answered without the excerpts. Left out as in search_hit."""
     data = {
         "id": str(hit.id),
         "memoryType": hit.memory_type,
         "topic": hit.topic,
-        "recordedAt": utc_datetime(hit.recorded_at),
-        "status": hit.status,
-        "score": hit.score,
+        "recordedAt": utc_second(hit.recorded_at),
     }
+    if hit.score is not None:
+        data["score"] = hit.score
     if hit.commitment_status is not None:
-        data |= {"commitmentStatus": hit.commitment_status, "overdue": hit.overdue}
+        data["commitmentStatus"] = hit.commitment_status
+    if hit.overdue:
+        data["overdue"] = True
+    if hit.status != "active":
+        data["status"] = hit.status
     if hit.valid_to is not None:
         data["validTo"] = utc_datetime(hit.valid_to)
     return data

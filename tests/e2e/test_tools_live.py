@@ -33,7 +33,7 @@ async def test_remember_search_get_memories_round_trip(live_daphne, seeded, mode
         memory = stored.structured_content["memory"]
         found = await client.call_tool("search", {"query": f"redis {mode}"})
         assert [hit["id"] for hit in found.structured_content["hits"]] == [memory["id"]]
-        assert found.structured_content["hits"][0]["uri"] == memory["uri"]
+        assert memory["uri"] == f"threengram://memory/{memory['id']}"
         # As clients that fill every field, and write lists as JSON text, send the same search.
         as_sent = {"limit": "5", "project": None, "memoryTypes": '["decision"]', "cursor": None}
         also_found = await client.call_tool("search", {"query": f"redis {mode}"} | as_sent)
