@@ -54,5 +54,7 @@ def signature(arguments: str) -> str:
 
 
 def _types(arguments: str) -> str:
-    """'terms tsquery, max_rows integer' -> 'tsquery, integer'."""
-    return ", ".join(argument.split()[-1] for argument in arguments.split(","))
+    """'terms tsquery, max_rows integer DEFAULT 1' -> 'tsquery, integer'."""
+    return ", ".join(
+        argument.split(" DEFAULT ")[0].split()[-1] for argument in arguments.split(",")
+    )

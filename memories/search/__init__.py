@@ -47,12 +47,20 @@ from memories.search.candidates import (
     _topic_matches,
 )
 from memories.search.cursor import CURSOR_MAX, _Position
-from memories.search.filters import STATUS_FILTERS, SearchFilters, _Where, _where, clean_filters
+from memories.search.filters import (
+    COMMITMENT_STATUS_FILTERS,
+    STATUS_FILTERS,
+    SearchFilters,
+    _Where,
+    _where,
+    clean_filters,
+)
 from memories.search.query import _parse, _Query
 from memories.search.scoring import TENANT_SIZE_COUNTED_MAX, _Candidate, _WordStatistics
 from memories.search.sql import _PAGE_SQL, _TENANT_SIZE_SQL
 
 __all__ = [
+    "COMMITMENT_STATUS_FILTERS",
     "CURSOR_MAX",
     "DEFAULT_LIMIT",
     "MAX_LIMIT",

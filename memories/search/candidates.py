@@ -115,15 +115,15 @@ RARE_TERMS_MAX = 4
 # In an account of more than WALK_RECENT_MAX current memories (by its nearest-neighbour index's
 # count: see scoring.TENANT_SIZE_COUNTED_MAX; an account without vectors is not told large),
 # a walk for a query's words (one of more terms than INDEXED_QUERY_TERMS_MAX) reads at most
-# SHORT_WALK_MAX memories unless a scope, project or thread is asked for, or archived memories.
-# The longer walk
-# would read only part of the account anyway, the index finds the query's rare terms' older
-# matches, and a question whose terms recent memories seldom hold (one about something never
-# stored) would otherwise read WALK_RECENT_MAX. Held counts among fewer matches tell rare terms
-# apart less well, so SHORT_WALK_RARE_TERMS_MAX are looked up. A smaller account keeps the walk
-# that reads all of it. Types and dates choose which memories a walk reads (see _recent), but a
-# scope, project or thread, or the archived status, is applied to what it read, of which it may
-# pass a small share: those keep the longer walk.
+# SHORT_WALK_MAX memories unless a scope, project, thread or commitment state is asked for, or
+# archived memories. The longer walk would read only part of the account anyway, the index finds
+# the query's rare terms' older matches, and a question whose terms recent memories seldom hold
+# (one about something never stored) would otherwise read WALK_RECENT_MAX. Held counts among
+# fewer matches tell rare terms apart less well, so SHORT_WALK_RARE_TERMS_MAX are looked up. A
+# smaller account keeps the walk that reads all of it. Types and dates choose which memories a
+# walk reads (see _recent), but a scope, project, thread or commitment state, or the archived
+# status, is applied to what it read, of which it may pass a small share: those keep the longer
+# walk.
 SHORT_WALK_MAX = WORDS_DENSE_WALK_MAX
 SHORT_WALK_RARE_TERMS_MAX = RARE_TERMS_MAX + 2
 RARE_TERM_CANDIDATES = 20
@@ -334,6 +334,8 @@ def _word_filters(db, where: _Where, params: dict, most: int) -> None:
         "word_types": params.get("types"),
         "word_scope": params.get("scope"),
         "word_project": params.get("project"),
+        "word_commitment_states": params.get("commitment_states"),
+        "word_resolved_from": params.get("resolved_after"),
         "word_matches_max": WORD_MATCHES_MAX if where.thread else most,
     }
     if not tenancy.enabled():

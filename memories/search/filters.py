@@ -12,9 +12,17 @@ from datetime import datetime
 
 from memories import bounds
 from memories.errors import InvalidInput
-from memories.models import MemoryType, Status, Thread
+from memories.models import CommitmentStatus, MemoryType, Status, Thread
 
 STATUS_FILTERS = ("active", "archived", "any")
+COMMITMENT_STATUS_FILTERS = tuple(CommitmentStatus.values)
+# Why a commitment's state is no filter of a search as of an instant: the state is a lifecycle
+# column, kept as it is now and not versioned, so the commitments that were open then cannot be
+# told from those open now.
+_STATE_IS_NOT_VERSIONED = (
+    "cannot be combined with asOf: a commitment's state is kept as it is now, not as it was "
+    "then; omit asOf, or omit {field} and read each hit's commitmentStatus (its state now)"
+)
 
 
 @dataclass(frozen=True)
@@ -27,6 +35,10 @@ class SearchFilters:
     recorded_after: datetime | None = None
     recorded_before: datetime | None = None
     as_of: datetime | None = None
+    # Commitments only, in one of these states (memory_types is then ("commitment",)), and
+    # resolved at or after resolved_after.
+    commitment_states: tuple[str, ...] = ()
+    resolved_after: datetime | None = None
 
     def narrows(self) -> bool:
         """Whether a filter beyond lifecycle (status, asOf) narrows the tenant's memories."""
@@ -37,13 +49,15 @@ class SearchFilters:
             or self.thread is not None
             or self.recorded_after is not None
             or self.recorded_before is not None
+            or self.commitment_states
         )
 
     def given(self) -> tuple[str, ...]:
         """The filters given that narrow the search, as the search tool names its arguments
-        (status 'any' narrows nothing)."""
+        (status 'any' narrows nothing; memoryTypes not beside commitmentStatus, which makes it
+        commitments)."""
         named = (
-            ("memoryTypes", self.memory_types),
+            ("memoryTypes", () if self.commitment_states else self.memory_types),
             ("scope", self.scope),
             ("project", self.project),
             ("thread", self.thread),
@@ -51,6 +65,8 @@ class SearchFilters:
             ("recordedAfter", self.recorded_after),
             ("recordedBefore", self.recorded_before),
             ("asOf", self.as_of),
+            ("commitmentStatus", self.commitment_states),
+            ("resolvedAfter", self.resolved_after),
         )
         return tuple(name for name, value in named if value is not None and value != ())
 
@@ -59,9 +75,17 @@ class SearchFilters:
         (Another account's cursor would bring that account's instant and word statistics.) The
         thread filter by the id of the thread its name resolved to (`_Where.thread_id`), not by
         the name: a thread deleted and created anew under its name between two pages is
-        another thread, whose members must not continue the first one's paging."""
+        another thread, whose members must not continue the first one's paging. The commitment
+        filters are named only when given: a cursor of a search without them is bound to what
+        it was bound to before they existed."""
+        commitment = {}
+        if self.commitment_states:
+            commitment["cs"] = sorted(self.commitment_states)
+        if self.resolved_after is not None:
+            commitment["rs"] = self.resolved_after.isoformat()
         canonical = json.dumps(
-            {
+            commitment
+            | {
                 "o": owner_id,
                 "q": query,
                 "t": sorted(self.memory_types),
@@ -88,6 +112,8 @@ def clean_filters(
     recorded_after: object = None,
     recorded_before: object = None,
     as_of: object = None,
+    commitment_status: object = None,
+    resolved_after: object = None,
 ) -> SearchFilters:
     types: tuple[str, ...] = ()
     if memory_types is not None:
@@ -106,8 +132,10 @@ def clean_filters(
         before = bounds.clean_datetime("recordedBefore", recorded_before)
     if after and before and after > before:
         raise InvalidInput("recordedAfter", "must not be later than recordedBefore")
+    when = bounds.clean_datetime("asOf", as_of) if as_of is not None else None
+    states, resolved_from = _commitment_filters(commitment_status, resolved_after, types, when)
     return SearchFilters(
-        memory_types=types,
+        memory_types=(MemoryType.COMMITMENT.value,) if states else types,
         scope=bounds.clean_scope(scope) if scope is not None else None,
         # A filter narrows: a blank project is refused, not taken for no filter.
         project=(
@@ -119,8 +147,53 @@ def clean_filters(
         status=status,  # type: ignore[arg-type]
         recorded_after=after,
         recorded_before=before,
-        as_of=bounds.clean_datetime("asOf", as_of) if as_of is not None else None,
+        as_of=when,
+        commitment_states=states,
+        resolved_after=resolved_from,
     )
+
+
+def _commitment_filters(
+    commitment_status: object,
+    resolved_after: object,
+    types: tuple[str, ...],
+    as_of: datetime | None,
+) -> tuple[tuple[str, ...], datetime | None]:
+    """The commitment states asked for and the earliest resolution time, cleaned: a state
+    filter selects commitments, so a memoryTypes without them selects nothing; resolvedAfter
+    selects resolved commitments (a commitment resolved before its resolution time was kept has
+    none, and is not selected)."""
+    states: tuple[str, ...] = ()
+    if commitment_status is not None:
+        if not isinstance(commitment_status, list | tuple) or not commitment_status:
+            raise InvalidInput("commitmentStatus", "must be a non-empty list of commitment states")
+        if any(state not in COMMITMENT_STATUS_FILTERS for state in commitment_status):
+            raise InvalidInput(
+                "commitmentStatus", f"must be among: {', '.join(COMMITMENT_STATUS_FILTERS)}"
+            )
+        states = tuple(dict.fromkeys(commitment_status))
+    resolved_from = None
+    if resolved_after is not None:
+        resolved_from = bounds.clean_datetime("resolvedAfter", resolved_after)
+        if states and states != (CommitmentStatus.RESOLVED.value,):
+            raise InvalidInput(
+                "resolvedAfter",
+                "selects resolved commitments only; commitmentStatus must then be ['resolved'] "
+                f"or omitted; got {list(states)}",
+            )
+        states = (CommitmentStatus.RESOLVED.value,)
+    if not states:
+        return (), None
+    field = "resolvedAfter" if resolved_from is not None else "commitmentStatus"
+    if types and MemoryType.COMMITMENT.value not in types:
+        raise InvalidInput(
+            field,
+            f"selects commitments, which memoryTypes {list(types)} leaves out; add "
+            "'commitment' to memoryTypes or omit memoryTypes",
+        )
+    if as_of is not None:
+        raise InvalidInput(field, _STATE_IS_NOT_VERSIONED.format(field=field))
+    return states, resolved_from
 
 
 @dataclass(frozen=True)
@@ -128,13 +201,14 @@ class _Where:
     """The filters as SQL clauses on `m`. `reach`: which of the tenant's memories the search
     reads at all (current or as of an instant, recorded dates), conditions that the walks over
     the most recent memories (words, topic fallback) apply as they read; `selection`: status,
-    type, scope, project and thread, applied to what a walk has read, so that its bound holds
-    whatever the filters (see sql._LEXICAL_RECENT; without asOf, a walk reads only memories of
-    the types asked for, see candidates._recent). `thread`: the thread filter's clause alone (""
-    for none), `thread_id` the id of the thread it names (None for none). `narrowed`:
-    SearchFilters.narrows(); `selective`: a scope, project or thread is asked for, which a walk
-    applies to what it read (types and dates choose what it reads). `current`: only current
-    memories are read (no asOf), as an account's nearest-neighbour index holds."""
+    type, scope, project, commitment state and thread, applied to what a walk has read, so that
+    its bound holds whatever the filters (see sql._LEXICAL_RECENT; without asOf, a walk reads
+    only memories of the types asked for, see candidates._recent). `thread`: the thread filter's
+    clause alone ("" for none), `thread_id` the id of the thread it names (None for none).
+    `narrowed`: SearchFilters.narrows(); `selective`: a scope, project, thread or commitment
+    state is asked for, which a walk applies to what it read (types and dates choose what it
+    reads). `current`: only current memories are read (no asOf), as an account's
+    nearest-neighbour index holds."""
 
     reach: str
     selection: str
@@ -194,6 +268,12 @@ def _where(filters: SearchFilters, owner_id: int, params: dict) -> _Where:
     if filters.project is not None:
         selection.append("m.project = %(project)s")
         params["project"] = filters.project
+    if filters.commitment_states:
+        selection.append("m.commitment_status = ANY(%(commitment_states)s)")
+        params["commitment_states"] = list(filters.commitment_states)
+    if filters.resolved_after is not None:
+        selection.append("m.resolved_at >= %(resolved_after)s")
+        params["resolved_after"] = filters.resolved_after
     thread = []
     if filters.thread is not None:
         thread.append(Thread.objects.members_sql(owner_id, filters.thread, params, key="thread"))
@@ -203,7 +283,12 @@ def _where(filters: SearchFilters, owner_id: int, params: dict) -> _Where:
         thread=_conjunction(thread),
         thread_id=params["thread"] if thread else None,
         narrowed=filters.narrows(),
-        selective=bool(filters.scope is not None or filters.project is not None or thread),
+        selective=bool(
+            filters.scope is not None
+            or filters.project is not None
+            or thread
+            or filters.commitment_states
+        ),
         current=filters.as_of is None,
         dates=_conjunction(dates),
     )

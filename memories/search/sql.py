@@ -24,27 +24,28 @@ WHERE m.owner_id = %(owner)s AND m.id = ANY(%(ids)s::uuid[])
 # rows from before tags were indexed) and the tags and project.
 _FIELDS = (("A", "A"), ("B", "BD"), ("C", "C"))
 # The most recent memories matching any term through the account's words index, as the
-# function gives them (migration memories/0018: it applies every filter but the thread's, and
-# returns what scoring reads), those of them in the thread if one is asked for, and how many the
-# function gave (on every row; on a row of NULLs when none is in the thread).
+# function gives them (migrations memories/0018 and 0024: it applies every filter but the
+# thread's, and returns what scoring reads), those of them in the thread if one is asked for, and
+# how many the function gave (on every row; on a row of NULLs when none is in the thread).
 _WORD_MATCHES = """WITH matches AS MATERIALIZED (
         SELECT w.*, %(owner)s::bigint AS owner_id
         FROM memory_recent_word_matches(
             %(any_term)s::tsquery, {required}, %(word_from)s::timestamptz,
             %(word_until)s::timestamptz, %(word_status)s::text, %(word_types)s::text[],
-            %(word_scope)s::text, %(word_project)s::text, %(word_matches_max)s) w)
+            %(word_scope)s::text, %(word_project)s::text, %(word_matches_max)s,
+            %(word_commitment_states)s::text[], %(word_resolved_from)s::timestamptz) w)
     SELECT (SELECT count(*) FROM matches), kept.*
     FROM (SELECT) one LEFT JOIN LATERAL (
         SELECT {columns} FROM matches m WHERE TRUE {thread}
         ORDER BY m.recorded_at DESC, m.id DESC LIMIT %(lexical_max)s) kept ON TRUE"""
-# The most recent memories matching any term among the WALK_RECENT_MAX most recent memories
-# (the walk's bound when the query's terms are rare in a large tenant: a subquery with a LIMIT is
-# planned on its own, so the walk stops there whatever the terms). The selection (status, type,
-# scope, project, thread) is applied to what the walk has read, not while it reads: a selective
-# filter would otherwise make it read far past WALK_RECENT_MAX memories to find that many that
-# pass. A type filter is the exception: the most recent memories of each type asked for are read
-# through the index on owner, type and recency (memory_owner_type_current, current memories) and
-# merged by recency, so the walk reads the memories of those types only, and its bound counts
+# The most recent memories matching any term among the WALK_RECENT_MAX most recent memories (the
+# walk's bound when the query's terms are rare in a large tenant: a subquery with a LIMIT is planned
+# on its own, so the walk stops there whatever the terms). The selection (status, type, scope,
+# project, commitment state, thread) is applied to what the walk has read, not while it reads: a
+# selective filter would otherwise make it read far past WALK_RECENT_MAX memories to find that many
+# that pass. A type filter is the exception: the most recent memories of each type asked for are
+# read through the index on owner, type and recency (memory_owner_type_current, current memories)
+# and merged by recency, so the walk reads the memories of those types only, and its bound counts
 # those.
 _LEXICAL_RECENT = """(SELECT {columns} FROM ({recent}) m
       WHERE TRUE {selection} {since}
@@ -71,7 +72,8 @@ _RARE_WORD_MATCHES = """SELECT array(
              memory_recent_word_matches(
                 t.term, {required}, %(word_from)s::timestamptz, %(word_until)s::timestamptz,
                 %(word_status)s::text, %(word_types)s::text[], %(word_scope)s::text,
-                %(word_project)s::text, %(word_matches_max)s) w) m
+                %(word_project)s::text, %(word_matches_max)s,
+                %(word_commitment_states)s::text[], %(word_resolved_from)s::timestamptz) w) m
     WHERE TRUE {thread}
     ORDER BY m.recorded_at DESC, m.id DESC LIMIT %(rare_limit)s)"""
 # Served by the account's own HNSW index when it has one (memories/account_indexes.py), else an

@@ -528,7 +528,8 @@ def test_the_words_function_is_the_app_role_s_alone_and_resolves_names_safely(ap
     (the caller's temporary schema comes last, after the catalog and the application's)."""
     signature = (
         "memory_recent_word_matches("
-        "tsquery, tsquery, timestamptz, timestamptz, text, text[], text, text, integer)"
+        "tsquery, tsquery, timestamptz, timestamptz, text, text[], text, text, integer, text[], "
+        "timestamptz)"
     )
     grantees, definer, config = app_role_sql.execute(
         "SELECT array(SELECT coalesce(r.rolname, 'PUBLIC') FROM aclexplode(p.proacl) a"

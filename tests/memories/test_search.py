@@ -37,7 +37,7 @@ from memories.search import (
 )
 from memories.search.cursor import _CURSOR_SALT, CURSOR_MAX_AGE
 from memories.search.query import CJK_PAIRS_MAX, _cjk_paired, _parse
-from memories.services import archive_memory, record_memory, revise_memory
+from memories.services import archive_memory, record_memory, resolve_commitment, revise_memory
 from memories.threads import add_thread_members, create_thread, delete_thread
 from tests.factories import MemoryFactory, UserFactory, insert_memory_as_once_stored
 from tests.memories.conftest import (
@@ -717,6 +717,194 @@ def test_filters_narrow(tenant, corpus):
     assert run(tenant, "database", recorded_after=later).hits == []
     with pytest.raises(NotFound):
         run(tenant, "database", thread="no such thread")
+
+
+@pytest.fixture
+def commitments(tenant, other_tenant):
+    """A commitment in each state, all about finishing the quarterly report, a blocker that
+    says so too, and another account's resolved commitment of the same words."""
+    made = {}
+    for state in ("open", "waiting", "resolved", "expired"):
+        made[state] = record_memory(
+            owner=tenant,
+            memory_type="commitment",
+            topic=f"Quarterly report ({state})",
+            content=f"Finish the quarterly report draft, {state} part.",
+        )
+        if state != "open":
+            resolve_commitment(owner=tenant, memory_id=made[state].id, status=state)
+    made["blocker"] = record_memory(
+        owner=tenant,
+        memory_type="blocker",
+        topic="Quarterly report blocked",
+        content="Cannot finish the quarterly report draft without the sales figures.",
+    )
+    theirs = record_memory(
+        owner=other_tenant,
+        memory_type="commitment",
+        topic="Quarterly report",
+        content="Finish the quarterly report draft.",
+    )
+    resolve_commitment(owner=other_tenant, memory_id=theirs.id, status="resolved")
+    return made
+
+
+@pytest.mark.parametrize("query", ["finish the quarterly report", "quarterly", None])
+def test_commitment_status_selects_commitments_in_the_states_asked_for(commitments, query):
+    """'Which tasks have I finished?': the resolved commitment, not every memory that says
+    "finish" (the blocker), and never another account's."""
+    tenant = commitments["open"].owner
+    everything = {hit.id for hit in run(tenant, query, limit=25).hits}
+    assert commitments["blocker"].id in everything and commitments["resolved"].id in everything
+
+    resolved = run(tenant, query, commitment_status=["resolved"]).hits
+    assert [(hit.id, hit.commitment_status) for hit in resolved] == [
+        (commitments["resolved"].id, "resolved")
+    ]
+    to_do = run(tenant, query, commitment_status=["open", "waiting"], limit=25).hits
+    assert {hit.id for hit in to_do} == {commitments["open"].id, commitments["waiting"].id}
+    # memoryTypes that holds commitments keeps them; the state narrows them.
+    typed = run(tenant, query, commitment_status=["expired"], memory_types=["commitment"]).hits
+    assert [hit.id for hit in typed] == [commitments["expired"].id]
+
+
+def test_commitment_status_narrows_with_the_other_filters(commitments):
+    tenant = commitments["open"].owner
+    archive_memory(owner=tenant, memory_id=commitments["waiting"].id)
+    states = ["open", "waiting"]
+    assert [h.id for h in run(tenant, "quarterly", commitment_status=states).hits] == [
+        commitments["open"].id
+    ]
+    assert [h.id for h in run(tenant, None, commitment_status=states, status="archived").hits] == [
+        commitments["waiting"].id
+    ]
+    record_memory(
+        owner=tenant, memory_type="note", topic="Quarterly", content="Quarterly.", scope="work"
+    )
+    assert run(tenant, "quarterly", commitment_status=states, scope="work").hits == []
+
+
+def test_a_commitment_is_found_by_the_state_it_is_in_now(commitments):
+    tenant = commitments["open"].owner
+    resolve_commitment(owner=tenant, memory_id=commitments["resolved"].id, status="open")
+    assert run(tenant, "quarterly", commitment_status=["resolved"]).hits == []
+    open_now = {h.id for h in run(tenant, "quarterly", commitment_status=["open"]).hits}
+    assert open_now == {commitments["open"].id, commitments["resolved"].id}
+
+
+def test_resolved_after_selects_the_commitments_resolved_since_then(tenant, other_tenant):
+    """Resolved at or after the instant; one resolved before resolution times were kept has
+    none and is not selected; another account's never."""
+    now = timezone.now()
+
+    def resolved(owner, days_ago):
+        return MemoryFactory(
+            owner=owner,
+            memory_type="commitment",
+            content=f"Ship the migration guide ({days_ago})",
+            commitment_status="resolved",
+            resolved_at=None if days_ago is None else now - timedelta(days=days_ago),
+        )
+
+    recent, _older, _untimed = resolved(tenant, 1), resolved(tenant, 10), resolved(tenant, None)
+    resolved(other_tenant, 1)
+    since = (now - timedelta(days=7)).isoformat()
+    for query in ("migration guide", None):
+        assert [h.id for h in run(tenant, query, resolved_after=since).hits] == [recent.id]
+        hits = run(tenant, query, resolved_after=since, commitment_status=["resolved"]).hits
+        assert [h.id for h in hits] == [recent.id]
+    exactly = run(tenant, None, resolved_after=recent.resolved_at.isoformat()).hits
+    assert [h.id for h in exactly] == [recent.id]
+    assert len(run(tenant, None, commitment_status=["resolved"]).hits) == 3
+
+
+def test_a_commitment_status_search_pages_through_its_commitments_only(tenant):
+    now = timezone.now()
+    done = []
+    for n in range(9):
+        for state in ("resolved", "open"):
+            memory = MemoryFactory(
+                owner=tenant,
+                memory_type="commitment",
+                topic=f"Invoice batch {n}",
+                content=f"Send invoice batch {n} to accounting ({state}).",
+                commitment_status=state,
+                resolved_at=now if state == "resolved" else None,
+                recorded_at=now - timedelta(minutes=n),
+            )
+            if state == "resolved":
+                done.append(memory.id)
+        MemoryFactory(owner=tenant, memory_type="note", content=f"Invoice batch {n} resolved.")
+    for query in ("invoice batch", None):
+        seen, cursor = [], None
+        while True:
+            page = run(tenant, query, commitment_status=["resolved"], limit=4, cursor=cursor)
+            seen += [hit.id for hit in page.hits]
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        assert sorted(seen) == sorted(done) and len(seen) == len(done), query
+
+
+def test_a_cursor_is_bound_to_its_commitment_filters(tenant):
+    for n in range(3):
+        MemoryFactory(
+            owner=tenant,
+            memory_type="commitment",
+            content=f"bound commitment {n}",
+            commitment_status="resolved",
+            resolved_at=timezone.now(),
+        )
+    since = (timezone.now() - timedelta(days=1)).isoformat()
+    for query in ("bound commitment", None):
+        cursor = run(tenant, query, commitment_status=["resolved"], limit=1).next_cursor
+        assert cursor
+        for other in (
+            {},
+            {"memory_types": ["commitment"]},
+            {"commitment_status": ["resolved", "open"]},
+            {"resolved_after": since},
+        ):
+            with pytest.raises(InvalidInput, match="cursor: was issued for a different query"):
+                run(tenant, query, limit=1, cursor=cursor, **other)
+        # The states are a set: the same ones in another order continue the search.
+        cursor = run(tenant, query, commitment_status=["open", "resolved"], limit=1).next_cursor
+        run(tenant, query, commitment_status=["resolved", "open"], limit=1, cursor=cursor)
+
+
+@pytest.mark.parametrize(
+    ("filters", "message"),
+    [
+        (
+            {"commitment_status": ["resolved"], "memory_types": ["fact", "blocker"]},
+            "commitmentStatus: selects commitments, which memoryTypes ['fact', 'blocker'] leaves",
+        ),
+        (
+            {"resolved_after": "2026-12-01T00:00:00Z", "memory_types": ["note"]},
+            "resolvedAfter: selects commitments, which memoryTypes ['note'] leaves out",
+        ),
+        (
+            {"commitment_status": ["open"], "as_of": "2026-12-01T00:00:00Z"},
+            "commitmentStatus: cannot be combined with asOf",
+        ),
+        (
+            {"resolved_after": "2026-12-01T00:00:00Z", "as_of": "2026-12-02T00:00:00Z"},
+            "resolvedAfter: cannot be combined with asOf",
+        ),
+        (
+            {"resolved_after": "2026-12-01T00:00:00Z", "commitment_status": ["open"]},
+            "resolvedAfter: selects resolved commitments only; commitmentStatus must then be",
+        ),
+        ({"commitment_status": []}, "commitmentStatus: must be a non-empty list"),
+        ({"commitment_status": "resolved"}, "commitmentStatus: must be a non-empty list"),
+        ({"commitment_status": ["done"]}, "commitmentStatus: must be among: open, waiting"),
+        ({"resolved_after": "yesterday"}, "resolvedAfter: must be an ISO 8601 date-time"),
+    ],
+)
+def test_commitment_filters_that_cannot_be_answered_are_refused_naming_the_fields(filters, message):
+    with pytest.raises(InvalidInput) as refused:
+        clean_filters(**filters)
+    assert str(refused.value).startswith(f"invalid_input: {message}")
 
 
 def test_excerpt_is_cut_at_600_with_an_ellipsis(tenant):

@@ -16,6 +16,7 @@ from django.db import connection
 from django.utils import timezone
 
 from memories import account_indexes, tenancy
+from memories.models import Memory
 from memories.search import clean_filters, search_memories
 from memories.services import archive_memory, record_memory, resolve_commitment, revise_memory
 from memories.threads import add_thread_members, create_thread
@@ -60,13 +61,16 @@ def _filters(base: datetime) -> list[dict]:
         {"status": "any", "thread": "Hangar work"},
         {"recorded_after": at(35), "recorded_before": at(90), "scope": "personal"},
         {"as_of": at(60)},
+        {"commitment_status": ["open"]},
+        {"commitment_status": ["waiting", "resolved"], "project": "alpha"},
+        {"resolved_after": at(0)},
     ]
 
 
 def _store(owner, base: datetime) -> list:
     """The same memories for every owner (a seeded generator): types, scopes, projects, tags,
     ties in time, a few stamped ahead of this clock; some archived, some revised, a thread with
-    members before and after their revisions, a resolved commitment. Returns the ids in the
+    members before and after their revisions, commitments in every state. Returns the ids in the
     order written, the same order for every owner."""
     rng = random.Random(7)
     ids = []
@@ -106,6 +110,12 @@ def _store(owner, base: datetime) -> list:
         )
         ids.append(fresh.id)
     resolve_commitment(owner=owner, memory_id=ids[-1], status="resolved")
+    resolve_commitment(owner=owner, memory_id=ids[-2], status="waiting")
+    commitments = Memory.objects.filter(
+        owner=owner, memory_type="commitment", valid_to__isnull=True, commitment_status="open"
+    ).order_by("recorded_at", "id")
+    for memory, state in zip(commitments, ["resolved", "waiting", "expired"], strict=False):
+        resolve_commitment(owner=owner, memory_id=memory.id, status=state)
     return ids
 
 
