@@ -75,6 +75,8 @@ def _search_page(owner_id: int, args: dict) -> search.SearchPage:
         recorded_after=args.get("recordedAfter"),
         recorded_before=args.get("recordedBefore"),
         as_of=args.get("asOf"),
+        commitment_status=args.get("commitmentStatus"),
+        resolved_after=args.get("resolvedAfter"),
     )
     return search.search_memories(
         owner_id=owner_id,

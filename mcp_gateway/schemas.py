@@ -352,6 +352,27 @@ SEARCH_IN = strict(
         "recordedBefore": DATETIME,
         "asOf": DATETIME
         | {"description": f"Search what was current at this instant: {DATETIME['description']}"},
+        "commitmentStatus": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": len(search.COMMITMENT_STATUS_FILTERS),
+            "uniqueItems": True,
+            "items": {"type": "string", "enum": list(search.COMMITMENT_STATUS_FILTERS)},
+            "description": (
+                "Only commitments in one of these states, e.g. ['open', 'waiting'] for what is "
+                "still to do, ['resolved'] for what was finished (memoryTypes then defaults to, "
+                "and must include, 'commitment'). Not with asOf: a commitment's state is kept as "
+                "it is now, not as it was then."
+            ),
+        },
+        "resolvedAfter": DATETIME
+        | {
+            "description": (
+                "Only commitments resolved at or after this instant (implies commitmentStatus "
+                "['resolved']; not with asOf). A commitment resolved before the server kept "
+                f"resolution times has none and is not found. {DATETIME['description']}"
+            )
+        },
         "cursor": {"type": "string", "minLength": 1, "maxLength": search.CURSOR_MAX},
         "projection": {
             "type": "string",

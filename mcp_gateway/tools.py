@@ -31,7 +31,7 @@ from infra import dbfaults
 from mcp_gateway import auth, handlers, schemas
 from mcp_gateway.handlers import InvalidArguments
 from mcp_gateway.principal import Principal
-from memories import bounds, handoff
+from memories import bounds, handoff, search
 from memories.bounds import text_problem_in
 from memories.errors import DomainError
 
@@ -350,10 +350,22 @@ def _too_many_items(spec: ToolSpec, arguments: dict) -> str | None:
 # the tool has no word for: a model sent it meaning something the list of values alone does not
 # show it how to ask for. Keyed by tool and field, then by the value as sent.
 _COMMITMENT_STATE_NOT_A_FILTER = (
-    "status is the archive state alone; a commitment's state is no search filter: filter "
-    "memoryTypes ['commitment'] and read each hit's commitmentStatus (briefing lists the open "
-    f"ones, handoff those resolved in the last {handoff.RECENTLY_RESOLVED_DAYS} days)"
+    "status is the archive state alone; a commitment's state is filtered by commitmentStatus, "
+    f"a list of: {', '.join(search.COMMITMENT_STATUS_FILTERS)} (resolvedAfter: resolved since "
+    "an instant)"
 )
+# A commitment's state in other words, as resolve's status and search's commitmentStatus take it.
+_COMMITMENT_STATE_WORDS = {
+    **dict.fromkeys(
+        ("done", "complete", "completed", "closed", "finished", "fixed"),
+        "a commitment that is done is 'resolved'",
+    ),
+    **dict.fromkeys(
+        ("cancelled", "canceled", "dropped", "abandoned", "obsolete"),
+        "one no longer needed is 'expired'",
+    ),
+    "blocked": "one held up by someone else is 'waiting'",
+}
 _ENUM_HINTS: dict[tuple[str, str], dict[str, str]] = {
     ("search", "status"): {
         **dict.fromkeys(
@@ -371,21 +383,15 @@ _ENUM_HINTS: dict[tuple[str, str], dict[str, str]] = {
         for tool in ("briefing", "handoff")
     },
     ("briefing", "mode"): {"compact": "'compact' is a detail (which fields); mode is how many"},
-    ("resolve", "status"): {
-        **dict.fromkeys(
-            ("done", "complete", "completed", "closed", "finished", "fixed"),
-            "a commitment that is done is 'resolved'",
-        ),
-        **dict.fromkeys(
-            ("cancelled", "canceled", "dropped", "abandoned", "obsolete"),
-            "one no longer needed is 'expired'",
-        ),
-        "blocked": "one held up by someone else is 'waiting'",
-    },
+    ("resolve", "status"): _COMMITMENT_STATE_WORDS,
+    ("search", "commitmentStatus"): _COMMITMENT_STATE_WORDS
+    | dict.fromkeys(("pending", "todo", "active"), "one still to do is 'open' or 'waiting'"),
 }
 
 
 def _enum_hint(tool: str, field: str, value: object) -> str:
+    """The hint for `value` of `field`, or of the list `field` is an item of (`states[0]`)."""
+    field = re.sub(r"\[\d+\]$", "", field)
     hint = _ENUM_HINTS.get((tool, field), {}).get(value) if isinstance(value, str) else None
     return f"; {hint}" if hint else ""
 

@@ -158,8 +158,8 @@ async def test_read_only_token_cannot_write_but_can_list_threads(owner):
             "search",
             {"query": "x", "limit": 5, "sort": "asc"},
             "invalid_input: sort: unknown field; this tool takes: query, limit, memoryTypes, "
-            "scope, project, thread, status, recordedAfter, recordedBefore, asOf, cursor, "
-            "projection",
+            "scope, project, thread, status, recordedAfter, recordedBefore, asOf, "
+            "commitmentStatus, resolvedAfter, cursor, projection",
         ),
         (
             "remember",
@@ -364,9 +364,11 @@ async def test_bad_input_is_refused_naming_field_and_limit(agent, tool, argument
 @pytest.mark.parametrize(
     ("tool", "arguments", "told"),
     [
-        # Search has no filter of a commitment's state: the agent learns where that state is.
-        ("search", {"status": "resolved"}, "filter memoryTypes ['commitment'] and read each"),
-        ("search", {"query": "x", "status": "open"}, "a commitment's state is no search filter"),
+        # status is the archive state: the agent learns which argument filters a commitment's.
+        ("search", {"status": "resolved"}, "state is filtered by commitmentStatus, a list of"),
+        ("search", {"query": "x", "status": "open"}, "filtered by commitmentStatus"),
+        ("search", {"commitmentStatus": ["done"]}, "a commitment that is done is 'resolved'"),
+        ("search", {"commitmentStatus": ["open", "todo"]}, "one still to do is 'open' or"),
         ("search", {"status": "superseded"}, "found with asOf"),
         # Two fields of briefing and handoff both take 'full': the other values are told apart.
         ("briefing", {"mode": "compact"}, "'compact' is a detail (which fields)"),
@@ -1771,6 +1773,78 @@ async def test_compact_hits_tell_open_commitments_from_closed_and_late_ones(agen
     as_it_was = await ok(agent, "search", arguments | {"asOf": before_revision.isoformat()})
     [old_note] = [hit for hit in as_it_was["hits"] if hit["id"] == note["id"]]
     assert datetime.fromisoformat(old_note["validTo"]) > before_revision
+
+
+async def test_search_lists_and_finds_commitments_by_their_state(agent, other_agent):
+    """'Which tasks have I finished this week?' and 'what am I still waiting on?' answered by
+    search: the commitments in those states, not the blocker that says "finish", nor another
+    account's; in the compact projection too, paged."""
+    made = {}
+    for state in ("open", "waiting", "resolved", "expired"):
+        made[state] = await remember(
+            agent, memoryType="commitment", topic=f"finish the {state} slides", content=state
+        )
+        if state != "open":
+            await ok(agent, "resolve", {"memoryId": made[state]["id"], "status": state})
+    await remember(agent, memoryType="blocker", topic="cannot finish the slides", content="x")
+    theirs = await remember(other_agent, memoryType="commitment", topic="finish their slides")
+    await ok(other_agent, "resolve", {"memoryId": theirs["id"], "status": "resolved"})
+    week = (timezone.now() - timedelta(days=7)).isoformat()
+
+    for arguments in (
+        {"commitmentStatus": ["resolved"]},
+        {"query": "finish slides", "commitmentStatus": ["resolved"]},
+        {"query": "what did I finish", "resolvedAfter": week, "projection": "compact"},
+    ):
+        [hit] = (await ok(agent, "search", arguments))["hits"]
+        assert (hit["id"], hit["commitmentStatus"]) == (made["resolved"]["id"], "resolved")
+
+    arguments = {"commitmentStatus": ["open", "waiting"], "limit": 1, "projection": "compact"}
+    first = await ok(agent, "search", arguments)
+    second = await ok(agent, "search", arguments | {"cursor": first["nextCursor"]})
+    assert [hit["commitmentStatus"] for hit in first["hits"] + second["hits"]] == [
+        "waiting",
+        "open",
+    ]
+    assert not second["hasMore"]
+    text = await fails(
+        agent, "search", {"commitmentStatus": ["open"], "cursor": first["nextCursor"]}
+    )
+    assert text.startswith("invalid_input: cursor: was issued for a different query or filters")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        (
+            {"commitmentStatus": ["open"], "memoryTypes": ["blocker"]},
+            "invalid_input: commitmentStatus: selects commitments, which memoryTypes ['blocker'] "
+            "leaves out; add 'commitment' to memoryTypes or omit memoryTypes",
+        ),
+        (
+            {"query": "x", "commitmentStatus": ["open"], "asOf": "2026-12-01T00:00:00Z"},
+            "invalid_input: commitmentStatus: cannot be combined with asOf",
+        ),
+        (
+            {"resolvedAfter": "2026-12-01T00:00:00Z", "commitmentStatus": ["waiting"]},
+            "invalid_input: resolvedAfter: selects resolved commitments only",
+        ),
+        ({"commitmentStatus": []}, "invalid_input: commitmentStatus: at least 1 item(s)"),
+        (
+            {"commitmentStatus": ["open"] * 5},
+            "invalid_input: commitmentStatus: at most 4 items; got 5",
+        ),
+        (
+            {"commitmentStatus": ["open", "open"]},
+            "invalid_input: commitmentStatus: ",
+        ),
+        ({"resolvedAfter": "2026-12-01"}, "invalid_input: resolvedAfter: must"),
+    ],
+)
+async def test_commitment_filters_that_cannot_be_answered_are_refused_by_name(
+    agent, arguments, expected
+):
+    assert (await fails(agent, "search", arguments)).startswith(expected)
 
 
 async def test_search_hits_carry_due_dates_and_the_overdue_flag(agent):
