@@ -1,11 +1,12 @@
 """Scoring a search's candidates (candidates.py finds them):
 - Words. Each candidate is scored BM25F-style on which of its fields hold each query term (not
   how often: a memory is a few sentences, in which a repeated term says little): a term weighs
-  more the fewer of the tenant's memories hold it (IDF), long content is length-normalised, a
-  term in the topic counts TOPIC_WEIGHT times, in the tags or project TAGS_WEIGHT times, a term
-  in the content, and the fields' sum saturates. The words score is that sum divided by the
-  summed IDFs of the query's WORDS_SCALE_TERMS rarest terms: about 1 when a memory holds what is
-  most distinctive in the question, near 0 when it shares only common words.
+  more the fewer of the tenant's memories hold it (IDF), content is length-normalised (up to
+  LENGTH_RATIO_MAX times the candidates' average length), a term in the topic counts
+  TOPIC_WEIGHT times, in the tags or project TAGS_WEIGHT times, a term in the content, and the
+  fields' sum saturates. The words score is that sum divided by the summed IDFs of the query's
+  WORDS_SCALE_TERMS rarest terms: about 1 when a memory holds what is most distinctive in the
+  question, near 0 when it shares only common words.
 - Fusion: score = words + MEANING_WEIGHT * max(0, cosine), rounded to 6 places so paging
   compares exact values. A hit matches by words or has a cosine of at least MEANING_MATCH_MIN.
 - Abstention: when the best candidate scores under the relevance floor the search returns no
@@ -44,6 +45,13 @@ TENANT_SIZE_COUNTED_MAX = 10_000
 IDF_TENANT_SIZE_MIN = 100
 BM25_K1 = 0.9
 BM25_B = 0.75
+# A content term's weight falls with the memory's length, but no further than at this many times
+# the candidates' average: terms are counted by which fields hold them, not how often, so what
+# BM25's normalisation corrects for (a term repeated the more the longer the text) does not grow
+# with a long memory; what does, the chance of holding a word at all, grows far more slowly than
+# its length. So a long memory that answers the question is not ranked under short ones that
+# merely mention its words.
+LENGTH_RATIO_MAX = 1.5
 TOPIC_WEIGHT = 2.0
 TAGS_WEIGHT = 2.0
 # Fusion and the relevance floor (see the module docstring).
@@ -148,7 +156,8 @@ def _words_scores(
     scale = sum(idf[term] for term in rarest)
     average_length = statistics.average_length
     for candidate in candidates:
-        norm = 1 - BM25_B + BM25_B * candidate.content_length / average_length
+        ratio = min(candidate.content_length / average_length, LENGTH_RATIO_MAX)
+        norm = 1 - BM25_B + BM25_B * ratio
         score = 0.0
         for term, held in candidate.fields_held.items():
             weighted = (

@@ -109,6 +109,48 @@ def test_the_relevant_memory_ranks_first(tenant, corpus):
     ]
 
 
+RELEASE_PROCESS = (
+    "How we ship the iOS and Android apps. Releases are cut every second Wednesday from the main "
+    "branch: the release captain creates the release branch in the morning and bumps the version "
+    "in both apps with the bump script, which also writes the changelog from the merged pull "
+    "requests' labels. From the branch, CI builds a TestFlight build and an internal track build "
+    "on Google Play; QA runs the smoke checklist (login, checkout with a test card, push "
+    "notifications, deep links, offline mode) on two iPhones and two Android phones, one old and "
+    "one new of each. Only fixes for bugs found in that pass are cherry-picked onto the branch; "
+    "anything else waits for the next train. On Thursday, if the checklist is green, the captain "
+    "submits to App Review and promotes the Android build to a 10% staged rollout. We watch the "
+    "crash-free sessions rate for 48 hours: above 99.5% we go to 100% on Android and release on "
+    "iOS by hand; below, the captain halts the rollout and the fix goes out as a patch release "
+    "through the same steps. Hotfixes outside the train need the approval of the mobile lead."
+)
+
+
+def test_a_long_memory_that_answers_outranks_short_ones_sharing_its_words(tenant, settings):
+    """A long memory is not held under short ones that merely mention the question's words: its
+    length does not keep cutting what each word it holds weighs. A question a short memory
+    answers still finds that one first."""
+    settings.SEARCH_EMBEDDER = "wordllama"  # the default: words and meaning
+    process = record_memory(
+        owner=tenant, memory_type="pattern", topic="Mobile release process", content=RELEASE_PROCESS
+    )
+    notes = {
+        topic: record_memory(owner=tenant, memory_type="fact", topic=topic, content=content)
+        for topic, content in [
+            ("Mobile app version", "The current phone app version is 4.12 on both stores."),
+            ("New version of the API", "The public API v2 ships in Q3; v1 stays a year."),
+            ("Remote hires", "We ship equipment to remote new hires a week before they start."),
+            ("Phone support", "Phone support is open from 9 to 17 on weekdays."),
+            ("Same-day shipping", "Orders before 14:00 ship the same day from the warehouse."),
+            ("App store account", "The App Store account belongs to the company."),
+            ("Crash reporting", "Crash reports from the apps go to Crashlytics."),
+        ]
+    }
+    asked = run(tenant, "what are the steps to ship a new version of the phone app").hits
+    assert asked[0].id == process.id
+    version = run(tenant, "which version is the phone app on now?").hits
+    assert version[0].id == notes["Mobile app version"].id
+
+
 def test_accents_do_not_matter(tenant, corpus):
     assert [hit.id for hit in run(tenant, "cafe").hits] == [corpus["Coffee"].id]
     assert [hit.id for hit in run(tenant, "CAFÉ Espresso").hits] == [corpus["Coffee"].id]
@@ -1557,11 +1599,15 @@ def test_a_larger_account_needs_a_closer_match(tenant, settings, monkeypatch):
     assert [hit.id for hit in run(tenant, question).hits] == [release.id]
 
 
-def test_a_memory_holding_every_rare_term_asked_for_answers_in_a_large_account(tenant, settings):
+def test_a_memory_holding_every_rare_term_asked_for_answers_in_a_large_account(
+    tenant, settings, monkeypatch
+):
     """A memory three times as long as the others holding both words a query asks for scores
-    under the floor of an account of 2,000 memories (its words score is held down by its length,
-    not by the account): it is no partial match, so the floor of a small account holds for it."""
+    under the floor of an account of 2,000 memories when its words score is held down by its
+    length without bound (not by the account): it is no partial match, so the floor of a small
+    account holds for it. (With LENGTH_RATIO_MAX, its length holds it down less than that.)"""
     settings.SEARCH_EMBEDDER = "none"
+    patch_search(monkeypatch, "LENGTH_RATIO_MAX", float("inf"))
     lease = MemoryFactory(
         owner=tenant,
         topic="Lease terms",
