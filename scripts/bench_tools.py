@@ -244,13 +244,13 @@ async def main(calls: int, seed: int, only: str | None = None, rls: bool = False
             "project": project,
         }
 
-    def selected(owner_for, facet: str) -> tuple[Principal, str, dict]:
+    def selected(owner_for, facet: str, tool: str = "briefing") -> tuple[Principal, str, dict]:
         # A tenant with memories of some project (some of the generator's have none), and one
         # of its projects or scopes.
         while not facets[owner := owner_for(), facet]:
             pass
         arguments = {"selector": facet, "value": rng.choice(facets[owner, facet])}
-        return principal(owner), "briefing", arguments
+        return principal(owner), tool, arguments
 
     def plan(owner_for) -> dict[str, list]:
         return {
@@ -297,6 +297,18 @@ async def main(calls: int, seed: int, only: str | None = None, rls: bool = False
                 f"briefing, {facet} selector": [selected(owner_for, facet) for _ in range(calls)]
                 for facet in ("project", "scope")
             },
+            "handoff": [(principal(owner_for()), "handoff", {}) for _ in range(calls)],
+            "handoff, project selector": [
+                selected(owner_for, "project", "handoff") for _ in range(calls)
+            ],
+            "search, question, commitments resolved": [
+                (
+                    principal(owner_for()),
+                    "search",
+                    {"query": question(), "commitmentStatus": ["resolved"]},
+                )
+                for _ in range(calls)
+            ],
         }
 
     async def baseline(owner: int) -> list[float]:

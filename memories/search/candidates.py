@@ -27,7 +27,6 @@ from memories.search.cursor import _Position
 from memories.search.filters import _Where
 from memories.search.query import _Query
 from memories.search.scoring import (
-    RELEVANCE_FLOOR,
     TENANT_SIZE_COUNTED_MAX,
     _Candidate,
     _fuse,
@@ -471,9 +470,7 @@ def _ranked(
             dict.fromkeys(parsed.as_written(term) for term in rarest if term not in hit.fields_held)
         )
     floor = relevance_floor(params["tenant_size"])
-    # A hit that holds the query's rarest terms all is no partial match: its words score does not
-    # grow with the account, and the floor it is held to does not either.
-    if first_page and not any(c.score >= (floor if c.lacking else RELEVANCE_FLOOR) for c in hits):
+    if first_page and not any(c.score >= floor for c in hits):
         return [], statistics, len(hits)
     return hits, statistics, 0
 

@@ -1599,15 +1599,10 @@ def test_a_larger_account_needs_a_closer_match(tenant, settings, monkeypatch):
     assert [hit.id for hit in run(tenant, question).hits] == [release.id]
 
 
-def test_a_memory_holding_every_rare_term_asked_for_answers_in_a_large_account(
-    tenant, settings, monkeypatch
-):
-    """A memory three times as long as the others holding both words a query asks for scores
-    under the floor of an account of 2,000 memories when its words score is held down by its
-    length without bound (not by the account): it is no partial match, so the floor of a small
-    account holds for it. (With LENGTH_RATIO_MAX, its length holds it down less than that.)"""
+def test_a_memory_holding_every_rare_term_asked_for_answers_in_a_large_account(tenant, settings):
+    """A memory three times as long as the others holding both words a query asks for is no
+    partial match: it answers in an account of 2,000 memories, where the floor has risen."""
     settings.SEARCH_EMBEDDER = "none"
-    patch_search(monkeypatch, "LENGTH_RATIO_MAX", float("inf"))
     lease = MemoryFactory(
         owner=tenant,
         topic="Lease terms",
@@ -1618,7 +1613,16 @@ def test_a_memory_holding_every_rare_term_asked_for_answers_in_a_large_account(
     bulk_load_notes(tenant, 10 * scoring.RELEVANCE_FLOOR_SIZE)
     hits = run(tenant, "zeppelin hangar").hits
     assert hits[0].id == lease.id
-    assert scoring.RELEVANCE_FLOOR <= hits[0].score < scoring.relevance_floor(2_000)
+    assert hits[0].score >= scoring.relevance_floor(2_000)
+
+
+def test_a_full_match_in_the_content_alone_scores_above_the_highest_floor():
+    """Whatever its length, a memory whose content holds every one of the query's rarest terms
+    (the weakest full match: no term in its topic or tags) scores above the floor of the
+    largest account: a full match is never taken for no answer."""
+    longest = 1 - scoring.BM25_B + scoring.BM25_B * scoring.LENGTH_RATIO_MAX
+    weakest = (1 / longest) / (scoring.BM25_K1 + 1 / longest)
+    assert weakest > scoring.relevance_floor(scoring.TENANT_SIZE_COUNTED_MAX)
 
 
 def test_the_relevance_floor_by_account_size():
