@@ -444,3 +444,46 @@ def test_a_revision_that_changes_nothing_is_refused_and_writes_nothing(tenant):
     ]
     retitled = revise_memory(owner=tenant, predecessor_id=memory.id, content="Ship v2.", topic="go")
     assert (retitled.predecessor_id, retitled.topic) == (memory.id, "go")
+
+
+class TestProjectSpelling:
+    """Briefing, handoff and search match a project exactly: a write naming the account's
+    project in another case joins it rather than starting a second one."""
+
+    def test_remember_takes_the_spelling_the_account_already_uses(self, tenant, other_tenant):
+        record_memory(
+            owner=other_tenant, memory_type="fact", topic="t", content="x", project="ATLAS"
+        )
+        record_memory(owner=tenant, memory_type="fact", topic="t", content="a", project="atlas")
+        later = record_memory(
+            owner=tenant, memory_type="decision", topic="api", content="b", project="Atlas"
+        )
+        assert Memory.objects.get(id=later.id).project == "atlas"
+        assert set(Memory.objects.filter(owner=tenant).values_list("project", flat=True)) == {
+            "atlas"
+        }
+
+    def test_revise_takes_it_too_and_a_new_project_keeps_its_own(self, tenant):
+        record_memory(owner=tenant, memory_type="fact", topic="t", content="a", project="atlas")
+        memory = record_memory(owner=tenant, memory_type="note", topic="n", content="b")
+        revised = revise_memory(owner=tenant, predecessor_id=memory.id, project="ATLAS")
+        assert Memory.objects.get(id=revised.id).project == "atlas"
+        fresh = record_memory(
+            owner=tenant, memory_type="note", topic="n", content="c", project="Beacon"
+        )
+        assert Memory.objects.get(id=fresh.id).project == "Beacon"
+
+    def test_a_spelling_in_use_stays_and_an_old_memory_is_not_read(self, tenant, monkeypatch):
+        record_memory(owner=tenant, memory_type="fact", topic="t", content="a", project="atlas")
+        MemoryFactory(owner=tenant, project="Atlas")  # stored before writes took the spelling
+        again = record_memory(
+            owner=tenant, memory_type="fact", topic="t", content="c", project="Atlas"
+        )
+        assert Memory.objects.get(id=again.id).project == "Atlas"
+        # Bounded: only the newest memories are read for a spelling.
+        monkeypatch.setattr("memories.services.PROJECT_SPELLING_AMONG", 1)
+        record_memory(owner=tenant, memory_type="fact", topic="t", content="d", project="infra")
+        beyond = record_memory(
+            owner=tenant, memory_type="fact", topic="t", content="e", project="ATLAS"
+        )
+        assert Memory.objects.get(id=beyond.id).project == "ATLAS"
