@@ -9,6 +9,7 @@ commitmentStatus) belongs here, in tool results, and never in the cacheable reso
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Sequence
 
 from infra.observability import VERSION
@@ -31,6 +32,7 @@ from memories.search import (
     NOTHING_TO_SEARCH_BY,
     UNDER_FLOOR,
     EmptyBecause,
+    KindAsked,
     SearchHit,
     SearchPage,
 )
@@ -277,6 +279,12 @@ def empty_search_note(why: EmptyBecause) -> str:
             "Ask with fewer, more specific words, the words the memory itself would use (a "
             'name, a tool, a project), or a "quoted phrase".'
         )
+    elif why.kind is not None:  # NO_MATCH of a question by type or state: how to list it
+        under = f" under the filters given ({', '.join(why.filters)})" if why.filters else ""
+        note = (
+            f"No {searched}memory{under} shares a word with the query or is close to it in "
+            f"meaning. {_kind_note(why.kind)}"
+        )
     elif why.filters:  # NO_MATCH
         note = (
             f"No {searched}memory under the filters given ({', '.join(why.filters)}) shares a "
@@ -293,7 +301,29 @@ def empty_search_note(why: EmptyBecause) -> str:
             f" {why.unsearched.capitalize()} memories were not searched: status 'any' "
             "includes them."
         )
+    if why.reason == UNDER_FLOOR and why.kind is not None:
+        note += f" {_kind_note(why.kind)}"
     return note
+
+
+def _kind_note(kind: KindAsked) -> str:
+    """How to list what a query asked for by type or commitment state, which are no words a
+    memory holds (a question "what is overdue" otherwise reads as "nothing stored")."""
+    words = ", ".join(f"'{word}'" for word in kind.words)
+    filters = [
+        f"{name} {json.dumps(list(values))}"
+        for name, values in (
+            ("memoryTypes", kind.memory_types),
+            ("commitmentStatus", kind.commitment_states),
+        )
+        if values
+    ]
+    return (
+        f"{words} name{'s' if len(kind.words) == 1 else ''} a type or a commitment's state, "
+        f"which search does not match as words: omit the query and list with "
+        f"{' and '.join(filters)} (each hit says whether it is overdue); briefing lists overdue "
+        "and open commitments and blockers."
+    )
 
 
 def memory(item: ReadMemory) -> dict:

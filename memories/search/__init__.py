@@ -29,6 +29,7 @@ Ranking, past what those modules' docstrings say:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from django.db import connections, transaction
@@ -38,7 +39,7 @@ from memories import account_indexes, bounds, replica
 from memories.environment import require_known_facet
 from memories.errors import InvalidInput
 from memories.excerpts import EXCERPT_MAX, MemoryExcerpt
-from memories.models import Status, Thread
+from memories.models import CommitmentStatus, MemoryType, Status, Thread
 from memories.search.candidates import (
     LEXICAL_CANDIDATES,
     SEMANTIC_CANDIDATES,
@@ -70,6 +71,7 @@ __all__ = [
     "STATUS_FILTERS",
     "UNDER_FLOOR",
     "EmptyBecause",
+    "KindAsked",
     "SearchFilters",
     "SearchHit",
     "SearchPage",
@@ -108,6 +110,57 @@ _OTHER_STATUS = {
 }
 
 
+_OPEN_OR_WAITING = (CommitmentStatus.OPEN.value, CommitmentStatus.WAITING.value)
+# Words of a question that name a kind of memory or a commitment's state ("what is overdue",
+# "open commitments"): a memory's type and state are not among its words, so such a question
+# finds nothing by them; the filters that select what it asks for. Each word -> the types, then
+# the states, it names.
+_KIND_WORDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    **{
+        word: ((memory_type.value,), ())
+        for memory_type in MemoryType
+        for word in (memory_type.value, f"{memory_type.value}s")
+    },
+    **dict.fromkeys(
+        ("todo", "todos", "to-do", "to-dos", "promise", "promises"),
+        ((MemoryType.COMMITMENT.value,), ()),
+    ),
+    **{state.value: ((), (state.value,)) for state in CommitmentStatus},
+    **dict.fromkeys(("overdue", "pending", "unresolved"), ((), _OPEN_OR_WAITING)),
+}
+_KIND_WORD = re.compile(r"[\w-]+")
+
+
+@dataclass(frozen=True)
+class KindAsked:
+    """The words of a query naming a kind of memory or a commitment's state (`words`, as
+    written), and the filters that select it: `memory_types` (other than commitment when
+    `commitment_states` are named, which select commitments) and `commitment_states`."""
+
+    words: tuple[str, ...]
+    memory_types: tuple[str, ...] = ()
+    commitment_states: tuple[str, ...] = ()
+
+
+def _kind_asked(wanted: str) -> KindAsked | None:
+    """What `wanted` (a query without its exclusions) asks for by kind or state, or None."""
+    words: list[str] = []
+    types: list[str] = []
+    states: list[str] = []
+    for word in _KIND_WORD.findall(wanted):
+        named = _KIND_WORDS.get(word.lower())
+        if named is None or word in words:
+            continue
+        words.append(word)
+        types += [t for t in named[0] if t not in types]
+        states += [s for s in named[1] if s not in states]
+    if not words:
+        return None
+    if states:
+        types = [t for t in types if t != MemoryType.COMMITMENT.value]
+    return KindAsked(tuple(words), tuple(types), tuple(states))
+
+
 @dataclass(frozen=True)
 class EmptyBecause:
     """The likeliest reason a first page of a query has no hits, checked in this order:
@@ -119,14 +172,16 @@ class EmptyBecause:
       under the `filters` given (SearchFilters.given).
     `unsearched`: the status the status filter left out ('archived' by default), whose memories
     were not looked at: whether one of them would match is not known, and finding out would
-    cost a second search on every empty page. Counts and names of filters only: never a
-    memory's content."""
+    cost a second search on every empty page. `kind`: the query's words naming a type or a
+    commitment's state, which no memory holds as words (UNDER_FLOOR and NO_MATCH). Counts, names
+    of filters and the query's own words only: never a memory's content."""
 
     reason: str
     count: int = 0
     exclusions_only: bool = False
     filters: tuple[str, ...] = ()
     unsearched: str | None = None
+    kind: KindAsked | None = None
 
     @property
     def searched(self) -> str | None:
@@ -288,9 +343,10 @@ def _empty_because(parsed: _Query, filters: SearchFilters, under_floor: int) -> 
         return EmptyBecause(NOTHING_TO_SEARCH_BY, exclusions_only=bool(parsed.required))
     status = filters.status or ("any" if filters.as_of else Status.ACTIVE.value)
     unsearched = _OTHER_STATUS.get(status)
+    kind = _kind_asked(parsed.wanted)
     if under_floor:
-        return EmptyBecause(UNDER_FLOOR, count=under_floor, unsearched=unsearched)
-    return EmptyBecause(NO_MATCH, filters=filters.given(), unsearched=unsearched)
+        return EmptyBecause(UNDER_FLOOR, count=under_floor, unsearched=unsearched, kind=kind)
+    return EmptyBecause(NO_MATCH, filters=filters.given(), unsearched=unsearched, kind=kind)
 
 
 def _hits(shown: list[_Candidate], rows: dict, *, ranked: bool) -> list[SearchHit]:

@@ -29,6 +29,7 @@ from memories.search import (
     TOPIC_SIMILARITY_MIN,
     UNDER_FLOOR,
     EmptyBecause,
+    KindAsked,
     candidates,
     clean_filters,
     scoring,
@@ -1068,6 +1069,18 @@ def test_a_query_no_memory_shares_a_word_with_names_the_filters_given(tenant, co
     assert page.empty_because == EmptyBecause(
         NO_MATCH, filters=("memoryTypes", "project", "recordedAfter"), unsearched="archived"
     )
+
+
+def test_an_empty_page_names_the_types_and_states_its_query_asks_for(tenant, corpus):
+    """A type or a commitment's state is not among a memory's words: the words of a query that
+    name one are told apart, with the filters that select what they name."""
+    assert run(tenant, "Overdue todos?").empty_because.kind == KindAsked(
+        words=("Overdue", "todos"), commitment_states=("open", "waiting")
+    )
+    assert run(tenant, "xylophone decisions and facts").empty_because.kind == KindAsked(
+        words=("decisions", "facts"), memory_types=("decision", "fact")
+    )
+    assert run(tenant, "xylophone quasar").empty_because.kind is None
 
 
 def test_only_an_empty_first_page_of_a_query_says_why(tenant, corpus):

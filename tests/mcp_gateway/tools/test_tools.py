@@ -1929,6 +1929,47 @@ async def test_an_empty_search_says_why_and_how_to_ask_instead(agent, other_agen
     )
 
 
+async def test_an_empty_search_for_a_type_or_state_names_the_filters_that_list_it(agent):
+    """'what is overdue' shares no word with the overdue commitment it asks for (a type and a
+    state are not among a memory's words): the note names the filters that list it, rather than
+    leaving the model to believe nothing is stored."""
+    overdue = await remember(
+        agent,
+        memoryType="commitment",
+        topic="invoices",
+        content="Send the November invoice numbers to finance.",
+        dueAt="2020-01-01",
+    )
+    await remember(agent, memoryType="decision", topic="db", content="Keep PostgreSQL.")
+
+    async def note(arguments: dict) -> str:
+        result = await ok(agent, "search", arguments)
+        assert result["hits"] == []
+        return result["note"]
+
+    assert await note({"query": "overdue commitments"}) == (
+        "No active memory shares a word with the query or is close to it in meaning. 'overdue', "
+        "'commitments' name a type or a commitment's state, which search does not match as "
+        'words: omit the query and list with commitmentStatus ["open", "waiting"] (each hit says '
+        "whether it is overdue); briefing lists overdue and open commitments and blockers. "
+        "Archived memories were not searched: status 'any' includes them."
+    )
+    # Not told to drop the type filter that was right, nor that the memory may not be stored.
+    filtered = await note({"query": "what's overdue", "memoryTypes": ["commitment"]})
+    assert filtered.startswith(
+        "No active memory under the filters given (memoryTypes) shares a word with the query or "
+        "is close to it in meaning. 'overdue' names a type"
+    )
+    assert "widen or drop" not in filtered and "may not be stored" not in filtered
+    assert 'list with memoryTypes ["blocker"] (' in await note(
+        {"query": "what Blockers remain?", "memoryTypes": ["blocker", "fact"]}
+    )
+    assert "list with memoryTypes" not in await note({"query": "xylophone quasar"})
+    # What the note advises finds it.
+    listed = await ok(agent, "search", {"commitmentStatus": ["open", "waiting"]})
+    assert [(hit["id"], hit["overdue"]) for hit in listed["hits"]] == [(overdue["id"], True)]
+
+
 async def test_only_an_empty_first_page_of_a_query_carries_a_note(agent):
     for n in range(2):
         await remember(agent, topic="retro", content=f"sprint retro notes {n}")
