@@ -324,7 +324,7 @@ def _decided(
         else None
     )
     if row is None:
-        raise NotFound(f"open proposal {proposal_id}")
+        raise NotFound(f"open proposal {proposal_id}{_memory_id_for_proposal(owner, parsed)}")
     if row.state == (MembershipState.MEMBER if accept else MembershipState.REJECTED):
         return row
     if row.state == MembershipState.MEMBER:
@@ -336,6 +336,33 @@ def _decided(
         f"proposal {row.id} was rejected; add_members makes memory {row.memory_id} a member of "
         f"thread '{row.thread.name}'"
     )
+
+
+def _memory_id_for_proposal(owner: AbstractBaseUser, parsed: uuid.UUID | None) -> str:
+    """What to send instead when a proposal id is the id of one of the owner's memories: `remember`
+    answers both side by side, and a model takes one for the other. Names the memory's open
+    proposals (with their threads), or how a memory joins a thread without one; '' otherwise."""
+    if parsed is None:
+        return ""
+    proposals = list(
+        ThreadMembership.objects.filter(
+            owner=owner, memory_id=parsed, state=MembershipState.PROPOSED
+        )
+        .select_related("thread")
+        .order_by("thread__name")[:PROPOSALS_PER_MEMORY_MAX]
+    )
+    if proposals:
+        named = ", ".join(f"{p.id} (thread '{p.thread.name}')" for p in proposals)
+        return (
+            ": that is a memory's id; proposalId takes a proposal's, and this memory's open "
+            f"proposals are {named}"
+        )
+    if Memory.objects.filter(owner=owner, id=parsed).exists():
+        return (
+            ": that is a memory's id, with no open proposal; add_members makes a memory a member "
+            "of a thread"
+        )
+    return ""
 
 
 def list_threads(*, owner: AbstractBaseUser) -> list[Thread]:

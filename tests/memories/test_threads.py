@@ -86,6 +86,37 @@ def test_proposals_come_with_their_threads_names_best_first(tenant):
     assert {p.memory_id for p in proposals} == {memory.id}
 
 
+def test_a_memory_id_sent_as_a_proposal_id_names_the_proposal_to_decide(tenant, other_tenant):
+    """remember answers a memory's id beside its proposals' ids: deciding a proposal by the
+    memory's id is refused naming the memory's open proposal, and a memory without one says
+    how it joins a thread instead."""
+    seed = record_memory(owner=tenant, memory_type="note", topic="quarterly budget", content="a")
+    add_thread_members(
+        owner=tenant, name=create_thread(owner=tenant, name="budget").name, memory_ids=[seed.id]
+    )
+    memory, [proposal] = record_memory_with_proposals(
+        owner=tenant, memory_type="note", topic="quarterly budget review", content="b"
+    )
+    with pytest.raises(NotFound) as refused:
+        threads.decide_thread_proposal(owner=tenant, proposal_id=str(memory.id), accept=True)
+    assert str(refused.value) == (
+        f"not_found: open proposal {memory.id}: that is a memory's id; proposalId takes a "
+        f"proposal's, and this memory's open proposals are {proposal.id} (thread 'budget')"
+    )
+    with pytest.raises(NotFound) as refused:
+        threads.decide_thread_proposal(owner=tenant, proposal_id=seed.id, accept=False)
+    assert str(refused.value).endswith(
+        "that is a memory's id, with no open proposal; add_members makes a memory a member of a "
+        "thread"
+    )
+    # Another account's memory is not told apart from an unknown id.
+    theirs = record_memory(owner=other_tenant, memory_type="note", topic="t", content="c")
+    with pytest.raises(NotFound) as refused:
+        threads.decide_thread_proposal(owner=tenant, proposal_id=theirs.id, accept=True)
+    assert str(refused.value) == f"not_found: open proposal {theirs.id}"
+    assert ThreadMembership.objects.get(id=proposal.id).state == MembershipState.PROPOSED
+
+
 def test_a_memory_and_its_proposals_are_written_together_or_not_at_all(tenant, monkeypatch):
     def fail(*, memory):
         raise RuntimeError("proposals failed")
