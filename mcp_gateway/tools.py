@@ -404,10 +404,32 @@ def _shown_name(name: str) -> str:
     return name if len(name) <= SHOWN_NAME_MAX else f"{name[:SHOWN_NAME_MAX]}…"
 
 
-def _known_fields(unknown: str, allowed: list[str]) -> str:
-    """What to send instead of an unknown field: the field it misspells in another case or
+_LIFECYCLE_BY_OTHER_TOOLS = (
+    "revise writes a new version of the memory's text and fields; a commitment's state is moved "
+    "by resolve (memoryId, status: open, waiting, resolved, expired), and archive retires a memory"
+)
+# Fields a model sends to the wrong tool, or by another tool's name for the same thing: what to
+# do instead. The lifecycle is not a revision's (revise has no status), and each of these tools
+# takes its memory by the name it has there.
+_FIELDS_OF_OTHER_TOOLS: dict[tuple[str, str], str] = {
+    ("revise", "status"): _LIFECYCLE_BY_OTHER_TOOLS,
+    ("revise", "commitmentStatus"): _LIFECYCLE_BY_OTHER_TOOLS,
+    ("revise", "memoryId"): "did you mean 'predecessorId'? (the memory to revise)",
+    ("remember", "status"): "a new memory is active, a commitment open; resolve moves it on",
+    ("remember", "commitmentStatus"): "a commitment starts open; resolve moves it on",
+    ("resolve", "commitmentStatus"): "did you mean 'status'?",
+    ("archive", "memoryIds"): "did you mean 'memoryId'? (one memory per call)",
+    ("get_memories", "memoryIds"): "did you mean 'ids'?",
+}
+
+
+def _known_fields(tool: str, unknown: str, allowed: list[str]) -> str:
+    """What to send instead of an unknown field: what the tool does instead with a field of
+    another tool's (_FIELDS_OF_OTHER_TOOLS), the field it misspells in another case or
     separator style (memory_type, MemoryType for memoryType), else every field the tool takes,
     so a model can correct the call without reading the schema again."""
+    if instead := _FIELDS_OF_OTHER_TOOLS.get((tool, unknown)):
+        return instead
     key = unknown.replace("_", "").replace("-", "").lower()
     for name in allowed:
         if name.lower() == key:
@@ -453,7 +475,7 @@ def _schema_error(spec: ToolSpec, arguments: dict) -> str | None:
             allowed = list(error.schema.get("properties", {}))
             unknown = sorted(key for key in error.instance if key not in allowed)
             prefix = f"{path}." if path else ""
-            hint = _known_fields(unknown[0], allowed)
+            hint = _known_fields(spec.name, unknown[0], allowed)
             return f"{prefix}{_shown_name(unknown[0])}: unknown field; {hint}"
         case "required":
             missing = [key for key in limit if key not in error.instance]

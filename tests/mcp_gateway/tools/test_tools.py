@@ -188,6 +188,43 @@ async def test_read_only_token_cannot_write_but_can_list_threads(owner):
             {"memory": "a", "status": "resolved"},
             "invalid_input: memory: unknown field; did you mean 'memoryId'?",
         ),
+        # A field another tool takes for it says what to do instead: a commitment is marked
+        # done by resolve, not by revising it with a status.
+        (
+            "revise",
+            {"predecessorId": "a", "status": "resolved"},
+            "invalid_input: status: unknown field; revise writes a new version of the memory's "
+            "text and fields; a commitment's state is moved by resolve (memoryId, status: open, "
+            "waiting, resolved, expired), and archive retires a memory",
+        ),
+        (
+            "revise",
+            {"memoryId": "a", "content": "c"},
+            "invalid_input: memoryId: unknown field; did you mean 'predecessorId'? (the memory "
+            "to revise)",
+        ),
+        (
+            "archive",
+            {"memoryIds": ["a", "b"]},
+            "invalid_input: memoryIds: unknown field; did you mean 'memoryId'? (one memory per "
+            "call)",
+        ),
+        (
+            "remember",
+            {"memoryType": "commitment", "topic": "t", "content": "c", "commitmentStatus": "open"},
+            "invalid_input: commitmentStatus: unknown field; a commitment starts open; resolve "
+            "moves it on",
+        ),
+        (
+            "get_memories",
+            {"memoryIds": ["a"]},
+            "invalid_input: memoryIds: unknown field; did you mean 'ids'?",
+        ),
+        (
+            "resolve",
+            {"memoryId": "a", "commitmentStatus": "resolved"},
+            "invalid_input: commitmentStatus: unknown field; did you mean 'status'?",
+        ),
         # A part of several fields' names is no guess: every field is listed.
         (
             "search",
