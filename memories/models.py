@@ -28,7 +28,7 @@ from django.contrib.postgres.search import TrigramSimilarity
 from django.db import DatabaseError, connection, models
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import BooleanField, F, Q, Value
-from django.db.models.functions import MD5, Length
+from django.db.models.functions import MD5, Length, Lower
 from django.db.models.sql.compiler import SQLCompiler
 from django.utils import timezone
 from pgvector.django import VectorField
@@ -293,6 +293,17 @@ SELECT id FROM newer ORDER BY depth DESC LIMIT 1
 """
 
 
+# Two probes of memory_owner_project_key: the spelling as given, else any other case of it.
+_PROJECT_SPELLING_SQL = """
+SELECT coalesce(
+    (SELECT m.project FROM memories_memory m
+     WHERE m.owner_id = %(owner)s AND m.valid_to IS NULL AND m.project IS NOT NULL
+       AND lower(m.project) = lower(%(project)s) AND m.project = %(project)s LIMIT 1),
+    (SELECT m.project FROM memories_memory m
+     WHERE m.owner_id = %(owner)s AND m.valid_to IS NULL AND m.project IS NOT NULL
+       AND lower(m.project) = lower(%(project)s) LIMIT 1))"""
+
+
 class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
     def newest_revision_id(self, owner_id: int, memory_id: uuid.UUID) -> uuid.UUID | None:
         """The id of the newest revision of the owner's memory `memory_id` (the memory's own
@@ -301,6 +312,17 @@ class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
             cursor.execute(_NEWEST_REVISION_SQL, {"owner": owner_id, "id": memory_id})
             row = cursor.fetchone()
         return row[0] if row else None
+
+    def project_spelling(self, owner_id: int, project: str) -> str:
+        """How the owner's current memories spell `project`: as given when one does (or none
+        has it in any case), else the spelling one of them gives it in another case ('atlas'
+        for 'Atlas'). Briefing, handoff and search match a project exactly, so a second
+        spelling would split the project's memories and leave a new one out of every answer
+        about it."""
+        with connection.cursor() as cursor:
+            cursor.execute(_PROJECT_SPELLING_SQL, {"owner": owner_id, "project": project})
+            row = cursor.fetchone()
+        return row[0] if row and row[0] is not None else project
 
     def revision_chain(self, memory: Memory) -> list[Memory]:
         """The whole revision history `memory` belongs to, oldest first, in two statements.
@@ -404,6 +426,16 @@ class Memory(MemoryResource, TenantRow):
                 name="memory_owner_resolved",
                 condition=Q(valid_to__isnull=True, resolved_at__isnull=False),
                 include=["status", "id"],
+            ),
+            # The spelling an account already gives a project, looked up by any case on every
+            # write that names one (Memory.objects.project_spelling): two probes of this index
+            # however large the account.
+            models.Index(
+                F("owner"),
+                Lower("project"),
+                F("project"),
+                name="memory_owner_project_key",
+                condition=Q(valid_to__isnull=True, project__isnull=False),
             ),
             # Nearest current memories by meaning, and current memories by words: an HNSW and
             # a GIN index per large account, built and dropped at run time

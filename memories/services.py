@@ -245,39 +245,13 @@ class MemoryFields:
                 refuse_credential(field, text, carried_over=name in carried_over)
 
 
-# How many of an account's newest current memories a write reads for the spelling its project
-# already has: bounded work however large the account, and the projects in use are recent ones.
-PROJECT_SPELLING_AMONG = 1_000
-
-_PROJECT_SPELLING_SQL = f"""
-    SELECT project FROM (
-        SELECT project, recorded_at FROM {Memory._meta.db_table}
-        WHERE owner_id = %(owner)s AND valid_to IS NULL
-        ORDER BY recorded_at DESC
-        LIMIT %(among)s
-    ) recent
-    WHERE lower(project) = lower(%(project)s)
-    ORDER BY project = %(project)s DESC, recorded_at DESC
-    LIMIT 1
-"""  # noqa: S608 (the table name is a constant)
-
-
 def _in_known_spelling(owner: AbstractBaseUser, fields: MemoryFields) -> MemoryFields:
-    """`fields` with its project spelt as the account's recent current memories spell it when
-    they hold it only in another case ('atlas' for 'Atlas'): briefing, handoff and search match
-    a project exactly, so a second spelling would split the project's memories in two and leave
-    the new one out of every answer about the project. A spelling already in use stays."""
+    """`fields` with its project spelt as the account already spells it in another case
+    (Memory.objects.project_spelling)."""
     if fields.project is None:
         return fields
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _PROJECT_SPELLING_SQL,
-            {"owner": owner.pk, "among": PROJECT_SPELLING_AMONG, "project": fields.project},
-        )
-        row = cursor.fetchone()
-    if row is None or row[0] == fields.project:
-        return fields
-    return replace(fields, project=row[0])
+    spelling = Memory.objects.project_spelling(owner.pk, fields.project)
+    return fields if spelling == fields.project else replace(fields, project=spelling)
 
 
 def _new_memory(

@@ -5,9 +5,10 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from django.db import IntegrityError
+from django.db import IntegrityError, connection
 from django.utils import timezone
 
+from memories import models
 from memories.bounds import EARLIEST_INSTANT, LATEST_INSTANT
 from memories.errors import Conflict, DuplicateMemory, InvalidInput, InvalidTransition, NotFound
 from memories.models import Memory
@@ -473,17 +474,36 @@ class TestProjectSpelling:
         )
         assert Memory.objects.get(id=fresh.id).project == "Beacon"
 
-    def test_a_spelling_in_use_stays_and_an_old_memory_is_not_read(self, tenant, monkeypatch):
+    def test_a_spelling_in_use_stays(self, tenant):
         record_memory(owner=tenant, memory_type="fact", topic="t", content="a", project="atlas")
         MemoryFactory(owner=tenant, project="Atlas")  # stored before writes took the spelling
         again = record_memory(
             owner=tenant, memory_type="fact", topic="t", content="c", project="Atlas"
         )
         assert Memory.objects.get(id=again.id).project == "Atlas"
-        # Bounded: only the newest memories are read for a spelling.
-        monkeypatch.setattr("memories.services.PROJECT_SPELLING_AMONG", 1)
-        record_memory(owner=tenant, memory_type="fact", topic="t", content="d", project="infra")
-        beyond = record_memory(
-            owner=tenant, memory_type="fact", topic="t", content="e", project="ATLAS"
-        )
-        assert Memory.objects.get(id=beyond.id).project == "ATLAS"
+
+    def test_the_spelling_is_found_in_the_index_however_old_and_without_statistics(self, tenant):
+        """Looked up on every write that names a project: two probes of the account's project
+        index, never a read of its memories, even before the table was ever analyzed."""
+        MemoryFactory(owner=tenant, project="atlas")
+        MemoryFactory.create_batch(30, owner=tenant, project="beacon")
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_clear_relation_stats('public', 'memories_memory')")
+            cursor.execute(
+                f"EXPLAIN (FORMAT JSON) {models._PROJECT_SPELLING_SQL}",
+                {"owner": tenant.pk, "project": "ATLAS"},
+            )
+            plan = cursor.fetchone()[0][0]["Plan"]
+        assert memory_scans(plan) == [("memory_owner_project_key",)] * 2
+        assert Memory.objects.project_spelling(tenant.pk, "ATLAS") == "atlas"
+
+
+def memory_scans(plan: dict) -> list[tuple[str | None]]:
+    """The index each scan of the memories table in an EXPLAIN (FORMAT JSON) plan reads (None
+    for a scan of the table itself)."""
+    found = []
+    if plan.get("Relation Name") == "memories_memory":
+        found.append((plan.get("Index Name"),))
+    for child in plan.get("Plans", []):
+        found.extend(memory_scans(child))
+    return found
