@@ -142,21 +142,36 @@ def output(properties: dict, required: tuple[str, ...] | None = None) -> dict:
     }
 
 
+ONLY_WHEN_TRUE = {"type": "boolean", "const": True}
 MEMORY_REF = output(
     {
         "id": {"type": "string"},
         "uri": {"type": "string"},
         "memoryType": {"type": "string", "enum": MEMORY_TYPES},
         "topic": {"type": "string"},
-        "status": {"type": "string"},
-        "commitmentStatus": nullable("string"),
-        "dueAt": NULLABLE_DATETIME,
-        "overdue": {
-            "type": "boolean",
-            "description": "An open or waiting commitment past its dueAt, as search tells it.",
+        "project": {
+            "type": "string",
+            "description": (
+                "Left out when it has none. A project the account already spells in another "
+                "case is stored in that spelling."
+            ),
         },
-        "validTo": NULLABLE_DATETIME,
-    }
+        "scope": {
+            "type": "string",
+            "description": f"Left out when it is the default, '{bounds.DEFAULT_SCOPE}'.",
+        },
+        "status": {"type": "string"},
+        "commitmentStatus": {"type": "string", "description": "Commitments only."},
+        "dueAt": {"type": "string", "format": "date-time", "description": "Only when set."},
+        "overdue": ONLY_WHEN_TRUE
+        | {"description": "Only for an open or waiting commitment past its dueAt."},
+        "validTo": {
+            "type": "string",
+            "format": "date-time",
+            "description": "Only for a version since revised.",
+        },
+    },
+    required=("id", "uri", "memoryType", "topic", "status"),
 )
 EXCERPT_ITEM = output(
     {
@@ -193,7 +208,6 @@ DETAIL = {
         "field of every item, nulls included."
     ),
 }
-ONLY_WHEN_TRUE = {"type": "boolean", "const": True}
 COMPACT_SECTION_ITEM = output(
     {
         "id": {"type": "string"},
@@ -380,8 +394,8 @@ SEARCH_IN = strict(
             "default": "full",
             "description": (
                 "'compact': each hit only as id, memoryType, topic, recordedAt and score (a "
-                "commitment's commitmentStatus, and status, overdue and validTo where they "
-                "apply), to scan many hits cheaply; read the ones you need with get_memories. "
+                "commitment's commitmentStatus, and dueAt, overdue, status and validTo where "
+                "they apply), to scan many hits cheaply; read the ones you need with get_memories. "
                 "'full': with its excerpt and the rest; either leaves out what does not apply."
             ),
         },
@@ -459,6 +473,7 @@ COMPACT_SEARCH_HIT = output(
             "recordedAt",
             "score",
             "commitmentStatus",
+            "dueAt",
             "overdue",
             "status",
             "validTo",

@@ -40,21 +40,32 @@ from memories.threads import MembersChange, Proposal
 
 
 def memory_ref(item: Memory) -> dict:
-    """A memory just written or moved: its id, URI, lifecycle state and due date (as stored, in
-    UTC: a revision carries it over unasked) and whether it is overdue as search and get_memories
-    tell it (a commitment written or revised with a past due date already is), without its
-    content."""
-    return {
+    """A memory just written or moved, without its content: its id, URI, type and topic, where
+    it is filed (its project, as the account already spells it; its scope unless the default),
+    its lifecycle state, and where they apply its commitment state, due date (as stored, in UTC:
+    a revision carries it over unasked), whether it is overdue as search and get_memories tell
+    it (a commitment written or revised with a past due date already is) and a superseded
+    version's end. What does not apply is left out, as in search hits."""
+    data: dict = {
         "id": str(item.id),
         "uri": item.resource_uri,
         "memoryType": item.memory_type,
         "topic": item.topic,
-        "status": str(item.status),
-        "commitmentStatus": item.commitment_status and str(item.commitment_status),
-        "dueAt": utc_datetime(item.due_at),
-        "overdue": item.overdue,
-        "validTo": utc_datetime(item.valid_to),
     }
+    if item.project is not None:
+        data["project"] = item.project
+    if item.scope != DEFAULT_SCOPE:
+        data["scope"] = item.scope
+    data["status"] = str(item.status)
+    if item.commitment_status:
+        data["commitmentStatus"] = str(item.commitment_status)
+    if item.due_at is not None:
+        data["dueAt"] = utc_datetime(item.due_at)
+    if item.overdue:
+        data["overdue"] = True
+    if item.valid_to is not None:
+        data["validTo"] = utc_datetime(item.valid_to)
+    return data
 
 
 def proposal(item: Proposal) -> dict:
@@ -215,7 +226,8 @@ def search_hit(hit: SearchHit) -> dict:
 
 def compact_search_hit(hit: SearchHit) -> dict:
     """A hit as the `compact` projection shows it: what tells it apart from the others. A
-    commitment's state, and where they apply whether it is overdue, archived or superseded:
+    commitment's state, and where they apply its due date and whether it is overdue, archived or
+    superseded:
     "which are still open" is answered without the excerpts. Left out as in search_hit."""
     data = {
         "id": str(hit.id),
@@ -227,6 +239,8 @@ def compact_search_hit(hit: SearchHit) -> dict:
         data["score"] = hit.score
     if hit.commitment_status is not None:
         data["commitmentStatus"] = hit.commitment_status
+    if hit.due_at is not None:
+        data["dueAt"] = utc_datetime(hit.due_at)
     if hit.overdue:
         data["overdue"] = True
     if hit.status != "active":

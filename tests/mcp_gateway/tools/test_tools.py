@@ -515,7 +515,7 @@ async def test_null_for_an_optional_field_means_the_field_is_left_out(agent):
     calling makes each field required and nullable): every tool answers as without them."""
     unused = {"scope": None, "tags": None, "dueAt": None}
     stored = await remember(agent, memoryType="commitment", project="shop", **unused)
-    assert stored["dueAt"] is None
+    assert "dueAt" not in stored
     searched = await ok(
         agent,
         "search",
@@ -656,7 +656,7 @@ async def test_a_written_commitment_answers_its_due_date_as_stored(agent):
         agent, "resolve", {"memoryId": revised["memory"]["id"], "status": "resolved"}
     )
     assert resolved["memory"]["dueAt"] == "2026-12-31T16:00:00Z"
-    assert (await remember(agent, content="a note"))["dueAt"] is None
+    assert "dueAt" not in (await remember(agent, content="a note"))
 
 
 async def test_a_due_date_alone_is_due_by_the_end_of_that_day_and_answered_as_stored(agent):
@@ -703,7 +703,7 @@ async def test_a_commitment_due_today_is_not_overdue_and_one_due_yesterday_is(ag
     )
     yesterday = (today - timedelta(days=1)).isoformat()
     late = await remember(agent, memoryType="commitment", content="book the venue", dueAt=yesterday)
-    assert (due_today["overdue"], late["overdue"]) == (False, True)
+    assert "overdue" not in due_today and late["overdue"] is True
     sections = (await ok(agent, "briefing", {}))["sections"]
     assert [item["id"] for item in sections["overdue"]["items"]] == [late["id"]]
     assert [item["id"] for item in sections["openCommitments"]["items"]] == [due_today["id"]]
@@ -751,7 +751,7 @@ async def test_revise_clears_the_fields_named_in_clear_and_carries_over_nulls(ag
 
     arguments = {"predecessorId": kept["memory"]["id"], "content": "pay it", "clear": ["dueAt"]}
     undated = (await ok(agent, "revise", arguments))["memory"]
-    assert (undated["dueAt"], undated["commitmentStatus"]) == (None, "open")
+    assert "dueAt" not in undated and undated["commitmentStatus"] == "open"
     assert (await ok(agent, "briefing", {}))["sections"]["overdue"]["count"] == 0
 
     arguments = {"predecessorId": undated["id"], "content": "pay", "clear": ["project", "tags"]}
@@ -777,7 +777,7 @@ async def test_a_due_date_goes_with_the_commitment_type_and_only_comes_with_it(a
     dated = await remember(agent, memoryType="commitment", content="ship it", dueAt=future)
     arguments = {"predecessorId": dated["id"], "content": "shipped", "memoryType": "event"}
     event = (await ok(agent, "revise", arguments))["memory"]
-    assert (event["dueAt"], event["commitmentStatus"]) == (None, None)
+    assert "dueAt" not in event and "commitmentStatus" not in event
     other = await remember(agent, memoryType="commitment", content="file taxes")
     for arguments in (
         {"predecessorId": event["id"], "content": "x", "dueAt": future},
@@ -791,13 +791,23 @@ async def test_a_due_date_goes_with_the_commitment_type_and_only_comes_with_it(a
     assert (again["commitmentStatus"], again["dueAt"] is not None) == ("open", True)
 
 
+async def test_a_write_result_names_where_the_memory_is_filed_and_leaves_out_the_rest(agent):
+    """A write that named a project in another case than the account's learns the spelling it
+    was filed under; a note's result carries no commitment fields, nulls or falses."""
+    await remember(agent, content="the api is versioned by date", project="atlas")
+    filed = await remember(agent, content="freeze on fridays", project="Atlas", scope="work")
+    assert (filed["project"], filed["scope"]) == ("atlas", "work")
+    note = await remember(agent, content="a plain note")
+    assert set(note) == {"id", "uri", "memoryType", "topic", "status"}
+
+
 async def test_a_write_result_says_whether_the_commitment_is_overdue_as_search_does(agent):
     """An agent that revised a commitment to a due date already past, or resolved a late one,
     learnt whether it was overdue only from another search or get_memories call."""
     past = (timezone.now() - timedelta(days=1)).isoformat()
     future = (timezone.now() + timedelta(days=1)).isoformat()
     dated = await remember(agent, memoryType="commitment", content="pay invoice", dueAt=future)
-    assert dated["overdue"] is False
+    assert "overdue" not in dated
     arguments = {"predecessorId": dated["id"], "content": "pay invoice", "dueAt": past}
     late = (await ok(agent, "revise", arguments))["memory"]
     [hit] = (await ok(agent, "search", {"query": "invoice"}))["hits"]
@@ -806,8 +816,8 @@ async def test_a_write_result_says_whether_the_commitment_is_overdue_as_search_d
     [read] = (await ok(agent, "get_memories", {"ids": [late["id"]]}))["memories"]
     assert archived["overdue"] is read["overdue"] is True
     resolved = await ok(agent, "resolve", {"memoryId": late["id"], "status": "resolved"})
-    assert resolved["memory"]["overdue"] is False
-    assert (await remember(agent, content="a note"))["overdue"] is False
+    assert "overdue" not in resolved["memory"]
+    assert "overdue" not in (await remember(agent, content="a note"))
 
 
 async def test_archive_is_idempotent(agent):
