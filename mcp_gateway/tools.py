@@ -503,12 +503,20 @@ def _schema_error(spec: ToolSpec, arguments: dict) -> str | None:
             return f"{field}: must match the pattern {limit}"
         case "type" if error.instance is None:
             return f"{field}: must be of type {limit}, not null"
+        case "type" if limit == "array" and not isinstance(error.instance, dict | list):
+            # One value where a list is asked for is a model's commonest slip (ids, tags,
+            # memoryTypes): the fix is the list around it.
+            sent = _JSON_TYPES.get(type(error.instance), "a value")
+            return f"{field}: must be of type array, not {sent}; send a list, even of one: [...]"
         case "type":
             return f"{field}: must be of type {limit}"
         case "uniqueItems":
             return f"{field}: items must be unique"
         case _:
             return f"{field}: {error.validator} {limit} not satisfied"
+
+
+_JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
 
 
 def _result(data: dict) -> types.CallToolResult:

@@ -556,12 +556,19 @@ async def test_a_list_sent_as_its_json_text_and_a_number_as_a_string_work(agent)
     assert added["thread"]["memberCount"] == 1
 
 
+ONE_IN_A_LIST = "send a list, even of one: [...]"
+NOT_A_LIST = f"must be of type array, not string; {ONE_IN_A_LIST}"
+
+
 @pytest.mark.parametrize(
     ("tool", "arguments", "expected"),
     [
-        # Text that is not a list's JSON stays text, which a list field refuses.
-        ("search", {"query": "x", "memoryTypes": "decision"}, "memoryTypes: must be of type array"),
-        ("search", {"query": "x", "memoryTypes": '{"a": 1}'}, "memoryTypes: must be of type array"),
+        # Text that is not a list's JSON stays text, which a list field refuses, saying what
+        # to send: one value where a list is asked for is a model's commonest slip.
+        ("search", {"query": "x", "memoryTypes": "decision"}, f"memoryTypes: {NOT_A_LIST}"),
+        ("search", {"query": "x", "memoryTypes": '{"a": 1}'}, f"memoryTypes: {NOT_A_LIST}"),
+        ("get_memories", {"ids": 7}, "ids: must be of type array, not integer; " + ONE_IN_A_LIST),
+        ("search", {"query": "x", "memoryTypes": {"a": 1}}, "memoryTypes: must be of type array"),
         # The decoded list is held to the same limits, its items too.
         ("search", {"query": "x", "limit": "1000"}, "limit: must be at most 25; got 1000"),
         ("search", {"query": "x", "limit": "5.5"}, "limit: must be of type integer"),
