@@ -208,14 +208,18 @@ DETAIL = {
         "field of every item, nulls included."
     ),
 }
+# An excerpt as compact items and search hits give it: its length only when it was cut.
+EXCERPT_ONLY_CUT = {
+    "excerpt": {"type": "string", "maxLength": EXCERPT_MAX},
+    "truncated": ONLY_WHEN_TRUE
+    | {"description": "Only when the excerpt was cut, with contentLength."},
+    "contentLength": {"type": "integer", "description": "Only when the excerpt was cut."},
+}
 COMPACT_SECTION_ITEM = output(
     {
         "id": {"type": "string"},
         "topic": {"type": "string"},
-        "excerpt": {"type": "string", "maxLength": EXCERPT_MAX},
-        "truncated": ONLY_WHEN_TRUE
-        | {"description": "Only when the excerpt was cut, with contentLength."},
-        "contentLength": {"type": "integer", "description": "Only when the excerpt was cut."},
+        **EXCERPT_ONLY_CUT,
         "scope": {
             "type": "string",
             "description": (
@@ -409,10 +413,7 @@ SEARCH_HIT = output(
         "id": {"type": "string", "description": "Its resource is threengram://memory/{id}."},
         "memoryType": {"type": "string"},
         "topic": {"type": "string"},
-        "excerpt": {"type": "string", "maxLength": EXCERPT_MAX},
-        "truncated": ONLY_WHEN_TRUE
-        | {"description": "Only when the excerpt was cut, with contentLength."},
-        "contentLength": {"type": "integer", "description": "Only when the excerpt was cut."},
+        **EXCERPT_ONLY_CUT,
         "scope": {
             "type": "string",
             "description": (

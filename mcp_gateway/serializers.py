@@ -57,14 +57,22 @@ def memory_ref(item: Memory) -> dict:
     if item.scope != DEFAULT_SCOPE:
         data["scope"] = item.scope
     data["status"] = str(item.status)
+    data |= _commitment_fields(item)
+    if item.valid_to is not None:
+        data["validTo"] = utc_datetime(item.valid_to)
+    return data
+
+
+def _commitment_fields(item: Memory | MemoryExcerpt) -> dict:
+    """A commitment's state, and its due date and that it is overdue where they apply; nothing
+    for another memory."""
+    data: dict = {}
     if item.commitment_status:
         data["commitmentStatus"] = str(item.commitment_status)
     if item.due_at is not None:
         data["dueAt"] = utc_datetime(item.due_at)
     if item.overdue:
         data["overdue"] = True
-    if item.valid_to is not None:
-        data["validTo"] = utc_datetime(item.valid_to)
     return data
 
 
@@ -207,12 +215,7 @@ def search_hit(hit: SearchHit) -> dict:
     if hit.project is not None:
         data["project"] = hit.project
     data["recordedAt"] = utc_second(hit.recorded_at)
-    if hit.commitment_status is not None:
-        data["commitmentStatus"] = hit.commitment_status
-    if hit.due_at is not None:
-        data["dueAt"] = utc_datetime(hit.due_at)
-    if hit.overdue:
-        data["overdue"] = True
+    data |= _commitment_fields(hit)
     if hit.score is not None:
         data |= {"score": hit.score, "matchedBy": list(hit.matched_by)}
     if hit.lacking:
@@ -227,8 +230,8 @@ def search_hit(hit: SearchHit) -> dict:
 def compact_search_hit(hit: SearchHit) -> dict:
     """A hit as the `compact` projection shows it: what tells it apart from the others. A
     commitment's state, and where they apply its due date and whether it is overdue, archived or
-    superseded:
-    "which are still open" is answered without the excerpts. Left out as in search_hit."""
+    superseded: "which are still open" is answered without the excerpts. Left out as in
+    search_hit."""
     data = {
         "id": str(hit.id),
         "memoryType": hit.memory_type,
@@ -237,12 +240,7 @@ def compact_search_hit(hit: SearchHit) -> dict:
     }
     if hit.score is not None:
         data["score"] = hit.score
-    if hit.commitment_status is not None:
-        data["commitmentStatus"] = hit.commitment_status
-    if hit.due_at is not None:
-        data["dueAt"] = utc_datetime(hit.due_at)
-    if hit.overdue:
-        data["overdue"] = True
+    data |= _commitment_fields(hit)
     if hit.status != "active":
         data["status"] = hit.status
     if hit.valid_to is not None:
