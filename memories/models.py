@@ -29,6 +29,7 @@ from django.db import DatabaseError, connection, models
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import BooleanField, F, Q, Value
 from django.db.models.functions import MD5, Length, Lower
+from django.db.models.lookups import IsNull
 from django.db.models.sql.compiler import SQLCompiler
 from django.utils import timezone
 from pgvector.django import VectorField
@@ -293,14 +294,15 @@ SELECT id FROM newer ORDER BY depth DESC LIMIT 1
 """
 
 
-# Two probes of memory_owner_project_key: the spelling as given, else any other case of it.
+# Two probes of memory_owner_project_key: the spelling as given, else any other case of it (the
+# lower case's comparison implies the index's condition).
 _PROJECT_SPELLING_SQL = """
 SELECT coalesce(
     (SELECT m.project FROM memories_memory m
-     WHERE m.owner_id = %(owner)s AND m.valid_to IS NULL AND m.project IS NOT NULL
+     WHERE m.owner_id = %(owner)s AND m.valid_to IS NULL
        AND lower(m.project) = lower(%(project)s) AND m.project = %(project)s LIMIT 1),
     (SELECT m.project FROM memories_memory m
-     WHERE m.owner_id = %(owner)s AND m.valid_to IS NULL AND m.project IS NOT NULL
+     WHERE m.owner_id = %(owner)s AND m.valid_to IS NULL
        AND lower(m.project) = lower(%(project)s) LIMIT 1))"""
 
 
@@ -428,14 +430,16 @@ class Memory(MemoryResource, TenantRow):
                 include=["status", "id"],
             ),
             # The spelling an account already gives a project, looked up by any case on every
-            # write that names one (Memory.objects.project_spelling): two probes of this index
-            # however large the account.
+            # write that names one (Memory.objects.project_spelling) in two probes. Its
+            # condition is the lower case's, not the project's: a query filtering on a project
+            # (a briefing's sections) then cannot take it for a smaller index of the account's
+            # rows, which it would read instead of counting them in memory_owner_type_current.
             models.Index(
                 F("owner"),
                 Lower("project"),
                 F("project"),
                 name="memory_owner_project_key",
-                condition=Q(valid_to__isnull=True, project__isnull=False),
+                condition=Q(IsNull(Lower("project"), False), valid_to__isnull=True),
             ),
             # Nearest current memories by meaning, and current memories by words: an HNSW and
             # a GIN index per large account, built and dropped at run time

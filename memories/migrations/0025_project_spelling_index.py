@@ -7,6 +7,7 @@ way, PostgreSQL leaves an invalid index: drop it (`DROP INDEX CONCURRENTLY
 memory_owner_project_key`) and migrate again."""
 
 import django.db.models.functions.text
+import django.db.models.lookups
 from django.contrib.postgres.operations import AddIndexConcurrently
 from django.db import migrations, models
 
@@ -25,7 +26,12 @@ class Migration(migrations.Migration):
                 models.F("owner"),
                 django.db.models.functions.text.Lower("project"),
                 models.F("project"),
-                condition=models.Q(("project__isnull", False), ("valid_to__isnull", True)),
+                condition=models.Q(
+                    django.db.models.lookups.IsNull(
+                        django.db.models.functions.text.Lower("project"), False
+                    ),
+                    ("valid_to__isnull", True),
+                ),
                 name="memory_owner_project_key",
             ),
         ),
