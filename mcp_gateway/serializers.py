@@ -291,7 +291,7 @@ def empty_search_note(why: EmptyBecause) -> str:
             "Ask with fewer, more specific words, the words the memory itself would use (a "
             'name, a tool, a project), or a "quoted phrase".'
         )
-    elif why.kind is not None:  # NO_MATCH of a question by type or state: how to list it
+    elif why.kind is not None:  # NO_MATCH of a query made only of type or state words
         under = f" under the filters given ({', '.join(why.filters)})" if why.filters else ""
         note = (
             f"No {searched}memory{under} shares a word with the query or is close to it in "
@@ -319,8 +319,9 @@ def empty_search_note(why: EmptyBecause) -> str:
 
 
 def _kind_note(kind: KindAsked) -> str:
-    """How to list what a query asked for by type or commitment state, which are no words a
-    memory holds (a question "what is overdue" otherwise reads as "nothing stored")."""
+    """How to list what a query made only of type or state words asked for: a memory's type and
+    state are not among the words search matches (a question "what is overdue" otherwise reads
+    as "nothing stored")."""
     words = ", ".join(f"'{word}'" for word in kind.words)
     filters = [
         f"{name} {json.dumps(list(values))}"
@@ -330,12 +331,14 @@ def _kind_note(kind: KindAsked) -> str:
         )
         if values
     ]
-    return (
+    note = (
         f"{words} name{'s' if len(kind.words) == 1 else ''} a type or a commitment's state, "
-        f"which search does not match as words: omit the query and list with "
-        f"{' and '.join(filters)} (each hit says whether it is overdue); briefing lists overdue "
-        "and open commitments and blockers."
+        "and a memory's type and state are not among the words search matches: to list those "
+        f"memories, omit the query and filter with {' and '.join(filters)}"
     )
+    if kind.commitment_states:
+        note += " (each hit says whether it is overdue); briefing lists overdue and open ones"
+    return note + "."
 
 
 def memory(item: ReadMemory) -> dict:

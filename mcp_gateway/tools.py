@@ -96,9 +96,9 @@ TOOLS: list[ToolSpec] = [
             "matched well enough, archived ones not searched) and how to ask again. Each hit "
             "says how it matched (matchedBy). A memory's type is not among its words: for "
             "'what blocks X' filter memoryTypes to blocker (briefing lists what is open). "
-            "Filters: memoryTypes, scope, project, thread, "
-            "status, recordedAfter, recordedBefore, asOf (each memory's version as it stood at a "
-            "past date). Without a query, lists what the filters select, newest first (a page "
+            "Filters: memoryTypes, commitmentStatus, scope, project, thread, status, "
+            "recordedAfter, recordedBefore, asOf (each memory's version as it stood at a past "
+            "date). Without a query, lists what the filters select, newest first (a page "
             "may be short: follow nextCursor while hasMore). Hits are short excerpts; page with "
             "nextCursor."
         ),

@@ -142,14 +142,21 @@ class KindAsked:
     commitment_states: tuple[str, ...] = ()
 
 
-def _kind_asked(wanted: str) -> KindAsked | None:
-    """What `wanted` (a query without its exclusions) asks for by kind or state, or None."""
+def _kind_asked(parsed: _Query) -> KindAsked | None:
+    """What a query made only of words naming a kind of memory or a commitment's state asks
+    for ("overdue commitments", "what is pending"), or None: a query with any other significant
+    word ("when does the office open") is about that word."""
     words: list[str] = []
     types: list[str] = []
     states: list[str] = []
-    for word in _KIND_WORD.findall(wanted):
+    for term in parsed.terms:
+        if term in parsed.parts:
+            continue
+        word = parsed.as_written(term)
         named = _KIND_WORDS.get(word.lower())
-        if named is None or word in words:
+        if named is None:
+            return None
+        if word in words:
             continue
         words.append(word)
         types += [t for t in named[0] if t not in types]
@@ -158,6 +165,8 @@ def _kind_asked(wanted: str) -> KindAsked | None:
         return None
     if states:
         types = [t for t in types if t != MemoryType.COMMITMENT.value]
+    asked = parsed.wanted.lower()
+    words.sort(key=lambda word: asked.find(word.lower()))  # as the query has them
     return KindAsked(tuple(words), tuple(types), tuple(states))
 
 
@@ -172,8 +181,9 @@ class EmptyBecause:
       under the `filters` given (SearchFilters.given).
     `unsearched`: the status the status filter left out ('archived' by default), whose memories
     were not looked at: whether one of them would match is not known, and finding out would
-    cost a second search on every empty page. `kind`: the query's words naming a type or a
-    commitment's state, which no memory holds as words (UNDER_FLOOR and NO_MATCH). Counts, names
+    cost a second search on every empty page. `kind`: of a query made only of words naming a
+    type or a commitment's state, those words (UNDER_FLOOR and NO_MATCH): a memory's type and
+    state are not among the words search matches. Counts, names
     of filters and the query's own words only: never a memory's content."""
 
     reason: str
@@ -343,7 +353,7 @@ def _empty_because(parsed: _Query, filters: SearchFilters, under_floor: int) -> 
         return EmptyBecause(NOTHING_TO_SEARCH_BY, exclusions_only=bool(parsed.required))
     status = filters.status or ("any" if filters.as_of else Status.ACTIVE.value)
     unsearched = _OTHER_STATUS.get(status)
-    kind = _kind_asked(parsed.wanted)
+    kind = _kind_asked(parsed)
     if under_floor:
         return EmptyBecause(UNDER_FLOOR, count=under_floor, unsearched=unsearched, kind=kind)
     return EmptyBecause(NO_MATCH, filters=filters.given(), unsearched=unsearched, kind=kind)

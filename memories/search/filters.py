@@ -55,7 +55,7 @@ class SearchFilters:
     def given(self) -> tuple[str, ...]:
         """The filters given that narrow the search, as the search tool names its arguments
         (status 'any' narrows nothing; memoryTypes not beside commitmentStatus, which makes it
-        commitments)."""
+        commitments, nor commitmentStatus beside resolvedAfter, which makes it resolved)."""
         named = (
             ("memoryTypes", () if self.commitment_states else self.memory_types),
             ("scope", self.scope),
@@ -65,7 +65,7 @@ class SearchFilters:
             ("recordedAfter", self.recorded_after),
             ("recordedBefore", self.recorded_before),
             ("asOf", self.as_of),
-            ("commitmentStatus", self.commitment_states),
+            ("commitmentStatus", () if self.resolved_after else self.commitment_states),
             ("resolvedAfter", self.resolved_after),
         )
         return tuple(name for name, value in named if value is not None and value != ())
@@ -76,8 +76,8 @@ class SearchFilters:
         thread filter by the id of the thread its name resolved to (`_Where.thread_id`), not by
         the name: a thread deleted and created anew under its name between two pages is
         another thread, whose members must not continue the first one's paging. The commitment
-        filters are named only when given: a cursor of a search without them is bound to what
-        it was bound to before they existed."""
+        filters are named only when given, so that a search without them keeps one fingerprint
+        across releases that have them or not."""
         commitment = {}
         if self.commitment_states:
             commitment["cs"] = sorted(self.commitment_states)

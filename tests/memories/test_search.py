@@ -1069,6 +1069,9 @@ def test_a_query_no_memory_shares_a_word_with_names_the_filters_given(tenant, co
     assert page.empty_because == EmptyBecause(
         NO_MATCH, filters=("memoryTypes", "project", "recordedAfter"), unsearched="archived"
     )
+    # resolvedAfter alone is named alone: the state it implies was not sent.
+    resolved = run(tenant, "xylophone quasar", resolved_after="2020-01-01T00:00:00Z")
+    assert resolved.empty_because.filters == ("resolvedAfter",)
 
 
 def test_an_empty_page_names_the_types_and_states_its_query_asks_for(tenant, corpus):
@@ -1077,10 +1080,13 @@ def test_an_empty_page_names_the_types_and_states_its_query_asks_for(tenant, cor
     assert run(tenant, "Overdue todos?").empty_because.kind == KindAsked(
         words=("Overdue", "todos"), commitment_states=("open", "waiting")
     )
-    assert run(tenant, "xylophone decisions and facts").empty_because.kind == KindAsked(
+    assert run(tenant, "decisions and facts?").empty_because.kind == KindAsked(
         words=("decisions", "facts"), memory_types=("decision", "fact")
     )
     assert run(tenant, "xylophone quasar").empty_because.kind is None
+    # A query with any other significant word is about that word, not a kind.
+    assert run(tenant, "when does the xylophone shop open").empty_because.kind is None
+    assert run(tenant, "xylophone release notes").empty_because.kind is None
 
 
 def test_only_an_empty_first_page_of_a_query_says_why(tenant, corpus):

@@ -476,7 +476,7 @@ class TestProjectSpelling:
 
     def test_a_spelling_in_use_stays(self, tenant):
         record_memory(owner=tenant, memory_type="fact", topic="t", content="a", project="atlas")
-        MemoryFactory(owner=tenant, project="Atlas")  # stored before writes took the spelling
+        MemoryFactory(owner=tenant, project="Atlas")  # written past the services, both spellings
         again = record_memory(
             owner=tenant, memory_type="fact", topic="t", content="c", project="Atlas"
         )
