@@ -357,12 +357,20 @@ def _memory_id_for_proposal(owner: AbstractBaseUser, parsed: uuid.UUID | None) -
             ": that is a memory's id; proposalId takes a proposal's, and this memory's open "
             f"proposals are {named}"
         )
-    if Memory.objects.filter(owner=owner, id=parsed).exists():
-        return (
-            ": that is a memory's id, with no open proposal; add_members makes a memory a member "
-            "of a thread"
-        )
-    return ""
+    if not Memory.objects.filter(owner=owner, id=parsed).exists():
+        return ""
+    member_of = list(
+        ThreadMembership.objects.filter(owner=owner, memory_id=parsed, state=MembershipState.MEMBER)
+        .order_by("thread__name")
+        .values_list("thread__name", flat=True)[:PROPOSALS_PER_MEMORY_MAX]
+    )
+    if member_of:
+        named = ", ".join(f"'{name}'" for name in member_of)
+        return f": that is a memory's id, with no open proposal; it is a member of {named}"
+    return (
+        ": that is a memory's id, with no open proposal; add_members makes a memory a member "
+        "of a thread"
+    )
 
 
 def list_threads(*, owner: AbstractBaseUser) -> list[Thread]:

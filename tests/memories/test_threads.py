@@ -106,6 +106,12 @@ def test_a_memory_id_sent_as_a_proposal_id_names_the_proposal_to_decide(tenant, 
     with pytest.raises(NotFound) as refused:
         threads.decide_thread_proposal(owner=tenant, proposal_id=seed.id, accept=False)
     assert str(refused.value).endswith(
+        "that is a memory's id, with no open proposal; it is a member of 'budget'"
+    )
+    loose = record_memory(owner=tenant, memory_type="note", topic="lunch", content="d")
+    with pytest.raises(NotFound) as refused:
+        threads.decide_thread_proposal(owner=tenant, proposal_id=loose.id, accept=False)
+    assert str(refused.value).endswith(
         "that is a memory's id, with no open proposal; add_members makes a memory a member of a "
         "thread"
     )
