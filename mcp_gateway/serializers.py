@@ -63,6 +63,11 @@ def memory_ref(item: Memory) -> dict:
     return data
 
 
+def _excerpt_cut(item: MemoryExcerpt) -> dict:
+    """`truncated` and the whole content's length, only when the excerpt was cut."""
+    return {"truncated": True, "contentLength": item.content_length} if item.truncated else {}
+
+
 def _commitment_fields(item: Memory | MemoryExcerpt) -> dict:
     """A commitment's state, and its due date and that it is overdue where they apply; nothing
     for another memory."""
@@ -207,9 +212,7 @@ def search_hit(hit: SearchHit) -> dict:
         "memoryType": hit.memory_type,
         "topic": hit.topic,
         "excerpt": hit.excerpt,
-    }
-    if hit.truncated:
-        data |= {"truncated": True, "contentLength": hit.content_length}
+    } | _excerpt_cut(hit)
     if hit.scope != DEFAULT_SCOPE:
         data["scope"] = hit.scope
     if hit.project is not None:
@@ -421,8 +424,7 @@ def compact_section_item(item: MemoryExcerpt, *, selected: str) -> dict:
     microseconds tell an agent nothing. Of a project, a memory of no project (an account-wide
     preference) says so: without `project` it would read as the project's own."""
     data: dict = {"id": str(item.id), "topic": item.topic, "excerpt": item.excerpt}
-    if item.truncated:
-        data |= {"truncated": True, "contentLength": item.content_length}
+    data |= _excerpt_cut(item)
     if selected != "scope" and item.scope != DEFAULT_SCOPE:
         data["scope"] = item.scope
     if item.project is not None and selected != "project":
@@ -430,13 +432,10 @@ def compact_section_item(item: MemoryExcerpt, *, selected: str) -> dict:
     elif item.project is None and selected == "project":
         data["accountWide"] = True
     data["recordedAt"] = utc_second(item.recorded_at)
-    if item.commitment_status == "waiting":
-        data["commitmentStatus"] = item.commitment_status  # every other one listed is open
-    if item.due_at is not None:
-        data["dueAt"] = utc_datetime(item.due_at)
-    if item.overdue:
-        data["overdue"] = True
-    return data
+    commitment = _commitment_fields(item)
+    if commitment.get("commitmentStatus") != "waiting":  # every other one listed is open
+        commitment.pop("commitmentStatus", None)
+    return data | commitment
 
 
 def compact_section(

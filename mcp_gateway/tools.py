@@ -369,7 +369,7 @@ _COMMITMENT_STATE_WORDS = {
 _ENUM_HINTS: dict[tuple[str, str], dict[str, str]] = {
     ("search", "status"): {
         **dict.fromkeys(
-            ("open", "waiting", "resolved", "expired", "done", "closed", "pending"),
+            (*search.COMMITMENT_STATUS_FILTERS, "done", "closed", "pending"),
             _COMMITMENT_STATE_NOT_A_FILTER,
         ),
         **dict.fromkeys(
@@ -406,7 +406,8 @@ def _shown_name(name: str) -> str:
 
 _LIFECYCLE_BY_OTHER_TOOLS = (
     "revise writes a new version of the memory's text and fields; a commitment's state is moved "
-    "by resolve (memoryId, status: open, waiting, resolved, expired), and archive retires a memory"
+    f"by resolve (memoryId, status: {', '.join(search.COMMITMENT_STATUS_FILTERS)}), and archive "
+    "retires a memory"
 )
 # Fields a model sends to the wrong tool, or by another tool's name for the same thing: what to
 # do instead. The lifecycle is not a revision's (revise has no status), and each of these tools
