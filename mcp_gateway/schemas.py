@@ -259,7 +259,15 @@ RESOLVED_ITEM = output(
     {
         "id": {"type": "string"},
         "topic": {"type": "string"},
-        "project": nullable("string") | {"description": "Compact: left out when it has none."},
+        "scope": {
+            "type": "string",
+            "description": (
+                "Compact: left out when the selector is a scope, and when it is the default, "
+                f"'{bounds.DEFAULT_SCOPE}'."
+            ),
+        },
+        "project": nullable("string")
+        | {"description": "Compact: left out when it has none or the selector is a project."},
         "excerpt": {"type": "string", "maxLength": handoff.RECENTLY_RESOLVED_EXCERPT},
         "truncated": {"type": "boolean", "description": "Compact: only when true."},
         "resolvedAt": {"type": "string", "format": "date-time"},

@@ -182,6 +182,7 @@ def resolved_item(item: SectionItem) -> dict:
     return {
         "id": str(item.id),
         "topic": item.topic,
+        "scope": item.scope,
         "project": item.project,
         "excerpt": item.excerpt,
         "truncated": item.truncated,
@@ -191,11 +192,13 @@ def resolved_item(item: SectionItem) -> dict:
 
 def compact_resolved_item(item: SectionItem, *, selected: str) -> dict:
     """A recently resolved commitment as the compact handoff shows it: as resolved_item, without
-    a project it has not or the selector fixes, `truncated` only when the excerpt was cut, and
-    the resolution time to the second."""
+    the default scope, a project it has not, the scope or project the selector fixes,
+    `truncated` only when the excerpt was cut, and the resolution time to the second."""
     data: dict = {"id": str(item.id), "topic": item.topic, "excerpt": item.excerpt}
     if item.truncated:
         data["truncated"] = True
+    if selected != "scope" and item.scope != DEFAULT_SCOPE:
+        data["scope"] = item.scope
     if item.project is not None and selected != "project":
         data["project"] = item.project
     data["resolvedAt"] = utc_second(item.resolved_at)

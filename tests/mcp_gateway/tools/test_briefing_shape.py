@@ -209,6 +209,9 @@ def restored_resolved(item: dict, *, selector: dict) -> dict:
     return {
         "id": item["id"],
         "topic": item["topic"],
+        "scope": item.get(
+            "scope", selector["value"] if selector["kind"] == "scope" else "personal"
+        ),
         "project": item.get(
             "project", selector["value"] if selector["kind"] == "project" else None
         ),
@@ -316,26 +319,18 @@ async def test_the_working_accounts_briefing_and_handoff_read_short(agent, worki
 async def test_compact_items_leave_the_default_scope_out(agent, working_account, tool):
     """Every compact item of an account that never names a scope said "scope":"personal", the
     scope remember gives a memory sent without one: 13 times in a briefing of 4,000 characters.
-    It is left out, as what an item without a scope is in; another scope is still named."""
+    It is left out, as what an item without a scope is in; another scope is still named, of the
+    handoff's recently resolved commitments too (they had named none, in either shape)."""
     arguments = {"mode": "full"} if tool == "briefing" else {}
     compact = await ok(agent, tool, arguments)
     full = await ok(agent, tool, arguments | {"detail": "full"})
-    # The handoff's recently resolved commitments name no scope in either shape.
-    scope_of = {
-        i["id"]: i["scope"]
-        for name, s in full["sections"].items()
-        if name != "recentlyResolved"
-        for i in s["items"]
-    }
-    named = {
-        i["id"]: i.get("scope")
-        for name, s in compact["sections"].items()
-        if name != "recentlyResolved"
-        for i in s["items"]
-    }
+    scope_of = {i["id"]: i["scope"] for s in full["sections"].values() for i in s["items"]}
+    named = {i["id"]: i.get("scope") for s in compact["sections"].values() for i in s["items"]}
     assert named[working_account["commits"]["id"]] is None
     assert scope_of[working_account["commits"]["id"]] == "personal"
     assert named[working_account["style"]["id"]] == "user-prefs"
+    if tool == "handoff":
+        assert named[working_account["done"]["id"]] == "work"
     assert named == {
         memory_id: None if scope_of[memory_id] == "personal" else scope_of[memory_id]
         for memory_id in named

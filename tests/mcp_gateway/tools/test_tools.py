@@ -1210,7 +1210,7 @@ async def test_handoff_hands_over_current_facts_and_the_pinned_threads(agent, ot
 
 async def test_handoff_hands_over_what_was_just_resolved_in_a_few_compact_items(agent):
     """A next session wants what was just finished too: the commitments resolved in the last
-    7 days, each its id, topic, project, a short excerpt and when it was resolved."""
+    7 days, each its id, topic, scope, project, a short excerpt and when it was resolved."""
     done = await remember(
         agent, memoryType="commitment", topic="invoice", content="send ACME the invoice " * 20
     )
@@ -1221,9 +1221,10 @@ async def test_handoff_hands_over_what_was_just_resolved_in_a_few_compact_items(
     section = result["sections"]["recentlyResolved"]
     [item] = section["items"]
     assert (section["count"], section["truncated"]) == (1, False)
-    assert set(item) == {"id", "topic", "project", "excerpt", "truncated", "resolvedAt"}
+    assert set(item) == {"id", "topic", "scope", "project", "excerpt", "truncated", "resolvedAt"}
     assert (item["id"], item["topic"], item["project"]) == (done["id"], "invoice", None)
-    # Compact, the default: no null project, the resolution time to the second.
+    assert item["scope"] == "personal"
+    # Compact, the default: no default scope nor null project, the resolution time to the second.
     [compact] = (await ok(agent, "handoff"))["sections"]["recentlyResolved"]["items"]
     assert set(compact) == {"id", "topic", "excerpt", "truncated", "resolvedAt"}
     assert compact["resolvedAt"] == item["resolvedAt"][:19] + "Z"
