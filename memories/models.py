@@ -305,6 +305,15 @@ SELECT coalesce(
      WHERE m.owner_id = %(owner)s AND m.valid_to IS NULL
        AND lower(m.project) = lower(%(project)s) LIMIT 1))"""
 
+# The owner's lock on the first spelling of a project (MemoryManager.lock_project_spelling): keyed
+# on the owner (the hash's seed) and the project's lower case as the lookup above lowers it, so
+# that 'Atlas' and 'atlas' take the same lock. The name keeps it apart from the account's other
+# advisory locks (thread creation's). Transaction-level: released by COMMIT or ROLLBACK, never
+# left on a connection that a transaction pooler hands to another client next.
+_PROJECT_SPELLING_LOCK_SQL = """
+SELECT pg_advisory_xact_lock(
+    hashtextextended('threengram.project-spelling:' || lower(%(project)s), %(owner)s))"""
+
 
 class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
     def newest_revision_id(self, owner_id: int, memory_id: uuid.UUID) -> uuid.UUID | None:
@@ -315,16 +324,30 @@ class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
             row = cursor.fetchone()
         return row[0] if row else None
 
-    def project_spelling(self, owner_id: int, project: str) -> str:
-        """How the owner's current memories spell `project`: as given when one does (or none
-        has it in any case), else the spelling one of them gives it in another case ('atlas'
-        for 'Atlas'). Briefing, handoff and search match a project exactly, so a second
-        spelling would split the project's memories and leave a new one out of every answer
-        about it."""
+    def project_spelling(self, owner_id: int, project: str) -> str | None:
+        """How the owner's current memories spell `project`: as given when one does, else the
+        spelling one of them gives it in another case ('atlas' for 'Atlas'); None when none has
+        it in any case (a project new to the account). Briefing, handoff and search match a
+        project exactly, so a second spelling would split the project's memories and leave a
+        new one out of every answer about it."""
         with connection.cursor() as cursor:
             cursor.execute(_PROJECT_SPELLING_SQL, {"owner": owner_id, "project": project})
             row = cursor.fetchone()
-        return row[0] if row and row[0] is not None else project
+        return row[0] if row else None
+
+    def lock_project_spelling(self, owner_id: int, project: str) -> None:
+        """Wait until no other transaction of the owner's holds this lock on `project` in any
+        case, then hold it until this transaction ends. A write that is about to give a
+        project its first spelling takes it: another such write of the same project, in any
+        case, then waits for this one to commit, and a lookup after its wait finds the
+        spelling this one stored. A statement of its own: under READ COMMITTED a statement
+        sees what committed before it began, so the lookup after the wait must be a later
+        statement."""
+        if not connection.in_atomic_block:
+            # Outside a transaction the lock would end with its own statement, guarding nothing.
+            raise RuntimeError("lock_project_spelling holds its lock only inside a transaction")
+        with connection.cursor() as cursor:
+            cursor.execute(_PROJECT_SPELLING_LOCK_SQL, {"owner": owner_id, "project": project})
 
     def revision_chain(self, memory: Memory) -> list[Memory]:
         """The whole revision history `memory` belongs to, oldest first, in two statements.

@@ -245,13 +245,29 @@ class MemoryFields:
                 refuse_credential(field, text, carried_over=name in carried_over)
 
 
-def _in_known_spelling(owner: AbstractBaseUser, fields: MemoryFields) -> MemoryFields:
+def _in_known_spelling(owner: AbstractBaseUser, fields: MemoryFields) -> MemoryFields | None:
     """`fields` with its project spelt as the account already spells it in another case
-    (Memory.objects.project_spelling)."""
+    (Memory.objects.project_spelling); None when no current memory of the account has the
+    project in any case: a project new to it, whose first spelling the write settles under a
+    lock (_in_settled_spelling)."""
     if fields.project is None:
         return fields
     spelling = Memory.objects.project_spelling(owner.pk, fields.project)
+    if spelling is None:
+        return None
     return fields if spelling == fields.project else replace(fields, project=spelling)
+
+
+def _in_settled_spelling(owner: AbstractBaseUser, fields: MemoryFields) -> MemoryFields:
+    """`fields` of a project new to the account, in the spelling a concurrent write gave it
+    first, if one did; inside the write's transaction, before its insert. The lookup that found
+    the project new took no lock, so two first writes at once of 'Atlas' and 'atlas' (an
+    agent's parallel calls) would each find nothing and commit a spelling of their own: the
+    split the lookup is there to prevent. Under the account's lock on the project, held to the
+    end of the transaction, the second waits for the first and then finds its spelling. A
+    project the account already has is settled and pays for none of this."""
+    Memory.objects.lock_project_spelling(owner.pk, fields.project)
+    return _in_known_spelling(owner, fields) or fields
 
 
 def _new_memory(
@@ -323,11 +339,21 @@ def record_memory(
         tags=tags,
         due_at=due_at,
     )
-    memory = _new_memory(owner, _in_known_spelling(owner, fields))
+    known = _in_known_spelling(owner, fields)
+    memory = _new_memory(owner, known or fields)
 
     def write() -> Memory:
+        nonlocal memory
         with transaction.atomic():
-            _insert(memory, lock_live_owner(owner))
+            vectors_by = lock_live_owner(owner)
+            if known is None:
+                settled = _in_settled_spelling(owner, fields)
+                if settled.project != memory.project:
+                    # The vector is made from the project too: one made from the spelling not
+                    # stored would stand for a text the memory does not hold, and no fill ever
+                    # replaces a vector. Only a write that lost such a race embeds twice.
+                    memory = _new_memory(owner, settled)
+            _insert(memory, vectors_by)
             if and_then is not None:
                 and_then(memory)
             return memory
@@ -444,7 +470,9 @@ def _revise(
             content=content, due_at=due_at, carried_over=carried_over, **inherited
         )
         if "project" not in carried_over:
-            fields = _in_known_spelling(owner, fields)
+            # A project new to the account is settled here, inside the transaction, before
+            # the successor (and its vector) is made: nothing to make again.
+            fields = _in_known_spelling(owner, fields) or _in_settled_spelling(owner, fields)
         if predecessor.status == Status.ACTIVE and fields == MemoryFields.of(predecessor):
             # A successor the same as its predecessor in every field would only bury it under a
             # new id. (Of an archived memory it is the way back: the successor is active.)

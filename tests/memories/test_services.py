@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import IntegrityError, connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from memories import models
@@ -481,6 +482,27 @@ class TestProjectSpelling:
             owner=tenant, memory_type="fact", topic="t", content="c", project="Atlas"
         )
         assert Memory.objects.get(id=again.id).project == "Atlas"
+
+    def test_only_a_project_new_to_the_account_takes_a_lock(self, tenant):
+        """A project the account has (the common write) costs one lookup, as a write without a
+        project costs none; a new one takes the account's lock on it and looks again
+        (tests/memories/test_concurrent_project_spelling.py)."""
+        record_memory(owner=tenant, memory_type="fact", topic="t", content="a", project="atlas")
+
+        def statements(content: str, project: str | None) -> list[str]:
+            with CaptureQueriesContext(connection) as queries:
+                record_memory(
+                    owner=tenant, memory_type="fact", topic="t", content=content, project=project
+                )
+            return [query["sql"] for query in queries.captured_queries]
+
+        without = statements("b", None)
+        known = statements("c", "Atlas")
+        new = statements("d", "Beacon")
+        assert len(known) == len(without) + 1
+        assert not any("pg_advisory" in sql for sql in known)
+        assert len(new) == len(known) + 2
+        assert sum("pg_advisory_xact_lock" in sql for sql in new) == 1
 
     def test_the_spelling_is_found_in_the_index_however_old_and_without_statistics(self, tenant):
         """Looked up on every write that names a project: two probes of the account's project
