@@ -89,7 +89,9 @@ def pooled(django_db_setup, django_db_blocker):
 
 
 async def _tenant_rounds(client, own_ids: set[str], other_id: str, rounds: int) -> list[str]:
-    """Searches, reads and writes of one tenant; what it saw that was not its own."""
+    """Searches, reads and writes of one tenant; what it saw that was not its own. Each write
+    names a project, in another case every other turn: new to the tenant at first (its first
+    spelling is settled under a lock of the write's transaction), then the one it has."""
     seen_foreign = []
     for number in range(rounds):
         found = await client.call_tool("search", {"query": "interleaved pooled", "limit": 20})
@@ -108,8 +110,10 @@ async def _tenant_rounds(client, own_ids: set[str], other_id: str, rounds: int) 
                 "memoryType": "note",
                 "topic": "pool",
                 "content": f"interleaved pooled, turn {number}",
+                "project": ("Pooled", "POOLED")[number % 2],
             },
         )
+        assert stored.structured_content["memory"]["project"] == "Pooled"
         own_ids.add(stored.structured_content["memory"]["id"])
     return seen_foreign
 
