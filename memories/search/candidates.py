@@ -38,6 +38,12 @@ from memories.search.sql import (
     _CANDIDATE_COLUMNS,
     _LEXICAL_RECENT,
     _LISTED_AFTER,
+    _LISTED_COLUMNS,
+    _LISTED_CURRENT_OF_TYPE,
+    _LISTED_OF_TYPES_SQL,
+    _LISTED_OF_TYPES_WINDOW,
+    _LISTED_RECORDED_SINCE,
+    _LISTED_REVISED_SINCE,
     _LISTED_SQL,
     _LISTED_WINDOW,
     _LISTED_WINDOW_END,
@@ -70,9 +76,10 @@ SEMANTIC_SCAN_MAX = 5_000
 # The walk (see _WALK) reads at most this many of the tenant's most recent memories: in a large
 # tenant, older ones are found by words only through its words index, and by meaning always.
 WALK_RECENT_MAX = 20_000
-# A search without a query reads at most this many memories a page: a page of a filter that few
-# of a large account's memories pass may hold fewer hits than asked for, and its cursor goes on
-# from the last memory it read.
+# A search without a query reads at most this many memories a page (with a type filter and no
+# asOf, this many of the types asked for, newest first: see _listed_of_types): a page of a
+# filter that few of those memories pass may hold fewer hits than asked for, and its cursor goes
+# on from the last memory it read.
 LISTED_WINDOW = 5_000
 # In an account with a words index of its own, a query of at most this many terms may find its
 # word candidates through that index (see _WORD_MATCHES and below): the LEXICAL_CANDIDATES most
@@ -154,6 +161,12 @@ _WALK: _Plan = (("enable_bitmapscan", "off"), ("enable_sort", "off"))
 # of the memberships).
 _BY_KEY: _Plan = (("enable_seqscan", "off"), ("enable_bitmapscan", "off"))
 _RARE_TERMS_BY_KEY = (*_BY_KEY, ("gin_fuzzy_search_limit", str(RARE_TERM_SAMPLE_MAX)))
+# A listing of some types: each type's memories newest first through memory_owner_type_current,
+# as _WALK reads them, but with sorts allowed: the memories revised since the first page's
+# instant, read by key, are sorted (a few rows), where with sorts off the planner would read the
+# account's recency index whole to have them in order. (And the memories recorded since that
+# instant through the recency index, not a scan of the table, whatever its statistics.)
+_LISTED_BY_TYPE: _Plan = (("enable_bitmapscan", "off"), ("enable_seqscan", "off"))
 _NEAREST: _Plan = (
     ("enable_indexscan", "on"),
     ("enable_sort", "off"),
@@ -514,29 +527,70 @@ def _listed(
     db, where: _Where, params: dict, position: _Position | None, most: int
 ) -> tuple[list[_Candidate], _Candidate | None]:
     """A search without a query: the `most` newest memories the filters select after
-    `position`, among the LISTED_WINDOW memories that follow it, read newest first through the
-    account's recency index (_WALK) whatever the table's statistics say, current as of the
-    first page's instant (_Where.reach_at_snapshot). Second: when fewer
-    than `most` passed and the account has more memories past the window, the window's last
-    memory, where the next page resumes."""
+    `position`, among the LISTED_WINDOW memories that follow it, current as of the first page's
+    instant (_Where.reach_at_snapshot): the account's memories, read newest first through its
+    recency index (_WALK) whatever the table's statistics say, or with a type filter (and no
+    asOf) its memories of those types (_listed_of_types). Second: when fewer than `most` passed
+    and more memories follow the window, the window's last memory, where the next page
+    resumes."""
     params |= {"listed_max": most, "listed_window": LISTED_WINDOW}
     after = ""
     if position is not None:
         params |= {"after_recorded_at": position.recorded_at, "after_id": position.id}
         after = _LISTED_AFTER
-    window = _LISTED_WINDOW.format(reach=where.reach_at_snapshot, after=after)
-    sql = _LISTED_SQL.format(window=window, selection=where.selection)
-    listed = [_listed_candidate(row) for row in _rows(db, sql, params, _WALK)]
+    if _listed_by_type(db, where, params, position):
+        window = _listed_of_types(where, params, after)
+        sql = _LISTED_OF_TYPES_SQL.format(window=window, selection=where.selection)
+        plan = _LISTED_BY_TYPE
+    else:
+        window = _LISTED_WINDOW.format(reach=where.reach_at_snapshot, after=after)
+        sql = _LISTED_SQL.format(window=window, selection=where.selection)
+        plan = _WALK
+    listed = [_listed_candidate(row) for row in _rows(db, sql, params, plan)]
     if len(listed) == most:
         return listed, None
-    end = _rows(db, _LISTED_WINDOW_END.format(window=window), params, _WALK)
-    return listed, (_listed_candidate(end[0]) if len(end) == 2 else None)
+    end = _rows(db, _LISTED_WINDOW_END.format(window=window), params, plan)
+    # The window's last memory as a position only: nothing reads its length.
+    return listed, (_listed_candidate((*end[0], 0)) if len(end) == 2 else None)
 
 
 def _listed_candidate(row: tuple) -> _Candidate:
     return _Candidate(
         id=row[0], recorded_at=row[1], content_length=row[2], fields_held={}, cosine=None
     )
+
+
+def _listed_by_type(db, where: _Where, params: dict, position: _Position | None) -> bool:
+    """Whether a listing reads the memories of the types asked for only (_listed_of_types):
+    with a type filter on current memories, unless more than LISTED_WINDOW memories were
+    recorded since its first page's instant (each is read to find the memory it revised: the
+    account's window bounds that page instead). Puts the memories revised since the instant in
+    params["listed_revised"]: none on a first page, whose instant is at least its newest
+    memory's (sql._TENANT_SIZE_SQL)."""
+    if not params.get("types") or not where.current:
+        return False
+    params["listed_revised"] = []
+    if position is None:
+        return True
+    [(since, revised)] = _rows(db, _LISTED_RECORDED_SINCE, params, _LISTED_BY_TYPE)
+    params["listed_revised"] = revised
+    return since <= LISTED_WINDOW
+
+
+def _listed_of_types(where: _Where, params: dict, after: str) -> str:
+    """The window of a listing of some types: the account's memories of those types current at
+    its first page's instant, newest first after `after` (see sql._LISTED_CURRENT_OF_TYPE)."""
+    columns = _LISTED_COLUMNS
+    if params.get("resolved_after") is not None:
+        columns += ", m.resolved_at"
+    branches = []
+    for n, memory_type in enumerate(params["types"]):
+        params[f"listed_type_{n}"] = memory_type
+        branches.append(
+            _LISTED_CURRENT_OF_TYPE.format(n=n, columns=columns, dates=where.dates, after=after)
+        )
+    branches.append(_LISTED_REVISED_SINCE.format(columns=columns, dates=where.dates, after=after))
+    return _LISTED_OF_TYPES_WINDOW.format(branches=" UNION ALL ".join(branches))
 
 
 def _topic_matches(db, parsed: _Query, where: _Where, params: dict) -> list[_Candidate]:

@@ -144,10 +144,62 @@ ORDER BY m.recorded_at DESC, m.id DESC
 LIMIT %(listed_max)s
 """
 _LISTED_WINDOW_END = """
-SELECT m.id, m.recorded_at, m.content_length FROM ({window}
+SELECT m.id, m.recorded_at FROM ({window}
         OFFSET %(listed_window)s - 1 LIMIT 2) m
 """
-_LISTED_AFTER = "AND (m.recorded_at, m.id) < (%(after_recorded_at)s, %(after_id)s::uuid)"
+# The recorded-at bound alone too: the index's key is (owner, [type,] recorded_at), and the row
+# comparison's id is not in it.
+_LISTED_AFTER = (
+    "AND m.recorded_at <= %(after_recorded_at)s"
+    " AND (m.recorded_at, m.id) < (%(after_recorded_at)s, %(after_id)s::uuid)"
+)
+# A listing of some types (without asOf): the window is the account's memories of those types
+# current at the first page's instant, newest first, so a type few of the account's memories
+# have fills its pages as a common one does. Each type's current memories are read through
+# memory_owner_type_current (`_LISTED_CURRENT_OF_TYPE`), which holds every column the filters
+# read but a resolution time (_LISTED_COLUMNS; `resolved_at` is added, read from the table,
+# only when resolvedAfter asks for it): an index-only read of at most %(listed_window)s entries
+# of each type, merged by recency. That index holds current memories only; those current at the
+# instant and revised since are the predecessors of the memories recorded after it, found first
+# (`_LISTED_RECORDED_SINCE`, through memory_owner_recent) and read by key
+# (`_LISTED_REVISED_SINCE`): a revision closes its predecessor at its successor's recording
+# time, whatever the clocks (services._revise).
+_LISTED_COLUMNS = (
+    "m.owner_id, m.id, m.recorded_at, m.memory_type, m.status, m.commitment_status, m.scope,"
+    " m.project"
+)
+_LISTED_CURRENT_OF_TYPE = """(
+        SELECT {columns} FROM memories_memory m
+        WHERE m.owner_id = %(owner)s AND m.memory_type = %(listed_type_{n})s
+          AND m.valid_to IS NULL AND m.recorded_at <= %(snapshot)s {dates} {after}
+        ORDER BY m.recorded_at DESC, m.id DESC LIMIT %(listed_window)s + 1)"""
+_LISTED_REVISED_SINCE = """(
+        SELECT {columns} FROM memories_memory m
+        WHERE m.owner_id = %(owner)s AND m.id = ANY(%(listed_revised)s::uuid[])
+          AND m.memory_type = ANY(%(types)s) AND m.valid_to > %(snapshot)s
+          AND m.recorded_at <= %(snapshot)s {dates} {after}
+        ORDER BY m.recorded_at DESC, m.id DESC)"""
+_LISTED_OF_TYPES_WINDOW = """{branches}
+        ORDER BY recorded_at DESC, id DESC"""
+# The page of such a listing, with each hit's content length (not in the index) read by key.
+_LISTED_OF_TYPES_SQL = """
+SELECT l.id, l.recorded_at, c.content_length
+FROM (SELECT m.id, m.recorded_at FROM ({window} LIMIT %(listed_window)s) m
+      WHERE TRUE {selection}
+      ORDER BY m.recorded_at DESC, m.id DESC
+      LIMIT %(listed_max)s) l
+JOIN memories_memory c ON c.owner_id = %(owner)s AND c.id = l.id
+ORDER BY l.recorded_at DESC, l.id DESC
+"""
+# How many memories were recorded after a listing's instant (up to one past %(listed_window)s),
+# and the memories they revised.
+_LISTED_RECORDED_SINCE = """
+SELECT count(*),
+       coalesce(array_agg(n.predecessor_id) FILTER (WHERE n.predecessor_id IS NOT NULL), '{}')
+FROM (SELECT m.predecessor_id FROM memories_memory m
+      WHERE m.owner_id = %(owner)s AND m.recorded_at > %(snapshot)s
+      LIMIT %(listed_window)s + 1) n
+"""
 _PAGE_SQL = (
     f"SELECT {EXCERPT_COLUMNS} FROM memories_memory m "  # noqa: S608 (constants)
     "WHERE m.owner_id = %(owner)s AND m.id = ANY(%(ids)s::uuid[])"

@@ -36,7 +36,7 @@ from memories.search import (
     search_memories,
     sql,
 )
-from memories.search.cursor import _CURSOR_SALT, CURSOR_MAX_AGE
+from memories.search.cursor import _CURSOR_SALT, CURSOR_MAX_AGE, _Position
 from memories.search.query import CJK_PAIRS_MAX, _cjk_paired, _parse
 from memories.services import archive_memory, record_memory, resolve_commitment, revise_memory
 from memories.threads import add_thread_members, create_thread, delete_thread
@@ -1210,6 +1210,144 @@ def test_a_listing_reads_a_window_a_page_and_its_cursor_goes_on_past_it(tenant, 
     assert run(tenant, None, project="atlas", limit=5).next_cursor is None
 
 
+def test_a_listing_of_types_few_memories_have_fills_its_page(tenant, other_tenant, monkeypatch):
+    """My preferences and blockers, in an account whose newest memories are all notes: the page
+    lists them, newest first, rather than coming back empty with hasMore for the agent to page
+    blindly through windows of notes."""
+    monkeypatch.setattr(candidates, "LISTED_WINDOW", 5)
+    now = timezone.now()
+    asked = [
+        MemoryFactory(
+            owner=tenant,
+            memory_type=("preference", "blocker")[n % 2],
+            recorded_at=now - timedelta(days=30 + n),
+        )
+        for n in range(5)
+    ]
+    for n in range(10):
+        MemoryFactory(owner=tenant, recorded_at=now - timedelta(days=n))
+    MemoryFactory(owner=other_tenant, memory_type="preference")
+
+    page = run(tenant, None, memory_types=["blocker", "preference"], limit=5)
+
+    assert [hit.id for hit in page.hits] == [memory.id for memory in asked]
+    assert page.next_cursor is None
+    first = run(tenant, None, memory_types=["preference"], limit=2)
+    assert [hit.id for hit in first.hits] == [asked[0].id, asked[2].id]
+    rest = run(tenant, None, memory_types=["preference"], limit=2, cursor=first.next_cursor)
+    assert [hit.id for hit in rest.hits] == [asked[4].id] and rest.next_cursor is None
+
+
+def test_a_listing_of_commitments_pages_through_each_once_as_its_first_page_saw_it(
+    tenant, monkeypatch
+):
+    """Open commitments of project atlas at work, among many newer notes and commitments that
+    another filter leaves out: every page is full, each commitment is listed once, one revised
+    between pages (or retyped) in the version the first page saw, a successor not at all."""
+    monkeypatch.setattr(candidates, "LISTED_WINDOW", 6)
+    now = timezone.now()
+    wanted = []
+    for n in range(7):
+        at = now - timedelta(days=10 + n)
+        wanted.append(
+            MemoryFactory(
+                owner=tenant,
+                memory_type="commitment",
+                scope="work",
+                project="atlas",
+                recorded_at=at,
+            )
+        )
+        if n in (1, 4):
+            other = {"scope": "home"} if n == 1 else {"project": "zephyr"}
+            MemoryFactory(
+                owner=tenant,
+                memory_type="commitment",
+                **({"scope": "work", "project": "atlas"} | other),
+                recorded_at=at - timedelta(hours=1),
+            )
+    MemoryFactory(
+        owner=tenant,
+        memory_type="commitment",
+        commitment_status="resolved",
+        scope="work",
+        project="atlas",
+        recorded_at=now - timedelta(days=12, hours=2),
+    )
+    for n in range(20):
+        MemoryFactory(owner=tenant, scope="work", project="atlas", recorded_at=now - timedelta(n))
+    note = MemoryFactory(owner=tenant, scope="work", project="atlas", recorded_at=now)
+    asked = {"commitment_status": ["open"], "scope": "work", "project": "atlas", "limit": 2}
+
+    pages = [run(tenant, None, **asked)]
+    # Between pages: one listed already and two not yet are revised (one into a note), and a
+    # note into a commitment of the kind asked for.
+    revise_memory(owner=tenant, predecessor_id=wanted[0].id, content="Call the bank, twice.")
+    revise_memory(owner=tenant, predecessor_id=wanted[3].id, content="Send the lease back.")
+    revise_memory(owner=tenant, predecessor_id=wanted[5].id, memory_type="note")
+    revise_memory(owner=tenant, predecessor_id=note.id, memory_type="commitment")
+    while pages[-1].next_cursor:
+        pages.append(run(tenant, None, **asked, cursor=pages[-1].next_cursor))
+
+    assert [[hit.id for hit in page.hits] for page in pages] == [
+        [wanted[0].id, wanted[1].id],
+        [wanted[2].id, wanted[3].id],
+        [wanted[4].id, wanted[5].id],
+        [wanted[6].id],
+    ]
+    assert [hit.current for hit in pages[1].hits + pages[2].hits] == [True, False, True, False]
+
+
+def test_a_listing_of_a_type_resumes_exactly_after_a_window_of_writes(tenant, monkeypatch):
+    """More memories written since the first page than a page may read of them: the next page
+    reads the account's window instead, and still lists each blocker once, as the first page
+    saw it."""
+    monkeypatch.setattr(candidates, "LISTED_WINDOW", 3)
+    now = timezone.now()
+    blockers = [
+        MemoryFactory(owner=tenant, memory_type="blocker", recorded_at=now - timedelta(days=n))
+        for n in range(1, 6)
+    ]
+    pages = [run(tenant, None, memory_types=["blocker"], limit=2)]
+    revise_memory(owner=tenant, predecessor_id=blockers[3].id, content="Still blocked.")
+    for _ in range(4):
+        MemoryFactory(owner=tenant, memory_type="blocker")
+    while pages[-1].next_cursor:
+        pages.append(
+            run(tenant, None, memory_types=["blocker"], limit=2, cursor=pages[-1].next_cursor)
+        )
+
+    listed = [hit.id for page in pages for hit in page.hits]
+    assert listed == [blocker.id for blocker in blockers]
+
+
+def test_a_listing_cursor_ending_at_a_window_of_other_memories_goes_on(tenant, monkeypatch):
+    """A cursor that ended a short page at the last memory of the account's window (as a
+    listing of a type read the whole account's memories a page, whatever their type) resumes
+    right after that memory."""
+    monkeypatch.setattr(candidates, "LISTED_WINDOW", 3)
+    now = timezone.now()
+    blockers = [
+        MemoryFactory(owner=tenant, memory_type="blocker", recorded_at=now - timedelta(days=9 + n))
+        for n in range(3)
+    ]
+    notes = [MemoryFactory(owner=tenant, recorded_at=now - timedelta(days=n)) for n in range(5)]
+    filters = clean_filters(memory_types=["blocker"])
+    window_end = _Position(
+        mode="listed",
+        score=0.0,
+        recorded_at=notes[2].recorded_at,
+        id=notes[2].id,
+        snapshot=now,
+        statistics=None,
+    ).encode(filters.fingerprint(tenant.pk, None, thread_id=None))
+
+    page = run(tenant, None, memory_types=["blocker"], limit=5, cursor=window_end)
+
+    assert [hit.id for hit in page.hits] == [blocker.id for blocker in blockers]
+    assert page.next_cursor is None
+
+
 def test_a_listing_cursor_is_not_a_search_cursor(tenant):
     for n in range(3):
         MemoryFactory(owner=tenant, content=f"bound cursor {n}")
@@ -1667,13 +1805,15 @@ def bulk_loaded_tenant(account_indexes_dropped, tenant):
 
 
 @contextmanager
-def explaining(plans: list[dict]) -> Iterator[None]:
-    """Each search statement's plan (the walk's and the nearest scan's) in `plans`, as the
-    statement is sent: before any other wrapper of the connection (row-level security's) adds
-    to it."""
+def explaining(
+    plans: list[dict], starting: str | tuple[str, ...] = "(SELECT m.id"
+) -> Iterator[None]:
+    """The plan of each search statement `starting` so (by default the walk's and the nearest
+    scan's) in `plans`, as the statement is sent: before any other wrapper of the connection
+    (row-level security's) adds to it."""
 
     def explain(execute, sql, params, many, context):
-        if search_statement(sql)[1].lstrip().startswith("(SELECT m.id"):
+        if search_statement(sql)[1].lstrip().startswith(starting):
             plans.append(explain_as_sent(execute, sql, params, many, context))
         return execute(sql, params, many, context)
 
@@ -1717,6 +1857,29 @@ def test_a_large_tenant_is_searched_with_bounded_plans_before_any_analyze(
         # Meaning: the account's own HNSW index, not a sort of its vectors.
         assert account_indexes.NEAREST.index_name(bulk_loaded_tenant.pk) in json.dumps(meaning)
         assert '"Sort"' not in json.dumps(meaning)
+
+
+def test_a_listing_of_a_type_in_a_large_tenant_reads_its_index_before_any_analyze(
+    bulk_loaded_tenant, acting_as
+):
+    """Its pages read the newest memories of the type through the index on owner, type and
+    recency, and a later page the memories revised since the first by key: never the account's
+    recency index whole, nor a scan of its rows."""
+    plans = []
+    notes = {"memory_types": ["note"], "limit": 3}
+    with acting_as(bulk_loaded_tenant.pk):
+        first = run(bulk_loaded_tenant, None, **notes)
+        fifth = run(bulk_loaded_tenant, None, **notes | {"limit": 5}).hits[4]
+        revise_memory(owner=bulk_loaded_tenant, predecessor_id=fifth.id, content="Revised.")
+        with explaining(plans, starting=("SELECT count(*)", "SELECT l.id")):
+            second = run(bulk_loaded_tenant, None, **notes, cursor=first.next_cursor)
+    assert [(hit.id, hit.current) for hit in second.hits][1] == (fifth.id, False)
+    since, page = map(json.dumps, plans)
+    # The memories recorded since the first page, and those they revised.
+    assert "memory_owner_recent" in since and '"Seq Scan"' not in since
+    assert "memory_owner_type_current" in page and '"Merge Append"' in page
+    assert "(id = ANY (" in page  # the revised memory, by key
+    assert "memory_owner_recent" not in page and '"Seq Scan"' not in page
 
 
 def index_scans(name: str) -> int:
