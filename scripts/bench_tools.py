@@ -309,6 +309,19 @@ async def main(calls: int, seed: int, only: str | None = None, rls: bool = False
                 )
                 for _ in range(calls)
             ],
+            # A listing without a query of a state that few of the account's memories are in.
+            "listing, waiting commitments of a project, limit 25": [
+                (
+                    (selection := selected(owner_for, "project", "search"))[0],
+                    "search",
+                    {
+                        "project": selection[2]["value"],
+                        "commitmentStatus": ["waiting"],
+                        "limit": 25,
+                    },
+                )
+                for _ in range(calls)
+            ],
         }
 
     async def baseline(owner: int) -> list[float]:
