@@ -33,6 +33,7 @@ from mcp_gateway.handlers import InvalidArguments
 from mcp_gateway.principal import Principal
 from memories import bounds, handoff, search
 from memories.bounds import text_problem_in
+from memories.briefing import SELECTOR_KINDS
 from memories.errors import DomainError
 
 logger = logging.getLogger(__name__)
@@ -424,13 +425,27 @@ _FIELDS_OF_OTHER_TOOLS: dict[tuple[str, str], str] = {
 }
 
 
-def _known_fields(tool: str, unknown: str, allowed: list[str]) -> str:
-    """What to send instead of an unknown field: what the tool does instead with a field of
-    another tool's (_FIELDS_OF_OTHER_TOOLS), the field it misspells in another case or
-    separator style (memory_type, MemoryType for memoryType), else every field the tool takes,
-    so a model can correct the call without reading the schema again."""
+# briefing and handoff take the part they cover as a selector and its value, where search and
+# the prompts of the same names take a scope, project or thread field: a model that sent
+# `project: "atlas"` is shown that call as the tool takes it.
+_SELECTING_TOOLS = ("briefing", "handoff")
+
+
+def _as_selector(kind: str, value: object) -> str:
+    shown = json.dumps(_shown_name(value) if isinstance(value, str) else "…", ensure_ascii=False)
+    return f'a {kind} is chosen with selector and value: {{"selector": "{kind}", "value": {shown}}}'
+
+
+def _known_fields(tool: str, unknown: str, allowed: list[str], value: object = None) -> str:
+    """What to send instead of an unknown field (sent with `value`): what the tool does instead
+    with a field of another tool's (_FIELDS_OF_OTHER_TOOLS), a selector's kind as the selector
+    (_SELECTING_TOOLS), the field it misspells in another case or separator style
+    (memory_type, MemoryType for memoryType), else every field the tool takes, so a model can
+    correct the call without reading the schema again."""
     if instead := _FIELDS_OF_OTHER_TOOLS.get((tool, unknown)):
         return instead
+    if tool in _SELECTING_TOOLS and unknown in SELECTOR_KINDS and unknown != "all":
+        return _as_selector(unknown, value)
     key = unknown.replace("_", "").replace("-", "").lower()
     for name in allowed:
         if name.lower() == key:
@@ -476,7 +491,7 @@ def _schema_error(spec: ToolSpec, arguments: dict) -> str | None:
             allowed = list(error.schema.get("properties", {}))
             unknown = sorted(key for key in error.instance if key not in allowed)
             prefix = f"{path}." if path else ""
-            hint = _known_fields(spec.name, unknown[0], allowed)
+            hint = _known_fields(spec.name, unknown[0], allowed, error.instance[unknown[0]])
             return f"{prefix}{_shown_name(unknown[0])}: unknown field; {hint}"
         case "required":
             missing = [key for key in limit if key not in error.instance]

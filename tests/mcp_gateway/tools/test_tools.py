@@ -225,6 +225,26 @@ async def test_read_only_token_cannot_write_but_can_list_threads(owner):
             {"memoryId": "a", "commitmentStatus": "resolved"},
             "invalid_input: commitmentStatus: unknown field; did you mean 'status'?",
         ),
+        # briefing and handoff take the part they cover as a selector, where search takes a
+        # project field: the call is shown as they take it.
+        (
+            "briefing",
+            {"project": "atlas"},
+            "invalid_input: project: unknown field; a project is chosen with selector and value: "
+            '{"selector": "project", "value": "atlas"}',
+        ),
+        (
+            "handoff",
+            {"thread": "Atlas launch", "sectionLimit": 5},
+            "invalid_input: thread: unknown field; a thread is chosen with selector and value: "
+            '{"selector": "thread", "value": "Atlas launch"}',
+        ),
+        (
+            "handoff",
+            {"scope": 7},
+            "invalid_input: scope: unknown field; a scope is chosen with selector and value: "
+            '{"selector": "scope", "value": "…"}',
+        ),
         # A part of several fields' names is no guess: every field is listed.
         (
             "search",
