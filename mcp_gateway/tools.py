@@ -422,6 +422,16 @@ _FIELDS_OF_OTHER_TOOLS: dict[tuple[str, str], str] = {
     ("resolve", "commitmentStatus"): "did you mean 'status'?",
     ("archive", "memoryIds"): "did you mean 'memoryId'? (one memory per call)",
     ("get_memories", "memoryIds"): "did you mean 'ids'?",
+    # How much each of the two overviews shows is said in a field of its own.
+    ("handoff", "mode"): (
+        f"handoff has no mode: sectionLimit (1-{handoff.MAX_ITEMS}, default "
+        f"{handoff.DEFAULT_ITEMS}) is how many items a section shows"
+    ),
+    ("briefing", "sectionLimit"): (
+        "briefing has no sectionLimit: mode 'brief' or 'full' is how many items a section shows"
+    ),
+    # search filters by `thread`; configure_thread names the thread it acts on `name`.
+    ("configure_thread", "thread"): "did you mean 'name'? (the thread's name)",
 }
 
 

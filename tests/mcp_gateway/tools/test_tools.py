@@ -245,6 +245,24 @@ async def test_read_only_token_cannot_write_but_can_list_threads(owner):
             "invalid_input: scope: unknown field; a scope is chosen with selector and value: "
             '{"selector": "scope", "value": "…"}',
         ),
+        # A field one of the overviews takes is answered by the other with its own.
+        (
+            "handoff",
+            {"mode": "full"},
+            "invalid_input: mode: unknown field; handoff has no mode: sectionLimit (1-25, "
+            "default 10) is how many items a section shows",
+        ),
+        (
+            "briefing",
+            {"sectionLimit": 10},
+            "invalid_input: sectionLimit: unknown field; briefing has no sectionLimit: mode "
+            "'brief' or 'full' is how many items a section shows",
+        ),
+        (
+            "configure_thread",
+            {"action": "add_members", "thread": "launch", "memoryIds": ["a"]},
+            "invalid_input: thread: unknown field; did you mean 'name'? (the thread's name)",
+        ),
         # A part of several fields' names is no guess: every field is listed.
         (
             "search",
