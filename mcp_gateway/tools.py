@@ -367,7 +367,23 @@ _COMMITMENT_STATE_WORDS = {
     ),
     "blocked": "one held up by someone else is 'waiting'",
 }
+# A memory's type in other words: its name in another case or the plural (read case-folded,
+# _enum_hint), and what a model calls a commitment or a blocker in a to-do list or a tracker.
+_MEMORY_TYPE_WORDS = {
+    **{name: f"types are lower case: '{name}'" for name in schemas.MEMORY_TYPES},
+    **{f"{name}s": f"types are singular: '{name}'" for name in schemas.MEMORY_TYPES},
+    **dict.fromkeys(
+        ("todo", "to-do", "todos", "task", "tasks", "promise", "action-item", "reminder"),
+        "a to-do, task or promise is a 'commitment' (with dueAt for its deadline)",
+    ),
+    **dict.fromkeys(
+        ("issue", "problem", "impediment", "blocked"), "what blocks the work is a 'blocker'"
+    ),
+}
 _ENUM_HINTS: dict[tuple[str, str], dict[str, str]] = {
+    ("remember", "memoryType"): _MEMORY_TYPE_WORDS,
+    ("revise", "memoryType"): _MEMORY_TYPE_WORDS,
+    ("search", "memoryTypes"): _MEMORY_TYPE_WORDS,
     ("search", "status"): {
         **dict.fromkeys(
             (*search.COMMITMENT_STATUS_FILTERS, "done", "closed", "pending"),
@@ -393,7 +409,9 @@ _ENUM_HINTS: dict[tuple[str, str], dict[str, str]] = {
 def _enum_hint(tool: str, field: str, value: object) -> str:
     """The hint for `value` of `field`, or of the list `field` is an item of (`states[0]`)."""
     field = re.sub(r"\[\d+\]$", "", field)
-    hint = _ENUM_HINTS.get((tool, field), {}).get(value) if isinstance(value, str) else None
+    hints = _ENUM_HINTS.get((tool, field), {})
+    # As sent, else case-folded: 'Done' and 'Decision' are the slips of 'done' and 'decision'.
+    hint = (hints.get(value) or hints.get(value.lower())) if isinstance(value, str) else None
     return f"; {hint}" if hint else ""
 
 

@@ -451,6 +451,21 @@ async def test_bad_input_is_refused_naming_field_and_limit(agent, tool, argument
         ("handoff", {"detail": "brief"}, "'brief' is a mode (how many items)"),
         ("resolve", {"memoryId": "x", "status": "done"}, "a commitment that is done is 'resolved'"),
         ("resolve", {"memoryId": "x", "status": "cancelled"}, "no longer needed is 'expired'"),
+        ("resolve", {"memoryId": "x", "status": "Done"}, "a commitment that is done is 'resolved'"),
+        # A memory's type in another case, the plural, or a tracker's word for it.
+        (
+            "remember",
+            {"memoryType": "todo", "topic": "t", "content": "c"},
+            "a to-do, task or promise is a 'commitment' (with dueAt for its deadline)",
+        ),
+        (
+            "remember",
+            {"memoryType": "Decision", "topic": "t", "content": "c"},
+            "types are lower case: 'decision'",
+        ),
+        ("revise", {"predecessorId": "x", "memoryType": "Task"}, "is a 'commitment'"),
+        ("search", {"memoryTypes": ["decision", "blockers"]}, "types are singular: 'blocker'"),
+        ("search", {"memoryTypes": ["issue"]}, "what blocks the work is a 'blocker'"),
     ],
 )
 async def test_a_value_of_another_field_or_meaning_is_refused_saying_what_to_send(
