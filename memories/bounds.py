@@ -242,6 +242,7 @@ def clean_datetime(field: str, value: object, *, end_of_day_dates: bool = False)
     in UTC and within EARLIEST_INSTANT..LATEST_INSTANT. With `end_of_day_dates`, a date alone
     (YYYY-MM-DD) is the last instant of that day in UTC."""
     or_a_date = _OR_A_DATE if end_of_day_dates else ""
+    sent = value
     if end_of_day_dates and isinstance(value, str) and _FULL_DATE.fullmatch(value):
         try:
             value = datetime.combine(date.fromisoformat(value), END_OF_DAY, tzinfo=UTC)
@@ -257,7 +258,9 @@ def clean_datetime(field: str, value: object, *, end_of_day_dates: bool = False)
             value = datetime.fromisoformat(value)
     if not isinstance(value, datetime):
         raise InvalidInput(
-            field, f"must be an ISO 8601 date-time with a UTC offset, {_EXAMPLE}{or_a_date}"
+            field,
+            f"must be an ISO 8601 date-time with a UTC offset, {_EXAMPLE}{or_a_date}"
+            + _relative_word_note(sent),
         )
     offset = value.utcoffset()
     if offset is None:
@@ -271,6 +274,15 @@ def clean_datetime(field: str, value: object, *, end_of_day_dates: bool = False)
     if instant is None or not EARLIEST_INSTANT <= instant <= LATEST_INSTANT:
         raise InvalidInput(field, f"must be within {INSTANT_RANGE} after applying its UTC offset")
     return instant
+
+
+def _relative_word_note(sent: object) -> str:
+    """For a date in words ('tomorrow', 'next Friday'): today's date, which a model that has no
+    clock needs to write the date it means, and which the refusal would otherwise not give."""
+    if not isinstance(sent, str) or any(character.isdigit() for character in sent):
+        return ""
+    today = datetime.now(UTC).date().isoformat()
+    return f"; a date in words ('tomorrow') is not read: today is {today} in UTC"
 
 
 def within_bounds(instant: datetime | None) -> datetime | None:

@@ -202,6 +202,30 @@ def test_a_due_date_that_is_neither_form_is_refused_naming_both(tenant, value, f
     assert not Memory.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "end_of_day_dates"),
+    [
+        ("dueAt", "tomorrow", True),
+        ("dueAt", "next Friday", True),
+        ("recordedAfter", "yesterday", False),
+    ],
+)
+def test_a_date_in_words_is_refused_with_todays_date(field, value, end_of_day_dates):
+    """A model without a clock cannot turn 'tomorrow' into a date: the refusal gives today's."""
+    with pytest.raises(InvalidInput) as error:
+        clean_datetime(field, value, end_of_day_dates=end_of_day_dates)
+    today = datetime.now(UTC).date().isoformat()
+    assert str(error.value).endswith(
+        f"; a date in words ('tomorrow') is not read: today is {today} in UTC"
+    )
+
+
+def test_a_malformed_date_with_digits_is_refused_without_todays_date():
+    with pytest.raises(InvalidInput) as error:
+        clean_datetime("dueAt", "10/12/2026", end_of_day_dates=True)
+    assert "today is" not in str(error.value)
+
+
 @pytest.mark.parametrize("field", ["asOf", "recordedAfter", "recordedBefore"])
 def test_a_date_alone_is_no_instant_for_the_search_filters(tenant, field):
     """A date alone would be the start of its day for one filter and the end for another: only
