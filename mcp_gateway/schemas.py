@@ -388,7 +388,9 @@ SEARCH_IN = strict(
                 "Only commitments in one of these states, e.g. ['open', 'waiting'] for what is "
                 "still to do, ['resolved'] for what was finished (memoryTypes then defaults to, "
                 "and must include, 'commitment'). Not with asOf: a commitment's state is kept as "
-                "it is now, not as it was then."
+                "it is now, not as it was then. Listed without a query, the newest recorded come "
+                "first, not the next due: page with nextCursor while hasMore, or use briefing or "
+                "handoff, which list open ones next due first."
             ),
         },
         "resolvedAfter": DATETIME

@@ -84,6 +84,15 @@ def test_every_instant_is_described_with_the_form_it_takes():
                 assert "2026-12-31T17:00:00Z" in field["description"], (tool.name, name)
 
 
+def test_a_listing_by_commitment_state_is_described_in_its_order():
+    """Open commitments listed by search come newest recorded first: with the default limit the
+    one due next was on the second page, beside hasMore, and an agent took the first for all."""
+    [definition] = [t for t in tool_definitions() if t.name == "search"]
+    states = definition.input_schema["properties"]["commitmentStatus"]["description"]
+    assert "the newest recorded come first, not the next due" in states
+    assert "briefing or handoff, which list open ones next due first" in states
+
+
 def test_briefings_mode_says_how_much_it_gives_beside_detail():
     """Both mode and detail take 'full': mode said nothing of which is which."""
     [definition] = [t for t in tool_definitions() if t.name == "briefing"]
