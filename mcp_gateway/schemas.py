@@ -407,9 +407,10 @@ SEARCH_IN = strict(
             "enum": list(PROJECTIONS),
             "default": "full",
             "description": (
-                "'compact': each hit only as id, memoryType, topic, recordedAt and score (a "
-                "commitment's commitmentStatus, and dueAt, overdue, status and validTo where "
-                "they apply), to scan many hits cheaply; read the ones you need with get_memories. "
+                "'compact': each hit only as id, memoryType, topic, project (when it has one), "
+                "recordedAt and score (a commitment's commitmentStatus, and dueAt, overdue, "
+                "status and validTo where they apply), to scan many hits cheaply; read the ones "
+                "you need with get_memories. "
                 "'full': with its excerpt and the rest; either leaves out what does not apply."
             ),
         },
@@ -481,6 +482,7 @@ COMPACT_SEARCH_HIT = output(
             "id",
             "memoryType",
             "topic",
+            "project",
             "recordedAt",
             "score",
             "commitmentStatus",

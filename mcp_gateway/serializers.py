@@ -234,16 +234,15 @@ def search_hit(hit: SearchHit) -> dict:
 
 
 def compact_search_hit(hit: SearchHit) -> dict:
-    """A hit as the `compact` projection shows it: what tells it apart from the others. A
-    commitment's state, and where they apply its due date and whether it is overdue, archived or
-    superseded: "which are still open" is answered without the excerpts. Left out as in
-    search_hit."""
-    data = {
-        "id": str(hit.id),
-        "memoryType": hit.memory_type,
-        "topic": hit.topic,
-        "recordedAt": utc_second(hit.recorded_at),
-    }
+    """A hit as the `compact` projection shows it: what tells it apart from the others. Its
+    project, as a compact briefing item names it: a listing across projects ("what is still
+    open") is read project by project. A commitment's state, and where they apply its due date
+    and whether it is overdue, archived or superseded: "which are still open" is answered
+    without the excerpts. Left out as in search_hit."""
+    data = {"id": str(hit.id), "memoryType": hit.memory_type, "topic": hit.topic}
+    if hit.project is not None:
+        data["project"] = hit.project
+    data["recordedAt"] = utc_second(hit.recorded_at)
     if hit.score is not None:
         data["score"] = hit.score
     data |= _commitment_fields(hit)

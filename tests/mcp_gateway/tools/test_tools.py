@@ -1893,6 +1893,21 @@ async def test_compact_hits_tell_open_commitments_from_closed_and_late_ones(agen
     assert datetime.fromisoformat(old_note["validTo"]) > before_revision
 
 
+async def test_compact_hits_name_their_project(agent):
+    """A compact listing of open commitments across projects named none: an agent could not
+    tell which project each was for without reading every one."""
+    atlas = await remember(
+        agent, memoryType="commitment", topic="send invoice", content="invoice", project="atlas"
+    )
+    loose = await remember(agent, memoryType="commitment", topic="send report", content="report")
+    arguments = {"commitmentStatus": ["open"], "projection": "compact"}
+    hits = {hit["id"]: hit for hit in (await ok(agent, "search", arguments))["hits"]}
+
+    assert hits[atlas["id"]]["project"] == "atlas"
+    assert "project" not in hits[loose["id"]]
+    assert list(hits[atlas["id"]])[:5] == ["id", "memoryType", "topic", "project", "recordedAt"]
+
+
 async def test_search_lists_and_finds_commitments_by_their_state(agent, other_agent):
     """'Which tasks have I finished this week?' and 'what am I still waiting on?' answered by
     search: the commitments in those states, not the blocker that says "finish", nor another
