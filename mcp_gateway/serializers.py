@@ -280,7 +280,8 @@ def empty_search_note(why: EmptyBecause) -> str:
         return (
             "Nothing was searched: the query holds only stop words or punctuation (such as "
             "'the', 'which', 'of'), which search drops. Ask with words naming what the memory "
-            "is about: a name, a tool, a project, a topic."
+            "is about: a name, a tool, a project, a topic; or omit the query to list the "
+            "memories the filters select, newest first ('*' is no wildcard)."
         )
     # Under a status filter the memories searched are of that status alone: say so, so that "not
     # stored" is not read of the others.

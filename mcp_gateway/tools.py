@@ -527,7 +527,8 @@ def _schema_error(spec: ToolSpec, arguments: dict) -> str | None:
         case "maxLength":
             return f"{field}: must be at most {limit} characters; got {len(error.instance)}"
         case "minLength":
-            return f"{field}: must be at least {limit} character(s)"
+            hint = _EMPTY_TEXT_HINTS.get((spec.name, field), "")
+            return f"{field}: must be at least {limit} character(s){hint}"
         case "maxItems":
             return f"{field}: at most {limit} items; got {len(error.instance)}"
         case "minItems":
@@ -561,6 +562,10 @@ def _schema_error(spec: ToolSpec, arguments: dict) -> str | None:
 
 
 _JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
+# An empty text sent meaning "none": what asks for that instead.
+_EMPTY_TEXT_HINTS = {
+    ("search", "query"): "; omit query to list the memories the filters select, newest first",
+}
 
 
 def _result(data: dict) -> types.CallToolResult:

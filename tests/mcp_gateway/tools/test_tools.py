@@ -272,6 +272,13 @@ async def test_read_only_token_cannot_write_but_can_list_threads(owner):
             {"action": "add_members", "thread": "launch", "memoryIds": ["a"]},
             "invalid_input: thread: unknown field; did you mean 'name'? (the thread's name)",
         ),
+        # An empty query meant "everything": a listing is asked for without one.
+        (
+            "search",
+            {"query": "", "memoryTypes": ["blocker"]},
+            "invalid_input: query: must be at least 1 character(s); omit query to list the "
+            "memories the filters select, newest first",
+        ),
         # A part of several fields' names is no guess: every field is listed.
         (
             "search",
@@ -2024,6 +2031,11 @@ async def test_an_empty_search_says_why_and_how_to_ask_instead(agent, other_agen
     }
     assert notes["stop words"].startswith(
         "Nothing was searched: the query holds only stop words or punctuation"
+    )
+    # A model that meant "everything" with a wildcard is told how a listing is asked for.
+    assert (await note({"query": "*", "memoryTypes": ["decision"]})).endswith(
+        "or omit the query to list the memories the filters select, newest first ('*' is no "
+        "wildcard)."
     )
     assert notes["exclusions"].startswith("Nothing was searched: the query holds only exclusions")
     # The archived quote was not searched: the note says so, not whether it would match.
