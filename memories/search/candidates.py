@@ -164,8 +164,7 @@ _RARE_TERMS_BY_KEY = (*_BY_KEY, ("gin_fuzzy_search_limit", str(RARE_TERM_SAMPLE_
 # A listing of some types: each type's memories newest first through memory_owner_type_current,
 # as _WALK reads them, but with sorts allowed: the memories revised since the first page's
 # instant, read by key, are sorted (a few rows), where with sorts off the planner would read the
-# account's recency index whole to have them in order. (And the memories recorded since that
-# instant through the recency index, not a scan of the table, whatever its statistics.)
+# account's recency index whole to have them in order.
 _LISTED_BY_TYPE: _Plan = (("enable_bitmapscan", "off"), ("enable_seqscan", "off"))
 _NEAREST: _Plan = (
     ("enable_indexscan", "on"),
@@ -572,7 +571,7 @@ def _listed_by_type(db, where: _Where, params: dict, position: _Position | None)
     params["listed_revised"] = []
     if position is None:
         return True
-    [(since, revised)] = _rows(db, _LISTED_RECORDED_SINCE, params, _LISTED_BY_TYPE)
+    [(since, revised)] = _rows(db, _LISTED_RECORDED_SINCE, params, _WALK)
     params["listed_revised"] = revised
     return since <= LISTED_WINDOW
 

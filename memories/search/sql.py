@@ -192,12 +192,15 @@ JOIN memories_memory c ON c.owner_id = %(owner)s AND c.id = l.id
 ORDER BY l.recorded_at DESC, l.id DESC
 """
 # How many memories were recorded after a listing's instant (up to one past %(listed_window)s),
-# and the memories they revised.
+# and the memories they revised. In recency order, so that under candidates._WALK (no sort) the
+# recency index reads only those: the primary key (owner, id), which also serves the owner's
+# condition, would read every memory of the account to test its recording time.
 _LISTED_RECORDED_SINCE = """
 SELECT count(*),
        coalesce(array_agg(n.predecessor_id) FILTER (WHERE n.predecessor_id IS NOT NULL), '{}')
 FROM (SELECT m.predecessor_id FROM memories_memory m
       WHERE m.owner_id = %(owner)s AND m.recorded_at > %(snapshot)s
+      ORDER BY m.recorded_at DESC
       LIMIT %(listed_window)s + 1) n
 """
 _PAGE_SQL = (
