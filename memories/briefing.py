@@ -18,7 +18,7 @@ from memories import bounds, replica
 from memories.environment import require_known_facet
 from memories.errors import InvalidInput
 from memories.excerpts import EXCERPT_COLUMNS, EXCERPT_MAX, MemoryExcerpt
-from memories.models import Thread
+from memories.models import Memory, Thread
 
 SELECTOR_KINDS = ("all", "scope", "project", "thread")
 MODES = ("brief", "full")
@@ -130,6 +130,13 @@ def read_sections(
         "items": items,
         "excerpt_fetch": excerpt_max + 1,
     }
+    if selector.kind == "project":
+        # A project in the account's spelling, however it was typed ('Atlas' for 'atlas'), as a
+        # write takes it; and the selector answered says that spelling.
+        spelling = Memory.objects.project_spelling(
+            owner_id, selector.value, using=replica.read_alias()
+        )
+        selector = replace(selector, value=spelling or selector.value)
     selected = selector.sql(owner_id, params)
     # Only module constants are formatted in; every value is a bound parameter. Both the count
     # and the choice of the first items read only a covering index (index-only scans):

@@ -25,7 +25,7 @@ import uuid_utils.compat
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.search import TrigramSimilarity
-from django.db import DatabaseError, connection, models
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import BooleanField, F, Q, Value
 from django.db.models.functions import MD5, Length, Lower
@@ -324,13 +324,16 @@ class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
             row = cursor.fetchone()
         return row[0] if row else None
 
-    def project_spelling(self, owner_id: int, project: str) -> str | None:
+    def project_spelling(
+        self, owner_id: int, project: str, *, using: str = DEFAULT_DB_ALIAS
+    ) -> str | None:
         """How the owner's current memories spell `project`: as given when one does, else the
         spelling one of them gives it in another case ('atlas' for 'Atlas'); None when none has
-        it in any case (a project new to the account). Briefing, handoff and search match a
-        project exactly, so a second spelling would split the project's memories and leave a
-        new one out of every answer about it."""
-        with connection.cursor() as cursor:
+        it in any case (a project new to the account). A project is one project in any case:
+        a write stores it in the account's spelling, since briefing, handoff and search match
+        a project exactly and a second spelling would split the project's memories, and a read
+        looks for it in that spelling. `using`: the reader's database (a replica's)."""
+        with connections[using].cursor() as cursor:
             cursor.execute(_PROJECT_SPELLING_SQL, {"owner": owner_id, "project": project})
             row = cursor.fetchone()
         return row[0] if row else None

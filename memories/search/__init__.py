@@ -30,7 +30,7 @@ Ranking, past what those modules' docstrings say:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from django.db import connections, transaction
 from django.utils import timezone
@@ -39,7 +39,7 @@ from memories import account_indexes, bounds, replica
 from memories.environment import require_known_facet
 from memories.errors import InvalidInput
 from memories.excerpts import EXCERPT_MAX, MemoryExcerpt
-from memories.models import CommitmentStatus, MemoryType, Status, Thread
+from memories.models import CommitmentStatus, Memory, MemoryType, Status, Thread
 from memories.search.candidates import (
     LEXICAL_CANDIDATES,
     SEMANTIC_CANDIDATES,
@@ -220,13 +220,18 @@ def search_memories(
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidInput("limit", f"must be between 1 and {MAX_LIMIT}; got {limit}")
     params: dict = {}
+    alias = replica.read_alias()
+    if filters.project is not None:
+        # 'Atlas' asks for the account's 'atlas', as a write of 'Atlas' joins it (and a cursor
+        # is bound to that spelling, however a page spells it).
+        spelling = Memory.objects.project_spelling(owner_id, filters.project, using=alias)
+        filters = replace(filters, project=spelling or filters.project)
     # The filters first: a cursor is bound to the thread its name named then (its id), and a
     # thread that is gone is not_found whatever the cursor.
     where = _where(filters, owner_id, params)
     fingerprint = filters.fingerprint(owner_id, text, thread_id=where.thread_id)
     position = _position(cursor, fingerprint)
     params |= _search_params(owner_id, position)
-    alias = replica.read_alias()
     outermost = not connections[alias].in_atomic_block
     with transaction.atomic(using=alias), connections[alias].cursor() as db:
         if outermost:

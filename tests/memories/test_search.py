@@ -1362,7 +1362,28 @@ def test_a_listing_cursor_is_not_a_search_cursor(tenant):
 def test_a_listing_of_a_project_no_memory_has_names_near_ones(tenant):
     MemoryFactory(owner=tenant, project="atlas")
     with pytest.raises(NotFound, match="did you mean 'atlas'"):
-        run(tenant, None, project="Atlas")
+        run(tenant, None, project="atlass")
+
+
+def test_a_project_in_another_case_is_the_accounts_on_every_page(tenant, other_tenant):
+    """An agent that typed 'Atlas' for the account's 'atlas' had an empty page (and a
+    not_found naming 'atlas'), though a write of 'Atlas' joins 'atlas'. Now it reads atlas's
+    memories; its cursor goes on whichever case the next page is asked in; another tenant's
+    'Atlas' is never the spelling taken."""
+    ours = [
+        MemoryFactory(owner=tenant, project="atlas", content=f"atlas deploy note {n}")
+        for n in range(3)
+    ]
+    MemoryFactory(owner=other_tenant, project="Atlas", content="atlas deploy note theirs")
+
+    first = run(tenant, "deploy note", project="Atlas", limit=2)
+    rest = run(tenant, "deploy note", project="ATLAS", limit=2, cursor=first.next_cursor)
+    listing = run(tenant, None, project="aTlAs", limit=5)
+
+    ids = {memory.id for memory in ours}
+    assert {hit.id for hit in first.hits + rest.hits} == ids
+    assert len(first.hits + rest.hits) == 3 and rest.next_cursor is None
+    assert {hit.id for hit in listing.hits} == ids
 
 
 def page_through(owner, query: str, first, *, limit: int) -> list:

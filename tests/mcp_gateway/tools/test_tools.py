@@ -1150,16 +1150,21 @@ async def test_a_brief_briefing_shows_overdue_first_and_the_next_due_beside_them
 
 async def test_a_project_or_scope_no_memory_has_is_not_found_with_a_suggestion(agent):
     """A briefing for project 'Atlas' (the project is 'atlas') answered every section with 0,
-    and the agent reported nothing open; an unknown thread was already not_found. Now an
-    unknown project or scope is too, naming a near one, for briefing and handoff alike."""
+    and the agent reported nothing open; an unknown thread was already not_found. Now a project
+    in another case is the account's (as a write of it joins it), and an unknown project or
+    scope is not_found, naming a near one, for briefing and handoff alike."""
     await remember(agent, memoryType="commitment", topic="ship", content="ship it", project="atlas")
     await remember(agent, memoryType="fact", topic="tz", content="Lisbon", scope="user-prefs")
     # Listed in every project's briefing, it tells nothing of whether a project exists.
     await remember(agent, memoryType="preference", topic="git", content="rebase, never merge")
 
     for tool in ("briefing", "handoff"):
-        assert await fails(agent, tool, {"selector": "project", "value": "Atlas"}) == (
-            "not_found: project 'Atlas': no current memory has it; did you mean 'atlas'?"
+        typed = await ok(agent, tool, {"selector": "project", "value": "ATLAS", "detail": "full"})
+        assert typed["selector"] == {"kind": "project", "value": "atlas"}
+        section = "openCommitments" if tool == "briefing" else "commitments"
+        assert [i["topic"] for i in typed["sections"][section]["items"]] == ["ship"]
+        assert await fails(agent, tool, {"selector": "project", "value": "Atlass"}) == (
+            "not_found: project 'Atlass': no current memory has it; did you mean 'atlas'?"
         )
         assert await fails(agent, tool, {"selector": "scope", "value": "user-pref"}) == (
             "not_found: scope 'user-pref': no current memory has it; did you mean 'user-prefs'?"
@@ -1717,13 +1722,15 @@ async def test_search_never_returns_another_tenants_memory(agent, stranger):
 
 async def test_search_filtered_by_a_project_no_memory_has_is_not_found(agent, other_agent):
     """`search` for 'storage' in project 'Beacon' (stored as 'beacon') had no hits, and the
-    description told the agent to ask again in other words: it could never find it so. An empty
-    first page with a scope or project no current memory has is not_found, naming a near one,
-    never another tenant's."""
+    description told the agent to ask again in other words: it could never find it so. A project
+    in another case is the account's; an empty first page with a scope or project no current
+    memory has is not_found, naming a near one, never another tenant's."""
     await remember(agent, topic="storage", content="Delta Lake on S3", project="beacon")
     await remember(other_agent, topic="storage", content="theirs", project="Beacon")
-    assert await fails(agent, "search", {"query": "storage", "project": "Beacon"}) == (
-        "not_found: project 'Beacon': no current memory has it; did you mean 'beacon'?"
+    [typed] = (await ok(agent, "search", {"query": "storage", "project": "Beacon"}))["hits"]
+    assert (typed["excerpt"], typed["project"]) == ("Delta Lake on S3", "beacon")
+    assert await fails(agent, "search", {"query": "storage", "project": "Beakon"}) == (
+        "not_found: project 'Beakon': no current memory has it; did you mean 'beacon'?"
     )
     assert await fails(agent, "search", {"query": "storage", "scope": "work"}) == (
         "not_found: scope 'work': no current memory has it; describe_environment lists your "
@@ -1743,10 +1750,10 @@ async def test_an_account_too_large_to_check_keeps_the_empty_answer(agent, monke
     for n in range(2):
         await remember(agent, topic=f"later {n}", content=f"newer note {n}")
     assert (await ok(agent, "search", {"query": "kubernetes", "project": "beacon"}))["hits"] == []
-    assert (await ok(agent, "search", {"query": "storage", "project": "Beacon"}))["hits"] == []
+    assert (await ok(agent, "search", {"query": "storage", "project": "Beakon"}))["hits"] == []
     monkeypatch.setattr(environment, "FACET_CHECK_MEMORIES_MAX", 3)
-    assert await fails(agent, "search", {"query": "storage", "project": "Beacon"}) == (
-        "not_found: project 'Beacon': no current memory has it; did you mean 'beacon'?"
+    assert await fails(agent, "search", {"query": "storage", "project": "Beakon"}) == (
+        "not_found: project 'Beakon': no current memory has it; did you mean 'beacon'?"
     )
 
 
