@@ -42,10 +42,11 @@ def memory_resource_body(memory: MemoryRow) -> str:
 
     LOAD-BEARING INVARIANT (docs/design.md, "Why a long-lived cache is correct"): the long private
     TTL is sound only because nothing in this body can go stale. Supersession, archiving and
-    commitment resolution move `status`, `valid_to`, `commitment_status` (and tags are out too);
-    adding any of them here silently turns a correct cache into one that serves wrong answers.
-    Wanting lifecycle state in the resource is choosing a different design: revisit docs/design.md,
-    do not edit this dict. tests/mcp_gateway/test_resources.py pins the exact key set.
+    commitment resolution move `status`, `valid_to`, `commitment_status`, `resolved_at` (and
+    tags are out too); adding any of them here silently turns a correct cache into one that
+    serves wrong answers. Wanting lifecycle state in the resource is choosing a different design:
+    revisit docs/design.md, do not edit this dict. tests/mcp_gateway/test_resources.py pins the
+    exact key set.
     """
     return json.dumps(
         {

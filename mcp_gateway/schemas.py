@@ -165,6 +165,11 @@ MEMORY_REF = output(
         "dueAt": {"type": "string", "format": "date-time", "description": "Only when set."},
         "overdue": ONLY_WHEN_TRUE
         | {"description": "Only for an open or waiting commitment past its dueAt."},
+        "resolvedAt": {
+            "type": "string",
+            "format": "date-time",
+            "description": "Only for a resolved commitment: when it was resolved.",
+        },
         "validTo": {
             "type": "string",
             "format": "date-time",
@@ -554,6 +559,8 @@ GET_MEMORIES_OUT = output(
                     "commitmentStatus": nullable("string"),
                     "dueAt": NULLABLE_DATETIME,
                     "overdue": {"type": "boolean"},
+                    "resolvedAt": NULLABLE_DATETIME
+                    | {"description": "When a resolved commitment was resolved; else null."},
                     "predecessorId": nullable("string"),
                     "successorId": nullable("string"),
                 }

@@ -44,8 +44,8 @@ def memory_ref(item: Memory) -> dict:
     it is filed (its project, as the account already spells it; its scope unless the default),
     its lifecycle state, and where they apply its commitment state, due date (as stored, in UTC:
     a revision carries it over unasked), whether it is overdue as search and get_memories tell
-    it (a commitment written or revised with a past due date already is) and a superseded
-    version's end. What does not apply is left out, as in search hits."""
+    it (a commitment written or revised with a past due date already is), when it was resolved
+    and a superseded version's end. What does not apply is left out, as in search hits."""
     data: dict = {
         "id": str(item.id),
         "uri": item.resource_uri,
@@ -58,6 +58,8 @@ def memory_ref(item: Memory) -> dict:
         data["scope"] = item.scope
     data["status"] = str(item.status)
     data |= _commitment_fields(item)
+    if item.resolved_at is not None:
+        data["resolvedAt"] = utc_datetime(item.resolved_at)
     if item.valid_to is not None:
         data["validTo"] = utc_datetime(item.valid_to)
     return data
@@ -370,6 +372,7 @@ def memory(item: ReadMemory) -> dict:
         "commitmentStatus": item.commitment_status,
         "dueAt": utc_datetime(item.due_at),
         "overdue": item.overdue,
+        "resolvedAt": utc_datetime(item.resolved_at),
         "predecessorId": str(item.predecessor_id) if item.predecessor_id else None,
         "successorId": str(item.successor_id) if item.successor_id else None,
     }

@@ -40,6 +40,7 @@ class MemoryRow(MemoryResource):
     tags: tuple[str, ...]
     predecessor_id: uuid.UUID | None
     due_at: datetime | None
+    resolved_at: datetime | None = None
 
 
 COLUMNS = (
@@ -57,6 +58,7 @@ COLUMNS = (
     "tags",
     "predecessor_id",
     readable_instant_sql("due_at"),
+    "resolved_at",
 )
 
 
@@ -87,4 +89,4 @@ async def read_owned_memories(
         return {}
     read = (READ_OWNED, (owner_id, ",".join(map(str, parsed))))
     (rows,) = await asyncdb.run_as_tenant(owner_id, [read])
-    return {row[0]: MemoryRow(*row[:11], tuple(row[11] or ()), *row[12:14]) for row in rows}
+    return {row[0]: MemoryRow(*row[:11], tuple(row[11] or ()), *row[12:15]) for row in rows}

@@ -37,6 +37,7 @@ class ReadMemory(MemoryResource):
     commitment_status: str | None
     due_at: datetime | None
     overdue: bool  # as search and briefing tell it (models.is_overdue), as of the read
+    resolved_at: datetime | None  # when a resolved commitment was resolved
     predecessor_id: uuid.UUID | None
     successor_id: uuid.UUID | None
 
@@ -112,6 +113,7 @@ async def read_memories(
                     valid_to=memory.valid_to,
                     now=now,
                 ),
+                resolved_at=memory.resolved_at,
                 predecessor_id=memory.predecessor_id,
                 successor_id=successors.get(memory.id),
             )

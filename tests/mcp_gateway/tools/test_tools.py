@@ -917,6 +917,24 @@ async def test_resolve_moves_a_commitment_and_refuses_illegal_moves(agent):
     assert text.startswith("invalid_input: memoryId: ")
 
 
+async def test_a_resolved_commitment_says_when_it_was_resolved_wherever_it_is_read(agent):
+    """Only handoff's recently resolved said when a commitment was resolved: the resolve
+    result and get_memories did not, so an agent asked "when did we finish this?" had to find
+    it in a handoff, and not at all past its 7 days. Reopened, it has no resolution time."""
+    commitment = await remember(agent, memoryType="commitment", content="ship the release")
+    before = timezone.now()
+    done = await ok(agent, "resolve", {"memoryId": commitment["id"], "status": "resolved"})
+    resolved_at = datetime.fromisoformat(done["memory"]["resolvedAt"])
+    assert before <= resolved_at <= timezone.now()
+    [read] = (await ok(agent, "get_memories", {"ids": [commitment["id"]]}))["memories"]
+    assert read["resolvedAt"] == done["memory"]["resolvedAt"]
+
+    reopened = await ok(agent, "resolve", {"memoryId": commitment["id"], "status": "open"})
+    assert "resolvedAt" not in reopened["memory"]
+    [read] = (await ok(agent, "get_memories", {"ids": [commitment["id"]]}))["memories"]
+    assert read["resolvedAt"] is None
+
+
 # --- unknown and foreign ids are indistinguishable ------------------------------------------
 
 
