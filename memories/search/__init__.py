@@ -221,9 +221,10 @@ def search_memories(
         raise InvalidInput("limit", f"must be between 1 and {MAX_LIMIT}; got {limit}")
     params: dict = {}
     alias = replica.read_alias()
-    if filters.project is not None:
+    if filters.project is not None and filters.as_of is None:
         # 'Atlas' asks for the account's 'atlas', as a write of 'Atlas' joins it (and a cursor
-        # is bound to that spelling, however a page spells it).
+        # is bound to that spelling, however a page spells it). Not as of an instant: the
+        # spelling of today's memories may not be the one of that instant's.
         spelling = Memory.objects.project_spelling(owner_id, filters.project, using=alias)
         filters = replace(filters, project=spelling or filters.project)
     # The filters first: a cursor is bound to the thread its name named then (its id), and a

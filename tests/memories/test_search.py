@@ -1386,6 +1386,26 @@ def test_a_project_in_another_case_is_the_accounts_on_every_page(tenant, other_t
     assert {hit.id for hit in listing.hits} == ids
 
 
+def test_a_project_as_of_an_instant_is_spelt_as_it_was_then(tenant):
+    """The account spells it 'atlas' now, 'Atlas' then: asOf reads the memory as it was, in
+    that instant's spelling (today's would find nothing)."""
+    then = record_memory(
+        owner=tenant,
+        memory_type="fact",
+        topic="ships",
+        content="Atlas ships on Fridays.",
+        project="Atlas",
+    )
+    instant = timezone.now()
+    revise_memory(owner=tenant, predecessor_id=then.id, project="atlas")
+
+    listed = run(tenant, None, project="Atlas", as_of=instant)
+    found = run(tenant, "ships Fridays", project="Atlas", as_of=instant)
+
+    assert [hit.id for hit in listed.hits] == [then.id]
+    assert [hit.id for hit in found.hits] == [then.id]
+
+
 def page_through(owner, query: str, first, *, limit: int) -> list:
     """The ids of `first`'s hits and of every later page's, in order."""
     seen, cursor = [hit.id for hit in first.hits], first.next_cursor
