@@ -270,6 +270,25 @@ def _in_settled_spelling(owner: AbstractBaseUser, fields: MemoryFields) -> Memor
     return _in_known_spelling(owner, fields) or fields
 
 
+def _spelling_before_close(owner: AbstractBaseUser, project: object) -> str | None:
+    """For a revision into `project` (as sent): the account's spelling of it, or None for a
+    project new to the account, whose lock (_in_settled_spelling) is then taken here. Before
+    the predecessor's row is locked (_close), never after: a first write of the project that
+    holds the lock may wait on that row (the unique index of live content, for a content the
+    predecessor holds), and a revision holding the row while it waits for the lock would
+    deadlock with it. A project refused as sent is refused with the other fields, later."""
+    if project is _UNSET or project is None:
+        return None
+    try:
+        cleaned = bounds.clean_project(project)
+    except InvalidInput:
+        return None
+    spelling = Memory.objects.project_spelling(owner.pk, cleaned)
+    if spelling is None:
+        Memory.objects.lock_project_spelling(owner.pk, cleaned)
+    return spelling
+
+
 def _new_memory(
     owner,
     fields: MemoryFields,
@@ -446,6 +465,7 @@ def _revise(
 ) -> Memory:
     with transaction.atomic():
         vectors_by = lock_live_owner(owner)
+        spelling = _spelling_before_close(owner, given["project"])
         predecessor = _close(owner, predecessor_id, timezone.now())
         # The successor is current from the instant its predecessor stopped being.
         now = predecessor.valid_to
@@ -469,10 +489,12 @@ def _revise(
         fields = MemoryFields.clean(
             content=content, due_at=due_at, carried_over=carried_over, **inherited
         )
-        if "project" not in carried_over:
-            # A project new to the account is settled here, inside the transaction, before
-            # the successor (and its vector) is made: nothing to make again.
-            fields = _in_known_spelling(owner, fields) or _in_settled_spelling(owner, fields)
+        if "project" not in carried_over and fields.project is not None:
+            # Before the successor (and its vector) is made: nothing to make again. A project
+            # new to the account is looked up again under its lock, which a concurrent first
+            # write of it may have held until it committed its spelling.
+            found = spelling or Memory.objects.project_spelling(owner.pk, fields.project)
+            fields = replace(fields, project=found or fields.project)
         if predecessor.status == Status.ACTIVE and fields == MemoryFields.of(predecessor):
             # A successor the same as its predecessor in every field would only bury it under a
             # new id. (Of an archived memory it is the way back: the successor is active.)

@@ -12,10 +12,11 @@ from contextlib import AbstractContextManager, nullcontext
 
 import numpy as np
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from memories import tenancy
 from memories.embedding import embed_memories, memory_text
+from memories.errors import DuplicateMemory
 from memories.models import Memory
 from memories.services import record_memory, revise_memory
 
@@ -72,15 +73,26 @@ def stored_vector(memory: Memory) -> np.ndarray:
     return np.array(json.loads(text))
 
 
-def a_write_waits_for_a_lock() -> bool:
-    """Whether a session of this database waits for an advisory lock (the server's other
+def writes_waiting_for_a_lock() -> int:
+    """How many sessions of this database wait for an advisory lock (the server's other
     databases may have sessions of their own)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))"
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
         )
         return cursor.fetchone()[0]
+
+
+def a_write_waits_for_a_lock() -> bool:
+    return writes_waiting_for_a_lock() > 0
+
+
+def wait_for(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
 
 
 def race(first: Write, second: Write, held: HeldOpen) -> None:
@@ -179,3 +191,53 @@ def test_two_first_revisions_into_a_project_in_two_cases_store_one_spelling(tena
         assert set(
             Memory.objects.filter(owner=tenant, valid_to=None).values_list("content", "project")
         ) == {("Blobs in S3.", "Atlas"), ("Deploys on Fridays.", "Atlas")}
+
+
+def test_two_revisions_swapping_contents_into_a_new_project_get_domain_answers(tenant, acting_for):
+    """Two revisions into a project the account does not have yet, each to the content the
+    other's predecessor holds, queued on the project's lock. A revision that took the lock
+    after locking its predecessor's row deadlocked with the one whose insert waited on that
+    row, and PostgreSQL's cancel reached the agent as a retryable database error. The lock is
+    taken before the row: one after the other, each is told that the content is current."""
+    with acting_for(tenant.pk):
+        one = record_memory(owner=tenant, memory_type="note", topic="a", content="C one")
+        two = record_memory(owner=tenant, memory_type="note", topic="b", content="C two")
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_the_projects_lock() -> None:
+        with transaction.atomic():
+            Memory.objects.lock_project_spelling(tenant.pk, "atlas")
+            locked.set()
+            release.wait(30)
+
+    holder = Write(hold_the_projects_lock, acting_for(tenant.pk))
+    second = Write(
+        lambda: revise_memory(
+            owner=tenant, predecessor_id=two.id, content="C one", project="atlas"
+        ),
+        acting_for(tenant.pk),
+    )
+    first = Write(
+        lambda: revise_memory(
+            owner=tenant, predecessor_id=one.id, content="C two", project="Atlas"
+        ),
+        acting_for(tenant.pk),
+    )
+    holder.start()
+    try:
+        assert locked.wait(30), holder.outcome
+        second.start()
+        wait_for(lambda: writes_waiting_for_a_lock() == 1, "the second revision did not queue")
+        first.start()
+        wait_for(lambda: writes_waiting_for_a_lock() == 2, "the first revision did not queue")
+    finally:
+        release.set()
+        for write in (holder, second, first):
+            if write.ident is not None:
+                write.join(30)
+    assert isinstance(second.outcome, DuplicateMemory), second.outcome
+    assert isinstance(first.outcome, DuplicateMemory), first.outcome
+    with acting_for(tenant.pk):
+        assert set(
+            Memory.objects.filter(owner=tenant, valid_to=None).values_list("content", "project")
+        ) == {("C one", None), ("C two", None)}
