@@ -322,6 +322,15 @@ async def main(calls: int, seed: int, only: str | None = None, rls: bool = False
                 )
                 for _ in range(calls)
             ],
+            # A question about one of the account's projects (the project looked up first).
+            "search, question, project filter": [
+                (
+                    (selection := selected(owner_for, "project", "search"))[0],
+                    "search",
+                    {"query": question(), "project": selection[2]["value"]},
+                )
+                for _ in range(calls)
+            ],
         }
 
     async def baseline(owner: int) -> list[float]:
