@@ -295,7 +295,10 @@ SELECT id FROM newer ORDER BY depth DESC LIMIT 1
 
 
 # Two probes of memory_owner_project_key: the spelling as given, else any other case of it (the
-# lower case's comparison implies the index's condition).
+# lower case's comparison implies the index's condition). Under row-level security the second
+# compares lower() of each of the account's entries of the index (lower() is not leakproof, so it
+# is no index condition there): it is reached only by a project the account does not spell as
+# given, a first write of a project or a read of it in another case.
 _PROJECT_SPELLING_SQL = """
 SELECT coalesce(
     (SELECT m.project FROM memories_memory m
