@@ -564,7 +564,7 @@ def _schema_error(spec: ToolSpec, arguments: dict) -> str | None:
 _JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
 # An empty text sent meaning "none": what asks for that instead.
 _EMPTY_TEXT_HINTS = {
-    ("search", "query"): "; omit query to list the memories the filters select, newest first",
+    ("search", "query"): f"; {search.OMIT_QUERY}",
 }
 
 

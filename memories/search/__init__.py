@@ -110,6 +110,9 @@ _OTHER_STATUS = {
 }
 
 
+# What a query sent empty or as a wildcard ('*') meant, and how it is asked for.
+OMIT_QUERY = "omit query to list the memories the filters select, newest first"
+
 _OPEN_OR_WAITING = (CommitmentStatus.OPEN.value, CommitmentStatus.WAITING.value)
 # Words of a question that name a kind of memory or a commitment's state ("what is overdue",
 # "open commitments"): a memory's type and state are not among its words, so such a question
@@ -216,6 +219,9 @@ def search_memories(
 ) -> SearchPage:
     """One page of the tenant's memories matching `query`, best first (see module docstring);
     without a query (None), of the memories the filters select, newest first."""
+    if isinstance(query, str) and not query.strip():
+        # Sent for "no query": the listing it meant is asked for by leaving the query out.
+        raise InvalidInput("query", f"must be at least 1 character(s) after trimming; {OMIT_QUERY}")
     text = None if query is None else bounds.clean_text("query", query, maximum=QUERY_MAX)
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidInput("limit", f"must be between 1 and {MAX_LIMIT}; got {limit}")

@@ -384,7 +384,12 @@ async def test_read_only_token_cannot_write_but_can_list_threads(owner):
         ),
         ("search", {"query": "x", "limit": 0}, "invalid_input: limit: must be at least 1; got 0"),
         ("search", {"query": "q" * 501}, "invalid_input: query: must be at most 500 characters"),
-        ("search", {"query": "   "}, "invalid_input: query: must be at least 1 character(s)"),
+        (
+            "search",
+            {"query": "   "},
+            "invalid_input: query: must be at least 1 character(s) after trimming; omit query "
+            "to list the memories the filters select, newest first",
+        ),
         (
             "search",
             {
