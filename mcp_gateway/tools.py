@@ -406,12 +406,17 @@ _ENUM_HINTS: dict[tuple[str, str], dict[str, str]] = {
 }
 
 
-def _enum_hint(tool: str, field: str, value: object) -> str:
-    """The hint for `value` of `field`, or of the list `field` is an item of (`states[0]`)."""
+def _enum_hint(tool: str, field: str, value: object, allowed: list) -> str:
+    """The hint for `value` of `field`, or of the list `field` is an item of (`states[0]`);
+    else, for one of the `allowed` values in another case, that value."""
+    if not isinstance(value, str):
+        return ""
     field = re.sub(r"\[\d+\]$", "", field)
     hints = _ENUM_HINTS.get((tool, field), {})
     # As sent, else case-folded: 'Done' and 'Decision' are the slips of 'done' and 'decision'.
-    hint = (hints.get(value) or hints.get(value.lower())) if isinstance(value, str) else None
+    hint = hints.get(value) or hints.get(value.lower())
+    if hint is None and value.lower() in allowed:
+        hint = f"values are lower case: '{value.lower()}'"
     return f"; {hint}" if hint else ""
 
 
@@ -472,8 +477,8 @@ def _known_fields(tool: str, unknown: str, allowed: list[str], value: object = N
     correct the call without reading the schema again."""
     if instead := _FIELDS_OF_OTHER_TOOLS.get((tool, unknown)):
         return instead
-    if tool in _SELECTING_TOOLS and unknown in SELECTOR_KINDS and unknown != "all":
-        return _as_selector(unknown, value)
+    if tool in _SELECTING_TOOLS and unknown.lower() in SELECTOR_KINDS and unknown != "all":
+        return _as_selector(unknown.lower(), value)
     key = unknown.replace("_", "").replace("-", "").lower()
     for name in allowed:
         if name.lower() == key:
@@ -538,7 +543,7 @@ def _schema_error(spec: ToolSpec, arguments: dict) -> str | None:
         case "minimum":
             return f"{field}: must be at least {limit}; got {error.instance}"
         case "enum":
-            hint = _enum_hint(spec.name, field, error.instance)
+            hint = _enum_hint(spec.name, field, error.instance, limit)
             return f"{field}: must be one of: {', '.join(map(str, limit))}{hint}"
         case "pattern" if limit == bounds.SCOPE_PATTERN.pattern:
             # In words, as the domain refuses it: a regular expression tells a model less than

@@ -249,6 +249,12 @@ async def test_read_only_token_cannot_write_but_can_list_threads(owner):
             '{"selector": "thread", "value": "Atlas launch"}',
         ),
         (
+            "briefing",
+            {"Project": "atlas"},
+            "invalid_input: Project: unknown field; a project is chosen with selector and value: "
+            '{"selector": "project", "value": "atlas"}',
+        ),
+        (
             "handoff",
             {"scope": 7},
             "invalid_input: scope: unknown field; a scope is chosen with selector and value: "
@@ -487,6 +493,10 @@ async def test_bad_input_is_refused_naming_field_and_limit(agent, tool, argument
         ("revise", {"predecessorId": "x", "memoryType": "Task"}, "is a 'commitment'"),
         ("search", {"memoryTypes": ["decision", "blockers"]}, "types are singular: 'blocker'"),
         ("search", {"memoryTypes": ["issue"]}, "what blocks the work is a 'blocker'"),
+        # Any value in another case: the value to send.
+        ("search", {"status": "Active"}, "values are lower case: 'active'"),
+        ("search", {"commitmentStatus": ["Open"]}, "values are lower case: 'open'"),
+        ("handoff", {"detail": "FULL"}, "values are lower case: 'full'"),
     ],
 )
 async def test_a_value_of_another_field_or_meaning_is_refused_saying_what_to_send(
