@@ -279,8 +279,10 @@ def clean_datetime(field: str, value: object, *, end_of_day_dates: bool = False)
 def _relative_word_note(sent: object) -> str:
     """For a date in words ('tomorrow', 'next Friday'): today's date, which a model that has no
     clock needs to write the date it means, and which the refusal would otherwise not give."""
-    if not isinstance(sent, str) or any(character.isdigit() for character in sent):
-        return ""
+    if not isinstance(sent, str) or not any(character.isalpha() for character in sent):
+        return ""  # nothing in words: blank, or punctuation alone
+    if any(character.isdigit() for character in sent):
+        return ""  # a date, written in a form not taken
     today = datetime.now(UTC).date().isoformat()
     return f"; a date in words ('tomorrow') is not read: today is {today} in UTC"
 
