@@ -271,8 +271,9 @@ def _in_settled_spelling(owner: AbstractBaseUser, fields: MemoryFields) -> Memor
 
 
 def _spelling_before_close(owner: AbstractBaseUser, project: object) -> str | None:
-    """For a revision into `project` (as sent): the account's spelling of it, or None for a
-    project new to the account, whose lock (_in_settled_spelling) is then taken here. Before
+    """For a revision into `project` (as sent): the account's spelling of it, its predecessor's
+    included, or None for a project new to the account, whose lock (_in_settled_spelling) is
+    then taken here. Before
     the predecessor's row is locked (_close), never after: a first write of the project that
     holds the lock may wait on that row (the unique index of live content, for a content the
     predecessor holds), and a revision holding the row while it waits for the lock would
@@ -490,11 +491,14 @@ def _revise(
             content=content, due_at=due_at, carried_over=carried_over, **inherited
         )
         if "project" not in carried_over and fields.project is not None:
-            # Before the successor (and its vector) is made: nothing to make again. A project
-            # new to the account is looked up again under its lock, which a concurrent first
-            # write of it may have held until it committed its spelling.
-            found = spelling or Memory.objects.project_spelling(owner.pk, fields.project)
-            fields = replace(fields, project=found or fields.project)
+            # Before the successor (and its vector) is made: nothing to make again. Looked up
+            # again, now that the predecessor is closed, unless the account spells it as sent:
+            # another case may have been the predecessor's alone (the revision changes it), and
+            # a project new to the account may have been given its first spelling by a
+            # concurrent write that held the lock until it committed.
+            if spelling != fields.project:
+                spelling = Memory.objects.project_spelling(owner.pk, fields.project)
+            fields = replace(fields, project=spelling or fields.project)
         if predecessor.status == Status.ACTIVE and fields == MemoryFields.of(predecessor):
             # A successor the same as its predecessor in every field would only bury it under a
             # new id. (Of an archived memory it is the way back: the successor is active.)

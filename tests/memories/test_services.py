@@ -475,6 +475,16 @@ class TestProjectSpelling:
         )
         assert Memory.objects.get(id=fresh.id).project == "Beacon"
 
+    def test_a_revision_changes_a_spelling_only_its_predecessor_had(self, tenant):
+        """'Atlas' held by the memory being revised alone is no spelling of the account's once
+        the revision closes it: the revision to 'atlas' stores 'atlas' (rather than being
+        refused as changing nothing)."""
+        memory = record_memory(
+            owner=tenant, memory_type="fact", topic="t", content="a", project="Atlas"
+        )
+        revised = revise_memory(owner=tenant, predecessor_id=memory.id, project="atlas")
+        assert Memory.objects.get(id=revised.id).project == "atlas"
+
     def test_a_spelling_in_use_stays(self, tenant):
         record_memory(owner=tenant, memory_type="fact", topic="t", content="a", project="atlas")
         MemoryFactory(owner=tenant, project="Atlas")  # written past the services, both spellings
