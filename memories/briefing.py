@@ -133,10 +133,10 @@ def read_sections(
     if selector.kind == "project":
         # A project in the account's spelling, however it was typed ('Atlas' for 'atlas'), as a
         # write takes it; and the selector answered says that spelling.
-        spelling = Memory.objects.project_spelling(
+        spelling = Memory.objects.in_account_spelling(
             owner_id, selector.value, using=replica.read_alias()
         )
-        selector = replace(selector, value=spelling or selector.value)
+        selector = replace(selector, value=spelling)
     selected = selector.sql(owner_id, params)
     # Only module constants are formatted in; every value is a bound parameter. Both the count
     # and the choice of the first items read only a covering index (index-only scans):

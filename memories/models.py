@@ -341,6 +341,13 @@ class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
             row = cursor.fetchone()
         return row[0] if row else None
 
+    def in_account_spelling(
+        self, owner_id: int, project: str, *, using: str = DEFAULT_DB_ALIAS
+    ) -> str:
+        """`project` as the owner's current memories spell it (project_spelling), or as given
+        when none has it in any case."""
+        return self.project_spelling(owner_id, project, using=using) or project
+
     def lock_project_spelling(self, owner_id: int, project: str) -> None:
         """Wait until no other transaction of the owner's holds this lock on `project` in any
         case, then hold it until this transaction ends. A write that is about to give a

@@ -497,8 +497,8 @@ def _revise(
             # a project new to the account may have been given its first spelling by a
             # concurrent write that held the lock until it committed.
             if spelling != fields.project:
-                spelling = Memory.objects.project_spelling(owner.pk, fields.project)
-            fields = replace(fields, project=spelling or fields.project)
+                spelling = Memory.objects.in_account_spelling(owner.pk, fields.project)
+            fields = replace(fields, project=spelling)
         if predecessor.status == Status.ACTIVE and fields == MemoryFields.of(predecessor):
             # A successor the same as its predecessor in every field would only bury it under a
             # new id. (Of an archived memory it is the way back: the successor is active.)

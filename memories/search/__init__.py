@@ -231,8 +231,8 @@ def search_memories(
         # 'Atlas' asks for the account's 'atlas', as a write of 'Atlas' joins it (and a cursor
         # is bound to that spelling, however a page spells it). Not as of an instant: the
         # spelling of today's memories may not be the one of that instant's.
-        spelling = Memory.objects.project_spelling(owner_id, filters.project, using=alias)
-        filters = replace(filters, project=spelling or filters.project)
+        spelling = Memory.objects.in_account_spelling(owner_id, filters.project, using=alias)
+        filters = replace(filters, project=spelling)
     # The filters first: a cursor is bound to the thread its name named then (its id), and a
     # thread that is gone is not_found whatever the cursor.
     where = _where(filters, owner_id, params)

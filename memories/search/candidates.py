@@ -545,17 +545,23 @@ def _listed(
         window = _LISTED_WINDOW.format(reach=where.reach_at_snapshot, after=after)
         sql = _LISTED_SQL.format(window=window, selection=where.selection)
         plan = _WALK
-    listed = [_listed_candidate(row) for row in _rows(db, sql, params, plan)]
+    listed = [_listed_candidate(*row) for row in _rows(db, sql, params, plan)]
     if len(listed) == most:
         return listed, None
     end = _rows(db, _LISTED_WINDOW_END.format(window=window), params, plan)
-    # The window's last memory as a position only: nothing reads its length.
-    return listed, (_listed_candidate((*end[0], 0)) if len(end) == 2 else None)
+    # The window's last memory is a position only, read without its length.
+    return listed, (_listed_candidate(*end[0]) if len(end) == 2 else None)
 
 
-def _listed_candidate(row: tuple) -> _Candidate:
+def _listed_candidate(
+    memory_id: uuid.UUID, recorded_at: datetime, content_length: int = 0
+) -> _Candidate:
     return _Candidate(
-        id=row[0], recorded_at=row[1], content_length=row[2], fields_held={}, cosine=None
+        id=memory_id,
+        recorded_at=recorded_at,
+        content_length=content_length,
+        fields_held={},
+        cosine=None,
     )
 
 
