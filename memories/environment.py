@@ -94,9 +94,15 @@ def environment_stats(*, owner_id: int) -> EnvironmentStats:
 # gateway cuts every completion answer to it; the facet queries below never read more.
 COMPLETION_MAX = 100
 FACETS = ("scope", "project", "thread")
-# The most recent current memories the check below reads: no index leads to a scope or project,
+# The most recent current memories the check below reads: no index leads to a scope,
 # and an empty answer must not cost a read of a large account's every memory.
 FACET_CHECK_MEMORIES_MAX = 5_000
+# Whether a current memory of the owner's has the project: a probe of
+# memory_owner_project_recent, whose condition the lower case's test states.
+_PROJECT_KNOWN_SQL = """SELECT EXISTS (
+    SELECT 1 FROM memories_memory m
+    WHERE m.owner_id = %(owner)s AND m.project = %(value)s
+      AND lower(m.project) IS NOT NULL AND m.valid_to IS NULL)"""
 
 
 def require_known_facet(cursor, *, owner_id: int, facet: str, value: str) -> None:
@@ -112,12 +118,18 @@ def require_known_facet(cursor, *, owner_id: int, facet: str, value: str) -> Non
 
 def unknown_facet(cursor, *, owner_id: int, facet: str, value: str) -> list[str] | None:
     """None when a current memory of the owner's has this scope or project; otherwise up to
-    SUGGESTIONS_MAX of the owner's near ones (any case, or trigram-similar), nearest first. Only
-    an account of at most FACET_CHECK_MEMORIES_MAX current memories is checked (read newest
-    first, through an index): in a larger one the value may be on an older memory, and None
-    stands. `cursor` is the caller's (the replica's, inside its read)."""
+    SUGGESTIONS_MAX of the owner's near ones (any case, or trigram-similar), nearest first,
+    among the projects or scopes of its FACET_CHECK_MEMORIES_MAX most recent current memories.
+    A project is looked up in an index of them, in an account of any size; a scope only in an
+    account of at most FACET_CHECK_MEMORIES_MAX current memories (read newest first, through an
+    index): in a larger one the scope may be on an older memory, and None stands. `cursor` is
+    the caller's (the replica's, inside its read)."""
     if facet not in ("scope", "project"):
         raise ValueError(facet)
+    if facet == "project":
+        cursor.execute(_PROJECT_KNOWN_SQL, {"owner": owner_id, "value": value})
+        if cursor.fetchone()[0]:
+            return None
     # `facet` is one of two constants here, never caller text. Only the owner's memories are
     # read: another tenant's names are never suggested (and row-level security holds it too).
     cursor.execute(
@@ -149,6 +161,8 @@ def unknown_facet(cursor, *, owner_id: int, facet: str, value: str) -> list[str]
         },
     )
     too_many, known, near = cursor.fetchone()
+    if facet == "project":
+        return near  # no current memory has it (above)
     return None if known or too_many else near
 
 

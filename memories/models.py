@@ -477,6 +477,18 @@ class Memory(MemoryResource, TenantRow):
                 name="memory_owner_project_key",
                 condition=Q(IsNull(Lower("project"), False), valid_to__isnull=True),
             ),
+            # A project's current memories, newest first: a search filtered to a project walks
+            # them (memories.search.candidates._recent), not the account's newest memories of
+            # every project, of which a small project holds few. The condition is the spelling
+            # index's (above), which a search states and a briefing does not: a briefing of a
+            # project counts its sections index-only in memory_owner_type_current, and would
+            # read the project's rows through this one instead were its filter on the project
+            # enough to use it.
+            models.Index(
+                fields=["owner", "project", "-recorded_at"],
+                name="memory_owner_project_recent",
+                condition=Q(IsNull(Lower("project"), False), valid_to__isnull=True),
+            ),
             # Nearest current memories by meaning, and current memories by words: an HNSW and
             # a GIN index per large account, built and dropped at run time
             # (memories/account_indexes.py), not one over every account's.

@@ -42,6 +42,7 @@ from memories.excerpts import EXCERPT_MAX, MemoryExcerpt
 from memories.models import CommitmentStatus, Memory, MemoryType, Status, Thread
 from memories.search.candidates import (
     LEXICAL_CANDIDATES,
+    PROJECT_COMPARED_EXACTLY_MAX,
     SEMANTIC_CANDIDATES,
     _listed,
     _ranked,
@@ -243,7 +244,7 @@ def search_memories(
     with transaction.atomic(using=alias), connections[alias].cursor() as db:
         if outermost:
             _one_snapshot(connections[alias])
-        _count_tenant(db, params)
+        _count_tenant(db, params, where)
         resume_after = None  # a listing's last memory read, when its window ended the page
         parsed: _Query | None = None
         if text is None:
@@ -396,9 +397,14 @@ def _one_snapshot(connection) -> None:
         raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
 
 
-def _count_tenant(db, params: dict) -> None:
+def _count_tenant(db, params: dict, where: _Where) -> None:
     params["nearest_index"] = account_indexes.NEAREST.index_name(params["owner"])
     params["words_index"] = account_indexes.WORDS.index_name(params["owner"])
+    params |= {
+        "project_counted": where.current and params.get("project") is not None,
+        "project": params.get("project"),
+        "project_size_max": PROJECT_COMPARED_EXACTLY_MAX + 1,
+    }
     db.execute(_TENANT_SIZE_SQL, params)
     (
         params["snapshot"],
@@ -407,4 +413,5 @@ def _count_tenant(db, params: dict) -> None:
         params["words_indexed"],
         params["nearest_index_rows"],
         params["vectors_by"],
+        params["project_size"],
     ) = db.fetchone()

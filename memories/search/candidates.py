@@ -50,10 +50,12 @@ from memories.search.sql import (
     _RANKED_SQL,
     _RARE_WORD_MATCHES,
     _RECENT,
+    _RECENT_OF_PROJECT,
     _RECENT_OF_TYPE,
     _REQUIRED,
     _REQUIRED_QUERY,
     _SEMANTIC,
+    _SEMANTIC_OF_PROJECT,
     _TOPIC_SQL,
     _WALK_SOURCE_SIZE,
     _WORD_MATCHES,
@@ -73,6 +75,11 @@ SEMANTIC_CANDIDATES = 50
 # this many candidates by meaning, so a filter that leaves a small share finds fewer by meaning
 # (words still find theirs) rather than walking the graph far and long.
 SEMANTIC_SCAN_MAX = 5_000
+# With a project filter on current memories in an account with its own HNSW index, a project of
+# at most this many current memories has each compared with the query exactly, read through the
+# project's index: no more than a narrowed scan of the HNSW index reads (SEMANTIC_SCAN_MAX), and
+# none of the nearest is missed. A larger project is searched through the HNSW index.
+PROJECT_COMPARED_EXACTLY_MAX = SEMANTIC_SCAN_MAX
 # The walk (see _WALK) reads at most this many of the tenant's most recent memories: in a large
 # tenant, older ones are found by words only through its words index, and by meaning always.
 WALK_RECENT_MAX = 20_000
@@ -121,15 +128,16 @@ RARE_TERMS_MAX = 4
 # In an account of more than WALK_RECENT_MAX current memories (by its nearest-neighbour index's
 # count: see scoring.TENANT_SIZE_COUNTED_MAX; an account without vectors is not told large),
 # a walk for a query's words (one of more terms than INDEXED_QUERY_TERMS_MAX) reads at most
-# SHORT_WALK_MAX memories unless a scope, project, thread or commitment state is asked for, or
-# archived memories. The longer walk would read only part of the account anyway, the index finds
-# the query's rare terms' older matches, and a question whose terms recent memories seldom hold
-# (one about something never stored) would otherwise read WALK_RECENT_MAX. Held counts among
+# SHORT_WALK_MAX memories unless a scope, thread or commitment state is asked for, or archived
+# memories, or a project as of an instant. The longer walk would read only part of the account
+# anyway, the index finds the query's rare terms' older matches, and a question whose terms
+# recent memories seldom hold (one about something never stored) would otherwise read
+# WALK_RECENT_MAX. Held counts among
 # fewer matches tell rare terms apart less well, so SHORT_WALK_RARE_TERMS_MAX are looked up. A
-# smaller account keeps the walk that reads all of it. Types and dates choose which memories a
-# walk reads (see _recent), but a scope, project, thread or commitment state, or the archived
-# status, is applied to what it read, of which it may pass a small share: those keep the longer
-# walk.
+# smaller account keeps the walk that reads all of it. Types, dates and a project (on current
+# memories) choose which memories a walk reads (see _recent), but a scope, thread or commitment
+# state, or the archived status, is applied to what it read, of which it may pass a small share:
+# those keep the longer walk.
 SHORT_WALK_MAX = WORDS_DENSE_WALK_MAX
 SHORT_WALK_RARE_TERMS_MAX = RARE_TERMS_MAX + 2
 RARE_TERM_CANDIDATES = 20
@@ -174,6 +182,9 @@ _NEAREST: _Plan = (
     ("hnsw.ef_search", str(account_indexes.SEARCH_LIST_SIZE)),
 )
 _NEAREST_NARROWED = (*_NEAREST, ("hnsw.max_scan_tuples", str(SEMANTIC_SCAN_MAX)))
+# A project's memories newest first through memory_owner_project_recent, as _WALK reads them, and
+# then sorted by distance (the few that pass the filters).
+_PROJECT_COMPARED_EXACTLY: _Plan = (("enable_bitmapscan", "off"),)
 
 
 def _walk(
@@ -211,8 +222,11 @@ def _walk(
 
 
 def _recent(where: _Where, params: dict) -> str:
-    """The walk's source: the tenant's most recent memories, or with a type filter on current
-    memories, those of each type merged by recency (see _LEXICAL_RECENT)."""
+    """The walk's source: the tenant's most recent memories; on current memories, with a
+    project filter, the project's, else with a type filter, those of each type merged by
+    recency (see _LEXICAL_RECENT)."""
+    if params.get("project") is not None and where.current:
+        return _RECENT_OF_PROJECT.format(reach=where.reach, most="walk_max")
     types = params.get("types")
     if not types or not where.current:
         return _RECENT.format(reach=where.reach)
@@ -440,9 +454,20 @@ def _ranked(
     # phrase older than the walk reaches, which no words index looks up.
     if vector is not None and not (parsed.phrased and through_index):
         plan: _Plan = ()
-        if through_index:
+        semantic = _SEMANTIC.format(required=required, filters=where.sql)
+        if through_index and params["project_size"] is not None:
+            if params["project_size"] <= PROJECT_COMPARED_EXACTLY_MAX:
+                plan = _PROJECT_COMPARED_EXACTLY
+                semantic = _SEMANTIC_OF_PROJECT.format(
+                    recent=_RECENT_OF_PROJECT.format(reach=where.reach, most="project_size_max"),
+                    required=required,
+                    filters=where.sql,
+                )
+            else:
+                plan = _NEAREST_NARROWED
+        elif through_index:
             plan = _NEAREST_NARROWED if where.narrowed else _NEAREST
-        meaning_ids = _ids(db, _SEMANTIC.format(required=required, filters=where.sql), params, plan)
+        meaning_ids = _ids(db, semantic, params, plan)
         candidates += _read_candidates(db, meaning_ids, params, known=candidates)
     rare: tuple[str, ...] = ()
     rare_walked_to = None

@@ -205,10 +205,10 @@ class _Where:
     its bound holds whatever the filters (see sql._LEXICAL_RECENT; without asOf, a walk reads
     only memories of the types asked for, see candidates._recent). `thread`: the thread filter's
     clause alone ("" for none), `thread_id` the id of the thread it names (None for none).
-    `narrowed`: SearchFilters.narrows(); `selective`: a scope, project, thread or commitment
-    state is asked for, which a walk applies to what it read (types and dates choose what it
-    reads). `current`: only current memories are read (no asOf), as an account's
-    nearest-neighbour index holds."""
+    `narrowed`: SearchFilters.narrows(); `selective`: a scope, thread or commitment state is
+    asked for, or a project with asOf, which a walk applies to what it read (types, dates and
+    a project without asOf choose what it reads). `current`: only current memories are read
+    (no asOf), as an account's nearest-neighbour index holds."""
 
     reach: str
     selection: str
@@ -285,7 +285,8 @@ def _where(filters: SearchFilters, owner_id: int, params: dict) -> _Where:
         narrowed=filters.narrows(),
         selective=bool(
             filters.scope is not None
-            or filters.project is not None
+            # Without asOf, a walk reads the project's memories only (candidates._recent).
+            or (filters.project is not None and filters.as_of is not None)
             or thread
             or filters.commitment_states
         ),

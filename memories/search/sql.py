@@ -43,10 +43,11 @@ _WORD_MATCHES = """WITH matches AS MATERIALIZED (
 # on its own, so the walk stops there whatever the terms). The selection (status, type, scope,
 # project, commitment state, thread) is applied to what the walk has read, not while it reads: a
 # selective filter would otherwise make it read far past WALK_RECENT_MAX memories to find that many
-# that pass. A type filter is the exception: the most recent memories of each type asked for are
-# read through the index on owner, type and recency (memory_owner_type_current, current memories)
-# and merged by recency, so the walk reads the memories of those types only, and its bound counts
-# those.
+# that pass. A project and a type filter are the exceptions, on current memories: the project's
+# most recent memories are read through the index on owner, project and recency
+# (memory_owner_project_recent), or else the most recent memories of each type asked for through
+# the index on owner, type and recency (memory_owner_type_current), merged by recency; the walk
+# then reads the memories of that project or those types only, and its bound counts those.
 _LEXICAL_RECENT = """(SELECT {columns} FROM ({recent}) m
       WHERE TRUE {selection} {since}
       AND m.search_vector @@ %({terms})s::tsquery {required}
@@ -55,6 +56,13 @@ _RECENT = """
         SELECT m.* FROM memories_memory m
         WHERE m.owner_id = %(owner)s AND m.recorded_at <= %(snapshot)s {reach}
         ORDER BY m.recorded_at DESC LIMIT %(walk_max)s"""
+# A project's most recent current memories (memory_owner_project_recent, whose condition the
+# lower case's test states), at most %({most})s.
+_RECENT_OF_PROJECT = """
+        SELECT m.* FROM memories_memory m
+        WHERE m.owner_id = %(owner)s AND m.project = %(project)s
+          AND lower(m.project) IS NOT NULL AND m.recorded_at <= %(snapshot)s {reach}
+        ORDER BY m.recorded_at DESC LIMIT %({most})s"""
 _RECENT_OF_TYPE = """(
         SELECT m.* FROM memories_memory m
         WHERE m.owner_id = %(owner)s AND m.memory_type = %(walk_type_{n})s
@@ -82,12 +90,20 @@ _SEMANTIC = """(SELECT m.id FROM memories_memory m
       WHERE m.owner_id = %(owner)s AND m.embedding IS NOT NULL
         AND m.recorded_at <= %(snapshot)s {required} {filters}
       ORDER BY m.embedding <=> %(vector)s::vector LIMIT %(semantic_max)s)"""
+# The nearest of a project's memories, compared exactly, in an account with its own HNSW
+# index (candidates.PROJECT_COMPARED_EXACTLY_MAX): the project's memories read through its index
+# ({recent}), which a subquery with a LIMIT keeps the HNSW index from serving.
+_SEMANTIC_OF_PROJECT = """(SELECT m.id FROM ({recent}) m
+      WHERE m.embedding IS NOT NULL {required} {filters}
+      ORDER BY m.embedding <=> %(vector)s::vector LIMIT %(semantic_max)s)"""
 _REQUIRED_QUERY = "%(required)s::tsquery"  # memories.search.query._required
 _REQUIRED = f"AND m.search_vector @@ {_REQUIRED_QUERY}"
 # The instant the search ranks memories recorded by (see cursor._Position), the tenant's size (see
 # scoring.TENANT_SIZE_COUNTED_MAX), whether it has valid nearest-neighbour and words indexes of
-# its own, and how many entries its nearest-neighbour index held when last counted (see
-# TENANT_SIZE_COUNTED_MAX: no more than its current memories now). A first page's instant is
+# its own, how many entries its nearest-neighbour index held when last counted (see
+# TENANT_SIZE_COUNTED_MAX: no more than its current memories now), and with a project filter on
+# current memories (%(project_counted)s), how many current memories the project has, up to
+# %(project_size_max)s (through memory_owner_project_recent, index-only). A first page's instant is
 # this process's clock, or the tenant's newest memory if later: a memory stamped by a host whose
 # clock runs ahead of this one's (and its revision, stamped no earlier) is found at once, not
 # once this clock has caught up.
@@ -114,7 +130,13 @@ SELECT (SELECT snapshot FROM instant),
                  WHERE i.indexrelid = to_regclass(%(words_index)s)), false),
        coalesce((SELECT c.reltuples FROM pg_class c
                  WHERE c.oid = to_regclass(%(nearest_index)s)), 0),
-       (SELECT v.embedder FROM memories_storedvectors v WHERE v.id = 1)
+       (SELECT v.embedder FROM memories_storedvectors v WHERE v.id = 1),
+       CASE WHEN %(project_counted)s
+            THEN (SELECT count(*) FROM (
+                      SELECT 1 FROM memories_memory m
+                      WHERE m.owner_id = %(owner)s AND m.project = %(project)s
+                        AND lower(m.project) IS NOT NULL AND m.valid_to IS NULL
+                      LIMIT %(project_size_max)s) n) END
 """
 _TOPIC_SQL = """
 SELECT m.id, m.recorded_at, m.content_length, similarity(m.topic, %(wanted)s)

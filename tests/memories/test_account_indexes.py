@@ -213,7 +213,7 @@ def tenant_size(owner, counted_max: int) -> tuple[int, int]:
     with transaction.atomic(), connection.cursor() as db:
         db.execute(scans)
         [(before,)] = db.fetchall()
-        search._count_tenant(db, params)
+        search._count_tenant(db, params, search._where(search.SearchFilters(), owner.pk, params))
         db.execute(scans)
         [(after,)] = db.fetchall()
     return params["tenant_size"], after - before
@@ -641,11 +641,14 @@ def test_a_question_in_an_account_larger_than_the_walk_walks_fewer_memories(
     assert walked(owner, question) == ([old.id], [3])
     assert walked(owner, question, status="any") == ([old.id], [3])
     assert walked(owner, question, status="archived") == ([], [5])
-    # Types and dates choose which memories a walk reads; a project is applied to what it read.
+    # Types, dates and a project choose which memories a walk reads; a scope is applied to what
+    # it read, and so is a project as of an instant.
     assert walked(owner, question, memory_types=["fact"]) == ([old.id], [3])
     before = timezone.now().isoformat()
     assert walked(owner, question, recorded_before=before) == ([old.id], [3])
-    assert walked(owner, question, project="hangar") == ([], [5])
+    assert walked(owner, question, project="hangar") == ([], [3])
+    assert walked(owner, question, scope="personal") == ([old.id], [5])
+    assert walked(owner, question, project="hangar", as_of=before) == ([], [5])
     patch_search(monkeypatch, "WALK_RECENT_MAX", 6)
     assert walked(owner, question) == ([old.id], [6])
 

@@ -1929,6 +1929,57 @@ def test_a_listing_of_a_type_in_a_large_tenant_reads_its_index_before_any_analyz
     assert "memory_owner_recent" not in page and '"Seq Scan"' not in page
 
 
+def test_a_question_about_a_project_in_a_large_tenant_reads_the_project_alone_before_any_analyze(
+    bulk_loaded_tenant, acting_as
+):
+    """A question filtered to a project of few memories walks that project's memories for its
+    words, newest first through the index on owner, project and recency, and compares each of
+    them with the question by meaning: never the account's newest memories of every project,
+    nor its HNSW index narrowed to the few that pass, nor a scan of its rows."""
+    owner = bulk_loaded_tenant
+    plans = []
+    with acting_as(owner.pk):
+        ledger = record_memory(
+            owner=owner,
+            memory_type="fact",
+            project="atlas",
+            topic="Ledger store",
+            content="The ledger lives in PostgreSQL 16, replicated to a standby in Frankfurt.",
+        )
+        record_memory(
+            owner=owner, memory_type="fact", project="atlas", topic="Release", content="Fridays."
+        )
+        with explaining(plans):
+            hits = run(owner, "where does the ledger live, and is it replicated?", project="atlas")
+    assert [hit.id for hit in hits.hits] == [ledger.id]
+    words, meaning = map(json.dumps, plans)
+    assert "memory_owner_project_recent" in words
+    assert "memory_owner_recent" not in words and '"Sort"' not in words
+    assert "memory_owner_project_recent" in meaning
+    assert account_indexes.NEAREST.index_name(owner.pk) not in meaning
+    assert '"Seq Scan"' not in meaning
+
+
+def test_a_project_too_large_to_compare_exactly_is_searched_through_the_hnsw_index(
+    bulk_loaded_tenant, monkeypatch
+):
+    owner = bulk_loaded_tenant
+    record_memory(
+        owner=owner,
+        memory_type="fact",
+        project="atlas",
+        topic="Ledger",
+        content="The ledger lives in Postgres.",
+    )
+    plans = []
+    patch_search(monkeypatch, "PROJECT_COMPARED_EXACTLY_MAX", 0)
+    with explaining(plans):
+        assert run(owner, "where does the ledger live?", project="atlas").hits
+    meaning = json.dumps(plans[1])
+    assert account_indexes.NEAREST.index_name(owner.pk) in meaning
+    assert "memory_owner_project_recent" not in meaning
+
+
 def index_scans(name: str) -> int:
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_stat_force_next_flush()")
@@ -1990,6 +2041,33 @@ def test_the_walk_bound_counts_memories_of_the_types_asked_for(
     patch_search(monkeypatch, "WALK_RECENT_MAX", 5)
     hits = run(tenant, question, memory_types=["decision", "note"]).hits
     assert [hit.id for hit in hits] == [old.id]
+
+
+def test_the_walk_bound_counts_memories_of_the_project_asked_for(tenant, monkeypatch, settings):
+    """With a project filter the walk reads the project's most recent memories only (through
+    the index on owner, project and recency): the bound counts those, and memories of other
+    projects cost it nothing. As of an instant (which that index, of current memories, does not
+    hold) the project narrows what the walk read of the account's memories."""
+    settings.SEARCH_EMBEDDER = "none"
+    old = MemoryFactory(
+        owner=tenant,
+        project="hangar",
+        topic="Zeppelin hangar lease",
+        content="We renew the zeppelin hangar lease in March.",
+        recorded_at=timezone.now() - timedelta(days=30),
+    )
+    for n in range(4):
+        MemoryFactory(
+            owner=tenant, project="payroll", topic=f"Recent note {n}", content=f"Unrelated {n}."
+        )
+    question = "what did we decide about the zeppelin hangar, and who negotiates the lease terms?"
+    now = timezone.now().isoformat()
+    patch_search(monkeypatch, "WALK_RECENT_MAX", 1)
+    assert run(tenant, question).hits == []
+    assert [hit.id for hit in run(tenant, question, project="hangar").hits] == [old.id]
+    assert run(tenant, question, project="hangar", as_of=now).hits == []
+    patch_search(monkeypatch, "WALK_RECENT_MAX", 5)
+    assert [hit.id for hit in run(tenant, question, project="hangar", as_of=now).hits] == [old.id]
 
 
 def test_the_walk_bound_counts_memories_of_every_thread_and_status(

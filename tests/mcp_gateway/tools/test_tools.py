@@ -1775,18 +1775,30 @@ async def test_search_filtered_by_a_project_no_memory_has_is_not_found(agent, ot
     assert hit["excerpt"] == "Delta Lake on S3"
 
 
-async def test_an_account_too_large_to_check_keeps_the_empty_answer(agent, monkeypatch):
-    """The check reads only the most recent memories: past them, the project may be on an older
-    one, and an empty answer is the honest one (never a not_found that is wrong)."""
-    monkeypatch.setattr(environment, "FACET_CHECK_MEMORIES_MAX", 2)
-    await remember(agent, topic="storage", content="Delta Lake on S3", project="beacon")
+async def test_an_account_too_large_to_check_a_scope_keeps_the_empty_answer(agent, monkeypatch):
+    """A scope is checked among the most recent memories only: past them, the scope may be on
+    an older one, and an empty answer is the honest one (never a not_found that is wrong). A
+    project is looked up in an index of every current memory's: not_found is certain in an
+    account of any size, and names a near one when a recent memory has it."""
+    monkeypatch.setattr(environment, "FACET_CHECK_MEMORIES_MAX", 1)
+    await remember(
+        agent, topic="storage", content="Delta Lake on S3", project="beacon", scope="work"
+    )
     for n in range(2):
         await remember(agent, topic=f"later {n}", content=f"newer note {n}")
     assert (await ok(agent, "search", {"query": "kubernetes", "project": "beacon"}))["hits"] == []
-    assert (await ok(agent, "search", {"query": "storage", "project": "Beakon"}))["hits"] == []
+    assert (await ok(agent, "search", {"query": "kubernetes", "scope": "work"}))["hits"] == []
+    assert (await ok(agent, "search", {"query": "storage", "scope": "works"}))["hits"] == []
+    assert await fails(agent, "search", {"query": "storage", "project": "Beakon"}) == (
+        "not_found: project 'Beakon': no current memory has it; describe_environment lists "
+        "your projects and scopes"
+    )
     monkeypatch.setattr(environment, "FACET_CHECK_MEMORIES_MAX", 3)
     assert await fails(agent, "search", {"query": "storage", "project": "Beakon"}) == (
         "not_found: project 'Beakon': no current memory has it; did you mean 'beacon'?"
+    )
+    assert await fails(agent, "search", {"query": "storage", "scope": "works"}) == (
+        "not_found: scope 'works': no current memory has it; did you mean 'work'?"
     )
 
 
