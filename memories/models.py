@@ -489,6 +489,16 @@ class Memory(MemoryResource, TenantRow):
                 name="memory_owner_project_recent",
                 condition=Q(IsNull(Lower("project"), False), valid_to__isnull=True),
             ),
+            # Current commitments of a state, newest first: a search filtered to commitment
+            # states walks them (memories.search.candidates._recent), not every commitment. The
+            # condition, which a search states, keeps briefing, handoff and listings (whose
+            # state filters alone would not let them use it) counting and picking commitments
+            # index-only in memory_owner_type_current, as the project index's above.
+            models.Index(
+                fields=["owner", "commitment_status", "-recorded_at"],
+                name="memory_owner_state_recent",
+                condition=Q(IsNull(Lower("commitment_status"), False), valid_to__isnull=True),
+            ),
             # Nearest current memories by meaning, and current memories by words: an HNSW and
             # a GIN index per large account, built and dropped at run time
             # (memories/account_indexes.py), not one over every account's.

@@ -42,10 +42,10 @@ from memories.excerpts import EXCERPT_MAX, MemoryExcerpt
 from memories.models import CommitmentStatus, Memory, MemoryType, Status, Thread
 from memories.search.candidates import (
     LEXICAL_CANDIDATES,
-    PROJECT_COMPARED_EXACTLY_MAX,
     SEMANTIC_CANDIDATES,
     _listed,
     _ranked,
+    _source_size,
     _topic_matches,
 )
 from memories.search.cursor import CURSOR_MAX, _Position
@@ -400,12 +400,7 @@ def _one_snapshot(connection) -> None:
 def _count_tenant(db, params: dict, where: _Where) -> None:
     params["nearest_index"] = account_indexes.NEAREST.index_name(params["owner"])
     params["words_index"] = account_indexes.WORDS.index_name(params["owner"])
-    params |= {
-        "project_counted": where.current and params.get("project") is not None,
-        "project": params.get("project"),
-        "project_size_max": PROJECT_COMPARED_EXACTLY_MAX + 1,
-    }
-    db.execute(_TENANT_SIZE_SQL, params)
+    db.execute(_TENANT_SIZE_SQL.format(source_size=_source_size(where, params)), params)
     (
         params["snapshot"],
         params["tenant_size"],
@@ -413,5 +408,5 @@ def _count_tenant(db, params: dict, where: _Where) -> None:
         params["words_indexed"],
         params["nearest_index_rows"],
         params["vectors_by"],
-        params["project_size"],
+        params["source_size"],
     ) = db.fetchone()

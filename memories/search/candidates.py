@@ -47,15 +47,18 @@ from memories.search.sql import (
     _LISTED_SQL,
     _LISTED_WINDOW,
     _LISTED_WINDOW_END,
+    _PROJECT_SIZE,
     _RANKED_SQL,
     _RARE_WORD_MATCHES,
     _RECENT,
+    _RECENT_IN_STATE,
     _RECENT_OF_PROJECT,
     _RECENT_OF_TYPE,
     _REQUIRED,
     _REQUIRED_QUERY,
     _SEMANTIC,
-    _SEMANTIC_OF_PROJECT,
+    _SEMANTIC_OF_SOURCE,
+    _STATES_SIZE,
     _TOPIC_SQL,
     _WALK_SOURCE_SIZE,
     _WORD_MATCHES,
@@ -75,11 +78,12 @@ SEMANTIC_CANDIDATES = 50
 # this many candidates by meaning, so a filter that leaves a small share finds fewer by meaning
 # (words still find theirs) rather than walking the graph far and long.
 SEMANTIC_SCAN_MAX = 5_000
-# With a project filter on current memories in an account with its own HNSW index, a project of
-# at most this many current memories has each compared with the query exactly, read through the
-# project's index: no more than a narrowed scan of the HNSW index reads (SEMANTIC_SCAN_MAX), and
-# none of the nearest is missed. A larger project is searched through the HNSW index.
-PROJECT_COMPARED_EXACTLY_MAX = SEMANTIC_SCAN_MAX
+# With a project or commitment state filter on current memories in an account with its own HNSW
+# index, a project, or states, of at most this many current memories have each compared with the
+# query exactly, read through their own index (see _recent): no more than a narrowed scan of the
+# HNSW index reads (SEMANTIC_SCAN_MAX), and none of the nearest is missed. More are searched
+# through the HNSW index.
+COMPARED_EXACTLY_MAX = SEMANTIC_SCAN_MAX
 # The walk (see _WALK) reads at most this many of the tenant's most recent memories: in a large
 # tenant, older ones are found by words only through its words index, and by meaning always.
 WALK_RECENT_MAX = 20_000
@@ -128,15 +132,15 @@ RARE_TERMS_MAX = 4
 # In an account of more than WALK_RECENT_MAX current memories (by its nearest-neighbour index's
 # count: see scoring.TENANT_SIZE_COUNTED_MAX; an account without vectors is not told large),
 # a walk for a query's words (one of more terms than INDEXED_QUERY_TERMS_MAX) reads at most
-# SHORT_WALK_MAX memories unless a scope, thread or commitment state is asked for, or archived
-# memories, or a project as of an instant. The longer walk would read only part of the account
+# SHORT_WALK_MAX memories unless a scope or thread is asked for, or archived memories, or a
+# project as of an instant. The longer walk would read only part of the account
 # anyway, the index finds the query's rare terms' older matches, and a question whose terms
 # recent memories seldom hold (one about something never stored) would otherwise read
 # WALK_RECENT_MAX. Held counts among
 # fewer matches tell rare terms apart less well, so SHORT_WALK_RARE_TERMS_MAX are looked up. A
-# smaller account keeps the walk that reads all of it. Types, dates and a project (on current
-# memories) choose which memories a walk reads (see _recent), but a scope, thread or commitment
-# state, or the archived status, is applied to what it read, of which it may pass a small share:
+# smaller account keeps the walk that reads all of it. Types, dates, commitment states and a
+# project (on current memories) choose which memories a walk reads (see _recent), but a scope or
+# thread, or the archived status, is applied to what it read, of which it may pass a small share:
 # those keep the longer walk.
 SHORT_WALK_MAX = WORDS_DENSE_WALK_MAX
 SHORT_WALK_RARE_TERMS_MAX = RARE_TERMS_MAX + 2
@@ -182,9 +186,6 @@ _NEAREST: _Plan = (
     ("hnsw.ef_search", str(account_indexes.SEARCH_LIST_SIZE)),
 )
 _NEAREST_NARROWED = (*_NEAREST, ("hnsw.max_scan_tuples", str(SEMANTIC_SCAN_MAX)))
-# A project's memories newest first through memory_owner_project_recent, as _WALK reads them, and
-# then sorted by distance (the few that pass the filters).
-_PROJECT_COMPARED_EXACTLY: _Plan = (("enable_bitmapscan", "off"),)
 
 
 def _walk(
@@ -221,23 +222,46 @@ def _walk(
     return _candidates(_rows(db, walk, params, _WALK), params)
 
 
-def _recent(where: _Where, params: dict) -> str:
-    """The walk's source: the tenant's most recent memories; on current memories, with a
-    project filter, the project's, else with a type filter, those of each type merged by
-    recency (see _LEXICAL_RECENT)."""
-    if params.get("project") is not None and where.current:
-        return _RECENT_OF_PROJECT.format(reach=where.reach, most="walk_max")
-    types = params.get("types")
-    if not types or not where.current:
-        return _RECENT.format(reach=where.reach)
-    for n, memory_type in enumerate(types):
-        params[f"walk_type_{n}"] = memory_type
-    if len(types) == 1:
-        return _RECENT_OF_TYPE.format(n=0, reach=where.reach)
+def _recent(where: _Where, params: dict, most: str = "walk_max") -> str:
+    """The walk's source, at most `most` (the parameter's name) memories: the tenant's most
+    recent; on current memories, with a project filter, the project's, else with a commitment
+    state filter, the commitments in those states, else with a type filter, those of those types
+    (see _LEXICAL_RECENT)."""
+    if where.current and params.get("project") is not None:
+        return _RECENT_OF_PROJECT.format(reach=where.reach, most=most)
+    if where.current and params.get("commitment_states"):
+        return _merged(_RECENT_IN_STATE, "walk_state", params["commitment_states"], where, most)
+    if where.current and params.get("types"):
+        return _merged(_RECENT_OF_TYPE, "walk_type", params["types"], where, most)
+    return _RECENT.format(reach=where.reach, most=most)
+
+
+def _merged(branch: str, name: str, values: list[str], where: _Where, most: str) -> str:
+    """`branch` for each of `values` (parameters `name`_0, `name`_1, ...: set by _source_size),
+    its memories merged by recency, at most `most` in all."""
+    if len(values) == 1:
+        return branch.format(value=f"{name}_0", reach=where.reach, most=most)
     merged = " UNION ALL ".join(
-        _RECENT_OF_TYPE.format(n=n, reach=where.reach) for n in range(len(types))
+        branch.format(value=f"{name}_{n}", reach=where.reach, most=most) for n in range(len(values))
     )
-    return f"{merged}\n        ORDER BY recorded_at DESC LIMIT %(walk_max)s"
+    return f"{merged}\n        ORDER BY recorded_at DESC LIMIT %({most})s"
+
+
+def _source_size(where: _Where, params: dict) -> str:
+    """The statement counting the memories of a project or of commitment states that a search
+    asks for on current memories (sql._PROJECT_SIZE, _STATES_SIZE), up to one past
+    COMPARED_EXACTLY_MAX, or NULL; and the parameters _recent's branches read."""
+    params["source_size_max"] = COMPARED_EXACTLY_MAX + 1
+    for name, values in (
+        ("walk_type", params.get("types") or ()),
+        ("walk_state", params.get("commitment_states") or ()),
+    ):
+        params |= {f"{name}_{n}": value for n, value in enumerate(values)}
+    if where.current and params.get("project") is not None:
+        return _PROJECT_SIZE
+    if where.current and params.get("commitment_states"):
+        return _STATES_SIZE
+    return "NULL::bigint"
 
 
 def _rare_term_matches(
@@ -455,11 +479,13 @@ def _ranked(
     if vector is not None and not (parsed.phrased and through_index):
         plan: _Plan = ()
         semantic = _SEMANTIC.format(required=required, filters=where.sql)
-        if through_index and params["project_size"] is not None:
-            if params["project_size"] <= PROJECT_COMPARED_EXACTLY_MAX:
-                plan = _PROJECT_COMPARED_EXACTLY
-                semantic = _SEMANTIC_OF_PROJECT.format(
-                    recent=_RECENT_OF_PROJECT.format(reach=where.reach, most="project_size_max"),
+        if through_index and params["source_size"] is not None:
+            if params["source_size"] <= COMPARED_EXACTLY_MAX:
+                # Read as the walk reads its source (_WALK), then sorted by distance: every plan
+                # sorts once there, and one that sorted the source too would read all of it.
+                plan = _WALK
+                semantic = _SEMANTIC_OF_SOURCE.format(
+                    recent=_recent(where, params, most="source_size_max"),
                     required=required,
                     filters=where.sql,
                 )

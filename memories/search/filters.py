@@ -205,9 +205,9 @@ class _Where:
     its bound holds whatever the filters (see sql._LEXICAL_RECENT; without asOf, a walk reads
     only memories of the types asked for, see candidates._recent). `thread`: the thread filter's
     clause alone ("" for none), `thread_id` the id of the thread it names (None for none).
-    `narrowed`: SearchFilters.narrows(); `selective`: a scope, thread or commitment state is
-    asked for, or a project with asOf, which a walk applies to what it read (types, dates and
-    a project without asOf choose what it reads). `current`: only current memories are read
+    `narrowed`: SearchFilters.narrows(); `selective`: a scope or thread is asked for, or a
+    project with asOf, which a walk applies to what it read (types, dates, commitment states
+    and a project without asOf choose what it reads). `current`: only current memories are read
     (no asOf), as an account's nearest-neighbour index holds."""
 
     reach: str
@@ -288,7 +288,6 @@ def _where(filters: SearchFilters, owner_id: int, params: dict) -> _Where:
             # Without asOf, a walk reads the project's memories only (candidates._recent).
             or (filters.project is not None and filters.as_of is not None)
             or thread
-            or filters.commitment_states
         ),
         current=filters.as_of is None,
         dates=_conjunction(dates),

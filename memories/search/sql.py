@@ -43,31 +43,49 @@ _WORD_MATCHES = """WITH matches AS MATERIALIZED (
 # on its own, so the walk stops there whatever the terms). The selection (status, type, scope,
 # project, commitment state, thread) is applied to what the walk has read, not while it reads: a
 # selective filter would otherwise make it read far past WALK_RECENT_MAX memories to find that many
-# that pass. A project and a type filter are the exceptions, on current memories: the project's
-# most recent memories are read through the index on owner, project and recency
-# (memory_owner_project_recent), or else the most recent memories of each type asked for through
-# the index on owner, type and recency (memory_owner_type_current), merged by recency; the walk
-# then reads the memories of that project or those types only, and its bound counts those.
+# that pass. On current memories, the walk reads only what the narrowest index it may take leads
+# to, and its bound counts those: a project's memories (memory_owner_project_recent), else the
+# commitments of the states asked for (memory_owner_state_recent), else the memories of the
+# types asked for (memory_owner_type_current); a state's or a type's newest first, merged by
+# recency (candidates._merged).
 _LEXICAL_RECENT = """(SELECT {columns} FROM ({recent}) m
       WHERE TRUE {selection} {since}
       AND m.search_vector @@ %({terms})s::tsquery {required}
       ORDER BY m.recorded_at DESC LIMIT %(walk_limit)s)"""
+# The sources a walk reads, each at most %({most})s memories, newest first. Those of a project or
+# of commitment states state the lower case's test, their index's condition (see its comment in
+# memories/models.py).
 _RECENT = """
         SELECT m.* FROM memories_memory m
         WHERE m.owner_id = %(owner)s AND m.recorded_at <= %(snapshot)s {reach}
-        ORDER BY m.recorded_at DESC LIMIT %(walk_max)s"""
-# A project's most recent current memories (memory_owner_project_recent, whose condition the
-# lower case's test states), at most %({most})s.
+        ORDER BY m.recorded_at DESC LIMIT %({most})s"""
 _RECENT_OF_PROJECT = """
         SELECT m.* FROM memories_memory m
         WHERE m.owner_id = %(owner)s AND m.project = %(project)s
           AND lower(m.project) IS NOT NULL AND m.recorded_at <= %(snapshot)s {reach}
         ORDER BY m.recorded_at DESC LIMIT %({most})s"""
+_RECENT_IN_STATE = """(
+        SELECT m.* FROM memories_memory m
+        WHERE m.owner_id = %(owner)s AND m.commitment_status = %({value})s
+          AND lower(m.commitment_status) IS NOT NULL AND m.recorded_at <= %(snapshot)s {reach}
+        ORDER BY m.recorded_at DESC LIMIT %({most})s)"""
 _RECENT_OF_TYPE = """(
         SELECT m.* FROM memories_memory m
-        WHERE m.owner_id = %(owner)s AND m.memory_type = %(walk_type_{n})s
+        WHERE m.owner_id = %(owner)s AND m.memory_type = %({value})s
           AND m.recorded_at <= %(snapshot)s {reach}
-        ORDER BY m.recorded_at DESC LIMIT %(walk_max)s)"""
+        ORDER BY m.recorded_at DESC LIMIT %({most})s)"""
+# How many current memories a project, or commitment states, hold: up to %(source_size_max)s,
+# index-only.
+_PROJECT_SIZE = """(SELECT count(*) FROM (
+            SELECT 1 FROM memories_memory m
+            WHERE m.owner_id = %(owner)s AND m.project = %(project)s
+              AND lower(m.project) IS NOT NULL AND m.valid_to IS NULL
+            LIMIT %(source_size_max)s) n)"""
+_STATES_SIZE = """(SELECT count(*) FROM (
+            SELECT 1 FROM memories_memory m
+            WHERE m.owner_id = %(owner)s AND m.commitment_status = ANY(%(commitment_states)s)
+              AND lower(m.commitment_status) IS NOT NULL AND m.valid_to IS NULL
+            LIMIT %(source_size_max)s) n)"""
 # How many memories a walk may read, up to one past its bound (%(walk_max)s).
 _WALK_SOURCE_SIZE = "SELECT count(*) FROM ({recent}) m"
 # Each of the rare terms' most recent matches through the account's words index (see
@@ -90,10 +108,10 @@ _SEMANTIC = """(SELECT m.id FROM memories_memory m
       WHERE m.owner_id = %(owner)s AND m.embedding IS NOT NULL
         AND m.recorded_at <= %(snapshot)s {required} {filters}
       ORDER BY m.embedding <=> %(vector)s::vector LIMIT %(semantic_max)s)"""
-# The nearest of a project's memories, compared exactly, in an account with its own HNSW
-# index (candidates.PROJECT_COMPARED_EXACTLY_MAX): the project's memories read through its index
-# ({recent}), which a subquery with a LIMIT keeps the HNSW index from serving.
-_SEMANTIC_OF_PROJECT = """(SELECT m.id FROM ({recent}) m
+# The nearest of the memories of a project or of commitment states, each compared exactly, in an
+# account with its own HNSW index (candidates.COMPARED_EXACTLY_MAX): read through their own index
+# ({recent}), in a subquery with a LIMIT, which keeps the HNSW index from serving its ORDER BY.
+_SEMANTIC_OF_SOURCE = """(SELECT m.id FROM ({recent}) m
       WHERE m.embedding IS NOT NULL {required} {filters}
       ORDER BY m.embedding <=> %(vector)s::vector LIMIT %(semantic_max)s)"""
 _REQUIRED_QUERY = "%(required)s::tsquery"  # memories.search.query._required
@@ -101,9 +119,9 @@ _REQUIRED = f"AND m.search_vector @@ {_REQUIRED_QUERY}"
 # The instant the search ranks memories recorded by (see cursor._Position), the tenant's size (see
 # scoring.TENANT_SIZE_COUNTED_MAX), whether it has valid nearest-neighbour and words indexes of
 # its own, how many entries its nearest-neighbour index held when last counted (see
-# TENANT_SIZE_COUNTED_MAX: no more than its current memories now), and with a project filter on
-# current memories (%(project_counted)s), how many current memories the project has, up to
-# %(project_size_max)s (through memory_owner_project_recent, index-only). A first page's instant is
+# TENANT_SIZE_COUNTED_MAX: no more than its current memories now), and with a project or
+# commitment states asked for (on current memories), how many they hold ({source_size}: one of
+# the statements above, else NULL). A first page's instant is
 # this process's clock, or the tenant's newest memory if later: a memory stamped by a host whose
 # clock runs ahead of this one's (and its revision, stamped no earlier) is found at once, not
 # once this clock has caught up.
@@ -131,12 +149,7 @@ SELECT (SELECT snapshot FROM instant),
        coalesce((SELECT c.reltuples FROM pg_class c
                  WHERE c.oid = to_regclass(%(nearest_index)s)), 0),
        (SELECT v.embedder FROM memories_storedvectors v WHERE v.id = 1),
-       CASE WHEN %(project_counted)s
-            THEN (SELECT count(*) FROM (
-                      SELECT 1 FROM memories_memory m
-                      WHERE m.owner_id = %(owner)s AND m.project = %(project)s
-                        AND lower(m.project) IS NOT NULL AND m.valid_to IS NULL
-                      LIMIT %(project_size_max)s) n) END
+       {source_size}
 """
 _TOPIC_SQL = """
 SELECT m.id, m.recorded_at, m.content_length, similarity(m.topic, %(wanted)s)

@@ -1960,6 +1960,41 @@ def test_a_question_about_a_project_in_a_large_tenant_reads_the_project_alone_be
     assert '"Seq Scan"' not in meaning
 
 
+def test_a_question_about_open_commitments_in_a_large_tenant_reads_them_alone_before_any_analyze(
+    bulk_loaded_tenant, acting_as
+):
+    """A question filtered to commitment states walks the commitments in those states for its
+    words, each state's newest first through the index on owner, state and recency, merged,
+    and compares each with the question by meaning (few of them): never every commitment, nor
+    the account's HNSW index narrowed to the few that pass, nor a scan of its rows."""
+    owner = bulk_loaded_tenant
+    plans = []
+    with acting_as(owner.pk):
+        invoices = record_memory(
+            owner=owner,
+            memory_type="commitment",
+            topic="Invoices",
+            content="I will send the March invoices to the accountant by Friday.",
+        )
+        waiting = record_memory(
+            owner=owner, memory_type="commitment", topic="Audit", content="The audit report."
+        )
+        resolve_commitment(owner=owner, memory_id=waiting.id, status="waiting")
+        with explaining(plans):
+            hits = run(
+                owner,
+                "when do the March invoices go to the accountant?",
+                commitment_status=["open", "waiting"],
+            ).hits
+    assert [hit.id for hit in hits][:1] == [invoices.id]
+    words, meaning = map(json.dumps, plans)
+    assert "memory_owner_state_recent" in words and '"Merge Append"' in words
+    assert "memory_owner_type_current" not in words and '"Sort"' not in words
+    assert "memory_owner_state_recent" in meaning
+    assert account_indexes.NEAREST.index_name(owner.pk) not in meaning
+    assert '"Seq Scan"' not in meaning
+
+
 def test_a_project_too_large_to_compare_exactly_is_searched_through_the_hnsw_index(
     bulk_loaded_tenant, monkeypatch
 ):
@@ -1972,7 +2007,7 @@ def test_a_project_too_large_to_compare_exactly_is_searched_through_the_hnsw_ind
         content="The ledger lives in Postgres.",
     )
     plans = []
-    patch_search(monkeypatch, "PROJECT_COMPARED_EXACTLY_MAX", 0)
+    patch_search(monkeypatch, "COMPARED_EXACTLY_MAX", 0)
     with explaining(plans):
         assert run(owner, "where does the ledger live?", project="atlas").hits
     meaning = json.dumps(plans[1])
@@ -2068,6 +2103,35 @@ def test_the_walk_bound_counts_memories_of_the_project_asked_for(tenant, monkeyp
     assert run(tenant, question, project="hangar", as_of=now).hits == []
     patch_search(monkeypatch, "WALK_RECENT_MAX", 5)
     assert [hit.id for hit in run(tenant, question, project="hangar", as_of=now).hits] == [old.id]
+
+
+def test_the_walk_bound_counts_commitments_of_the_states_asked_for(tenant, monkeypatch, settings):
+    """With a commitment state filter the walk reads the most recent commitments in those states
+    only (through the index on owner, state and recency; each state's merged by recency):
+    commitments in other states cost its bound nothing."""
+    settings.SEARCH_EMBEDDER = "none"
+    old = MemoryFactory(
+        owner=tenant,
+        memory_type="commitment",
+        topic="Zeppelin hangar lease",
+        content="We will renew the zeppelin hangar lease in March.",
+        recorded_at=timezone.now() - timedelta(days=30),
+    )
+    for n in range(4):
+        done = MemoryFactory(
+            owner=tenant, memory_type="commitment", topic=f"Chore {n}", content=f"Chore {n}."
+        )
+        resolve_commitment(owner=tenant, memory_id=done.id, status="resolved")
+    question = "what did we promise about the zeppelin hangar, and who negotiates the lease?"
+    patch_search(monkeypatch, "WALK_RECENT_MAX", 1)
+    assert run(tenant, question, memory_types=["commitment"]).hits == []
+    for states in (["open"], ["open", "waiting"]):
+        hits = run(tenant, question, commitment_status=states).hits
+        assert [hit.id for hit in hits] == [old.id]
+    assert run(tenant, question, commitment_status=["resolved", "open"]).hits == []
+    patch_search(monkeypatch, "WALK_RECENT_MAX", 5)
+    hits = run(tenant, question, commitment_status=["resolved", "open"]).hits
+    assert [hit.id for hit in hits] == [old.id]
 
 
 def test_the_walk_bound_counts_memories_of_every_thread_and_status(
