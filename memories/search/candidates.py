@@ -133,15 +133,14 @@ RARE_TERMS_MAX = 4
 # count: see scoring.TENANT_SIZE_COUNTED_MAX; an account without vectors is not told large),
 # a walk for a query's words (one of more terms than INDEXED_QUERY_TERMS_MAX) reads at most
 # SHORT_WALK_MAX memories unless a scope or thread is asked for, or archived memories, or a
-# project as of an instant. The longer walk would read only part of the account
-# anyway, the index finds the query's rare terms' older matches, and a question whose terms
-# recent memories seldom hold (one about something never stored) would otherwise read
-# WALK_RECENT_MAX. Held counts among
-# fewer matches tell rare terms apart less well, so SHORT_WALK_RARE_TERMS_MAX are looked up. A
-# smaller account keeps the walk that reads all of it. Types, dates, commitment states and a
-# project (on current memories) choose which memories a walk reads (see _recent), but a scope or
-# thread, or the archived status, is applied to what it read, of which it may pass a small share:
-# those keep the longer walk.
+# project as of an instant. The longer walk would read only part of the account anyway, the
+# index finds the query's rare terms' older matches, and a question whose terms recent memories
+# seldom hold (one about something never stored) would otherwise read WALK_RECENT_MAX. Held
+# counts among fewer matches tell rare terms apart less well, so SHORT_WALK_RARE_TERMS_MAX are
+# looked up. A smaller account keeps the walk that reads all of it. Types, dates, commitment
+# states and a project (on current memories) choose which memories a walk reads (see _recent),
+# but a scope or thread, or the archived status, is applied to what it read, of which it may
+# pass a small share: those keep the longer walk.
 SHORT_WALK_MAX = WORDS_DENSE_WALK_MAX
 SHORT_WALK_RARE_TERMS_MAX = RARE_TERMS_MAX + 2
 RARE_TERM_CANDIDATES = 20
@@ -230,15 +229,19 @@ def _recent(where: _Where, params: dict, most: str = "walk_max") -> str:
     if where.current and params.get("project") is not None:
         return _RECENT_OF_PROJECT.format(reach=where.reach, most=most)
     if where.current and params.get("commitment_states"):
-        return _merged(_RECENT_IN_STATE, "walk_state", params["commitment_states"], where, most)
+        states = params["commitment_states"]
+        return _merged(_RECENT_IN_STATE, "walk_state", states, where, params, most)
     if where.current and params.get("types"):
-        return _merged(_RECENT_OF_TYPE, "walk_type", params["types"], where, most)
+        return _merged(_RECENT_OF_TYPE, "walk_type", params["types"], where, params, most)
     return _RECENT.format(reach=where.reach, most=most)
 
 
-def _merged(branch: str, name: str, values: list[str], where: _Where, most: str) -> str:
-    """`branch` for each of `values` (parameters `name`_0, `name`_1, ...: set by _source_size),
-    its memories merged by recency, at most `most` in all."""
+def _merged(
+    branch: str, name: str, values: list[str], where: _Where, params: dict, most: str
+) -> str:
+    """`branch` for each of `values` (the parameters `name`_0, `name`_1, ...), their memories
+    merged by recency, at most `most` in all."""
+    params |= {f"{name}_{n}": value for n, value in enumerate(values)}
     if len(values) == 1:
         return branch.format(value=f"{name}_0", reach=where.reach, most=most)
     merged = " UNION ALL ".join(
@@ -250,13 +253,8 @@ def _merged(branch: str, name: str, values: list[str], where: _Where, most: str)
 def _source_size(where: _Where, params: dict) -> str:
     """The statement counting the memories of a project or of commitment states that a search
     asks for on current memories (sql._PROJECT_SIZE, _STATES_SIZE), up to one past
-    COMPARED_EXACTLY_MAX, or NULL; and the parameters _recent's branches read."""
+    COMPARED_EXACTLY_MAX, or NULL."""
     params["source_size_max"] = COMPARED_EXACTLY_MAX + 1
-    for name, values in (
-        ("walk_type", params.get("types") or ()),
-        ("walk_state", params.get("commitment_states") or ()),
-    ):
-        params |= {f"{name}_{n}": value for n, value in enumerate(values)}
     if where.current and params.get("project") is not None:
         return _PROJECT_SIZE
     if where.current and params.get("commitment_states"):
