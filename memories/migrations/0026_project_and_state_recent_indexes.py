@@ -1,0 +1,49 @@
+"""Two indexes a search filtered to a project or to commitment states walks, instead of the
+account's newest memories or every commitment: each account's current memories of a project,
+newest first (memory_owner_project_recent; a project's existence is one probe of it too), and
+its current commitments of a state, newest first (memory_owner_state_recent).
+
+Built CONCURRENTLY (hence not atomic): reads and writes go on meanwhile. If a build fails part
+way, PostgreSQL leaves an invalid index: drop it (`DROP INDEX CONCURRENTLY` and its name) and
+migrate again."""
+
+import django.db.models.functions.text
+import django.db.models.lookups
+from django.contrib.postgres.operations import AddIndexConcurrently
+from django.db import migrations, models
+
+
+def current_with(column: str) -> models.Q:
+    """The indexes' condition: current memories whose `column`'s lower case is not null (see
+    the indexes' comment in memories/models.py)."""
+    return models.Q(
+        django.db.models.lookups.IsNull(django.db.models.functions.text.Lower(column), False),
+        ("valid_to__isnull", True),
+    )
+
+
+class Migration(migrations.Migration):
+    atomic = False
+
+    dependencies = [
+        ("memories", "0025_project_spelling_index"),
+    ]
+
+    operations = [
+        AddIndexConcurrently(
+            model_name="memory",
+            index=models.Index(
+                condition=current_with("project"),
+                fields=["owner", "project", "-recorded_at"],
+                name="memory_owner_project_recent",
+            ),
+        ),
+        AddIndexConcurrently(
+            model_name="memory",
+            index=models.Index(
+                condition=current_with("commitment_status"),
+                fields=["owner", "commitment_status", "-recorded_at"],
+                name="memory_owner_state_recent",
+            ),
+        ),
+    ]
