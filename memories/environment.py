@@ -94,15 +94,15 @@ def environment_stats(*, owner_id: int) -> EnvironmentStats:
 # gateway cuts every completion answer to it; the facet queries below never read more.
 COMPLETION_MAX = 100
 FACETS = ("scope", "project", "thread")
-# The most recent current memories the check below reads: no index leads to a scope,
-# and an empty answer must not cost a read of a large account's every memory.
+# The most recent current memories whose scopes or projects are suggested by the check below.
 FACET_CHECK_MEMORIES_MAX = 5_000
-# Whether a current memory of the owner's has the project: a probe of
-# memory_owner_project_recent, whose condition the lower case's test states.
-_PROJECT_KNOWN_SQL = """SELECT EXISTS (
+# Whether a current memory of the owner's has the scope or project: a probe of
+# memory_owner_scope_recent or memory_owner_project_recent, whose condition the lower case's
+# test states. ({facet} is one of the two column names, never caller text.)
+_FACET_KNOWN_SQL = """SELECT EXISTS (
     SELECT 1 FROM memories_memory m
-    WHERE m.owner_id = %(owner)s AND m.project = %(value)s
-      AND lower(m.project) IS NOT NULL AND m.valid_to IS NULL)"""
+    WHERE m.owner_id = %(owner)s AND m.{facet} = %(value)s
+      AND lower(m.{facet}) IS NOT NULL AND m.valid_to IS NULL)"""
 
 
 def require_known_facet(cursor, *, owner_id: int, facet: str, value: str) -> None:
@@ -117,53 +117,38 @@ def require_known_facet(cursor, *, owner_id: int, facet: str, value: str) -> Non
 
 
 def unknown_facet(cursor, *, owner_id: int, facet: str, value: str) -> list[str] | None:
-    """None when a current memory of the owner's has this scope or project; otherwise up to
-    SUGGESTIONS_MAX of the owner's near ones (any case, or trigram-similar), nearest first,
-    among the projects or scopes of its FACET_CHECK_MEMORIES_MAX most recent current memories.
-    A project is looked up in an index of them, in an account of any size; a scope only in an
-    account of at most FACET_CHECK_MEMORIES_MAX current memories (read newest first, through an
-    index): in a larger one the scope may be on an older memory, and None stands. `cursor` is
-    the caller's (the replica's, inside its read)."""
+    """None when a current memory of the owner's has this scope or project (one probe of an
+    index, in an account of any size); otherwise up to SUGGESTIONS_MAX of the owner's near ones
+    (any case, or trigram-similar), nearest first, among the scopes or projects of its
+    FACET_CHECK_MEMORIES_MAX most recent current memories. `cursor` is the caller's (the
+    replica's, inside its read)."""
     if facet not in ("scope", "project"):
         raise ValueError(facet)
-    if facet == "project":
-        cursor.execute(_PROJECT_KNOWN_SQL, {"owner": owner_id, "value": value})
-        if cursor.fetchone()[0]:
-            return None
-    # `facet` is one of two constants here, never caller text. Only the owner's memories are
-    # read: another tenant's names are never suggested (and row-level security holds it too).
+    cursor.execute(_FACET_KNOWN_SQL.format(facet=facet), {"owner": owner_id, "value": value})
+    if cursor.fetchone()[0]:
+        return None
+    # Only the owner's memories are read: another tenant's names are never suggested (and
+    # row-level security holds it too).
     cursor.execute(
         f"""WITH recent AS (
                 SELECT m.{facet} AS value FROM memories_memory m
                 WHERE m.owner_id = %(owner)s AND m.valid_to IS NULL
                 ORDER BY m.recorded_at DESC
                 LIMIT %(read)s
-            ), distinct_values AS (
-                SELECT DISTINCT value FROM recent WHERE value IS NOT NULL
             )
-            SELECT (SELECT count(*) FROM recent) > %(most_read)s,
-                   EXISTS (SELECT 1 FROM distinct_values WHERE value = %(value)s),
-                   ARRAY(
-                       SELECT value FROM distinct_values
-                       WHERE lower(value) = lower(%(value)s)
-                          OR similarity(value, %(value)s) >= %(floor)s
-                       ORDER BY lower(value) = lower(%(value)s) DESC,
-                                similarity(value, %(value)s) DESC, value
-                       LIMIT %(most)s
-                   )""",  # noqa: S608
+            SELECT value FROM (SELECT DISTINCT value FROM recent WHERE value IS NOT NULL) v
+            WHERE lower(value) = lower(%(value)s) OR similarity(value, %(value)s) >= %(floor)s
+            ORDER BY lower(value) = lower(%(value)s) DESC, similarity(value, %(value)s) DESC, value
+            LIMIT %(most)s""",  # noqa: S608
         {
             "owner": owner_id,
             "value": value,
-            "read": FACET_CHECK_MEMORIES_MAX + 1,
-            "most_read": FACET_CHECK_MEMORIES_MAX,
+            "read": FACET_CHECK_MEMORIES_MAX,
             "floor": SUGGESTION_SIMILARITY,
             "most": SUGGESTIONS_MAX,
         },
     )
-    too_many, known, near = cursor.fetchone()
-    if facet == "project":
-        return near  # no current memory has it (above)
-    return None if known or too_many else near
+    return [row[0] for row in cursor.fetchall()]
 
 
 def facet_values(*, owner_id: int, facet: str, prefix: str) -> list[str]:

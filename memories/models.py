@@ -499,6 +499,13 @@ class Memory(MemoryResource, TenantRow):
                 name="memory_owner_state_recent",
                 condition=Q(IsNull(Lower("commitment_status"), False), valid_to__isnull=True),
             ),
+            # A scope's current memories, newest first, for a search filtered to a scope (and
+            # no project, state or type), under the same condition.
+            models.Index(
+                fields=["owner", "scope", "-recorded_at"],
+                name="memory_owner_scope_recent",
+                condition=Q(IsNull(Lower("scope"), False), valid_to__isnull=True),
+            ),
             # Nearest current memories by meaning, and current memories by words: an HNSW and
             # a GIN index per large account, built and dropped at run time
             # (memories/account_indexes.py), not one over every account's.

@@ -331,6 +331,15 @@ async def main(calls: int, seed: int, only: str | None = None, rls: bool = False
                 )
                 for _ in range(calls)
             ],
+            # A question about one of the account's scopes (each about a quarter of it).
+            "search, question, scope filter": [
+                (
+                    (selection := selected(owner_for, "scope", "search"))[0],
+                    "search",
+                    {"query": question(), "scope": selection[2]["value"]},
+                )
+                for _ in range(calls)
+            ],
         }
 
     async def baseline(owner: int) -> list[float]:

@@ -47,10 +47,10 @@ from memories.search.sql import (
     _LISTED_SQL,
     _LISTED_WINDOW,
     _LISTED_WINDOW_END,
-    _PROJECT_SIZE,
     _RANKED_SQL,
     _RARE_WORD_MATCHES,
     _RECENT,
+    _RECENT_IN_SCOPE,
     _RECENT_IN_STATE,
     _RECENT_OF_PROJECT,
     _RECENT_OF_TYPE,
@@ -58,7 +58,7 @@ from memories.search.sql import (
     _REQUIRED_QUERY,
     _SEMANTIC,
     _SEMANTIC_OF_SOURCE,
-    _STATES_SIZE,
+    _SOURCE_SIZES,
     _TOPIC_SQL,
     _WALK_SOURCE_SIZE,
     _WORD_MATCHES,
@@ -78,11 +78,11 @@ SEMANTIC_CANDIDATES = 50
 # this many candidates by meaning, so a filter that leaves a small share finds fewer by meaning
 # (words still find theirs) rather than walking the graph far and long.
 SEMANTIC_SCAN_MAX = 5_000
-# With a project or commitment state filter on current memories in an account with its own HNSW
-# index, a project, or states, of at most this many current memories have each compared with the
-# query exactly, read through their own index (see _recent): no more than a narrowed scan of the
-# HNSW index reads (SEMANTIC_SCAN_MAX), and none of the nearest is missed. More are searched
-# through the HNSW index.
+# With a project, commitment state or scope filter that chooses what a walk reads (see _recent)
+# in an account with its own HNSW index, a project, states or a scope of at most this many
+# current memories have each compared with the query exactly, read through their own index: no
+# more than a narrowed scan of the HNSW index reads (SEMANTIC_SCAN_MAX), and none of the nearest
+# is missed. More are searched through the HNSW index.
 COMPARED_EXACTLY_MAX = SEMANTIC_SCAN_MAX
 # The walk (see _WALK) reads at most this many of the tenant's most recent memories: in a large
 # tenant, older ones are found by words only through its words index, and by meaning always.
@@ -130,17 +130,16 @@ WORDS_DENSE_WALK_MAX = 2 * LEXICAL_CANDIDATES * WORDS_DENSE_SHARE
 RARE_TERM_HELD_MAX = 3
 RARE_TERMS_MAX = 4
 # In an account of more than WALK_RECENT_MAX current memories (by its nearest-neighbour index's
-# count: see scoring.TENANT_SIZE_COUNTED_MAX; an account without vectors is not told large),
-# a walk for a query's words (one of more terms than INDEXED_QUERY_TERMS_MAX) reads at most
-# SHORT_WALK_MAX memories unless a scope or thread is asked for, or archived memories, or a
-# project as of an instant. The longer walk would read only part of the account anyway, the
-# index finds the query's rare terms' older matches, and a question whose terms recent memories
-# seldom hold (one about something never stored) would otherwise read WALK_RECENT_MAX. Held
-# counts among fewer matches tell rare terms apart less well, so SHORT_WALK_RARE_TERMS_MAX are
-# looked up. A smaller account keeps the walk that reads all of it. Types, dates, commitment
-# states and a project (on current memories) choose which memories a walk reads (see _recent),
-# but a scope or thread, or the archived status, is applied to what it read, of which it may
-# pass a small share: those keep the longer walk.
+# count: see scoring.TENANT_SIZE_COUNTED_MAX; an account without vectors is not told large), a walk
+# for a query's words (one of more terms than INDEXED_QUERY_TERMS_MAX) reads at most SHORT_WALK_MAX
+# memories unless a filter that the walk applies to what it read (_Where.selective) or archived
+# memories are asked for. The longer walk would read only part of the account anyway, the index
+# finds the query's rare terms' older matches, and a question whose terms recent memories seldom
+# hold (one about something never stored) would otherwise read WALK_RECENT_MAX. Held counts among
+# fewer matches tell rare terms apart less well, so SHORT_WALK_RARE_TERMS_MAX are looked up. A
+# smaller account keeps the walk that reads all of it. Dates and the filter that chooses which
+# memories a walk reads (see _recent) cost it nothing; a filter applied to what it read, or the
+# archived status, may pass a small share of it: those keep the longer walk.
 SHORT_WALK_MAX = WORDS_DENSE_WALK_MAX
 SHORT_WALK_RARE_TERMS_MAX = RARE_TERMS_MAX + 2
 RARE_TERM_CANDIDATES = 20
@@ -223,16 +222,18 @@ def _walk(
 
 def _recent(where: _Where, params: dict, most: str = "walk_max") -> str:
     """The walk's source, at most `most` (the parameter's name) memories: the tenant's most
-    recent; on current memories, with a project filter, the project's, else with a commitment
-    state filter, the commitments in those states, else with a type filter, those of those types
-    (see _LEXICAL_RECENT)."""
-    if where.current and params.get("project") is not None:
+    recent, or on current memories those of the filter that chooses them (_Where.walks): of the
+    project, in the commitment states, of the types or in the scope asked for (see
+    _LEXICAL_RECENT)."""
+    if where.walks == "project":
         return _RECENT_OF_PROJECT.format(reach=where.reach, most=most)
-    if where.current and params.get("commitment_states"):
+    if where.walks == "commitment_states":
         states = params["commitment_states"]
         return _merged(_RECENT_IN_STATE, "walk_state", states, where, params, most)
-    if where.current and params.get("types"):
+    if where.walks == "memory_types":
         return _merged(_RECENT_OF_TYPE, "walk_type", params["types"], where, params, most)
+    if where.walks == "scope":
+        return _RECENT_IN_SCOPE.format(reach=where.reach, most=most)
     return _RECENT.format(reach=where.reach, most=most)
 
 
@@ -251,15 +252,11 @@ def _merged(
 
 
 def _source_size(where: _Where, params: dict) -> str:
-    """The statement counting the memories of a project or of commitment states that a search
-    asks for on current memories (sql._PROJECT_SIZE, _STATES_SIZE), up to one past
+    """The statement counting the memories of the project, the commitment states or the scope
+    that choose what a walk reads (_Where.walks; sql._SOURCE_SIZES), up to one past
     COMPARED_EXACTLY_MAX, or NULL."""
     params["source_size_max"] = COMPARED_EXACTLY_MAX + 1
-    if where.current and params.get("project") is not None:
-        return _PROJECT_SIZE
-    if where.current and params.get("commitment_states"):
-        return _STATES_SIZE
-    return "NULL::bigint"
+    return _SOURCE_SIZES.get(where.walks, "NULL::bigint")
 
 
 def _rare_term_matches(

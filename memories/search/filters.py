@@ -205,10 +205,11 @@ class _Where:
     its bound holds whatever the filters (see sql._LEXICAL_RECENT; without asOf, a walk reads
     only memories of the types asked for, see candidates._recent). `thread`: the thread filter's
     clause alone ("" for none), `thread_id` the id of the thread it names (None for none).
-    `narrowed`: SearchFilters.narrows(); `selective`: a scope or thread is asked for, or a
-    project with asOf, which a walk applies to what it read (types, dates, commitment states
-    and a project without asOf choose what it reads). `current`: only current memories are read
-    (no asOf), as an account's nearest-neighbour index holds."""
+    `narrowed`: SearchFilters.narrows(); `walks`: which filter chooses the memories a walk reads
+    (WALK_SOURCES, see candidates._recent), None for the account's newest; `selective`: a
+    scope, project, commitment state or thread is asked for that a walk applies to what it
+    read. `current`: only current memories are read (no asOf), as an account's nearest-neighbour
+    index holds."""
 
     reach: str
     selection: str
@@ -218,6 +219,7 @@ class _Where:
     selective: bool
     current: bool
     dates: str = ""
+    walks: str | None = None
 
     @property
     def sql(self) -> str:
@@ -232,6 +234,19 @@ class _Where:
         if not self.current:
             return self.reach
         return _conjunction([_CURRENT_AT_SNAPSHOT]) + self.dates
+
+
+# The filters that may choose the memories a walk reads, on current memories, narrowest first:
+# the first one asked for does, through an index that leads to its memories newest first (see
+# candidates._recent); the others are applied to what it read. Types come before a scope: a
+# scope holds a large share of an account, as a rule, and a type a smaller one.
+WALK_SOURCES = ("project", "commitment_states", "memory_types", "scope")
+
+
+def _walk_source(filters: SearchFilters) -> str | None:
+    if filters.as_of is not None:
+        return None  # those indexes hold current memories only
+    return next((name for name in WALK_SOURCES if getattr(filters, name)), None)
 
 
 _CURRENT = "m.valid_to IS NULL"
@@ -274,6 +289,7 @@ def _where(filters: SearchFilters, owner_id: int, params: dict) -> _Where:
     if filters.resolved_after is not None:
         selection.append("m.resolved_at >= %(resolved_after)s")
         params["resolved_after"] = filters.resolved_after
+    walks = _walk_source(filters)
     thread = []
     if filters.thread is not None:
         thread.append(Thread.objects.members_sql(owner_id, filters.thread, params, key="thread"))
@@ -284,13 +300,15 @@ def _where(filters: SearchFilters, owner_id: int, params: dict) -> _Where:
         thread_id=params["thread"] if thread else None,
         narrowed=filters.narrows(),
         selective=bool(
-            filters.scope is not None
-            # Without asOf, a walk reads the project's memories only (candidates._recent).
-            or (filters.project is not None and filters.as_of is not None)
-            or thread
+            thread
+            or any(
+                getattr(filters, name) and name != walks
+                for name in ("project", "commitment_states", "scope")
+            )
         ),
         current=filters.as_of is None,
         dates=_conjunction(dates),
+        walks=walks,
     )
 
 

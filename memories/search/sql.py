@@ -44,17 +44,18 @@ _WORD_MATCHES = """WITH matches AS MATERIALIZED (
 # project, commitment state, thread) is applied to what the walk has read, not while it reads: a
 # selective filter would otherwise make it read far past WALK_RECENT_MAX memories to find that many
 # that pass. On current memories, the walk reads only what the narrowest index it may take leads
-# to, and its bound counts those: a project's memories (memory_owner_project_recent), else the
-# commitments of the states asked for (memory_owner_state_recent), else the memories of the
-# types asked for (memory_owner_type_current); a state's or a type's newest first, merged by
-# recency (candidates._merged).
+# to, and its bound counts those (filters.WALK_SOURCES): a project's memories
+# (memory_owner_project_recent), else the commitments of the states asked for
+# (memory_owner_state_recent), else the memories of the types asked for
+# (memory_owner_type_current), else those of the scope (memory_owner_scope_recent); a state's or
+# a type's newest first, merged by recency (candidates._merged).
 _LEXICAL_RECENT = """(SELECT {columns} FROM ({recent}) m
       WHERE TRUE {selection} {since}
       AND m.search_vector @@ %({terms})s::tsquery {required}
       ORDER BY m.recorded_at DESC LIMIT %(walk_limit)s)"""
-# The sources a walk reads, each at most %({most})s memories, newest first. Those of a project or
-# of commitment states state the lower case's test, their index's condition (see its comment in
-# memories/models.py).
+# The sources a walk reads, each at most %({most})s memories, newest first. Those of a project,
+# commitment states or a scope state the lower case's test, their index's condition (see its
+# comment in memories/models.py).
 _RECENT = """
         SELECT m.* FROM memories_memory m
         WHERE m.owner_id = %(owner)s AND m.recorded_at <= %(snapshot)s {reach}
@@ -69,23 +70,31 @@ _RECENT_IN_STATE = """(
         WHERE m.owner_id = %(owner)s AND m.commitment_status = %({value})s
           AND lower(m.commitment_status) IS NOT NULL AND m.recorded_at <= %(snapshot)s {reach}
         ORDER BY m.recorded_at DESC LIMIT %({most})s)"""
+_RECENT_IN_SCOPE = """
+        SELECT m.* FROM memories_memory m
+        WHERE m.owner_id = %(owner)s AND m.scope = %(scope)s
+          AND lower(m.scope) IS NOT NULL AND m.recorded_at <= %(snapshot)s {reach}
+        ORDER BY m.recorded_at DESC LIMIT %({most})s"""
 _RECENT_OF_TYPE = """(
         SELECT m.* FROM memories_memory m
         WHERE m.owner_id = %(owner)s AND m.memory_type = %({value})s
           AND m.recorded_at <= %(snapshot)s {reach}
         ORDER BY m.recorded_at DESC LIMIT %({most})s)"""
-# How many current memories a project, or commitment states, hold: up to %(source_size_max)s,
-# index-only.
-_PROJECT_SIZE = """(SELECT count(*) FROM (
+# How many current memories the project, the commitment states or the scope that choose what a
+# walk reads hold (keyed by _Where.walks): up to %(source_size_max)s, index-only.
+_SIZE_OF = """(SELECT count(*) FROM (
             SELECT 1 FROM memories_memory m
-            WHERE m.owner_id = %(owner)s AND m.project = %(project)s
-              AND lower(m.project) IS NOT NULL AND m.valid_to IS NULL
+            WHERE m.owner_id = %(owner)s AND {selected}
+              AND m.valid_to IS NULL
             LIMIT %(source_size_max)s) n)"""
-_STATES_SIZE = """(SELECT count(*) FROM (
-            SELECT 1 FROM memories_memory m
-            WHERE m.owner_id = %(owner)s AND m.commitment_status = ANY(%(commitment_states)s)
-              AND lower(m.commitment_status) IS NOT NULL AND m.valid_to IS NULL
-            LIMIT %(source_size_max)s) n)"""
+_SOURCE_SIZES = {
+    "project": _SIZE_OF.format(selected="m.project = %(project)s AND lower(m.project) IS NOT NULL"),
+    "commitment_states": _SIZE_OF.format(
+        selected="m.commitment_status = ANY(%(commitment_states)s)"
+        " AND lower(m.commitment_status) IS NOT NULL"
+    ),
+    "scope": _SIZE_OF.format(selected="m.scope = %(scope)s AND lower(m.scope) IS NOT NULL"),
+}
 # How many memories a walk may read, up to one past its bound (%(walk_max)s).
 _WALK_SOURCE_SIZE = "SELECT count(*) FROM ({recent}) m"
 # Each of the rare terms' most recent matches through the account's words index (see
@@ -108,8 +117,8 @@ _SEMANTIC = """(SELECT m.id FROM memories_memory m
       WHERE m.owner_id = %(owner)s AND m.embedding IS NOT NULL
         AND m.recorded_at <= %(snapshot)s {required} {filters}
       ORDER BY m.embedding <=> %(vector)s::vector LIMIT %(semantic_max)s)"""
-# The nearest of the memories of a project or of commitment states, each compared exactly, in an
-# account with its own HNSW index (candidates.COMPARED_EXACTLY_MAX): read through their own index
+# The nearest of the memories of a project, commitment states or a scope, each compared exactly, in
+# an account with its own HNSW index (candidates.COMPARED_EXACTLY_MAX): read through their own index
 # ({recent}), in a subquery with a LIMIT, which keeps the HNSW index from serving its ORDER BY.
 _SEMANTIC_OF_SOURCE = """(SELECT m.id FROM ({recent}) m
       WHERE m.embedding IS NOT NULL {required} {filters}
@@ -117,14 +126,13 @@ _SEMANTIC_OF_SOURCE = """(SELECT m.id FROM ({recent}) m
 _REQUIRED_QUERY = "%(required)s::tsquery"  # memories.search.query._required
 _REQUIRED = f"AND m.search_vector @@ {_REQUIRED_QUERY}"
 # The instant the search ranks memories recorded by (see cursor._Position), the tenant's size (see
-# scoring.TENANT_SIZE_COUNTED_MAX), whether it has valid nearest-neighbour and words indexes of
-# its own, how many entries its nearest-neighbour index held when last counted (see
-# TENANT_SIZE_COUNTED_MAX: no more than its current memories now), and with a project or
-# commitment states asked for (on current memories), how many they hold ({source_size}: one of
-# the statements above, else NULL). A first page's instant is
-# this process's clock, or the tenant's newest memory if later: a memory stamped by a host whose
-# clock runs ahead of this one's (and its revision, stamped no earlier) is found at once, not
-# once this clock has caught up.
+# scoring.TENANT_SIZE_COUNTED_MAX), whether it has valid nearest-neighbour and words indexes of its
+# own, how many entries its nearest-neighbour index held when last counted (see
+# TENANT_SIZE_COUNTED_MAX: no more than its current memories now), and how many memories the filter
+# that chooses what a walk reads holds ({source_size}: one of _SOURCE_SIZES, else NULL). A first
+# page's instant is this process's clock, or the tenant's newest memory if later: a memory stamped
+# by a host whose clock runs ahead of this one's (and its revision, stamped no earlier) is found at
+# once, not once this clock has caught up.
 _TENANT_SIZE_SQL = """
 WITH instant AS (
     SELECT CASE WHEN %(first_page)s

@@ -641,13 +641,15 @@ def test_a_question_in_an_account_larger_than_the_walk_walks_fewer_memories(
     assert walked(owner, question) == ([old.id], [3])
     assert walked(owner, question, status="any") == ([old.id], [3])
     assert walked(owner, question, status="archived") == ([], [5])
-    # Types, dates and a project choose which memories a walk reads; a scope is applied to what
-    # it read, and so is a project as of an instant.
+    # Dates, and the filter that chooses which memories a walk reads (types, a project, a
+    # scope), cost it nothing; a filter applied to what it read keeps the longer walk: a scope
+    # beside a type, a project as of an instant.
     assert walked(owner, question, memory_types=["fact"]) == ([old.id], [3])
     before = timezone.now().isoformat()
     assert walked(owner, question, recorded_before=before) == ([old.id], [3])
     assert walked(owner, question, project="hangar") == ([], [3])
-    assert walked(owner, question, scope="personal") == ([old.id], [5])
+    assert walked(owner, question, scope="personal") == ([old.id], [3])
+    assert walked(owner, question, scope="personal", memory_types=["fact"]) == ([old.id], [5])
     assert walked(owner, question, project="hangar", as_of=before) == ([], [5])
     patch_search(monkeypatch, "WALK_RECENT_MAX", 6)
     assert walked(owner, question) == ([old.id], [6])

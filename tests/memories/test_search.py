@@ -1929,33 +1929,35 @@ def test_a_listing_of_a_type_in_a_large_tenant_reads_its_index_before_any_analyz
     assert "memory_owner_recent" not in page and '"Seq Scan"' not in page
 
 
-def test_a_question_about_a_project_in_a_large_tenant_reads_the_project_alone_before_any_analyze(
-    bulk_loaded_tenant, acting_as
+@pytest.mark.parametrize("facet", ["project", "scope"])
+def test_a_question_about_a_project_or_scope_in_a_large_tenant_reads_it_alone_before_any_analyze(
+    bulk_loaded_tenant, acting_as, facet
 ):
-    """A question filtered to a project of few memories walks that project's memories for its
-    words, newest first through the index on owner, project and recency, and compares each of
-    them with the question by meaning: never the account's newest memories of every project,
-    nor its HNSW index narrowed to the few that pass, nor a scan of its rows."""
+    """A question filtered to a project or a scope of few memories walks those memories for its
+    words, newest first through the index on owner, project or scope, and recency, and compares
+    each of them with the question by meaning: never the account's newest memories, nor its
+    HNSW index narrowed to the few that pass, nor a scan of its rows."""
     owner = bulk_loaded_tenant
     plans = []
     with acting_as(owner.pk):
         ledger = record_memory(
             owner=owner,
             memory_type="fact",
-            project="atlas",
             topic="Ledger store",
             content="The ledger lives in PostgreSQL 16, replicated to a standby in Frankfurt.",
+            **{facet: "atlas"},
         )
         record_memory(
-            owner=owner, memory_type="fact", project="atlas", topic="Release", content="Fridays."
+            owner=owner, memory_type="fact", topic="Release", content="Fridays.", **{facet: "atlas"}
         )
+        question = "where does the ledger live, and is it replicated?"
         with explaining(plans):
-            hits = run(owner, "where does the ledger live, and is it replicated?", project="atlas")
-    assert [hit.id for hit in hits.hits] == [ledger.id]
+            hits = run(owner, question, **{facet: "atlas"}).hits
+    assert [hit.id for hit in hits] == [ledger.id]
     words, meaning = map(json.dumps, plans)
-    assert "memory_owner_project_recent" in words
-    assert "memory_owner_recent" not in words and '"Sort"' not in words
-    assert "memory_owner_project_recent" in meaning
+    index = f"memory_owner_{facet}_recent"
+    assert index in words and "memory_owner_recent" not in words and '"Sort"' not in words
+    assert index in meaning
     assert account_indexes.NEAREST.index_name(owner.pk) not in meaning
     assert '"Seq Scan"' not in meaning
 
@@ -2078,31 +2080,35 @@ def test_the_walk_bound_counts_memories_of_the_types_asked_for(
     assert [hit.id for hit in hits] == [old.id]
 
 
-def test_the_walk_bound_counts_memories_of_the_project_asked_for(tenant, monkeypatch, settings):
-    """With a project filter the walk reads the project's most recent memories only (through
-    the index on owner, project and recency): the bound counts those, and memories of other
-    projects cost it nothing. As of an instant (which that index, of current memories, does not
-    hold) the project narrows what the walk read of the account's memories."""
+@pytest.mark.parametrize("facet", ["project", "scope"])
+def test_the_walk_bound_counts_memories_of_the_project_or_scope_asked_for(
+    tenant, monkeypatch, settings, facet
+):
+    """With a project or scope filter the walk reads that project's or scope's most recent
+    memories only (through the index on owner, project or scope, and recency): the bound counts
+    those, and memories of others cost it nothing. As of an instant (which that index, of
+    current memories, does not hold) the filter narrows what the walk read of the account's."""
     settings.SEARCH_EMBEDDER = "none"
     old = MemoryFactory(
         owner=tenant,
-        project="hangar",
         topic="Zeppelin hangar lease",
         content="We renew the zeppelin hangar lease in March.",
         recorded_at=timezone.now() - timedelta(days=30),
+        **{facet: "hangar"},
     )
     for n in range(4):
         MemoryFactory(
-            owner=tenant, project="payroll", topic=f"Recent note {n}", content=f"Unrelated {n}."
+            owner=tenant, topic=f"Recent note {n}", content=f"Unrelated {n}.", **{facet: "payroll"}
         )
     question = "what did we decide about the zeppelin hangar, and who negotiates the lease terms?"
     now = timezone.now().isoformat()
     patch_search(monkeypatch, "WALK_RECENT_MAX", 1)
     assert run(tenant, question).hits == []
-    assert [hit.id for hit in run(tenant, question, project="hangar").hits] == [old.id]
-    assert run(tenant, question, project="hangar", as_of=now).hits == []
+    assert [hit.id for hit in run(tenant, question, **{facet: "hangar"}).hits] == [old.id]
+    assert run(tenant, question, **{facet: "hangar"}, as_of=now).hits == []
     patch_search(monkeypatch, "WALK_RECENT_MAX", 5)
-    assert [hit.id for hit in run(tenant, question, project="hangar", as_of=now).hits] == [old.id]
+    hits = run(tenant, question, **{facet: "hangar"}, as_of=now).hits
+    assert [hit.id for hit in hits] == [old.id]
 
 
 def test_the_walk_bound_counts_commitments_of_the_states_asked_for(tenant, monkeypatch, settings):

@@ -1775,12 +1775,13 @@ async def test_search_filtered_by_a_project_no_memory_has_is_not_found(agent, ot
     assert hit["excerpt"] == "Delta Lake on S3"
 
 
-async def test_an_account_too_large_to_check_a_scope_keeps_the_empty_answer(agent, monkeypatch):
-    """A scope is checked among the most recent memories only: past them, the scope may be on
-    an older one, and an empty answer is the honest one (never a not_found that is wrong). A
-    project is looked up in an index of every current memory's: not_found is certain in an
-    account of any size, and names a near one when a recent memory has it."""
-    monkeypatch.setattr(environment, "FACET_CHECK_MEMORIES_MAX", 1)
+async def test_an_unknown_scope_or_project_is_not_found_in_an_account_of_any_size(
+    agent, monkeypatch
+):
+    """Whether a current memory has a scope or project is one probe of an index, however large
+    the account: not_found is certain, and names a near one when one of the account's most
+    recent memories has it (an answer must not cost a read of a large account's every memory)."""
+    monkeypatch.setattr(environment, "FACET_CHECK_MEMORIES_MAX", 2)
     await remember(
         agent, topic="storage", content="Delta Lake on S3", project="beacon", scope="work"
     )
@@ -1788,11 +1789,11 @@ async def test_an_account_too_large_to_check_a_scope_keeps_the_empty_answer(agen
         await remember(agent, topic=f"later {n}", content=f"newer note {n}")
     assert (await ok(agent, "search", {"query": "kubernetes", "project": "beacon"}))["hits"] == []
     assert (await ok(agent, "search", {"query": "kubernetes", "scope": "work"}))["hits"] == []
-    assert (await ok(agent, "search", {"query": "storage", "scope": "works"}))["hits"] == []
-    assert await fails(agent, "search", {"query": "storage", "project": "Beakon"}) == (
-        "not_found: project 'Beakon': no current memory has it; describe_environment lists "
-        "your projects and scopes"
-    )
+    for facet, value in (("project", "Beakon"), ("scope", "works")):
+        assert await fails(agent, "search", {"query": "storage", facet: value}) == (
+            f"not_found: {facet} '{value}': no current memory has it; describe_environment "
+            "lists your projects and scopes"
+        )
     monkeypatch.setattr(environment, "FACET_CHECK_MEMORIES_MAX", 3)
     assert await fails(agent, "search", {"query": "storage", "project": "Beakon"}) == (
         "not_found: project 'Beakon': no current memory has it; did you mean 'beacon'?"

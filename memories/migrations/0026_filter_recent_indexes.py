@@ -1,7 +1,8 @@
-"""Two indexes a search filtered to a project or to commitment states walks, instead of the
-account's newest memories or every commitment: each account's current memories of a project,
-newest first (memory_owner_project_recent; a project's existence is one probe of it too), and
-its current commitments of a state, newest first (memory_owner_state_recent).
+"""Three indexes a search filtered to a project, commitment states or a scope walks, instead of
+the account's newest memories or every commitment: each account's current memories of a
+project, newest first (memory_owner_project_recent; a project's existence is one probe of it
+too), its current commitments of a state (memory_owner_state_recent) and its current memories
+of a scope (memory_owner_scope_recent; a scope's existence likewise), newest first.
 
 Built CONCURRENTLY (hence not atomic): reads and writes go on meanwhile. If a build fails part
 way, PostgreSQL leaves an invalid index: drop it (`DROP INDEX CONCURRENTLY` and its name) and
@@ -44,6 +45,14 @@ class Migration(migrations.Migration):
                 condition=current_with("commitment_status"),
                 fields=["owner", "commitment_status", "-recorded_at"],
                 name="memory_owner_state_recent",
+            ),
+        ),
+        AddIndexConcurrently(
+            model_name="memory",
+            index=models.Index(
+                condition=current_with("scope"),
+                fields=["owner", "scope", "-recorded_at"],
+                name="memory_owner_scope_recent",
             ),
         ),
     ]
