@@ -34,25 +34,14 @@ class Migration(migrations.Migration):
         AddIndexConcurrently(
             model_name="memory",
             index=models.Index(
-                condition=current_with("project"),
-                fields=["owner", "project", "-recorded_at"],
-                name="memory_owner_project_recent",
+                condition=current_with(column),
+                fields=["owner", column, "-recorded_at"],
+                name=name,
             ),
-        ),
-        AddIndexConcurrently(
-            model_name="memory",
-            index=models.Index(
-                condition=current_with("commitment_status"),
-                fields=["owner", "commitment_status", "-recorded_at"],
-                name="memory_owner_state_recent",
-            ),
-        ),
-        AddIndexConcurrently(
-            model_name="memory",
-            index=models.Index(
-                condition=current_with("scope"),
-                fields=["owner", "scope", "-recorded_at"],
-                name="memory_owner_scope_recent",
-            ),
-        ),
+        )
+        for column, name in (
+            ("project", "memory_owner_project_recent"),
+            ("commitment_status", "memory_owner_state_recent"),
+            ("scope", "memory_owner_scope_recent"),
+        )
     ]

@@ -50,10 +50,8 @@ from memories.search.sql import (
     _RANKED_SQL,
     _RARE_WORD_MATCHES,
     _RECENT,
-    _RECENT_IN_SCOPE,
-    _RECENT_IN_STATE,
-    _RECENT_OF_PROJECT,
     _RECENT_OF_TYPE,
+    _RECENT_WITH,
     _REQUIRED,
     _REQUIRED_QUERY,
     _SEMANTIC,
@@ -225,30 +223,36 @@ def _recent(where: _Where, params: dict, most: str = "walk_max") -> str:
     recent, or on current memories those of the filter that chooses them (_Where.walks): of the
     project, in the commitment states, of the types or in the scope asked for (see
     _LEXICAL_RECENT)."""
-    if where.walks == "project":
-        return _RECENT_OF_PROJECT.format(reach=where.reach, most=most)
+    if where.walks in ("project", "scope"):
+        column = where.walks
+        return _RECENT_WITH.format(column=column, value=column, reach=where.reach, most=most)
     if where.walks == "commitment_states":
         states = params["commitment_states"]
-        return _merged(_RECENT_IN_STATE, "walk_state", states, where, params, most)
+        return _merged(_RECENT_WITH, "walk_state", states, where, params, most, "commitment_status")
     if where.walks == "memory_types":
         return _merged(_RECENT_OF_TYPE, "walk_type", params["types"], where, params, most)
-    if where.walks == "scope":
-        return _RECENT_IN_SCOPE.format(reach=where.reach, most=most)
     return _RECENT.format(reach=where.reach, most=most)
 
 
 def _merged(
-    branch: str, name: str, values: list[str], where: _Where, params: dict, most: str
+    branch: str,
+    name: str,
+    values: list[str],
+    where: _Where,
+    params: dict,
+    most: str,
+    column: str = "",
 ) -> str:
-    """`branch` for each of `values` (the parameters `name`_0, `name`_1, ...), their memories
-    merged by recency, at most `most` in all."""
+    """`branch` (of `column`) for each of `values` (the parameters `name`_0, `name`_1, ...),
+    their memories merged by recency, at most `most` in all."""
     params |= {f"{name}_{n}": value for n, value in enumerate(values)}
-    if len(values) == 1:
-        return branch.format(value=f"{name}_0", reach=where.reach, most=most)
-    merged = " UNION ALL ".join(
-        branch.format(value=f"{name}_{n}", reach=where.reach, most=most) for n in range(len(values))
-    )
-    return f"{merged}\n        ORDER BY recorded_at DESC LIMIT %({most})s"
+    branches = [
+        branch.format(value=f"{name}_{n}", column=column, reach=where.reach, most=most)
+        for n in range(len(values))
+    ]
+    if len(branches) == 1:
+        return branches[0]
+    return f"{' UNION ALL '.join(branches)}\n        ORDER BY recorded_at DESC LIMIT %({most})s"
 
 
 def _source_size(where: _Where, params: dict) -> str:

@@ -60,21 +60,12 @@ _RECENT = """
         SELECT m.* FROM memories_memory m
         WHERE m.owner_id = %(owner)s AND m.recorded_at <= %(snapshot)s {reach}
         ORDER BY m.recorded_at DESC LIMIT %({most})s"""
-_RECENT_OF_PROJECT = """
+# Of a project, a scope or a commitment state: `column` = %(`value`)s.
+_RECENT_WITH = """(
         SELECT m.* FROM memories_memory m
-        WHERE m.owner_id = %(owner)s AND m.project = %(project)s
-          AND lower(m.project) IS NOT NULL AND m.recorded_at <= %(snapshot)s {reach}
-        ORDER BY m.recorded_at DESC LIMIT %({most})s"""
-_RECENT_IN_STATE = """(
-        SELECT m.* FROM memories_memory m
-        WHERE m.owner_id = %(owner)s AND m.commitment_status = %({value})s
-          AND lower(m.commitment_status) IS NOT NULL AND m.recorded_at <= %(snapshot)s {reach}
+        WHERE m.owner_id = %(owner)s AND m.{column} = %({value})s
+          AND lower(m.{column}) IS NOT NULL AND m.recorded_at <= %(snapshot)s {reach}
         ORDER BY m.recorded_at DESC LIMIT %({most})s)"""
-_RECENT_IN_SCOPE = """
-        SELECT m.* FROM memories_memory m
-        WHERE m.owner_id = %(owner)s AND m.scope = %(scope)s
-          AND lower(m.scope) IS NOT NULL AND m.recorded_at <= %(snapshot)s {reach}
-        ORDER BY m.recorded_at DESC LIMIT %({most})s"""
 _RECENT_OF_TYPE = """(
         SELECT m.* FROM memories_memory m
         WHERE m.owner_id = %(owner)s AND m.memory_type = %({value})s
