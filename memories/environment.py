@@ -97,12 +97,17 @@ FACETS = ("scope", "project", "thread")
 # The most recent current memories whose scopes or projects are suggested by the check below.
 FACET_CHECK_MEMORIES_MAX = 5_000
 # Whether a current memory of the owner's has the scope or project: a probe of
-# memory_owner_scope_recent or memory_owner_project_recent, whose condition the lower case's
-# test states. ({facet} is one of the two column names, never caller text.)
-_FACET_KNOWN_SQL = """SELECT EXISTS (
-    SELECT 1 FROM memories_memory m
+# memory_owner_scope_recent or memory_owner_project_recent, whose condition the lower case's test
+# states. Its newest such memory (not an EXISTS, whose order PostgreSQL drops), with sorts off, as
+# a search's walk reads them (see memories.search.sql._rows): whatever the table's statistics say,
+# the planner takes that index rather than one that holds the column too but leads elsewhere
+# (memory_owner_type_current, whose entries of the account it would read whole for a scope none
+# has). ({facet} is one of the two column names, never caller text.)
+_FACET_KNOWN_SQL = """SELECT set_config('enable_sort', 'off', true); SELECT m.id
+    FROM memories_memory m
     WHERE m.owner_id = %(owner)s AND m.{facet} = %(value)s
-      AND lower(m.{facet}) IS NOT NULL AND m.valid_to IS NULL)"""
+      AND lower(m.{facet}) IS NOT NULL AND m.valid_to IS NULL
+    ORDER BY m.recorded_at DESC LIMIT 1; RESET enable_sort"""
 
 
 def require_known_facet(cursor, *, owner_id: int, facet: str, value: str) -> None:
@@ -125,7 +130,8 @@ def unknown_facet(cursor, *, owner_id: int, facet: str, value: str) -> list[str]
     if facet not in ("scope", "project"):
         raise ValueError(facet)
     cursor.execute(_FACET_KNOWN_SQL.format(facet=facet), {"owner": owner_id, "value": value})
-    if cursor.fetchone()[0]:
+    cursor.nextset()
+    if cursor.fetchone() is not None:
         return None
     # Only the owner's memories are read: another tenant's names are never suggested (and
     # row-level security holds it too).

@@ -41,6 +41,7 @@ from memories.errors import InvalidInput
 from memories.excerpts import EXCERPT_MAX, MemoryExcerpt
 from memories.models import CommitmentStatus, Memory, MemoryType, Status, Thread
 from memories.search.candidates import (
+    _WALK,
     LEXICAL_CANDIDATES,
     SEMANTIC_CANDIDATES,
     _listed,
@@ -59,7 +60,7 @@ from memories.search.filters import (
 )
 from memories.search.query import _parse, _Query
 from memories.search.scoring import TENANT_SIZE_COUNTED_MAX, _Candidate, _WordStatistics
-from memories.search.sql import _PAGE_SQL, _TENANT_SIZE_SQL
+from memories.search.sql import _PAGE_SQL, _TENANT_SIZE_SQL, _rows
 
 __all__ = [
     "COMMITMENT_STATUS_FILTERS",
@@ -400,13 +401,15 @@ def _one_snapshot(connection) -> None:
 def _count_tenant(db, params: dict, where: _Where) -> None:
     params["nearest_index"] = account_indexes.NEAREST.index_name(params["owner"])
     params["words_index"] = account_indexes.WORDS.index_name(params["owner"])
-    db.execute(_TENANT_SIZE_SQL.format(source_size=_source_size(where, params)), params)
-    (
-        params["snapshot"],
-        params["tenant_size"],
-        params["nearest_indexed"],
-        params["words_indexed"],
-        params["nearest_index_rows"],
-        params["vectors_by"],
-        params["source_size"],
-    ) = db.fetchone()
+    sized = _TENANT_SIZE_SQL.format(source_size=_source_size(where, params))
+    [
+        (
+            params["snapshot"],
+            params["tenant_size"],
+            params["nearest_indexed"],
+            params["words_indexed"],
+            params["nearest_index_rows"],
+            params["vectors_by"],
+            params["source_size"],
+        )
+    ] = _rows(db, sized, params, _WALK)

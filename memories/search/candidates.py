@@ -40,10 +40,11 @@ from memories.search.sql import (
     _LISTED_AFTER,
     _LISTED_COLUMNS,
     _LISTED_CURRENT_OF_TYPE,
-    _LISTED_OF_TYPES_SQL,
-    _LISTED_OF_TYPES_WINDOW,
+    _LISTED_CURRENT_WITH,
     _LISTED_RECORDED_SINCE,
     _LISTED_REVISED_SINCE,
+    _LISTED_SOURCE_SQL,
+    _LISTED_SOURCE_WINDOW,
     _LISTED_SQL,
     _LISTED_WINDOW,
     _LISTED_WINDOW_END,
@@ -56,7 +57,6 @@ from memories.search.sql import (
     _REQUIRED_QUERY,
     _SEMANTIC,
     _SEMANTIC_OF_SOURCE,
-    _SOURCE_SIZES,
     _TOPIC_SQL,
     _WALK_SOURCE_SIZE,
     _WORD_MATCHES,
@@ -85,10 +85,10 @@ COMPARED_EXACTLY_MAX = SEMANTIC_SCAN_MAX
 # The walk (see _WALK) reads at most this many of the tenant's most recent memories: in a large
 # tenant, older ones are found by words only through its words index, and by meaning always.
 WALK_RECENT_MAX = 20_000
-# A search without a query reads at most this many memories a page (with a type filter and no
-# asOf, this many of the types asked for, newest first: see _listed_of_types): a page of a
-# filter that few of those memories pass may hold fewer hits than asked for, and its cursor goes
-# on from the last memory it read.
+# A search without a query reads at most this many memories a page (without asOf, this many of
+# the types, else of the project or scope, asked for, newest first: see
+# _listed_of_source): a page of a filter that few of those memories pass may hold fewer hits than
+# asked for, and its cursor goes on from the last memory it read.
 LISTED_WINDOW = 5_000
 # In an account with a words index of its own, a query of at most this many terms may find its
 # word candidates through that index (see _WORD_MATCHES and below): the LEXICAL_CANDIDATES most
@@ -148,10 +148,10 @@ RARE_TERM_SAMPLE_MAX = 5_000
 # statistics, which are missing right after a bulk load and describe the whole table rather than
 # one tenant (a search then took seconds where it takes milliseconds with these plans).
 # - Words, in general: walk the tenant's memories newest first until LEXICAL_CANDIDATES match
-#   (memory_owner_recent; with a type filter, those of each type merged by recency,
-#   memory_owner_type_current), cheap when the query's terms are common among them, as the
-#   terms of a question of many words together are; it stops after WALK_RECENT_MAX memories
-#   when they are rare.
+#   (memory_owner_recent; with a project, commitment state, type or scope filter, those of the
+#   one that chooses the walk, through its own index: see _recent), cheap when the query's
+#   terms are common among them, as the terms of a question of many words together are; it
+#   stops after WALK_RECENT_MAX memories when they are rare.
 # - Words, a query of few terms in an account with its own words index (a large one,
 #   memories/account_indexes.py): its terms may be rare, and the walk would then read most of
 #   the account; the index reads as many entries as the account has matches, so it serves the
@@ -169,11 +169,12 @@ _WALK: _Plan = (("enable_bitmapscan", "off"), ("enable_sort", "off"))
 # of the memberships).
 _BY_KEY: _Plan = (("enable_seqscan", "off"), ("enable_bitmapscan", "off"))
 _RARE_TERMS_BY_KEY = (*_BY_KEY, ("gin_fuzzy_search_limit", str(RARE_TERM_SAMPLE_MAX)))
-# A listing of some types: each type's memories newest first through memory_owner_type_current,
-# as _WALK reads them, but with sorts allowed: the memories revised since the first page's
-# instant, read by key, are sorted (a few rows), where with sorts off the planner would read the
-# account's recency index whole to have them in order.
-_LISTED_BY_TYPE: _Plan = (("enable_bitmapscan", "off"), ("enable_seqscan", "off"))
+# A listing of some types, a project or a scope: their memories newest first through their index
+# (memory_owner_type_current, memory_owner_project_recent, memory_owner_scope_recent), as _WALK
+# reads them, but with sorts allowed: the memories revised since the first page's instant, read by
+# key, are sorted (a few rows), where with sorts off the planner would read the account's recency
+# index whole to have them in order.
+_LISTED_BY_SOURCE: _Plan = (("enable_bitmapscan", "off"), ("enable_seqscan", "off"))
 _NEAREST: _Plan = (
     ("enable_indexscan", "on"),
     ("enable_sort", "off"),
@@ -256,11 +257,17 @@ def _merged(
 
 
 def _source_size(where: _Where, params: dict) -> str:
-    """The statement counting the memories of the project, the commitment states or the scope
-    that choose what a walk reads (_Where.walks; sql._SOURCE_SIZES), up to one past
-    COMPARED_EXACTLY_MAX, or NULL."""
+    """An SQL expression: how many current memories at the search's instant the project, the
+    commitment states or the scope that choose what a walk reads (_Where.walks) hold, up to one
+    past COMPARED_EXACTLY_MAX, read as the walk reads them (newest first through their own
+    index, under _WALK: so without statistics too); NULL for any other walk. Counted on every
+    page: one whose count crosses the bound (memories revised since the first page are no
+    longer current) finds its candidates by meaning the other way, which may miss a hit, never
+    repeat one (see _WordStatistics)."""
     params["source_size_max"] = COMPARED_EXACTLY_MAX + 1
-    return _SOURCE_SIZES.get(where.walks, "NULL::bigint")
+    if where.walks not in ("project", "commitment_states", "scope"):
+        return "NULL::bigint"
+    return f"({_WALK_SOURCE_SIZE.format(recent=_recent(where, params, most='source_size_max'))})"
 
 
 def _rare_term_matches(
@@ -359,8 +366,8 @@ def _few_terms(db, required: str, where: _Where, params: dict) -> list[_Candidat
 
 
 def _walked_whole(db, where: _Where, params: dict, bound: int) -> bool:
-    """Whether a walk of at most `bound` memories read every memory it may read (those of the
-    types and dates asked for): there are no more than that."""
+    """Whether a walk of at most `bound` memories read every memory it may read (those of its
+    source, _recent, and of the dates asked for): there are no more than that."""
     if params["tenant_size"] <= bound < TENANT_SIZE_COUNTED_MAX:
         return True  # the account holds no more (its count is exact under its cap)
     size = _WALK_SOURCE_SIZE.format(recent=_recent(where, params))
@@ -575,22 +582,23 @@ def _new(found: list[_Candidate], known: list[_Candidate]) -> list[_Candidate]:
 def _listed(
     db, where: _Where, params: dict, position: _Position | None, most: int
 ) -> tuple[list[_Candidate], _Candidate | None]:
-    """A search without a query: the `most` newest memories the filters select after
-    `position`, among the LISTED_WINDOW memories that follow it, current as of the first page's
-    instant (_Where.reach_at_snapshot): the account's memories, read newest first through its
-    recency index (_WALK) whatever the table's statistics say, or with a type filter (and no
-    asOf) its memories of those types (_listed_of_types). Second: when fewer than `most` passed
-    and more memories follow the window, the window's last memory, where the next page
+    """A search without a query: the `most` newest memories the filters select after `position`,
+    among the LISTED_WINDOW memories that follow it, current as of the first page's instant
+    (_Where.reach_at_snapshot): the account's memories, read newest first through its recency
+    index (_WALK) whatever the table's statistics say, or without asOf those of the types, else
+    the project or the scope asked for (_listed_of_source). Second: when fewer than `most`
+    passed and more memories follow the window, the window's last memory, where the next page
     resumes."""
     params |= {"listed_max": most, "listed_window": LISTED_WINDOW}
     after = ""
     if position is not None:
         params |= {"after_recorded_at": position.recorded_at, "after_id": position.id}
         after = _LISTED_AFTER
-    if _listed_by_type(db, where, params, position):
-        window = _listed_of_types(where, params, after)
-        sql = _LISTED_OF_TYPES_SQL.format(window=window, selection=where.selection)
-        plan = _LISTED_BY_TYPE
+    source = _listed_by_source(db, where, params, position)
+    if source is not None:
+        window = _listed_of_source(where, params, after, source)
+        sql = _LISTED_SOURCE_SQL.format(window=window, selection=where.selection)
+        plan = _LISTED_BY_SOURCE
     else:
         window = _LISTED_WINDOW.format(reach=where.reach_at_snapshot, after=after)
         sql = _LISTED_SQL.format(window=window, selection=where.selection)
@@ -615,37 +623,59 @@ def _listed_candidate(
     )
 
 
-def _listed_by_type(db, where: _Where, params: dict, position: _Position | None) -> bool:
-    """Whether a listing reads the memories of the types asked for only (_listed_of_types):
-    with a type filter on current memories, unless more than LISTED_WINDOW memories were
-    recorded since its first page's instant (each is read to find the memory it revised: the
-    account's window bounds that page instead). Puts the memories revised since the instant in
-    params["listed_revised"]: none on a first page, whose instant is at least its newest
-    memory's (sql._TENANT_SIZE_SQL)."""
-    if not params.get("types") or not where.current:
-        return False
+def _listed_source(where: _Where, params: dict) -> str | None:
+    """Which filter's index a listing reads its window through (_listed_of_source), on current
+    memories: the types asked for (an index-only read), else a project, else a scope; None for
+    the account's recency index."""
+    if not where.current:
+        return None
+    if params.get("types"):
+        return "memory_type"
+    return next((f for f in ("project", "scope") if params.get(f) is not None), None)
+
+
+def _listed_by_source(db, where: _Where, params: dict, position: _Position | None) -> str | None:
+    """The filter whose memories alone a listing reads (_listed_source), unless more than
+    LISTED_WINDOW memories were recorded since its first page's instant (each is read to find
+    the memory it revised: the account's window bounds that page instead). Puts the memories
+    revised since the instant in params["listed_revised"]: none on a first page, whose instant
+    is at least its newest memory's (sql._TENANT_SIZE_SQL)."""
+    source = _listed_source(where, params)
+    if source is None:
+        return None
     params["listed_revised"] = []
     if position is None:
-        return True
+        return source
     [(since, revised)] = _rows(db, _LISTED_RECORDED_SINCE, params, _WALK)
     params["listed_revised"] = revised
-    return since <= LISTED_WINDOW
+    return source if since <= LISTED_WINDOW else None
 
 
-def _listed_of_types(where: _Where, params: dict, after: str) -> str:
-    """The window of a listing of some types: the account's memories of those types current at
-    its first page's instant, newest first after `after` (see sql._LISTED_CURRENT_OF_TYPE)."""
+def _listed_of_source(where: _Where, params: dict, after: str, column: str) -> str:
+    """The window of a listing of some types, a project or a scope (`column`): the account's
+    memories of those current at its first page's instant, newest first after `after` (see
+    sql._LISTED_CURRENT_OF_TYPE)."""
     columns = _LISTED_COLUMNS
     if params.get("resolved_after") is not None:
         columns += ", m.resolved_at"
-    branches = []
-    for n, memory_type in enumerate(params["types"]):
-        params[f"listed_type_{n}"] = memory_type
-        branches.append(
-            _LISTED_CURRENT_OF_TYPE.format(n=n, columns=columns, dates=where.dates, after=after)
+    values = params["types"] if column == "memory_type" else [params[column]]
+    branch = _LISTED_CURRENT_OF_TYPE if column == "memory_type" else _LISTED_CURRENT_WITH
+    params["listed_values"] = list(values)
+    params |= {f"listed_value_{n}": value for n, value in enumerate(values)}
+    branches = [
+        branch.format(
+            value=f"listed_value_{n}",
+            column=column,
+            columns=columns,
+            dates=where.dates,
+            after=after,
         )
-    branches.append(_LISTED_REVISED_SINCE.format(columns=columns, dates=where.dates, after=after))
-    return _LISTED_OF_TYPES_WINDOW.format(branches=" UNION ALL ".join(branches))
+        for n in range(len(values))
+    ]
+    branches.append(
+        _LISTED_REVISED_SINCE.format(column=column, columns=columns, dates=where.dates, after=after)
+    )
+    return _LISTED_SOURCE_WINDOW.format(branches=" UNION ALL ".join(branches))
 
 
 def _topic_matches(db, parsed: _Query, where: _Where, params: dict) -> list[_Candidate]:

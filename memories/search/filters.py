@@ -198,18 +198,18 @@ def _commitment_filters(
 
 @dataclass(frozen=True)
 class _Where:
-    """The filters as SQL clauses on `m`. `reach`: which of the tenant's memories the search
-    reads at all (current or as of an instant, recorded dates), conditions that the walks over
-    the most recent memories (words, topic fallback) apply as they read; `selection`: status,
-    type, scope, project, commitment state and thread, applied to what a walk has read, so that
-    its bound holds whatever the filters (see sql._LEXICAL_RECENT; without asOf, a walk reads
-    only memories of the types asked for, see candidates._recent). `thread`: the thread filter's
-    clause alone ("" for none), `thread_id` the id of the thread it names (None for none).
-    `narrowed`: SearchFilters.narrows(); `walks`: which filter chooses the memories a walk reads
+    """The filters as SQL clauses on `m`. `reach`: which of the tenant's memories the search reads
+    at all (current or as of an instant, recorded dates), conditions that the walks over the
+    most recent memories (words, topic fallback) apply as they read; `selection`: status, type,
+    scope, project, commitment state and thread, applied to what a walk has read, so that its
+    bound holds whatever the filters (see sql._LEXICAL_RECENT; without asOf, a walk reads only
+    the memories of one of them, `walks`). `thread`: the thread filter's clause alone ("" for
+    none), `thread_id` the id of the thread it names (None for none). `narrowed`:
+    SearchFilters.narrows(); `walks`: which filter chooses the memories a walk reads
     (WALK_SOURCES, see candidates._recent), None for the account's newest; `selective`: a
-    scope, project, commitment state or thread is asked for that a walk applies to what it
-    read. `current`: only current memories are read (no asOf), as an account's nearest-neighbour
-    index holds."""
+    filter is asked for that a walk applies to what it read, and that may pass a small share of
+    it (a thread, a resolution date, or one of WALK_SOURCES that did not choose it). `current`:
+    only current memories are read (no asOf), as an account's nearest-neighbour index holds."""
 
     reach: str
     selection: str
@@ -247,6 +247,17 @@ def _walk_source(filters: SearchFilters) -> str | None:
     if filters.as_of is not None:
         return None  # those indexes hold current memories only
     return next((name for name in WALK_SOURCES if getattr(filters, name)), None)
+
+
+def _applied_after(filters: SearchFilters, walks: str | None) -> list[str]:
+    """The filters among WALK_SOURCES asked for that a walk applies to what it read: all but
+    the one that chose it (and the commitment type that commitment states imply)."""
+    implied = filters.commitment_states and walks == "commitment_states"
+    return [
+        name
+        for name in WALK_SOURCES
+        if getattr(filters, name) and name != walks and not (name == "memory_types" and implied)
+    ]
 
 
 _CURRENT = "m.valid_to IS NULL"
@@ -299,13 +310,7 @@ def _where(filters: SearchFilters, owner_id: int, params: dict) -> _Where:
         thread=_conjunction(thread),
         thread_id=params["thread"] if thread else None,
         narrowed=filters.narrows(),
-        selective=bool(
-            thread
-            or any(
-                getattr(filters, name) and name != walks
-                for name in ("project", "commitment_states", "scope")
-            )
-        ),
+        selective=bool(thread or filters.resolved_after or _applied_after(filters, walks)),
         current=filters.as_of is None,
         dates=_conjunction(dates),
         walks=walks,

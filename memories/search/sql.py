@@ -71,22 +71,7 @@ _RECENT_OF_TYPE = """(
         WHERE m.owner_id = %(owner)s AND m.memory_type = %({value})s
           AND m.recorded_at <= %(snapshot)s {reach}
         ORDER BY m.recorded_at DESC LIMIT %({most})s)"""
-# How many current memories the project, the commitment states or the scope that choose what a
-# walk reads hold (keyed by _Where.walks): up to %(source_size_max)s, index-only.
-_SIZE_OF = """(SELECT count(*) FROM (
-            SELECT 1 FROM memories_memory m
-            WHERE m.owner_id = %(owner)s AND {selected}
-              AND m.valid_to IS NULL
-            LIMIT %(source_size_max)s) n)"""
-_SOURCE_SIZES = {
-    "project": _SIZE_OF.format(selected="m.project = %(project)s AND lower(m.project) IS NOT NULL"),
-    "commitment_states": _SIZE_OF.format(
-        selected="m.commitment_status = ANY(%(commitment_states)s)"
-        " AND lower(m.commitment_status) IS NOT NULL"
-    ),
-    "scope": _SIZE_OF.format(selected="m.scope = %(scope)s AND lower(m.scope) IS NOT NULL"),
-}
-# How many memories a walk may read, up to one past its bound (%(walk_max)s).
+# How many memories a walk may read, up to one past its bound (its source's LIMIT).
 _WALK_SOURCE_SIZE = "SELECT count(*) FROM ({recent}) m"
 # Each of the rare terms' most recent matches through the account's words index (see
 # candidates.RARE_TERM_HELD_MAX), one call of the function per term; those in the thread if one
@@ -120,7 +105,7 @@ _REQUIRED = f"AND m.search_vector @@ {_REQUIRED_QUERY}"
 # scoring.TENANT_SIZE_COUNTED_MAX), whether it has valid nearest-neighbour and words indexes of its
 # own, how many entries its nearest-neighbour index held when last counted (see
 # TENANT_SIZE_COUNTED_MAX: no more than its current memories now), and how many memories the filter
-# that chooses what a walk reads holds ({source_size}: one of _SOURCE_SIZES, else NULL). A first
+# that chooses what a walk reads holds ({source_size}: see candidates._source_size). A first
 # page's instant is this process's clock, or the tenant's newest memory if later: a memory stamped
 # by a host whose clock runs ahead of this one's (and its revision, stamped no earlier) is found at
 # once, not once this clock has caught up.
@@ -187,36 +172,44 @@ _LISTED_AFTER = (
     "AND m.recorded_at <= %(after_recorded_at)s"
     " AND (m.recorded_at, m.id) < (%(after_recorded_at)s, %(after_id)s::uuid)"
 )
-# A listing of some types (without asOf): the window is the account's memories of those types
-# current at the first page's instant, newest first, so a type few of the account's memories
-# have fills its pages as a common one does. Each type's current memories are read through
+# A listing of some types, or else of a project or a scope (without asOf): the window is the
+# account's memories of those types, or of that project or scope, current at the first page's
+# instant, newest first, so a type, project or scope few of the account's memories have fills
+# its pages as a common one does. Each type's current memories are read through
 # memory_owner_type_current (`_LISTED_CURRENT_OF_TYPE`), which holds every column the filters
 # read but a resolution time (_LISTED_COLUMNS; `resolved_at` is added, read from the table,
 # only when resolvedAfter asks for it): an index-only read of at most %(listed_window)s entries
-# of each type, merged by recency. That index holds current memories only; those current at the
-# instant and revised since are the predecessors of the memories recorded after it, found first
-# (`_LISTED_RECORDED_SINCE`, through memory_owner_recent) and read by key
-# (`_LISTED_REVISED_SINCE`): a revision closes its predecessor at its successor's recording
-# time, whatever the clocks (services._revise).
+# of each type, merged by recency. A project's or a scope's, through its index
+# (`_LISTED_CURRENT_WITH`, rows read from the table). Those indexes hold current memories only;
+# those current at the instant and revised since are the predecessors of the memories recorded
+# after it, found first (`_LISTED_RECORDED_SINCE`, through memory_owner_recent) and read by key
+# (`_LISTED_REVISED_SINCE`, of the types, the project or the scope): a revision closes its
+# predecessor at its successor's recording time, whatever the clocks (services._revise).
 _LISTED_COLUMNS = (
     "m.owner_id, m.id, m.recorded_at, m.memory_type, m.status, m.commitment_status, m.scope,"
     " m.project"
 )
 _LISTED_CURRENT_OF_TYPE = """(
         SELECT {columns} FROM memories_memory m
-        WHERE m.owner_id = %(owner)s AND m.memory_type = %(listed_type_{n})s
+        WHERE m.owner_id = %(owner)s AND m.memory_type = %({value})s
+          AND m.valid_to IS NULL AND m.recorded_at <= %(snapshot)s {dates} {after}
+        ORDER BY m.recorded_at DESC, m.id DESC LIMIT %(listed_window)s + 1)"""
+_LISTED_CURRENT_WITH = """(
+        SELECT {columns} FROM memories_memory m
+        WHERE m.owner_id = %(owner)s AND m.{column} = %({value})s
+          AND lower(m.{column}) IS NOT NULL
           AND m.valid_to IS NULL AND m.recorded_at <= %(snapshot)s {dates} {after}
         ORDER BY m.recorded_at DESC, m.id DESC LIMIT %(listed_window)s + 1)"""
 _LISTED_REVISED_SINCE = """(
         SELECT {columns} FROM memories_memory m
         WHERE m.owner_id = %(owner)s AND m.id = ANY(%(listed_revised)s::uuid[])
-          AND m.memory_type = ANY(%(types)s) AND m.valid_to > %(snapshot)s
+          AND m.{column} = ANY(%(listed_values)s) AND m.valid_to > %(snapshot)s
           AND m.recorded_at <= %(snapshot)s {dates} {after}
         ORDER BY m.recorded_at DESC, m.id DESC)"""
-_LISTED_OF_TYPES_WINDOW = """{branches}
+_LISTED_SOURCE_WINDOW = """{branches}
         ORDER BY recorded_at DESC, id DESC"""
 # The page of such a listing, with each hit's content length (not in the index) read by key.
-_LISTED_OF_TYPES_SQL = """
+_LISTED_SOURCE_SQL = """
 SELECT l.id, l.recorded_at, c.content_length
 FROM (SELECT m.id, m.recorded_at FROM ({window} LIMIT %(listed_window)s) m
       WHERE TRUE {selection}

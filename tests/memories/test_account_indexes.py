@@ -650,7 +650,10 @@ def test_a_question_in_an_account_larger_than_the_walk_walks_fewer_memories(
     assert walked(owner, question, project="hangar") == ([], [3])
     assert walked(owner, question, scope="personal") == ([old.id], [3])
     assert walked(owner, question, scope="personal", memory_types=["fact"]) == ([old.id], [5])
+    assert walked(owner, question, project="hangar", memory_types=["note"]) == ([], [5])
     assert walked(owner, question, project="hangar", as_of=before) == ([], [5])
+    # Resolved commitments are walked newest recorded first, not newest resolved.
+    assert walked(owner, question, resolved_after=before) == ([], [5])
     patch_search(monkeypatch, "WALK_RECENT_MAX", 6)
     assert walked(owner, question) == ([old.id], [6])
 

@@ -1192,22 +1192,22 @@ def test_a_listing_reads_a_window_a_page_and_its_cursor_goes_on_past_it(tenant, 
     monkeypatch.setattr(candidates, "LISTED_WINDOW", 3)
     now = timezone.now()
     wanted = [
-        MemoryFactory(owner=tenant, project="atlas", recorded_at=now - timedelta(days=d))
+        MemoryFactory(owner=tenant, status="archived", recorded_at=now - timedelta(days=d))
         for d in (9, 10)
     ]
     for n in range(5):
         MemoryFactory(owner=tenant, recorded_at=now - timedelta(days=n))
-    pages = [run(tenant, None, project="atlas", limit=5)]
+    pages = [run(tenant, None, status="archived", limit=5)]
     while pages[-1].next_cursor:
-        pages.append(run(tenant, None, project="atlas", limit=5, cursor=pages[-1].next_cursor))
+        pages.append(run(tenant, None, status="archived", limit=5, cursor=pages[-1].next_cursor))
     # Windows of 3: the 3 newest (none passes), 2 more and the first match, the second match.
     assert [[hit.id for hit in page.hits] for page in pages] == [[], [wanted[0].id], [wanted[1].id]]
     # A page short of its limit because its window ended goes on; one whose window read the
     # account's last memory ends the listing.
     assert len(run(tenant, None, limit=5).hits) == 3 and run(tenant, None, limit=5).next_cursor
     monkeypatch.setattr(candidates, "LISTED_WINDOW", 7)
-    assert [len(run(tenant, None, project="atlas", limit=5).hits)] == [2]
-    assert run(tenant, None, project="atlas", limit=5).next_cursor is None
+    assert [len(run(tenant, None, status="archived", limit=5).hits)] == [2]
+    assert run(tenant, None, status="archived", limit=5).next_cursor is None
 
 
 def test_a_listing_of_types_few_memories_have_fills_its_page(tenant, other_tenant, monkeypatch):
@@ -1236,6 +1236,35 @@ def test_a_listing_of_types_few_memories_have_fills_its_page(tenant, other_tenan
     assert [hit.id for hit in first.hits] == [asked[0].id, asked[2].id]
     rest = run(tenant, None, memory_types=["preference"], limit=2, cursor=first.next_cursor)
     assert [hit.id for hit in rest.hits] == [asked[4].id] and rest.next_cursor is None
+
+
+@pytest.mark.parametrize("facet", ["project", "scope"])
+def test_a_listing_of_a_project_or_scope_few_memories_have_fills_its_page(
+    tenant, other_tenant, monkeypatch, facet
+):
+    """My memories of project (or scope) hangar, in an account whose newest memories are of
+    others: the page lists them, newest first, rather than coming back empty with hasMore for
+    the agent to page blindly through windows of other memories; one revised between pages is
+    listed in the version the first page saw."""
+    monkeypatch.setattr(candidates, "LISTED_WINDOW", 3)
+    now = timezone.now()
+    asked = [
+        MemoryFactory(owner=tenant, recorded_at=now - timedelta(days=30 + n), **{facet: "hangar"})
+        for n in range(4)
+    ]
+    for n in range(10):
+        MemoryFactory(owner=tenant, recorded_at=now - timedelta(days=n), **{facet: "payroll"})
+    MemoryFactory(owner=other_tenant, **{facet: "hangar"})
+
+    first = run(tenant, None, limit=2, **{facet: "hangar"})
+    assert [hit.id for hit in first.hits] == [asked[0].id, asked[1].id]
+    revise_memory(owner=tenant, predecessor_id=asked[2].id, content="Revised since.")
+    rest = run(tenant, None, limit=2, cursor=first.next_cursor, **{facet: "hangar"})
+    assert [(hit.id, hit.current) for hit in rest.hits] == [
+        (asked[2].id, False),
+        (asked[3].id, True),
+    ]
+    assert rest.next_cursor is None
 
 
 def test_a_listing_of_commitments_pages_through_each_once_as_its_first_page_saw_it(
@@ -1997,6 +2026,29 @@ def test_a_question_about_open_commitments_in_a_large_tenant_reads_them_alone_be
     assert '"Seq Scan"' not in meaning
 
 
+def test_a_scope_few_memories_have_is_counted_and_checked_through_its_index_before_any_analyze(
+    bulk_loaded_tenant, acting_as
+):
+    """Every search filtered to a scope counts the scope's memories (to choose how it finds
+    them by meaning), and an empty one checks that the scope exists: both through the index on
+    owner, scope and recency, never by reading the account's entries of the index of types,
+    which holds the scope too and which the planner may take for it without statistics."""
+    owner = bulk_loaded_tenant
+    plans = []
+    with acting_as(owner.pk):
+        for n in range(3):
+            record_memory(
+                owner=owner, memory_type="fact", topic=f"Fact {n}", content=f"{n}.", scope="rare"
+            )
+        with explaining(plans, starting="WITH instant"):
+            run(owner, "where does the ledger live?", scope="rare")
+        with explaining(plans, starting="SELECT m.id\n    FROM"), pytest.raises(NotFound):
+            run(owner, "where does the ledger live?", scope="nope")
+    count, check = map(json.dumps, plans)
+    assert "memory_owner_scope_recent" in count
+    assert "memory_owner_scope_recent" in check and "memory_owner_type_current" not in check
+
+
 def test_a_project_too_large_to_compare_exactly_is_searched_through_the_hnsw_index(
     bulk_loaded_tenant, monkeypatch
 ):
@@ -2015,6 +2067,31 @@ def test_a_project_too_large_to_compare_exactly_is_searched_through_the_hnsw_ind
     meaning = json.dumps(plans[1])
     assert account_indexes.NEAREST.index_name(owner.pk) in meaning
     assert "memory_owner_project_recent" not in meaning
+
+
+@pytest.mark.parametrize("facet", ["project", "scope"])
+def test_a_listing_of_a_project_or_scope_in_a_large_tenant_reads_its_index_before_any_analyze(
+    bulk_loaded_tenant, acting_as, facet
+):
+    """Its page reads the project's or scope's memories newest first through the index on
+    owner, project or scope, and recency: never the account's recency index, nor its rows."""
+    owner = bulk_loaded_tenant
+    plans = []
+    with acting_as(owner.pk):
+        for n in range(3):
+            record_memory(
+                owner=owner,
+                memory_type="fact",
+                topic=f"Fact {n}",
+                content=f"Fact {n}.",
+                **{facet: "atlas"},
+            )
+        with explaining(plans, starting="SELECT l.id"):
+            page = run(owner, None, limit=2, **{facet: "atlas"})
+    assert len(page.hits) == 2 and page.next_cursor
+    [plan] = map(json.dumps, plans)
+    assert f"memory_owner_{facet}_recent" in plan
+    assert "memory_owner_recent" not in plan and '"Seq Scan"' not in plan
 
 
 def index_scans(name: str) -> int:
