@@ -42,6 +42,7 @@ from memories.excerpts import EXCERPT_MAX, MemoryExcerpt
 from memories.models import CommitmentStatus, Memory, MemoryType, Status, Thread
 from memories.search.candidates import (
     _WALK,
+    COUNTED_SOURCES,
     LEXICAL_CANDIDATES,
     SEMANTIC_CANDIDATES,
     _listed,
@@ -412,4 +413,4 @@ def _count_tenant(db, params: dict, where: _Where) -> None:
             params["vectors_by"],
             params["source_size"],
         )
-    ] = _rows(db, sized, params, _WALK)
+    ] = _rows(db, sized, params, _WALK if where.walks in COUNTED_SOURCES else ())

@@ -256,6 +256,11 @@ def _merged(
     return f"{' UNION ALL '.join(branches)}\n        ORDER BY recorded_at DESC LIMIT %({most})s"
 
 
+# The walk sources whose size a search counts (see _source_size): those of at most
+# COMPARED_EXACTLY_MAX memories are compared with the query exactly.
+COUNTED_SOURCES = ("project", "commitment_states", "scope")
+
+
 def _source_size(where: _Where, params: dict) -> str:
     """An SQL expression: how many current memories at the search's instant the project, the
     commitment states or the scope that choose what a walk reads (_Where.walks) hold, up to one
@@ -265,7 +270,7 @@ def _source_size(where: _Where, params: dict) -> str:
     longer current) finds its candidates by meaning the other way, which may miss a hit, never
     repeat one (see _WordStatistics)."""
     params["source_size_max"] = COMPARED_EXACTLY_MAX + 1
-    if where.walks not in ("project", "commitment_states", "scope"):
+    if where.walks not in COUNTED_SOURCES:
         return "NULL::bigint"
     return f"({_WALK_SOURCE_SIZE.format(recent=_recent(where, params, most='source_size_max'))})"
 
