@@ -676,14 +676,23 @@ class ThreadQuerySet(models.QuerySet):
         hint = did_you_mean(near) or "describe_environment lists your threads"
         return NotFound(f"thread '{name}'; {hint}")
 
-    def members_sql(self, owner_id: int, name: str, params: dict, *, key: str) -> str:
+    def members_sql(
+        self, owner_id: int, name: str, params: dict, *, key: str, counted_to: int = 0
+    ) -> str:
         """A condition on memories `m`: a member of the owner's thread named `name` (any case).
-        The thread's id goes into `params[key]`, its name as stored into `params[key + "_name"]`;
-        an unknown name is NotFound."""
-        found = self.named(owner_id, name).values_list("id", "name").first()
+        The thread's id goes into `params[key]`, its name as stored into `params[key + "_name"]`,
+        and with `counted_to` how many members it has, up to one past that, into
+        `params[key + "_members"]` (read in the same statement); an unknown name is NotFound."""
+        threads, read = self.named(owner_id, name), ["id", "name"]
+        if counted_to:
+            threads = threads.annotate(members=_members_up_to(owner_id, counted_to + 1))
+            read.append("members")
+        found = threads.values_list(*read).first()
         if found is None:
             raise self.not_found(owner_id, name)
-        params[key], params[f"{key}_name"] = found
+        params[key], params[f"{key}_name"] = found[:2]
+        if counted_to:
+            params[f"{key}_members"] = found[2]
         # `key` is a constant of the caller's, never caller text.
         return (
             "EXISTS (SELECT 1 FROM memories_threadmembership ms"  # noqa: S608
@@ -699,6 +708,16 @@ class ThreadQuerySet(models.QuerySet):
         costs nothing more."""
         if not self.filter(owner_id=owner_id, pk=thread_id).exists():
             raise self.not_found(owner_id, name)
+
+
+def _members_up_to(owner_id: int, most: int) -> _RowCount:
+    """A thread's members (of any version), up to `most`: through membership_unique, which
+    leads with the owner and the thread."""
+    return _RowCount(
+        ThreadMembership.objects.filter(
+            owner_id=owner_id, thread_id=models.OuterRef("id"), state=MembershipState.MEMBER
+        ).values("id")[:most]
+    )
 
 
 def _memberships_of_current_memories(owner_id: int, state: str) -> _RowCount:

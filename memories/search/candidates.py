@@ -41,6 +41,7 @@ from memories.search.sql import (
     _LISTED_COLUMNS,
     _LISTED_CURRENT_OF_TYPE,
     _LISTED_CURRENT_WITH,
+    _LISTED_IN_THREAD,
     _LISTED_RECORDED_SINCE,
     _LISTED_REVISED_SINCE,
     _LISTED_SOURCE_SQL,
@@ -51,6 +52,7 @@ from memories.search.sql import (
     _RANKED_SQL,
     _RARE_WORD_MATCHES,
     _RECENT,
+    _RECENT_IN_THREAD,
     _RECENT_OF_TYPE,
     _RECENT_WITH,
     _REQUIRED,
@@ -185,6 +187,12 @@ _NEAREST: _Plan = (
 _NEAREST_NARROWED = (*_NEAREST, ("hnsw.max_scan_tuples", str(SEMANTIC_SCAN_MAX)))
 
 
+def _walk_plan(where: _Where) -> _Plan:
+    """The plan a walk's source is read under: a thread's members by key (sql._IN_THREAD), any
+    other source newest first through its index (_WALK)."""
+    return _BY_KEY if where.walks == "thread" else _WALK
+
+
 def _walk(
     db,
     required: str,
@@ -216,7 +224,7 @@ def _walk(
         since=since,
         terms=terms,
     )
-    return _candidates(_rows(db, walk, params, _WALK), params)
+    return _candidates(_rows(db, walk, params, _walk_plan(where)), params)
 
 
 def _recent(where: _Where, params: dict, most: str = "walk_max") -> str:
@@ -224,6 +232,8 @@ def _recent(where: _Where, params: dict, most: str = "walk_max") -> str:
     recent, or on current memories those of the filter that chooses them (_Where.walks): of the
     project, in the commitment states, of the types or in the scope asked for (see
     _LEXICAL_RECENT)."""
+    if where.walks == "thread":
+        return _RECENT_IN_THREAD.format(reach=where.reach, most=most)
     if where.walks in ("project", "scope"):
         column = where.walks
         return _RECENT_WITH.format(column=column, value=column, reach=where.reach, most=most)
@@ -265,11 +275,14 @@ def _source_size(where: _Where, params: dict) -> str:
     """An SQL expression: how many current memories at the search's instant the project, the
     commitment states or the scope that choose what a walk reads (_Where.walks) hold, up to one
     past COMPARED_EXACTLY_MAX, read as the walk reads them (newest first through their own
-    index, under _WALK: so without statistics too); NULL for any other walk. Counted on every
+    index, under _WALK: so without statistics too); a thread's members when a walk reads it
+    whole (filters.THREAD_WALKED_MAX); NULL for any other walk. Counted on every
     page: one whose count crosses the bound (memories revised since the first page are no
     longer current) finds its candidates by meaning the other way, which may miss a hit, never
     repeat one (see _WordStatistics)."""
     params["source_size_max"] = COMPARED_EXACTLY_MAX + 1
+    if where.walks == "thread":
+        return "%(thread_members)s::bigint"  # counted with its name's lookup (filters._where)
     if where.walks not in COUNTED_SOURCES:
         return "NULL::bigint"
     return f"({_WALK_SOURCE_SIZE.format(recent=_recent(where, params, most='source_size_max'))})"
@@ -291,8 +304,9 @@ def _rare_term_matches(
     the terms the first page chose, and walks for them as far back (a later page's walk may find
     other matches: see _WordStatistics)."""
     rare = statistics.rare_terms(params["terms"]) if statistics else None
-    # The account's words index holds its current memories only: asOf walks.
-    indexed = params["words_indexed"] and where.current
+    # The account's words index holds its current memories only: asOf walks. A thread's
+    # members are walked for the rare terms too: the index would read the account's matches.
+    indexed = params["words_indexed"] and where.current and where.walks != "thread"
     if rare is None:
         if len(walk_matches) < params["lexical_max"] and not indexed:
             # The walk read all it may read: a rare term's lookup would find no match it did not.
@@ -349,6 +363,7 @@ def _question_walk_max(where: _Where, params: dict) -> int:
         and params["nearest_index_rows"] > WALK_RECENT_MAX
         and where.current
         and not where.selective
+        and where.walks != "thread"  # read whole: no more than the shorter walk
         and params.get("status") != Status.ARCHIVED
     )
     return min(SHORT_WALK_MAX, WALK_RECENT_MAX) if shortened else WALK_RECENT_MAX
@@ -376,7 +391,7 @@ def _walked_whole(db, where: _Where, params: dict, bound: int) -> bool:
     if params["tenant_size"] <= bound < TENANT_SIZE_COUNTED_MAX:
         return True  # the account holds no more (its count is exact under its cap)
     size = _WALK_SOURCE_SIZE.format(recent=_recent(where, params))
-    [(readable,)] = _rows(db, size, params | {"walk_max": bound + 1}, _WALK)
+    [(readable,)] = _rows(db, size, params | {"walk_max": bound + 1}, _walk_plan(where))
     return readable <= bound
 
 
@@ -454,8 +469,12 @@ def _ranked(
         fields_held=_fields_held(parsed, params), cosine=cosine
     )
     few_terms = len(parsed.terms) <= INDEXED_QUERY_TERMS_MAX
-    # The account's words index holds its current memories only: asOf walks.
-    by_walk = not (few_terms and params["words_indexed"] and where.current)
+    # The account's words index holds its current memories only: asOf walks. So does a thread
+    # that a walk reads whole (filters.THREAD_WALKED_MAX): no more than a walk for a query's
+    # terms reads when they are common.
+    by_walk = where.walks == "thread" or not (
+        few_terms and params["words_indexed"] and where.current
+    )
     # A later page walks back as far as the first page's walk reached, among as many memories
     # (see _WordStatistics), however many matches that is now.
     walked_to = None
@@ -490,11 +509,14 @@ def _ranked(
     if vector is not None and not (parsed.phrased and through_index):
         plan: _Plan = ()
         semantic = _SEMANTIC.format(required=required, filters=where.sql)
-        if through_index and params["source_size"] is not None:
+        # A thread's members are compared exactly at any instant, in an account of any size:
+        # they are never more than the scan of the account's vectors would read.
+        by_source = through_index or where.walks == "thread"
+        if by_source and params["source_size"] is not None:
             if params["source_size"] <= COMPARED_EXACTLY_MAX:
-                # Read as the walk reads its source (_WALK), then sorted by distance: every plan
-                # sorts once there, and one that sorted the source too would read all of it.
-                plan = _WALK
+                # Read as the walk reads its source (_walk_plan), then sorted by distance: every
+                # plan sorts once there, and one that sorted the source too would read all of it.
+                plan = _walk_plan(where)
                 semantic = _SEMANTIC_OF_SOURCE.format(
                     recent=_recent(where, params, most="source_size_max"),
                     required=required,
@@ -590,7 +612,8 @@ def _listed(
     """A search without a query: the `most` newest memories the filters select after `position`,
     among the LISTED_WINDOW memories that follow it, current as of the first page's instant
     (_Where.reach_at_snapshot): the account's memories, read newest first through its recency
-    index (_WALK) whatever the table's statistics say, or without asOf those of the types, else
+    index (_WALK) whatever the table's statistics say, or those of the thread asked for when a
+    walk reads it whole (filters.THREAD_WALKED_MAX), or without asOf those of the types, else
     the project or the scope asked for (_listed_of_source). Second: when fewer than `most`
     passed and more memories follow the window, the window's last memory, where the next page
     resumes."""
@@ -600,7 +623,11 @@ def _listed(
         params |= {"after_recorded_at": position.recorded_at, "after_id": position.id}
         after = _LISTED_AFTER
     source = _listed_by_source(db, where, params, position)
-    if source is not None:
+    if source == "thread":
+        window = _LISTED_IN_THREAD.format(reach=where.reach_at_snapshot, after=after)
+        sql = _LISTED_SQL.format(window=window, selection=where.selection)
+        plan = _LISTED_BY_SOURCE
+    elif source is not None:
         window = _listed_of_source(where, params, after, source)
         sql = _LISTED_SOURCE_SQL.format(window=window, selection=where.selection)
         plan = _LISTED_BY_SOURCE
@@ -629,9 +656,12 @@ def _listed_candidate(
 
 
 def _listed_source(where: _Where, params: dict) -> str | None:
-    """Which filter's index a listing reads its window through (_listed_of_source), on current
-    memories: the types asked for (an index-only read), else a project, else a scope; None for
-    the account's recency index."""
+    """Which filter's memories a listing reads as its window: a thread's that a walk reads
+    (_Where.walks); else, on current memories, through its index (_listed_of_source), the
+    types asked for (an index-only read), else a project, else a scope; None for the account's
+    recency index."""
+    if where.walks == "thread":
+        return "thread"
     if not where.current:
         return None
     if params.get("types"):
@@ -646,8 +676,8 @@ def _listed_by_source(db, where: _Where, params: dict, position: _Position | Non
     revised since the instant in params["listed_revised"]: none on a first page, whose instant
     is at least its newest memory's (sql._TENANT_SIZE_SQL)."""
     source = _listed_source(where, params)
-    if source is None:
-        return None
+    if source in (None, "thread"):
+        return source
     params["listed_revised"] = []
     if position is None:
         return source

@@ -243,7 +243,16 @@ class _Where:
 WALK_SOURCES = ("project", "commitment_states", "memory_types", "scope")
 
 
-def _walk_source(filters: SearchFilters) -> str | None:
+# A thread of at most this many members (of any version: a revision joins its predecessor's
+# threads, which keep the predecessor) is what a walk or a listing filtered to it reads, whole,
+# newest first, at any instant (asOf too): it is then the narrowest source there is. A larger one
+# is applied to what the walk of another source read, as the filters after WALK_SOURCES[0] are.
+THREAD_WALKED_MAX = 5_000
+
+
+def _walk_source(filters: SearchFilters, params: dict) -> str | None:
+    if filters.thread is not None and params["thread_members"] <= THREAD_WALKED_MAX:
+        return "thread"
     if filters.as_of is not None:
         return None  # those indexes hold current memories only
     return next((name for name in WALK_SOURCES if getattr(filters, name)), None)
@@ -300,17 +309,25 @@ def _where(filters: SearchFilters, owner_id: int, params: dict) -> _Where:
     if filters.resolved_after is not None:
         selection.append("m.resolved_at >= %(resolved_after)s")
         params["resolved_after"] = filters.resolved_after
-    walks = _walk_source(filters)
     thread = []
     if filters.thread is not None:
-        thread.append(Thread.objects.members_sql(owner_id, filters.thread, params, key="thread"))
+        thread.append(
+            Thread.objects.members_sql(
+                owner_id, filters.thread, params, key="thread", counted_to=THREAD_WALKED_MAX
+            )
+        )
+    walks = _walk_source(filters, params)
     return _Where(
         reach=_conjunction(lifecycle + dates),
         selection=_conjunction(selection + thread),
         thread=_conjunction(thread),
         thread_id=params["thread"] if thread else None,
         narrowed=filters.narrows(),
-        selective=bool(thread or filters.resolved_after or _applied_after(filters, walks)),
+        selective=bool(
+            (thread and walks != "thread")
+            or filters.resolved_after
+            or _applied_after(filters, walks)
+        ),
         current=filters.as_of is None,
         dates=_conjunction(dates),
         walks=walks,

@@ -71,6 +71,18 @@ _RECENT_OF_TYPE = """(
         WHERE m.owner_id = %(owner)s AND m.memory_type = %({value})s
           AND m.recorded_at <= %(snapshot)s {reach}
         ORDER BY m.recorded_at DESC LIMIT %({most})s)"""
+# Of a thread (filters.THREAD_WALKED_MAX members at most): its members, read by key, then sorted.
+# Run with sorts allowed (candidates._BY_KEY): under _WALK, the planner would rather read the
+# account's recency index and keep the members it meets, all of the account for an old thread.
+_IN_THREAD = """
+        SELECT m.* FROM memories_memory m
+        WHERE m.owner_id = %(owner)s AND m.id = ANY(ARRAY(
+                  SELECT ms.memory_id FROM memories_threadmembership ms
+                  WHERE ms.owner_id = %(owner)s AND ms.thread_id = %(thread)s
+                    AND ms.state = 'member'))
+          AND m.recorded_at <= %(snapshot)s {reach}"""
+_RECENT_IN_THREAD = f"""({_IN_THREAD}
+        ORDER BY m.recorded_at DESC LIMIT %({{most}})s)"""
 # How many memories a walk may read, up to one past its bound (its source's LIMIT).
 _WALK_SOURCE_SIZE = "SELECT count(*) FROM ({recent}) m"
 # Each of the rare terms' most recent matches through the account's words index (see
@@ -200,6 +212,11 @@ _LISTED_CURRENT_WITH = """(
           AND lower(m.{column}) IS NOT NULL
           AND m.valid_to IS NULL AND m.recorded_at <= %(snapshot)s {dates} {after}
         ORDER BY m.recorded_at DESC, m.id DESC LIMIT %(listed_window)s + 1)"""
+# A listing of a thread (filters.THREAD_WALKED_MAX members at most), at any instant: its
+# members; a memory revised since the first page's instant keeps its membership (its successor
+# joins the thread beside it), so no memory revised since needs finding.
+_LISTED_IN_THREAD = f"""{_IN_THREAD} {{after}}
+        ORDER BY m.recorded_at DESC, m.id DESC"""
 _LISTED_REVISED_SINCE = """(
         SELECT {columns} FROM memories_memory m
         WHERE m.owner_id = %(owner)s AND m.id = ANY(%(listed_revised)s::uuid[])

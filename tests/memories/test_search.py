@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from memories import account_indexes, bounds, tenancy
 from memories.errors import InvalidInput, NotFound
-from memories.models import StoredVectors
+from memories.models import Memory, StoredVectors
 from memories.search import (
     CURSOR_MAX,
     NO_MATCH,
@@ -2217,16 +2217,18 @@ def test_the_walk_bound_counts_commitments_of_the_states_asked_for(tenant, monke
     assert [hit.id for hit in hits] == [old.id]
 
 
-def test_the_walk_bound_counts_memories_of_every_thread_and_status(
+def test_the_walk_bound_counts_memories_of_every_large_thread_and_status(
     buried_decision, tenant, monkeypatch, settings
 ):
-    """A status or thread filter narrows what the walk has read; it does not make the walk read
-    further back to find WALK_RECENT_MAX memories that pass it (a small thread would otherwise
-    walk the whole account)."""
+    """A status filter, or a thread of more than THREAD_WALKED_MAX members, narrows what the
+    walk has read; it does not make the walk read further back to find WALK_RECENT_MAX memories
+    that pass it (a thread of many old members would otherwise walk the whole account)."""
     settings.SEARCH_EMBEDDER = "none"
     old = buried_decision
+    newest = Memory.objects.filter(owner=tenant).latest("recorded_at")
     thread = create_thread(owner=tenant, name="hangar")
-    add_thread_members(owner=tenant, name=thread.name, memory_ids=[old.id])
+    add_thread_members(owner=tenant, name=thread.name, memory_ids=[old.id, newest.id])
+    patch_search(monkeypatch, "THREAD_WALKED_MAX", 1)
     question = "what did we decide about the zeppelin hangar, and who negotiates the lease terms?"
     patch_search(monkeypatch, "WALK_RECENT_MAX", 4)
     assert run(tenant, question, thread="hangar").hits == []
@@ -2237,6 +2239,59 @@ def test_the_walk_bound_counts_memories_of_every_thread_and_status(
     assert run(tenant, question, status="archived").hits == []
     patch_search(monkeypatch, "WALK_RECENT_MAX", 5)
     assert [hit.id for hit in run(tenant, question, status="archived").hits] == [old.id]
+
+
+def test_a_small_thread_is_searched_whole_however_old_its_members(
+    buried_decision, tenant, monkeypatch, settings
+):
+    """A thread of at most THREAD_WALKED_MAX members is what a search filtered to it walks: its
+    oldest member is found by its words however many newer memories the account has, now and
+    as of an instant, where the account's walk stops before it."""
+    settings.SEARCH_EMBEDDER = "none"
+    old = buried_decision
+    create_thread(owner=tenant, name="hangar")
+    add_thread_members(owner=tenant, name="hangar", memory_ids=[old.id])
+    patch_search(monkeypatch, "WALK_RECENT_MAX", 1)
+    question = "what did we decide about the zeppelin hangar lease?"
+
+    assert [hit.id for hit in run(tenant, question, thread="hangar").hits] == [old.id]
+    then = timezone.now().isoformat()
+    assert [hit.id for hit in run(tenant, question, thread="hangar", as_of=then).hits] == [old.id]
+    assert run(tenant, question).hits == []
+
+
+def test_a_listing_of_a_thread_fills_its_pages(tenant, other_tenant, monkeypatch):
+    """The memories of my thread hangar, in an account whose newest memories are not in it:
+    every page is full, newest first, rather than empty with hasMore for the agent to page
+    blindly through windows of other memories; one revised between pages is listed in the
+    version the first page saw, its successor not at all."""
+    monkeypatch.setattr(candidates, "LISTED_WINDOW", 3)
+    now = timezone.now()
+    members = [
+        MemoryFactory(owner=tenant, recorded_at=now - timedelta(days=30 + n)) for n in range(5)
+    ]
+    for n in range(10):
+        MemoryFactory(owner=tenant, recorded_at=now - timedelta(days=n))
+    create_thread(owner=tenant, name="hangar")
+    add_thread_members(owner=tenant, name="hangar", memory_ids=[m.id for m in members])
+    foreign = MemoryFactory(owner=other_tenant)
+    create_thread(owner=other_tenant, name="hangar")
+    add_thread_members(owner=other_tenant, name="hangar", memory_ids=[foreign.id])
+
+    first = run(tenant, None, thread="hangar", limit=2)
+    assert [hit.id for hit in first.hits] == [members[0].id, members[1].id]
+    revise_memory(owner=tenant, predecessor_id=members[2].id, content="Revised since.")
+    pages = [first]
+    while pages[-1].next_cursor:
+        pages.append(run(tenant, None, thread="hangar", limit=2, cursor=pages[-1].next_cursor))
+
+    listed = [(hit.id, hit.current) for page in pages for hit in page.hits]
+    assert listed == [(m.id, m is not members[2]) for m in members]
+    assert [len(page.hits) for page in pages] == [2, 2, 1]
+    as_of = (now - timedelta(days=31, hours=12)).isoformat()
+    assert [hit.id for hit in run(tenant, None, thread="hangar", as_of=as_of).hits] == [
+        m.id for m in members[2:]
+    ]
 
 
 def test_a_revision_committing_mid_search_never_shows_both_versions(transactional_db, monkeypatch):
