@@ -187,12 +187,6 @@ _NEAREST: _Plan = (
 _NEAREST_NARROWED = (*_NEAREST, ("hnsw.max_scan_tuples", str(SEMANTIC_SCAN_MAX)))
 
 
-def _walk_plan(where: _Where) -> _Plan:
-    """The plan a walk's source is read under: a thread's members by key (sql._IN_THREAD), any
-    other source newest first through its index (_WALK)."""
-    return _BY_KEY if where.walks == "thread" else _WALK
-
-
 def _walk(
     db,
     required: str,
@@ -224,7 +218,7 @@ def _walk(
         since=since,
         terms=terms,
     )
-    return _candidates(_rows(db, walk, params, _walk_plan(where)), params)
+    return _candidates(_rows(db, walk, params, _WALK), params)
 
 
 def _recent(where: _Where, params: dict, most: str = "walk_max") -> str:
@@ -391,7 +385,7 @@ def _walked_whole(db, where: _Where, params: dict, bound: int) -> bool:
     if params["tenant_size"] <= bound < TENANT_SIZE_COUNTED_MAX:
         return True  # the account holds no more (its count is exact under its cap)
     size = _WALK_SOURCE_SIZE.format(recent=_recent(where, params))
-    [(readable,)] = _rows(db, size, params | {"walk_max": bound + 1}, _walk_plan(where))
+    [(readable,)] = _rows(db, size, params | {"walk_max": bound + 1}, _WALK)
     return readable <= bound
 
 
@@ -516,7 +510,7 @@ def _ranked(
             if params["source_size"] <= COMPARED_EXACTLY_MAX:
                 # Read as the walk reads its source (_walk_plan), then sorted by distance: every
                 # plan sorts once there, and one that sorted the source too would read all of it.
-                plan = _walk_plan(where)
+                plan = _WALK
                 semantic = _SEMANTIC_OF_SOURCE.format(
                     recent=_recent(where, params, most="source_size_max"),
                     required=required,

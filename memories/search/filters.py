@@ -244,10 +244,12 @@ WALK_SOURCES = ("project", "commitment_states", "memory_types", "scope")
 
 
 # A thread of at most this many members (of any version: a revision joins its predecessor's
-# threads, which keep the predecessor) is what a walk or a listing filtered to it reads, whole,
-# newest first, at any instant (asOf too): it is then the narrowest source there is. A larger one
-# is applied to what the walk of another source read, as the filters after WALK_SOURCES[0] are.
-THREAD_WALKED_MAX = 5_000
+# threads, which keep the predecessor) is what a walk or a listing filtered to it reads, whole, at
+# any instant (asOf too): it is then the narrowest source there is, however old its members. They
+# are read one by one by key, each several times what a walk pays a memory through an index that
+# leads to it in order: so a larger thread is applied to what another source's walk read, as the
+# filters after WALK_SOURCES[0] are.
+THREAD_WALKED_MAX = 1_000
 
 
 def _walk_source(filters: SearchFilters, params: dict) -> str | None:

@@ -1991,6 +1991,41 @@ def test_a_question_about_a_project_or_scope_in_a_large_tenant_reads_it_alone_be
     assert '"Seq Scan"' not in meaning
 
 
+def test_a_thread_in_a_large_tenant_is_read_alone_before_any_analyze(bulk_loaded_tenant, acting_as):
+    """A question or a listing filtered to a small thread reads the thread's members by key,
+    walks them for the question's words and compares each with it by meaning: never the
+    account's newest memories, nor its HNSW index narrowed to the few that pass, nor a scan of
+    its rows."""
+    owner = bulk_loaded_tenant
+    plans = []
+    with acting_as(owner.pk):
+        ledger = record_memory(
+            owner=owner,
+            memory_type="fact",
+            topic="Ledger store",
+            content="The ledger lives in PostgreSQL 16, replicated to a standby in Frankfurt.",
+        )
+        oldest = Memory.objects.filter(owner=owner).earliest("recorded_at")
+        create_thread(owner=owner, name="atlas")
+        add_thread_members(owner=owner, name="atlas", memory_ids=[ledger.id, oldest.id])
+        question = "where does the ledger live, and is it replicated?"
+        with explaining(plans):
+            hits = run(owner, question, thread="atlas").hits
+        with explaining(plans, starting="SELECT m.id, m.recorded_at, m.content_length\nFROM"):
+            listed = run(owner, None, thread="atlas").hits
+    assert [hit.id for hit in hits] == [ledger.id]
+    assert [hit.id for hit in listed] == [ledger.id, oldest.id]
+    import re
+
+    for plan in map(json.dumps, plans):
+        print(re.findall(r'"(?:Node Type|Index Name|Relation Name|Subplan Name)": "([^"]+)"', plan))
+    for plan in map(json.dumps, plans):
+        assert "memories_memory_pkey" in plan and '"Seq Scan"' not in plan
+        assert "memory_owner_recent" not in plan and "memory_owner_type_current" not in plan
+        assert account_indexes.NEAREST.index_name(owner.pk) not in plan
+    assert len(plans) == 3  # the words' walk, the nearest by meaning, the listing
+
+
 def test_a_question_about_open_commitments_in_a_large_tenant_reads_them_alone_before_any_analyze(
     bulk_loaded_tenant, acting_as
 ):
