@@ -80,16 +80,17 @@ SEMANTIC_CANDIDATES = 50
 SEMANTIC_SCAN_MAX = 5_000
 # With a project, commitment state or scope filter that chooses what a walk reads (see _recent)
 # in an account with its own HNSW index, a project, states or a scope of at most this many
-# current memories have each compared with the query exactly, read through their own index: no
+# current memories have each compared with the query exactly, read through their own index (a
+# thread that chooses it, always: filters.THREAD_WALKED_MAX is smaller): no
 # more than a narrowed scan of the HNSW index reads (SEMANTIC_SCAN_MAX), and none of the nearest
 # is missed. More are searched through the HNSW index.
 COMPARED_EXACTLY_MAX = SEMANTIC_SCAN_MAX
 # The walk (see _WALK) reads at most this many of the tenant's most recent memories: in a large
 # tenant, older ones are found by words only through its words index, and by meaning always.
 WALK_RECENT_MAX = 20_000
-# A search without a query reads at most this many memories a page (without asOf, this many of
-# the types, else of the project or scope, asked for, newest first: see
-# _listed_of_source): a page of a filter that few of those memories pass may hold fewer hits than
+# A search without a query reads at most this many memories a page (of a small thread's members,
+# or without asOf, this many of the types, else of the project or scope, asked for, newest first:
+# see _listed): a page of a filter that few of those memories pass may hold fewer hits than
 # asked for, and its cursor goes on from the last memory it read.
 LISTED_WINDOW = 5_000
 # In an account with a words index of its own, a query of at most this many terms may find its
@@ -223,9 +224,9 @@ def _walk(
 
 def _recent(where: _Where, params: dict, most: str = "walk_max") -> str:
     """The walk's source, at most `most` (the parameter's name) memories: the tenant's most
-    recent, or on current memories those of the filter that chooses them (_Where.walks): of the
-    project, in the commitment states, of the types or in the scope asked for (see
-    _LEXICAL_RECENT)."""
+    recent, or those of the filter that chooses them (_Where.walks): the thread's members, or on
+    current memories those of the project, in the commitment states, of the types or in the
+    scope asked for (see _LEXICAL_RECENT)."""
     if where.walks == "thread":
         return _RECENT_IN_THREAD.format(reach=where.reach, most=most)
     if where.walks in ("project", "scope"):

@@ -43,7 +43,8 @@ _WORD_MATCHES = """WITH matches AS MATERIALIZED (
 # on its own, so the walk stops there whatever the terms). The selection (status, type, scope,
 # project, commitment state, thread) is applied to what the walk has read, not while it reads: a
 # selective filter would otherwise make it read far past WALK_RECENT_MAX memories to find that many
-# that pass. On current memories, the walk reads only what the narrowest index it may take leads
+# that pass. A small thread's members are what it reads (_RECENT_IN_THREAD); else on current
+# memories, the walk reads only what the narrowest index it may take leads
 # to, and its bound counts those (filters.WALK_SOURCES): a project's memories
 # (memory_owner_project_recent), else the commitments of the states asked for
 # (memory_owner_state_recent), else the memories of the types asked for
