@@ -69,6 +69,10 @@ UNSTORED_WORDS = (  # noqa: SIM905 (a word list)
 assert all(set(w) - set("abcdefghijklmnop") for w in UNSTORED_WORDS)
 
 
+# The name of the largest tenant's thread of its oldest memories.
+OLD_THREAD = "bench thread of the oldest"
+
+
 def setup(analyze: bool = True) -> None:
     if "BENCH_DATABASE_URL" in os.environ:
         url = os.environ["BENCH_DATABASE_URL"]
@@ -145,7 +149,8 @@ async def main(calls: int, seed: int, only: str | None = None, rls: bool = False
 
     def threads_for(owner_id: int) -> list[tuple[str, str]]:
         """20 threads of 100 recent members each (one project per thread) for the largest tenant,
-        so remember's proposal check has real work; returns (project, member topic) pairs."""
+        so remember's proposal check has real work, and OLD_THREAD; returns (project, member
+        topic) pairs of the 20."""
         with connection.cursor() as cursor:
             cursor.execute(
                 """
@@ -162,7 +167,7 @@ async def main(calls: int, seed: int, only: str | None = None, rls: bool = False
                     (id, owner_id, thread_id, memory_id, state, created_at, decided_at)
                 SELECT gen_random_uuid(), %(owner)s, t.id, m.id, 'member', now(), now()
                 FROM (SELECT id, substr(name, 14)::int AS n FROM memories_thread
-                      WHERE owner_id = %(owner)s) t
+                      WHERE owner_id = %(owner)s AND name ~ '^bench thread [0-9]+$') t
                 JOIN LATERAL (SELECT id FROM memories_memory
                               WHERE owner_id = %(owner)s AND valid_to IS NULL
                                 AND project = 'project-' || t.n
@@ -171,13 +176,32 @@ async def main(calls: int, seed: int, only: str | None = None, rls: bool = False
                 """,
                 {"owner": owner_id},
             )
+            # And a thread of the account's 100 oldest memories, added long ago (so that
+            # remember's proposals, which compare the members added most recently, leave it out).
+            cursor.execute(
+                """
+                WITH thread AS (
+                    INSERT INTO memories_thread (id, owner_id, name, pinned, created_at)
+                    VALUES (gen_random_uuid(), %(owner)s, %(old_thread)s, false, now())
+                    ON CONFLICT DO NOTHING RETURNING id)
+                INSERT INTO memories_threadmembership
+                    (id, owner_id, thread_id, memory_id, state, created_at, decided_at)
+                SELECT gen_random_uuid(), %(owner)s, thread.id, m.id, 'member',
+                       now() - interval '400 days', now() - interval '400 days'
+                FROM thread, (SELECT id FROM memories_memory
+                              WHERE owner_id = %(owner)s AND valid_to IS NULL
+                              ORDER BY recorded_at LIMIT 100) m
+                """,
+                {"owner": owner_id, "old_thread": OLD_THREAD},
+            )
             cursor.execute(
                 """
                 SELECT m.project, m.topic FROM memories_threadmembership ms
                 JOIN memories_memory m ON m.owner_id = ms.owner_id AND m.id = ms.memory_id
-                WHERE ms.owner_id = %(owner)s
+                JOIN memories_thread t ON t.owner_id = ms.owner_id AND t.id = ms.thread_id
+                WHERE ms.owner_id = %(owner)s AND t.name <> %(old_thread)s
                 """,
-                {"owner": owner_id},
+                {"owner": owner_id, "old_thread": OLD_THREAD},
             )
             return cursor.fetchall()
 
@@ -252,7 +276,7 @@ async def main(calls: int, seed: int, only: str | None = None, rls: bool = False
         arguments = {"selector": facet, "value": rng.choice(facets[owner, facet])}
         return principal(owner), tool, arguments
 
-    def plan(owner_for) -> dict[str, list]:
+    def plan(owner_for, threads: bool) -> dict[str, list]:
         return {
             "search": [
                 (principal(owner_for()), "search", {"query": query()}) for _ in range(calls)
@@ -340,6 +364,25 @@ async def main(calls: int, seed: int, only: str | None = None, rls: bool = False
                 )
                 for _ in range(calls)
             ],
+            # The largest tenant's thread of its oldest memories: listed, and asked about.
+            **(
+                {
+                    "listing, a thread of the oldest 100, limit 25": [
+                        (principal(owner_for()), "search", {"thread": OLD_THREAD, "limit": 25})
+                        for _ in range(calls)
+                    ],
+                    "search, question, a thread of the oldest 100": [
+                        (
+                            principal(owner_for()),
+                            "search",
+                            {"query": question(), "thread": OLD_THREAD},
+                        )
+                        for _ in range(calls)
+                    ],
+                }
+                if threads
+                else {}
+            ),
         }
 
     async def baseline(owner: int) -> list[float]:
@@ -385,16 +428,17 @@ async def main(calls: int, seed: int, only: str | None = None, rls: bool = False
         await sync_to_async(enter_app_role, thread_sensitive=True)()
 
     results: dict[str, list[float]] = {}
-    for who, owner_for in [
-        (f"largest tenant ({largest_size:,} memories)", lambda: largest),
+    for who, owner_for, threads in [
+        (f"largest tenant ({largest_size:,} memories)", lambda: largest, True),
         (
             f"{len(sample_others)} other tenants (~{other_size:,} memories each)",
             lambda: rng.choice(sample_others),
+            False,
         ),
     ]:
         # Warm up caches and the connection with calls of their own, then measure.
-        warm_up = plan(owner_for)
-        for label, batch in plan(owner_for).items():
+        warm_up = plan(owner_for, threads)
+        for label, batch in plan(owner_for, threads).items():
             if not wanted(f"{who} | {label}"):
                 continue
             await timed("warm-up", warm_up[label][:20], {})
