@@ -69,8 +69,10 @@ UNSTORED_WORDS = (  # noqa: SIM905 (a word list)
 assert all(set(w) - set("abcdefghijklmnop") for w in UNSTORED_WORDS)
 
 
-# The name of the largest tenant's thread of its oldest memories.
+# The largest tenant's threads of its oldest memories and of memories drawn from all of it.
 OLD_THREAD = "bench thread of the oldest"
+WIDE_THREAD = "bench thread across"
+THREAD_SIZES = {OLD_THREAD: 100, WIDE_THREAD: 1_000}
 
 
 def setup(analyze: bool = True) -> None:
@@ -149,8 +151,8 @@ async def main(calls: int, seed: int, only: str | None = None, rls: bool = False
 
     def threads_for(owner_id: int) -> list[tuple[str, str]]:
         """20 threads of 100 recent members each (one project per thread) for the largest tenant,
-        so remember's proposal check has real work, and OLD_THREAD; returns (project, member
-        topic) pairs of the 20."""
+        so remember's proposal check has real work, and the threads of THREAD_SIZES; returns
+        (project, member topic) pairs of the 20."""
         with connection.cursor() as cursor:
             cursor.execute(
                 """
@@ -176,32 +178,34 @@ async def main(calls: int, seed: int, only: str | None = None, rls: bool = False
                 """,
                 {"owner": owner_id},
             )
-            # And a thread of the account's 100 oldest memories, added long ago (so that
-            # remember's proposals, which compare the members added most recently, leave it out).
-            cursor.execute(
-                """
-                WITH thread AS (
-                    INSERT INTO memories_thread (id, owner_id, name, pinned, created_at)
-                    VALUES (gen_random_uuid(), %(owner)s, %(old_thread)s, false, now())
-                    ON CONFLICT DO NOTHING RETURNING id)
-                INSERT INTO memories_threadmembership
-                    (id, owner_id, thread_id, memory_id, state, created_at, decided_at)
-                SELECT gen_random_uuid(), %(owner)s, thread.id, m.id, 'member',
-                       now() - interval '400 days', now() - interval '400 days'
-                FROM thread, (SELECT id FROM memories_memory
-                              WHERE owner_id = %(owner)s AND valid_to IS NULL
-                              ORDER BY recorded_at LIMIT 100) m
-                """,
-                {"owner": owner_id, "old_thread": OLD_THREAD},
-            )
+            # And a thread of the account's 100 oldest memories and one of 1,000 drawn from all
+            # of it, added long ago (so that remember's proposals, which compare the members
+            # added most recently, leave them out).
+            for name, members in ((OLD_THREAD, "recorded_at"), (WIDE_THREAD, "md5(id::text)")):
+                cursor.execute(
+                    f"""
+                    WITH thread AS (
+                        INSERT INTO memories_thread (id, owner_id, name, pinned, created_at)
+                        VALUES (gen_random_uuid(), %(owner)s, %(name)s, false, now())
+                        ON CONFLICT DO NOTHING RETURNING id)
+                    INSERT INTO memories_threadmembership
+                        (id, owner_id, thread_id, memory_id, state, created_at, decided_at)
+                    SELECT gen_random_uuid(), %(owner)s, thread.id, m.id, 'member',
+                           now() - interval '400 days', now() - interval '400 days'
+                    FROM thread, (SELECT id FROM memories_memory
+                                  WHERE owner_id = %(owner)s AND valid_to IS NULL
+                                  ORDER BY {members} LIMIT %(size)s) m
+                    """,  # noqa: S608 (constants)
+                    {"owner": owner_id, "name": name, "size": THREAD_SIZES[name]},
+                )
             cursor.execute(
                 """
                 SELECT m.project, m.topic FROM memories_threadmembership ms
                 JOIN memories_memory m ON m.owner_id = ms.owner_id AND m.id = ms.memory_id
                 JOIN memories_thread t ON t.owner_id = ms.owner_id AND t.id = ms.thread_id
-                WHERE ms.owner_id = %(owner)s AND t.name <> %(old_thread)s
+                WHERE ms.owner_id = %(owner)s AND t.name ~ '^bench thread [0-9]+$'
                 """,
-                {"owner": owner_id, "old_thread": OLD_THREAD},
+                {"owner": owner_id},
             )
             return cursor.fetchall()
 
@@ -376,6 +380,14 @@ async def main(calls: int, seed: int, only: str | None = None, rls: bool = False
                             principal(owner_for()),
                             "search",
                             {"query": question(), "thread": OLD_THREAD},
+                        )
+                        for _ in range(calls)
+                    ],
+                    "search, question, a thread of 1,000 across the account": [
+                        (
+                            principal(owner_for()),
+                            "search",
+                            {"query": question(), "thread": WIDE_THREAD},
                         )
                         for _ in range(calls)
                     ],
