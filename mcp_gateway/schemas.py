@@ -513,10 +513,13 @@ SEARCH_OUT = output(
         "note": nullable("string")
         | {
             "description": (
-                "Only on an empty first page of a query (else null): why nothing came back and "
-                "how to ask instead (the query held only stop words or exclusions; memories of "
-                "another status match; memories matched, none closely enough; or none shares a "
-                "word or meaning with it under the filters given)."
+                "On an empty first page of a query: why nothing came back and how to ask "
+                "instead (the query held only stop words or exclusions; memories of another "
+                "status match; memories matched, none closely enough; or none shares a word or "
+                "meaning with it under the filters given). On a listing (no query): why its "
+                "first page is empty, or that a page holds fewer hits than asked for because "
+                "it read as many memories as a page may while older ones remain (go on with "
+                "nextCursor). Else null."
             )
         },
     }

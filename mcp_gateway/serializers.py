@@ -29,6 +29,7 @@ from memories.handoff import RECENTLY_RESOLVED, Handoff
 from memories.models import Memory, Thread, ThreadMembership
 from memories.reading import MemoryBatch, ReadMemory
 from memories.search import (
+    NOTHING_LISTED,
     NOTHING_TO_SEARCH_BY,
     UNDER_FLOOR,
     EmptyBecause,
@@ -256,16 +257,27 @@ def compact_search_hit(hit: SearchHit) -> dict:
 
 
 def search_page(page: SearchPage, *, compact: bool = False) -> dict:
-    """The `search` result: one page of hits, whole or compact, the cursor of the next, and on
-    an empty first page of a query a note saying why nothing came back."""
+    """The `search` result: one page of hits, whole or compact, the cursor of the next, and a
+    note saying why an empty first page came back empty, or why a listing's page holds fewer
+    hits than asked for while more follow."""
     shape = compact_search_hit if compact else search_hit
     hits = [shape(hit) for hit in page.hits]
+    note = None
+    if page.empty_because:
+        note = empty_search_note(page.empty_because)
+    elif page.window_read:
+        # A model reads a short or empty page as "that is all" unless told otherwise.
+        note = (
+            f"This page read the {page.window_read:,} memories that follow the previous page "
+            f"(newest first), and {'only ' if hits else ''}{len(hits)} of them pass the filters; "
+            "older memories remain: continue with nextCursor until hasMore is false."
+        )
     return {
         "hits": hits,
         "count": len(hits),
         "hasMore": page.next_cursor is not None,
         "nextCursor": page.next_cursor,
-        "note": empty_search_note(page.empty_because) if page.empty_because else None,
+        "note": note,
     }
 
 
@@ -288,6 +300,19 @@ def empty_search_note(why: EmptyBecause) -> str:
     # Under a status filter the memories searched are of that status alone: say so, so that "not
     # stored" is not read of the others.
     searched = f"{why.searched} " if why.searched else ""
+    if why.reason == NOTHING_LISTED:
+        note = (
+            f"No {searched}memory passes the filters given ({', '.join(why.filters)}): widen or "
+            "drop them to list more."
+            if why.filters
+            else f"No {searched}memory is stored in this account."
+        )
+        if why.unsearched:
+            note += (
+                f" {why.unsearched.capitalize()} memories were not listed: status 'any' "
+                "includes them."
+            )
+        return note
     if why.reason == UNDER_FLOOR:
         some = (
             f"1 {searched}memory shares"

@@ -105,6 +105,7 @@ class SearchHit(MemoryExcerpt):
 NOTHING_TO_SEARCH_BY = "nothing_to_search_by"
 UNDER_FLOOR = "under_floor"
 NO_MATCH = "no_match"
+NOTHING_LISTED = "nothing_listed"
 
 
 _OTHER_STATUS = {
@@ -185,6 +186,8 @@ class EmptyBecause:
       relevance floor, scoring.py).
     - NO_MATCH: none of the memories searched shares a word with it or is close in meaning,
       under the `filters` given (SearchFilters.given).
+    Of a listing (no query) whose first page is empty and the last: NOTHING_LISTED, no memory
+    passes the `filters` given.
     `unsearched`: the status the status filter left out ('archived' by default), whose memories
     were not looked at: whether one of them would match is not known, and finding out would
     cost a second search on every empty page. `kind`: of a query made only of words naming a
@@ -209,7 +212,10 @@ class EmptyBecause:
 class SearchPage:
     hits: list[SearchHit] = field(default_factory=list)
     next_cursor: str | None = None
-    empty_because: EmptyBecause | None = None  # a first page of a query, without hits
+    empty_because: EmptyBecause | None = None  # a first page without hits (see EmptyBecause)
+    # A listing page that holds fewer hits than asked for because it read all the memories a
+    # page may read (candidates.LISTED_WINDOW) and more follow: how many it read.
+    window_read: int | None = None
 
 
 def search_memories(
@@ -274,11 +280,17 @@ def search_memories(
         empty_because = None
         if not shown and position is None and parsed is not None:
             empty_because = _empty_because(parsed, filters, under_floor)
+        elif not shown and position is None and resume_after is None:
+            empty_because = EmptyBecause(
+                NOTHING_LISTED, filters=filters.given(), unsearched=_unsearched(filters)
+            )
         rows = {}
         if shown:
             db.execute(_PAGE_SQL, params | {"ids": [c.id for c in shown]})
             rows = {row[0]: row for row in db.fetchall()}
     page = SearchPage(hits=_hits(shown, rows, ranked=mode != "listed"), empty_because=empty_because)
+    if resume_after is not None and len(ranked) <= limit:
+        page.window_read = params["listed_window"]
     last = ranked[limit - 1] if len(ranked) > limit else resume_after
     if last is not None:
         page.next_cursor = _Position(
@@ -366,12 +378,16 @@ def _empty_because(parsed: _Query, filters: SearchFilters, under_floor: int) -> 
         # Without terms nothing was looked up; what the query requires is then its exclusions
         # (a phrase of other than stop words would have given terms).
         return EmptyBecause(NOTHING_TO_SEARCH_BY, exclusions_only=bool(parsed.required))
-    status = filters.status or ("any" if filters.as_of else Status.ACTIVE.value)
-    unsearched = _OTHER_STATUS.get(status)
+    unsearched = _unsearched(filters)
     kind = _kind_asked(parsed)
     if under_floor:
         return EmptyBecause(UNDER_FLOOR, count=under_floor, unsearched=unsearched, kind=kind)
     return EmptyBecause(NO_MATCH, filters=filters.given(), unsearched=unsearched, kind=kind)
+
+
+def _unsearched(filters: SearchFilters) -> str | None:
+    """The status whose memories the status filter (or its default) leaves out, if one."""
+    return _OTHER_STATUS.get(filters.status or ("any" if filters.as_of else Status.ACTIVE.value))
 
 
 def _hits(shown: list[_Candidate], rows: dict, *, ranked: bool) -> list[SearchHit]:

@@ -23,6 +23,7 @@ from memories.models import Memory, StoredVectors
 from memories.search import (
     CURSOR_MAX,
     NO_MATCH,
+    NOTHING_LISTED,
     NOTHING_TO_SEARCH_BY,
     QUERY_MAX,
     TOPIC_FALLBACK_WORDS_MAX,
@@ -1089,10 +1090,14 @@ def test_an_empty_page_names_the_types_and_states_its_query_asks_for(tenant, cor
     assert run(tenant, "xylophone release notes").empty_because.kind is None
 
 
-def test_only_an_empty_first_page_of_a_query_says_why(tenant, corpus):
+def test_only_an_empty_first_page_says_why(tenant, corpus):
     assert run(tenant, "postgresql").empty_because is None  # hits
-    listed = run(tenant, None, memory_types=["event"])  # no query: a listing
-    assert (listed.hits, listed.empty_because) == ([], None)
+    listed = run(tenant, None, memory_types=["event"])  # no query: a listing, of no memory
+    assert (listed.hits, listed.next_cursor) == ([], None)
+    assert listed.empty_because == EmptyBecause(
+        NOTHING_LISTED, filters=("memoryTypes",), unsearched="archived"
+    )
+    assert run(tenant, None, status="any").empty_because is None  # hits
     retros = [
         record_memory(owner=tenant, memory_type="note", topic="retro", content=f"sprint retro {n}")
         for n in range(2)
@@ -1202,6 +1207,13 @@ def test_a_listing_reads_a_window_a_page_and_its_cursor_goes_on_past_it(tenant, 
         pages.append(run(tenant, None, status="archived", limit=5, cursor=pages[-1].next_cursor))
     # Windows of 3: the 3 newest (none passes), 2 more and the first match, the second match.
     assert [[hit.id for hit in page.hits] for page in pages] == [[], [wanted[0].id], [wanted[1].id]]
+    # Each page cut short by its window says how many memories it read; the last one does not,
+    # nor does an empty first page explain itself as if nothing passed.
+    assert [(page.window_read, page.empty_because) for page in pages] == [
+        (3, None),
+        (3, None),
+        (None, None),
+    ]
     # A page short of its limit because its window ended goes on; one whose window read the
     # account's last memory ends the listing.
     assert len(run(tenant, None, limit=5).hits) == 3 and run(tenant, None, limit=5).next_cursor

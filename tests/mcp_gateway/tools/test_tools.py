@@ -15,6 +15,7 @@ from mcp_gateway.schemas import THREAD_ACTIONS
 from mcp_gateway.tools import TOOLS, call_tool, tool_definitions
 from memories import environment
 from memories.models import Memory, MemoryType
+from memories.search import candidates
 from tests.mcp_gateway.conftest import IN_PROCESS_URL, asgi_transport, mcp_client
 from tests.mcp_gateway.tools.conftest import fails, ok, principal_for
 from tests.memories.made_up_credentials import CREDENTIALS
@@ -2170,7 +2171,7 @@ async def test_an_empty_search_for_a_type_or_state_names_the_filters_that_list_i
     assert [(hit["id"], hit["overdue"]) for hit in listed["hits"]] == [(overdue["id"], True)]
 
 
-async def test_only_an_empty_first_page_of_a_query_carries_a_note(agent):
+async def test_only_an_empty_first_page_carries_a_note(agent):
     for n in range(2):
         await remember(agent, topic="retro", content=f"sprint retro notes {n}")
     first = await ok(agent, "search", {"query": "sprint retro", "limit": 1})
@@ -2185,4 +2186,36 @@ async def test_only_an_empty_first_page_of_a_query_carries_a_note(agent):
     later = await ok(agent, "search", arguments)
     assert (later["hits"], later["note"]) == ([], None)
     listed = await ok(agent, "search", {"memoryTypes": ["event"]})
-    assert (listed["hits"], listed["note"]) == ([], None)
+    assert (listed["hits"], listed["hasMore"], listed["note"]) == (
+        [],
+        False,
+        "No active memory passes the filters given (memoryTypes): widen or drop them to list "
+        "more. Archived memories were not listed: status 'any' includes them.",
+    )
+    assert (await ok(agent, "search", {}))["note"] is None
+
+
+async def test_a_listing_page_cut_short_by_its_window_says_more_follow(agent, monkeypatch):
+    """An empty or short listing page with hasMore says why, so that a model does not take it
+    for all there is."""
+    monkeypatch.setattr(candidates, "LISTED_WINDOW", 2)
+    archived = await remember(agent, topic="old plan", content="The plan we dropped.")
+    await ok(agent, "archive", {"memoryId": archived["id"]})
+    for n in range(3):
+        await remember(agent, topic=f"note {n}", content=f"A newer note {n}.")
+
+    first = await ok(agent, "search", {"status": "archived", "limit": 5})
+    assert (first["hits"], first["hasMore"]) == ([], True)
+    assert first["note"] == (
+        "This page read the 2 memories that follow the previous page (newest first), and 0 of "
+        "them pass the filters; older memories remain: continue with nextCursor until hasMore "
+        "is false."
+    )
+    rest = await ok(
+        agent, "search", {"status": "archived", "limit": 5, "cursor": first["nextCursor"]}
+    )
+    assert ([hit["topic"] for hit in rest["hits"]], rest["hasMore"], rest["note"]) == (
+        ["old plan"],
+        False,
+        None,
+    )
