@@ -265,6 +265,11 @@ def search_page(page: SearchPage, *, compact: bool = False) -> dict:
     note = None
     if page.empty_because:
         note = empty_search_note(page.empty_because)
+    elif page.kind_asked:
+        note = (
+            "These hits hold the query's words in their text, which may not be what was asked "
+            f"for: {_kind_note(page.kind_asked)}"
+        )
     elif page.window_read:
         # A model reads a short or empty page as "that is all" unless told otherwise.
         note = (

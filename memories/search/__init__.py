@@ -170,8 +170,12 @@ def _kind_asked(parsed: _Query) -> KindAsked | None:
         states += [s for s in named[1] if s not in states]
     if not words:
         return None
-    if states:
-        types = [t for t in types if t != MemoryType.COMMITMENT.value]
+    if any(t != MemoryType.COMMITMENT.value for t in types):
+        # "open blockers": a state beside a type that has none qualifies nothing a filter
+        # selects (a commitment state filter keeps commitments only).
+        states = []
+    elif states:
+        types = []  # commitments, which their states select
     asked = parsed.wanted.lower()
     words.sort(key=lambda word: asked.find(word.lower()))  # as the query has them
     return KindAsked(tuple(words), tuple(types), tuple(states))
@@ -216,6 +220,9 @@ class SearchPage:
     # A listing page that holds fewer hits than asked for because it read all the memories a
     # page may read (candidates.LISTED_WINDOW) and more follow: how many it read.
     window_read: int | None = None
+    # A first page with hits of a query made only of type or state words (see _kind_asked): its
+    # hits hold those words in their text, which is seldom what was asked for.
+    kind_asked: KindAsked | None = None
 
 
 def search_memories(
@@ -291,6 +298,8 @@ def search_memories(
     page = SearchPage(hits=_hits(shown, rows, ranked=mode != "listed"), empty_because=empty_because)
     if resume_after is not None and len(ranked) <= limit:
         page.window_read = params["listed_window"]
+    if shown and position is None and parsed is not None:
+        page.kind_asked = _kind_asked(parsed)
     last = ranked[limit - 1] if len(ranked) > limit else resume_after
     if last is not None:
         page.next_cursor = _Position(

@@ -2171,6 +2171,31 @@ async def test_an_empty_search_for_a_type_or_state_names_the_filters_that_list_i
     assert [(hit["id"], hit["overdue"]) for hit in listed["hits"]] == [(overdue["id"], True)]
 
 
+async def test_hits_for_a_type_or_state_alone_name_the_filters_that_list_it(agent):
+    """'open blockers' matches a memory that says "opening" and "blockers" in its text, not the
+    blockers asked for: the hits come with the note naming the filters that list them."""
+    await remember(
+        agent,
+        memoryType="preference",
+        topic="Git workflow",
+        content="Rebase before opening a PR; no merge commits, and call out blockers early.",
+    )
+    await remember(agent, memoryType="blocker", topic="PCI audit", content="Waiting on Coalfire.")
+
+    result = await ok(agent, "search", {"query": "open blockers"})
+    assert [hit["topic"] for hit in result["hits"]] == ["Git workflow"]
+    assert result["note"] == (
+        "These hits hold the query's words in their text, which may not be what was asked for: "
+        "'open', 'blockers' name a type or a commitment's state, and a memory's type and state "
+        "are not among the words search matches: to list those memories, omit the query and "
+        'filter with memoryTypes ["blocker"].'
+    )
+    listed = await ok(agent, "search", {"memoryTypes": ["blocker"]})  # as the note advises
+    assert [hit["topic"] for hit in listed["hits"]] == ["PCI audit"]
+    # A question about something else that holds such a word is answered without it.
+    assert (await ok(agent, "search", {"query": "git workflow blockers"}))["note"] is None
+
+
 async def test_only_an_empty_first_page_carries_a_note(agent):
     for n in range(2):
         await remember(agent, topic="retro", content=f"sprint retro notes {n}")
