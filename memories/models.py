@@ -677,21 +677,21 @@ class ThreadQuerySet(models.QuerySet):
         return NotFound(f"thread '{name}'; {hint}")
 
     def members_sql(
-        self, owner_id: int, name: str, params: dict, *, key: str, counted_to: int = 0
+        self, owner_id: int, name: str, params: dict, *, key: str, counted_to: int | None = None
     ) -> str:
         """A condition on memories `m`: a member of the owner's thread named `name` (any case).
         The thread's id goes into `params[key]`, its name as stored into `params[key + "_name"]`,
         and with `counted_to` how many members it has, up to one past that, into
         `params[key + "_members"]` (read in the same statement); an unknown name is NotFound."""
         threads, read = self.named(owner_id, name), ["id", "name"]
-        if counted_to:
+        if counted_to is not None:
             threads = threads.annotate(members=_members_up_to(owner_id, counted_to + 1))
             read.append("members")
         found = threads.values_list(*read).first()
         if found is None:
             raise self.not_found(owner_id, name)
         params[key], params[f"{key}_name"] = found[:2]
-        if counted_to:
+        if counted_to is not None:
             params[f"{key}_members"] = found[2]
         # `key` is a constant of the caller's, never caller text.
         return (

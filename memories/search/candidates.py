@@ -95,8 +95,9 @@ WALK_RECENT_MAX = 20_000
 LISTED_WINDOW = 5_000
 # In an account with a words index of its own, a query of at most this many terms may find its
 # word candidates through that index (see _WORD_MATCHES and below): the LEXICAL_CANDIDATES most
-# recent current memories holding any of them that pass the filters (with a thread filter, those
-# in the thread among the WORD_MATCHES_MAX most recent).
+# recent current memories holding any of them that pass the filters (with a thread filter of a
+# thread no walk reads whole, filters.THREAD_WALKED_MAX, those in the thread among the
+# WORD_MATCHES_MAX most recent).
 INDEXED_QUERY_TERMS_MAX = 3
 WORD_MATCHES_MAX = 1_000
 # The index reads every match of the terms to find the most recent (that is its order: by term,
@@ -119,8 +120,9 @@ WORDS_DENSE_WALK_MAX = 2 * LEXICAL_CANDIDATES * WORDS_DENSE_SHARE
 # matches hold (rare among recent memories: what is distinctive in the question; the
 # RARE_TERMS_MAX held by fewest) are looked up again, each on its own, so that no term's
 # matches crowd out another's: in an account with a words index, the RARE_TERM_CANDIDATES most
-# recent memories holding it, however old (with a thread filter, those in the thread among its
-# WORD_MATCHES_MAX most recent); in any other, when the walk stopped at LEXICAL_CANDIDATES
+# recent memories holding it, however old (with a thread filter of a larger thread, those in it
+# among its WORD_MATCHES_MAX most recent); in any other (or a small thread, walked whole), when
+# the walk stopped at LEXICAL_CANDIDATES
 # before reading all it may, a walk for those terms alone (RARE_TERM_CANDIDATES per term, among
 # the WALK_RECENT_MAX most recent). A term rare among recent memories but common among older
 # ones gives its most recent among a sample of about RARE_TERM_SAMPLE_MAX of its matches
@@ -713,8 +715,12 @@ def _topic_matches(db, parsed: _Query, where: _Where, params: dict) -> list[_Can
     exclusions."""
     params |= {"wanted": parsed.wanted, "required": parsed.required}
     required = _REQUIRED if parsed.required else ""
+    if where.walks == "thread":
+        recent = _recent(where, params, most="recent")
+    else:
+        recent = _RECENT.format(reach=where.reach, most="recent")
     db.execute(
-        _TOPIC_SQL.format(reach=where.reach, selection=where.selection, required=required), params
+        _TOPIC_SQL.format(recent=recent, selection=where.selection, required=required), params
     )
     return [
         _Candidate(

@@ -203,13 +203,15 @@ class _Where:
     most recent memories (words, topic fallback) apply as they read; `selection`: status, type,
     scope, project, commitment state and thread, applied to what a walk has read, so that its
     bound holds whatever the filters (see sql._LEXICAL_RECENT; without asOf, a walk reads only
-    the memories of one of them, `walks`). `thread`: the thread filter's clause alone ("" for
-    none), `thread_id` the id of the thread it names (None for none). `narrowed`:
+    the memories of one of them, `walks`; a thread that a walk reads is not applied to it
+    again). `thread`: the thread filter's clause alone ("" for none), `thread_id` the id of the
+    thread it names (None for none). `narrowed`:
     SearchFilters.narrows(); `walks`: which filter chooses the memories a walk reads (a thread
     of at most THREAD_WALKED_MAX members, else WALK_SOURCES; see candidates._recent), None for
     the account's newest; `selective`: a
     filter is asked for that a walk applies to what it read, and that may pass a small share of
-    it (a thread, a resolution date, or one of WALK_SOURCES that did not choose it). `current`:
+    it (a thread it does not read, a resolution date, or one of WALK_SOURCES that did not choose
+    it). `current`:
     only current memories are read (no asOf), as an account's nearest-neighbour index holds."""
 
     reach: str
@@ -322,7 +324,8 @@ def _where(filters: SearchFilters, owner_id: int, params: dict) -> _Where:
     walks = _walk_source(filters, params)
     return _Where(
         reach=_conjunction(lifecycle + dates),
-        selection=_conjunction(selection + thread),
+        # A thread whose members a walk reads is no filter on what it read.
+        selection=_conjunction(selection + (thread if walks != "thread" else [])),
         thread=_conjunction(thread),
         thread_id=params["thread"] if thread else None,
         narrowed=filters.narrows(),

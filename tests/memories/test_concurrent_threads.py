@@ -466,8 +466,8 @@ def deleted_once_looked_up(tenant, monkeypatch) -> None:
     (committed, on another connection) before the read itself runs."""
     members_sql = ThreadQuerySet.members_sql
 
-    def look_up_then_delete(self, owner_id: int, name: str, params: dict, *, key: str) -> str:
-        clause = members_sql(self, owner_id, name, params, key=key)
+    def look_up_then_delete(self, owner_id: int, name: str, params: dict, **given) -> str:
+        clause = members_sql(self, owner_id, name, params, **given)
         deleted = _on_its_own_connection(lambda: threads.delete_thread(owner=tenant, name=name))
         assert isinstance(deleted, Thread), deleted
         return clause

@@ -1788,6 +1788,22 @@ def test_the_topic_fallback_bound_counts_memories_of_every_type(
     ]
 
 
+def test_the_topic_fallback_reads_a_small_thread_whole(
+    buried_decision, tenant, monkeypatch, settings
+):
+    """A misspelt topic of a small thread's old member is found among the thread's members, not
+    among the account's most recent memories only."""
+    settings.SEARCH_EMBEDDER = "none"
+    create_thread(owner=tenant, name="hangar")
+    add_thread_members(owner=tenant, name="hangar", memory_ids=[buried_decision.id])
+    misspelt = "Zepelin hangr leese"  # no word matches: only the fallback finds it
+    patch_search(monkeypatch, "TOPIC_FALLBACK_RECENT", 1)
+    assert run(tenant, misspelt).hits == []
+    assert [hit.id for hit in run(tenant, misspelt, thread="hangar").hits] == [buried_decision.id]
+    patch_search(monkeypatch, "THREAD_WALKED_MAX", 0)  # a larger thread: its recent memories
+    assert run(tenant, misspelt, thread="hangar").hits == []
+
+
 def test_the_topic_fallback_pages_too(tenant):
     for n in range(5):
         MemoryFactory(owner=tenant, topic=f"Kubernetes cluster {n}", content=f"node pool {n}")
@@ -1878,12 +1894,14 @@ def test_the_relevance_floor_by_account_size():
 def bulk_loaded_tenant(account_indexes_dropped, tenant):
     """A large tenant written in one statement, its indexes built, and a table whose statistics
     were never gathered (as right after a bulk load, before autovacuum's ANALYZE): its size and
-    its columns' (which an ANALYZE of earlier tests' rows may have left)."""
+    its columns' (which an ANALYZE of earlier tests' rows may have left), and the memberships'
+    size."""
     bulk_load_notes(tenant, account_indexes.LARGE_ACCOUNT_MIN + 500)
     for kind in account_indexes.KINDS:
         kind.sync()
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_clear_relation_stats('public', 'memories_memory')")
+        cursor.execute("SELECT pg_clear_relation_stats('public', 'memories_threadmembership')")
         cursor.execute(
             "SELECT pg_clear_attribute_stats('public', 'memories_memory', a.attname, false)"
             " FROM pg_attribute a WHERE a.attrelid = 'memories_memory'::regclass"
@@ -2007,7 +2025,7 @@ def test_a_thread_in_a_large_tenant_is_read_alone_before_any_analyze(bulk_loaded
     """A question or a listing filtered to a small thread reads the thread's members by key,
     walks them for the question's words and compares each with it by meaning: never the
     account's newest memories, nor its HNSW index narrowed to the few that pass, nor a scan of
-    its rows."""
+    its rows; nor the account's other memberships, whose table has no statistics either."""
     owner = bulk_loaded_tenant
     plans = []
     with acting_as(owner.pk):
@@ -2027,14 +2045,12 @@ def test_a_thread_in_a_large_tenant_is_read_alone_before_any_analyze(bulk_loaded
             listed = run(owner, None, thread="atlas").hits
     assert [hit.id for hit in hits] == [ledger.id]
     assert [hit.id for hit in listed] == [ledger.id, oldest.id]
-    import re
-
-    for plan in map(json.dumps, plans):
-        print(re.findall(r'"(?:Node Type|Index Name|Relation Name|Subplan Name)": "([^"]+)"', plan))
     for plan in map(json.dumps, plans):
         assert "memories_memory_pkey" in plan and '"Seq Scan"' not in plan
         assert "memory_owner_recent" not in plan and "memory_owner_type_current" not in plan
         assert account_indexes.NEAREST.index_name(owner.pk) not in plan
+        assert plan.count("memories_threadmembership") == 1  # its members' ids, once
+        assert "membership_unique" in plan
     assert len(plans) == 3  # the words' walk, the nearest by meaning, the listing
 
 
