@@ -480,21 +480,37 @@ def _known_fields(tool: str, unknown: str, allowed: list[str], value: object = N
     if tool in _SELECTING_TOOLS and unknown.lower() in SELECTOR_KINDS and unknown != "all":
         return _as_selector(unknown.lower(), value)
     key = unknown.replace("_", "").replace("-", "").lower()
+    # In the singular or the plural too: "projects" for project, "types" for memoryTypes.
+    keys = {key, _singular(key)}
     for name in allowed:
-        if name.lower() == key:
+        if {name.lower(), _singular(name.lower())} & keys:
             return f"did you mean '{name}'?"
-    # A part of one field's name: "due" for dueAt, "type" for memoryType, "id" for ids. Only
-    # when one field alone has it at its start or end, so a guess is never a choice among many.
+    # A part of one field's name: "due" for dueAt, "type" for memoryType or memoryTypes, "id"
+    # for ids. Only when one field alone has it at its start or end, so a guess is never a
+    # choice among many.
     part_of = [
         name
         for name in allowed
-        if len(key) >= 2 and (name.lower().startswith(key) or name.lower().endswith(key))
+        if len(key) >= 2
+        and any(
+            named.startswith(part) or named.endswith(part)
+            for named in (name.lower(), _singular(name.lower()))
+            for part in keys
+        )
     ]
     if len(part_of) == 1:
         return f"did you mean '{part_of[0]}'?"
     if not allowed:
         return "this tool takes no arguments"
     return f"this tool takes: {', '.join(allowed)}"
+
+
+def _singular(word: str) -> str:
+    """An English plural's singular, as field names are spelt ("memorytypes", "ids"; not
+    "status" nor "address")."""
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us")):
+        return word[:-1]
+    return word
 
 
 def _field_path(parts: Iterable[str | int]) -> str:

@@ -193,6 +193,24 @@ async def test_read_only_token_cannot_write_but_can_list_threads(owner):
             "invalid_input: type: unknown field; did you mean 'memoryType'?",
         ),
         ("get_memories", {"id": "a"}, "invalid_input: id: unknown field; did you mean 'ids'?"),
+        # In the singular or the plural of a field's name too.
+        (
+            "search",
+            {"query": "x", "type": "decision"},
+            "invalid_input: type: unknown field; did you mean 'memoryTypes'?",
+        ),
+        (
+            "search",
+            {"projects": ["atlas"]},
+            "invalid_input: projects: unknown field; did you mean 'project'?",
+        ),
+        (
+            "search",
+            {"query": "x", "statuses": ["active"]},
+            "invalid_input: statuses: unknown field; this tool takes: query, limit, memoryTypes, "
+            "scope, project, thread, status, recordedAfter, recordedBefore, asOf, "
+            "commitmentStatus, resolvedAfter, cursor, projection",
+        ),
         (
             "resolve",
             {"memory": "a", "status": "resolved"},
