@@ -441,6 +441,11 @@ SEARCH_HIT = output(
         "commitmentStatus": {"type": "string", "description": "Commitments only."},
         "dueAt": {"type": "string", "format": "date-time", "description": "Only when set."},
         "overdue": ONLY_WHEN_TRUE | {"description": "Only for an overdue commitment."},
+        "resolvedAt": {
+            "type": "string",
+            "format": "date-time",
+            "description": "Only for a resolved commitment: when it was resolved.",
+        },
         "score": {
             "type": "number",
             "description": "Relevance; left out when listed without a query.",
@@ -493,6 +498,7 @@ COMPACT_SEARCH_HIT = output(
             "commitmentStatus",
             "dueAt",
             "overdue",
+            "resolvedAt",
             "status",
             "validTo",
         )

@@ -224,7 +224,7 @@ def search_hit(hit: SearchHit) -> dict:
     if hit.project is not None:
         data["project"] = hit.project
     data["recordedAt"] = utc_second(hit.recorded_at)
-    data |= _commitment_fields(hit)
+    data |= _commitment_fields(hit) | _resolution(hit)
     if hit.score is not None:
         data |= {"score": hit.score, "matchedBy": list(hit.matched_by)}
     if hit.lacking:
@@ -234,6 +234,12 @@ def search_hit(hit: SearchHit) -> dict:
     if not hit.current:
         data |= {"current": False, "validTo": utc_datetime(hit.valid_to)}
     return data
+
+
+def _resolution(hit: SearchHit) -> dict:
+    """When a resolved commitment was resolved ("what did I finish this week"); nothing for
+    another memory, nor for one resolved before the server kept that time."""
+    return {"resolvedAt": utc_datetime(hit.resolved_at)} if hit.resolved_at is not None else {}
 
 
 def compact_search_hit(hit: SearchHit) -> dict:
@@ -248,7 +254,7 @@ def compact_search_hit(hit: SearchHit) -> dict:
     data["recordedAt"] = utc_second(hit.recorded_at)
     if hit.score is not None:
         data["score"] = hit.score
-    data |= _commitment_fields(hit)
+    data |= _commitment_fields(hit) | _resolution(hit)
     if hit.status != "active":
         data["status"] = hit.status
     if hit.valid_to is not None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 
 from django.db import connections, transaction
 from django.utils import timezone
@@ -99,6 +100,7 @@ class SearchHit(MemoryExcerpt):
     score: float | None  # None: listed without a query, nothing to rank by
     matched_by: tuple[str, ...] = ()
     lacking: tuple[str, ...] = ()  # the query's most distinctive words it does not hold
+    resolved_at: datetime | None = None  # a resolved commitment's
 
 
 # Why a first page of a query has no hits (EmptyBecause.reason), in the order they are checked.
@@ -400,15 +402,16 @@ def _unsearched(filters: SearchFilters) -> str | None:
 
 
 def _hits(shown: list[_Candidate], rows: dict, *, ranked: bool) -> list[SearchHit]:
-    """The page's hits: each candidate shown with its row of EXCERPT_COLUMNS, and its score
-    when it was `ranked`."""
+    """The page's hits: each candidate shown with its row of EXCERPT_COLUMNS and resolution
+    time (sql._PAGE_SQL), and its score when it was `ranked`."""
     now = timezone.now()
     return [
         SearchHit(
-            **MemoryExcerpt.row_fields(rows[c.id], excerpt_max=EXCERPT_MAX, now=now),
+            **MemoryExcerpt.row_fields(rows[c.id][:-1], excerpt_max=EXCERPT_MAX, now=now),
             score=c.score if ranked else None,
             matched_by=c.matched_by,
             lacking=c.lacking,
+            resolved_at=rows[c.id][-1],
         )
         for c in shown
     ]

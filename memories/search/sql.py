@@ -252,7 +252,7 @@ FROM (SELECT m.predecessor_id FROM memories_memory m
       LIMIT %(listed_window)s + 1) n
 """
 _PAGE_SQL = (
-    f"SELECT {EXCERPT_COLUMNS} FROM memories_memory m "  # noqa: S608 (constants)
+    f"SELECT {EXCERPT_COLUMNS}, m.resolved_at FROM memories_memory m "  # noqa: S608 (constants)
     "WHERE m.owner_id = %(owner)s AND m.id = ANY(%(ids)s::uuid[])"
 )
 

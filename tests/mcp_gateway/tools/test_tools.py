@@ -2003,6 +2003,9 @@ async def test_search_lists_and_finds_commitments_by_their_state(agent, other_ag
     await ok(other_agent, "resolve", {"memoryId": theirs["id"], "status": "resolved"})
     week = (timezone.now() - timedelta(days=7)).isoformat()
 
+    resolved_at = (await ok(agent, "get_memories", {"ids": [made["resolved"]["id"]]}))[
+        "memories"
+    ][0]["resolvedAt"]
     for arguments in (
         {"commitmentStatus": ["resolved"]},
         {"query": "finish slides", "commitmentStatus": ["resolved"]},
@@ -2010,6 +2013,10 @@ async def test_search_lists_and_finds_commitments_by_their_state(agent, other_ag
     ):
         [hit] = (await ok(agent, "search", arguments))["hits"]
         assert (hit["id"], hit["commitmentStatus"]) == (made["resolved"]["id"], "resolved")
+        # When, without reading the memory: "what did I finish this week".
+        assert hit["resolvedAt"] == resolved_at is not None
+    unresolved = (await ok(agent, "search", {"commitmentStatus": ["open", "expired"]}))["hits"]
+    assert [("resolvedAt" in hit) for hit in unresolved] == [False, False]
 
     arguments = {"commitmentStatus": ["open", "waiting"], "limit": 1, "projection": "compact"}
     first = await ok(agent, "search", arguments)
