@@ -2003,9 +2003,9 @@ async def test_search_lists_and_finds_commitments_by_their_state(agent, other_ag
     await ok(other_agent, "resolve", {"memoryId": theirs["id"], "status": "resolved"})
     week = (timezone.now() - timedelta(days=7)).isoformat()
 
-    resolved_at = (await ok(agent, "get_memories", {"ids": [made["resolved"]["id"]]}))[
-        "memories"
-    ][0]["resolvedAt"]
+    resolved_at = (await ok(agent, "get_memories", {"ids": [made["resolved"]["id"]]}))["memories"][
+        0
+    ]["resolvedAt"]
     for arguments in (
         {"commitmentStatus": ["resolved"]},
         {"query": "finish slides", "commitmentStatus": ["resolved"]},
