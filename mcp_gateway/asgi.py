@@ -216,6 +216,10 @@ def _mark_lone_surrogates(value: Any) -> Any:
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+# JSON-RPC 2.0 §5.1 leaves -32000 to -32099 to the server's own errors.
+RATE_LIMITED = -32029
+
+
 def _jsonrpc_error(code: int, message: str, data: dict | None = None) -> bytes:
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
@@ -414,13 +418,16 @@ def _rate_limit_guard(principal: Principal) -> Answer | None:
         return None
     if not retry_after:
         return None
-    body = {
-        "error": "too_many_requests",
-        "error_description": f"Rate limit reached; retry after {retry_after} seconds.",
-    }
-    return Answer(
-        429, json.dumps(body).encode(), [_JSON, (b"retry-after", str(retry_after).encode())]
+    # A JSON-RPC error in the body: MCP clients surface its message at a non-2xx status (the
+    # Python SDK passes on a JSON-RPC error body, where an error of another shape becomes "Server
+    # returned an error response"), so the model reads why and for how long.
+    body = _jsonrpc_error(
+        RATE_LIMITED,
+        f"too_many_requests: this account's calls reached {settings.MCP_RATE_LIMIT} in "
+        f"{settings.MCP_RATE_LIMIT_WINDOW} seconds; retry after {retry_after} seconds",
+        {"retryAfter": retry_after},
     )
+    return Answer(429, body, [_JSON, (b"retry-after", str(retry_after).encode())])
 
 
 def _guard_before_token(method: str, headers: Headers, origin: _Origin) -> Answer | None:

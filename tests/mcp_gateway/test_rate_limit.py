@@ -10,13 +10,16 @@ from pathlib import Path
 import httpx2
 import pytest
 from django.core.cache import cache
+from mcp.shared.exceptions import MCPError
 
 from memories.models import Memory
 from tests.factories import UserFactory
 from tests.mcp_gateway.conftest import (
+    IN_PROCESS_URL,
     asgi_transport,
     free_port,
     make_token,
+    mcp_client,
     run_sync,
     start_server,
     stop_server,
@@ -68,13 +71,32 @@ async def test_over_the_limit_is_429_with_retry_after_and_runs_nothing(
     response = await http.post("/mcp", headers=headers, content=body)
     assert response.status_code == 429
     assert 0 < int(response.headers["retry-after"]) <= 60
-    assert response.json()["error"] == "too_many_requests"
+    # A JSON-RPC error, which MCP clients pass on to the model: why, and for how long.
+    error = response.json()["error"]
+    assert error["message"].startswith(
+        "too_many_requests: this account's calls reached 3 in 60 seconds; retry after "
+    )
+    assert error["data"]["retryAfter"] == int(response.headers["retry-after"])
     # The refused call did nothing.
     assert await run_sync(lambda: Memory.objects.filter(owner=tenant).count()) == 3
 
     # Another user is not affected.
     headers, body = _remember(await _new_token(), "someone else")
     assert (await http.post("/mcp", headers=headers, content=body)).status_code == 200
+
+
+async def test_the_sdk_client_tells_the_model_why_and_how_long(asgi_app, seeded, settings):
+    """The official client raises the server's own message, not "Server returned an error
+    response"."""
+    cache.clear()
+    settings.MCP_RATE_LIMIT = 2
+    async with mcp_client(
+        IN_PROCESS_URL, seeded.token, transport=asgi_transport(asgi_app)
+    ) as client:  # initialize, then one call: the budget of 2 is spent
+        await client.list_tools()
+        with pytest.raises(MCPError, match=r"^too_many_requests: .* retry after \d+ seconds$"):
+            await client.call_tool("describe_environment", {})
+    cache.clear()
 
 
 async def test_unauthenticated_requests_do_not_spend_a_users_budget(
