@@ -1987,6 +1987,20 @@ def test_a_listing_of_a_type_in_a_large_tenant_reads_its_index_before_any_analyz
     assert "memory_owner_recent" not in page and '"Seq Scan"' not in page
 
 
+LEDGER_QUESTION = "where does the ledger live, and is it replicated?"
+
+
+def ledger_fact(owner, **facets):
+    """The memory that answers LEDGER_QUESTION, in the scope or project `facets` name."""
+    return record_memory(
+        owner=owner,
+        memory_type="fact",
+        topic="Ledger store",
+        content="The ledger lives in PostgreSQL 16, replicated to a standby in Frankfurt.",
+        **facets,
+    )
+
+
 @pytest.mark.parametrize("facet", ["project", "scope"])
 def test_a_question_about_a_project_or_scope_in_a_large_tenant_reads_it_alone_before_any_analyze(
     bulk_loaded_tenant, acting_as, facet
@@ -1998,19 +2012,12 @@ def test_a_question_about_a_project_or_scope_in_a_large_tenant_reads_it_alone_be
     owner = bulk_loaded_tenant
     plans = []
     with acting_as(owner.pk):
-        ledger = record_memory(
-            owner=owner,
-            memory_type="fact",
-            topic="Ledger store",
-            content="The ledger lives in PostgreSQL 16, replicated to a standby in Frankfurt.",
-            **{facet: "atlas"},
-        )
+        ledger = ledger_fact(owner, **{facet: "atlas"})
         record_memory(
             owner=owner, memory_type="fact", topic="Release", content="Fridays.", **{facet: "atlas"}
         )
-        question = "where does the ledger live, and is it replicated?"
         with explaining(plans):
-            hits = run(owner, question, **{facet: "atlas"}).hits
+            hits = run(owner, LEDGER_QUESTION, **{facet: "atlas"}).hits
     assert [hit.id for hit in hits] == [ledger.id]
     words, meaning = map(json.dumps, plans)
     index = f"memory_owner_{facet}_recent"
@@ -2028,18 +2035,12 @@ def test_a_thread_in_a_large_tenant_is_read_alone_before_any_analyze(bulk_loaded
     owner = bulk_loaded_tenant
     plans = []
     with acting_as(owner.pk):
-        ledger = record_memory(
-            owner=owner,
-            memory_type="fact",
-            topic="Ledger store",
-            content="The ledger lives in PostgreSQL 16, replicated to a standby in Frankfurt.",
-        )
+        ledger = ledger_fact(owner)
         oldest = Memory.objects.filter(owner=owner).earliest("recorded_at")
         create_thread(owner=owner, name="atlas")
         add_thread_members(owner=owner, name="atlas", memory_ids=[ledger.id, oldest.id])
-        question = "where does the ledger live, and is it replicated?"
         with explaining(plans):
-            hits = run(owner, question, thread="atlas").hits
+            hits = run(owner, LEDGER_QUESTION, thread="atlas").hits
         with explaining(plans, starting="SELECT m.id, m.recorded_at, m.content_length\nFROM"):
             listed = run(owner, None, thread="atlas").hits
     assert [hit.id for hit in hits] == [ledger.id]
