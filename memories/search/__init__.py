@@ -298,7 +298,7 @@ def search_memories(
             db.execute(_PAGE_SQL, params | {"ids": [c.id for c in shown]})
             rows = {row[0]: row for row in db.fetchall()}
     page = SearchPage(hits=_hits(shown, rows, ranked=mode != "listed"), empty_because=empty_because)
-    if resume_after is not None and len(ranked) <= limit:
+    if resume_after is not None and len(shown) < limit:
         page.window_read = params["listed_window"]
     if shown and position is None and parsed is not None:
         page.kind_asked = _kind_asked(parsed)

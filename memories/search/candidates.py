@@ -81,9 +81,9 @@ SEMANTIC_SCAN_MAX = 5_000
 # With a project, commitment state or scope filter that chooses what a walk reads (see _recent)
 # in an account with its own HNSW index, a project, states or a scope of at most this many
 # current memories have each compared with the query exactly, read through their own index (a
-# thread that chooses it, always: filters.THREAD_WALKED_MAX is smaller): no
-# more than a narrowed scan of the HNSW index reads (SEMANTIC_SCAN_MAX), and none of the nearest
-# is missed. More are searched through the HNSW index.
+# thread that chooses it, always: filters.THREAD_WALKED_MAX is smaller): no more than a narrowed
+# scan of the HNSW index reads (SEMANTIC_SCAN_MAX), and none of the nearest is missed. More are
+# searched through the HNSW index.
 COMPARED_EXACTLY_MAX = SEMANTIC_SCAN_MAX
 # The walk (see _WALK) reads at most this many of the tenant's most recent memories: in a large
 # tenant, older ones are found by words only through its words index, and by meaning always.
@@ -122,14 +122,14 @@ WORDS_DENSE_WALK_MAX = 2 * LEXICAL_CANDIDATES * WORDS_DENSE_SHARE
 # matches crowd out another's: in an account with a words index, the RARE_TERM_CANDIDATES most
 # recent memories holding it, however old (with a thread filter of a larger thread, those in it
 # among its WORD_MATCHES_MAX most recent); in any other (or a small thread, walked whole), when
-# the walk stopped at LEXICAL_CANDIDATES
-# before reading all it may, a walk for those terms alone (RARE_TERM_CANDIDATES per term, among
-# the WALK_RECENT_MAX most recent). A term rare among recent memories but common among older
-# ones gives its most recent among a sample of about RARE_TERM_SAMPLE_MAX of its matches
-# (gin_fuzzy_search_limit, which samples a scan whose every term is that common: one term per
-# scan here), so that its lookup stays bounded; such a term weighs little, and which of its
-# matches are candidates may differ between calls (and so between a query's pages: a later page
-# scores as the first did, so it repeats none of its hits, but it may miss one).
+# the walk stopped at LEXICAL_CANDIDATES before reading all it may, a walk for those terms alone
+# (RARE_TERM_CANDIDATES per term, among the WALK_RECENT_MAX most recent). A term rare among
+# recent memories but common among older ones gives its most recent among a sample of about
+# RARE_TERM_SAMPLE_MAX of its matches (gin_fuzzy_search_limit, which samples a scan whose every
+# term is that common: one term per scan here), so that its lookup stays bounded; such a term
+# weighs little, and which of its matches are candidates may differ between calls (and so
+# between a query's pages: a later page scores as the first did, so it repeats none of its
+# hits, but it may miss one).
 RARE_TERM_HELD_MAX = 3
 RARE_TERMS_MAX = 4
 # In an account of more than WALK_RECENT_MAX current memories (by its nearest-neighbour index's
@@ -273,10 +273,10 @@ def _source_size(where: _Where, params: dict) -> str:
     commitment states or the scope that choose what a walk reads (_Where.walks) hold, up to one
     past COMPARED_EXACTLY_MAX, read as the walk reads them (newest first through their own
     index, under _WALK: so without statistics too); a thread's members when a walk reads it
-    whole (filters.THREAD_WALKED_MAX); NULL for any other walk. Counted on every
-    page: one whose count crosses the bound (memories revised since the first page are no
-    longer current) finds its candidates by meaning the other way, which may miss a hit, never
-    repeat one (see _WordStatistics)."""
+    whole (filters.THREAD_WALKED_MAX); NULL for any other walk. Counted on every page: one
+    whose count crosses the bound (memories revised since the first page are no longer current)
+    finds its candidates by meaning the other way, which may miss a hit, never repeat one (see
+    _WordStatistics)."""
     params["source_size_max"] = COMPARED_EXACTLY_MAX + 1
     if where.walks == "thread":
         return "%(thread_members)s::bigint"  # counted with its name's lookup (filters._where)
@@ -511,8 +511,8 @@ def _ranked(
         by_source = through_index or where.walks == "thread"
         if by_source and params["source_size"] is not None:
             if params["source_size"] <= COMPARED_EXACTLY_MAX:
-                # Read as the walk reads its source (_walk_plan), then sorted by distance: every
-                # plan sorts once there, and one that sorted the source too would read all of it.
+                # Read as the walk reads its source (_WALK), then sorted by distance: every plan
+                # sorts once there, and one that sorted the source too would read all of it.
                 plan = _WALK
                 semantic = _SEMANTIC_OF_SOURCE.format(
                     recent=_recent(where, params, most="source_size_max"),

@@ -205,14 +205,13 @@ class _Where:
     bound holds whatever the filters (see sql._LEXICAL_RECENT; without asOf, a walk reads only
     the memories of one of them, `walks`; a thread that a walk reads is not applied to it
     again). `thread`: the thread filter's clause alone ("" for none), `thread_id` the id of the
-    thread it names (None for none). `narrowed`:
-    SearchFilters.narrows(); `walks`: which filter chooses the memories a walk reads (a thread
-    of at most THREAD_WALKED_MAX members, else WALK_SOURCES; see candidates._recent), None for
-    the account's newest; `selective`: a
-    filter is asked for that a walk applies to what it read, and that may pass a small share of
-    it (a thread it does not read, a resolution date, or one of WALK_SOURCES that did not choose
-    it). `current`:
-    only current memories are read (no asOf), as an account's nearest-neighbour index holds."""
+    thread it names (None for none). `narrowed`: SearchFilters.narrows(); `walks`: which filter
+    chooses the memories a walk reads (a thread of at most THREAD_WALKED_MAX members, else
+    WALK_SOURCES; see candidates._recent), None for the account's newest; `selective`: a filter
+    is asked for that a walk applies to what it read, and that may pass a small share of it (a
+    thread it does not read, a resolution date, or one of WALK_SOURCES that did not choose it).
+    `current`: only current memories are read (no asOf), as an account's nearest-neighbour index
+    holds."""
 
     reach: str
     selection: str

@@ -44,8 +44,8 @@ _WORD_MATCHES = """WITH matches AS MATERIALIZED (
 # project, commitment state, thread) is applied to what the walk has read, not while it reads: a
 # selective filter would otherwise make it read far past WALK_RECENT_MAX memories to find that many
 # that pass. A small thread's members are what it reads (_RECENT_IN_THREAD); else on current
-# memories, the walk reads only what the narrowest index it may take leads
-# to, and its bound counts those (filters.WALK_SOURCES): a project's memories
+# memories, the walk reads only what the narrowest index it may take leads to, and its bound
+# counts those (filters.WALK_SOURCES): a project's memories
 # (memory_owner_project_recent), else the commitments of the states asked for
 # (memory_owner_state_recent), else the memories of the types asked for
 # (memory_owner_type_current), else those of the scope (memory_owner_scope_recent); a state's or

@@ -1216,6 +1216,8 @@ def test_a_listing_reads_a_window_a_page_and_its_cursor_goes_on_past_it(tenant, 
     # A page short of its limit because its window ended goes on; one whose window read the
     # account's last memory ends the listing.
     assert len(run(tenant, None, limit=5).hits) == 3 and run(tenant, None, limit=5).next_cursor
+    full = run(tenant, None, limit=3)  # its window ended it, but it is full: nothing to explain
+    assert (len(full.hits), bool(full.next_cursor), full.window_read) == (3, True, None)
     monkeypatch.setattr(candidates, "LISTED_WINDOW", 7)
     assert [len(run(tenant, None, status="archived", limit=5).hits)] == [2]
     assert run(tenant, None, status="archived", limit=5).next_cursor is None
