@@ -73,17 +73,15 @@ _RECENT_OF_TYPE = """(
           AND m.recorded_at <= %(snapshot)s {reach}
         ORDER BY m.recorded_at DESC LIMIT %({most})s)"""
 # Of a thread (filters.THREAD_WALKED_MAX members at most): its members, each read by its key, then
-# sorted. Their ids in their order in membership_unique, which leads with the owner and the
-# thread, so that no plan reads the account's other memberships to find them. A lateral read
-# with a LIMIT, which the planner may neither turn into a join nor serve by another index: with
-# `m.id = ANY(members)`, a table without statistics had the planner read all of the account's
-# current memories through memory_owner_type_current to find the members, and under _WALK (no
-# sort) its recency index.
+# sorted. A lateral read with a LIMIT, which the planner may neither turn into a join nor serve
+# by another index: with `m.id = ANY(members)`, a table without statistics had the planner read
+# all of the account's current memories through memory_owner_type_current to find the members,
+# and under _WALK (no sort) its recency index.
 _IN_THREAD = """
         SELECT m.* FROM unnest(ARRAY(
                  SELECT ms.memory_id FROM memories_threadmembership ms
                  WHERE ms.owner_id = %(owner)s AND ms.thread_id = %(thread)s
-                   AND ms.state = 'member' ORDER BY ms.memory_id)) AS member(id)
+                   AND ms.state = 'member')) AS member(id)
         CROSS JOIN LATERAL (
                  SELECT m.* FROM memories_memory m
                  WHERE m.owner_id = %(owner)s AND m.id = member.id LIMIT 1) m
