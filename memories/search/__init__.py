@@ -29,7 +29,6 @@ Ranking, past what those modules' docstrings say:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -40,7 +39,7 @@ from memories import account_indexes, bounds, replica
 from memories.environment import require_known_facet
 from memories.errors import InvalidInput
 from memories.excerpts import EXCERPT_MAX, MemoryExcerpt
-from memories.models import CommitmentStatus, Memory, MemoryType, Status, Thread
+from memories.models import Memory, MemoryType, Status, Thread
 from memories.search.candidates import (
     _WALK,
     COUNTED_SOURCES,
@@ -60,7 +59,7 @@ from memories.search.filters import (
     _where,
     clean_filters,
 )
-from memories.search.query import _parse, _Query
+from memories.search.query import KIND_WORDS, _parse, _Query
 from memories.search.scoring import TENANT_SIZE_COUNTED_MAX, _Candidate, _WordStatistics
 from memories.search.sql import _PAGE_SQL, _TENANT_SIZE_SQL, _rows
 
@@ -119,26 +118,6 @@ _OTHER_STATUS = {
 # What a query sent empty or as a wildcard ('*') meant, and how it is asked for.
 OMIT_QUERY = "omit query to list the memories the filters select, newest first"
 
-_OPEN_OR_WAITING = (CommitmentStatus.OPEN.value, CommitmentStatus.WAITING.value)
-# Words of a question that name a kind of memory or a commitment's state ("what is overdue",
-# "open commitments"): a memory's type and state are not among its words, so such a question
-# finds nothing by them; the filters that select what it asks for. Each word -> the types, then
-# the states, it names.
-_KIND_WORDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    **{
-        word: ((memory_type.value,), ())
-        for memory_type in MemoryType
-        for word in (memory_type.value, f"{memory_type.value}s")
-    },
-    **dict.fromkeys(
-        ("todo", "todos", "to-do", "to-dos", "promise", "promises"),
-        ((MemoryType.COMMITMENT.value,), ()),
-    ),
-    **{state.value: ((), (state.value,)) for state in CommitmentStatus},
-    **dict.fromkeys(("overdue", "pending", "unresolved"), ((), _OPEN_OR_WAITING)),
-}
-_KIND_WORD = re.compile(r"[\w-]+")
-
 
 @dataclass(frozen=True)
 class KindAsked:
@@ -162,7 +141,7 @@ def _kind_asked(parsed: _Query) -> KindAsked | None:
         if term in parsed.parts:
             continue
         word = parsed.as_written(term)
-        named = _KIND_WORDS.get(word.lower())
+        named = KIND_WORDS.get(word.lower())
         if named is None:
             return None
         if word in words:

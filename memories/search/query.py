@@ -10,6 +10,26 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
+from memories.models import CommitmentStatus, MemoryType
+
+_OPEN_OR_WAITING = (CommitmentStatus.OPEN.value, CommitmentStatus.WAITING.value)
+# Words of a question that name a kind of memory or a commitment's state ("what is overdue",
+# "open commitments"): a memory's type and state are not among its words, so such a question
+# finds nothing by them; the filters that select what it asks for. Each word -> the types, then
+# the states, it names.
+KIND_WORDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    **{
+        word: ((memory_type.value,), ())
+        for memory_type in MemoryType
+        for word in (memory_type.value, f"{memory_type.value}s")
+    },
+    **dict.fromkeys(
+        ("todo", "todos", "to-do", "to-dos", "promise", "promises"),
+        ((MemoryType.COMMITMENT.value,), ()),
+    ),
+    **{state.value: ((), (state.value,)) for state in CommitmentStatus},
+    **dict.fromkeys(("overdue", "pending", "unresolved"), ((), _OPEN_OR_WAITING)),
+}
 _CONFIG = "'threengram_unaccented'"
 # A quoted phrase, excluded when a minus sign precedes it.
 _PHRASE = re.compile(r'((?:^|(?<=\s))-)?"([^"]*)"?')
@@ -82,6 +102,13 @@ class _Query:
     def as_written(self, term: str) -> str:
         """A term as the asker wrote it ("latency" for the lexeme "latenc")."""
         return self.written.get(term, term)
+
+    @property
+    def kind_terms(self) -> frozenset[str]:
+        """The terms written as a type's or a commitment state's name (KIND_WORDS: "launch
+        blocker", "open tasks"): a memory's type and state are not among its words, so a memory
+        of the kind asked for does not hold them either."""
+        return frozenset(t for t in self.terms if self.as_written(t).lower() in KIND_WORDS)
 
     def any_term(self, terms: tuple[str, ...] | None = None, weights: str = "") -> str:
         """A tsquery matching any of `terms` (the query's by default), given as lexemes (not

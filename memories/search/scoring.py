@@ -137,12 +137,13 @@ def _words_scores(
     candidates: list[_Candidate],
     terms: tuple[str, ...],
     statistics: _WordStatistics,
-    parts: frozenset[str] = frozenset(),
+    undistinctive: frozenset[str] = frozenset(),
 ) -> tuple[str, ...]:
     """BM25F over the candidates, each divided by the sum of the IDFs of the query's
-    WORDS_SCALE_TERMS rarest terms but the `parts` of its hyphenated words (a memory writing
-    "standups" holds what "stand-ups" asks for, not "stand" and "up"); returns those terms,
-    rarest first."""
+    WORDS_SCALE_TERMS rarest terms but its `undistinctive` ones: the parts of its hyphenated
+    words (a memory writing "standups" holds what "stand-ups" asks for, not "stand" and "up"),
+    and the names of a type or state (_Query.kind_terms), which no memory's words need hold;
+    returns those terms, rarest first."""
     if not terms or not candidates:
         return ()
     total = statistics.total
@@ -153,7 +154,7 @@ def _words_scores(
     # Normalised by the question's most distinctive terms, not all of them: a long question in
     # the asker's own words has many terms no memory holds, and should not sink the one that
     # holds what it is about.
-    distinctive = [term for term in terms if term not in parts] or terms
+    distinctive = [term for term in terms if term not in undistinctive] or terms
     rarest = sorted(distinctive, key=lambda term: idf[term], reverse=True)[:WORDS_SCALE_TERMS]
     scale = sum(idf[term] for term in rarest)
     average_length = statistics.average_length
