@@ -551,7 +551,7 @@ def _ranked(
             rare_walked_to,
             walk_max=walk_max if by_walk else None,
         )
-    rarest = _words_scores(candidates, parsed.terms, statistics, parsed.parts | parsed.kind_terms)
+    rarest = _words_scores(candidates, parsed.terms, statistics, parsed.parts | parsed.type_terms)
     for candidate in candidates:
         _fuse(candidate)
     hits = [c for c in candidates if c.matched_by]

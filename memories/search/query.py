@@ -104,11 +104,14 @@ class _Query:
         return self.written.get(term, term)
 
     @property
-    def kind_terms(self) -> frozenset[str]:
-        """The terms written as a type's or a commitment state's name (KIND_WORDS: "launch
-        blocker", "open tasks"): a memory's type and state are not among its words, so a memory
-        of the kind asked for does not hold them either."""
-        return frozenset(t for t in self.terms if self.as_written(t).lower() in KIND_WORDS)
+    def type_terms(self) -> frozenset[str]:
+        """The terms written as a type's name ("launch blocker", "what did I promise"; see
+        KIND_WORDS): a memory's type is not among its words, so a memory of the type asked for
+        need not hold them. Not a state's: "open", "waiting" or "resolved" beside other words
+        is as a rule a word of the memory's text ("waiting for store review")."""
+        return frozenset(
+            t for t in self.terms if KIND_WORDS.get(self.as_written(t).lower(), ((), ()))[0]
+        )
 
     def any_term(self, terms: tuple[str, ...] | None = None, weights: str = "") -> str:
         """A tsquery matching any of `terms` (the query's by default), given as lexemes (not

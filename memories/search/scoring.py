@@ -142,7 +142,7 @@ def _words_scores(
     """BM25F over the candidates, each divided by the sum of the IDFs of the query's
     WORDS_SCALE_TERMS rarest terms but its `undistinctive` ones: the parts of its hyphenated
     words (a memory writing "standups" holds what "stand-ups" asks for, not "stand" and "up"),
-    and the names of a type or state (_Query.kind_terms), which no memory's words need hold;
+    and the names of a type (_Query.type_terms), which no memory's words need hold;
     returns those terms, rarest first."""
     if not terms or not candidates:
         return ()

@@ -201,11 +201,9 @@ def test_a_hit_names_the_questions_distinctive_words_it_lacks_as_they_were_writt
     assert (hit.id, hit.lacking) == (api.id, ("front-end",))
 
 
-def test_a_type_or_state_named_in_a_question_weighs_nothing_against_its_memories(
-    tenant, settings
-):
-    """"launch blocker": a blocker's text need not say "blocker" (its type is not among its
-    words), so the word is neither counted against the blocker that holds "launch" nor named as
+def test_a_type_named_in_a_question_weighs_nothing_against_its_memories(tenant, settings):
+    """A blocker's text need not say "blocker" (its type is not among its words): in "launch
+    blocker" the word is neither counted against the blocker that holds "launch" nor named as
     lacking; a question of such words alone keeps them (what else would it be about)."""
     settings.SEARCH_EMBEDDER = "none"
     blocker = record_memory(
@@ -220,8 +218,10 @@ def test_a_type_or_state_named_in_a_question_weighs_nothing_against_its_memories
     [hit] = run(tenant, "launch blocker").hits
     assert (hit.id, hit.lacking) == (blocker.id, ())
     assert run(tenant, "launch blocker", memory_types=["blocker"]).hits[0].id == blocker.id
-    # A word not naming a type still weighs against a memory lacking it: no answer.
+    # A word not naming a type still weighs against a memory lacking it, a state's too: no
+    # answer.
     assert run(tenant, "launch sandwich").hits == []
+    assert run(tenant, "launch pending").hits == []
 
 
 @pytest.mark.parametrize(
