@@ -30,6 +30,7 @@ KIND_WORDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     **{state.value: ((), (state.value,)) for state in CommitmentStatus},
     **dict.fromkeys(("overdue", "pending", "unresolved"), ((), _OPEN_OR_WAITING)),
 }
+
 _CONFIG = "'threengram_unaccented'"
 # A quoted phrase, excluded when a minus sign precedes it.
 _PHRASE = re.compile(r'((?:^|(?<=\s))-)?"([^"]*)"?')
