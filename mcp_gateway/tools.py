@@ -455,6 +455,11 @@ _FIELDS_OF_OTHER_TOOLS: dict[tuple[str, str], str] = {
     ),
     # search filters by `thread`; configure_thread names the thread it acts on `name`.
     ("configure_thread", "thread"): "did you mean 'name'? (the thread's name)",
+    # A memory's tags are indexed with its words (with its project, weighted as its topic).
+    ("search", "tags"): (
+        "search has no tags filter: a memory's tags are among the words it matches, so put "
+        "the tag in the query"
+    ),
 }
 
 

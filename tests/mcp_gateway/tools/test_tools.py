@@ -193,6 +193,12 @@ async def test_read_only_token_cannot_write_but_can_list_threads(owner):
             "invalid_input: type: unknown field; did you mean 'memoryType'?",
         ),
         ("get_memories", {"id": "a"}, "invalid_input: id: unknown field; did you mean 'ids'?"),
+        (
+            "search",
+            {"query": "x", "tags": ["perf"]},
+            "invalid_input: tags: unknown field; search has no tags filter: a memory's tags are "
+            "among the words it matches, so put the tag in the query",
+        ),
         # In the singular or the plural of a field's name too.
         (
             "search",
