@@ -58,9 +58,7 @@ def memory_ref(item: Memory) -> dict:
     if item.scope != DEFAULT_SCOPE:
         data["scope"] = item.scope
     data["status"] = str(item.status)
-    data |= _commitment_fields(item)
-    if item.resolved_at is not None:
-        data["resolvedAt"] = utc_datetime(item.resolved_at)
+    data |= _commitment_fields(item) | _resolution(item)
     if item.valid_to is not None:
         data["validTo"] = utc_datetime(item.valid_to)
     return data
@@ -236,10 +234,10 @@ def search_hit(hit: SearchHit) -> dict:
     return data
 
 
-def _resolution(hit: SearchHit) -> dict:
+def _resolution(item: Memory | SearchHit) -> dict:
     """When a resolved commitment was resolved ("what did I finish this week"); nothing for
     another memory, nor for one resolved before the server kept that time."""
-    return {"resolvedAt": utc_datetime(hit.resolved_at)} if hit.resolved_at is not None else {}
+    return {"resolvedAt": utc_datetime(item.resolved_at)} if item.resolved_at is not None else {}
 
 
 def compact_search_hit(hit: SearchHit) -> dict:
@@ -318,13 +316,7 @@ def empty_search_note(why: EmptyBecause) -> str:
             if why.filters
             else f"No {searched}memory is stored in this account."
         )
-        if why.unsearched:
-            note += (
-                f" {why.unsearched.capitalize()} memories were not listed: status 'any' "
-                "includes them."
-            )
-        return note
-    if why.reason == UNDER_FLOOR:
+    elif why.reason == UNDER_FLOOR:
         some = (
             f"1 {searched}memory shares"
             if why.count == 1
@@ -353,9 +345,9 @@ def empty_search_note(why: EmptyBecause) -> str:
             "Asking with a word it would hold (a name, a tool, a project) can make sure."
         )
     if why.unsearched:
+        read = "listed" if why.reason == NOTHING_LISTED else "searched"
         note += (
-            f" {why.unsearched.capitalize()} memories were not searched: status 'any' "
-            "includes them."
+            f" {why.unsearched.capitalize()} memories were not {read}: status 'any' includes them."
         )
     if why.reason == UNDER_FLOOR and why.kind is not None:
         note += f" {_kind_note(why.kind)}"
