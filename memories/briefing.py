@@ -18,7 +18,7 @@ from memories import bounds, replica
 from memories.environment import require_known_facet
 from memories.errors import InvalidInput
 from memories.excerpts import EXCERPT_COLUMNS, EXCERPT_MAX, MemoryExcerpt
-from memories.models import Memory, Thread
+from memories.models import THREAD_READ_BY_MEMBER_MAX, Memory, Thread, thread_members_sql
 
 SELECTOR_KINDS = ("all", "scope", "project", "thread")
 MODES = ("brief", "full")
@@ -31,6 +31,11 @@ LIVE = "m.owner_id = %(owner)s AND m.valid_to IS NULL AND m.status = 'active'"
 # A project's selection of an account-wide section: the project's own and those of no project.
 PROJECT_OR_NONE = " AND (m.project = %(selector)s OR m.project IS NULL)"
 OPEN_COMMITMENT = "m.memory_type = 'commitment' AND m.commitment_status IN ('open', 'waiting')"
+# What LIVE and the sections' conditions and orders read of a memory.
+SECTION_COLUMNS = (
+    "m.id, m.owner_id, m.valid_to, m.status, m.memory_type, m.commitment_status, m.due_at,"
+    " m.recorded_at, m.resolved_at"
+)
 
 
 @dataclass(frozen=True)
@@ -61,12 +66,17 @@ class Selector:
         return cls(kind=kind, value=cleaned)
 
     def sql(self, owner_id: int, params: dict) -> str:
-        """An extra WHERE clause on memories `m` (empty for 'all')."""
+        """An extra WHERE clause on memories `m` (empty for 'all'). Of a thread, how many members
+        it has, up to one past THREAD_READ_BY_MEMBER_MAX, goes into params["selector_members"]."""
         if self.kind == "all":
             return ""
         if self.kind == "thread":
             return " AND " + Thread.objects.members_sql(
-                owner_id, self.value, params, key="selector"
+                owner_id,
+                self.value,
+                params,
+                key="selector",
+                counted_to=THREAD_READ_BY_MEMBER_MAX,
             )
         params["selector"] = self.value
         return f" AND m.{self.kind} = %(selector)s"
@@ -142,12 +152,20 @@ def read_sections(
     # and the choice of the first items read only a covering index (index-only scans):
     # memory_owner_type_current (which holds each memory's project and scope, so a project or
     # scope selector is tested there too), or memory_owner_resolved for what was resolved lately;
-    # content is fetched for the chosen items alone.
+    # content is fetched for the chosen items alone. A small thread's current members are read
+    # once instead, by key, and every section counted and chosen from them: a section's type may
+    # hold most of a large account, and each of its memories would be tested for membership.
+    source, read_first, members_column = "memories_memory", "", "NULL"
+    if selector.kind == "thread" and params["selector_members"] <= THREAD_READ_BY_MEMBER_MAX:
+        source, selected = "members", ""
+        members = thread_members_sql("selector", columns=SECTION_COLUMNS)
+        read_first = f"WITH members AS MATERIALIZED ({members} WHERE {LIVE})\n"
+        members_column = "(SELECT count(*) FROM members)"
     parts = []
     for spec in specs:
         limit = _limit(spec)
         counted, order = f"{LIVE}{selected} AND {spec.where}", spec.order
-        top = _first(counted, order, limit)
+        top = _first(counted, order, limit, source)
         if spec.account_wide and selector.kind == "project":
             # The project's own first: where one of them and an account-wide one differ, the
             # project's is the more specific and prevails, and it is the one a short briefing
@@ -162,7 +180,8 @@ def read_sections(
             )
         parts.append(
             f"""(SELECT '{spec.name}' AS section, {EXCERPT_COLUMNS}, m.resolved_at,
-                       (SELECT count(*) FROM memories_memory m WHERE {counted}) AS total
+                       (SELECT count(*) FROM {source} m WHERE {counted}) AS total,
+                       {members_column} AS members
                 FROM memories_memory m
                 JOIN ({top}) top ON m.owner_id = %(owner)s AND m.id = top.id
                 ORDER BY {order}
@@ -170,7 +189,7 @@ def read_sections(
         )
     # A lag-tolerant read, on the replica inside `replica.tolerant_read`, as search's are.
     with connections[replica.read_alias()].cursor() as cursor:
-        cursor.execute("\nUNION ALL\n".join(parts), params)
+        cursor.execute(read_first + "\nUNION ALL\n".join(parts), params)
         rows = cursor.fetchall()
         sections = _sections(specs, rows, excerpt_max=excerpt_max, now=now)
         # Of a project, only its own memories say that it exists: an account-wide preference is
@@ -188,42 +207,48 @@ def read_sections(
             Thread.objects.require_still_there(owner_id, params["selector"], selector.value)
         members = None
         if selector.kind == "thread":
-            # From the thread's memberships (membership_unique leads with owner and thread), not
-            # from the account's memories, however many those are.
-            cursor.execute(
-                "SELECT count(*) FROM memories_threadmembership ms"  # noqa: S608 (constants)
-                " JOIN memories_memory m ON m.owner_id = ms.owner_id AND m.id = ms.memory_id"
-                " WHERE ms.owner_id = %(owner)s AND ms.thread_id = %(selector)s"
-                f" AND ms.state = 'member' AND {LIVE}",
-                params,
-            )
-            members = cursor.fetchone()[0]
+            members = rows[0][-1] if rows and read_first else _current_members(cursor, params)
     if selector.kind == "thread":
         selector = replace(selector, value=params["selector_name"])
     return selector, sections, members
+
+
+def _current_members(cursor, params: dict) -> int:
+    """How many current, active memories the thread params["selector"] holds: from its
+    memberships (membership_unique leads with owner and thread), not from the account's
+    memories, however many those are."""
+    cursor.execute(
+        "SELECT count(*) FROM memories_threadmembership ms"  # noqa: S608 (constants)
+        " JOIN memories_memory m ON m.owner_id = ms.owner_id AND m.id = ms.memory_id"
+        " WHERE ms.owner_id = %(owner)s AND ms.thread_id = %(selector)s"
+        f" AND ms.state = 'member' AND {LIVE}",
+        params,
+    )
+    return cursor.fetchone()[0]
 
 
 def _sections(
     specs: list[SectionSpec], rows: list[tuple], *, excerpt_max: int, now: datetime
 ) -> dict[str, Section]:
     """The sections of read_sections' rows: each row its section's name, EXCERPT_COLUMNS, the
-    memory's resolved_at and the section's exact count."""
+    memory's resolved_at, the section's exact count and the selected thread's members."""
     sections = {spec.name: Section() for spec in specs}
     excerpt_max_of = {
         spec.name: min(excerpt_max, spec.excerpt_max or excerpt_max) for spec in specs
     }
     for row in rows:
         section = sections[row[0]]
-        section.count = row[-1]
-        fields = MemoryExcerpt.row_fields(row[1:-2], excerpt_max=excerpt_max_of[row[0]], now=now)
-        section.items.append(SectionItem(**fields, resolved_at=row[-2]))
+        section.count = row[-2]
+        fields = MemoryExcerpt.row_fields(row[1:-3], excerpt_max=excerpt_max_of[row[0]], now=now)
+        section.items.append(SectionItem(**fields, resolved_at=row[-3]))
     return sections
 
 
-def _first(where: str, order: str, limit: str) -> str:
-    """The ids of the first `limit` memories `where` holds, in `order` (SQL of constants)."""
+def _first(where: str, order: str, limit: str, source: str = "memories_memory") -> str:
+    """The ids of the first `limit` memories of `source` that `where` holds, in `order` (SQL of
+    constants)."""
     return (
-        f"SELECT m.id FROM memories_memory m WHERE {where}"  # noqa: S608 (constants)
+        f"SELECT m.id FROM {source} m WHERE {where}"  # noqa: S608 (constants)
         f" ORDER BY {order} LIMIT {limit}"
     )
 

@@ -710,6 +710,33 @@ class ThreadQuerySet(models.QuerySet):
             raise self.not_found(owner_id, name)
 
 
+# A thread of at most this many members (of any version: a revision joins its predecessor's
+# threads, which keep the predecessor) is read member by member (thread_members_sql) where a read
+# filtered to it would otherwise walk the account's memories and test each for membership:
+# however old or scattered its members, it is then the narrowest source there is. A memory read
+# by its key costs several times what a walk through an index that leads to memories in order
+# pays for one, so a larger thread stays a condition (ThreadManager.members_sql) on such a walk.
+THREAD_READ_BY_MEMBER_MAX = 1_000
+
+
+def thread_members_sql(key: str, columns: str = "m.*") -> str:
+    """The `columns` of the memories `m` (of every version) that are members of the thread whose
+    id is %(`key`)s, each read by its key, for the owner %(owner)s; a WHERE clause may follow. A
+    lateral read with a LIMIT, which the planner may neither turn into a join nor serve by
+    another index: with `m.id = ANY(members)`, a table without statistics had the planner read
+    all of the account's current memories through memory_owner_type_current to find the
+    members, and without a sort after it, its recency index. `key` and `columns` are constants
+    of the caller's, never caller text."""
+    return f"""
+        SELECT {columns} FROM unnest(ARRAY(
+                 SELECT ms.memory_id FROM memories_threadmembership ms
+                 WHERE ms.owner_id = %(owner)s AND ms.thread_id = %({key})s
+                   AND ms.state = 'member')) AS member(id)
+        CROSS JOIN LATERAL (
+                 SELECT m.* FROM memories_memory m
+                 WHERE m.owner_id = %(owner)s AND m.id = member.id LIMIT 1) m"""  # noqa: S608
+
+
 def _members_up_to(owner_id: int, most: int) -> _RowCount:
     """A thread's members (of any version), up to `most`: through membership_unique, which
     leads with the owner and the thread."""

@@ -391,6 +391,17 @@ async def main(calls: int, seed: int, only: str | None = None, rls: bool = False
                         )
                         for _ in range(calls)
                     ],
+                    **{
+                        f"{tool}, {label}": [
+                            (principal(owner_for()), tool, {"selector": "thread", "value": name})
+                            for _ in range(calls)
+                        ]
+                        for tool in ("briefing", "handoff")
+                        for label, name in (
+                            ("a thread of the oldest 100", OLD_THREAD),
+                            ("a thread of 1,000 across the account", WIDE_THREAD),
+                        )
+                    },
                 }
                 if threads
                 else {}

@@ -12,7 +12,13 @@ from datetime import datetime
 
 from memories import bounds
 from memories.errors import InvalidInput
-from memories.models import CommitmentStatus, MemoryType, Status, Thread
+from memories.models import (
+    THREAD_READ_BY_MEMBER_MAX,
+    CommitmentStatus,
+    MemoryType,
+    Status,
+    Thread,
+)
 
 STATUS_FILTERS = ("active", "archived", "any")
 COMMITMENT_STATUS_FILTERS = tuple(CommitmentStatus.values)
@@ -245,13 +251,10 @@ class _Where:
 WALK_SOURCES = ("project", "commitment_states", "memory_types", "scope")
 
 
-# A thread of at most this many members (of any version: a revision joins its predecessor's
-# threads, which keep the predecessor) is what a walk or a listing filtered to it reads, whole, at
-# any instant (asOf too): it is then the narrowest source there is, however old its members. They
-# are read one by one by key, each several times what a walk pays a memory through an index that
-# leads to it in order: so a larger thread is applied to what another source's walk read, as the
-# filters after WALK_SOURCES[0] are.
-THREAD_WALKED_MAX = 1_000
+# A thread of at most THREAD_READ_BY_MEMBER_MAX members is what a walk or a listing filtered to
+# it reads, whole, at any instant (asOf too); a larger one is applied to what another source's
+# walk read, as the filters after WALK_SOURCES[0] are.
+THREAD_WALKED_MAX = THREAD_READ_BY_MEMBER_MAX
 
 
 def _walk_source(filters: SearchFilters, params: dict) -> str | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 
 from memories.excerpts import EXCERPT_COLUMNS
+from memories.models import thread_members_sql
 from memories.search.query import _Query
 
 # What scoring reads of a candidate: where it holds each query term (see _fields_held), and its
@@ -72,20 +73,13 @@ _RECENT_OF_TYPE = """(
         WHERE m.owner_id = %(owner)s AND m.memory_type = %({value})s
           AND m.recorded_at <= %(snapshot)s {reach}
         ORDER BY m.recorded_at DESC LIMIT %({most})s)"""
-# Of a thread (filters.THREAD_WALKED_MAX members at most): its members, each read by its key, then
-# sorted. A lateral read with a LIMIT, which the planner may neither turn into a join nor serve
-# by another index: with `m.id = ANY(members)`, a table without statistics had the planner read
-# all of the account's current memories through memory_owner_type_current to find the members,
-# and under _WALK (no sort) its recency index.
-_IN_THREAD = """
-        SELECT m.* FROM unnest(ARRAY(
-                 SELECT ms.memory_id FROM memories_threadmembership ms
-                 WHERE ms.owner_id = %(owner)s AND ms.thread_id = %(thread)s
-                   AND ms.state = 'member')) AS member(id)
-        CROSS JOIN LATERAL (
-                 SELECT m.* FROM memories_memory m
-                 WHERE m.owner_id = %(owner)s AND m.id = member.id LIMIT 1) m
+# Of a thread (filters.THREAD_WALKED_MAX members at most): its members, each read by its key
+# (thread_members_sql, which says why so), then sorted.
+_IN_THREAD = (
+    thread_members_sql("thread")
+    + """
         WHERE m.recorded_at <= %(snapshot)s {reach}"""
+)
 _RECENT_IN_THREAD = f"""({_IN_THREAD}
         ORDER BY m.recorded_at DESC LIMIT %({{most}})s)"""
 # How many memories a walk may read, up to one past its bound (its source's LIMIT).

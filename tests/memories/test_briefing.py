@@ -7,10 +7,12 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from memories import briefing
 from memories.briefing import BRIEFING_SECTIONS, Selector, build_briefing, read_sections
 from memories.errors import NotFound
-from memories.services import record_memory
-from memories.threads import add_thread_members, create_thread
+from memories.handoff import build_handoff
+from memories.services import archive_memory, record_memory, resolve_commitment
+from memories.threads import add_thread_members, create_thread, revise_memory_in_threads
 
 
 def memory(owner, memory_type: str, content: str, **fields):
@@ -170,3 +172,107 @@ def test_a_selected_briefing_counts_and_picks_its_sections_from_the_index_alone(
     # the account-wide ones apart).
     assert len(tests) >= 2 * len(BRIEFING_SECTIONS), tests
     assert set(tests) == {("Index Only Scan", "memory_owner_type_current")}, tests
+
+
+@pytest.fixture
+def investigation(tenant, other_tenant):
+    """A thread "checkout outage" of current, archived, revised and resolved members of every
+    section's kinds, in an account (and beside another) whose other memories of those kinds
+    are in no thread."""
+    now = timezone.now()
+    members = [
+        memory(tenant, "commitment", "outage: page the payments team", due_at=now - timedelta(1)),
+        memory(tenant, "commitment", "outage: write the postmortem", due_at=now + timedelta(2)),
+        memory(tenant, "commitment", "outage: ask the provider for logs"),
+        memory(tenant, "blocker", "outage: no access to the load balancer logs"),
+        memory(tenant, "decision", "outage: roll back the 4.2 release"),
+        memory(tenant, "preference", "outage: one channel, #inc-checkout"),
+        memory(tenant, "fact", "outage: began 09:12 UTC"),
+        memory(tenant, "note", "outage: error rate 30 % at peak"),
+        archived := memory(tenant, "blocker", "outage: staging down too"),
+        resolved := memory(tenant, "commitment", "outage: status page updated"),
+        revised := memory(tenant, "decision", "outage: freeze deploys"),
+    ]
+    archive_memory(owner=tenant, memory_id=archived.id)
+    resolve_commitment(owner=tenant, memory_id=resolved.id, status="resolved")
+    create_thread(owner=tenant, name="Checkout outage")
+    add_thread_members(owner=tenant, name="Checkout outage", memory_ids=[m.id for m in members])
+    # A revision joins its predecessor's threads.
+    revise_memory_in_threads(
+        owner=tenant, predecessor_id=revised.id, content="outage: freeze deploys 2 days"
+    )
+    for owner in (tenant, other_tenant):
+        memory(owner, "commitment", "commitment of no thread", due_at=now - timedelta(1))
+        for memory_type in ("blocker", "decision", "preference", "fact"):
+            memory(owner, memory_type, f"{memory_type} of no thread")
+    return tenant
+
+
+def test_a_threads_briefing_and_handoff_hold_its_current_members_by_section(
+    investigation, monkeypatch
+):
+    """Read member by member (a thread of at most THREAD_READ_BY_MEMBER_MAX) or through the
+    sections' index, each member tested (a larger one), a thread's sections are the same: its
+    current, active members of each, counted exactly; the rest counted as unlisted."""
+    selector = Selector.clean("thread", "checkout OUTAGE")
+    read = {}
+    for bound in (briefing.THREAD_READ_BY_MEMBER_MAX, 0):
+        monkeypatch.setattr(briefing, "THREAD_READ_BY_MEMBER_MAX", bound)
+        brief = build_briefing(owner_id=investigation.pk, selector=selector, mode="full")
+        handoff = build_handoff(owner_id=investigation.pk, selector=selector)
+        read[bound] = (brief, handoff)
+        assert brief.selector == handoff.selector == Selector("thread", "Checkout outage")
+        assert listed(brief) == {
+            "overdue": ["outage: page the payments team"],
+            "openCommitments": [
+                "outage: write the postmortem",
+                "outage: ask the provider for logs",
+            ],
+            "blockers": ["outage: no access to the load balancer logs"],
+            "recentDecisions": [
+                "outage: freeze deploys 2 days",
+                "outage: roll back the 4.2 release",
+            ],
+            "preferences": ["outage: one channel, #inc-checkout"],
+        }
+        assert brief.unlisted == 3  # the fact, the note and the resolved commitment
+        assert listed(handoff) == {
+            "decisions": ["outage: freeze deploys 2 days", "outage: roll back the 4.2 release"],
+            "commitments": [
+                "outage: page the payments team",
+                "outage: write the postmortem",
+                "outage: ask the provider for logs",
+            ],
+            "recentlyResolved": ["outage: status page updated"],
+            "blockers": ["outage: no access to the load balancer logs"],
+            "preferences": ["outage: one channel, #inc-checkout"],
+            "facts": ["outage: began 09:12 UTC"],
+        }
+        assert handoff.unlisted == 1  # the note
+        counts = {name: section.count for name, section in handoff.sections.items()}
+        assert counts == {name: len(items) for name, items in listed(handoff).items()}
+    assert read[0] == read[briefing.THREAD_READ_BY_MEMBER_MAX]
+
+
+def test_a_small_threads_sections_read_its_members_alone_before_any_analyze(investigation):
+    """A briefing of a thread tested each memory of every section's kind for membership: in a
+    large account, most of its memories. A small thread's memberships are read once, and its
+    members by key; no section reads the account's memories of its kind."""
+    statements = []
+
+    def keep(execute, sql, params, many, context):
+        statements.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(keep):
+        build_briefing(owner_id=investigation.pk, selector=Selector("thread", "Checkout outage"))
+    [(sql, params)] = [(sql, params) for sql, params in statements if "AS section" in sql]
+    with connection.cursor() as cursor:
+        for table in ("memories_memory", "memories_threadmembership"):
+            cursor.execute("SELECT pg_clear_relation_stats('public', %s)", [table])
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
+        plan = json.dumps(cursor.fetchone()[0])
+    assert "memory_owner_type_current" not in plan and "memory_owner_resolved" not in plan
+    assert "memories_memory_pkey" in plan
+    assert plan.count('"memories_threadmembership"') == 1
