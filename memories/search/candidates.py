@@ -562,7 +562,12 @@ def _ranked(
         hit.lacking = tuple(
             dict.fromkeys(parsed.as_written(term) for term in rarest if term not in hit.fields_held)
         )
-    floor = relevance_floor(params["tenant_size"])
+    # The memories that compete for the best score: the account's, or those of the project, the
+    # commitment states, the scope or the small thread that choose what the search reads.
+    competing = params["tenant_size"]
+    if params["source_size"] is not None:
+        competing = min(competing, params["source_size"])
+    floor = relevance_floor(competing)
     if first_page and not any(c.score >= floor for c in hits):
         return [], statistics, len(hits)
     return hits, statistics, 0

@@ -12,9 +12,10 @@
 - Abstention: when the best candidate scores under the relevance floor the search returns no
   hits: a question whose distinctive words match nothing and whose meaning is not close gets an
   empty answer rather than the closest noise. The floor is per query, not per hit, so a weaker
-  second or third answer still shows. It rises with the account (relevance_floor): in a larger
-  one, a partial match's words score more (its terms' IDF nears that of the terms it lacks) and
-  the best of more unrelated memories scores higher. A hit holding all of the query's
+  second or third answer still shows. It rises with how many memories compete
+  (relevance_floor): the best of more unrelated memories scores higher (and in a larger account
+  a partial match's words score a little more: its terms' IDF nears that of the terms it lacks).
+  A hit holding all of the query's
   WORDS_SCALE_TERMS rarest terms is no partial match: however long (LENGTH_RATIO_MAX), its words
   score stays above the highest floor, which the account's size counted up to
   TENANT_SIZE_COUNTED_MAX bounds. The weights
@@ -171,11 +172,12 @@ def _words_scores(
     return tuple(rarest)
 
 
-def relevance_floor(tenant_size: int) -> float:
-    """The score under which a search's best candidate means no answer, for an account of
-    `tenant_size` current memories, whatever the filters leave of them (as the IDF is computed
-    over the account); see the module docstring."""
-    counted = min(tenant_size, TENANT_SIZE_COUNTED_MAX)
+def relevance_floor(competing: int) -> float:
+    """The score under which a search's best candidate means no answer, when `competing`
+    memories may be found: the account's current memories, or those of the project, the
+    commitment states, the scope or the thread that choose what the search reads (the IDF is
+    the account's, but moves a partial match's score little); see the module docstring."""
+    counted = min(competing, TENANT_SIZE_COUNTED_MAX)
     growth = max(counted, RELEVANCE_FLOOR_SIZE) / RELEVANCE_FLOOR_SIZE
     return RELEVANCE_FLOOR + RELEVANCE_FLOOR_PER_DECADE * math.log10(growth)
 

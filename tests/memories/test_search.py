@@ -1878,6 +1878,42 @@ def test_a_larger_account_needs_a_closer_match(tenant, settings, monkeypatch):
     assert [hit.id for hit in run(tenant, question).hits] == [release.id]
 
 
+@pytest.mark.parametrize(
+    "narrowing",
+    [
+        {"project": "mobile"},
+        {"scope": "work"},
+        {"commitment_status": ["waiting"]},
+        {"thread": "Releases"},
+    ],
+    ids=lambda narrowing: next(iter(narrowing)),
+)
+def test_a_question_filtered_to_few_memories_needs_no_closer_match_than_in_a_small_account(
+    tenant, settings, monkeypatch, narrowing
+):
+    """The floor rises with how many memories compete for the best score: those of the project,
+    the scope, the commitment states or the small thread that choose what a search reads, not
+    the account's. An agent asked for one project's blockers in an account of 7,000 memories
+    and got nothing: its two blockers scored under the floor of the whole account."""
+    settings.SEARCH_EMBEDDER = "none"
+    release = MemoryFactory(
+        owner=tenant,
+        memory_type="commitment",
+        topic="Release train",
+        content="Mobile releases ship every second Tuesday.",
+        project="mobile",
+        scope="work",
+    )
+    resolve_commitment(owner=tenant, memory_id=release.id, status="waiting")
+    create_thread(owner=tenant, name="Releases")
+    add_thread_members(owner=tenant, name="Releases", memory_ids=[release.id])
+    question = "how often do mobile releases ship?"
+    patch_search(monkeypatch, "RELEVANCE_FLOOR_PER_DECADE", 1.0)
+    bulk_load_notes(tenant, 10 * scoring.RELEVANCE_FLOOR_SIZE - 1)
+    assert run(tenant, question).hits == []
+    assert [hit.id for hit in run(tenant, question, **narrowing).hits] == [release.id]
+
+
 def test_a_memory_holding_every_rare_term_asked_for_answers_in_a_large_account(tenant, settings):
     """A memory three times as long as the others holding both words a query asks for is no
     partial match: it answers in an account of 2,000 memories, where the floor has risen."""
