@@ -1,7 +1,7 @@
 """Retrieval quality of `search` on the eval set in tests/memories/retrieval_eval/.
 
     .venv/bin/python scripts/eval_search.py [--embedder wordllama|none|...] [--crowd N]
-        [--by-project] [--dataset tests/memories/retrieval_eval/heldout.json]
+        [--filter-by project|type] [--dataset tests/memories/retrieval_eval/heldout.json]
 
 Stores the set's memories for a new account on the embedded PostgreSQL (a scratch database,
 `threengram_eval`, made afresh each run), applies its revisions, asks every question through
@@ -18,9 +18,9 @@ builds the account's indexes when it is large enough): the set's answers become 
 memories of a large account, where a search's bounded work (the most recent matches by words,
 the nearest by meaning) must still reach them. The crowd is real English on technical subjects
 that no question asks about: the paragraphs of the docstrings of the packages installed beside
-this project (pinned by requirements.lock), shuffled with a fixed seed. With `--by-project`, each
-question is asked filtered to its answer's project, as an agent working in one repository asks
-(the crowd has no project).
+this project (pinned by requirements.lock), shuffled with a fixed seed. With `--filter-by project`,
+each question is asked filtered to its answer's project, as an agent working in one repository
+asks (the crowd has no project); with `--filter-by type`, to its answer's type (`memoryTypes`).
 """
 
 from __future__ import annotations
@@ -148,24 +148,27 @@ class Figures:
 
 
 async def evaluate(
-    principal, dataset: dict, ids: dict[str, str], by_project: bool = False
+    principal, dataset: dict, ids: dict[str, str], filter_by: str | None = None
 ) -> Figures:
-    """Ask every question through the `search` tool and score the answers. `by_project`: each
-    question filtered to its answer's project (when it has one), each never-stored question to
-    one of the set's projects in turn."""
+    """Ask every question through the `search` tool and score the answers. `filter_by`
+    ("project" or "type"): each question filtered to its answer's project (when it has one) or
+    type, each never-stored question to one of the set's in turn."""
     from mcp_gateway.tools import call_tool
 
     latencies: list[float] = []
     misses: list[str] = []
-    project_of = {item["key"]: item.get("project") for item in dataset["memories"]}
-    for item in dataset["revisions"]:  # a revision keeps its predecessor's project
-        project_of[item["key"]] = project_of[item["revises"]]
-    projects = sorted({project for project in project_of.values() if project})
+    field = {"project": "project", "type": "memory_type"}.get(filter_by or "")
+    value_of = {item["key"]: item.get(field) if field else None for item in dataset["memories"]}
+    for item in dataset["revisions"]:  # a revision keeps its predecessor's project and type
+        value_of[item["key"]] = value_of[item["revises"]]
+    values = sorted({value for value in value_of.values() if value}) or [None]
 
-    async def ask(question: str, project: str | None = None) -> list[str]:
+    async def ask(question: str, value: str | None = None) -> list[str]:
         arguments = {"query": question, "limit": K}
-        if by_project and project:
-            arguments["project"] = project
+        if value and filter_by == "project":
+            arguments["project"] = value
+        elif value and filter_by == "type":
+            arguments["memoryTypes"] = [value]
         started = time.perf_counter()
         result = await call_tool(principal, "search", arguments)
         latencies.append((time.perf_counter() - started) * 1000)
@@ -175,7 +178,7 @@ async def evaluate(
 
     reciprocal_ranks = []
     for item in dataset["questions"]:
-        hits = await ask(item["question"], project_of[item["expected"][0]])
+        hits = await ask(item["question"], value_of[item["expected"][0]])
         expected = {ids[key] for key in item["expected"]}
         rank = next((n for n, hit in enumerate(hits, 1) if hit in expected), None)
         reciprocal_ranks.append(1 / rank if rank else 0.0)
@@ -183,7 +186,7 @@ async def evaluate(
             misses.append(f"miss {item['id']}: {item['question']}")
     current_first = 0
     for item in dataset["supersession"]:
-        hits = await ask(item["question"], project_of[item["current"]])
+        hits = await ask(item["question"], value_of[item["current"]])
         current = ids[item["current"]]
         superseded = {ids[key] for key in item["superseded"]}
         if current in hits and not superseded & set(hits[: hits.index(current)]):
@@ -192,7 +195,7 @@ async def evaluate(
             misses.append(f"supersession {item['id']}: {item['question']}")
     abstained = 0
     for n, item in enumerate(dataset["absent"]):
-        if not await ask(item["question"], projects[n % len(projects)]):
+        if not await ask(item["question"], values[n % len(values)]):
             abstained += 1
         else:
             misses.append(f"answered absent {item['id']}: {item['question']}")
@@ -235,10 +238,10 @@ def main() -> None:
         "--crowd", type=int, default=0, help="other memories recorded after the set (see above)"
     )
     parser.add_argument(
-        "--by-project",
-        action="store_true",
-        help="ask each question filtered to its answer's project (never-stored ones to the "
-        "set's projects in turn)",
+        "--filter-by",
+        choices=("project", "type"),
+        help="ask each question filtered to its answer's project or type (never-stored ones "
+        "to the set's in turn)",
     )
     args = parser.parse_args()
     _setup(args.embedder)
@@ -255,7 +258,7 @@ def main() -> None:
         store_crowd(owner, dataset, args.crowd)
     stored_in = time.perf_counter() - started
     principal = Principal(user_id=owner.pk, scopes=frozenset({"memory:read"}))
-    figures = asyncio.run(evaluate(principal, dataset, ids, by_project=args.by_project))
+    figures = asyncio.run(evaluate(principal, dataset, ids, filter_by=args.filter_by))
     print(f"embedder         {args.embedder}")
     print(
         f"stored           {len(ids)} memories and revisions, {args.crowd} others after them, "
