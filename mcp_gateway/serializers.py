@@ -359,6 +359,12 @@ def _kind_note(kind: KindAsked) -> str:
     state are not among the words search matches (a question "what is overdue" otherwise reads
     as "nothing stored")."""
     words = ", ".join(f"'{word}'" for word in kind.words)
+    if kind.among_other_words:
+        return (
+            f"{words} name{'s' if len(kind.words) == 1 else ''} a type, and a memory's type is "
+            "not among the words search matches: to search only memories of that type, keep "
+            f"the query and add memoryTypes {json.dumps(list(kind.memory_types))}."
+        )
     filters = [
         f"{name} {json.dumps(list(values))}"
         for name, values in (

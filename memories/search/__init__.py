@@ -128,6 +128,32 @@ class KindAsked:
     words: tuple[str, ...]
     memory_types: tuple[str, ...] = ()
     commitment_states: tuple[str, ...] = ()
+    # The query holds other words too (_kind_named): the filter goes beside them.
+    among_other_words: bool = False
+
+
+# Types whose plural beside other words asks for memories of the type as a rule ("open blockers
+# in atlas", "decisions about the API"); not "notes", "facts", "events" or "patterns", which
+# name other things as often ("release notes", "design patterns").
+_KINDS_NAMED_AMONG_WORDS = {
+    word: named
+    for word, named in KIND_WORDS.items()
+    if word.endswith("s") and set(named[0]) & {"blocker", "commitment", "decision", "preference"}
+}
+
+
+def _kind_named(parsed: _Query, filters: SearchFilters, hits: list) -> KindAsked | None:
+    """The types a query names in the plural beside other words ("open blockers in atlas"), when
+    no type or state filter is given and the first hit is of another type: search matched those
+    words in the hits' text, whatever their type, and a filter selects the type."""
+    if filters.memory_types or filters.commitment_states:
+        return None
+    words = [parsed.as_written(t) for t in parsed.terms if t not in parsed.parts]
+    named = [w for w in words if w.lower() in _KINDS_NAMED_AMONG_WORDS]
+    types = tuple(dict.fromkeys(t for w in named for t in _KINDS_NAMED_AMONG_WORDS[w.lower()][0]))
+    if not types or hits[0].memory_type in types:
+        return None
+    return KindAsked(tuple(dict.fromkeys(named)), types, among_other_words=True)
 
 
 def _kind_asked(parsed: _Query) -> KindAsked | None:
@@ -201,8 +227,9 @@ class SearchPage:
     # A listing page that holds fewer hits than asked for because it read all the memories a
     # page may read (candidates.LISTED_WINDOW) and more follow: how many it read.
     window_read: int | None = None
-    # A first page with hits of a query made only of type or state words (see _kind_asked): its
-    # hits hold those words in their text, which is seldom what was asked for.
+    # A first page with hits of a query made only of type or state words (see _kind_asked), or
+    # naming a type among other words whose first hit is of another type (_kind_named): its hits
+    # hold those words in their text, which is seldom what was asked for.
     kind_asked: KindAsked | None = None
 
 
@@ -279,8 +306,8 @@ def search_memories(
     page = SearchPage(hits=_hits(shown, rows, ranked=mode != "listed"), empty_because=empty_because)
     if resume_after is not None and len(shown) < limit:
         page.window_read = params["listed_window"]
-    if shown and position is None and parsed is not None:
-        page.kind_asked = _kind_asked(parsed)
+    if page.hits and position is None and parsed is not None:
+        page.kind_asked = _kind_asked(parsed) or _kind_named(parsed, filters, page.hits)
     last = ranked[limit - 1] if len(ranked) > limit else resume_after
     if last is not None:
         page.next_cursor = _Position(

@@ -2223,8 +2223,21 @@ async def test_hits_for_a_type_or_state_alone_name_the_filters_that_list_it(agen
     )
     listed = await ok(agent, "search", {"memoryTypes": ["blocker"]})  # as the note advises
     assert [hit["topic"] for hit in listed["hits"]] == ["PCI audit"]
-    # A question about something else that holds such a word is answered without it.
-    assert (await ok(agent, "search", {"query": "git workflow blockers"}))["note"] is None
+    # A type named among other words, and a first hit of another type: the filter that keeps
+    # the words and selects the type (which memoryTypes, or a first hit of the type, make moot).
+    assert (await ok(agent, "search", {"query": "git workflow blockers"}))["note"] == (
+        "These hits hold the query's words in their text, which may not be what was asked for: "
+        "'blockers' names a type, and a memory's type is not among the words search matches: "
+        'to search only memories of that type, keep the query and add memoryTypes ["blocker"].'
+    )
+    for narrowed in (
+        {"query": "Coalfire blockers"},
+        {"query": "git blockers", "memoryTypes": ["preference"]},
+    ):
+        assert (await ok(agent, "search", narrowed))["note"] is None
+    # Plurals that name other things as often are no type asked for.
+    await remember(agent, topic="Release notes", content="Release notes go out on Fridays.")
+    assert (await ok(agent, "search", {"query": "friday release notes"}))["note"] is None
 
 
 async def test_only_an_empty_first_page_carries_a_note(agent):
