@@ -158,8 +158,8 @@ def read_sections(
     source, read_first, members_column = "memories_memory", "", "NULL"
     if selector.kind == "thread" and params["selector_members"] <= THREAD_READ_BY_MEMBER_MAX:
         source, selected = "members", ""
-        members = thread_members_sql("selector", columns=SECTION_COLUMNS)
-        read_first = f"WITH members AS MATERIALIZED ({members} WHERE {LIVE})\n"
+        member_rows = thread_members_sql("selector", columns=SECTION_COLUMNS)
+        read_first = f"WITH members AS MATERIALIZED ({member_rows} WHERE {LIVE})\n"
         members_column = "(SELECT count(*) FROM members)"
     parts = []
     for spec in specs:

@@ -715,7 +715,7 @@ class ThreadQuerySet(models.QuerySet):
 # filtered to it would otherwise walk the account's memories and test each for membership:
 # however old or scattered its members, it is then the narrowest source there is. A memory read
 # by its key costs several times what a walk through an index that leads to memories in order
-# pays for one, so a larger thread stays a condition (ThreadManager.members_sql) on such a walk.
+# pays for one, so a larger thread stays a condition (Thread.objects.members_sql) on such a walk.
 THREAD_READ_BY_MEMBER_MAX = 1_000
 
 

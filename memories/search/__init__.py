@@ -135,14 +135,20 @@ class KindAsked:
 # Types whose plural beside other words asks for memories of the type as a rule ("open blockers
 # in atlas", "decisions about the API"); not "notes", "facts", "events" or "patterns", which
 # name other things as often ("release notes", "design patterns").
+_TYPES_ASKED_BY_NAME = {
+    MemoryType.BLOCKER,
+    MemoryType.COMMITMENT,
+    MemoryType.DECISION,
+    MemoryType.PREFERENCE,
+}
 _KINDS_NAMED_AMONG_WORDS = {
     word: named
     for word, named in KIND_WORDS.items()
-    if word.endswith("s") and set(named[0]) & {"blocker", "commitment", "decision", "preference"}
+    if word.endswith("s") and set(named[0]) & _TYPES_ASKED_BY_NAME
 }
 
 
-def _kind_named(parsed: _Query, filters: SearchFilters, hits: list) -> KindAsked | None:
+def _kind_named(parsed: _Query, filters: SearchFilters, hits: list[SearchHit]) -> KindAsked | None:
     """The types a query names in the plural beside other words ("open blockers in atlas"), when
     no type or state filter is given and the first hit is of another type: search matched those
     words in the hits' text, whatever their type, and a filter selects the type."""
