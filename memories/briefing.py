@@ -214,16 +214,10 @@ def read_sections(
 
 
 def _current_members(cursor, params: dict) -> int:
-    """How many current, active memories the thread params["selector"] holds: from its
-    memberships (membership_unique leads with owner and thread), not from the account's
-    memories, however many those are."""
-    cursor.execute(
-        "SELECT count(*) FROM memories_threadmembership ms"  # noqa: S608 (constants)
-        " JOIN memories_memory m ON m.owner_id = ms.owner_id AND m.id = ms.memory_id"
-        " WHERE ms.owner_id = %(owner)s AND ms.thread_id = %(selector)s"
-        f" AND ms.state = 'member' AND {LIVE}",
-        params,
-    )
+    """How many current, active memories the thread params["selector"] holds, its members read
+    by key: without statistics, a join of its memberships to the account's memories may loop
+    over all of the account's current memories for each member."""
+    cursor.execute(f"{thread_members_sql('selector', columns='count(*)')} WHERE {LIVE}", params)
     return cursor.fetchone()[0]
 
 

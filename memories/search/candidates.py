@@ -563,9 +563,10 @@ def _ranked(
             dict.fromkeys(parsed.as_written(term) for term in rarest if term not in hit.fields_held)
         )
     # The memories that compete for the best score: the account's, or those of the project, the
-    # commitment states, the scope or the small thread that choose what the search reads.
+    # commitment states, the scope or the small thread that choose what the search reads (counted
+    # up to one past COMPARED_EXACTLY_MAX: past it, no size is known but the account's).
     competing = params["tenant_size"]
-    if params["source_size"] is not None:
+    if params["source_size"] is not None and params["source_size"] <= COMPARED_EXACTLY_MAX:
         competing = min(competing, params["source_size"])
     floor = relevance_floor(competing)
     if first_page and not any(c.score >= floor for c in hits):

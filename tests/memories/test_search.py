@@ -2516,3 +2516,45 @@ def test_any_query_text_answers_a_page_or_a_clear_refusal(searched_corpus, piece
             run(tenant, text, limit=1, cursor=page.next_cursor)
     except InvalidInput as refused:
         assert str(refused).startswith("invalid_input: query:")
+
+
+def test_a_project_holding_all_of_a_large_account_is_held_to_the_accounts_floor(
+    tenant, settings, monkeypatch
+):
+    """The floor follows how many memories compete: a project that holds every one of the
+    account's 10,000 memories competes as the account does. Its count stops one past
+    COMPARED_EXACTLY_MAX (5,001), which is no size: the search must not be held to the floor of
+    5,001 memories."""
+    settings.SEARCH_EMBEDDER = "none"
+    MemoryFactory(
+        owner=tenant,
+        topic="Release train",
+        content="Mobile releases ship every second Tuesday.",
+        project="mobile",
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO memories_memory (id, owner_id, content, content_length, memory_type,
+                topic, scope, tags, recorded_at, status, project)
+            SELECT gen_random_uuid(), %(owner)s, c, length(c), 'note', 'topic ' || n, 'general',
+                   '{}', now() - n * interval '1 second', 'active', 'mobile'
+            FROM generate_series(1, 9999) n,
+                 LATERAL (SELECT 'note ' || n || ' about ' || (ARRAY['deploys', 'billing',
+                          'backups', 'latency'])[1 + n %% 4] AS c) body
+            """,
+            {"owner": tenant.pk},
+        )
+    competing = []
+    floor = candidates.relevance_floor
+
+    def spy(size):
+        competing.append(size)
+        return floor(size)
+
+    monkeypatch.setattr(candidates, "relevance_floor", spy)
+    question = "how often do mobile releases ship?"
+    run(tenant, question)
+    run(tenant, question, project="mobile")
+    assert competing[0] == scoring.TENANT_SIZE_COUNTED_MAX
+    assert competing[1] == competing[0]
