@@ -725,13 +725,15 @@ def thread_members_sql(key: str, columns: str = "m.*") -> str:
     lateral read with a LIMIT, which the planner may neither turn into a join nor serve by
     another index: with `m.id = ANY(members)`, a table without statistics had the planner read
     all of the account's current memories through memory_owner_type_current to find the
-    members, and without a sort after it, its recency index. `key` and `columns` are constants
-    of the caller's, never caller text."""
+    members, and without a sort after it, its recency index. The memberships in
+    membership_unique's order, which only that index gives: without statistics the planner
+    otherwise read them through membership_recent_members, every member row of the owner's.
+    `key` and `columns` are constants of the caller's, never caller text."""
     return f"""
         SELECT {columns} FROM unnest(ARRAY(
                  SELECT ms.memory_id FROM memories_threadmembership ms
                  WHERE ms.owner_id = %(owner)s AND ms.thread_id = %({key})s
-                   AND ms.state = 'member')) AS member(id)
+                   AND ms.state = 'member' ORDER BY ms.memory_id)) AS member(id)
         CROSS JOIN LATERAL (
                  SELECT m.* FROM memories_memory m
                  WHERE m.owner_id = %(owner)s AND m.id = member.id LIMIT 1) m"""  # noqa: S608
@@ -743,7 +745,9 @@ def _members_up_to(owner_id: int, most: int) -> _RowCount:
     return _RowCount(
         ThreadMembership.objects.filter(
             owner_id=owner_id, thread_id=models.OuterRef("id"), state=MembershipState.MEMBER
-        ).values("id")[:most]
+        )
+        .order_by("memory_id")  # membership_unique's order (see thread_members_sql)
+        .values("id")[:most]
     )
 
 

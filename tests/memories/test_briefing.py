@@ -276,6 +276,7 @@ def test_a_small_threads_sections_read_its_members_alone_before_any_analyze(inve
     assert "memory_owner_type_current" not in plan and "memory_owner_resolved" not in plan
     assert "memories_memory_pkey" in plan
     assert plan.count('"memories_threadmembership"') == 1
+    assert "membership_unique" in plan and "membership_recent_members" not in plan
 
 
 def test_a_small_thread_of_notes_alone_is_counted_from_its_members_read_by_key(tenant):

@@ -2111,8 +2111,10 @@ def test_a_thread_in_a_large_tenant_is_read_alone_before_any_analyze(bulk_loaded
         assert "memories_memory_pkey" in plan and '"Seq Scan"' not in plan
         assert "memory_owner_recent" not in plan and "memory_owner_type_current" not in plan
         assert account_indexes.NEAREST.index_name(owner.pk) not in plan
-        # Its members' ids, once: not a probe of the memberships for each memory read.
+        # Its members' ids, once: not a probe of the memberships for each memory read, and
+        # through the index that leads to the thread, not every member row of the account's.
         assert plan.count("memories_threadmembership") == 1
+        assert "membership_unique" in plan and "membership_recent_members" not in plan
     assert len(plans) == 3  # the words' walk, the nearest by meaning, the listing
 
 
