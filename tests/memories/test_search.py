@@ -1843,22 +1843,22 @@ def test_the_topic_fallback_pages_too(tenant):
 # --- plans that do not depend on table statistics ------------------------------------------
 
 
-def bulk_load_notes(owner, count: int) -> None:
+def bulk_load_notes(owner, count: int, project: str | None = None) -> None:
     """`count` short notes for `owner` in one statement, each older than the last ("note 1 about
-    billing", "note 2 about backups", ...), with one vector for all."""
+    billing", "note 2 about backups", ...), of `project`, with one vector for all."""
     with connection.cursor() as cursor:
         cursor.execute(
             """
             INSERT INTO memories_memory (id, owner_id, content, content_length, memory_type,
-                topic, scope, tags, recorded_at, status, embedding)
+                topic, scope, tags, recorded_at, status, embedding, project)
             SELECT gen_random_uuid(), %(owner)s, c, length(c), 'note', 'topic ' || n, 'general',
                    '{}', now() - n * interval '1 second', 'active',
-                   array_fill(0.0625::real, ARRAY[256])::vector
+                   array_fill(0.0625::real, ARRAY[256])::vector, %(project)s
             FROM generate_series(1, %(count)s) n,
                  LATERAL (SELECT 'note ' || n || ' about ' || (ARRAY['deploys', 'billing',
                           'backups', 'latency'])[1 + n %% 4] AS c) body
             """,
-            {"owner": owner.pk, "count": count},
+            {"owner": owner.pk, "count": count, "project": project},
         )
 
 
@@ -1912,6 +1912,36 @@ def test_a_question_filtered_to_few_memories_needs_no_closer_match_than_in_a_sma
     bulk_load_notes(tenant, 10 * scoring.RELEVANCE_FLOOR_SIZE - 1)
     assert run(tenant, question).hits == []
     assert [hit.id for hit in run(tenant, question, **narrowing).hits] == [release.id]
+
+
+def test_a_project_holding_all_of_a_large_account_is_held_to_the_accounts_floor(
+    tenant, settings, monkeypatch
+):
+    """The floor follows how many memories compete: a project that holds every one of the
+    account's 10,000 memories competes as the account does. Its count stops one past
+    COMPARED_EXACTLY_MAX (5,001), which is no size: the search must not be held to the floor of
+    5,001 memories."""
+    settings.SEARCH_EMBEDDER = "none"
+    MemoryFactory(
+        owner=tenant,
+        topic="Release train",
+        content="Mobile releases ship every second Tuesday.",
+        project="mobile",
+    )
+    bulk_load_notes(tenant, scoring.TENANT_SIZE_COUNTED_MAX - 1, project="mobile")
+    competing = []
+    floor = candidates.relevance_floor
+
+    def spy(size):
+        competing.append(size)
+        return floor(size)
+
+    monkeypatch.setattr(candidates, "relevance_floor", spy)
+    question = "how often do mobile releases ship?"
+    run(tenant, question)
+    run(tenant, question, project="mobile")
+    assert competing[0] == scoring.TENANT_SIZE_COUNTED_MAX
+    assert competing[1] == competing[0]
 
 
 def test_a_memory_holding_every_rare_term_asked_for_answers_in_a_large_account(tenant, settings):
@@ -2518,45 +2548,3 @@ def test_any_query_text_answers_a_page_or_a_clear_refusal(searched_corpus, piece
             run(tenant, text, limit=1, cursor=page.next_cursor)
     except InvalidInput as refused:
         assert str(refused).startswith("invalid_input: query:")
-
-
-def test_a_project_holding_all_of_a_large_account_is_held_to_the_accounts_floor(
-    tenant, settings, monkeypatch
-):
-    """The floor follows how many memories compete: a project that holds every one of the
-    account's 10,000 memories competes as the account does. Its count stops one past
-    COMPARED_EXACTLY_MAX (5,001), which is no size: the search must not be held to the floor of
-    5,001 memories."""
-    settings.SEARCH_EMBEDDER = "none"
-    MemoryFactory(
-        owner=tenant,
-        topic="Release train",
-        content="Mobile releases ship every second Tuesday.",
-        project="mobile",
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            INSERT INTO memories_memory (id, owner_id, content, content_length, memory_type,
-                topic, scope, tags, recorded_at, status, project)
-            SELECT gen_random_uuid(), %(owner)s, c, length(c), 'note', 'topic ' || n, 'general',
-                   '{}', now() - n * interval '1 second', 'active', 'mobile'
-            FROM generate_series(1, 9999) n,
-                 LATERAL (SELECT 'note ' || n || ' about ' || (ARRAY['deploys', 'billing',
-                          'backups', 'latency'])[1 + n %% 4] AS c) body
-            """,
-            {"owner": tenant.pk},
-        )
-    competing = []
-    floor = candidates.relevance_floor
-
-    def spy(size):
-        competing.append(size)
-        return floor(size)
-
-    monkeypatch.setattr(candidates, "relevance_floor", spy)
-    question = "how often do mobile releases ship?"
-    run(tenant, question)
-    run(tenant, question, project="mobile")
-    assert competing[0] == scoring.TENANT_SIZE_COUNTED_MAX
-    assert competing[1] == competing[0]
