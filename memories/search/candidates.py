@@ -81,9 +81,9 @@ SEMANTIC_SCAN_MAX = 5_000
 # With a project, commitment state or scope filter that chooses what a walk reads (see _recent)
 # in an account with its own HNSW index, a project, states or a scope of at most this many
 # current memories have each compared with the query exactly, read through their own index (a
-# thread that chooses it, always: filters.THREAD_WALKED_MAX is smaller): no more than a narrowed
-# scan of the HNSW index reads (SEMANTIC_SCAN_MAX), and none of the nearest is missed. More are
-# searched through the HNSW index.
+# thread that chooses it, always: models.THREAD_READ_BY_MEMBER_MAX is smaller): no more than a
+# narrowed scan of the HNSW index reads (SEMANTIC_SCAN_MAX), and none of the nearest is missed.
+# More are searched through the HNSW index.
 COMPARED_EXACTLY_MAX = SEMANTIC_SCAN_MAX
 # The walk (see _WALK) reads at most this many of the tenant's most recent memories: in a large
 # tenant, older ones are found by words only through its words index, and by meaning always.
@@ -96,7 +96,7 @@ LISTED_WINDOW = 5_000
 # In an account with a words index of its own, a query of at most this many terms may find its
 # word candidates through that index (see _WORD_MATCHES and below): the LEXICAL_CANDIDATES most
 # recent current memories holding any of them that pass the filters (with a thread filter of a
-# thread no walk reads whole, filters.THREAD_WALKED_MAX, those in the thread among the
+# thread no walk reads whole, models.THREAD_READ_BY_MEMBER_MAX, those in the thread among the
 # WORD_MATCHES_MAX most recent).
 INDEXED_QUERY_TERMS_MAX = 3
 WORD_MATCHES_MAX = 1_000
@@ -273,7 +273,7 @@ def _source_size(where: _Where, params: dict) -> str:
     commitment states or the scope that choose what a walk reads (_Where.walks) hold, up to one
     past COMPARED_EXACTLY_MAX, read as the walk reads them (newest first through their own
     index, under _WALK: so without statistics too); a thread's members when a walk reads it
-    whole (filters.THREAD_WALKED_MAX); NULL for any other walk. Counted on every page: one
+    whole (models.THREAD_READ_BY_MEMBER_MAX); NULL for any other walk. Counted on every page: one
     whose count crosses the bound (memories revised since the first page are no longer current)
     finds its candidates by meaning the other way, which may miss a hit, never repeat one (see
     _WordStatistics)."""
@@ -467,7 +467,7 @@ def _ranked(
     )
     few_terms = len(parsed.terms) <= INDEXED_QUERY_TERMS_MAX
     # The account's words index holds its current memories only: asOf walks. So does a thread
-    # that a walk reads whole (filters.THREAD_WALKED_MAX): no more than a walk for a query's
+    # that a walk reads whole (models.THREAD_READ_BY_MEMBER_MAX): no more than a walk for a query's
     # terms reads when they are common.
     by_walk = where.walks == "thread" or not (
         few_terms and params["words_indexed"] and where.current
@@ -616,7 +616,7 @@ def _listed(
     among the LISTED_WINDOW memories that follow it, current as of the first page's instant
     (_Where.reach_at_snapshot): the account's memories, read newest first through its recency
     index (_WALK) whatever the table's statistics say, or those of the thread asked for when a
-    walk reads it whole (filters.THREAD_WALKED_MAX), or without asOf those of the types, else
+    walk reads it whole (models.THREAD_READ_BY_MEMBER_MAX), or without asOf those of the types, else
     the project or the scope asked for (_listed_of_source). Second: when fewer than `most`
     passed and more memories follow the window, the window's last memory, where the next page
     resumes."""

@@ -212,7 +212,7 @@ class _Where:
     the memories of one of them, `walks`; a thread that a walk reads is not applied to it
     again). `thread`: the thread filter's clause alone ("" for none), `thread_id` the id of the
     thread it names (None for none). `narrowed`: SearchFilters.narrows(); `walks`: which filter
-    chooses the memories a walk reads (a thread of at most THREAD_WALKED_MAX members, else
+    chooses the memories a walk reads (a thread of at most THREAD_READ_BY_MEMBER_MAX members, else
     WALK_SOURCES; see candidates._recent), None for the account's newest; `selective`: a filter
     is asked for that a walk applies to what it read, and that may pass a small share of it (a
     thread it does not read, a resolution date, or one of WALK_SOURCES that did not choose it).
@@ -251,14 +251,11 @@ class _Where:
 WALK_SOURCES = ("project", "commitment_states", "memory_types", "scope")
 
 
-# A thread of at most THREAD_READ_BY_MEMBER_MAX members is what a walk or a listing filtered to
-# it reads, whole, at any instant (asOf too); a larger one is applied to what another source's
-# walk read, as the filters after WALK_SOURCES[0] are.
-THREAD_WALKED_MAX = THREAD_READ_BY_MEMBER_MAX
-
-
 def _walk_source(filters: SearchFilters, params: dict) -> str | None:
-    if filters.thread is not None and params["thread_members"] <= THREAD_WALKED_MAX:
+    # A thread of at most THREAD_READ_BY_MEMBER_MAX members is what a walk or a listing filtered
+    # to it reads, whole, at any instant (asOf too); a larger one is applied to what another
+    # source's walk read, as the filters after WALK_SOURCES[0] are.
+    if filters.thread is not None and params["thread_members"] <= THREAD_READ_BY_MEMBER_MAX:
         return "thread"
     if filters.as_of is not None:
         return None  # those indexes hold current memories only
@@ -320,7 +317,7 @@ def _where(filters: SearchFilters, owner_id: int, params: dict) -> _Where:
     if filters.thread is not None:
         thread.append(
             Thread.objects.members_sql(
-                owner_id, filters.thread, params, key="thread", counted_to=THREAD_WALKED_MAX
+                owner_id, filters.thread, params, key="thread", counted_to=THREAD_READ_BY_MEMBER_MAX
             )
         )
     walks = _walk_source(filters, params)

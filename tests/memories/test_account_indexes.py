@@ -594,7 +594,7 @@ def test_each_rare_term_is_looked_up_on_its_own(buried_lease, monkeypatch):
         assert cursor.fetchone()[0] == "0"
     # With a thread filter (of a thread larger than a walk reads whole): those in the thread
     # among each term's most recent matches.
-    patch_search(monkeypatch, "THREAD_WALKED_MAX", 0)
+    patch_search(monkeypatch, "THREAD_READ_BY_MEMBER_MAX", 0)
     create_thread(owner=owner, name="lease")
     add_thread_members(owner=owner, name="lease", memory_ids=[str(old.id)])
     hits, through_index = words_search(owner, "hindenburg estates mooring fees?", thread="lease")
@@ -738,5 +738,5 @@ def test_filters_reach_past_the_words_index_s_most_recent_matches(buried_lease, 
     assert words_search(owner, "hindenburg", recorded_before=before) == ([old.id], True)
     # With a thread (larger than a walk reads whole), the index keeps its WORD_MATCHES_MAX most
     # recent matches (here the newer one, not in it), and the walk finds the older one that is.
-    patch_search(monkeypatch, "THREAD_WALKED_MAX", 0)
+    patch_search(monkeypatch, "THREAD_READ_BY_MEMBER_MAX", 0)
     assert words_search(owner, "hindenburg", thread="hangar") == ([old.id], True)

@@ -1824,7 +1824,9 @@ def test_the_topic_fallback_reads_a_small_thread_whole(
     patch_search(monkeypatch, "TOPIC_FALLBACK_RECENT", 1)
     assert run(tenant, misspelt).hits == []
     assert [hit.id for hit in run(tenant, misspelt, thread="hangar").hits] == [buried_decision.id]
-    patch_search(monkeypatch, "THREAD_WALKED_MAX", 0)  # a larger thread: its recent memories
+    patch_search(
+        monkeypatch, "THREAD_READ_BY_MEMBER_MAX", 0
+    )  # a larger thread: its recent memories
     assert run(tenant, misspelt, thread="hangar").hits == []
 
 
@@ -2377,7 +2379,7 @@ def test_the_walk_bound_counts_commitments_of_the_states_asked_for(tenant, monke
 def test_the_walk_bound_counts_memories_of_every_large_thread_and_status(
     buried_decision, tenant, monkeypatch, settings
 ):
-    """A status filter, or a thread of more than THREAD_WALKED_MAX members, narrows what the
+    """A status filter, or a thread of more than THREAD_READ_BY_MEMBER_MAX members, narrows what the
     walk has read; it does not make the walk read further back to find WALK_RECENT_MAX memories
     that pass it (a thread of many old members would otherwise walk the whole account)."""
     settings.SEARCH_EMBEDDER = "none"
@@ -2385,7 +2387,7 @@ def test_the_walk_bound_counts_memories_of_every_large_thread_and_status(
     newest = Memory.objects.filter(owner=tenant).latest("recorded_at")
     thread = create_thread(owner=tenant, name="hangar")
     add_thread_members(owner=tenant, name=thread.name, memory_ids=[old.id, newest.id])
-    patch_search(monkeypatch, "THREAD_WALKED_MAX", 1)
+    patch_search(monkeypatch, "THREAD_READ_BY_MEMBER_MAX", 1)
     question = "what did we decide about the zeppelin hangar, and who negotiates the lease terms?"
     patch_search(monkeypatch, "WALK_RECENT_MAX", 4)
     assert run(tenant, question, thread="hangar").hits == []
@@ -2401,9 +2403,9 @@ def test_the_walk_bound_counts_memories_of_every_large_thread_and_status(
 def test_a_small_thread_is_searched_whole_however_old_its_members(
     buried_decision, tenant, monkeypatch, settings
 ):
-    """A thread of at most THREAD_WALKED_MAX members is what a search filtered to it walks: its
-    oldest member is found by its words however many newer memories the account has, now and
-    as of an instant, where the account's walk stops before it."""
+    """A thread of at most THREAD_READ_BY_MEMBER_MAX members is what a search filtered to it
+    walks: its oldest member is found by its words however many newer memories the account
+    has, now and as of an instant, where the account's walk stops before it."""
     settings.SEARCH_EMBEDDER = "none"
     old = buried_decision
     create_thread(owner=tenant, name="hangar")
