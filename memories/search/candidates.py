@@ -60,6 +60,7 @@ from memories.search.sql import (
     _SEMANTIC,
     _SEMANTIC_OF_SOURCE,
     _TOPIC_SQL,
+    _WALK_AND_NEAREST,
     _WALK_SOURCE_SIZE,
     _WORD_MATCHES,
     _fields_held,
@@ -205,6 +206,45 @@ def _walk(
     """The walk's `most` (by default LEXICAL_CANDIDATES) most recent matches; `terms` names the
     parameter with the terms' tsquery. Not `bounded` (a later page's walk, see
     _WordStatistics.walked_to): every match, recorded since `back_to` if given."""
+    walk = _LEXICAL_RECENT.format(
+        **_walk_parts(required, where, params, walk_max, most, bounded, back_to), terms=terms
+    )
+    return _candidates(_rows(db, walk, params, _WALK), params)
+
+
+def _walk_with_nearest(
+    db,
+    required: str,
+    where: _Where,
+    params: dict,
+    *,
+    walk_max: int,
+    bounded: bool = True,
+    back_to: datetime | None = None,
+) -> tuple[list[_Candidate], list[_Candidate]]:
+    """For a thread that a walk reads whole: the walk's matches (as _walk's), and the
+    SEMANTIC_CANDIDATES nearest of its members by meaning, compared exactly, that are not among
+    them, from one read of its members (sql._WALK_AND_NEAREST)."""
+    statement = _WALK_AND_NEAREST.format(
+        **_walk_parts(required, where, params, walk_max, None, bounded, back_to),
+        terms="any_term",
+    )
+    rows = _rows(db, statement, params, _WALK)
+    read = _candidates(rows, params)
+    matches = [candidate for candidate, row in zip(read, rows, strict=True) if row[-1]]
+    return matches, [candidate for candidate, row in zip(read, rows, strict=True) if not row[-1]]
+
+
+def _walk_parts(
+    required: str,
+    where: _Where,
+    params: dict,
+    walk_max: int | None,
+    most: int | None,
+    bounded: bool,
+    back_to: datetime | None,
+) -> dict[str, str]:
+    """A walk's parameters set in `params`, and the parts of its statement."""
     params["walk_max"] = WALK_RECENT_MAX if walk_max is None else walk_max
     params["walk_limit"] = params["lexical_max"] if most is None else most
     since = ""
@@ -213,15 +253,13 @@ def _walk(
         if back_to is not None:
             params["walk_since"] = back_to
             since = "AND m.recorded_at >= %(walk_since)s"
-    walk = _LEXICAL_RECENT.format(
-        columns=params["candidate_columns"],
-        recent=_recent(where, params),
-        required=required,
-        selection=where.selection,
-        since=since,
-        terms=terms,
-    )
-    return _candidates(_rows(db, walk, params, _WALK), params)
+    return {
+        "columns": params["candidate_columns"],
+        "recent": _recent(where, params),
+        "required": required,
+        "selection": where.selection,
+        "since": since,
+    }
 
 
 def _recent(where: _Where, params: dict, most: str = "walk_max") -> str:
@@ -479,23 +517,6 @@ def _ranked(
         walk_max = _question_walk_max(where, params)
     else:
         walk_max = statistics.walk_max or WALK_RECENT_MAX
-    if by_walk and statistics is not None:
-        candidates = _walk(
-            db,
-            required,
-            where,
-            params,
-            walk_max=walk_max,
-            bounded=False,
-            back_to=statistics.walked_to,
-        )
-    elif by_walk:
-        candidates = _walk(db, required, where, params, walk_max=walk_max)
-        if len(candidates) >= params["lexical_max"]:
-            walked_to = min(candidate.recorded_at for candidate in candidates)
-    else:
-        candidates = _few_terms(db, required, where, params)
-    word_matches = list(candidates)
     # The account's nearest-neighbour index holds its current memories only: asOf scans exactly.
     through_index = params["nearest_indexed"] and where.current
     # A phrase's memories are all word matches: with the account's index, meaning ranks them (each
@@ -503,13 +524,30 @@ def _ranked(
     # few memories hold would read it far and long for the few it passes. Without it (a smaller
     # account, one whose index is being built, asOf), the exact scan finds the holders of the
     # phrase older than the walk reaches, which no words index looks up.
-    if vector is not None and not (parsed.phrased and through_index):
+    by_meaning = vector is not None and not (parsed.phrased and through_index)
+    # A thread's members are compared exactly at any instant, in an account of any size: they
+    # are never more than the scan of the account's vectors would read. One that a walk reads
+    # whole (every thread a walk reads) is read once for both.
+    read_once = by_meaning and where.walks == "thread"
+    nearest: list[_Candidate] = []
+    if by_walk:
+        later = {} if statistics is None else {"bounded": False, "back_to": statistics.walked_to}
+        if read_once:
+            candidates, nearest = _walk_with_nearest(
+                db, required, where, params, walk_max=walk_max, **later
+            )
+        else:
+            candidates = _walk(db, required, where, params, walk_max=walk_max, **later)
+        if statistics is None and len(candidates) >= params["lexical_max"]:
+            walked_to = min(candidate.recorded_at for candidate in candidates)
+    else:
+        candidates = _few_terms(db, required, where, params)
+    word_matches = list(candidates)
+    candidates += nearest
+    if by_meaning and not read_once:
         plan: _Plan = ()
         semantic = _SEMANTIC.format(required=required, filters=where.sql)
-        # A thread's members are compared exactly at any instant, in an account of any size:
-        # they are never more than the scan of the account's vectors would read.
-        by_source = through_index or where.walks == "thread"
-        if by_source and params["source_size"] is not None:
+        if through_index and params["source_size"] is not None:
             if params["source_size"] <= COMPARED_EXACTLY_MAX:
                 # Read as the walk reads its source (_WALK), then sorted by distance: every plan
                 # sorts once there, and one that sorted the source too would read all of it.

@@ -82,6 +82,20 @@ _IN_THREAD = (
 )
 _RECENT_IN_THREAD = f"""({_IN_THREAD}
         ORDER BY m.recorded_at DESC LIMIT %({{most}})s)"""
+# A thread that a walk reads whole: its walk (_LEXICAL_RECENT's matches) and its nearest by meaning
+# (_SEMANTIC_OF_SOURCE's, compared exactly) from one read of its members, which by key costs as
+# much as either statement apart; the last column tells the walk's matches.
+_WALK_AND_NEAREST = """(SELECT {columns},
+           m.matched AND m.newest <= coalesce(%(walk_limit)s, m.newest)
+    FROM (SELECT m.*,
+                 row_number() OVER (PARTITION BY m.matched ORDER BY m.recorded_at DESC) AS newest,
+                 row_number() OVER (ORDER BY m.distance) AS nearest
+          FROM (SELECT m.*, (m.search_vector @@ %({terms})s::tsquery {since}) AS matched,
+                       m.embedding <=> %(vector)s::vector AS distance
+                FROM ({recent}) m
+                WHERE TRUE {selection} {required}) m) m
+    WHERE (m.matched AND m.newest <= coalesce(%(walk_limit)s, m.newest))
+       OR (m.distance IS NOT NULL AND m.nearest <= %(semantic_max)s))"""
 # How many memories a walk may read, up to one past its bound (its source's LIMIT).
 _WALK_SOURCE_SIZE = "SELECT count(*) FROM ({recent}) m"
 # Each of the rare terms' most recent matches through the account's words index (see

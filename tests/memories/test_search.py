@@ -2122,7 +2122,8 @@ def test_a_question_about_a_project_or_scope_in_a_large_tenant_reads_it_alone_be
 
 def test_a_thread_in_a_large_tenant_is_read_alone_before_any_analyze(bulk_loaded_tenant, acting_as):
     """A question or a listing filtered to a small thread reads the thread's members by key,
-    walks them for the question's words and compares each with it by meaning: never the
+    once for the question's words and its meaning (walked for the one, each compared with it
+    for the other): never the
     account's newest memories, nor its HNSW index narrowed to the few that pass, nor a scan of
     its rows; nor the memberships again for each member, whose table has no statistics
     either."""
@@ -2147,7 +2148,7 @@ def test_a_thread_in_a_large_tenant_is_read_alone_before_any_analyze(bulk_loaded
         # through the index that leads to the thread, not every member row of the account's.
         assert plan.count("memories_threadmembership") == 1
         assert "membership_unique" in plan and "membership_recent_members" not in plan
-    assert len(plans) == 3  # the words' walk, the nearest by meaning, the listing
+    assert len(plans) == 2  # the words' walk with the nearest by meaning, the listing
 
 
 def test_a_question_about_open_commitments_in_a_large_tenant_reads_them_alone_before_any_analyze(
@@ -2417,6 +2418,35 @@ def test_a_small_thread_is_searched_whole_however_old_its_members(
     then = timezone.now().isoformat()
     assert [hit.id for hit in run(tenant, question, thread="hangar", as_of=then).hits] == [old.id]
     assert run(tenant, question).hits == []
+
+
+def test_a_question_to_a_thread_finds_its_members_by_words_and_by_meaning(tenant):
+    """Its members are read once for both: one holding the question's words, one that only
+    means what it asks (no word in common), on the first page and the next; a memory outside
+    the thread that means it too is not found."""
+    colour = record_memory(
+        owner=tenant,
+        memory_type="preference",
+        topic="Favourite colour",
+        content="My favourite colour is blue.",
+    )
+    paint = record_memory(
+        owner=tenant, memory_type="decision", topic="Hall", content="The hall gets matte paint."
+    )
+    record_memory(
+        owner=tenant,
+        memory_type="preference",
+        topic="Favourite colour of the car",
+        content="The car's favourite colour is red.",
+    )
+    create_thread(owner=tenant, name="hall")
+    add_thread_members(owner=tenant, name="hall", memory_ids=[colour.id, paint.id])
+
+    first = run(tenant, "favorite color paint", thread="hall", limit=1)
+    second = run(tenant, "favorite color paint", thread="hall", limit=1, cursor=first.next_cursor)
+    hits = {hit.id: hit.matched_by for hit in [*first.hits, *second.hits]}
+    assert hits.keys() == {colour.id, paint.id} and second.next_cursor is None
+    assert hits[colour.id] == ("meaning",) and "words" in hits[paint.id]
 
 
 def test_a_listing_of_a_thread_fills_its_pages(tenant, other_tenant, monkeypatch):
