@@ -29,6 +29,7 @@ from memories.handoff import RECENTLY_RESOLVED, Handoff
 from memories.models import Memory, Thread, ThreadMembership
 from memories.reading import MemoryBatch, ReadMemory
 from memories.search import (
+    NO_MATCH,
     NOTHING_LISTED,
     NOTHING_TO_SEARCH_BY,
     UNDER_FLOOR,
@@ -301,8 +302,9 @@ def empty_search_note(why: EmptyBecause) -> str:
                 "query to list the memories the filters select."
             )
         return (
-            "Nothing was searched: the query holds only stop words or punctuation (such as "
-            "'the', 'which', 'of'), which search drops. Ask with words naming what the memory "
+            "Nothing was searched: the query holds only stop words, punctuation or symbols "
+            "(such as 'the', 'which', '?', an emoji), which search drops. Ask with words naming "
+            "what the memory "
             "is about: a name, a tool, a project, a topic; or omit the query to list the "
             "memories the filters select, newest first ('*' is no wildcard)."
         )
@@ -327,6 +329,8 @@ def empty_search_note(why: EmptyBecause) -> str:
             "Ask with fewer, more specific words, the words the memory itself would use (a "
             'name, a tool, a project), or a "quoted phrase".'
         )
+    elif why.phrased or why.excluding:  # NO_MATCH of a query with phrases or exclusions
+        note = _required_note(why, searched)
     elif why.kind is not None:  # NO_MATCH of a query made only of type or state words
         under = f" under the filters given ({', '.join(why.filters)})" if why.filters else ""
         note = (
@@ -338,11 +342,20 @@ def empty_search_note(why: EmptyBecause) -> str:
             f"No {searched}memory under the filters given ({', '.join(why.filters)}) shares a "
             "word with the query or is close to it in meaning: widen or drop them to look further."
         )
+        if "project" in why.filters:
+            note += " Account-wide memories (of no project) are not searched with project."
     else:
         note = (
             f"No {searched}memory shares a word with the query or is close to it in meaning: it "
             "may not be stored, or be stored in other words, which meaning alone seldom finds. "
             "Asking with a word it would hold (a name, a tool, a project) can make sure."
+        )
+    if why.reason == NO_MATCH and why.kind is None and "asOf" not in why.filters:
+        # A question about what was decided before a revision asks in the old version's words
+        # (a question of type or state words asks for a filter instead: _kind_note).
+        note += (
+            " Only current versions were searched: asOf (an instant when an earlier version "
+            "was current) searches versions since revised."
         )
     if why.unsearched:
         read = "listed" if why.reason == NOTHING_LISTED else "searched"
@@ -352,6 +365,32 @@ def empty_search_note(why: EmptyBecause) -> str:
     if why.reason == UNDER_FLOOR and why.kind is not None:
         note += f" {_kind_note(why.kind)}"
     return note
+
+
+def _required_note(why: EmptyBecause, searched: str) -> str:
+    """No memory searched holds the query's phrases as written or lacks its exclusions: memories
+    that share its words otherwise were not looked at, so "not stored" is not said."""
+    under = f" under the filters given ({', '.join(why.filters)})" if why.filters else ""
+    if why.phrased:
+        without = " and none of its excluded words" if why.excluding else ""
+        note = (
+            f"No {searched}memory{under} holds the query's quoted phrase as written (its words "
+            f"together, in that order){without}."
+        )
+    else:
+        note = (
+            f"No {searched}memory{under} without the query's excluded words shares a word with "
+            "the query or is close to it in meaning."
+        )
+    dropped = " or ".join(
+        name
+        for name, given in (("the quotes", why.phrased), ("the exclusions", why.excluding))
+        if given
+    )
+    return (
+        f"{note} Memories that share its words otherwise were not searched: drop {dropped} to "
+        "find them."
+    )
 
 
 def _kind_note(kind: KindAsked) -> str:

@@ -99,6 +99,8 @@ class _Query:
     prefixed: frozenset[str] = frozenset()
     # Whether `required` holds a phrase (not only exclusions): only memories holding it answer.
     phrased: bool = False
+    # Whether `required` holds an exclusion: memories holding it do not answer.
+    excluding: bool = False
 
     def as_written(self, term: str) -> str:
         """A term as the asker wrote it ("latency" for the lexeme "latenc")."""
@@ -187,11 +189,12 @@ def _parse(db, text: str) -> _Query:
         written.setdefault(lexeme, word)
         if word not in joinable or _COMPOUND.fullmatch(lexeme):
             whole_words.add(lexeme)
-    required, phrased = _required(spellings, iter(queries))
+    required, phrased, excluding = _required(spellings, iter(queries))
     return _Query(
         terms=tuple(terms),
         required=required,
         phrased=phrased,
+        excluding=excluding,
         wanted=wanted,
         written=written,
         parts=frozenset(written) - whole_words,
@@ -253,17 +256,20 @@ def _dotted_joined(db, dotted: list[str]) -> dict[str, tuple[str, ...]]:
     return {term: tuple(joined) for term, joined in db.fetchall() if joined}
 
 
-def _required(spellings: list[tuple[str, list[str]]], queries: Iterator[str]) -> tuple[str, bool]:
+def _required(
+    spellings: list[tuple[str, list[str]]], queries: Iterator[str]
+) -> tuple[str, bool, bool]:
     """The phrases and exclusions as one tsquery: each phrase in any of its spellings, each
     exclusion in none; one of stop words only (an empty query, `queries` in the spellings'
-    order) requires nothing, as PostgreSQL would make it a query that matches no row. Second:
-    whether a phrase requires something."""
+    order) requires nothing, as PostgreSQL would make it a query that matches no row. Then
+    whether a phrase requires something, and whether an exclusion does."""
     required = []
-    phrased = False
+    phrased = excluding = False
     for minus, variants in spellings:
         alternatives = [query for query in (next(queries) for _ in variants) if query]
         if alternatives:
             joiner = " & " if minus else " | "
             required.append("( " + joiner.join(f"( {q} )" for q in alternatives) + " )")
             phrased = phrased or not minus
-    return " & ".join(required), phrased
+            excluding = excluding or bool(minus)
+    return " & ".join(required), phrased, excluding

@@ -2115,8 +2115,9 @@ async def test_an_empty_search_says_why_and_how_to_ask_instead(agent, other_agen
         ),
     }
     assert notes["stop words"].startswith(
-        "Nothing was searched: the query holds only stop words or punctuation"
+        "Nothing was searched: the query holds only stop words, punctuation or symbols"
     )
+    assert (await note({"query": "🙂🚀"})) == notes["stop words"]
     # A model that meant "everything" with a wildcard is told how a listing is asked for.
     assert (await note({"query": "*", "memoryTypes": ["decision"]})).endswith(
         "or omit the query to list the memories the filters select, newest first ('*' is no "
@@ -2131,7 +2132,10 @@ async def test_an_empty_search_says_why_and_how_to_ask_instead(agent, other_agen
     # does not call the memory not stored.
     no_word = await note({"query": "xylophone", "status": "any"})
     assert "may not be stored, or be stored in other words" in no_word
-    assert no_word.endswith("can make sure.")
+    assert no_word.endswith(
+        "can make sure. Only current versions were searched: asOf (an instant when an earlier "
+        "version was current) searches versions since revised."
+    )
     assert notes["under the floor"].startswith(
         "1 active memory shares words or meaning with the query, but none closely enough to "
         "answer it."
@@ -2156,6 +2160,65 @@ async def test_an_empty_search_says_why_and_how_to_ask_instead(agent, other_agen
     # Searching every status, none is left out, and none is named.
     assert (await note({"query": "xylophone", "status": "any"})).startswith(
         "No memory shares a word with the query"
+    )
+
+
+async def test_an_empty_search_with_a_phrase_or_an_exclusion_says_what_it_required(agent):
+    """A memory sharing the query's words but not its quoted phrase as written, or holding an
+    excluded word, was never looked at: the note says what the query required and how to look
+    further, not that the memory may not be stored."""
+    await remember(
+        agent,
+        topic="Message broker",
+        content="We run RabbitMQ as the broker for the order queues; deltaversion pinned.",
+    )
+
+    async def note(query: str) -> str:
+        result = await ok(agent, "search", {"query": query})
+        assert result["hits"] == []
+        assert "may not be stored" not in result["note"]
+        return result["note"]
+
+    assert await note("RabbitMQ -deltaversion") == (
+        "No active memory without the query's excluded words shares a word with the query or is "
+        "close to it in meaning. Memories that share its words otherwise were not searched: drop "
+        "the exclusions to find them. Only current versions were searched: asOf (an instant when "
+        "an earlier version was current) searches versions since revised. Archived memories were "
+        "not searched: status 'any' includes them."
+    )
+    assert (await note('"queues broker"')).startswith(
+        "No active memory holds the query's quoted phrase as written (its words together, in "
+        "that order). Memories that share its words otherwise were not searched: drop the quotes "
+        "to find them."
+    )
+    assert (await note('"queues broker" -deltaversion')).startswith(
+        "No active memory holds the query's quoted phrase as written (its words together, in "
+        "that order) and none of its excluded words. Memories that share its words otherwise "
+        "were not searched: drop the quotes or the exclusions to find them."
+    )
+    # What the notes advise finds it.
+    assert (await ok(agent, "search", {"query": "queues broker RabbitMQ"}))["count"] == 1
+
+
+async def test_an_empty_search_names_what_its_filters_leave_out(agent):
+    """An earlier version holding the words is found with asOf, not with status 'any'; a
+    project filter leaves out the account-wide memories: the notes say so."""
+    first = await remember(agent, topic="Codename", content="The release is called alphaversion.")
+    await ok(agent, "revise", {"predecessorId": first["id"], "content": "Renamed to beta."})
+    await remember(agent, topic="Merges", content="Rebase, never merge.", project="atlas")
+    await remember(agent, topic="Reviews", content="Two approvals on every pull request.")
+
+    superseded = await ok(agent, "search", {"query": "alphaversion", "status": "any"})
+    assert superseded["hits"] == []
+    assert "asOf (an instant when an earlier version was current)" in superseded["note"]
+    [read] = (await ok(agent, "get_memories", {"ids": [first["id"]]}))["memories"]
+    then = {"query": "alphaversion", "asOf": read["recordedAt"]}
+    assert [hit["id"] for hit in (await ok(agent, "search", then))["hits"]] == [first["id"]]
+
+    in_project = await ok(agent, "search", {"query": "approvals", "project": "atlas"})
+    assert in_project["hits"] == []
+    assert "Account-wide memories (of no project) are not searched with project." in (
+        in_project["note"]
     )
 
 
