@@ -84,18 +84,16 @@ class _Position:
                     held_by=tuple(int(count) for count in held_by),
                     average_length=float(average_length),
                     rare=tuple(int(n) for n in rare),
-                    walked_to=datetime.fromisoformat(walked_to) if walked_to else None,
-                    rare_walked_to=(
-                        datetime.fromisoformat(rare_walked_to) if rare_walked_to else None
-                    ),
+                    walked_to=_instant(walked_to) if walked_to else None,
+                    rare_walked_to=_instant(rare_walked_to) if rare_walked_to else None,
                     walk_max=None if walk_max is None else int(walk_max),
                 )
             position = cls(
                 mode=payload["m"],
                 score=float(payload["s"]),
-                recorded_at=datetime.fromisoformat(payload["r"]),
+                recorded_at=_instant(payload["r"]),
                 id=uuid.UUID(payload["i"]),
-                snapshot=datetime.fromisoformat(payload["t"]),
+                snapshot=_instant(payload["t"]),
                 statistics=statistics,
             )
             bound_to = payload["f"]
@@ -123,3 +121,12 @@ class _Position:
             self.recorded_at,
             self.id,
         )
+
+
+def _instant(text: str) -> datetime:
+    """An instant a cursor carries, with its offset: one without cannot be compared with the
+    memories' (this server issues none)."""
+    instant = datetime.fromisoformat(text)
+    if instant.tzinfo is None:
+        raise ValueError(text)
+    return instant

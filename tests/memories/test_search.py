@@ -1720,6 +1720,12 @@ def test_a_cursor_of_another_shape_is_refused(tenant):
     # One issued before a cursor carried its walk's bound pages on (that walk was the longer).
     earlier = resigned({**payload, "w": payload["w"][:6]}, time.time())
     assert len(run(tenant, "shaped cursor", limit=1, cursor=earlier).hits) == 1
+    # An instant without its offset cannot be compared with the memories' (a server issues
+    # none); each such field is refused as the others are, not failed on.
+    for field in ("r", "t"):
+        naive = {**payload, field: payload[field].replace("+00:00", "")}
+        with pytest.raises(InvalidInput, match="cursor: is not a cursor this server issued"):
+            run(tenant, "shaped cursor", limit=1, cursor=resigned(naive, time.time()))
 
 
 def test_a_cursor_counting_other_terms_than_its_query_has_is_refused(tenant):
