@@ -379,8 +379,10 @@ SEARCH_IN = strict(
             "enum": list(search.STATUS_FILTERS),
             "description": "Default 'active' ('any' when asOf is given).",
         },
-        "recordedAfter": DATETIME,
-        "recordedBefore": DATETIME,
+        "recordedAfter": DATETIME
+        | {"description": f"Recorded at or after this instant: {DATETIME['description']}"},
+        "recordedBefore": DATETIME
+        | {"description": f"Recorded at or before this instant: {DATETIME['description']}"},
         "asOf": DATETIME
         | {"description": f"Search what was current at this instant: {DATETIME['description']}"},
         "commitmentStatus": {

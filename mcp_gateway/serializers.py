@@ -211,7 +211,9 @@ def search_hit(hit: SearchHit) -> dict:
     """An excerpt and how it ranked, without what does not apply or can be derived: the URI
     (threengram://memory/{id}), the default scope, a project, due date or state the memory has
     not, an excerpt not cut, `status` while active and `current` while in force (each named
-    only when it differs, as it changes what the hit means). The recording time to the second."""
+    only when it differs, as it changes what the hit means). The recording time as stored, not
+    cut to the second: asOf that instant reads this version (cut, it could read its
+    predecessor, or nothing)."""
     data: dict = {
         "id": str(hit.id),
         "memoryType": hit.memory_type,
@@ -222,7 +224,7 @@ def search_hit(hit: SearchHit) -> dict:
         data["scope"] = hit.scope
     if hit.project is not None:
         data["project"] = hit.project
-    data["recordedAt"] = utc_second(hit.recorded_at)
+    data["recordedAt"] = utc_datetime(hit.recorded_at)
     data |= _commitment_fields(hit) | _resolution(hit)
     if hit.score is not None:
         data |= {"score": hit.score, "matchedBy": list(hit.matched_by)}
@@ -246,11 +248,11 @@ def compact_search_hit(hit: SearchHit) -> dict:
     project, as a compact briefing item names it: a listing across projects ("what is still
     open") is read project by project. A commitment's state, and where they apply its due date
     and whether it is overdue, archived or superseded: "which are still open" is answered
-    without the excerpts. Left out as in search_hit."""
+    without the excerpts. Left out, and the recording time, as in search_hit."""
     data = {"id": str(hit.id), "memoryType": hit.memory_type, "topic": hit.topic}
     if hit.project is not None:
         data["project"] = hit.project
-    data["recordedAt"] = utc_second(hit.recorded_at)
+    data["recordedAt"] = utc_datetime(hit.recorded_at)
     if hit.score is not None:
         data["score"] = hit.score
     data |= _commitment_fields(hit) | _resolution(hit)

@@ -785,6 +785,16 @@ def test_filters_narrow(tenant, corpus):
         run(tenant, "database", thread="no such thread")
 
 
+def test_the_recorded_bounds_include_their_instant(tenant):
+    """As the tool's description says: at or after, at or before."""
+    memory = record_memory(owner=tenant, memory_type="note", topic="db", content="database index")
+    instant = memory.recorded_at.isoformat()
+    for bound in ("recorded_after", "recorded_before"):
+        assert [hit.id for hit in run(tenant, "database", **{bound: instant}).hits] == [memory.id]
+    just_after = (memory.recorded_at + timedelta(microseconds=1)).isoformat()
+    assert run(tenant, "database", recorded_after=just_after).hits == []
+
+
 @pytest.fixture
 def commitments(tenant, other_tenant):
     """A commitment in each state, all about finishing the quarterly report, a blocker that

@@ -1944,7 +1944,11 @@ async def test_a_hit_leaves_out_what_does_not_apply_and_names_what_differs(agent
         "score",
         "matchedBy",
     }
-    assert datetime.fromisoformat(hits[plain["id"]]["recordedAt"]).microsecond == 0
+    # As stored: asOf that instant reads this version (to the second, it could read none).
+    [read] = (await ok(agent, "get_memories", {"ids": [plain["id"]]}))["memories"]
+    assert hits[plain["id"]]["recordedAt"] == read["recordedAt"]
+    then = {"query": "standup", "asOf": hits[plain["id"]]["recordedAt"]}
+    assert [hit["id"] for hit in (await ok(agent, "search", then))["hits"]] == [plain["id"]]
     archived = hits[late["id"]]
     assert {key: archived[key] for key in ("truncated", "scope", "project", "status")} == {
         "truncated": True,
@@ -2217,9 +2221,8 @@ async def test_an_empty_search_names_what_its_filters_leave_out(agent):
 
     in_project = await ok(agent, "search", {"query": "approvals", "project": "atlas"})
     assert in_project["hits"] == []
-    assert "Account-wide memories (of no project) are not searched with project." in (
-        in_project["note"]
-    )
+    account_wide = "Account-wide memories (of no project) are not searched with project."
+    assert account_wide in in_project["note"]
 
 
 async def test_an_empty_search_for_a_type_or_state_names_the_filters_that_list_it(agent):
