@@ -579,6 +579,10 @@ def _schema_error(spec: ToolSpec, arguments: dict) -> str | None:
             # memoryTypes): the fix is the list around it.
             sent = _JSON_TYPES.get(type(error.instance), "a value")
             return f"{field}: must be of type array, not {sent}; send a list, even of one: [...]"
+        case "type" if limit == "integer" and "minimum" in error.schema:
+            # The range too: "ten" for a limit says nothing of which numbers are taken.
+            top = f"..{error.schema['maximum']}" if "maximum" in error.schema else " or more"
+            return f"{field}: must be of type integer, {error.schema['minimum']}{top}"
         case "type":
             return f"{field}: must be of type {limit}"
         case "uniqueItems":

@@ -234,6 +234,12 @@ _FULL_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 # before now) from the next day on, never during the day it names.
 END_OF_DAY = time(23, 59, 59, 999_999)
 _EXAMPLE = "e.g. 2026-12-31T17:00:00Z"
+# A date-time in the RFC 3339 shape, to name what of it is out of range when it is refused: its
+# seconds and its offset's hours.
+_DATE_TIME_SHAPE = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:(?P<second>[0-9]{2})(?:[.,][0-9]+)?"
+    r"(?:[Zz]|[+-](?P<offset_hours>[0-9]{2}):?[0-9]{2})"
+)
 _OR_A_DATE = ", or a date alone, e.g. 2026-12-31 (due by the end of that day, UTC)"
 
 
@@ -257,11 +263,7 @@ def clean_datetime(field: str, value: object, *, end_of_day_dates: bool = False)
         with contextlib.suppress(ValueError):
             value = datetime.fromisoformat(value)
     if not isinstance(value, datetime):
-        raise InvalidInput(
-            field,
-            f"must be an ISO 8601 date-time with a UTC offset, {_EXAMPLE}{or_a_date}"
-            + _relative_word_note(sent),
-        )
+        raise InvalidInput(field, _not_a_date_time(sent, or_a_date))
     offset = value.utcoffset()
     if offset is None:
         raise InvalidInput(field, f"must include a UTC offset, {_EXAMPLE}{or_a_date}")
@@ -274,6 +276,21 @@ def clean_datetime(field: str, value: object, *, end_of_day_dates: bool = False)
     if instant is None or not EARLIEST_INSTANT <= instant <= LATEST_INSTANT:
         raise InvalidInput(field, f"must be within {INSTANT_RANGE} after applying its UTC offset")
     return instant
+
+
+def _not_a_date_time(sent: object, or_a_date: str) -> str:
+    """Why `sent` is no date-time: what of it is out of range when it has the shape of one."""
+    shape = _DATE_TIME_SHAPE.fullmatch(sent) if isinstance(sent, str) else None
+    if shape and shape["second"] == "60":
+        return f"has a leap second (:60), which is not taken; seconds run to 59, {_EXAMPLE}"
+    if shape and shape["offset_hours"] and int(shape["offset_hours"]) > 14:
+        return "UTC offset must be whole minutes within -14:00..+14:00"
+    if shape:
+        return f"is no date-time in the calendar; {_EXAMPLE}{or_a_date}"
+    return (
+        f"must be an ISO 8601 date-time with a UTC offset, {_EXAMPLE}{or_a_date}"
+        + _relative_word_note(sent)
+    )
 
 
 def _relative_word_note(sent: object) -> str:

@@ -203,6 +203,36 @@ def test_a_due_date_that_is_neither_form_is_refused_naming_both(tenant, value, f
 
 
 @pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        (
+            "2026-12-07T16:49:60Z",
+            "asOf: has a leap second (:60), which is not taken; seconds run to 59, e.g. "
+            "2026-12-31T17:00:00Z",
+        ),
+        (
+            "2026-12-07T16:49:59+25:00",
+            "asOf: UTC offset must be whole minutes within -14:00..+14:00",
+        ),
+        (
+            "2026-02-30T10:00:00Z",
+            "asOf: is no date-time in the calendar; e.g. 2026-12-31T17:00:00Z",
+        ),
+        (
+            "2026-12-07T24:10:00Z",
+            "asOf: is no date-time in the calendar; e.g. 2026-12-31T17:00:00Z",
+        ),
+    ],
+)
+def test_a_date_time_out_of_range_is_refused_naming_what_is_out(value, error):
+    """A date-time that has the shape of one but cannot be read is told what of it is out of
+    range (the schema's description names both bounds), not that it is no date-time."""
+    with pytest.raises(InvalidInput) as refused:
+        clean_datetime("asOf", value)
+    assert str(refused.value) == f"invalid_input: {error}"
+
+
+@pytest.mark.parametrize(
     ("field", "value", "end_of_day_dates"),
     [
         ("dueAt", "tomorrow", True),

@@ -680,9 +680,10 @@ NOT_A_LIST = f"must be of type array, not string; {ONE_IN_A_LIST}"
         ("search", {"query": "x", "memoryTypes": {"a": 1}}, "memoryTypes: must be of type array"),
         # The decoded list is held to the same limits, its items too.
         ("search", {"query": "x", "limit": "1000"}, "limit: must be at most 25; got 1000"),
-        ("search", {"query": "x", "limit": "5.5"}, "limit: must be of type integer"),
+        ("search", {"query": "x", "limit": "5.5"}, "limit: must be of type integer, 1..25"),
+        ("search", {"query": "x", "limit": "ten"}, "limit: must be of type integer, 1..25"),
         # A separator control character is whitespace to a regular expression but not to int().
-        ("search", {"query": "x", "limit": "5\x1c"}, "limit: must be of type integer"),
+        ("search", {"query": "x", "limit": "5\x1c"}, "limit: must be of type integer, 1..25"),
         (
             "remember",
             {"memoryType": "note", "topic": "t", "content": "c", "tags": '["a\\u0000b"]'},
