@@ -153,7 +153,11 @@ class MemoryExcerpt(MemoryResource):
             "valid_to": row[10],
             "due_at": row[11],
             "overdue": is_overdue(
-                due_at=row[11], commitment_status=row[8], valid_to=row[10], now=now
+                due_at=row[11],
+                commitment_status=row[8],
+                valid_to=row[10],
+                status=row[7],
+                now=now,
             ),
         }
 

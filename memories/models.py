@@ -120,13 +120,16 @@ def is_overdue(
     due_at: datetime | None,
     commitment_status: str | None,
     valid_to: datetime | None,
+    status: str,
     now: datetime,
 ) -> bool:
-    """A current commitment still open or waiting whose due time has passed. A superseded
-    version (valid_to set, as asOf and a listing's later page show one) is not: its successor
-    carries the commitment, perhaps with a due date moved, and says so itself."""
+    """A current, active commitment still open or waiting whose due time has passed. A
+    superseded version (valid_to set, as asOf and a listing's later page show one) is not: its
+    successor carries the commitment, perhaps with a due date moved, and says so itself. Nor is
+    an archived one: set aside (briefing lists none), it is no longer to do."""
     return (
         valid_to is None
+        and status == Status.ACTIVE
         and due_at is not None
         and due_at < now
         and commitment_status in UNSETTLED_COMMITMENT_STATES
@@ -587,6 +590,7 @@ class Memory(MemoryResource, TenantRow):
             due_at=self.due_at,
             commitment_status=self.commitment_status,
             valid_to=self.valid_to,
+            status=self.status,
             now=timezone.now(),
         )
 

@@ -111,6 +111,7 @@ async def read_memories(
                     due_at=memory.due_at,
                     commitment_status=memory.commitment_status,
                     valid_to=memory.valid_to,
+                    status=memory.status,
                     now=now,
                 ),
                 resolved_at=memory.resolved_at,

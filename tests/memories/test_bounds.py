@@ -175,9 +175,10 @@ def test_a_commitment_due_on_a_date_is_overdue_from_the_next_day_only(tenant):
         (datetime(2026, 12, 10, 23, 59, 59, 999_999, tzinfo=UTC), False),
         (datetime(2026, 12, 11, tzinfo=UTC), True),
     ]:
-        assert (
-            is_overdue(due_at=due_at, commitment_status="open", valid_to=None, now=now) is overdue
-        ), now
+        overdue_then = is_overdue(
+            due_at=due_at, commitment_status="open", valid_to=None, status="active", now=now
+        )
+        assert overdue_then is overdue, now
 
 
 @pytest.mark.parametrize(

@@ -2000,21 +2000,22 @@ def test_the_relevance_floor_by_account_size():
 
 @pytest.fixture
 def bulk_loaded_tenant(account_indexes_dropped, tenant):
-    """A large tenant written in one statement, its indexes built, and a table whose statistics
-    were never gathered (as right after a bulk load, before autovacuum's ANALYZE): its size and
-    its columns' (which an ANALYZE of earlier tests' rows may have left), and the memberships'
-    size."""
+    """A large tenant written in one statement, its indexes built, and tables whose statistics
+    were never gathered (as right after a bulk load, before autovacuum's ANALYZE): the memories'
+    and the memberships' sizes and their columns' (which an ANALYZE of earlier tests' rows may
+    have left)."""
     bulk_load_notes(tenant, account_indexes.LARGE_ACCOUNT_MIN + 500)
     for kind in account_indexes.KINDS:
         kind.sync()
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_clear_relation_stats('public', 'memories_memory')")
-        cursor.execute("SELECT pg_clear_relation_stats('public', 'memories_threadmembership')")
-        cursor.execute(
-            "SELECT pg_clear_attribute_stats('public', 'memories_memory', a.attname, false)"
-            " FROM pg_attribute a WHERE a.attrelid = 'memories_memory'::regclass"
-            " AND a.attnum > 0 AND NOT a.attisdropped"
-        )
+        for table in ("memories_memory", "memories_threadmembership"):
+            cursor.execute("SELECT pg_clear_relation_stats('public', %s)", [table])
+            cursor.execute(
+                "SELECT pg_clear_attribute_stats('public', %s, a.attname, false)"
+                " FROM pg_attribute a WHERE a.attrelid = %s::regclass"
+                " AND a.attnum > 0 AND NOT a.attisdropped",
+                [table, table],
+            )
     return tenant
 
 

@@ -931,7 +931,7 @@ async def test_a_write_result_says_whether_the_commitment_is_overdue_as_search_d
     assert late["overdue"] is hit["overdue"] is True
     archived = (await ok(agent, "archive", {"memoryId": late["id"]}))["memory"]
     [read] = (await ok(agent, "get_memories", {"ids": [late["id"]]}))["memories"]
-    assert archived["overdue"] is read["overdue"] is True
+    assert (archived.get("overdue"), read["overdue"]) == (None, False)  # set aside
     resolved = await ok(agent, "resolve", {"memoryId": late["id"], "status": "resolved"})
     assert "overdue" not in resolved["memory"]
     assert "overdue" not in (await remember(agent, content="a note"))
@@ -1957,7 +1957,8 @@ async def test_a_hit_leaves_out_what_does_not_apply_and_names_what_differs(agent
         "project": "atlas",
         "status": "archived",
     }
-    assert (archived["commitmentStatus"], archived["overdue"]) == ("open", True)
+    # Past due, but set aside: not overdue.
+    assert (archived["commitmentStatus"], archived.get("overdue")) == ("open", None)
     assert archived["contentLength"] > len(archived["excerpt"])
     assert "current" not in archived and "validTo" not in archived
 
@@ -2089,7 +2090,22 @@ async def test_search_hits_carry_due_dates_and_the_overdue_flag(agent):
     assert "overdue" not in hit and hit["dueAt"] is not None
 
 
+async def test_an_archived_commitment_is_not_overdue(agent):
+    """Set aside, it is no longer to do: no answer calls it overdue (briefing lists none)."""
+    late = await remember(
+        agent, memoryType="commitment", topic="invoice", content="pay invoice", dueAt="2020-01-01"
+    )
+    assert late["overdue"] is True
+    archived = (await ok(agent, "archive", {"memoryId": late["id"]}))["memory"]
+    assert (archived["status"], archived.get("overdue")) == ("archived", None)
+    [hit] = (await ok(agent, "search", {"query": "invoice", "status": "archived"}))["hits"]
+    assert "overdue" not in hit and hit["dueAt"] is not None
+    [read] = (await ok(agent, "get_memories", {"ids": [late["id"]]}))["memories"]
+    assert read["overdue"] is False
+
+
 async def test_an_empty_search_says_why_and_how_to_ask_instead(agent, other_agent):
+
     """A model told only `"hits": []` cannot tell "nothing stored" from "ask otherwise": an empty
     first page of a query carries a note with the likeliest reason, naming no memory's words."""
     await remember(
