@@ -306,9 +306,8 @@ def empty_search_note(why: EmptyBecause) -> str:
         return (
             "Nothing was searched: the query holds only stop words, punctuation or symbols "
             "(such as 'the', 'which', '?', an emoji), which search drops. Ask with words naming "
-            "what the memory "
-            "is about: a name, a tool, a project, a topic; or omit the query to list the "
-            "memories the filters select, newest first ('*' is no wildcard)."
+            "what the memory is about: a name, a tool, a project, a topic; or omit the query to "
+            "list the memories the filters select, newest first ('*' is no wildcard)."
         )
     # Under a status filter the memories searched are of that status alone: say so, so that "not
     # stored" is not read of the others.
@@ -376,8 +375,8 @@ def _required_note(why: EmptyBecause, searched: str) -> str:
     if why.phrased:
         without = " and none of its excluded words" if why.excluding else ""
         note = (
-            f"No {searched}memory{under} holds the query's quoted phrase as written (its words "
-            f"together, in that order){without}."
+            f"No {searched}memory{under} holds what the query quotes as written (the quoted "
+            f"words together, in that order){without}."
         )
     else:
         note = (
@@ -390,8 +389,8 @@ def _required_note(why: EmptyBecause, searched: str) -> str:
         if given
     )
     return (
-        f"{note} Memories that share its words otherwise were not searched: drop {dropped} to "
-        "find them."
+        f"{note} Memories that share its words otherwise were not looked at: drop {dropped} to "
+        "look for them."
     )
 
 

@@ -210,9 +210,9 @@ class EmptyBecause:
     cost a second search on every empty page. `kind`: of a query made only of words naming a
     type or a commitment's state, those words (UNDER_FLOOR and NO_MATCH): a memory's type and
     state are not among the words search matches. `phrased`, `excluding` (UNDER_FLOOR and
-    NO_MATCH): the query holds a quoted phrase, an exclusion, which every memory searched had to
-    hold as written, to lack: those that share its words otherwise were not looked at. Counts,
-    names of filters and the query's own words only: never a memory's content."""
+    NO_MATCH): the query holds a quoted phrase (every memory searched held it as written), an
+    exclusion (none held it): memories that share its words otherwise were not looked at.
+    Counts, names of filters and the query's own words only: never a memory's content."""
 
     reason: str
     count: int = 0

@@ -2105,7 +2105,6 @@ async def test_an_archived_commitment_is_not_overdue(agent):
 
 
 async def test_an_empty_search_says_why_and_how_to_ask_instead(agent, other_agent):
-
     """A model told only `"hits": []` cannot tell "nothing stored" from "ask otherwise": an empty
     first page of a query carries a note with the likeliest reason, naming no memory's words."""
     await remember(
@@ -2202,20 +2201,20 @@ async def test_an_empty_search_with_a_phrase_or_an_exclusion_says_what_it_requir
 
     assert await note("RabbitMQ -deltaversion") == (
         "No active memory without the query's excluded words shares a word with the query or is "
-        "close to it in meaning. Memories that share its words otherwise were not searched: drop "
-        "the exclusions to find them. Only current versions were searched: asOf (an instant when "
-        "an earlier version was current) searches versions since revised. Archived memories were "
-        "not searched: status 'any' includes them."
+        "close to it in meaning. Memories that share its words otherwise were not looked at: drop "
+        "the exclusions to look for them. Only current versions were searched: asOf (an instant "
+        "when an earlier version was current) searches versions since revised. Archived memories "
+        "were not searched: status 'any' includes them."
     )
     assert (await note('"queues broker"')).startswith(
-        "No active memory holds the query's quoted phrase as written (its words together, in "
-        "that order). Memories that share its words otherwise were not searched: drop the quotes "
-        "to find them."
+        "No active memory holds what the query quotes as written (the quoted words together, in "
+        "that order). Memories that share its words otherwise were not looked at: drop the quotes "
+        "to look for them."
     )
     assert (await note('"queues broker" -deltaversion')).startswith(
-        "No active memory holds the query's quoted phrase as written (its words together, in "
+        "No active memory holds what the query quotes as written (the quoted words together, in "
         "that order) and none of its excluded words. Memories that share its words otherwise "
-        "were not searched: drop the quotes or the exclusions to find them."
+        "were not looked at: drop the quotes or the exclusions to look for them."
     )
     # What the notes advise finds it.
     assert (await ok(agent, "search", {"query": "queues broker RabbitMQ"}))["count"] == 1
