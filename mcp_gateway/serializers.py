@@ -330,28 +330,28 @@ def empty_search_note(why: EmptyBecause) -> str:
             "Ask with fewer, more specific words, the words the memory itself would use (a "
             'name, a tool, a project), or a "quoted phrase".'
         )
-    elif why.phrased or why.excluding:  # NO_MATCH of a query with phrases or exclusions
-        note = _required_note(why, searched)
     elif why.kind is not None:  # NO_MATCH of a query made only of type or state words
         under = f" under the filters given ({', '.join(why.filters)})" if why.filters else ""
         note = (
             f"No {searched}memory{under} shares a word with the query or is close to it in "
             f"meaning. {_kind_note(why.kind)}"
         )
+    elif why.phrased or why.excluding:  # NO_MATCH of a query with phrases or exclusions
+        note = _required_note(why, searched)
     elif why.filters:  # NO_MATCH
         note = (
             f"No {searched}memory under the filters given ({', '.join(why.filters)}) shares a "
             "word with the query or is close to it in meaning: widen or drop them to look further."
         )
-        if "project" in why.filters:
-            note += " Account-wide memories (of no project) are not searched with project."
     else:
         note = (
             f"No {searched}memory shares a word with the query or is close to it in meaning: it "
             "may not be stored, or be stored in other words, which meaning alone seldom finds. "
             "Asking with a word it would hold (a name, a tool, a project) can make sure."
         )
-    if why.reason == NO_MATCH and why.kind is None and "asOf" not in why.filters:
+    if why.reason == NO_MATCH and "project" in why.filters:
+        note += " Account-wide memories (of no project) are not searched with project."
+    if why.reason == NO_MATCH and why.kind is None and not _VERSIONED_AWAY & set(why.filters):
         # A question about what was decided before a revision asks in the old version's words
         # (a question of type or state words asks for a filter instead: _kind_note).
         note += (
@@ -368,15 +368,20 @@ def empty_search_note(why: EmptyBecause) -> str:
     return note
 
 
+# Filters after which no advice names asOf: given already, or refused beside it (a commitment's
+# state is not versioned: search.filters).
+_VERSIONED_AWAY = {"asOf", "commitmentStatus", "resolvedAfter"}
+
+
 def _required_note(why: EmptyBecause, searched: str) -> str:
-    """No memory searched holds the query's phrases as written or lacks its exclusions: memories
-    that share its words otherwise were not looked at, so "not stored" is not said."""
+    """No memory searched holds the query's phrases or lacks its exclusions: memories that share
+    its words otherwise were not looked at, so "not stored" is not said."""
     under = f" under the filters given ({', '.join(why.filters)})" if why.filters else ""
     if why.phrased:
         without = " and none of its excluded words" if why.excluding else ""
         note = (
-            f"No {searched}memory{under} holds what the query quotes as written (the quoted "
-            f"words together, in that order){without}."
+            f"No {searched}memory{under} holds what the query quotes (the quoted words together, "
+            f"in that order){without}."
         )
     else:
         note = (
@@ -500,9 +505,9 @@ def compact_section_item(item: MemoryExcerpt, *, selected: str) -> dict:
     (`selected`), the default scope (every memory has a scope, DEFAULT_SCOPE unless given: an
     account that never names one repeated it on every item), a commitment's state when it is
     open (sections list only open and waiting ones), and fields that do not apply (no project,
-    no due date, not overdue, an excerpt not cut). The recording time to the second: its
-    microseconds tell an agent nothing. Of a project, a memory of no project (an account-wide
-    preference) says so: without `project` it would read as the project's own."""
+    no due date, not overdue, an excerpt not cut). The recording time as stored, as a search
+    hit's: asOf that instant reads this version. Of a project, a memory of no project (an
+    account-wide preference) says so: without `project` it would read as the project's own."""
     data: dict = {"id": str(item.id), "topic": item.topic, "excerpt": item.excerpt}
     data |= _excerpt_cut(item)
     if selected != "scope" and item.scope != DEFAULT_SCOPE:
@@ -511,7 +516,7 @@ def compact_section_item(item: MemoryExcerpt, *, selected: str) -> dict:
         data["project"] = item.project
     elif item.project is None and selected == "project":
         data["accountWide"] = True
-    data["recordedAt"] = utc_second(item.recorded_at)
+    data["recordedAt"] = utc_datetime(item.recorded_at)
     commitment = _commitment_fields(item)
     if commitment.get("commitmentStatus") != "waiting":  # every other one listed is open
         commitment.pop("commitmentStatus", None)

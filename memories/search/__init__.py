@@ -209,9 +209,9 @@ class EmptyBecause:
     were not looked at: whether one of them would match is not known, and finding out would
     cost a second search on every empty page. `kind`: of a query made only of words naming a
     type or a commitment's state, those words (UNDER_FLOOR and NO_MATCH): a memory's type and
-    state are not among the words search matches. `phrased`, `excluding` (UNDER_FLOOR and
-    NO_MATCH): the query holds a quoted phrase (every memory searched held it as written), an
-    exclusion (none held it): memories that share its words otherwise were not looked at.
+    state are not among the words search matches. `phrased`, `excluding` (NO_MATCH): the query
+    holds a quoted phrase (every memory searched held it), an exclusion (none held it): memories
+    that share its words otherwise were not looked at.
     Counts, names of filters and the query's own words only: never a memory's content."""
 
     reason: str
@@ -407,13 +407,15 @@ def _empty_because(parsed: _Query, filters: SearchFilters, under_floor: int) -> 
         return EmptyBecause(NOTHING_TO_SEARCH_BY, exclusions_only=bool(parsed.required))
     unsearched = _unsearched(filters)
     kind = _kind_asked(parsed)
-    required = {"phrased": parsed.phrased, "excluding": parsed.excluding}
     if under_floor:
-        return EmptyBecause(
-            UNDER_FLOOR, count=under_floor, unsearched=unsearched, kind=kind, **required
-        )
+        return EmptyBecause(UNDER_FLOOR, count=under_floor, unsearched=unsearched, kind=kind)
     return EmptyBecause(
-        NO_MATCH, filters=filters.given(), unsearched=unsearched, kind=kind, **required
+        NO_MATCH,
+        filters=filters.given(),
+        unsearched=unsearched,
+        kind=kind,
+        phrased=parsed.phrased,
+        excluding=parsed.excluding,
     )
 
 

@@ -222,8 +222,11 @@ def restored_resolved(item: dict, *, selector: dict) -> dict:
 
 
 def to_the_second(full_item: dict) -> dict:
-    instant = "resolvedAt" if "resolvedAt" in full_item else "recordedAt"
-    return full_item | {instant: full_item[instant][:19] + "Z"}
+    """A full item as the compact shape gives its instants: a resolution to the second (when it
+    happened is context), a recording as stored (an asOf of it reads that version)."""
+    if "resolvedAt" not in full_item:
+        return full_item
+    return full_item | {"resolvedAt": full_item["resolvedAt"][:19] + "Z"}
 
 
 def nulls_and_falses(value: object, path: str = "") -> list[str]:

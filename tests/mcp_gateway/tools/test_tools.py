@@ -2207,13 +2207,13 @@ async def test_an_empty_search_with_a_phrase_or_an_exclusion_says_what_it_requir
         "were not searched: status 'any' includes them."
     )
     assert (await note('"queues broker"')).startswith(
-        "No active memory holds what the query quotes as written (the quoted words together, in "
-        "that order). Memories that share its words otherwise were not looked at: drop the quotes "
+        "No active memory holds what the query quotes (the quoted words together, in that "
+        "order). Memories that share its words otherwise were not looked at: drop the quotes "
         "to look for them."
     )
     assert (await note('"queues broker" -deltaversion')).startswith(
-        "No active memory holds what the query quotes as written (the quoted words together, in "
-        "that order) and none of its excluded words. Memories that share its words otherwise "
+        "No active memory holds what the query quotes (the quoted words together, in that "
+        "order) and none of its excluded words. Memories that share its words otherwise "
         "were not looked at: drop the quotes or the exclusions to look for them."
     )
     # What the notes advise finds it.
@@ -2370,3 +2370,27 @@ async def test_a_listing_page_cut_short_by_its_window_says_more_follow(agent, mo
         False,
         None,
     )
+
+
+async def test_an_empty_search_for_a_quoted_type_names_the_filters_that_list_it(agent):
+    """A query whose every word names a type is answered by the type's note, quoted too: dropping
+    the quotes would only lead to another empty page."""
+    await remember(
+        agent, memoryType="blocker", topic="CI", content="The runners are down.", project="atlas"
+    )
+    result = await ok(agent, "search", {"query": '"open blockers"', "project": "atlas"})
+    assert result["hits"] == []
+    assert 'memoryTypes ["blocker"]' in result["note"] and "quotes" not in result["note"]
+    # Under project, whichever note: the account-wide memories were not searched.
+    assert "Account-wide memories (of no project) are not searched" in result["note"]
+
+
+async def test_an_empty_search_under_a_commitment_filter_advises_no_refused_asof(agent):
+    """A commitment's state is not versioned, so commitmentStatus and resolvedAfter refuse asOf:
+    under them the note does not advise it."""
+    await remember(agent, memoryType="commitment", topic="invoice", content="Pay the invoice.")
+    arguments = {"query": "zebra", "commitmentStatus": ["open"]}
+    result = await ok(agent, "search", arguments)
+    assert result["hits"] == []
+    await fails(agent, "search", arguments | {"asOf": "2030-01-01T00:00:00Z"})
+    assert "asOf" not in result["note"]
