@@ -282,7 +282,9 @@ def _not_a_date_time(sent: object, or_a_date: str) -> str:
     """Why `sent` is no date-time: what of it is out of range when it has the shape of one."""
     shape = _DATE_TIME_SHAPE.fullmatch(sent) if isinstance(sent, str) else None
     if shape and shape["second"] == "60":
-        return f"has a leap second (:60), which is not taken; seconds run to 59, {_EXAMPLE}"
+        return (
+            f"has a leap second (:60), which is not taken; seconds run to 59, {_EXAMPLE}{or_a_date}"
+        )
     if shape and shape["offset_hours"] and int(shape["offset_hours"]) > 14:
         return "UTC offset must be whole minutes within -14:00..+14:00"
     if shape:
