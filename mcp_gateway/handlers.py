@@ -62,7 +62,7 @@ async def remember(principal: Principal, args: dict) -> dict:
     return {
         "memory": serializers.memory_ref(memory),
         "proposals": [serializers.proposal(p) for p in proposals],
-    }
+    } | serializers.past_due(memory, args)
 
 
 def _search_page(owner_id: int, args: dict) -> search.SearchPage:
@@ -117,7 +117,10 @@ async def revise(principal: Principal, args: dict) -> dict:
         **fields,
         **{REVISE_OPTIONAL[name]: None for name in cleared},
     )
-    return {"memory": serializers.memory_ref(memory), "predecessorId": str(memory.predecessor_id)}
+    return {
+        "memory": serializers.memory_ref(memory),
+        "predecessorId": str(memory.predecessor_id),
+    } | serializers.past_due(memory, args)
 
 
 async def archive(principal: Principal, args: dict) -> dict:

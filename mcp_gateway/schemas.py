@@ -339,6 +339,9 @@ REMEMBER_IN = strict(
     },
     required=("memoryType", "topic", "content"),
 )
+# A due date already past when written: a model that takes its training year for today's writes
+# one without knowing.
+PAST_DUE_NOTE = {"type": "string", "description": "Only when the dueAt given is already past."}
 REMEMBER_OUT = output(
     {
         "memory": MEMORY_REF,
@@ -347,7 +350,9 @@ REMEMBER_OUT = output(
             "maxItems": threads.PROPOSALS_PER_MEMORY_MAX,
             "items": PROPOSAL,
         },
-    }
+        "note": PAST_DUE_NOTE,
+    },
+    required=("memory", "proposals"),
 )
 
 SEARCH_IN = strict(
@@ -641,7 +646,10 @@ REVISE_IN = strict(
     },
     required=("predecessorId",),
 )
-REVISE_OUT = output({"memory": MEMORY_REF, "predecessorId": {"type": "string"}})
+REVISE_OUT = output(
+    {"memory": MEMORY_REF, "predecessorId": {"type": "string"}, "note": PAST_DUE_NOTE},
+    required=("memory", "predecessorId"),
+)
 ARCHIVE_IN = strict({"memoryId": ID}, required=("memoryId",))
 ARCHIVE_OUT = output({"memory": MEMORY_REF})
 RESOLVE_IN = strict(

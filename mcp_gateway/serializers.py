@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Sequence
 
+from django.utils import timezone
+
 from infra.observability import VERSION
 from mcp_gateway.schemas import utc_datetime, utc_second
 from memories.bounds import DEFAULT_SCOPE
@@ -454,6 +456,20 @@ def memory(item: ReadMemory) -> dict:
         "resolvedAt": utc_datetime(item.resolved_at),
         "predecessorId": str(item.predecessor_id) if item.predecessor_id else None,
         "successorId": str(item.successor_id) if item.successor_id else None,
+    }
+
+
+def past_due(memory: Memory, args: dict) -> dict:
+    """A `note` when the dueAt a write gave is already past: the commitment is overdue at once,
+    which a model that takes its training year for today's does not intend."""
+    if args.get("dueAt") is None or not memory.overdue:
+        return {}
+    return {
+        "note": (
+            f"dueAt {utc_second(memory.due_at)} is already past (it is now "
+            f"{utc_second(timezone.now())}): the commitment is overdue at once. If another date "
+            "was meant, revise its dueAt."
+        )
     }
 
 

@@ -2394,3 +2394,33 @@ async def test_an_empty_search_under_a_commitment_filter_advises_no_refused_asof
     assert result["hits"] == []
     await fails(agent, "search", arguments | {"asOf": "2030-01-01T00:00:00Z"})
     assert "asOf" not in result["note"]
+
+
+async def test_a_due_date_already_past_is_pointed_out(agent):
+    """A model that takes its training year for today's writes a due date already past without
+    knowing: the write says so, with today's instant, and how to change it; a due date ahead,
+    or a revision that gives none, gets no note."""
+    result = await ok(
+        agent,
+        "remember",
+        {
+            "memoryType": "commitment",
+            "topic": "t",
+            "content": "Renew the domain",
+            "dueAt": "2024-12-31",
+        },
+    )
+    assert result["memory"]["overdue"] is True
+    assert result["note"].startswith("dueAt 2024-12-31T23:59:59Z is already past (it is now ")
+    assert result["note"].endswith("If another date was meant, revise its dueAt.")
+    ahead = (timezone.now() + timedelta(days=30)).date().isoformat()
+    revised = await ok(agent, "revise", {"predecessorId": result["memory"]["id"], "dueAt": ahead})
+    assert "note" not in revised
+    again = await ok(
+        agent, "revise", {"predecessorId": revised["memory"]["id"], "dueAt": "2024-12-31"}
+    )
+    assert again["note"].startswith("dueAt 2024-12-31T23:59:59Z is already past")
+    kept = await ok(
+        agent, "revise", {"predecessorId": again["memory"]["id"], "content": "Renew it"}
+    )
+    assert "note" not in kept and kept["memory"]["overdue"] is True
