@@ -295,6 +295,11 @@ def search_page(page: SearchPage, *, compact: bool = False) -> dict:
     }
 
 
+# Filters after which no advice names asOf: given already, or refused beside it (a commitment's
+# state is not versioned: search.filters).
+_VERSIONED_AWAY = {"asOf", "commitmentStatus", "resolvedAfter"}
+
+
 def empty_search_note(why: EmptyBecause) -> str:
     """The reason search found nothing, told to the model with how to ask instead: so that it
     does not take "ask otherwise" for "nothing stored"."""
@@ -368,11 +373,6 @@ def empty_search_note(why: EmptyBecause) -> str:
     if why.reason == UNDER_FLOOR and why.kind is not None:
         note += f" {_kind_note(why.kind)}"
     return note
-
-
-# Filters after which no advice names asOf: given already, or refused beside it (a commitment's
-# state is not versioned: search.filters).
-_VERSIONED_AWAY = {"asOf", "commitmentStatus", "resolvedAfter"}
 
 
 def _required_note(why: EmptyBecause, searched: str) -> str:
