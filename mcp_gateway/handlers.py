@@ -251,7 +251,9 @@ def _configure_thread_sync(principal: Principal, args: dict) -> dict:
     run, fields = THREAD_ACTIONS[action]
     for field in args:
         if field != "action" and field not in fields:
-            raise InvalidArguments(f"{field}: not used by action '{action}'")
+            taking = [name for name, (_, wanted) in THREAD_ACTIONS.items() if field in wanted]
+            used_by = f" (it is used by {', '.join(taking)})" if taking else ""
+            raise InvalidArguments(f"{field}: not used by action '{action}'; omit it{used_by}")
     for field in fields:
         if field not in args:
             raise InvalidArguments(f"{field}: is required for action '{action}'")

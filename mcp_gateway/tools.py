@@ -595,6 +595,7 @@ _JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
 # An empty text sent meaning "none": what asks for that instead.
 _EMPTY_TEXT_HINTS = {
     ("search", "query"): f"; {search.OMIT_QUERY}",
+    ("revise", "project"): '; to remove the project, send clear: ["project"]',
 }
 
 

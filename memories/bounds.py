@@ -249,6 +249,8 @@ def clean_datetime(field: str, value: object, *, end_of_day_dates: bool = False)
     (YYYY-MM-DD) is the last instant of that day in UTC."""
     or_a_date = _OR_A_DATE if end_of_day_dates else ""
     sent = value
+    if isinstance(value, str):
+        value = value.strip()
     if end_of_day_dates and isinstance(value, str) and _FULL_DATE.fullmatch(value):
         try:
             value = datetime.combine(date.fromisoformat(value), END_OF_DAY, tzinfo=UTC)
@@ -263,8 +265,17 @@ def clean_datetime(field: str, value: object, *, end_of_day_dates: bool = False)
         with contextlib.suppress(ValueError):
             value = datetime.fromisoformat(value)
     if not isinstance(value, datetime):
-        raise InvalidInput(field, _not_a_date_time(sent, or_a_date))
+        raise InvalidInput(
+            field, _not_a_date_time(sent.strip() if isinstance(sent, str) else sent, or_a_date)
+        )
     offset = value.utcoffset()
+    if offset is None and isinstance(sent, str) and ":" not in sent:
+        # ISO 8601's other forms of a date alone ("20261210", "2026-W50") read as its midnight:
+        # an offset added to them would make a due date the start of the day, not its end.
+        taken = "a date alone is taken only as YYYY-MM-DD" if end_of_day_dates else "no date alone"
+        raise InvalidInput(
+            field, f"must be a date-time with a UTC offset, {_EXAMPLE} ({taken}); got {sent!r}"
+        )
     if offset is None:
         raise InvalidInput(field, f"must include a UTC offset, {_EXAMPLE}{or_a_date}")
     if abs(offset) > MAX_UTC_OFFSET or offset % timedelta(minutes=1):

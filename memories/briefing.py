@@ -54,7 +54,12 @@ class Selector:
             raise InvalidInput("selector", f"must be one of: {', '.join(SELECTOR_KINDS)}")
         if kind == "all":
             if value is not None:
-                raise InvalidInput(field, "must be omitted when selector is 'all'")
+                others = ", ".join(f"'{k}'" for k in SELECTOR_KINDS if k != "all")
+                raise InvalidInput(
+                    field,
+                    f"must be omitted when selector is 'all' (the default); to select by it, "
+                    f"give selector {others} with it",
+                )
             return cls()
         if value is None:
             raise InvalidInput(field, f"is required when selector is '{kind}'")

@@ -56,8 +56,12 @@ def parse_memory_id(value: object) -> uuid.UUID | None:
         return value
     if not isinstance(value, str) or len(value) > bounds.MEMORY_ID_MAX:
         return None
+    value = value.strip()
+    # A URI's scheme is case-insensitive (RFC 3986 §3.1).
+    if value[: len(MEMORY_URI_PREFIX)].lower() == MEMORY_URI_PREFIX:
+        value = value[len(MEMORY_URI_PREFIX) :]
     try:
-        return uuid.UUID(value.removeprefix(MEMORY_URI_PREFIX))
+        return uuid.UUID(value)
     except ValueError:
         return None
 

@@ -269,5 +269,6 @@ def test_a_date_alone_is_no_instant_for_the_search_filters(tenant, field):
     with pytest.raises(InvalidInput) as error:
         clean_datetime(field, "2026-12-10")
     assert str(error.value) == (
-        f"invalid_input: {field}: must include a UTC offset, e.g. 2026-12-31T17:00:00Z"
+        f"invalid_input: {field}: must be a date-time with a UTC offset, e.g. "
+        "2026-12-31T17:00:00Z (no date alone); got '2026-12-10'"
     )

@@ -1541,7 +1541,7 @@ async def test_a_thread_action_refuses_a_field_it_would_ignore(agent, action, ar
     # An accept naming a thread would accept into the proposal's own; a create with members
     # would make an empty thread: both answered as success, were the field ignored.
     text = await fails(agent, "configure_thread", {"action": action} | arguments)
-    assert text == f"invalid_input: {unused}: not used by action '{action}'"
+    assert text.startswith(f"invalid_input: {unused}: not used by action '{action}'; omit it (it")
     listed = await ok(agent, "configure_thread", {"action": "list"})
     assert listed["threads"] == []
 
@@ -2424,3 +2424,42 @@ async def test_a_due_date_already_past_is_pointed_out(agent):
         agent, "revise", {"predecessorId": again["memory"]["id"], "content": "Renew it"}
     )
     assert "note" not in kept and kept["memory"]["overdue"] is True
+
+
+async def test_ids_and_instants_are_read_past_surrounding_white_space(agent):
+    """As topics and projects are: an id with a space pasted around it, or its URI with the
+    scheme in capitals (schemes are case-insensitive, RFC 3986 §3.1), names the memory; a due
+    date padded is still a date alone."""
+    memory = await remember(agent, memoryType="commitment", content="Renew", dueAt=" 2031-12-10 ")
+    assert memory["dueAt"] == "2031-12-10T23:59:59.999999Z"
+    for named in (f" {memory['id']} ", f"THREENGRAM://memory/{memory['id']}"):
+        read = await ok(agent, "get_memories", {"ids": [named]})
+        assert [m["id"] for m in read["memories"]] == [memory["id"]], named
+    later = {"query": "renew", "recordedAfter": " 2020-01-01T00:00:00Z "}
+    assert (await ok(agent, "search", later))["count"] == 1
+
+
+@pytest.mark.parametrize("compact", ["20311210", "2031-W50"])
+async def test_a_date_alone_in_another_iso_form_is_refused_naming_the_one_taken(agent, compact):
+    """'20311210' reads as its midnight: told to add an offset, a model would make the due date
+    the start of the day, not its end."""
+    text = await fails(
+        agent,
+        "remember",
+        {"memoryType": "commitment", "topic": "t", "content": "c", "dueAt": compact},
+    )
+    assert text == (
+        "invalid_input: dueAt: must be a date-time with a UTC offset, e.g. 2026-12-31T17:00:00Z "
+        f"(a date alone is taken only as YYYY-MM-DD); got '{compact}'"
+    )
+
+
+async def test_refusals_name_the_fix(agent):
+    text = await fails(agent, "briefing", {"value": "atlas"})
+    assert text == (
+        "invalid_input: value: must be omitted when selector is 'all' (the default); to select "
+        "by it, give selector 'scope', 'project', 'thread' with it"
+    )
+    memory = await remember(agent, project="atlas")
+    text = await fails(agent, "revise", {"predecessorId": memory["id"], "project": ""})
+    assert text.endswith('to remove the project, send clear: ["project"]')
