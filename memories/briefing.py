@@ -54,7 +54,8 @@ class Selector:
             raise InvalidInput("selector", f"must be one of: {', '.join(SELECTOR_KINDS)}")
         if kind == "all":
             if value is not None:
-                others = ", ".join(f"'{k}'" for k in SELECTOR_KINDS if k != "all")
+                *most, last = [f"'{k}'" for k in SELECTOR_KINDS if k != "all"]
+                others = f"{', '.join(most)} or {last}"
                 raise InvalidInput(
                     field,
                     f"must be omitted when selector is 'all' (the default); to select by it, "

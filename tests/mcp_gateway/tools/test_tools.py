@@ -2458,7 +2458,7 @@ async def test_refusals_name_the_fix(agent):
     text = await fails(agent, "briefing", {"value": "atlas"})
     assert text == (
         "invalid_input: value: must be omitted when selector is 'all' (the default); to select "
-        "by it, give selector 'scope', 'project', 'thread' with it"
+        "by it, give selector 'scope', 'project' or 'thread' with it"
     )
     memory = await remember(agent, project="atlas")
     text = await fails(agent, "revise", {"predecessorId": memory["id"], "project": ""})
