@@ -226,13 +226,14 @@ def _walk_with_nearest(
     SEMANTIC_CANDIDATES nearest of its members by meaning, compared exactly, that are not among
     them, from one read of its members (sql._WALK_AND_NEAREST)."""
     statement = _WALK_AND_NEAREST.format(
-        **_walk_parts(required, where, params, walk_max, None, bounded, back_to),
-        terms="any_term",
+        **_walk_parts(required, where, params, walk_max, None, bounded, back_to)
     )
     rows = _rows(db, statement, params, _WALK)
-    read = _candidates(rows, params)
-    matches = [candidate for candidate, row in zip(read, rows, strict=True) if row[-1]]
-    return matches, [candidate for candidate, row in zip(read, rows, strict=True) if not row[-1]]
+    matches: list[_Candidate] = []
+    nearest: list[_Candidate] = []
+    for candidate, row in zip(_candidates(rows, params), rows, strict=True):
+        (matches if row[-1] else nearest).append(candidate)
+    return matches, nearest
 
 
 def _walk_parts(

@@ -15,10 +15,9 @@
   second or third answer still shows. It rises with how many memories compete
   (relevance_floor): the best of more unrelated memories scores higher (and in a larger account
   a partial match's words score a little more: its terms' IDF nears that of the terms it lacks).
-  A hit holding all of the query's
-  WORDS_SCALE_TERMS rarest terms is no partial match: however long (LENGTH_RATIO_MAX), its words
-  score stays above the highest floor, which the account's size counted up to
-  TENANT_SIZE_COUNTED_MAX bounds. The weights
+  A hit holding all of the query's WORDS_SCALE_TERMS rarest terms is no partial match: however
+  long (LENGTH_RATIO_MAX), its words score stays above the highest floor, which the account's
+  size counted up to TENANT_SIZE_COUNTED_MAX bounds. The weights
   and the floor were set on the retrieval eval set, measured by scripts/eval_search.py (how:
   tests/memories/retrieval_eval/README.md).
 - `matchedBy` of a hit: "words" when a query term (or, in the fallback, the topic's spelling)

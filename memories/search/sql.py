@@ -90,7 +90,7 @@ _WALK_AND_NEAREST = """(SELECT {columns},
     FROM (SELECT m.*,
                  row_number() OVER (PARTITION BY m.matched ORDER BY m.recorded_at DESC) AS newest,
                  row_number() OVER (ORDER BY m.distance) AS nearest
-          FROM (SELECT m.*, (m.search_vector @@ %({terms})s::tsquery {since}) AS matched,
+          FROM (SELECT m.*, (m.search_vector @@ %(any_term)s::tsquery {since}) AS matched,
                        m.embedding <=> %(vector)s::vector AS distance
                 FROM ({recent}) m
                 WHERE TRUE {selection} {required}) m) m
