@@ -110,8 +110,8 @@ async def revise(principal: Principal, args: dict) -> dict:
                 f"clear: names {name}, which this call also gives; give it or clear it, not both"
             )
     fields = {keyword: args[name] for name, keyword in REVISE_OPTIONAL.items() if name in args}
-    memory = await _db(
-        threads.revise_memory_in_threads,
+    memory, proposals = await _db(
+        threads.revise_memory_with_proposals,
         owner=_owner(principal),
         predecessor_id=args["predecessorId"],
         **fields,
@@ -120,6 +120,7 @@ async def revise(principal: Principal, args: dict) -> dict:
     return {
         "memory": serializers.memory_ref(memory),
         "predecessorId": str(memory.predecessor_id),
+        "proposals": [serializers.proposal(p) for p in proposals],
     } | serializers.past_due(memory, args)
 
 

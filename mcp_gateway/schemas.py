@@ -342,16 +342,11 @@ REMEMBER_IN = strict(
 # A due date already past when written: a model that takes its training year for today's writes
 # one without knowing.
 PAST_DUE_NOTE = {"type": "string", "description": "Only when the dueAt given is already past."}
+# The threads a memory written was proposed for (remember; revise, when it changed the topic or
+# project a proposal compares).
+PROPOSALS_MADE = {"type": "array", "maxItems": threads.PROPOSALS_PER_MEMORY_MAX, "items": PROPOSAL}
 REMEMBER_OUT = output(
-    {
-        "memory": MEMORY_REF,
-        "proposals": {
-            "type": "array",
-            "maxItems": threads.PROPOSALS_PER_MEMORY_MAX,
-            "items": PROPOSAL,
-        },
-        "note": PAST_DUE_NOTE,
-    },
+    {"memory": MEMORY_REF, "proposals": PROPOSALS_MADE, "note": PAST_DUE_NOTE},
     required=("memory", "proposals"),
 )
 
@@ -647,8 +642,13 @@ REVISE_IN = strict(
     required=("predecessorId",),
 )
 REVISE_OUT = output(
-    {"memory": MEMORY_REF, "predecessorId": {"type": "string"}, "note": PAST_DUE_NOTE},
-    required=("memory", "predecessorId"),
+    {
+        "memory": MEMORY_REF,
+        "predecessorId": {"type": "string"},
+        "proposals": PROPOSALS_MADE,
+        "note": PAST_DUE_NOTE,
+    },
+    required=("memory", "predecessorId", "proposals"),
 )
 ARCHIVE_IN = strict({"memoryId": ID}, required=("memoryId",))
 ARCHIVE_OUT = output({"memory": MEMORY_REF})

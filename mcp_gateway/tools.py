@@ -137,7 +137,8 @@ TOOLS: list[ToolSpec] = [
             "Correct or update an existing memory that is wrong or outdated (amend, fix, "
             "replace its text): writes a successor with a new id and closes the old one, so "
             "history is kept. Omitted (or null) fields carry over, content too (send only what "
-            "changes); to drop a deadline, project or tags, name them in clear."
+            "changes); to drop a deadline, project or tags, name them in clear. Returns the new "
+            "id, plus thread proposals when the topic or project changed."
         ),
         input_schema=schemas.REVISE_IN,
         output_schema=schemas.REVISE_OUT,

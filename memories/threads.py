@@ -488,14 +488,25 @@ def record_memory_with_proposals(
     return memory, proposals
 
 
-def revise_memory_in_threads(
+def revise_memory_with_proposals(
     *, owner: AbstractBaseUser, predecessor_id: object, **fields
-) -> Memory:
-    """`services.revise_memory`; the successor takes its predecessor's place in every thread (the
-    same memory, revised, stays in its threads), in the same transaction."""
-    return services.revise_memory(
-        owner=owner, predecessor_id=predecessor_id, and_then=_join_predecessors_threads, **fields
+) -> tuple[Memory, list[Proposal]]:
+    """`services.revise_memory`, in the same transaction: the successor takes its predecessor's
+    place in every thread (the same memory, revised, stays in its threads), and when the revision
+    changed its topic or project, what a proposal compares, it is proposed for the threads its
+    new topic fits, as a new memory is (the threads it already stands in are left out)."""
+    proposals: list[Proposal] = []
+
+    def join_and_propose(successor: Memory) -> None:
+        _join_predecessors_threads(successor)
+        predecessor = successor.predecessor
+        if (successor.topic, successor.project) != (predecessor.topic, predecessor.project):
+            proposals.extend(propose_thread_memberships(memory=successor))
+
+    memory = services.revise_memory(
+        owner=owner, predecessor_id=predecessor_id, and_then=join_and_propose, **fields
     )
+    return memory, proposals
 
 
 def _join_predecessors_threads(successor: Memory) -> None:

@@ -11,7 +11,7 @@ from django.utils import timezone
 from accounts import export
 from memories.models import MembershipState, Thread, ThreadMembership
 from memories.services import archive_memory, record_memory, resolve_commitment, revise_memory
-from memories.threads import add_thread_members, create_thread, revise_memory_in_threads
+from memories.threads import add_thread_members, create_thread, revise_memory_with_proposals
 from tests.factories import MemoryFactory
 
 
@@ -553,7 +553,7 @@ def test_a_superseded_or_archived_memorys_thread_link_lists_it_too(client, tenan
     old = record_memory(owner=tenant, memory_type="decision", topic="api", content="Use REST")
     create_thread(owner=tenant, name="Launch")
     add_thread_members(owner=tenant, name="Launch", memory_ids=[old.id])
-    new = revise_memory_in_threads(owner=tenant, predecessor_id=old.id, content="Use gRPC")
+    new, _ = revise_memory_with_proposals(owner=tenant, predecessor_id=old.id, content="Use gRPC")
     client.force_login(tenant)
     detail = client.get(reverse("accounts:memory_detail", args=[old.id])).text
     [link] = re.findall(r'<dt>Threads</dt><dd><a dir="auto" href="([^"]*)">Launch</a>', detail)
@@ -755,7 +755,7 @@ def _export_reading_slowly(tenant, meanwhile=None) -> dict:
 @pytest.mark.django_db(transaction=True)
 def test_every_thread_member_of_an_export_is_among_its_memories(tenant):
     """A member revised, and a memory recorded and added, while the download is under way."""
-    from memories.threads import add_thread_members, create_thread, revise_memory_in_threads
+    from memories.threads import add_thread_members, create_thread, revise_memory_with_proposals
 
     member = record_memory(owner=tenant, memory_type="decision", topic="db", content="SQLite")
     record_memory(owner=tenant, memory_type="note", topic="lunch", content="Pizza on Friday")
@@ -763,7 +763,7 @@ def test_every_thread_member_of_an_export_is_among_its_memories(tenant):
     add_thread_members(owner=tenant, name="launch", memory_ids=[member.id])
 
     def meanwhile() -> None:
-        revise_memory_in_threads(owner=tenant, predecessor_id=member.id, content="PostgreSQL")
+        revise_memory_with_proposals(owner=tenant, predecessor_id=member.id, content="PostgreSQL")
         newer = record_memory(owner=tenant, memory_type="fact", topic="db", content="Port 5432")
         add_thread_members(owner=tenant, name="launch", memory_ids=[newer.id])
 

@@ -12,7 +12,7 @@ from memories.briefing import BRIEFING_SECTIONS, Selector, build_briefing, read_
 from memories.errors import NotFound
 from memories.handoff import build_handoff
 from memories.services import archive_memory, record_memory, resolve_commitment
-from memories.threads import add_thread_members, create_thread, revise_memory_in_threads
+from memories.threads import add_thread_members, create_thread, revise_memory_with_proposals
 
 
 def memory(owner, memory_type: str, content: str, **fields):
@@ -198,7 +198,7 @@ def investigation(tenant, other_tenant):
     create_thread(owner=tenant, name="Checkout outage")
     add_thread_members(owner=tenant, name="Checkout outage", memory_ids=[m.id for m in members])
     # A revision joins its predecessor's threads.
-    revise_memory_in_threads(
+    revise_memory_with_proposals(
         owner=tenant, predecessor_id=revised.id, content="outage: freeze deploys 2 days"
     )
     for owner in (tenant, other_tenant):

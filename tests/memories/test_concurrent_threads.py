@@ -86,9 +86,9 @@ def test_a_membership_change_racing_a_revision_is_a_conflict(
     tenant, member_of_launch, copied_then_lingering, change
 ):
     revised, changed = race(
-        lambda: threads.revise_memory_in_threads(
+        lambda: threads.revise_memory_with_proposals(
             owner=tenant, predecessor_id=member_of_launch.id, content="ship on saturday"
-        ),
+        )[0],
         lambda: change(owner=tenant, name="launch", memory_ids=[member_of_launch.id]),
         copied_then_lingering,
     )
@@ -104,9 +104,9 @@ def test_accepting_a_proposal_racing_its_memorys_revision_is_a_conflict(
         owner=tenant, memory_type="decision", topic="launch plans", content="ship on monday"
     )
     revised, accepted = race(
-        lambda: threads.revise_memory_in_threads(
+        lambda: threads.revise_memory_with_proposals(
             owner=tenant, predecessor_id=memory.id, content="ship on tuesday"
-        ),
+        )[0],
         lambda: threads.decide_thread_proposal(owner=tenant, proposal_id=proposal.id, accept=True),
         copied_then_lingering,
     )
@@ -189,9 +189,9 @@ def test_a_delete_racing_a_revision_of_a_member_waits_and_deletes_the_successors
     tenant, member_of_launch, copied_then_lingering
 ):
     revised, deleted = race(
-        lambda: threads.revise_memory_in_threads(
+        lambda: threads.revise_memory_with_proposals(
             owner=tenant, predecessor_id=member_of_launch.id, content="ship on saturday"
-        ),
+        )[0],
         lambda: threads.delete_thread(owner=tenant, name="launch"),
         copied_then_lingering,
     )
@@ -397,9 +397,9 @@ def test_a_revision_of_a_member_of_two_threads_racing_a_delete_of_one_keeps_the_
     threads.add_thread_members(owner=tenant, name="friday", memory_ids=[member_of_launch.id])
     deleted, revised = _during_a_delete(
         tenant,
-        lambda: threads.revise_memory_in_threads(
+        lambda: threads.revise_memory_with_proposals(
             owner=tenant, predecessor_id=member_of_launch.id, content="ship on saturday"
-        ),
+        )[0],
     )
     assert isinstance(deleted, Thread), deleted
     assert isinstance(revised, Memory), revised

@@ -222,14 +222,14 @@ def test_erasure_works_as_the_app_role(two_tenants, orm_as_app_role):
 
 
 def test_the_write_paths_work_as_the_app_role(two_tenants, orm_as_app_role):
-    """record_memory_with_proposals, revise_memory_in_threads (its one UPDATE … RETURNING, and
+    """record_memory_with_proposals, revise_memory_with_proposals (its one UPDATE … RETURNING, and
     the thread it inherits), archive and the thread listing, each acting for its tenant only."""
     tenant, other = two_tenants
     with tenancy.all_tenants():
         theirs = Memory.objects.get(owner=other)
     with tenancy.acting_for(tenant.pk):
         first = Memory.objects.get()
-        successor = threads.revise_memory_in_threads(
+        successor, _ = threads.revise_memory_with_proposals(
             owner=tenant, predecessor_id=str(first.id), content="revised"
         )
         # Both tenants have a thread "work" with a member of this topic.

@@ -18,7 +18,7 @@ from memories.threads import (
     create_thread,
     record_memory_with_proposals,
     rename_thread,
-    revise_memory_in_threads,
+    revise_memory_with_proposals,
 )
 from tests.memories.made_up_credentials import CREDENTIALS
 
@@ -146,7 +146,9 @@ def test_a_revised_member_stays_in_its_threads_or_is_not_revised(tenant, monkeyp
     memory = record_memory(owner=tenant, memory_type="note", topic="standup", content="v1")
     thread = create_thread(owner=tenant, name="rituals")
     add_thread_members(owner=tenant, name=thread.name, memory_ids=[memory.id])
-    successor = revise_memory_in_threads(owner=tenant, predecessor_id=memory.id, content="v2")
+    successor, _ = revise_memory_with_proposals(
+        owner=tenant, predecessor_id=memory.id, content="v2"
+    )
     assert ThreadMembership.objects.get(memory=successor).state == MembershipState.MEMBER
 
     def fail(successor):
@@ -154,7 +156,7 @@ def test_a_revised_member_stays_in_its_threads_or_is_not_revised(tenant, monkeyp
 
     monkeypatch.setattr(threads, "_join_predecessors_threads", fail)
     with pytest.raises(RuntimeError, match="joining failed"):
-        revise_memory_in_threads(owner=tenant, predecessor_id=successor.id, content="v3")
+        revise_memory_with_proposals(owner=tenant, predecessor_id=successor.id, content="v3")
     assert Memory.objects.current().get(owner=tenant, topic="standup").content == "v2"
 
 
@@ -198,7 +200,9 @@ def test_a_revision_carries_open_proposals_and_rejections_to_the_successor(
     tenant, proposed_for_budget
 ):
     memory, proposal = proposed_for_budget
-    successor = revise_memory_in_threads(owner=tenant, predecessor_id=memory.id, content="b2")
+    successor, _ = revise_memory_with_proposals(
+        owner=tenant, predecessor_id=memory.id, content="b2"
+    )
     [open_proposal] = threads.list_open_proposals(owner=tenant)
     assert open_proposal.memory_id == successor.id
     assert open_proposal.similarity == pytest.approx(proposal.similarity, abs=1e-3)
@@ -214,10 +218,43 @@ def test_a_revision_carries_open_proposals_and_rejections_to_the_successor(
     threads.decide_thread_proposal(owner=tenant, proposal_id=open_proposal.id, accept=False)
     with pytest.raises(Conflict, match=f"whose proposal {open_proposal.id} for thread 'budget' "):
         threads.decide_thread_proposal(owner=tenant, proposal_id=proposal.id, accept=True)
-    third = revise_memory_in_threads(owner=tenant, predecessor_id=successor.id, content="b3")
+    third, _ = revise_memory_with_proposals(owner=tenant, predecessor_id=successor.id, content="b3")
     assert ThreadMembership.objects.get(memory=third).state == MembershipState.REJECTED
     [listed] = threads.list_threads(owner=tenant)
     assert (listed.member_count, listed.proposal_count) == (1, 0)
+
+
+def test_a_revision_moved_to_another_topic_is_proposed_for_the_threads_it_now_fits(tenant):
+    seed = record_memory(owner=tenant, memory_type="note", topic="quarterly budget", content="a")
+    create_thread(owner=tenant, name="budget")
+    add_thread_members(owner=tenant, name="budget", memory_ids=[seed.id])
+    memory, none_yet = record_memory_with_proposals(
+        owner=tenant, memory_type="note", topic="lunch order", content="pizza, for the review"
+    )
+    assert none_yet == []
+    successor, [proposal] = revise_memory_with_proposals(
+        owner=tenant, predecessor_id=memory.id, topic="quarterly budget review"
+    )
+    assert (proposal.thread, proposal.memory_id) == ("budget", successor.id)
+    [listed] = threads.list_open_proposals(owner=tenant)
+    assert listed.id == proposal.id
+
+
+def test_a_revision_of_the_same_topic_makes_no_proposal_again(tenant, proposed_for_budget):
+    memory, proposal = proposed_for_budget
+    threads.decide_thread_proposal(owner=tenant, proposal_id=proposal.id, accept=False)
+    # The content alone changed: a proposal would compare what it compared before, and the
+    # rejection stands.
+    successor, proposals = revise_memory_with_proposals(
+        owner=tenant, predecessor_id=memory.id, content="b, revised"
+    )
+    assert proposals == []
+    # Nor is a thread the memory stands in proposed again when its topic changes.
+    _, proposals = revise_memory_with_proposals(
+        owner=tenant, predecessor_id=successor.id, topic="quarterly budget plan"
+    )
+    assert proposals == []
+    assert ThreadMembership.objects.filter(state=MembershipState.PROPOSED).count() == 0
 
 
 @pytest.mark.parametrize("change", [add_thread_members, threads.remove_thread_members])
@@ -407,7 +444,9 @@ def test_a_revision_after_a_delete_joins_only_the_threads_left(tenant):
         create_thread(owner=tenant, name=name)
         add_thread_members(owner=tenant, name=name, memory_ids=[memory.id])
     threads.delete_thread(owner=tenant, name="rituals")
-    successor = revise_memory_in_threads(owner=tenant, predecessor_id=memory.id, content="v2")
+    successor, _ = revise_memory_with_proposals(
+        owner=tenant, predecessor_id=memory.id, content="v2"
+    )
     [membership] = ThreadMembership.objects.filter(memory_id=successor.id)
     assert (membership.thread.name, membership.state) == ("team", MembershipState.MEMBER)
     assert membership.decided_at == successor.recorded_at

@@ -1564,6 +1564,27 @@ async def test_server_proposes_membership_and_applies_it_only_on_acceptance(agen
     )
     assert unrelated["proposals"] == [] and other_project["proposals"] == []
 
+    # Moved to the project and topic of the thread, a revision is proposed for it as a new
+    # memory would be.
+    moved = await ok(
+        agent,
+        "revise",
+        {"predecessorId": other_project["memory"]["id"], "project": "shop", "topic": "gateway"},
+    )
+    assert moved["proposals"] == []  # "gateway" is not like the member's topic
+    moved = await ok(
+        agent,
+        "revise",
+        {"predecessorId": moved["memory"]["id"], "topic": "payment gateway retry"},
+    )
+    [proposal] = moved["proposals"]
+    assert (proposal["thread"], proposal["memoryId"]) == ("payments", moved["memory"]["id"])
+    await ok(
+        agent,
+        "configure_thread",
+        {"action": "reject_proposal", "proposalId": proposal["proposalId"]},
+    )
+
     related = await ok(
         agent,
         "remember",
