@@ -429,16 +429,19 @@ def propose_thread_memberships(*, memory: Memory) -> list[Proposal]:
                     ) recent
                     WHERE similarity(recent.topic, %(topic)s) >= %(floor)s
                     GROUP BY recent.thread_id
+                    -- Before the LIMIT: a revision already stands in its predecessor's threads
+                    -- (as a member, most recently added, of its own topic), which would
+                    -- otherwise take the places of the threads it could be proposed for.
+                    HAVING NOT EXISTS (
+                        SELECT 1 FROM memories_threadmembership done
+                        WHERE done.owner_id = %(owner)s AND done.thread_id = recent.thread_id
+                          AND done.memory_id = %(memory)s
+                    )
                     ORDER BY sim DESC
                     LIMIT %(limit)s
                 ) best
-                WHERE NOT EXISTS (
-                    SELECT 1 FROM memories_threadmembership done
-                    WHERE done.owner_id = %(owner)s AND done.thread_id = best.thread_id
-                      AND done.memory_id = %(memory)s
-                )
-                  -- A thread being deleted is waited for, then skipped (delete_thread).
-                  AND EXISTS (
+                -- A thread being deleted is waited for, then skipped (delete_thread).
+                WHERE EXISTS (
                     SELECT 1 FROM memories_thread locked
                     WHERE locked.owner_id = %(owner)s AND locked.id = best.thread_id
                     FOR KEY SHARE

@@ -240,6 +240,22 @@ def test_a_revision_moved_to_another_topic_is_proposed_for_the_threads_it_now_fi
     assert listed.id == proposal.id
 
 
+def test_a_revision_in_many_threads_is_still_proposed_for_another_it_now_fits(tenant):
+    seed = record_memory(owner=tenant, memory_type="note", topic="quarterly budget", content="a")
+    create_thread(owner=tenant, name="budget")
+    add_thread_members(owner=tenant, name="budget", memory_ids=[seed.id])
+    memory = record_memory(owner=tenant, memory_type="note", topic="lunch order", content="b")
+    for name in ("food", "fridays", "office"):  # more than a memory is proposed for at once
+        create_thread(owner=tenant, name=name)
+        add_thread_members(owner=tenant, name=name, memory_ids=[memory.id])
+    # The successor stands in those three as a member of its own (new) topic: they are no
+    # place to propose it for, and so take none of the places of one that is.
+    successor, proposals = revise_memory_with_proposals(
+        owner=tenant, predecessor_id=memory.id, topic="quarterly budget lunch"
+    )
+    assert [(p.thread, p.memory_id) for p in proposals] == [("budget", successor.id)]
+
+
 def test_a_revision_of_the_same_topic_makes_no_proposal_again(tenant, proposed_for_budget):
     memory, proposal = proposed_for_budget
     threads.decide_thread_proposal(owner=tenant, proposal_id=proposal.id, accept=False)
