@@ -75,16 +75,13 @@ CURRENT = {
 
 
 def utc_datetime(value: datetime | None) -> str | None:
-    """A date-time as every result on the wire carries it: RFC 3339 in UTC, with `Z`."""
+    """A date-time as every result on the wire carries it: RFC 3339 in UTC, with `Z`, and the
+    instant exactly as stored, to the microsecond. The search filters compare stored instants:
+    one cut to the second and sent back as asOf, recordedAfter or resolvedAfter could select the
+    version before it, or miss the memory it came from."""
     if value is None:
         return None
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-def utc_second(value: datetime) -> str:
-    """A date-time as `utc_datetime` gives it, to the second (RFC 3339 still): where the instant
-    is only context, such as when a memory was recorded, its microseconds are noise."""
-    return utc_datetime(value.replace(microsecond=0))
 
 
 SCOPE = {

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from django.utils import timezone
 
 from infra.observability import VERSION
-from mcp_gateway.schemas import utc_datetime, utc_second
+from mcp_gateway.schemas import utc_datetime
 from memories.bounds import DEFAULT_SCOPE
 from memories.briefing import (
     Briefing,
@@ -196,8 +196,9 @@ def resolved_item(item: SectionItem) -> dict:
 
 def compact_resolved_item(item: SectionItem, *, selected: str) -> dict:
     """A recently resolved commitment as the compact handoff shows it: as resolved_item, without
-    the default scope, a project it has not, the scope or project the selector fixes,
-    `truncated` only when the excerpt was cut, and the resolution time to the second."""
+    the default scope, a project it has not, the scope or project the selector fixes, and
+    `truncated` only when the excerpt was cut. The resolution time as stored, as every instant
+    is: fed back as search's resolvedAfter, it selects this commitment."""
     data: dict = {"id": str(item.id), "topic": item.topic, "excerpt": item.excerpt}
     if item.truncated:
         data["truncated"] = True
@@ -205,7 +206,7 @@ def compact_resolved_item(item: SectionItem, *, selected: str) -> dict:
         data["scope"] = item.scope
     if item.project is not None and selected != "project":
         data["project"] = item.project
-    data["resolvedAt"] = utc_second(item.resolved_at)
+    data["resolvedAt"] = utc_datetime(item.resolved_at)
     return data
 
 
@@ -466,8 +467,8 @@ def past_due(memory: Memory, args: dict) -> dict:
         return {}
     return {
         "note": (
-            f"dueAt {utc_second(memory.due_at)} is already past (it is now "
-            f"{utc_second(timezone.now())}): the commitment is overdue at once. If another date "
+            f"dueAt {utc_datetime(memory.due_at)} is already past (it is now "
+            f"{utc_datetime(timezone.now())}): the commitment is overdue at once. If another date "
             "was meant, revise its dueAt."
         )
     }
@@ -587,7 +588,7 @@ def briefing(result: Briefing, *, compact: bool = True) -> dict:
     data = {
         "selector": selector(result.selector, compact=compact),
         "mode": result.mode,
-        "generatedAt": (utc_second if compact else utc_datetime)(result.generated_at),
+        "generatedAt": utc_datetime(result.generated_at),
         "sections": _sections(result.sections, selected=result.selector.kind, compact=compact),
         "pinnedThreads": pinned_threads(result.pinned_threads, compact=compact),
     }
@@ -600,7 +601,7 @@ def handoff(result: Handoff, *, compact: bool = True) -> dict:
     data = {
         "selector": selector(result.selector, compact=compact),
         "generatedFor": result.generated_for,
-        "generatedAt": (utc_second if compact else utc_datetime)(result.generated_at),
+        "generatedAt": utc_datetime(result.generated_at),
         "sections": _sections(result.sections, selected=result.selector.kind, compact=compact),
         "pinnedThreads": pinned_threads(result.pinned_threads, compact=compact),
     }

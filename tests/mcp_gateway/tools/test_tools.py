@@ -1357,10 +1357,10 @@ async def test_handoff_hands_over_what_was_just_resolved_in_a_few_compact_items(
     assert set(item) == {"id", "topic", "scope", "project", "excerpt", "truncated", "resolvedAt"}
     assert (item["id"], item["topic"], item["project"]) == (done["id"], "invoice", None)
     assert item["scope"] == "personal"
-    # Compact, the default: no default scope nor null project, the resolution time to the second.
+    # Compact, the default: no default scope nor null project; the resolution time as stored.
     [compact] = (await ok(agent, "handoff"))["sections"]["recentlyResolved"]["items"]
     assert set(compact) == {"id", "topic", "excerpt", "truncated", "resolvedAt"}
-    assert compact["resolvedAt"] == item["resolvedAt"][:19] + "Z"
+    assert compact["resolvedAt"] == item["resolvedAt"]
     assert len(item["excerpt"]) <= 200 and item["truncated"] is True
     resolved_at = datetime.fromisoformat(item["resolvedAt"])
     assert timezone.now() - timedelta(minutes=1) < resolved_at <= timezone.now()
@@ -1368,6 +1368,32 @@ async def test_handoff_hands_over_what_was_just_resolved_in_a_few_compact_items(
 
     await ok(agent, "resolve", {"memoryId": done["id"], "status": "open"})
     assert (await ok(agent, "handoff"))["sections"]["recentlyResolved"]["count"] == 0
+
+
+async def test_compact_overviews_give_instants_as_stored_to_be_sent_back(agent, monkeypatch):
+    """An instant read from a compact handoff or briefing is one search can be given back: the
+    resolution time, as resolvedAfter, selects the commitment resolved then and not one resolved
+    earlier in the same second; the instant the overview was made is the one it read."""
+    second = (timezone.now() - timedelta(hours=1)).replace(microsecond=0)
+    earlier, later = [
+        await remember(agent, memoryType="commitment", topic=topic, content=f"finish {topic}")
+        for topic in ("slides", "budget")
+    ]
+    for made, microsecond in ((earlier, 250_000), (later, 750_000)):
+        await ok(agent, "resolve", {"memoryId": made["id"], "status": "resolved"})
+        resolved_at = second.replace(microsecond=microsecond)
+        await Memory.objects.filter(id=made["id"]).aupdate(resolved_at=resolved_at)
+    made_at = timezone.now().replace(microsecond=125_000)
+    monkeypatch.setattr(timezone, "now", lambda: made_at)
+
+    handoff = await ok(agent, "handoff")
+    last_resolved = handoff["sections"]["recentlyResolved"]["items"][0]
+    assert last_resolved["id"] == later["id"]
+    since = await ok(agent, "search", {"resolvedAfter": last_resolved["resolvedAt"]})
+    assert [hit["id"] for hit in since["hits"]] == [later["id"]]
+    briefing = await ok(agent, "briefing")
+    assert handoff["generatedAt"] == briefing["generatedAt"]
+    assert datetime.fromisoformat(briefing["generatedAt"]) == made_at
 
 
 # --- threads -------------------------------------------------------------------------------
@@ -2432,7 +2458,9 @@ async def test_a_due_date_already_past_is_pointed_out(agent):
         },
     )
     assert result["memory"]["overdue"] is True
-    assert result["note"].startswith("dueAt 2024-12-31T23:59:59Z is already past (it is now ")
+    # The due date as the memory's dueAt gives it, as stored.
+    assert result["memory"]["dueAt"] == "2024-12-31T23:59:59.999999Z"
+    assert result["note"].startswith(f"dueAt {result['memory']['dueAt']} is already past (it is ")
     assert result["note"].endswith("If another date was meant, revise its dueAt.")
     ahead = (timezone.now() + timedelta(days=30)).date().isoformat()
     revised = await ok(agent, "revise", {"predecessorId": result["memory"]["id"], "dueAt": ahead})
@@ -2440,7 +2468,7 @@ async def test_a_due_date_already_past_is_pointed_out(agent):
     again = await ok(
         agent, "revise", {"predecessorId": revised["memory"]["id"], "dueAt": "2024-12-31"}
     )
-    assert again["note"].startswith("dueAt 2024-12-31T23:59:59Z is already past")
+    assert again["note"].startswith("dueAt 2024-12-31T23:59:59.999999Z is already past")
     kept = await ok(
         agent, "revise", {"predecessorId": again["memory"]["id"], "content": "Renew it"}
     )
