@@ -573,6 +573,11 @@ def _schema_error(spec: ToolSpec, arguments: dict) -> str | None:
             return f"{field}: {bounds.scope_refusal(error.instance)}"
         case "pattern":
             return f"{field}: must match the pattern {limit}"
+        case "type" if limit in ("integer", "number") and _range(error.schema):
+            # The range too, whatever was sent instead: "ten" or null for a limit says nothing
+            # of which numbers are taken.
+            sent = ", not null" if error.instance is None else ""
+            return f"{field}: must be of type {limit}, {_range(error.schema)}{sent}"
         case "type" if error.instance is None:
             return f"{field}: must be of type {limit}, not null"
         case "type" if limit == "array" and not isinstance(error.instance, dict | list):
@@ -580,16 +585,23 @@ def _schema_error(spec: ToolSpec, arguments: dict) -> str | None:
             # memoryTypes): the fix is the list around it.
             sent = _JSON_TYPES.get(type(error.instance), "a value")
             return f"{field}: must be of type array, not {sent}; send a list, even of one: [...]"
-        case "type" if limit == "integer" and "minimum" in error.schema:
-            # The range too: "ten" for a limit says nothing of which numbers are taken.
-            top = f"..{error.schema['maximum']}" if "maximum" in error.schema else " or more"
-            return f"{field}: must be of type integer, {error.schema['minimum']}{top}"
         case "type":
             return f"{field}: must be of type {limit}"
         case "uniqueItems":
             return f"{field}: items must be unique"
         case _:
             return f"{field}: {error.validator} {limit} not satisfied"
+
+
+def _range(schema: dict) -> str:
+    """A number's bounds as a refusal names them: "1..25", "1 or more", "at most 25"; "" for
+    none."""
+    low, high = schema.get("minimum"), schema.get("maximum")
+    if low is not None and high is not None:
+        return f"{low}..{high}"
+    if low is not None:
+        return f"{low} or more"
+    return f"at most {high}" if high is not None else ""
 
 
 _JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}

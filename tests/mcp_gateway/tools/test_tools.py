@@ -12,7 +12,7 @@ from mcp.shared.exceptions import MCPError
 
 from infra.observability import VERSION
 from mcp_gateway.schemas import THREAD_ACTIONS
-from mcp_gateway.tools import TOOLS, call_tool, tool_definitions
+from mcp_gateway.tools import TOOLS, _schema_error, call_tool, tool_definitions
 from memories import environment
 from memories.models import Memory, MemoryType
 from memories.search import candidates
@@ -698,6 +698,46 @@ NOT_A_LIST = f"must be of type array, not string; {ONE_IN_A_LIST}"
 )
 async def test_a_decoded_value_is_held_to_the_schema(agent, tool, arguments, expected):
     assert await fails(agent, tool, arguments) == f"invalid_input: {expected}"
+
+
+# Every bounded number the tools take, with the least else its tool needs, and its range.
+BOUNDED_NUMBERS = [
+    ("search", "limit", {}, "1..25"),
+    ("get_memories", "maxChars", {"ids": ["x"]}, "2000..40000"),
+    ("handoff", "sectionLimit", {}, "1..25"),
+]
+
+
+def test_every_bounded_number_the_tools_take_is_listed():
+    bounded = {
+        (spec.name, name)
+        for spec in TOOLS
+        for name, schema in spec.input_schema["properties"].items()
+        if schema.get("type") in ("integer", "number")
+        and ("minimum" in schema or "maximum" in schema)
+    }
+    assert bounded == {(tool, field) for tool, field, _, _ in BOUNDED_NUMBERS}
+
+
+@pytest.mark.parametrize("sent", [True, "ten", 2.5, [3], {"n": 3}], ids=repr)
+@pytest.mark.parametrize(("tool", "field", "needed", "bounds"), BOUNDED_NUMBERS)
+async def test_a_bounded_number_sent_as_another_type_is_told_its_range(
+    agent, tool, field, needed, bounds, sent
+):
+    """A limit sent as "ten" or a list says nothing of which numbers are taken: whatever was
+    sent, the refusal names them."""
+    refusal = await fails(agent, tool, needed | {field: sent})
+    assert refusal == f"invalid_input: {field}: must be of type integer, {bounds}"
+
+
+@pytest.mark.parametrize(("tool", "field", "needed", "bounds"), BOUNDED_NUMBERS)
+def test_a_null_for_a_bounded_number_is_told_its_range(tool, field, needed, bounds):
+    """A null for an optional argument is left out before the schema check (above); the check
+    itself, which a null meets where it is not left out (a required or nested number), names
+    the range as for any other type."""
+    spec = next(spec for spec in TOOLS if spec.name == tool)
+    refusal = _schema_error(spec, needed | {field: None})
+    assert refusal == f"{field}: must be of type integer, {bounds}, not null"
 
 
 # --- remember, revise, archive, resolve ----------------------------------------------------
