@@ -40,6 +40,7 @@ SCOPE_RULE = "must be kebab-case: lowercase letters and digits separated by sing
 EARLIEST_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST_INSTANT = datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC)
 INSTANT_RANGE = "1970-01-01T00:00:00Z..9999-12-31T23:59:59.999999Z"
+_OUT_OF_RANGE = f"must be within {INSTANT_RANGE} after applying its UTC offset"
 # RFC 3339 §5.6 offsets are hours and minutes; the zones in use span -12:00..+14:00.
 MAX_UTC_OFFSET = timedelta(hours=14)
 
@@ -234,10 +235,14 @@ _FULL_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 # before now) from the next day on, never during the day it names.
 END_OF_DAY = time(23, 59, 59, 999_999)
 _EXAMPLE = "e.g. 2026-12-31T17:00:00Z"
+# Year 0000, which ISO 8601 writes (1 BC) and Python's dates have not: before EARLIEST_INSTANT
+# whatever the rest, so refused by the range, not as a date that is not in the calendar.
+_YEAR_ZERO = "0000"
 # A date-time in the RFC 3339 shape, to name what of it is out of range when it is refused: its
-# seconds and its offset's hours.
+# year, its seconds and its offset's hours.
 _DATE_TIME_SHAPE = re.compile(
-    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:(?P<second>[0-9]{2})(?:[.,][0-9]+)?"
+    r"(?P<year>[0-9]{4})-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:(?P<second>[0-9]{2})"
+    r"(?:[.,][0-9]+)?"
     r"(?:[Zz]|[+-](?P<offset_hours>[0-9]{2}):?[0-9]{2})"
 )
 _OR_A_DATE = ", or a date alone, e.g. 2026-12-31 (due by the end of that day, UTC)"
@@ -252,6 +257,8 @@ def clean_datetime(field: str, value: object, *, end_of_day_dates: bool = False)
     if isinstance(value, str):
         value = value.strip()
     if end_of_day_dates and isinstance(value, str) and _FULL_DATE.fullmatch(value):
+        if value.startswith(_YEAR_ZERO):
+            raise InvalidInput(field, _OUT_OF_RANGE)
         try:
             value = datetime.combine(date.fromisoformat(value), END_OF_DAY, tzinfo=UTC)
         except ValueError:
@@ -285,13 +292,15 @@ def clean_datetime(field: str, value: object, *, end_of_day_dates: bool = False)
     except OverflowError:  # e.g. 9999-12-31T23:00:00-14:00 is in year 10000
         instant = None
     if instant is None or not EARLIEST_INSTANT <= instant <= LATEST_INSTANT:
-        raise InvalidInput(field, f"must be within {INSTANT_RANGE} after applying its UTC offset")
+        raise InvalidInput(field, _OUT_OF_RANGE)
     return instant
 
 
 def _not_a_date_time(sent: object, or_a_date: str) -> str:
     """Why `sent` is no date-time: what of it is out of range when it has the shape of one."""
     shape = _DATE_TIME_SHAPE.fullmatch(sent) if isinstance(sent, str) else None
+    if shape and shape["year"] == _YEAR_ZERO:
+        return _OUT_OF_RANGE
     if shape and shape["second"] == "60":
         return (
             f"has a leap second (:60), which is not taken; seconds run to 59, {_EXAMPLE}{or_a_date}"

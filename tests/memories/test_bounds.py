@@ -118,6 +118,9 @@ def test_limits_themselves_are_accepted(tenant):
         ("1969-12-31T23:59:59Z", "within 1970-01-01T00:00:00Z..9999-12-31T23:59:59.999999Z"),
         ("1970-01-01T13:00:00+14:00", "within 1970-01-01T00:00:00Z..9999-12-31T23:59:59.999999Z"),
         ("0001-01-01T00:00:00Z", "within 1970-01-01T00:00:00Z"),
+        # Year 0000, which Python's dates have not, is as far out of range as year 0001.
+        ("0000-01-01T00:00:00Z", "within 1970-01-01T00:00:00Z..9999-12-31T23:59:59.999999Z"),
+        ("0000-12-31T23:00:00-14:00", "within 1970-01-01T00:00:00Z"),
         ("2026-06-01T12:00:00+14:01", "UTC offset must be whole minutes within -14:00..+14:00"),
         ("2026-06-01T12:00:00-15:00", "UTC offset must be whole minutes within -14:00..+14:00"),
         ("2026-06-01T12:00:00+05:30:15", "UTC offset must be whole minutes"),
@@ -186,7 +189,7 @@ def test_a_commitment_due_on_a_date_is_overdue_from_the_next_day_only(tenant):
     [
         ("2026-02-30", "is no date in the calendar"),
         ("2026-13-01", "is no date in the calendar"),
-        ("0000-01-01", "is no date in the calendar"),
+        ("0000-01-01", "within 1970-01-01T00:00:00Z..9999-12-31T23:59:59.999999Z"),
         ("tomorrow", "must be an ISO 8601 date-time with a UTC offset"),
         ("2026-12-10T17:00:00", "must include a UTC offset"),
         ("10/12/2026", "must be an ISO 8601 date-time with a UTC offset"),
@@ -222,6 +225,11 @@ def test_a_due_date_that_is_neither_form_is_refused_naming_both(tenant, value, f
         (
             "2026-12-07T24:10:00Z",
             "asOf: is no date-time in the calendar; e.g. 2026-12-31T17:00:00Z",
+        ),
+        (
+            "0000-01-01T00:00:00Z",
+            "asOf: must be within 1970-01-01T00:00:00Z..9999-12-31T23:59:59.999999Z after "
+            "applying its UTC offset",
         ),
     ],
 )
@@ -271,4 +279,24 @@ def test_a_date_alone_is_no_instant_for_the_search_filters(tenant, field):
     assert str(error.value) == (
         f"invalid_input: {field}: must be a date-time with a UTC offset, e.g. "
         "2026-12-31T17:00:00Z (no date alone); got '2026-12-10'"
+    )
+
+
+@pytest.mark.parametrize(
+    ("keyword", "field"),
+    [
+        ("recorded_after", "recordedAfter"),
+        ("recorded_before", "recordedBefore"),
+        ("as_of", "asOf"),
+        ("resolved_after", "resolvedAfter"),
+    ],
+)
+def test_year_zero_is_refused_by_the_range_in_every_search_filter(keyword, field):
+    """ISO 8601's year 0000 is a year of the calendar: it is out of range, as 1969 is, and the
+    refusal names the range a model can pick another instant from."""
+    with pytest.raises(InvalidInput) as error:
+        clean_filters(**{keyword: "0000-01-01T00:00:00Z"})
+    assert str(error.value) == (
+        f"invalid_input: {field}: must be within "
+        "1970-01-01T00:00:00Z..9999-12-31T23:59:59.999999Z after applying its UTC offset"
     )
