@@ -20,6 +20,7 @@ from mcp_gateway.auth import require_principal
 from mcp_gateway.schemas import utc_datetime
 from memories.access import MemoryRow, read_owned_memories
 from memories.models import MEMORY_URI_PREFIX, MEMORY_URI_TEMPLATE
+from memories.services import parse_memory_id
 
 _TEMPLATE = UriTemplate.parse(MEMORY_URI_TEMPLATE)
 MIME_TYPE = "application/json"
@@ -75,10 +76,22 @@ def memory_id_in(uri: str) -> str | None:
     return memory_id
 
 
-def _not_found(uri: str) -> MCPError:
-    # MCP 2026-07-28 server/resources: an unknown resource is -32602 (Invalid Params). The one
-    # error for missing, foreign and malformed ids alike; only the echoed URI differs.
-    return MCPError(code=types.INVALID_PARAMS, message="Resource not found", data={"uri": uri})
+# Why a URI names no resource, when its form alone says so: what a client can correct.
+NOT_A_MEMORY_URI = (
+    f"not a memory's URI; a memory is read as {MEMORY_URI_TEMPLATE}, {{id}} its id (a UUID)"
+)
+NOT_A_MEMORY_ID = (
+    f"the {{id}} of {MEMORY_URI_TEMPLATE} is a memory's id, a UUID as remember and search give it"
+)
+
+
+def _not_found(uri: str, why: str | None = None) -> MCPError:
+    # MCP 2026-07-28 server/resources: an unknown resource is -32602 (Invalid Params). A
+    # well-formed id that is missing and another tenant's get this one error, bare, alike; only
+    # the echoed URI differs. A URI or id of the wrong form is told what the form is: the form
+    # alone says it names no memory, so that tells nothing of any memory.
+    message = f"Resource not found: {why}" if why else "Resource not found"
+    return MCPError(code=types.INVALID_PARAMS, message=message, data={"uri": uri})
 
 
 async def read_resource(
@@ -89,7 +102,9 @@ async def read_resource(
     memory_id = memory_id_in(uri)
     if memory_id is None:
         # Another scheme or shape: not one of ours. No id to look up, so no oracle either.
-        raise _not_found(uri)
+        raise _not_found(uri, NOT_A_MEMORY_URI)
+    if parse_memory_id(memory_id) is None:
+        raise _not_found(uri, NOT_A_MEMORY_ID)
     # The tenant is the verified token's user, never anything in the URI.
     found = await read_owned_memories(owner_id=principal.user_id, ids=[memory_id])
     if len(found) != 1:

@@ -156,14 +156,15 @@ async def test_templates_and_empty_list(asgi_app, seeded):
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
-async def test_missing_foreign_and_malformed_ids_are_indistinguishable(
+async def test_missing_and_foreign_ids_are_indistinguishable(
     asgi_app, seeded, sent_statements, mode
 ):
     """Same error, same code path, same SQL: the URI is no existence oracle."""
     uris = [
         f"threengram://memory/{uuid.uuid4()}",  # missing
         seeded.foreign_memory.resource_uri,  # another tenant's
-        "threengram://memory/not-a-uuid",  # malformed
+        # Another tenant's, spelt in capitals: a UUID all the same, and as absent.
+        f"threengram://memory/{str(seeded.foreign_memory.id).upper()}",
     ]
     errors = []
     async with mcp_client(
@@ -176,7 +177,7 @@ async def test_missing_foreign_and_malformed_ids_are_indistinguishable(
             errors.append(caught.value.error)
     assert {(e.code, e.message) for e in errors} == {(-32602, "Resource not found")}
     assert [e.data for e in errors] == [{"uri": uri} for uri in uris]
-    # The gate's statement, with parameters of the same shapes, reads for each of the three.
+    # The gate's statement, with parameters of the same shapes, reads for each of them.
     reads = [
         tuple((type(p).__name__, len(p) if isinstance(p, list) else 0) for p in params)
         for sql, params in sent_statements
@@ -185,20 +186,49 @@ async def test_missing_foreign_and_malformed_ids_are_indistinguishable(
     assert len(reads) == 3 and len(set(reads)) == 1
 
 
-async def test_foreign_scheme_and_shapes_are_invalid_params(asgi_app, seeded):
-    async with mcp_client(IN_PROCESS_URL, seeded.token, transport=asgi_transport(asgi_app)) as c:
-        for uri in (
-            "https://example.com/memory/1",
-            f"file://memory/{seeded.memory.id}",
-            "threengram://memory/",
-            f"threengram://memories/{seeded.memory.id}",
-            # Its own URI inside its URI: no second name for one cacheable resource.
-            f"threengram://memory/threengram:%2F%2Fmemory%2F{seeded.memory.id}",
-        ):
+NOT_A_MEMORY_URI = (
+    "Resource not found: not a memory's URI; a memory is read as threengram://memory/{id}, {id} "
+    "its id (a UUID)"
+)
+NOT_A_MEMORY_ID = (
+    "Resource not found: the {id} of threengram://memory/{id} is a memory's id, a UUID as "
+    "remember and search give it"
+)
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_uri_of_the_wrong_form_is_told_the_memory_template(
+    asgi_app, seeded, sent_statements, mode
+):
+    """A client that guessed the URI (a plural, a path after the id, no id, a name for an id)
+    is told the form a memory's is, on either wire. Its form alone says it names no memory, so
+    nothing is read for it, and the answer says nothing of any memory."""
+    own = seeded.memory.id
+    refusals = {
+        "https://example.com/memory/1": NOT_A_MEMORY_URI,
+        f"file://memory/{own}": NOT_A_MEMORY_URI,
+        f"threengram://memories/{own}": NOT_A_MEMORY_URI,
+        f"threengram://memory/{own}/extra": NOT_A_MEMORY_URI,
+        f"threengram://memory/{own}?version=1": NOT_A_MEMORY_URI,
+        # Its own URI inside its URI: no second name for one cacheable resource.
+        f"threengram://memory/threengram:%2F%2Fmemory%2F{own}": NOT_A_MEMORY_URI,
+        "threengram://memory/": NOT_A_MEMORY_ID,
+        "threengram://memory/not-a-uuid": NOT_A_MEMORY_ID,
+        f"threengram://memory/{str(own)[:-1]}": NOT_A_MEMORY_ID,
+    }
+    answered = {}
+    async with mcp_client(
+        IN_PROCESS_URL, seeded.token, mode=mode, transport=asgi_transport(asgi_app)
+    ) as c:
+        sent_statements.clear()  # the client's discovery or handshake
+        for uri in refusals:
             with pytest.raises(MCPError) as caught:
                 await c.read_resource(uri)
-            assert caught.value.error.code == -32602
-            assert caught.value.error.data == {"uri": uri}
+            error = caught.value.error
+            assert (error.code, error.data) == (-32602, {"uri": uri})
+            answered[uri] = error.message
+    assert answered == refusals
+    assert f"EXECUTE {access.READ_OWNED}" not in [sql for sql, _ in sent_statements]
 
 
 @pytest.mark.parametrize(
