@@ -256,9 +256,9 @@ def compact_search_hit(hit: SearchHit) -> dict:
     if hit.project is not None:
         data["project"] = hit.project
     data["recordedAt"] = utc_datetime(hit.recorded_at)
+    data |= _commitment_fields(hit) | _resolution(hit)
     if hit.score is not None:
         data["score"] = hit.score
-    data |= _commitment_fields(hit) | _resolution(hit)
     if hit.status != "active":
         data["status"] = hit.status
     if hit.valid_to is not None:

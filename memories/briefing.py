@@ -1,7 +1,9 @@
 """The session briefing: what an agent needs at the start of a session, in one bounded read.
 
 Each section reports the exact number of matching memories and at most a few items (excerpts,
-never full bodies). All sections come from one UNION ALL statement, pinned threads from a second.
+never full bodies). All sections come from one UNION ALL statement, pinned threads from a second,
+both (and the lookups around them) in one snapshot (replica.one_snapshot), so that the counts and
+the items agree.
 A selector narrows every section to its scope, project or thread, but a project's preferences
 take in the account-wide ones too (SectionSpec.account_wide).
 """
@@ -208,9 +210,6 @@ def read_sections(
             require_known_facet(
                 cursor, owner_id=owner_id, facet=selector.kind, value=selector.value
             )
-        elif not rows and selector.kind == "thread":
-            # A thread deleted since `selector.sql` found it is NotFound too, not an empty one.
-            Thread.objects.require_still_there(owner_id, params["selector"], selector.value)
         members = None
         if selector.kind == "thread":
             members = rows[0][-1] if rows and read_first else _current_members(cursor, params)
@@ -334,19 +333,21 @@ def build_briefing(*, owner_id: int, selector: Selector, mode: str = "brief") ->
     if mode not in MODES:
         raise InvalidInput("mode", f"must be one of: {', '.join(MODES)}")
     now = timezone.now()
-    selector, sections, members = read_sections(
-        owner_id=owner_id,
-        selector=selector,
-        specs=BRIEFING_SECTIONS,
-        items=ITEMS[mode],
-        excerpt_max=EXCERPT[mode],
-        now=now,
-    )
+    with replica.one_snapshot():
+        selector, sections, members = read_sections(
+            owner_id=owner_id,
+            selector=selector,
+            specs=BRIEFING_SECTIONS,
+            items=ITEMS[mode],
+            excerpt_max=EXCERPT[mode],
+            now=now,
+        )
+        pinned_threads = read_pinned_threads(owner_id)
     return Briefing(
         selector=selector,
         mode=mode,
         generated_at=now,
         sections=sections,
-        pinned_threads=read_pinned_threads(owner_id),
+        pinned_threads=pinned_threads,
         unlisted=unlisted_members(members, sections),
     )

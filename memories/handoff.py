@@ -11,7 +11,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from memories import bounds
+from memories import bounds, replica
 from memories.briefing import (
     EXCERPT,
     OPEN_COMMITMENT,
@@ -89,19 +89,21 @@ def build_handoff(
         else None
     )
     now = timezone.now()
-    selector, sections, members = read_sections(
-        owner_id=owner_id,
-        selector=selector,
-        specs=HANDOFF_SECTIONS,
-        items=section_limit,
-        excerpt_max=EXCERPT_MAX,
-        now=now,
-    )
+    with replica.one_snapshot():
+        selector, sections, members = read_sections(
+            owner_id=owner_id,
+            selector=selector,
+            specs=HANDOFF_SECTIONS,
+            items=section_limit,
+            excerpt_max=EXCERPT_MAX,
+            now=now,
+        )
+        pinned_threads = read_pinned_threads(owner_id)
     return Handoff(
         selector=selector,
         generated_for=label,
         generated_at=now,
         sections=sections,
-        pinned_threads=read_pinned_threads(owner_id),
+        pinned_threads=pinned_threads,
         unlisted=unlisted_members(members, sections),
     )

@@ -19,7 +19,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
 from infra.dbfaults import is_unavailable
 
@@ -37,6 +37,25 @@ def read_alias() -> str:
     """The database this code's reads go to: the replica inside `tolerant_read`, else the
     primary."""
     return REPLICA if _lag_tolerant.get() and configured() else DEFAULT_DB_ALIAS
+
+
+@contextmanager
+def one_snapshot() -> Iterator[str]:
+    """A transaction on `read_alias()` (yielded) whose statements all see the database as of its
+    first: under READ COMMITTED a revision committing between two statements of one answer would
+    show a memory and its successor together, or counts that disagree with the items listed. A
+    read-only transaction at REPEATABLE READ never fails to serialize. Inside a caller's
+    transaction, that one's isolation stands (a savepoint cannot change it)."""
+    alias = read_alias()
+    connection = connections[alias]
+    outermost = not connection.in_atomic_block
+    with transaction.atomic(using=alias):
+        if outermost:
+            # On the raw cursor (it sets no tenant and reads no rows), before any other statement
+            # of the transaction, as PostgreSQL requires.
+            with connection.connection.cursor() as raw:
+                raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        yield alias
 
 
 @contextmanager

@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from django.db import connections, transaction
+from django.db import connections
 from django.utils import timezone
 
 from memories import account_indexes, bounds, replica
@@ -273,10 +273,7 @@ def search_memories(
     fingerprint = filters.fingerprint(owner_id, text, thread_id=where.thread_id)
     position = _position(cursor, fingerprint)
     params |= _search_params(owner_id, position)
-    outermost = not connections[alias].in_atomic_block
-    with transaction.atomic(using=alias), connections[alias].cursor() as db:
-        if outermost:
-            _one_snapshot(connections[alias])
+    with replica.one_snapshot(), connections[alias].cursor() as db:
         _count_tenant(db, params, where)
         resume_after = None  # a listing's last memory read, when its window ended the page
         parsed: _Query | None = None
@@ -438,16 +435,6 @@ def _hits(shown: list[_Candidate], rows: dict, *, ranked: bool) -> list[SearchHi
         )
         for c in shown
     ]
-
-
-def _one_snapshot(connection) -> None:
-    """Let every statement of the search see the database as of its first: under READ
-    COMMITTED a revision committing between the words walk and the nearest-by-meaning statement
-    would put a memory and its successor on one page. A read-only transaction at REPEATABLE READ
-    never fails to serialize. Sent on the raw cursor (it sets no tenant and reads no rows), before
-    any other statement of the transaction, as PostgreSQL requires."""
-    with connection.connection.cursor() as raw:
-        raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
 
 
 def _count_tenant(db, params: dict, where: _Where) -> None:

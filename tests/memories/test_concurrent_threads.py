@@ -498,17 +498,27 @@ READS_BY_THREAD = {
 }
 
 
-@pytest.mark.parametrize("read", READS_BY_THREAD)
-def test_a_read_by_a_thread_deleted_after_its_name_was_looked_up_is_not_found(
-    tenant, member_of_launch, deleted_once_looked_up, read
+def test_a_search_by_a_thread_deleted_after_its_name_was_looked_up_is_not_found(
+    tenant, member_of_launch, deleted_once_looked_up
 ):
-    """Whichever connection the read runs on (the replica's may even lag the lookup's), a read
-    that finds the thread's members gone because the thread is gone says so, as for a thread
-    never created."""
+    """Whichever connection the search runs on (the replica's may even lag the lookup's), a
+    search that finds the thread's members gone because the thread is gone says so, as for a
+    thread never created."""
     with pytest.raises(
         NotFound, match=r"^not_found: thread 'launch'; describe_environment lists your threads$"
     ):
-        READS_BY_THREAD[read](tenant)
+        _found_by_search(tenant)
+
+
+@pytest.mark.parametrize("read", ["briefing", "handoff"])
+def test_a_briefing_reads_its_thread_as_it_stood_when_looked_up(
+    tenant, member_of_launch, deleted_once_looked_up, read
+):
+    """A briefing or handoff reads one snapshot, which its lookup of the thread's name began:
+    a delete committed after it is not seen, so the thread is answered with its members, as it
+    stood, never as a thread with none."""
+    assert READS_BY_THREAD[read](tenant) == 1
+    assert not Thread.objects.filter(owner=tenant).exists()
 
 
 @pytest.mark.parametrize("read", READS_BY_THREAD)
