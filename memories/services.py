@@ -540,7 +540,8 @@ def archive_memory(*, owner: AbstractBaseUser, memory_id: object) -> Memory:
 def resolve_commitment(*, owner: AbstractBaseUser, memory_id: object, status: object) -> Memory:
     """Move a commitment through its state machine (COMMITMENT_TRANSITIONS), noting when it was
     resolved (resolved_at, cleared by any other move). The same state is a no-op; an illegal
-    move raises InvalidTransition naming both states and the moves there are."""
+    move raises InvalidTransition naming both states and the moves there are. An archived
+    commitment is refused, the same state included: it keeps the state it had."""
     if status not in CommitmentStatus.values:
         raise InvalidInput("status", f"must be one of: {', '.join(CommitmentStatus.values)}")
     with transaction.atomic():
@@ -556,6 +557,18 @@ def resolve_commitment(*, owner: AbstractBaseUser, memory_id: object, status: ob
             )
         if memory.valid_to is not None:
             raise superseded(owner.pk, memory.id, "resolve", needs_type=MemoryType.COMMITMENT)
+        if memory.status == Status.ARCHIVED:
+            # Set aside, it is in no briefing or handoff and never overdue: a move would be
+            # answered as done while the commitment stays out of every list its state puts it
+            # in. The same state is refused too, rather than answered as a commitment in play.
+            # A revision is the way back, and carries the state over (_new_memory).
+            raise InvalidInput(
+                "memoryId",
+                f"memory {memory.id} is archived: an archived commitment keeps the state it had "
+                f"('{memory.commitment_status}'), and resolve moves it to none, that one "
+                f"included; revise it (predecessorId {memory.id}, no other field needed) to "
+                "bring it back as an active commitment in that state, then resolve the new id",
+            )
         if status != memory.commitment_status:
             moves = COMMITMENT_TRANSITIONS[memory.commitment_status]
             if status not in moves:

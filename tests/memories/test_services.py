@@ -347,6 +347,36 @@ class TestResolve:
         with pytest.raises(InvalidInput, match="is a note, not a commitment"):
             resolve_commitment(owner=tenant, memory_id=note.id, status="resolved")
 
+    @pytest.mark.parametrize("status", ["resolved", "waiting"])
+    def test_an_archived_commitment_is_refused_and_revising_it_is_the_way_back(
+        self, tenant, status
+    ):
+        """Archived, a commitment is in no briefing or handoff: a move of its state would be
+        answered as done and change nothing an agent sees. Its own state ('waiting') is refused
+        alike. The refusal names the revision that brings it back, in the state it had."""
+        memory = record_memory(owner=tenant, memory_type="commitment", topic="a", content="x")
+        resolve_commitment(owner=tenant, memory_id=memory.id, status="waiting")
+        archive_memory(owner=tenant, memory_id=memory.id)
+        with pytest.raises(InvalidInput) as refused:
+            resolve_commitment(owner=tenant, memory_id=memory.id, status=status)
+        assert str(refused.value) == (
+            f"invalid_input: memoryId: memory {memory.id} is archived: an archived commitment "
+            "keeps the state it had ('waiting'), and resolve moves it to none, that one "
+            f"included; revise it (predecessorId {memory.id}, no other field needed) to bring "
+            "it back as an active commitment in that state, then resolve the new id"
+        )
+        memory.refresh_from_db()
+        assert (memory.status, memory.commitment_status, memory.resolved_at) == (
+            "archived",
+            "waiting",
+            None,
+        )
+
+        back = revise_memory(owner=tenant, predecessor_id=memory.id)
+        assert (back.status, back.commitment_status) == ("active", "waiting")
+        done = resolve_commitment(owner=tenant, memory_id=back.id, status=status)
+        assert done.commitment_status == status
+
     def test_resolving_a_blocker_says_to_archive_or_revise_it(self, tenant):
         blocker = record_memory(owner=tenant, memory_type="blocker", topic="a", content="x")
         with pytest.raises(InvalidInput) as refused:

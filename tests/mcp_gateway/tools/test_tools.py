@@ -969,11 +969,13 @@ async def test_a_write_result_says_whether_the_commitment_is_overdue_as_search_d
     late = (await ok(agent, "revise", arguments))["memory"]
     [hit] = (await ok(agent, "search", {"query": "invoice"}))["hits"]
     assert late["overdue"] is hit["overdue"] is True
-    archived = (await ok(agent, "archive", {"memoryId": late["id"]}))["memory"]
-    [read] = (await ok(agent, "get_memories", {"ids": [late["id"]]}))["memories"]
-    assert (archived.get("overdue"), read["overdue"]) == (None, False)  # set aside
     resolved = await ok(agent, "resolve", {"memoryId": late["id"], "status": "resolved"})
     assert "overdue" not in resolved["memory"]
+    lapsed = await remember(agent, memoryType="commitment", content="renew the domain", dueAt=past)
+    assert lapsed["overdue"] is True
+    archived = (await ok(agent, "archive", {"memoryId": lapsed["id"]}))["memory"]
+    [read] = (await ok(agent, "get_memories", {"ids": [lapsed["id"]]}))["memories"]
+    assert (archived.get("overdue"), read["overdue"]) == (None, False)  # set aside
     assert "overdue" not in (await remember(agent, content="a note"))
 
 
@@ -996,6 +998,21 @@ async def test_resolve_moves_a_commitment_and_refuses_illegal_moves(agent):
     note = await remember(agent, content="not a commitment")
     text = await fails(agent, "resolve", {"memoryId": note["id"], "status": "resolved"})
     assert text.startswith("invalid_input: memoryId: ")
+
+
+async def test_resolving_an_archived_commitment_names_the_revision_that_brings_it_back(agent):
+    """The way the refusal names works through the tools: revise with predecessorId alone."""
+    commitment = await remember(agent, memoryType="commitment", content="ship it")
+    await ok(agent, "archive", {"memoryId": commitment["id"]})
+    text = await fails(agent, "resolve", {"memoryId": commitment["id"], "status": "resolved"})
+    assert text.startswith(f"invalid_input: memoryId: memory {commitment['id']} is archived")
+    [read] = (await ok(agent, "get_memories", {"ids": [commitment["id"]]}))["memories"]
+    assert (read["status"], read["commitmentStatus"]) == ("archived", "open")
+
+    back = (await ok(agent, "revise", {"predecessorId": commitment["id"]}))["memory"]
+    assert (back["status"], back["commitmentStatus"]) == ("active", "open")
+    done = await ok(agent, "resolve", {"memoryId": back["id"], "status": "resolved"})
+    assert done["memory"]["commitmentStatus"] == "resolved"
 
 
 async def test_a_resolved_commitment_says_when_it_was_resolved_wherever_it_is_read(agent):
