@@ -312,8 +312,18 @@ THREAD = output(
     {
         "name": {"type": "string"},
         "pinned": {"type": "boolean"},
-        "memberCount": {"type": "integer"},
-        "proposalCount": {"type": "integer"},
+        "memberCount": {
+            "type": "integer",
+            "description": (
+                "Its current, active members: what a search of the thread lists by default. "
+                "Archived members stay members but are not counted (status 'archived' or "
+                "'any' lists them)."
+            ),
+        },
+        "proposalCount": {
+            "type": "integer",
+            "description": "Its open proposals of current memories, archived ones too.",
+        },
     },
     required=("name", "pinned"),
 )

@@ -640,15 +640,23 @@ class ThreadQuerySet(models.QuerySet):
         )
 
     def owned_with_counts(self, owner_id: int) -> ThreadQuerySet:
-        """The owner's threads, with `member_count` and `proposal_count`: members and open
-        proposals among current memories. Counted in subqueries (the GROUP BY that Count() over
+        """The owner's threads, with `member_count`, the members a listing of the thread shows
+        by default (current and active: not an archived one, nor a version since revised), and
+        `proposal_count`, its open proposals of current memories, archived ones too, as
+        list_open_proposals lists them. Counted in subqueries (the GROUP BY that Count() over
         a join writes names only `id`, which PostgreSQL does not take as the key, since the
         primary key is (owner_id, id)) that name the owner as a constant: correlated to the
         thread's owner instead, the planner assumed an average tenant and hash-joined all of a
         large tenant's rows, where probing the thread's few members is far cheaper."""
         return self.filter(owner_id=owner_id).annotate(
-            member_count=_memberships_of_current_memories(owner_id, MembershipState.MEMBER),
-            proposal_count=_memberships_of_current_memories(owner_id, MembershipState.PROPOSED),
+            member_count=_RowCount(
+                _memberships_of_current_memories(owner_id, MembershipState.MEMBER).filter(
+                    memory__status=Status.ACTIVE
+                )
+            ),
+            proposal_count=_RowCount(
+                _memberships_of_current_memories(owner_id, MembershipState.PROPOSED)
+            ),
         )
 
     def names(self, owner_id: int) -> list[str]:
@@ -755,15 +763,15 @@ def _members_up_to(owner_id: int, most: int) -> _RowCount:
     )
 
 
-def _memberships_of_current_memories(owner_id: int, state: str) -> _RowCount:
-    return _RowCount(
-        ThreadMembership.objects.filter(
-            owner_id=owner_id,
-            thread_id=models.OuterRef("id"),
-            state=state,
-            memory__valid_to__isnull=True,
-        ).values("id")
-    )
+def _memberships_of_current_memories(owner_id: int, state: str) -> models.QuerySet:
+    """The ids of a thread's (the outer query's) membership rows in `state` of current
+    memories."""
+    return ThreadMembership.objects.filter(
+        owner_id=owner_id,
+        thread_id=models.OuterRef("id"),
+        state=state,
+        memory__valid_to__isnull=True,
+    ).values("id")
 
 
 class Thread(TenantRow):

@@ -375,7 +375,7 @@ def _memory_id_for_proposal(owner: AbstractBaseUser, parsed: uuid.UUID | None) -
 
 def list_threads(*, owner: AbstractBaseUser) -> list[Thread]:
     """All the tenant's threads (at most THREADS_MAX exist; pinned first, then by name) with
-    member and open-proposal counts of current memories."""
+    their counts (Thread.objects.owned_with_counts)."""
     return list(
         Thread.objects.owned_with_counts(owner.pk).order_by("-pinned", "name")[:THREADS_MAX]
     )

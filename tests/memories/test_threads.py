@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from accounts.erasure import erase_account
 from memories import services, threads
+from memories.briefing import read_pinned_threads
 from memories.errors import AccountInactive, Conflict, DuplicateMemory, InvalidInput, NotFound
 from memories.models import MembershipState, Memory, Thread, ThreadMembership
 from memories.services import record_memory, revise_memory
@@ -271,6 +272,31 @@ def test_a_revision_of_the_same_topic_makes_no_proposal_again(tenant, proposed_f
     )
     assert proposals == []
     assert ThreadMembership.objects.filter(state=MembershipState.PROPOSED).count() == 0
+
+
+def test_a_threads_member_count_leaves_out_its_archived_members(tenant, proposed_for_budget):
+    """memberCount is what a listing of the thread shows by default: its current, active
+    members. An archived member stays a member (the thread's search with status 'archived'
+    lists it), and an open proposal of an archived memory stays open, as proposals list it."""
+    proposed, _ = proposed_for_budget
+    seed = ThreadMembership.objects.get(owner=tenant, state=MembershipState.MEMBER).memory
+    kept = record_memory(owner=tenant, memory_type="note", topic="forecast", content="c")
+    add_thread_members(owner=tenant, name="budget", memory_ids=[kept.id])
+    threads.pin_thread(owner=tenant, name="budget", pinned=True)
+    services.archive_memory(owner=tenant, memory_id=seed.id)
+    services.archive_memory(owner=tenant, memory_id=proposed.id)
+
+    [listed] = threads.list_threads(owner=tenant)
+    assert (listed.member_count, listed.proposal_count) == (1, 1)
+    [pinned] = read_pinned_threads(tenant.pk).items
+    assert (pinned.member_count, pinned.proposal_count) == (1, 1)
+    unpinned = threads.pin_thread(owner=tenant, name="budget", pinned=False)
+    assert (unpinned.member_count, unpinned.proposal_count) == (1, 1)
+    assert ThreadMembership.objects.get(memory=seed).state == MembershipState.MEMBER
+    # Brought back by a revision, it is counted again: its successor holds its place.
+    revise_memory_with_proposals(owner=tenant, predecessor_id=seed.id)
+    [listed] = threads.list_threads(owner=tenant)
+    assert listed.member_count == 2
 
 
 @pytest.mark.parametrize("change", [add_thread_members, threads.remove_thread_members])

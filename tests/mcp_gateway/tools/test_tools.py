@@ -1773,6 +1773,19 @@ async def test_a_revised_member_stays_in_its_thread(agent):
     assert [h["excerpt"] for h in hits["hits"]] == ["v2"]
 
 
+async def test_a_threads_member_count_is_what_a_listing_of_it_shows(agent):
+    """An archived member is counted by neither: a search of the thread lists it only with
+    status 'archived' or 'any'."""
+    kept, archived = [await remember(agent, content=text) for text in ("kept", "set aside")]
+    await thread_of(agent, "t", [kept["id"], archived["id"]])
+    await ok(agent, "archive", {"memoryId": archived["id"]})
+    listed = await ok(agent, "configure_thread", {"action": "list"})
+    shown = await ok(agent, "search", {"thread": "t"})
+    assert listed["threads"][0]["memberCount"] == len(shown["hits"]) == 1
+    every = await ok(agent, "search", {"thread": "t", "status": "any"})
+    assert len(every["hits"]) == 2
+
+
 # --- describe_environment ------------------------------------------------------------------
 
 
