@@ -292,7 +292,8 @@ class PinnedThread:
 
 @dataclass
 class PinnedThreads:
-    """The owner's pinned threads: the exact count and the first PINNED_THREADS_MAX by name."""
+    """The owner's pinned threads: the exact count and the first PINNED_THREADS_MAX by name (in
+    any case)."""
 
     count: int
     items: list[PinnedThread]
@@ -309,7 +310,7 @@ def read_pinned_threads(owner_id: int) -> PinnedThreads:
     pinned = list(
         Thread.objects.owned_with_counts(owner_id)
         .filter(pinned=True)
-        .order_by("name")
+        .in_name_order()
         .values_list("name", "member_count", "proposal_count")
     )
     return PinnedThreads(

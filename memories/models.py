@@ -659,13 +659,20 @@ class ThreadQuerySet(models.QuerySet):
             ),
         )
 
+    def in_name_order(self, *first: str) -> ThreadQuerySet:
+        """Ordered by the fields `first`, then by name as thread names compare (thread_name_key,
+        in code point order: "alpha" before "Zeta", which the names' own order puts after it,
+        and "ébauche", decomposed, among the e's), then by the name itself, so that names of
+        one key (only erased ones share it) keep an order too."""
+        return self.order_by(*first, thread_name_key(F("name")), "name")
+
     def names(self, owner_id: int) -> list[str]:
-        """The owner's thread names (at most THREADS_MAX), alphabetically; erased ones left
-        out."""
+        """The owner's thread names (at most THREADS_MAX), alphabetically in any case; erased
+        ones left out."""
         return list(
             self.filter(owner_id=owner_id)
             .exclude(name=ERASED)
-            .order_by("name")
+            .in_name_order()
             .values_list("name", flat=True)
         )
 

@@ -374,11 +374,9 @@ def _memory_id_for_proposal(owner: AbstractBaseUser, parsed: uuid.UUID | None) -
 
 
 def list_threads(*, owner: AbstractBaseUser) -> list[Thread]:
-    """All the tenant's threads (at most THREADS_MAX exist; pinned first, then by name) with
-    their counts (Thread.objects.owned_with_counts)."""
-    return list(
-        Thread.objects.owned_with_counts(owner.pk).order_by("-pinned", "name")[:THREADS_MAX]
-    )
+    """All the tenant's threads (at most THREADS_MAX exist; pinned first, then by name in any
+    case) with their counts (Thread.objects.owned_with_counts)."""
+    return list(Thread.objects.owned_with_counts(owner.pk).in_name_order("-pinned")[:THREADS_MAX])
 
 
 def list_open_proposals(*, owner: AbstractBaseUser, limit: int = LIST_MAX) -> list[Proposal]:

@@ -82,6 +82,14 @@ def test_account_wide_preferences_stay_out_of_a_scope_or_a_threads_briefing(tena
     assert thread.unlisted == 0
 
 
+def test_pinned_threads_are_listed_by_name_in_any_case(tenant):
+    for name in ("Zeta", "alpha", "Beta"):
+        create_thread(owner=tenant, name=name, pinned=True)
+    create_thread(owner=tenant, name="also", pinned=False)
+    pinned = briefing.read_pinned_threads(tenant.pk)
+    assert [thread.name for thread in pinned.items] == ["alpha", "Beta", "Zeta"]
+
+
 def test_a_misspelt_project_is_not_found_though_account_wide_preferences_would_list(tenant):
     """The account-wide preferences are listed for any project: they must not make a
     misspelt one read as a project whose only memories are those."""

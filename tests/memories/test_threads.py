@@ -21,6 +21,7 @@ from memories.threads import (
     rename_thread,
     revise_memory_with_proposals,
 )
+from tests.factories import ThreadFactory
 from tests.memories.made_up_credentials import CREDENTIALS
 
 
@@ -459,6 +460,27 @@ def test_a_deleted_threads_name_starts_afresh(tenant, proposed_for_budget):
     add_thread_members(owner=tenant, name="budget", memory_ids=[memory.id])  # not rejected now
     [listed] = [t for t in threads.list_threads(owner=tenant) if t.name == "budget"]
     assert listed.member_count == 1
+
+
+def test_threads_are_listed_by_name_in_any_case(tenant, other_tenant):
+    """As their names compare: "alpha" before "Zeta", and "ébauche" (decomposed, its e
+    first) among the e's; pinned first in the list."""
+    for name in ("Zeta", "alpha", "Beta", "ébauche"):
+        create_thread(owner=tenant, name=name)
+    create_thread(owner=tenant, name="pinned Omega", pinned=True)
+    create_thread(owner=tenant, name="Pinned alpha", pinned=True)
+    ThreadFactory(owner=other_tenant, name="aardvark")
+
+    listed = [thread.name for thread in threads.list_threads(owner=tenant)]
+    assert listed == ["Pinned alpha", "pinned Omega", "alpha", "Beta", "ébauche", "Zeta"]
+    assert Thread.objects.names(tenant.pk) == [
+        "alpha",
+        "Beta",
+        "ébauche",
+        "Pinned alpha",
+        "pinned Omega",
+        "Zeta",
+    ]
 
 
 def test_deleting_frees_a_place_under_the_thread_cap(tenant, monkeypatch):
