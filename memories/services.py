@@ -547,6 +547,10 @@ def resolve_commitment(*, owner: AbstractBaseUser, memory_id: object, status: ob
     with transaction.atomic():
         lock_live_owner(owner)
         memory = _locked(owner, memory_id)
+        if memory.valid_to is not None:
+            # First: what this version was matters less than what its newest revision is (a
+            # note revised into a commitment is resolved by the commitment's id).
+            raise superseded(owner.pk, memory.id, "resolve", needs_type=MemoryType.COMMITMENT)
         if memory.memory_type != MemoryType.COMMITMENT:
             # An agent done with a blocker or a note reaches for resolve: name the way that is.
             raise InvalidInput(
@@ -555,8 +559,6 @@ def resolve_commitment(*, owner: AbstractBaseUser, memory_id: object, status: ob
                 "commitment has a state to resolve; archive this one if it no longer holds "
                 "(it stays readable by id), or revise it if it changed",
             )
-        if memory.valid_to is not None:
-            raise superseded(owner.pk, memory.id, "resolve", needs_type=MemoryType.COMMITMENT)
         if memory.status == Status.ARCHIVED:
             # Set aside, it is in no briefing or handoff and never overdue: a move would be
             # answered as done while the commitment stays out of every list its state puts it

@@ -189,6 +189,20 @@ class TestRevise:
             f"conflict: memory {old.id} is already superseded by {new.id}; {action} {new.id}"
         )
 
+    def test_resolving_a_note_revised_into_a_commitment_names_the_commitment(self, tenant):
+        """What the old version was matters less than what its newest revision is: the agent
+        holding a note's id is sent to the commitment it became, not told to archive or revise
+        a version that no longer can be."""
+        old = record_memory(owner=tenant, memory_type="note", topic="a", content="v1")
+        new = revise_memory(
+            owner=tenant, predecessor_id=old.id, content="v2", memory_type="commitment"
+        )
+        with pytest.raises(Conflict) as raised:
+            resolve_commitment(owner=tenant, memory_id=old.id, status="resolved")
+        assert str(raised.value) == (
+            f"conflict: memory {old.id} is already superseded by {new.id}; resolve {new.id}"
+        )
+
     def test_resolving_a_commitment_revised_into_another_type_sends_nowhere(self, tenant):
         """Its newest revision is no commitment: "resolve {newest}" would only earn the agent an
         invalid_input, so the conflict says there is nothing left to resolve."""
