@@ -81,7 +81,8 @@ NOT_A_MEMORY_URI = (
     f"not a memory's URI; a memory is read as {MEMORY_URI_TEMPLATE}, {{id}} its id (a UUID)"
 )
 NOT_A_MEMORY_ID = (
-    f"the {{id}} of {MEMORY_URI_TEMPLATE} is a memory's id, a UUID as remember and search give it"
+    f"the {{id}} of {MEMORY_URI_TEMPLATE} is a memory's id as remember and search give it: a "
+    "UUID, in lower case with hyphens"
 )
 
 
@@ -103,7 +104,10 @@ async def read_resource(
     if memory_id is None:
         # Another scheme or shape: not one of ours. No id to look up, so no oracle either.
         raise _not_found(uri, NOT_A_MEMORY_URI)
-    if parse_memory_id(memory_id) is None:
+    parsed = parse_memory_id(memory_id)
+    if parsed is None or str(parsed) != memory_id:
+        # Only the form the server gives: a tool takes an id in other spellings too
+        # (parse_memory_id), but each would be another name for one cacheable resource.
         raise _not_found(uri, NOT_A_MEMORY_ID)
     # The tenant is the verified token's user, never anything in the URI.
     found = await read_owned_memories(owner_id=principal.user_id, ids=[memory_id])
