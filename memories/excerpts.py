@@ -1,7 +1,7 @@
 """The one excerpt rule shared by search, briefing and handoff: bodies longer than the limit are
 cut and end in an ellipsis, and the caller is told (truncated, contentLength) so it can fetch the
 full body from the cacheable `threengram://memory/{id}` resource. Also the one row shape they
-read a memory in (`EXCERPT_COLUMNS`, `MemoryExcerpt.from_row`)."""
+read a memory in (`EXCERPT_COLUMNS`, `MemoryExcerpt.row_fields`)."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def _cluster_start_before(content: str, cut: int) -> int:
     return 0
 
 
-# The columns of a memory `m` that `MemoryExcerpt.from_row` reads, in its order. The content is
+# The columns of a memory `m` that `MemoryExcerpt.row_fields` reads, in its order. The content is
 # fetched cut to %(excerpt_fetch)s code points (the limit plus one: enough to know it was cut);
 # the due date is read clamped, so one stored before inputs were bounded cannot fail the read.
 EXCERPT_COLUMNS = f"""m.id, m.memory_type, m.topic, left(m.content, %(excerpt_fetch)s),
@@ -160,7 +160,3 @@ class MemoryExcerpt(MemoryResource):
                 now=now,
             ),
         }
-
-    @classmethod
-    def from_row(cls, row: tuple, *, excerpt_max: int, now: datetime) -> MemoryExcerpt:
-        return cls(**cls.row_fields(row, excerpt_max=excerpt_max, now=now))

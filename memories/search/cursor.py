@@ -75,9 +75,6 @@ class _Position:
             statistics = None
             if "w" in payload:
                 words = payload["w"]
-                if isinstance(words, list) and len(words) == 6:
-                    # Issued before a cursor carried its walk's bound: that walk was the longer.
-                    words = [*words, None]
                 total, held_by, average_length, rare, walked_to, rare_walked_to, walk_max = words
                 statistics = _WordStatistics(
                     total=int(total),

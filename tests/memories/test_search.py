@@ -1723,13 +1723,10 @@ def test_a_cursor_of_another_shape_is_refused(tenant):
         MemoryFactory(owner=tenant, content=f"shaped cursor {n}")
     payload = signing.loads(run(tenant, "shaped cursor", limit=1).next_cursor, salt=_CURSOR_SALT)
     assert len(payload["w"]) == 7
-    for words in (payload["w"][:3], payload["w"][:5], [*payload["w"], 1]):
+    for words in (payload["w"][:3], payload["w"][:6], [*payload["w"], 1]):
         cursor = resigned({**payload, "w": words}, time.time())
         with pytest.raises(InvalidInput, match="cursor: is not a cursor this server issued"):
             run(tenant, "shaped cursor", limit=1, cursor=cursor)
-    # One issued before a cursor carried its walk's bound pages on (that walk was the longer).
-    earlier = resigned({**payload, "w": payload["w"][:6]}, time.time())
-    assert len(run(tenant, "shaped cursor", limit=1, cursor=earlier).hits) == 1
     # An instant without its offset cannot be compared with the memories' (a server issues
     # none); each such field is refused as the others are, not failed on.
     for field in ("r", "t"):
