@@ -233,7 +233,7 @@ def _reject_proposal(owner: AbstractBaseUser, args: dict) -> dict:
 # and the fields it reads, all required. Any other field is refused rather than ignored: an
 # accept_proposal naming a thread would otherwise accept into the proposal's own thread, and a
 # create with members would create an empty thread, both answered as success.
-THREAD_ACTIONS: dict[str, tuple[ThreadAction, tuple[str, ...]]] = {
+THREAD_ACTION_HANDLERS: dict[str, tuple[ThreadAction, tuple[str, ...]]] = {
     "list": (_list, ()),
     "create": (_create, ("name",)),
     "rename": (_rename, ("name", "newName")),
@@ -249,10 +249,12 @@ THREAD_ACTIONS: dict[str, tuple[ThreadAction, tuple[str, ...]]] = {
 
 def _configure_thread_sync(principal: Principal, args: dict) -> dict:
     action = args["action"]
-    run, fields = THREAD_ACTIONS[action]
+    run, fields = THREAD_ACTION_HANDLERS[action]
     for field in args:
         if field != "action" and field not in fields:
-            taking = [name for name, (_, wanted) in THREAD_ACTIONS.items() if field in wanted]
+            taking = [
+                name for name, (_, wanted) in THREAD_ACTION_HANDLERS.items() if field in wanted
+            ]
             used_by = f" (it is used by {', '.join(taking)})" if taking else ""
             raise InvalidArguments(f"{field}: not used by action '{action}'; omit it{used_by}")
     for field in fields:

@@ -11,6 +11,7 @@ from jsonschema import Draft202012Validator
 from mcp.shared.exceptions import MCPError
 
 from infra.observability import VERSION
+from mcp_gateway import handlers
 from mcp_gateway.schemas import THREAD_ACTIONS
 from mcp_gateway.tools import TOOLS, _schema_error, call_tool, tool_definitions
 from memories import environment
@@ -1592,6 +1593,11 @@ MISSING_FOR_ACTION = [
 
 def test_every_thread_action_but_list_names_what_it_needs():
     assert {action for action, _, _ in MISSING_FOR_ACTION} | {"list"} == set(THREAD_ACTIONS)
+
+
+def test_every_thread_action_the_schema_offers_has_a_handler_and_no_other():
+    # One offered without a handler would pass the schema and fail as internal_error.
+    assert set(handlers.THREAD_ACTION_HANDLERS) == set(THREAD_ACTIONS)
 
 
 @pytest.mark.parametrize(
