@@ -31,10 +31,11 @@ from infra import dbfaults
 from mcp_gateway import auth, handlers, schemas
 from mcp_gateway.handlers import InvalidArguments
 from mcp_gateway.principal import Principal
-from memories import bounds, handoff, search
+from memories import bounds, briefing, handoff, search
 from memories.bounds import text_problem_in
 from memories.briefing import SELECTOR_KINDS
 from memories.errors import DomainError
+from memories.excerpts import EXCERPT_MAX
 
 logger = logging.getLogger(__name__)
 
@@ -187,7 +188,8 @@ TOOLS: list[ToolSpec] = [
             "Orient at the start of a session or day, before working: an overview that catches "
             "you up on open and overdue commitments, blockers, recent decisions, preferences and "
             "pinned threads, with exact counts and short excerpts. For everything or one scope, "
-            "project or thread; mode brief (3 per section) or full (10)."
+            f"project or thread; mode brief ({briefing.ITEMS['brief']} per section) or full "
+            f"({briefing.ITEMS['full']})."
         ),
         input_schema=schemas.BRIEFING_IN,
         output_schema=schemas.BRIEFING_OUT,
@@ -204,7 +206,8 @@ TOOLS: list[ToolSpec] = [
             "Wrap up when you stop or delegate: bundle a handover package to pass on to "
             "another agent, a colleague or whoever continues tomorrow, with decisions, open "
             f"commitments and those resolved in the last {handoff.RECENTLY_RESOLVED_DAYS} days, "
-            "blockers, preferences and current facts as 600-character excerpts and a truncated "
+            f"blockers, preferences and current facts as {EXCERPT_MAX}-character "
+            "excerpts and a truncated "
             "flag per section, and the pinned threads."
         ),
         input_schema=schemas.HANDOFF_IN,
