@@ -17,6 +17,20 @@ from memories import account_indexes, tenancy
 from tests.factories import MemoryFactory
 
 
+def as_never_analyzed(cursor, *tables: str) -> None:
+    """Clear the statistics of `tables` as if none were ever gathered (right after a bulk load
+    or a restore, before autovacuum's ANALYZE): their sizes and their columns', which an ANALYZE
+    (autovacuum's among them) after earlier tests' rows may have left."""
+    for table in tables:
+        cursor.execute("SELECT pg_clear_relation_stats('public', %s)", [table])
+        cursor.execute(
+            "SELECT pg_clear_attribute_stats('public', %s, a.attname, false)"
+            " FROM pg_attribute a WHERE a.attrelid = %s::regclass"
+            " AND a.attnum > 0 AND NOT a.attisdropped",
+            [table, table],
+        )
+
+
 def patch_search(patcher: pytest.MonkeyPatch, name: str, value: object) -> None:
     """Set `name` to `value` for one test (through `patcher`) in every module of memories/search/
     that binds it: a module that imports a name holds a binding of its own, the one its functions

@@ -43,6 +43,7 @@ from memories.services import archive_memory, record_memory, resolve_commitment,
 from memories.threads import add_thread_members, create_thread, delete_thread
 from tests.factories import MemoryFactory, UserFactory, insert_memory_as_once_stored
 from tests.memories.conftest import (
+    as_never_analyzed,
     bury_under_recent_notes,
     explain_as_sent,
     patch_search,
@@ -2005,14 +2006,7 @@ def bulk_loaded_tenant(account_indexes_dropped, tenant):
     for kind in account_indexes.KINDS:
         kind.sync()
     with connection.cursor() as cursor:
-        for table in ("memories_memory", "memories_threadmembership"):
-            cursor.execute("SELECT pg_clear_relation_stats('public', %s)", [table])
-            cursor.execute(
-                "SELECT pg_clear_attribute_stats('public', %s, a.attname, false)"
-                " FROM pg_attribute a WHERE a.attrelid = %s::regclass"
-                " AND a.attnum > 0 AND NOT a.attisdropped",
-                [table, table],
-            )
+        as_never_analyzed(cursor, "memories_memory", "memories_threadmembership")
     return tenant
 
 

@@ -20,6 +20,7 @@ from memories.services import (
     revise_memory,
 )
 from tests.factories import MemoryFactory, insert_commitment_due_at
+from tests.memories.conftest import as_never_analyzed
 
 SUBSTANCE = (
     "content",
@@ -564,7 +565,7 @@ class TestProjectSpelling:
         MemoryFactory(owner=tenant, project="atlas")
         MemoryFactory.create_batch(30, owner=tenant, project="beacon")
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_clear_relation_stats('public', 'memories_memory')")
+            as_never_analyzed(cursor, "memories_memory")
             cursor.execute(
                 f"EXPLAIN (FORMAT JSON) {models._PROJECT_SPELLING_SQL}",
                 {"owner": tenant.pk, "project": "ATLAS"},
