@@ -493,15 +493,18 @@ def revise_memory_with_proposals(
     *, owner: AbstractBaseUser, predecessor_id: object, **fields
 ) -> tuple[Memory, list[Proposal]]:
     """`services.revise_memory`, in the same transaction: the successor takes its predecessor's
-    place in every thread (the same memory, revised, stays in its threads), and when the revision
-    changed its topic or project, what a proposal compares, it is proposed for the threads its
-    new topic fits, as a new memory is (the threads it already stands in are left out)."""
+    place in every thread (the same memory, revised, stays in its threads). When the revision
+    changed its topic or project, what a proposal compares, its predecessor's open proposals
+    compared the old ones: the successor is proposed afresh instead, as a new memory is, for the
+    threads its new topic fits (those it is a member of, or was rejected from, left out), and
+    the answer holds them."""
     proposals: list[Proposal] = []
 
     def join_and_propose(successor: Memory) -> None:
-        _join_predecessors_threads(successor)
         predecessor = successor.predecessor
-        if (successor.topic, successor.project) != (predecessor.topic, predecessor.project):
+        moved = (successor.topic, successor.project) != (predecessor.topic, predecessor.project)
+        _join_predecessors_threads(successor, open_proposals=not moved)
+        if moved:
             proposals.extend(propose_thread_memberships(memory=successor))
 
     memory = services.revise_memory(
@@ -510,11 +513,12 @@ def revise_memory_with_proposals(
     return memory, proposals
 
 
-def _join_predecessors_threads(successor: Memory) -> None:
-    """A member stays a member, an open proposal stays open (now for the successor) and a
-    rejection stays (the successor is not proposed to that thread again). Each thread is locked
-    FOR KEY SHARE first, as its foreign key check would at COMMIT: a thread being deleted is
-    waited for and then skipped, never a foreign key violation at COMMIT (delete_thread)."""
+def _join_predecessors_threads(successor: Memory, *, open_proposals: bool = True) -> None:
+    """A member stays a member, an open proposal stays open (now for the successor; with
+    `open_proposals` false it is left to the predecessor, closed) and a rejection stays (the
+    successor is not proposed to that thread again). Each thread is locked FOR KEY SHARE first,
+    as its foreign key check would at COMMIT: a thread being deleted is waited for and then
+    skipped, never a foreign key violation at COMMIT (delete_thread)."""
     with connection.cursor() as cursor:
         cursor.execute(
             """
@@ -525,6 +529,7 @@ def _join_predecessors_threads(successor: Memory) -> None:
                    CASE WHEN ms.state = 'proposed' THEN NULL ELSE %(recorded_at)s END
             FROM memories_threadmembership ms
             WHERE ms.owner_id = %(owner)s AND ms.memory_id = %(predecessor)s
+              AND (ms.state <> 'proposed' OR %(open_proposals)s)
               AND EXISTS (
                   SELECT 1 FROM memories_thread t
                   WHERE t.owner_id = ms.owner_id AND t.id = ms.thread_id
@@ -535,6 +540,7 @@ def _join_predecessors_threads(successor: Memory) -> None:
                 "successor": successor.id,
                 "owner": successor.owner_id,
                 "predecessor": successor.predecessor_id,
+                "open_proposals": open_proposals,
                 "now": timezone.now(),
                 "recorded_at": successor.recorded_at,
             },

@@ -62,8 +62,8 @@ def copied_then_lingering(monkeypatch) -> threading.Event:
     copied = threading.Event()
     join = threads._join_predecessors_threads
 
-    def join_then_linger(successor: Memory) -> None:
-        join(successor)
+    def join_then_linger(successor: Memory, **given) -> None:
+        join(successor, **given)
         copied.set()
         time.sleep(LINGER_SECONDS)
 

@@ -153,7 +153,7 @@ def test_a_revised_member_stays_in_its_threads_or_is_not_revised(tenant, monkeyp
     )
     assert ThreadMembership.objects.get(memory=successor).state == MembershipState.MEMBER
 
-    def fail(successor):
+    def fail(successor, **given):
         raise RuntimeError("joining failed")
 
     monkeypatch.setattr(threads, "_join_predecessors_threads", fail)
@@ -240,6 +240,28 @@ def test_a_revision_moved_to_another_topic_is_proposed_for_the_threads_it_now_fi
     assert (proposal.thread, proposal.memory_id) == ("budget", successor.id)
     [listed] = threads.list_open_proposals(owner=tenant)
     assert listed.id == proposal.id
+
+
+def test_a_revision_to_another_topic_drops_the_proposals_its_old_topic_made(
+    tenant, proposed_for_budget
+):
+    """An open proposal compared the old topic: moved away from the thread's, the revision is
+    not left proposed for it (with a similarity it no longer has); moved within it, it is
+    proposed again, with the similarity of its new topic, and its answer says so."""
+    memory, proposal = proposed_for_budget
+    away, proposals = revise_memory_with_proposals(
+        owner=tenant, predecessor_id=memory.id, topic="holiday rota"
+    )
+    assert proposals == []
+    assert threads.list_open_proposals(owner=tenant) == []
+    [listed] = threads.list_threads(owner=tenant)
+    assert listed.proposal_count == 0
+    back, [again] = revise_memory_with_proposals(
+        owner=tenant, predecessor_id=away.id, topic="quarterly budget"
+    )
+    assert (again.thread, again.memory_id) == ("budget", back.id)
+    assert again.similarity == pytest.approx(1.0) != pytest.approx(proposal.similarity)
+    assert [p.id for p in threads.list_open_proposals(owner=tenant)] == [again.id]
 
 
 def test_a_revision_in_many_threads_is_still_proposed_for_another_it_now_fits(tenant):
