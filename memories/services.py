@@ -6,7 +6,7 @@ accounts.erasure does, to the sentinel)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from dataclasses import fields as dataclass_fields
 from datetime import datetime
@@ -34,9 +34,11 @@ from memories.models import (
     COMMITMENT_TRANSITIONS,
     MEMORY_URI_PREFIX,
     CommitmentStatus,
+    MembershipState,
     Memory,
     MemoryType,
     Status,
+    ThreadMembership,
 )
 
 _UNSET = object()
@@ -448,6 +450,33 @@ _CLOSE_SQL = (
 )
 
 
+def memory_not_found(owner: AbstractBaseUser, memory_ids: Sequence[object]) -> NotFound:
+    """The NotFound of memory ids the owner has none of (the first five named). When one is the
+    id of one of the owner's thread proposals (remember answers both side by side, and a model
+    takes one for the other), it says so and names the proposal's memory; another tenant's
+    proposal id is answered as any unknown id."""
+    named = f"memory {', '.join(str(value) for value in memory_ids[:5])}"
+    parsed = [p for p in map(parse_memory_id, memory_ids[:5]) if p is not None]
+    proposal = (
+        ThreadMembership.objects.filter(owner=owner, id__in=parsed)
+        .select_related("thread")
+        .order_by("id")
+        .first()
+        if parsed
+        else None
+    )
+    if proposal is None:
+        return NotFound(named)
+    if proposal.state == MembershipState.PROPOSED:
+        what = "an open thread proposal's id; accept_proposal or reject_proposal takes it"
+    else:
+        what = f"the id of a thread proposal decided already ({proposal.state})"
+    return NotFound(
+        f"{named}: {proposal.id} is {what}; the memory it proposes for thread "
+        f"'{proposal.thread.name}' is {proposal.memory_id}"
+    )
+
+
 def _close(owner: AbstractBaseUser, predecessor_id: object, at: datetime) -> Memory:
     parsed = parse_memory_id(predecessor_id)
     if parsed is None:
@@ -456,7 +485,7 @@ def _close(owner: AbstractBaseUser, predecessor_id: object, at: datetime) -> Mem
     if closed is None:
         if Memory.objects.filter(owner=owner, id=parsed).exists():
             raise superseded(owner.pk, parsed, "revise")
-        raise NotFound(f"memory {predecessor_id}")
+        raise memory_not_found(owner, [predecessor_id])
     return closed
 
 
@@ -590,5 +619,5 @@ def _locked(owner: AbstractBaseUser, memory_id: object) -> Memory:
         else None
     )
     if memory is None:
-        raise NotFound(f"memory {memory_id}")
+        raise memory_not_found(owner, [memory_id])
     return memory

@@ -78,7 +78,7 @@ def _owned_memory_ids(owner: AbstractBaseUser, memory_ids: Sequence[object]) -> 
     found = _locked_memories(owner, [p for p in parsed if p])
     missing = [str(raw) for raw, p in zip(memory_ids, parsed, strict=True) if p not in found]
     if missing:
-        raise NotFound(f"memory {', '.join(missing[:5])}")
+        raise services.memory_not_found(owner, missing)
     superseded = list(dict.fromkeys(p for p in parsed if found[p] is not None))  # each once
     if superseded:
         newer = ", ".join(

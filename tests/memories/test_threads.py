@@ -242,6 +242,36 @@ def test_a_revision_moved_to_another_topic_is_proposed_for_the_threads_it_now_fi
     assert listed.id == proposal.id
 
 
+def test_a_proposal_id_sent_for_a_memory_id_is_told_apart(
+    tenant, other_tenant, proposed_for_budget
+):
+    """remember answers a memory's id and its proposals' ids side by side: one sent where the
+    other belongs is named for what it is, with the memory it proposes."""
+    memory, proposal = proposed_for_budget
+    expected = (
+        f"not_found: memory {proposal.id}: {proposal.id} is an open thread proposal's id; "
+        "accept_proposal or reject_proposal takes it; the memory it proposes for thread "
+        f"'budget' is {memory.id}"
+    )
+    calls = [
+        lambda: add_thread_members(owner=tenant, name="budget", memory_ids=[proposal.id]),
+        lambda: services.archive_memory(owner=tenant, memory_id=proposal.id),
+        lambda: services.resolve_commitment(owner=tenant, memory_id=proposal.id, status="resolved"),
+        lambda: revise_memory(owner=tenant, predecessor_id=proposal.id, content="x"),
+    ]
+    for call in calls:
+        with pytest.raises(NotFound) as raised:
+            call()
+        assert str(raised.value) == expected
+    threads.decide_thread_proposal(owner=tenant, proposal_id=proposal.id, accept=True)
+    with pytest.raises(NotFound, match=r"decided already \(member\); the memory it proposes"):
+        services.archive_memory(owner=tenant, memory_id=proposal.id)
+    # Another tenant's proposal id is any unknown id to them.
+    with pytest.raises(NotFound) as raised:
+        services.archive_memory(owner=other_tenant, memory_id=proposal.id)
+    assert str(raised.value) == f"not_found: memory {proposal.id}"
+
+
 def test_a_revision_to_another_topic_drops_the_proposals_its_old_topic_made(
     tenant, proposed_for_budget
 ):
