@@ -459,6 +459,16 @@ _FIELDS_OF_OTHER_TOOLS: dict[tuple[str, str], str] = {
     ),
     # search filters by `thread`; configure_thread names the thread it acts on `name`.
     ("configure_thread", "thread"): "did you mean 'name'? (the thread's name)",
+    # A write joins no thread by itself: the server proposes the threads it fits.
+    **{
+        (tool, field): (
+            "a memory joins a thread through configure_thread (action add_members, name, "
+            "memoryIds: the id this call returns); the answer's proposals name the threads the "
+            "server found it fits"
+        )
+        for tool in ("remember", "revise")
+        for field in ("thread", "threads", "threadName")
+    },
     # A memory's tags are indexed with its words (with its project, weighted as its topic).
     ("search", "tags"): (
         "search has no tags filter: a memory's tags are among the words it matches, so put "

@@ -200,6 +200,13 @@ async def test_read_only_token_cannot_write_but_can_list_threads(owner):
             "invalid_input: tags: unknown field; search has no tags filter: a memory's tags are "
             "among the words it matches, so put the tag in the query",
         ),
+        (
+            "remember",
+            {"memoryType": "note", "topic": "t", "content": "c", "thread": "launch"},
+            "invalid_input: thread: unknown field; a memory joins a thread through "
+            "configure_thread (action add_members, name, memoryIds: the id this call returns); "
+            "the answer's proposals name the threads the server found it fits",
+        ),
         # In the singular or the plural of a field's name too.
         (
             "search",
