@@ -167,7 +167,7 @@ def facet_values(*, owner_id: int, facet: str, prefix: str) -> list[str]:
             Thread.objects.alias(name_key=thread_name_key(F("name")))
             .filter(owner_id=owner_id, name_key__startswith=thread_name_key(Value(prefix)))
             .exclude(name=ERASED)
-            .order_by("name")
+            .in_name_order()
             .values_list("name", flat=True)[: COMPLETION_MAX + 1]
         )
     if facet not in ("scope", "project"):

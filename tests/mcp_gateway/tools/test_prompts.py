@@ -151,6 +151,15 @@ async def test_completion_offers_own_live_values_by_prefix(agent, other_agent):
     assert await complete_prompt_argument(agent, "briefing", "scope", "") == ["home", "web", "work"]
     assert await complete_prompt_argument(agent, "briefing", "project", "A") == ["apollo", "atlas"]
     assert await complete_prompt_argument(agent, "debrief", "thread", "l") == ["Launch", "legal"]
+    # In the order every thread listing has: by name in any case.
+    for name in ("Zeta", "alpha"):
+        await ok(agent, "configure_thread", {"action": "create", "name": name})
+    assert await complete_prompt_argument(agent, "debrief", "thread", "") == [
+        "alpha",
+        "Launch",
+        "legal",
+        "Zeta",
+    ]
     assert await complete_prompt_argument(agent, "briefing", "mode", "f") == ["full"]
     assert await complete_prompt_argument(agent, "briefing", "mode", "B") == ["brief"]
     assert await complete_prompt_argument(agent, "debrief", "mode", "") == []  # not its argument
