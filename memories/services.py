@@ -535,6 +535,13 @@ def _revise(
         if predecessor.status == Status.ACTIVE and fields == MemoryFields.of(predecessor):
             # A successor the same as its predecessor in every field would only bury it under a
             # new id. (Of an archived memory it is the way back: the successor is active.)
+            if len(carried_over) == len(given) + 1:  # content and every other field
+                raise InvalidInput(
+                    "predecessorId",
+                    "no field to change was given: send the fields that change with it "
+                    "(content, memoryType, topic, scope, project, tags, dueAt), or name in "
+                    "clear those to empty; omitted ones carry over",
+                )
             if "content" in carried_over:
                 raise InvalidInput(
                     "predecessorId",
@@ -596,8 +603,8 @@ def resolve_commitment(*, owner: AbstractBaseUser, memory_id: object, status: ob
             raise InvalidInput(
                 "memoryId",
                 f"memory {memory.id} is archived: an archived commitment keeps the state it had "
-                f"('{memory.commitment_status}'), and resolve moves it to none, that one "
-                f"included; revise it (predecessorId {memory.id}, no other field needed) to "
+                f"('{memory.commitment_status}'), which resolve cannot change, not even to that "
+                f"same state; revise it (predecessorId {memory.id}, no other field needed) to "
                 "bring it back as an active commitment in that state, then resolve the new id",
             )
         if status != memory.commitment_status:

@@ -376,8 +376,8 @@ class TestResolve:
             resolve_commitment(owner=tenant, memory_id=memory.id, status=status)
         assert str(refused.value) == (
             f"invalid_input: memoryId: memory {memory.id} is archived: an archived commitment "
-            "keeps the state it had ('waiting'), and resolve moves it to none, that one "
-            f"included; revise it (predecessorId {memory.id}, no other field needed) to bring "
+            "keeps the state it had ('waiting'), which resolve cannot change, not even to that "
+            f"same state; revise it (predecessorId {memory.id}, no other field needed) to bring "
             "it back as an active commitment in that state, then resolve the new id"
         )
         memory.refresh_from_db()
@@ -491,6 +491,14 @@ def test_a_revision_that_changes_nothing_is_refused_and_writes_nothing(tenant):
     ]
     retitled = revise_memory(owner=tenant, predecessor_id=memory.id, content="Ship v2.", topic="go")
     assert (retitled.predecessor_id, retitled.topic) == (memory.id, "go")
+    # With no field at all, the refusal says what to send rather than what was "given".
+    with pytest.raises(InvalidInput) as refused:
+        revise_memory(owner=tenant, predecessor_id=retitled.id)
+    assert str(refused.value) == (
+        "invalid_input: predecessorId: no field to change was given: send the fields that "
+        "change with it (content, memoryType, topic, scope, project, tags, dueAt), or name in "
+        "clear those to empty; omitted ones carry over"
+    )
 
 
 class TestProjectSpelling:
