@@ -72,20 +72,22 @@ async def test_legacy_client_does_not_cache(live_daphne, seeded):
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
-async def test_not_found_is_the_same_for_missing_foreign_and_malformed(live_daphne, seeded, mode):
-    uris = [
-        f"threengram://memory/{uuid.uuid4()}",
-        seeded.foreign_memory.resource_uri,
-        "threengram://memory/0000",
-    ]
+async def test_not_found_is_the_same_for_missing_and_foreign(live_daphne, seeded, mode):
+    """A missing and another tenant's id get one bare error; an id of the wrong form is told
+    the form, which says nothing of any memory."""
+    uris = [f"threengram://memory/{uuid.uuid4()}", seeded.foreign_memory.resource_uri]
+    malformed = "threengram://memory/0000"
     errors = []
     async with mcp_client(live_daphne.mcp_url, seeded.token, mode=mode) as c:
-        for uri in uris:
+        for uri in [*uris, malformed]:
             with pytest.raises(MCPError) as caught:
                 await c.read_resource(uri)
             errors.append(caught.value.error)
-    assert {(e.code, e.message) for e in errors} == {(-32602, "Resource not found")}
-    assert [e.data for e in errors] == [{"uri": u} for u in uris]
+    *absent, told = errors
+    assert {(e.code, e.message) for e in absent} == {(-32602, "Resource not found")}
+    assert [e.data for e in absent] == [{"uri": u} for u in uris]
+    assert (told.code, told.data) == (-32602, {"uri": malformed})
+    assert told.message.startswith("Resource not found: the {id} of threengram://memory/{id} is")
     assert seeded.foreign_memory.content not in live_daphne.output()
 
 
