@@ -795,6 +795,16 @@ CONFIGURE_THREAD_OUT = output(
                 "(remove_members). Empty when it changed every one."
             ),
         },
+        "archived": {
+            "type": "array",
+            "maxItems": threads.MEMBERS_PER_CALL_MAX,
+            "items": {"type": "string"},
+            "description": (
+                "add_members, only when some are: the memoryIds given that are archived. "
+                "Members all the same, but memberCount counts active members (what a search "
+                "of the thread lists by default); status 'any' lists them too."
+            ),
+        },
     },
     required=("action",),
 )

@@ -123,12 +123,16 @@ def thread(item: Thread) -> dict:
 
 
 def members_change(change: MembersChange) -> dict:
-    """add_members' or remove_members' answer: the thread after it, and the ids it changed
-    nothing for."""
-    return {
+    """add_members' or remove_members' answer: the thread after it, the ids it changed nothing
+    for, and (only when there are some) the archived members given, which memberCount leaves
+    out."""
+    data = {
         "thread": thread(change.thread),
         "unchanged": [str(memory_id) for memory_id in change.unchanged],
     }
+    if change.archived:
+        data["archived"] = [str(memory_id) for memory_id in change.archived]
+    return data
 
 
 def pinned_thread(item: PinnedThread) -> dict:

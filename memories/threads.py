@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.contrib.auth.base_user import AbstractBaseUser
@@ -26,6 +26,7 @@ from memories.models import (
     ERASED,
     MembershipState,
     Memory,
+    Status,
     Thread,
     ThreadMembership,
     thread_name_key_text,
@@ -208,6 +209,10 @@ class MembersChange:
 
     thread: Thread
     unchanged: list[uuid.UUID]
+    # Of add_thread_members: the members given that are archived. Members all the same (a search
+    # of the thread with status "archived" or "any" lists them), but not in memberCount, which
+    # counts what a default listing of the thread shows.
+    archived: list[uuid.UUID] = field(default_factory=list)
 
 
 def _states_in(thread: Thread, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
@@ -237,7 +242,12 @@ def add_thread_members(
                     memory_id=memory_id,
                     defaults={"state": MembershipState.MEMBER, "decided_at": now},
                 )
-        return MembersChange(_counted(owner, thread), unchanged)
+        archived = set(
+            Memory.objects.filter(owner=owner, id__in=ids, status=Status.ARCHIVED).values_list(
+                "id", flat=True
+            )
+        )
+        return MembersChange(_counted(owner, thread), unchanged, [i for i in ids if i in archived])
 
 
 def remove_thread_members(

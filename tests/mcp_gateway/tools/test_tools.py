@@ -1797,6 +1797,22 @@ async def test_a_threads_member_count_is_what_a_listing_of_it_shows(agent):
     assert listed["threads"][0]["memberCount"] == len(shown["hits"]) == 1
     every = await ok(agent, "search", {"thread": "t", "status": "any"})
     assert len(every["hits"]) == 2
+    # Added to another thread, an archived memory joins it, and the answer says why the count
+    # did not move.
+    await ok(agent, "configure_thread", {"action": "create", "name": "t2"})
+    added = await ok(
+        agent,
+        "configure_thread",
+        {"action": "add_members", "name": "t2", "memoryIds": [archived["id"], kept["id"]]},
+    )
+    assert added["thread"]["memberCount"] == 1
+    assert (added["unchanged"], added["archived"]) == ([], [archived["id"]])
+    again = await ok(
+        agent,
+        "configure_thread",
+        {"action": "add_members", "name": "t2", "memoryIds": [kept["id"]]},
+    )
+    assert again["unchanged"] == [kept["id"]] and "archived" not in again
 
 
 # --- describe_environment ------------------------------------------------------------------
