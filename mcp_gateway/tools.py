@@ -16,6 +16,7 @@ error of the same form (its reply is HTTP 403, whose body clients read only as o
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import re
@@ -34,7 +35,7 @@ from mcp_gateway.principal import Principal
 from memories import bounds, briefing, handoff, search
 from memories.bounds import text_problem_in
 from memories.briefing import SELECTOR_KINDS
-from memories.errors import DomainError
+from memories.errors import DomainError, did_you_mean
 from memories.excerpts import EXCERPT_MAX
 
 logger = logging.getLogger(__name__)
@@ -421,6 +422,16 @@ def _enum_hint(tool: str, field: str, value: object, allowed: list) -> str:
     hint = hints.get(value) or hints.get(value.lower())
     if hint is None and value.lower() in allowed:
         hint = f"values are lower case: '{value.lower()}'"
+    if hint is None:
+        # A slip of one of them ('add_member'), or its start ('accept' for 'accept_proposal').
+        typed = value.lower()
+        near = (
+            difflib.get_close_matches(typed, map(str, allowed), n=1, cutoff=0.75)
+            or [name for name in map(str, allowed) if len(typed) >= 4 and name.startswith(typed)][
+                :1
+            ]
+        )
+        hint = did_you_mean(near) or None
     return f"; {hint}" if hint else ""
 
 

@@ -446,6 +446,21 @@ async def test_read_only_token_cannot_write_but_can_list_threads(owner):
             "invalid_input: maxChars: must be at least 2000; got 100",
         ),
         ("briefing", {"mode": "long"}, "invalid_input: mode: must be one of: brief, full"),
+        # A slip of a value, or its start, is told the value it slips from.
+        (
+            "configure_thread",
+            {"action": "add_member", "name": "t", "memoryIds": ["x"]},
+            "invalid_input: action: must be one of: list, create, rename, pin, unpin, delete, "
+            "add_members, remove_members, accept_proposal, reject_proposal; did you mean "
+            "'add_members'?",
+        ),
+        (
+            "configure_thread",
+            {"action": "accept", "proposalId": "x"},
+            "invalid_input: action: must be one of: list, create, rename, pin, unpin, delete, "
+            "add_members, remove_members, accept_proposal, reject_proposal; did you mean "
+            "'accept_proposal'?",
+        ),
         (
             "briefing",
             {"selector": "scope"},
