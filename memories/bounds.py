@@ -269,8 +269,11 @@ def clean_datetime(field: str, value: object, *, end_of_day_dates: bool = False)
         # RFC 3339 §5.6 allows a lower-case "z" (and "t"), which fromisoformat refuses.
         if value.endswith("z"):
             value = value[:-1] + "Z"
+        written = value
         with contextlib.suppress(ValueError):
             value = datetime.fromisoformat(value)
+        if isinstance(value, datetime) and (problem := _misread(written, value, or_a_date)):
+            raise InvalidInput(field, problem)
     if not isinstance(value, datetime):
         raise InvalidInput(
             field, _not_a_date_time(sent.strip() if isinstance(sent, str) else sent, or_a_date)
@@ -294,6 +297,34 @@ def clean_datetime(field: str, value: object, *, end_of_day_dates: bool = False)
     if instant is None or not EARLIEST_INSTANT <= instant <= LATEST_INSTANT:
         raise InvalidInput(field, _OUT_OF_RANGE)
     return instant
+
+
+# The time and offset that end a date-time as RFC 3339 and ISO 8601 write them. fromisoformat
+# takes more, and reads some of it otherwise than it is written: any one character before the
+# offset ("10:00:00!Z"), a fraction of the hour or the minute as one of the second ("T10.5Z" as
+# 10:00:00.5, not 10:30), offset minutes past 59 ("+01:60" as +02:00, "+00:99" as +01:39).
+_TIME_AND_OFFSET = re.compile(
+    r"[Tt ][0-9]{2}(?::?[0-9]{2}(?::?[0-9]{2}(?:[.,][0-9]+)?)?)? ?"
+    r"(?P<offset>[Zz]|[+-][0-9]{2}(?::?(?P<minutes>[0-9]{2})"
+    r"(?::?(?P<seconds>[0-9]{2})(?:[.,][0-9]+)?)?)?)$"
+)
+
+
+def _misread(written: str, read: datetime, or_a_date: str) -> str | None:
+    """Why `written`, which fromisoformat read as `read`, is refused all the same: an instant
+    with an offset whose time or offset is not written as a date-time's are (_TIME_AND_OFFSET),
+    or None. One without an offset is refused for that, after this."""
+    if read.utcoffset() is None:
+        return None
+    shape = _TIME_AND_OFFSET.search(written)
+    if shape is None:
+        return _not_a_date_time(written, or_a_date)
+    if any(part and int(part) > 59 for part in (shape["minutes"], shape["seconds"])):
+        return (
+            f"UTC offset {shape['offset']} is no hours and minutes: its minutes and seconds "
+            f"run to 59, {_EXAMPLE}"
+        )
+    return None
 
 
 def _not_a_date_time(sent: object, or_a_date: str) -> str:

@@ -137,6 +137,52 @@ def test_instants_out_of_range_or_with_odd_offsets_are_refused(tenant, value, fr
 
 
 @pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        (
+            "2026-12-10T10:00:00+01:60",
+            "UTC offset +01:60 is no hours and minutes: its minutes and seconds run to 59",
+        ),
+        (
+            "2026-12-10T10:00:00+0099",
+            "UTC offset +0099 is no hours and minutes: its minutes and seconds run to 59",
+        ),
+        (
+            "2026-12-10T10:00:00+01:00:60",
+            "UTC offset +01:00:60 is no hours and minutes: its minutes and seconds run to 59",
+        ),
+        # A fraction of the hour or of the minute, which would be read as one of the second.
+        ("2026-12-10T10.5Z", "must be an ISO 8601 date-time with a UTC offset"),
+        ("2026-12-10T10:30.5Z", "must be an ISO 8601 date-time with a UTC offset"),
+        # A character between the time and its offset, which would be left out.
+        ("2026-12-10T10:00:00!Z", "must be an ISO 8601 date-time with a UTC offset"),
+        ("2026-12-10T10:00:00.Z", "must be an ISO 8601 date-time with a UTC offset"),
+        ("2026-12-10T10:00:00zz", "must be an ISO 8601 date-time with a UTC offset"),
+    ],
+)
+def test_an_instant_that_would_be_read_otherwise_than_written_is_refused(value, error):
+    """Python's date-time reader takes these and reads them as another instant (+01:60 as
+    +02:00, T10.5 as 10:00:00.5 rather than 10:30): refused instead, as any form not taken."""
+    with pytest.raises(InvalidInput) as refused:
+        clean_datetime("recordedAfter", value)
+    assert str(refused.value).startswith(f"invalid_input: recordedAfter: {error}")
+
+
+@pytest.mark.parametrize(
+    ("value", "stored"),
+    [
+        ("2026-12-10T10:00:00+01:59", datetime(2026, 12, 10, 8, 1, tzinfo=UTC)),
+        ("2026-12-10T10:00:00.5+0100", datetime(2026, 12, 10, 9, 0, 0, 500_000, tzinfo=UTC)),
+        ("2026-12-10 10:00:00,25Z", datetime(2026, 12, 10, 10, 0, 0, 250_000, tzinfo=UTC)),
+        ("2026-12-10T10:00Z", datetime(2026, 12, 10, 10, tzinfo=UTC)),
+        ("2026-12-10T10:00:00.123456789Z", datetime(2026, 12, 10, 10, 0, 0, 123_456, tzinfo=UTC)),
+    ],
+)
+def test_instants_in_the_other_forms_of_a_time_and_offset_are_read_as_written(value, stored):
+    assert clean_datetime("recordedAfter", value) == stored
+
+
+@pytest.mark.parametrize(
     ("value", "stored"),
     [
         ("9999-12-31T23:59:59.999999Z", datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC)),
