@@ -571,7 +571,7 @@ def _schema_error(spec: ToolSpec, arguments: dict) -> str | None:
             unknown = sorted(key for key in error.instance if key not in allowed)
             prefix = f"{path}." if path else ""
             hint = _known_fields(spec.name, unknown[0], allowed, error.instance[unknown[0]])
-            return f"{prefix}{_shown_name(unknown[0])}: unknown field; {hint}"
+            return f"{prefix}{bounds.shown_field_name(unknown[0])}: unknown field; {hint}"
         case "required":
             missing = [key for key in limit if key not in error.instance]
             return f"{missing[0]}: is required"

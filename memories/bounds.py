@@ -4,6 +4,7 @@ before any write). The database repeats the essential ones as CHECK constraints.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -86,7 +87,7 @@ def text_problem_in(value: object, path: str = "") -> str | None:
                 children = []
                 for key, child in item.items():
                     # A key may be huge: a made-up one is repeated in part, in a path too.
-                    shown = _shown_key(str(key))
+                    shown = shown_field_name(str(key))
                     key_path = f"{where}.{shown}" if where else shown
                     children += [("key", key, where, depth), ("value", child, key_path, depth + 1)]
             else:
@@ -104,6 +105,17 @@ SHOWN_KEY_MAX = 64
 
 def _shown_key(key: str) -> str:
     return key if len(key) <= SHOWN_KEY_MAX else f"{key[:SHOWN_KEY_MAX]}…"
+
+
+def shown_field_name(name: str) -> str:
+    """A field name the caller sent, as a refusal names it: cut as _shown_key, and quoted as
+    JSON (invisible characters escaped) when it would not show as sent: empty, with white space
+    or characters that show nothing at an end, or with a control character (`"": unknown field`
+    names the field; `: unknown field` does not)."""
+    shown = _shown_key(name)
+    if name and name.isprintable() and not _UNSEEN_ENDS.search(name):
+        return shown
+    return json.dumps(shown)
 
 
 # White space, and the characters that show nothing, at either end of a text: Unicode's

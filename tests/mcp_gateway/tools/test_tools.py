@@ -630,6 +630,24 @@ async def test_a_made_up_name_on_the_way_to_unstorable_text_is_shown_in_part(age
     assert message == f"invalid_input: {'k' * 64}…[0]: must not contain NUL characters"
 
 
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ({"memoryId": "m", "": 1}, 'invalid_input: "": unknown field; this tool takes: memoryId'),
+        ({"memoryId": "m", " ": 1}, 'invalid_input: " ": unknown field; this tool takes'),
+        ({"memoryId": "m", "\u200b": 1}, 'invalid_input: "\\u200b": unknown field; this tool'),
+        ({"memoryId": "m", "x\t": 1}, 'invalid_input: "x\\t": unknown field; this tool'),
+        ({" ": ["\x00"]}, 'invalid_input: " "[0]: must not contain NUL characters'),
+        ({"a": {"": "\x00"}}, 'invalid_input: a."": must not contain NUL characters'),
+    ],
+)
+async def test_a_field_name_that_would_not_show_is_named_quoted(agent, arguments, expected):
+    """A blank field name, or one with white space or an invisible character at an end, is
+    quoted (and its invisible characters escaped) where a refusal names it: bare, it would
+    read `invalid_input: : unknown field` and name nothing."""
+    assert (await fails(agent, "archive", arguments)).startswith(expected)
+
+
 async def test_integer_arguments_written_as_whole_floats_work_as_integers(agent):
     """JSON Schema counts 5.0 as an integer, and some clients' JSON encoders write it so."""
     stored = await remember(agent, memoryType="fact", topic="cache", content="Redis 7.2")
