@@ -82,10 +82,13 @@ def _owned_memory_ids(owner: AbstractBaseUser, memory_ids: Sequence[object]) -> 
         raise services.memory_not_found(owner, missing)
     superseded = list(dict.fromkeys(p for p in parsed if found[p] is not None))  # each once
     if superseded:
-        newer = ", ".join(
-            f"{old} by {Memory.objects.newest_revision_id(owner.pk, old)}" for old in superseded[:5]
-        )
-        raise Conflict(f"memory superseded: {newer}; use the newer ids instead")
+        # Worded as every other tool words a superseded memory (services.superseded).
+        newest = {old: Memory.objects.newest_revision_id(owner.pk, old) for old in superseded[:5]}
+        if len(superseded) == 1:
+            [(old, new)] = newest.items()
+            raise Conflict(f"memory {old} is already superseded by {new}; send {new} instead")
+        pairs = ", ".join(f"{old} by {new}" for old, new in newest.items())
+        raise Conflict(f"memories already superseded: {pairs}; send the newer ids instead")
     return [p for p in parsed if p is not None]
 
 

@@ -360,7 +360,16 @@ def test_thread_members_are_changed_by_their_current_version_only(tenant, change
     with pytest.raises(Conflict) as raised:
         change(owner=tenant, name="t", memory_ids=[successor.id, memory.id])
     assert str(raised.value) == (
-        f"conflict: memory superseded: {memory.id} by {successor.id}; use the newer ids instead"
+        f"conflict: memory {memory.id} is already superseded by {successor.id}; send "
+        f"{successor.id} instead"
+    )
+    other = record_memory(owner=tenant, memory_type="note", topic="y", content="w1")
+    newer = revise_memory(owner=tenant, predecessor_id=other.id, content="w2")
+    with pytest.raises(Conflict) as raised:
+        change(owner=tenant, name="t", memory_ids=[memory.id, other.id])
+    assert str(raised.value) == (
+        f"conflict: memories already superseded: {memory.id} by {successor.id}, {other.id} by "
+        f"{newer.id}; send the newer ids instead"
     )
 
 
@@ -411,7 +420,8 @@ def test_a_superseded_id_given_twice_is_named_once(tenant):
     with pytest.raises(Conflict) as raised:
         add_thread_members(owner=tenant, name="t", memory_ids=[memory.id, str(memory.id)])
     assert str(raised.value) == (
-        f"conflict: memory superseded: {memory.id} by {successor.id}; use the newer ids instead"
+        f"conflict: memory {memory.id} is already superseded by {successor.id}; send "
+        f"{successor.id} instead"
     )
     assert not ThreadMembership.objects.filter(owner=tenant).exists()  # nothing half-applied
 
