@@ -609,6 +609,9 @@ def _schema_error(spec: ToolSpec, arguments: dict) -> str | None:
             # memoryTypes): the fix is the list around it.
             sent = _JSON_TYPES.get(type(error.instance), "a value")
             return f"{field}: must be of type array, not {sent}; send a list, even of one: [...]"
+        case "type" if limit == "string" and isinstance(error.instance, list):
+            # The mirror slip: a list where one value is asked for (a thread, a project).
+            return f"{field}: must be of type string, not array; it takes one value, not a list"
         case "type":
             return f"{field}: must be of type {limit}"
         case "uniqueItems":

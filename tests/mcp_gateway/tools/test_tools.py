@@ -446,6 +446,12 @@ async def test_read_only_token_cannot_write_but_can_list_threads(owner):
             "invalid_input: maxChars: must be at least 2000; got 100",
         ),
         ("briefing", {"mode": "long"}, "invalid_input: mode: must be one of: brief, full"),
+        (
+            "search",
+            {"query": "x", "thread": ["launch", "beta"]},
+            "invalid_input: thread: must be of type string, not array; it takes one value, not "
+            "a list",
+        ),
         # A slip of a value, or its start, is told the value it slips from.
         (
             "configure_thread",
