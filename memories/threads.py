@@ -356,7 +356,7 @@ def _memory_id_for_proposal(owner: AbstractBaseUser, parsed: uuid.UUID | None) -
     answers both side by side, and a model takes one for the other. Names the memory's open
     proposals (with their threads), or how a memory joins a thread without one; '' otherwise."""
     if parsed is None:
-        return ""
+        return ": a proposal's id is a UUID, as remember's proposals and list give it"
     proposals = list(
         ThreadMembership.objects.filter(
             owner=owner, memory_id=parsed, state=MembershipState.PROPOSED

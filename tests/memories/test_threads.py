@@ -123,6 +123,13 @@ def test_a_memory_id_sent_as_a_proposal_id_names_the_proposal_to_decide(tenant, 
         threads.decide_thread_proposal(owner=tenant, proposal_id=theirs.id, accept=True)
     assert str(refused.value) == f"not_found: open proposal {theirs.id}"
     assert ThreadMembership.objects.get(id=proposal.id).state == MembershipState.PROPOSED
+    # Nor is any id, when it is no UUID: what one is, is said.
+    with pytest.raises(NotFound) as refused:
+        threads.decide_thread_proposal(owner=tenant, proposal_id="budget", accept=True)
+    assert str(refused.value) == (
+        "not_found: open proposal budget: a proposal's id is a UUID, as remember's proposals "
+        "and list give it"
+    )
 
 
 def test_a_memory_and_its_proposals_are_written_together_or_not_at_all(tenant, monkeypatch):
