@@ -288,7 +288,7 @@ def memory_detail(request: HttpRequest, memory_id: str) -> HttpResponse:
         {
             "memory": memory,
             "chain": Memory.objects.revision_chain(memory),
-            "threads": Thread.objects.holding(request.user.pk, memory.id).order_by("name"),
+            "threads": Thread.objects.holding(request.user.pk, memory.id).in_name_order(),
             "list_query": _list_query_came_from(request),
             "nav": "memories",
         },

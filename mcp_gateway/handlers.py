@@ -163,8 +163,8 @@ async def handoff(principal: Principal, args: dict) -> dict:
 # --- configure_thread: one function per action ----------------------------------------------
 # Each takes the owner and the arguments and returns the result's fields after "action". The
 # input schema is one object for every action, so it cannot say which fields an action reads:
-# _ACTION_FIELDS does, and each action gets all of its fields, checked before it runs (`name`
-# first), and no other.
+# THREAD_ACTION_HANDLERS does, and each action gets all of its fields, checked before it runs
+# (`name` first), and no other.
 
 ThreadAction = Callable[[AbstractBaseUser, dict], dict]
 

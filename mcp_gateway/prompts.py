@@ -125,7 +125,8 @@ def _debrief_text(arguments: dict[str, str]) -> str:
         f"{where}\n"
         "3. `revise` memories this session made outdated; `archive` ones that no longer matter.\n"
         "4. `resolve` commitments that were finished (resolved) or are waiting on someone.\n"
-        "5. Accept or reject thread proposals returned by `remember` with `configure_thread`."
+        "5. Accept or reject thread proposals returned by `remember` and `revise` with "
+        "`configure_thread`."
     )
 
 

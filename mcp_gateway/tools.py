@@ -413,7 +413,8 @@ _ENUM_HINTS: dict[tuple[str, str], dict[str, str]] = {
 
 def _enum_hint(tool: str, field: str, value: object, allowed: list) -> str:
     """The hint for `value` of `field`, or of the list `field` is an item of (`states[0]`);
-    else, for one of the `allowed` values in another case, that value."""
+    else, for one of the `allowed` values in another case, that value; else the allowed value
+    it is a slip or the start of, if one is near."""
     if not isinstance(value, str):
         return ""
     field = re.sub(r"\[\d+\]$", "", field)
@@ -433,14 +434,6 @@ def _enum_hint(tool: str, field: str, value: object, allowed: list) -> str:
         )
         hint = did_you_mean(near) or None
     return f"; {hint}" if hint else ""
-
-
-# How much of a name the client made up an error repeats.
-SHOWN_NAME_MAX = 64
-
-
-def _shown_name(name: str) -> str:
-    return name if len(name) <= SHOWN_NAME_MAX else f"{name[:SHOWN_NAME_MAX]}…"
 
 
 _LIFECYCLE_BY_OTHER_TOOLS = (
@@ -478,7 +471,7 @@ _FIELDS_OF_OTHER_TOOLS: dict[tuple[str, str], str] = {
             "server found it fits"
         )
         for tool in ("remember", "revise")
-        for field in ("thread", "threads", "threadName")
+        for field in ("thread", "threads", "threadname", "threadid", "threadids")
     },
     # A memory's tags are indexed with its words (with its project, weighted as its topic).
     ("search", "tags"): (
@@ -495,7 +488,8 @@ _SELECTING_TOOLS = ("briefing", "handoff")
 
 
 def _as_selector(kind: str, value: object) -> str:
-    shown = json.dumps(_shown_name(value) if isinstance(value, str) else "…", ensure_ascii=False)
+    shown = bounds.shown_key(value) if isinstance(value, str) else "…"
+    shown = json.dumps(shown, ensure_ascii=False)
     return f'a {kind} is chosen with selector and value: {{"selector": "{kind}", "value": {shown}}}'
 
 
@@ -505,11 +499,13 @@ def _known_fields(tool: str, unknown: str, allowed: list[str], value: object = N
     (_SELECTING_TOOLS), the field it misspells in another case or separator style
     (memory_type, MemoryType for memoryType), else every field the tool takes, so a model can
     correct the call without reading the schema again."""
-    if instead := _FIELDS_OF_OTHER_TOOLS.get((tool, unknown)):
+    key = unknown.replace("_", "").replace("-", "").lower()
+    if instead := _FIELDS_OF_OTHER_TOOLS.get((tool, unknown)) or _FIELDS_OF_OTHER_TOOLS.get(
+        (tool, key)
+    ):
         return instead
     if tool in _SELECTING_TOOLS and unknown.lower() in SELECTOR_KINDS and unknown != "all":
         return _as_selector(unknown.lower(), value)
-    key = unknown.replace("_", "").replace("-", "").lower()
     # In the singular or the plural too: "projects" for project, "types" for memoryTypes.
     keys = {key, _singular(key)}
     for name in allowed:
@@ -659,7 +655,7 @@ async def call_tool(
 ) -> types.CallToolResult:
     spec = _BY_NAME.get(name)
     if spec is None:
-        return _error(f"not_found: unknown tool {_shown_name(name)!r}")
+        return _error(f"not_found: unknown tool {bounds.shown_key(name)!r}")
     scope = settings.MEMORY_READ_SCOPE if spec.scope == "read" else settings.MEMORY_WRITE_SCOPE
     action = arguments.get("action") if isinstance(arguments, dict) else None
     if isinstance(action, str) and action in spec.reading_actions:

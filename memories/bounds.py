@@ -76,7 +76,7 @@ def text_problem_in(value: object, path: str = "") -> str | None:
         kind, item, where, depth = pending.pop()
         if kind == "key":
             if isinstance(item, str) and (problem := unstorable_text(item)):
-                return f"{where or 'object'} key {_shown_key(item)!r}: {problem}"
+                return f"{where or 'object'} key {shown_key(item)!r}: {problem}"
         elif isinstance(item, str):
             if problem := unstorable_text(item):
                 return f"{where or 'value'}: {problem}"
@@ -103,16 +103,17 @@ def text_problem_in(value: object, path: str = "") -> str | None:
 SHOWN_KEY_MAX = 64
 
 
-def _shown_key(key: str) -> str:
+def shown_key(key: str) -> str:
+    """A name the caller made up, as an error repeats it: cut past SHOWN_KEY_MAX."""
     return key if len(key) <= SHOWN_KEY_MAX else f"{key[:SHOWN_KEY_MAX]}…"
 
 
 def shown_field_name(name: str) -> str:
-    """A field name the caller sent, as a refusal names it: cut as _shown_key, and quoted as
+    """A field name the caller sent, as a refusal names it: cut as shown_key, and quoted as
     JSON (invisible characters escaped) when it would not show as sent: empty, with white space
     or characters that show nothing at an end, or with a control character (`"": unknown field`
     names the field; `: unknown field` does not)."""
-    shown = _shown_key(name)
+    shown = shown_key(name)
     if name and name.isprintable() and not _UNSEEN_ENDS.search(name):
         return shown
     return json.dumps(shown)

@@ -452,8 +452,8 @@ _CLOSE_SQL = (
 
 def memory_not_found(owner: AbstractBaseUser, memory_ids: Sequence[object]) -> NotFound:
     """The NotFound of memory ids the owner has none of (the first five named). When one is the
-    id of one of the owner's thread proposals (remember answers both side by side, and a model
-    takes one for the other), it says so and names the proposal's memory; another tenant's
+    id of one of the owner's thread proposals (remember and revise answer both side by side, and
+    a model takes one for the other), it says so and names the proposal's memory; another tenant's
     proposal id is answered as any unknown id."""
     named = f"memory {', '.join(str(value) for value in memory_ids[:5])}"
     parsed = [p for p in map(parse_memory_id, memory_ids[:5]) if p is not None]
@@ -589,11 +589,16 @@ def resolve_commitment(*, owner: AbstractBaseUser, memory_id: object, status: ob
             raise superseded(owner.pk, memory.id, "resolve", needs_type=MemoryType.COMMITMENT)
         if memory.memory_type != MemoryType.COMMITMENT:
             # An agent done with a blocker or a note reaches for resolve: name the way that is.
+            way = (
+                "it is archived already; revise it if it changed (which brings it back)"
+                if memory.status == Status.ARCHIVED
+                else "archive this one if it no longer holds (it stays readable by id), or "
+                "revise it if it changed"
+            )
             raise InvalidInput(
                 "memoryId",
                 f"memory {memory.id} is a {memory.memory_type}, not a commitment: only a "
-                "commitment has a state to resolve; archive this one if it no longer holds "
-                "(it stays readable by id), or revise it if it changed",
+                f"commitment has a state to resolve; {way}",
             )
         if memory.status == Status.ARCHIVED:
             # Set aside, it is in no briefing or handoff and never overdue: a move would be

@@ -16,6 +16,7 @@ from datetime import datetime
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import IntegrityError, OperationalError, connection, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from infra import dbfaults
@@ -29,6 +30,7 @@ from memories.models import (
     Status,
     Thread,
     ThreadMembership,
+    thread_name_key,
     thread_name_key_text,
 )
 
@@ -304,9 +306,10 @@ def decide_thread_proposal(
 
 
 def _moved_proposal(owner: AbstractBaseUser, proposal: ThreadMembership, accept: bool) -> Conflict:
-    """The Conflict of deciding a proposal whose memory was revised: a revision moves the
-    proposal to the successor, under a new id, which is named (as a superseded memory's
-    Conflict names the newest revision) so that the agent need not list proposals to find it."""
+    """The Conflict of deciding a proposal whose memory was revised: a revision of the same topic
+    and project moves the proposal to the successor, under a new id, and one of another may have
+    proposed it afresh; either is named (as a superseded memory's Conflict names the newest
+    revision) so that the agent need not list proposals to find it."""
     newest = Memory.objects.newest_revision_id(owner.pk, proposal.memory_id)
     moved = ThreadMembership.objects.filter(
         owner=owner, thread_id=proposal.thread_id, memory_id=newest
@@ -362,7 +365,7 @@ def _memory_id_for_proposal(owner: AbstractBaseUser, parsed: uuid.UUID | None) -
             owner=owner, memory_id=parsed, state=MembershipState.PROPOSED
         )
         .select_related("thread")
-        .order_by("thread__name")[:PROPOSALS_PER_MEMORY_MAX]
+        .order_by(thread_name_key(F("thread__name")), "thread__name")[:PROPOSALS_PER_MEMORY_MAX]
     )
     if proposals:
         named = ", ".join(f"{p.id} (thread '{p.thread.name}')" for p in proposals)
@@ -374,7 +377,7 @@ def _memory_id_for_proposal(owner: AbstractBaseUser, parsed: uuid.UUID | None) -
         return ""
     member_of = list(
         ThreadMembership.objects.filter(owner=owner, memory_id=parsed, state=MembershipState.MEMBER)
-        .order_by("thread__name")
+        .order_by(thread_name_key(F("thread__name")), "thread__name")
         .values_list("thread__name", flat=True)[:PROPOSALS_PER_MEMORY_MAX]
     )
     if member_of:

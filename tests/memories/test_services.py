@@ -401,6 +401,14 @@ class TestResolve:
         assert "revise it" in str(refused.value)
         blocker.refresh_from_db()
         assert blocker.status == "active"
+        # Archived already, it is not sent to archive it.
+        archive_memory(owner=tenant, memory_id=blocker.id)
+        with pytest.raises(InvalidInput) as refused:
+            resolve_commitment(owner=tenant, memory_id=blocker.id, status="resolved")
+        assert str(refused.value).endswith(
+            "only a commitment has a state to resolve; it is archived already; revise it if it "
+            "changed (which brings it back)"
+        )
 
 
 class TestTenantBoundary:

@@ -201,6 +201,13 @@ async def test_read_only_token_cannot_write_but_can_list_threads(owner):
             "among the words it matches, so put the tag in the query",
         ),
         (
+            "revise",
+            {"predecessorId": "x", "content": "c", "thread_id": "launch"},
+            "invalid_input: thread_id: unknown field; a memory joins a thread through "
+            "configure_thread (action add_members, name, memoryIds: the id this call returns); "
+            "the answer's proposals name the threads the server found it fits",
+        ),
+        (
             "remember",
             {"memoryType": "note", "topic": "t", "content": "c", "thread": "launch"},
             "invalid_input: thread: unknown field; a memory joins a thread through "
