@@ -35,6 +35,13 @@ class UserAdmin(ListedFiltersOnly, DjangoUserAdmin):
     readonly_fields = ("erased_at",)
     actions = ("erase_accounts",)
 
+    def has_delete_permission(self, request, obj=None) -> bool:
+        # An account leaves through erasure alone: its memories overwritten, its tokens revoked
+        # and an erasure record kept for the audit, in one transaction. Django's delete would
+        # drop an account of no memories without a record, and refuse one with memories by a
+        # permission the staff member is not missing.
+        return False
+
     @admin.action(description="Erase the selected accounts…", permissions=("change",))
     def erase_accounts(self, request, queryset):
         """Like Django's delete action: a confirmation page first, then erase_account for each

@@ -8,7 +8,7 @@ from django.contrib.auth.models import Group
 from django.urls import reverse
 
 from accounts.erasure import erase_account
-from accounts.models import ErasureRecord
+from accounts.models import ErasureRecord, User
 from tests.factories import (
     PASSWORD,
     AccessTokenFactory,
@@ -239,14 +239,21 @@ def a_row_of(model: str, tenant):
     }[model]()
 
 
-@pytest.mark.parametrize("model", ["accounts_user", "oauth2_provider_application", "auth_group"])
+@pytest.mark.parametrize(
+    ("model", "action"),
+    [
+        ("accounts_user", "erase_accounts"),
+        ("oauth2_provider_application", "delete_selected"),
+        ("auth_group", "delete_selected"),
+    ],
+)
 def test_a_bulk_action_on_a_selection_that_is_no_id_changes_nothing_and_says_so(
-    admin_client, tenant, model
+    admin_client, tenant, model, action
 ):
     """A stale or hand-edited list form: Django's lookup of the selection was a server error."""
     row = a_row_of(model, tenant)
     url = reverse(f"admin:{model}_changelist")
-    selection = {"action": "delete_selected", ACTION_CHECKBOX_NAME: [row.pk, "abc"], "post": "yes"}
+    selection = {"action": action, ACTION_CHECKBOX_NAME: [row.pk, "abc"], "post": "yes"}
     response = admin_client.post(url, selection, follow=True)
     assert response.status_code == 200
     assert "“abc” is not the id of a row in this list; nothing was done." in response.text
@@ -257,7 +264,6 @@ def test_a_bulk_action_on_a_selection_that_is_no_id_changes_nothing_and_says_so(
     ("model", "action"),
     [
         ("accounts_user", "erase_accounts"),
-        ("accounts_user", "delete_selected"),
         ("oauth2_provider_application", "delete_selected"),
         ("auth_group", "delete_selected"),
     ],
@@ -333,3 +339,20 @@ def test_the_admins_own_password_change_is_throttled_on_the_log_in_budget(db, cl
     client.logout()
     login = client.post(reverse("admin:login"), {"username": staff.username, "password": PASSWORD})
     assert login.status_code == 429  # one budget with the log-in
+
+
+def test_an_account_is_never_deleted_from_the_admin_only_erased(admin_client, tenant):
+    """Django's delete would drop an account of no memories without an erasure record (and
+    refuse one with memories by a permission no one lacks): the user list offers Erase alone."""
+    listing = admin_client.get(reverse("admin:accounts_user_changelist"))
+    assert "erase_accounts" in listing.text and "delete_selected" not in listing.text
+    change = admin_client.get(reverse("admin:accounts_user_change", args=[tenant.pk]))
+    assert reverse("admin:accounts_user_delete", args=[tenant.pk]) not in change.text
+    posted = admin_client.post(
+        reverse("admin:accounts_user_changelist"),
+        {"action": "delete_selected", ACTION_CHECKBOX_NAME: [tenant.pk], "post": "yes"},
+    )
+    assert posted.status_code in (200, 302)
+    deleting = admin_client.post(reverse("admin:accounts_user_delete", args=[tenant.pk]))
+    assert deleting.status_code == 403
+    assert User.objects.filter(pk=tenant.pk).exists()
