@@ -359,6 +359,10 @@ def delete_account(request: HttpRequest) -> HttpResponse:
 
 @require_safe
 def account_deleted(request: HttpRequest) -> HttpResponse:
+    # Shown after an erasure, which logs out: someone logged in (a bookmark, the history) has
+    # an account, and is not told otherwise.
+    if request.user.is_authenticated:
+        return redirect("accounts:account")
     return render(request, "accounts/account_deleted.html")
 
 

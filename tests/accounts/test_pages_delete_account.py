@@ -89,3 +89,11 @@ def test_the_password_re_check_is_throttled(client, tenant, settings):
     tenant.refresh_from_db()
     assert tenant.erased_at is None and tenant.is_active
     assert not ErasureRecord.objects.exists()
+
+
+def test_the_deleted_page_does_not_tell_someone_logged_in_their_account_is_gone(client, tenant):
+    """Opened from a bookmark or the history while logged in, it would say the account is
+    deleted and the visitor logged out, neither of which is so."""
+    client.force_login(tenant)
+    response = client.get(reverse("accounts:account_deleted"))
+    assert response.status_code == 302 and response["Location"] == reverse("accounts:account")
