@@ -195,6 +195,12 @@ def memory_list(request: HttpRequest) -> HttpResponse:
 def _memory_list(request: HttpRequest) -> HttpResponse:
     form = MemoryFilterForm(request.GET, owner_id=request.user.pk)
     applied = form.applied()
+    if "project" in applied:
+        # In the account's spelling, however it was typed ('Atlas' for 'atlas'), as the tools
+        # and the agent's writes take a project.
+        applied["project"] = Memory.objects.in_account_spelling(
+            request.user.pk, applied["project"], using=replica.read_alias()
+        )
     show_all = applied.get("show") == "all"
     owned = Memory.objects.owned_by(request.user)
     matching = owned.browsed(

@@ -520,6 +520,10 @@ def test_a_thread_or_project_filter_reads_a_name_as_the_tools_do(client, tenant)
     page = client.get(url, {"project": "Cafe\u0301\u200b"}).text
     assert "in project <bdi>Café</bdi>" in page
     assert "Ship" in page and "Lunch at noon" not in page
+    # In another case, as the tools take a project (and an agent's write joins it).
+    page = client.get(url, {"project": "CAFÉ"}).text
+    assert "in project <bdi>Café</bdi>" in page and "You have no current memory" not in page
+    assert "Ship" in page and "Lunch at noon" not in page
     # Nothing but an invisible mark is no filter, as a blank one is not.
     page = client.get(url, {"thread": "\u200f"}).text
     assert "You have no thread" not in page and "Lunch at noon" in page
