@@ -99,8 +99,8 @@ FACET_CHECK_MEMORIES_MAX = 5_000
 # Whether a current memory of the owner's has the scope or project: a probe of
 # memory_owner_scope_recent or memory_owner_project_recent, whose condition the lower case's test
 # states. Its newest such memory (not an EXISTS, whose order PostgreSQL drops), with sorts off, as
-# a search's walk reads them (see memories.search.sql._rows): whatever the table's statistics say,
-# the planner takes that index rather than one that holds the column too but leads elsewhere
+# a search's walk reads them (see memories.search.sql.fetch_rows): whatever the table's statistics
+# say, the planner takes that index rather than one that holds the column too but leads elsewhere
 # (memory_owner_type_current, whose entries of the account it would read whole for a scope none
 # has). ({facet} is one of the two column names, never caller text.)
 _FACET_KNOWN_SQL = """SELECT set_config('enable_sort', 'off', true); SELECT m.id

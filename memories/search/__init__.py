@@ -41,37 +41,41 @@ from memories.errors import InvalidInput
 from memories.excerpts import EXCERPT_MAX, MemoryExcerpt
 from memories.models import Memory, MemoryType, Status, Thread
 from memories.search.candidates import (
-    _WALK,
     COUNTED_SOURCES,
     LEXICAL_CANDIDATES,
     SEMANTIC_CANDIDATES,
-    _listed,
-    _ranked,
-    _source_size,
-    _topic_matches,
+    WALK,
+    listed_candidates,
+    ranked_candidates,
+    source_size_sql,
+    topic_matches,
 )
-from memories.search.cursor import CURSOR_MAX, _Position
+from memories.search.cursor import CURSOR_MAX, Position
 from memories.search.filters import (
     COMMITMENT_STATUS_FILTERS,
     STATUS_FILTERS,
     SearchFilters,
-    _Where,
-    _where,
+    Where,
     clean_filters,
+    filter_clauses,
 )
-from memories.search.query import KIND_WORDS, _parse, _Query
-from memories.search.scoring import TENANT_SIZE_COUNTED_MAX, _Candidate, _WordStatistics
-from memories.search.sql import _PAGE_SQL, _TENANT_SIZE_SQL, _rows
+from memories.search.query import KIND_WORDS, Query, parse
+from memories.search.scoring import TENANT_SIZE_COUNTED_MAX, Candidate, WordStatistics
+from memories.search.sql import PAGE_SQL, TENANT_SIZE_SQL, fetch_rows
 
 __all__ = [
     "COMMITMENT_STATUS_FILTERS",
     "CURSOR_MAX",
     "DEFAULT_LIMIT",
     "MAX_LIMIT",
+    "NOTHING_LISTED",
     "NOTHING_TO_SEARCH_BY",
     "NO_MATCH",
+    "OMIT_QUERY",
     "QUERY_MAX",
     "STATUS_FILTERS",
+    "TOPIC_FALLBACK_WORDS_MAX",
+    "TOPIC_SIMILARITY_MIN",
     "UNDER_FLOOR",
     "EmptyBecause",
     "KindAsked",
@@ -148,7 +152,7 @@ _KINDS_NAMED_AMONG_WORDS = {
 }
 
 
-def _kind_named(parsed: _Query, filters: SearchFilters, hits: list[SearchHit]) -> KindAsked | None:
+def _kind_named(parsed: Query, filters: SearchFilters, hits: list[SearchHit]) -> KindAsked | None:
     """The types a query names in the plural beside other words ("open blockers in atlas"), when
     no type or state filter is given and the first hit is of another type: search matched those
     words in the hits' text, whatever their type, and a filter selects the type."""
@@ -162,7 +166,7 @@ def _kind_named(parsed: _Query, filters: SearchFilters, hits: list[SearchHit]) -
     return KindAsked(tuple(dict.fromkeys(named)), types, among_other_words=True)
 
 
-def _kind_asked(parsed: _Query) -> KindAsked | None:
+def _kind_asked(parsed: Query) -> KindAsked | None:
     """What a query made only of words naming a kind of memory or a commitment's state asks
     for ("overdue commitments", "what is pending"), or None: a query with any other significant
     word ("when does the office open") is about that word."""
@@ -269,19 +273,19 @@ def search_memories(
         filters = replace(filters, project=spelling)
     # The filters first: a cursor is bound to the thread its name named then (its id), and a
     # thread that is gone is not_found whatever the cursor.
-    where = _where(filters, owner_id, params)
+    where = filter_clauses(filters, owner_id, params)
     fingerprint = filters.fingerprint(owner_id, text, thread_id=where.thread_id)
     position = _position(cursor, fingerprint)
     params |= _search_params(owner_id, position)
     with replica.one_snapshot(), connections[alias].cursor() as db:
         _count_tenant(db, params, where)
         resume_after = None  # a listing's last memory read, when its window ended the page
-        parsed: _Query | None = None
+        parsed: Query | None = None
         if text is None:
             mode, statistics = "listed", None
-            ranked, resume_after = _listed(db, where, params, position, most=limit + 1)
+            ranked, resume_after = listed_candidates(db, where, params, position, most=limit + 1)
         else:
-            parsed = _parse(db, text)
+            parsed = parse(db, text)
             mode, ranked, statistics, under_floor = _page_candidates(
                 db, parsed, where, params, position
             )
@@ -308,7 +312,7 @@ def search_memories(
             )
         rows = {}
         if shown:
-            db.execute(_PAGE_SQL, params | {"ids": [c.id for c in shown]})
+            db.execute(PAGE_SQL, params | {"ids": [c.id for c in shown]})
             rows = {row[0]: row for row in db.fetchall()}
     page = SearchPage(hits=_hits(shown, rows, ranked=mode != "listed"), empty_because=empty_because)
     if resume_after is not None and len(shown) < limit:
@@ -317,7 +321,7 @@ def search_memories(
         page.kind_asked = _kind_asked(parsed) or _kind_named(parsed, filters, page.hits)
     last = ranked[limit - 1] if len(ranked) > limit else resume_after
     if last is not None:
-        page.next_cursor = _Position(
+        page.next_cursor = Position(
             mode=mode,
             score=last.score,
             recorded_at=last.recorded_at,
@@ -328,17 +332,17 @@ def search_memories(
     return page
 
 
-def _position(cursor: str | None, fingerprint: str) -> _Position | None:
+def _position(cursor: str | None, fingerprint: str) -> Position | None:
     """Where the previous page ended (None for a first page), from a cursor bound to this
     account, query and filters."""
     if cursor is None:
         return None
     if len(cursor) > CURSOR_MAX:
         raise InvalidInput("cursor", f"must be at most {CURSOR_MAX} characters")
-    return _Position.decode(cursor, fingerprint)
+    return Position.decode(cursor, fingerprint)
 
 
-def _search_params(owner_id: int, position: _Position | None) -> dict:
+def _search_params(owner_id: int, position: Position | None) -> dict:
     """The named parameters any statement of the search may name. The steps that follow add
     theirs to this dict (the filters' values, the tenant's size and indexes, the query's terms,
     each statement's bounds) and read back what earlier steps put there: one search's statements
@@ -352,21 +356,21 @@ def _search_params(owner_id: int, position: _Position | None) -> dict:
         "recent": TOPIC_FALLBACK_RECENT,
         "topic_min": TOPIC_SIMILARITY_MIN,
         # Later pages rank what the first one saw: a memory written since does not appear, and
-        # the first page's word statistics score the rest (see _Position).
+        # the first page's word statistics score the rest (see Position).
         "snapshot": position.snapshot if position else timezone.now(),
         "first_page": position is None,
     }
 
 
 def _page_candidates(
-    db, parsed: _Query, where: _Where, params: dict, position: _Position | None
-) -> tuple[str, list[_Candidate], _WordStatistics | None, int]:
+    db, parsed: Query, where: Where, params: dict, position: Position | None
+) -> tuple[str, list[Candidate], WordStatistics | None, int]:
     """The candidate mode ("ranked": by words and meaning; "topic": the topic fallback), the
     page's candidates, scored, the word statistics of a ranked search, and how many candidates
     matched under the relevance floor when a first page abstained. A later page keeps its first
     page's mode."""
     mode = position.mode if position else "ranked"
-    ranked: list[_Candidate] = []
+    ranked: list[Candidate] = []
     statistics = None
     under_floor = 0
     earlier = position.statistics if position else None
@@ -378,7 +382,7 @@ def _page_candidates(
             "was issued by an earlier version of this server; omit it to start a new search",
         )
     if mode == "ranked":
-        ranked, statistics, under_floor = _ranked(
+        ranked, statistics, under_floor = ranked_candidates(
             db, parsed, where, params, position.statistics if position else None
         )
     # Not for a query of stop words only, which asks for nothing (a topic sharing its letters is
@@ -391,11 +395,11 @@ def _page_candidates(
     ):
         mode = "topic"
     if mode == "topic":
-        ranked = _topic_matches(db, parsed, where, params)
+        ranked = topic_matches(db, parsed, where, params)
     return mode, ranked, statistics, under_floor
 
 
-def _empty_because(parsed: _Query, filters: SearchFilters, under_floor: int) -> EmptyBecause:
+def _empty_because(parsed: Query, filters: SearchFilters, under_floor: int) -> EmptyBecause:
     """Why the first page of `parsed` under `filters` has no hits (see EmptyBecause), given how
     many candidates its ranking dropped under the floor."""
     if not parsed.terms:
@@ -421,9 +425,9 @@ def _unsearched(filters: SearchFilters) -> str | None:
     return _OTHER_STATUS.get(filters.status or ("any" if filters.as_of else Status.ACTIVE.value))
 
 
-def _hits(shown: list[_Candidate], rows: dict, *, ranked: bool) -> list[SearchHit]:
+def _hits(shown: list[Candidate], rows: dict, *, ranked: bool) -> list[SearchHit]:
     """The page's hits: each candidate shown with its row of EXCERPT_COLUMNS and resolution
-    time (sql._PAGE_SQL), and its score when it was `ranked`."""
+    time (sql.PAGE_SQL), and its score when it was `ranked`."""
     now = timezone.now()
     return [
         SearchHit(
@@ -437,10 +441,10 @@ def _hits(shown: list[_Candidate], rows: dict, *, ranked: bool) -> list[SearchHi
     ]
 
 
-def _count_tenant(db, params: dict, where: _Where) -> None:
+def _count_tenant(db, params: dict, where: Where) -> None:
     params["nearest_index"] = account_indexes.NEAREST.index_name(params["owner"])
     params["words_index"] = account_indexes.WORDS.index_name(params["owner"])
-    sized = _TENANT_SIZE_SQL.format(source_size=_source_size(where, params))
+    sized = TENANT_SIZE_SQL.format(source_size=source_size_sql(where, params))
     [
         (
             params["snapshot"],
@@ -451,4 +455,4 @@ def _count_tenant(db, params: dict, where: _Where) -> None:
             params["vectors_by"],
             params["source_size"],
         )
-    ] = _rows(db, sized, params, _WALK if where.walks in COUNTED_SOURCES else ())
+    ] = fetch_rows(db, sized, params, WALK if where.walks in COUNTED_SOURCES else ())

@@ -9,7 +9,7 @@
   gets its cosine similarity. Not while the stored vectors are another model's (after a change
   of SEARCH_EMBEDDER, until `embed_memories --reembed`): words only then.
 - The topic fallback's: topics spelled like the query (see the package's docstring).
-The plans these statements run under are chosen here too; _ranked scores the candidates
+The plans these statements run under are chosen here too; ranked_candidates scores the candidates
 (scoring.py).
 """
 
@@ -23,50 +23,50 @@ from datetime import datetime
 from memories import account_indexes, tenancy
 from memories.embedding import comparable_with, embed_query
 from memories.models import Status
-from memories.search.cursor import _Position
-from memories.search.filters import _Where
-from memories.search.query import _Query
+from memories.search.cursor import Position
+from memories.search.filters import Where
+from memories.search.query import Query
 from memories.search.scoring import (
     TENANT_SIZE_COUNTED_MAX,
-    _Candidate,
-    _fuse,
-    _words_scores,
-    _WordStatistics,
+    Candidate,
+    WordStatistics,
+    fuse,
     relevance_floor,
+    words_scores,
 )
 from memories.search.sql import (
-    _CANDIDATE_COLUMNS,
-    _LEXICAL_RECENT,
-    _LISTED_AFTER,
-    _LISTED_COLUMNS,
-    _LISTED_CURRENT_OF_TYPE,
-    _LISTED_CURRENT_WITH,
-    _LISTED_IN_THREAD,
-    _LISTED_RECORDED_SINCE,
-    _LISTED_REVISED_SINCE,
-    _LISTED_SOURCE_SQL,
-    _LISTED_SOURCE_WINDOW,
-    _LISTED_SQL,
-    _LISTED_WINDOW,
-    _LISTED_WINDOW_END,
-    _RANKED_SQL,
-    _RARE_WORD_MATCHES,
-    _RECENT,
-    _RECENT_IN_THREAD,
-    _RECENT_OF_TYPE,
-    _RECENT_WITH,
-    _REQUIRED,
-    _REQUIRED_QUERY,
-    _SEMANTIC,
-    _SEMANTIC_OF_SOURCE,
-    _TOPIC_SQL,
-    _WALK_AND_NEAREST,
-    _WALK_SOURCE_SIZE,
-    _WORD_MATCHES,
-    _fields_held,
-    _ids,
-    _Plan,
-    _rows,
+    CANDIDATE_COLUMNS,
+    LEXICAL_RECENT,
+    LISTED_ACCOUNT_WINDOW,
+    LISTED_AFTER,
+    LISTED_COLUMNS,
+    LISTED_CURRENT_OF_TYPE,
+    LISTED_CURRENT_WITH,
+    LISTED_IN_THREAD,
+    LISTED_RECORDED_SINCE,
+    LISTED_REVISED_SINCE,
+    LISTED_SOURCE_SQL,
+    LISTED_SOURCE_WINDOW,
+    LISTED_SQL,
+    LISTED_WINDOW_END,
+    RANKED_SQL,
+    RARE_WORD_MATCHES,
+    RECENT,
+    RECENT_IN_THREAD,
+    RECENT_OF_TYPE,
+    RECENT_WITH,
+    REQUIRED,
+    REQUIRED_QUERY,
+    SEMANTIC,
+    SEMANTIC_OF_SOURCE,
+    TOPIC_SQL,
+    WALK_AND_NEAREST,
+    WALK_SOURCE_SIZE,
+    WORD_MATCHES,
+    Plan,
+    fetch_ids,
+    fetch_rows,
+    fields_held_sql,
 )
 
 # Bounded work per search, however large the tenant: the most recent memories matching any term
@@ -86,16 +86,16 @@ SEMANTIC_SCAN_MAX = 5_000
 # narrowed scan of the HNSW index reads (SEMANTIC_SCAN_MAX), and none of the nearest is missed.
 # More are searched through the HNSW index.
 COMPARED_EXACTLY_MAX = SEMANTIC_SCAN_MAX
-# The walk (see _WALK) reads at most this many of the tenant's most recent memories: in a large
+# The walk (see WALK) reads at most this many of the tenant's most recent memories: in a large
 # tenant, older ones are found by words only through its words index, and by meaning always.
 WALK_RECENT_MAX = 20_000
-# A search without a query reads at most this many memories a page (of a small thread's members,
-# or without asOf, this many of the types, else of the project or scope, asked for, newest first:
-# see _listed): a page of a filter that few of those memories pass may hold fewer hits than
+# A search without a query reads at most this many memories a page (of a small thread's members, or
+# without asOf, this many of the types, else of the project or scope, asked for, newest first: see
+# listed_candidates): a page of a filter that few of those memories pass may hold fewer hits than
 # asked for, and its cursor goes on from the last memory it read.
 LISTED_WINDOW = 5_000
 # In an account with a words index of its own, a query of at most this many terms may find its
-# word candidates through that index (see _WORD_MATCHES and below): the LEXICAL_CANDIDATES most
+# word candidates through that index (see WORD_MATCHES and below): the LEXICAL_CANDIDATES most
 # recent current memories holding any of them that pass the filters (with a thread filter of a
 # thread no walk reads whole, models.THREAD_READ_BY_MEMBER_MAX, those in the thread among the
 # WORD_MATCHES_MAX most recent).
@@ -136,7 +136,7 @@ RARE_TERMS_MAX = 4
 # In an account of more than WALK_RECENT_MAX current memories (by its nearest-neighbour index's
 # count: see scoring.TENANT_SIZE_COUNTED_MAX; an account without vectors is not told large), a walk
 # for a query's words (one of more terms than INDEXED_QUERY_TERMS_MAX) reads at most SHORT_WALK_MAX
-# memories unless a filter that the walk applies to what it read (_Where.selective) or archived
+# memories unless a filter that the walk applies to what it read (Where.selective) or archived
 # memories are asked for. The longer walk would read only part of the account anyway, the index
 # finds the query's rare terms' older matches, and a question whose terms recent memories seldom
 # hold (one about something never stored) would otherwise read WALK_RECENT_MAX. Held counts among
@@ -170,18 +170,18 @@ RARE_TERM_SAMPLE_MAX = 5_000
 #   large one's until its index is built.
 # (No sort either: an index that does not give the order, scanned whole and sorted, is the
 # plan the walk replaces.)
-_WALK: _Plan = (("enable_bitmapscan", "off"), ("enable_sort", "off"))
+WALK: Plan = (("enable_bitmapscan", "off"), ("enable_sort", "off"))
 # The function's matches, and for a thread filter each one's membership by its key (not a scan
 # of the memberships).
-_BY_KEY: _Plan = (("enable_seqscan", "off"), ("enable_bitmapscan", "off"))
+_BY_KEY: Plan = (("enable_seqscan", "off"), ("enable_bitmapscan", "off"))
 _RARE_TERMS_BY_KEY = (*_BY_KEY, ("gin_fuzzy_search_limit", str(RARE_TERM_SAMPLE_MAX)))
 # A listing of some types, a project or a scope: their memories newest first through their index
-# (memory_owner_type_current, memory_owner_project_recent, memory_owner_scope_recent), as _WALK
+# (memory_owner_type_current, memory_owner_project_recent, memory_owner_scope_recent), as WALK
 # reads them, but with sorts allowed: the memories revised since the first page's instant, read by
 # key, are sorted (a few rows), where with sorts off the planner would read the account's recency
 # index whole to have them in order.
-_LISTED_BY_SOURCE: _Plan = (("enable_bitmapscan", "off"), ("enable_seqscan", "off"))
-_NEAREST: _Plan = (
+_LISTED_BY_SOURCE: Plan = (("enable_bitmapscan", "off"), ("enable_seqscan", "off"))
+_NEAREST: Plan = (
     ("enable_indexscan", "on"),
     ("enable_sort", "off"),
     # A filtered nearest-neighbour scan that keeps going until it has enough rows.
@@ -194,7 +194,7 @@ _NEAREST_NARROWED = (*_NEAREST, ("hnsw.max_scan_tuples", str(SEMANTIC_SCAN_MAX))
 def _walk(
     db,
     required: str,
-    where: _Where,
+    where: Where,
     params: dict,
     *,
     walk_max: int | None = None,
@@ -202,35 +202,35 @@ def _walk(
     most: int | None = None,
     bounded: bool = True,
     back_to: datetime | None = None,
-) -> list[_Candidate]:
+) -> list[Candidate]:
     """The walk's `most` (by default LEXICAL_CANDIDATES) most recent matches; `terms` names the
     parameter with the terms' tsquery. Not `bounded` (a later page's walk, see
-    _WordStatistics.walked_to): every match, recorded since `back_to` if given."""
-    walk = _LEXICAL_RECENT.format(
+    WordStatistics.walked_to): every match, recorded since `back_to` if given."""
+    walk = LEXICAL_RECENT.format(
         **_walk_parts(required, where, params, walk_max, most, bounded, back_to), terms=terms
     )
-    return _candidates(_rows(db, walk, params, _WALK), params)
+    return _candidates(fetch_rows(db, walk, params, WALK), params)
 
 
 def _walk_with_nearest(
     db,
     required: str,
-    where: _Where,
+    where: Where,
     params: dict,
     *,
     walk_max: int,
     bounded: bool = True,
     back_to: datetime | None = None,
-) -> tuple[list[_Candidate], list[_Candidate]]:
+) -> tuple[list[Candidate], list[Candidate]]:
     """For a thread that a walk reads whole: the walk's matches (as _walk's), and the
     SEMANTIC_CANDIDATES nearest of its members by meaning, compared exactly, that are not among
-    them, from one read of its members (sql._WALK_AND_NEAREST)."""
-    statement = _WALK_AND_NEAREST.format(
+    them, from one read of its members (sql.WALK_AND_NEAREST)."""
+    statement = WALK_AND_NEAREST.format(
         **_walk_parts(required, where, params, walk_max, None, bounded, back_to)
     )
-    rows = _rows(db, statement, params, _WALK)
-    matches: list[_Candidate] = []
-    nearest: list[_Candidate] = []
+    rows = fetch_rows(db, statement, params, WALK)
+    matches: list[Candidate] = []
+    nearest: list[Candidate] = []
     for candidate, row in zip(_candidates(rows, params), rows, strict=True):
         (matches if row[-1] else nearest).append(candidate)
     return matches, nearest
@@ -238,7 +238,7 @@ def _walk_with_nearest(
 
 def _walk_parts(
     required: str,
-    where: _Where,
+    where: Where,
     params: dict,
     walk_max: int | None,
     most: int | None,
@@ -263,29 +263,29 @@ def _walk_parts(
     }
 
 
-def _recent(where: _Where, params: dict, most: str = "walk_max") -> str:
+def _recent(where: Where, params: dict, most: str = "walk_max") -> str:
     """The walk's source, at most `most` (the parameter's name) memories: the tenant's most
-    recent, or those of the filter that chooses them (_Where.walks): the thread's members, or on
+    recent, or those of the filter that chooses them (Where.walks): the thread's members, or on
     current memories those of the project, in the commitment states, of the types or in the
-    scope asked for (see _LEXICAL_RECENT)."""
+    scope asked for (see LEXICAL_RECENT)."""
     if where.walks == "thread":
-        return _RECENT_IN_THREAD.format(reach=where.reach, most=most)
+        return RECENT_IN_THREAD.format(reach=where.reach, most=most)
     if where.walks in ("project", "scope"):
         column = where.walks
-        return _RECENT_WITH.format(column=column, value=column, reach=where.reach, most=most)
+        return RECENT_WITH.format(column=column, value=column, reach=where.reach, most=most)
     if where.walks == "commitment_states":
         states = params["commitment_states"]
-        return _merged(_RECENT_WITH, "walk_state", states, where, params, most, "commitment_status")
+        return _merged(RECENT_WITH, "walk_state", states, where, params, most, "commitment_status")
     if where.walks == "memory_types":
-        return _merged(_RECENT_OF_TYPE, "walk_type", params["types"], where, params, most)
-    return _RECENT.format(reach=where.reach, most=most)
+        return _merged(RECENT_OF_TYPE, "walk_type", params["types"], where, params, most)
+    return RECENT.format(reach=where.reach, most=most)
 
 
 def _merged(
     branch: str,
     name: str,
     values: list[str],
-    where: _Where,
+    where: Where,
     params: dict,
     most: str,
     column: str = "",
@@ -302,43 +302,44 @@ def _merged(
     return f"{' UNION ALL '.join(branches)}\n        ORDER BY recorded_at DESC LIMIT %({most})s"
 
 
-# The walk sources whose size a search counts (see _source_size): those of at most
+# The walk sources whose size a search counts (see source_size_sql): those of at most
 # COMPARED_EXACTLY_MAX memories are compared with the query exactly.
 COUNTED_SOURCES = ("project", "commitment_states", "scope")
 
 
-def _source_size(where: _Where, params: dict) -> str:
+def source_size_sql(where: Where, params: dict) -> str:
     """An SQL expression: how many current memories at the search's instant the project, the
-    commitment states or the scope that choose what a walk reads (_Where.walks) hold, up to one
+    commitment states or the scope that choose what a walk reads (Where.walks) hold, up to one
     past COMPARED_EXACTLY_MAX, read as the walk reads them (newest first through their own
-    index, under _WALK: so without statistics too); a thread's members when a walk reads it
+    index, under WALK: so without statistics too); a thread's members when a walk reads it
     whole (models.THREAD_READ_BY_MEMBER_MAX); NULL for any other walk. Counted on every page: one
     whose count crosses the bound (memories revised since the first page are no longer current)
     finds its candidates by meaning the other way, which may miss a hit, never repeat one (see
-    _WordStatistics)."""
+    WordStatistics)."""
     params["source_size_max"] = COMPARED_EXACTLY_MAX + 1
     if where.walks == "thread":
-        return "%(thread_members)s::bigint"  # counted with its name's lookup (filters._where)
+        # Counted with its name's lookup (filters.filter_clauses).
+        return "%(thread_members)s::bigint"
     if where.walks not in COUNTED_SOURCES:
         return "NULL::bigint"
-    return f"({_WALK_SOURCE_SIZE.format(recent=_recent(where, params, most='source_size_max'))})"
+    return f"({WALK_SOURCE_SIZE.format(recent=_recent(where, params, most='source_size_max'))})"
 
 
 def _rare_term_matches(
     db,
     required: str,
-    where: _Where,
+    where: Where,
     params: dict,
-    walk_matches: list[_Candidate],
-    statistics: _WordStatistics | None = None,
+    walk_matches: list[Candidate],
+    statistics: WordStatistics | None = None,
     rare_max: int = RARE_TERMS_MAX,
-) -> tuple[list[_Candidate], tuple[str, ...], datetime | None]:
+) -> tuple[list[Candidate], tuple[str, ...], datetime | None]:
     """After a walk that found `walk_matches`: matches of the query's terms that few of them
     hold, older ones too (see RARE_TERM_HELD_MAX; with the words index, the phrase's holders
     too), those terms, and the oldest match their walk reached when it stopped at its bound.
     A later page (`statistics`, its first page's) looks up
     the terms the first page chose, and walks for them as far back (a later page's walk may find
-    other matches: see _WordStatistics)."""
+    other matches: see WordStatistics)."""
     rare = statistics.rare_terms(params["terms"]) if statistics else None
     # The account's words index holds its current memories only: asOf walks. A thread's
     # members are walked for the rare terms too: the index would read the account's matches.
@@ -354,7 +355,7 @@ def _rare_term_matches(
                 key=lambda term: held[term],
             )[:rare_max]
         )
-    parsed: _Query = params["parsed"]
+    parsed: Query = params["parsed"]
     # Every candidate holds the query's phrase, so the walk's matches hold its words as often as
     # any term and they are the last taken for rare: the phrase's own most recent holders,
     # however old, unless the walk found as many as it keeps (then those are the most recent).
@@ -387,12 +388,12 @@ def _rare_term_matches(
     if by_phrase:
         params["rare_terms"].append(params["required"])
     params["rare_limit"] = RARE_TERM_CANDIDATES * len(params["rare_terms"])
-    matches = _RARE_WORD_MATCHES.format(required=_required_query(required), thread=where.thread)
-    [(ids,)] = _rows(db, matches, params, _RARE_TERMS_BY_KEY)
+    matches = RARE_WORD_MATCHES.format(required=_required_query(required), thread=where.thread)
+    [(ids,)] = fetch_rows(db, matches, params, _RARE_TERMS_BY_KEY)
     return _read_candidates(db, ids, params, known=walk_matches), rare, None
 
 
-def _question_walk_max(where: _Where, params: dict) -> int:
+def _question_walk_max(where: Where, params: dict) -> int:
     """How many of the most recent memories a query's walk reads (see SHORT_WALK_MAX)."""
     shortened = (
         params["words_indexed"]
@@ -405,7 +406,7 @@ def _question_walk_max(where: _Where, params: dict) -> int:
     return min(SHORT_WALK_MAX, WALK_RECENT_MAX) if shortened else WALK_RECENT_MAX
 
 
-def _few_terms(db, required: str, where: _Where, params: dict) -> list[_Candidate]:
+def _few_terms(db, required: str, where: Where, params: dict) -> list[Candidate]:
     """Word candidates of a query of few terms in an account with a words index: by a walk when
     its terms are common among the most recent memories, else through the index (see
     WORDS_PROBE_MAX)."""
@@ -421,20 +422,20 @@ def _few_terms(db, required: str, where: _Where, params: dict) -> list[_Candidat
     return _indexed_words(db, required, where, params)
 
 
-def _walked_whole(db, where: _Where, params: dict, bound: int) -> bool:
+def _walked_whole(db, where: Where, params: dict, bound: int) -> bool:
     """Whether a walk of at most `bound` memories read every memory it may read (those of its
     source, _recent, and of the dates asked for): there are no more than that."""
     if params["tenant_size"] <= bound < TENANT_SIZE_COUNTED_MAX:
         return True  # the account holds no more (its count is exact under its cap)
-    size = _WALK_SOURCE_SIZE.format(recent=_recent(where, params))
-    [(readable,)] = _rows(db, size, params | {"walk_max": bound + 1}, _WALK)
+    size = WALK_SOURCE_SIZE.format(recent=_recent(where, params))
+    [(readable,)] = fetch_rows(db, size, params | {"walk_max": bound + 1}, WALK)
     return readable <= bound
 
 
-def _word_filters(db, where: _Where, params: dict, most: int) -> None:
-    """filters._where's values as the words function takes them (it applies them itself; a
-    missing one is no filter), and how many matches it gives per call: `most`, or with a thread
-    to filter on too, enough of the most recent matches for some to be in it."""
+def _word_filters(db, where: Where, params: dict, most: int) -> None:
+    """The values of filters.filter_clauses as the words function takes them (it applies them
+    itself; a missing one is no filter), and how many matches it gives per call: `most`, or with a
+    thread to filter on too, enough of the most recent matches for some to be in it."""
     until = params["snapshot"]
     if params.get("before") is not None:
         until = min(params["before"], until)
@@ -457,18 +458,18 @@ def _word_filters(db, where: _Where, params: dict, most: int) -> None:
 
 def _required_query(required: str) -> str:
     """The words function's `required` argument: the phrases and exclusions, if any."""
-    return _REQUIRED_QUERY if required else "NULL::tsquery"
+    return REQUIRED_QUERY if required else "NULL::tsquery"
 
 
-def _indexed_words(db, required: str, where: _Where, params: dict) -> list[_Candidate]:
-    """Word candidates through the account's words index (see _WORD_MATCHES)."""
+def _indexed_words(db, required: str, where: Where, params: dict) -> list[Candidate]:
+    """Word candidates through the account's words index (see WORD_MATCHES)."""
     _word_filters(db, where, params, LEXICAL_CANDIDATES)
-    matches = _WORD_MATCHES.format(
+    matches = WORD_MATCHES.format(
         columns=params["candidate_columns"],
         required=_required_query(required),
         thread=where.thread,
     )
-    rows = _rows(db, matches, params, _BY_KEY)
+    rows = fetch_rows(db, matches, params, _BY_KEY)
     found = rows[0][0]
     candidates = _candidates([row[1:] for row in rows if row[1] is not None], params)
     if len(candidates) < LEXICAL_CANDIDATES and found == params["word_matches_max"]:
@@ -478,9 +479,9 @@ def _indexed_words(db, required: str, where: _Where, params: dict) -> list[_Cand
     return candidates
 
 
-def _ranked(
-    db, parsed: _Query, where: _Where, params: dict, statistics: _WordStatistics | None
-) -> tuple[list[_Candidate], _WordStatistics | None, int]:
+def ranked_candidates(
+    db, parsed: Query, where: Where, params: dict, statistics: WordStatistics | None
+) -> tuple[list[Candidate], WordStatistics | None, int]:
     """Candidates by words and by meaning, fused, the word statistics they were scored with,
     and how many matched (by words or meaning) but were dropped under the relevance floor. A
     first page (`statistics` None) computes those, and gets no candidates when the best is under
@@ -490,7 +491,7 @@ def _ranked(
         return [], None, 0  # only stop words or punctuation: nothing to look for
     # A question's vector is compared only with vectors of its own model (StoredVectors).
     vector = embed_query(parsed.wanted) if comparable_with(params["vectors_by"]) else None
-    required = _REQUIRED if parsed.required else ""
+    required = REQUIRED if parsed.required else ""
     params |= {
         "terms": list(parsed.terms),
         "parsed": parsed,  # read by the steps that spell its terms, not by a statement
@@ -501,8 +502,8 @@ def _ranked(
     if vector is not None:
         params["vector"] = "[" + ",".join(f"{x:.6g}" for x in vector) + "]"
         cosine = "1 - (m.embedding <=> %(vector)s::vector)"
-    params["candidate_columns"] = _CANDIDATE_COLUMNS.format(
-        fields_held=_fields_held(parsed, params), cosine=cosine
+    params["candidate_columns"] = CANDIDATE_COLUMNS.format(
+        fields_held=fields_held_sql(parsed, params), cosine=cosine
     )
     few_terms = len(parsed.terms) <= INDEXED_QUERY_TERMS_MAX
     # The account's words index holds its current memories only: asOf walks. So does a thread
@@ -512,7 +513,7 @@ def _ranked(
         few_terms and params["words_indexed"] and where.current
     )
     # A later page walks back as far as the first page's walk reached, among as many memories
-    # (see _WordStatistics), however many matches that is now.
+    # (see WordStatistics), however many matches that is now.
     walked_to = None
     if statistics is None:
         walk_max = _question_walk_max(where, params)
@@ -530,7 +531,7 @@ def _ranked(
     # are never more than the scan of the account's vectors would read. One that a walk reads
     # whole (every thread a walk reads) is read once for both.
     read_once = by_meaning and where.walks == "thread"
-    nearest: list[_Candidate] = []
+    nearest: list[Candidate] = []
     if by_walk:
         later = {} if statistics is None else {"bounded": False, "back_to": statistics.walked_to}
         if read_once:
@@ -546,14 +547,14 @@ def _ranked(
     word_matches = list(candidates)
     candidates += nearest
     if by_meaning and not read_once:
-        plan: _Plan = ()
-        semantic = _SEMANTIC.format(required=required, filters=where.sql)
+        plan: Plan = ()
+        semantic = SEMANTIC.format(required=required, filters=where.sql)
         if through_index and params["source_size"] is not None:
             if params["source_size"] <= COMPARED_EXACTLY_MAX:
-                # Read as the walk reads its source (_WALK), then sorted by distance: every plan
+                # Read as the walk reads its source (WALK), then sorted by distance: every plan
                 # sorts once there, and one that sorted the source too would read all of it.
-                plan = _WALK
-                semantic = _SEMANTIC_OF_SOURCE.format(
+                plan = WALK
+                semantic = SEMANTIC_OF_SOURCE.format(
                     recent=_recent(where, params, most="source_size_max"),
                     required=required,
                     filters=where.sql,
@@ -562,7 +563,7 @@ def _ranked(
                 plan = _NEAREST_NARROWED
         elif through_index:
             plan = _NEAREST_NARROWED if where.narrowed else _NEAREST
-        meaning_ids = _ids(db, semantic, params, plan)
+        meaning_ids = fetch_ids(db, semantic, params, plan)
         candidates += _read_candidates(db, meaning_ids, params, known=candidates)
     rare: tuple[str, ...] = ()
     rare_walked_to = None
@@ -581,7 +582,7 @@ def _ranked(
         candidates += _new(older, candidates)
     first_page = statistics is None
     if statistics is None:
-        statistics = _WordStatistics.of(
+        statistics = WordStatistics.of(
             candidates,
             parsed.terms,
             params["tenant_size"],
@@ -590,9 +591,9 @@ def _ranked(
             rare_walked_to,
             walk_max=walk_max if by_walk else None,
         )
-    rarest = _words_scores(candidates, parsed.terms, statistics, parsed.parts | parsed.type_terms)
+    rarest = words_scores(candidates, parsed.terms, statistics, parsed.parts | parsed.type_terms)
     for candidate in candidates:
-        _fuse(candidate)
+        fuse(candidate)
     hits = [c for c in candidates if c.matched_by]
     for hit in hits:
         # What is most distinctive in the question and not in this memory, as the asker wrote
@@ -614,24 +615,24 @@ def _ranked(
 
 
 def _read_candidates(
-    db, ids: list[uuid.UUID], params: dict, known: Iterable[_Candidate] = ()
-) -> list[_Candidate]:
+    db, ids: list[uuid.UUID], params: dict, known: Iterable[Candidate] = ()
+) -> list[Candidate]:
     """The candidates `ids` but those `known` (already read), read by key (see
-    _CANDIDATE_COLUMNS)."""
+    CANDIDATE_COLUMNS)."""
     read = {candidate.id for candidate in known}
     ids = [i for i in dict.fromkeys(ids) if i not in read]
     if not ids:
         return []
     params["ids"] = ids
-    db.execute(_RANKED_SQL.format(columns=params["candidate_columns"]), params)
+    db.execute(RANKED_SQL.format(columns=params["candidate_columns"]), params)
     return _candidates(db.fetchall(), params)
 
 
-def _candidates(rows: list[tuple], params: dict) -> list[_Candidate]:
-    """Rows of _CANDIDATE_COLUMNS as candidates."""
+def _candidates(rows: list[tuple], params: dict) -> list[Candidate]:
+    """Rows of CANDIDATE_COLUMNS as candidates."""
     terms = params["terms"]
     return [
-        _Candidate(
+        Candidate(
             id=row[0],
             recorded_at=row[1],
             content_length=row[2],
@@ -642,19 +643,19 @@ def _candidates(rows: list[tuple], params: dict) -> list[_Candidate]:
     ]
 
 
-def _new(found: list[_Candidate], known: list[_Candidate]) -> list[_Candidate]:
+def _new(found: list[Candidate], known: list[Candidate]) -> list[Candidate]:
     """Those of `found` that are not among `known`."""
     ids = {candidate.id for candidate in known}
     return [candidate for candidate in found if candidate.id not in ids]
 
 
-def _listed(
-    db, where: _Where, params: dict, position: _Position | None, most: int
-) -> tuple[list[_Candidate], _Candidate | None]:
+def listed_candidates(
+    db, where: Where, params: dict, position: Position | None, most: int
+) -> tuple[list[Candidate], Candidate | None]:
     """A search without a query: the `most` newest memories the filters select after `position`,
     among the LISTED_WINDOW memories that follow it, current as of the first page's instant
-    (_Where.reach_at_snapshot): the account's memories, read newest first through its recency
-    index (_WALK) whatever the table's statistics say, or those of the thread asked for when a
+    (Where.reach_at_snapshot): the account's memories, read newest first through its recency
+    index (WALK) whatever the table's statistics say, or those of the thread asked for when a
     walk reads it whole (models.THREAD_READ_BY_MEMBER_MAX), or without asOf those of the types, else
     the project or the scope asked for (_listed_of_source). Second: when fewer than `most`
     passed and more memories follow the window, the window's last memory, where the next page
@@ -663,32 +664,32 @@ def _listed(
     after = ""
     if position is not None:
         params |= {"after_recorded_at": position.recorded_at, "after_id": position.id}
-        after = _LISTED_AFTER
+        after = LISTED_AFTER
     source = _listed_by_source(db, where, params, position)
     if source == "thread":
-        window = _LISTED_IN_THREAD.format(reach=where.reach_at_snapshot, after=after)
-        sql = _LISTED_SQL.format(window=window, selection=where.selection)
+        window = LISTED_IN_THREAD.format(reach=where.reach_at_snapshot, after=after)
+        sql = LISTED_SQL.format(window=window, selection=where.selection)
         plan = _LISTED_BY_SOURCE
     elif source is not None:
         window = _listed_of_source(where, params, after, source)
-        sql = _LISTED_SOURCE_SQL.format(window=window, selection=where.selection)
+        sql = LISTED_SOURCE_SQL.format(window=window, selection=where.selection)
         plan = _LISTED_BY_SOURCE
     else:
-        window = _LISTED_WINDOW.format(reach=where.reach_at_snapshot, after=after)
-        sql = _LISTED_SQL.format(window=window, selection=where.selection)
-        plan = _WALK
-    listed = [_listed_candidate(*row) for row in _rows(db, sql, params, plan)]
+        window = LISTED_ACCOUNT_WINDOW.format(reach=where.reach_at_snapshot, after=after)
+        sql = LISTED_SQL.format(window=window, selection=where.selection)
+        plan = WALK
+    listed = [_listed_candidate(*row) for row in fetch_rows(db, sql, params, plan)]
     if len(listed) == most:
         return listed, None
-    end = _rows(db, _LISTED_WINDOW_END.format(window=window), params, plan)
+    end = fetch_rows(db, LISTED_WINDOW_END.format(window=window), params, plan)
     # The window's last memory is a position only, read without its length.
     return listed, (_listed_candidate(*end[0]) if len(end) == 2 else None)
 
 
 def _listed_candidate(
     memory_id: uuid.UUID, recorded_at: datetime, content_length: int = 0
-) -> _Candidate:
-    return _Candidate(
+) -> Candidate:
+    return Candidate(
         id=memory_id,
         recorded_at=recorded_at,
         content_length=content_length,
@@ -697,9 +698,9 @@ def _listed_candidate(
     )
 
 
-def _listed_source(where: _Where, params: dict) -> str | None:
+def _listed_source(where: Where, params: dict) -> str | None:
     """Which filter's memories a listing reads as its window: a thread's that a walk reads
-    (_Where.walks); else, on current memories, through its index (_listed_of_source), the
+    (Where.walks); else, on current memories, through its index (_listed_of_source), the
     types asked for (an index-only read), else a project, else a scope; None for the account's
     recency index."""
     if where.walks == "thread":
@@ -711,32 +712,32 @@ def _listed_source(where: _Where, params: dict) -> str | None:
     return next((f for f in ("project", "scope") if params.get(f) is not None), None)
 
 
-def _listed_by_source(db, where: _Where, params: dict, position: _Position | None) -> str | None:
+def _listed_by_source(db, where: Where, params: dict, position: Position | None) -> str | None:
     """The filter whose memories alone a listing reads (_listed_source), unless more than
     LISTED_WINDOW memories were recorded since its first page's instant (each is read to find
     the memory it revised: the account's window bounds that page instead). Puts the memories
     revised since the instant in params["listed_revised"]: none on a first page, whose instant
-    is at least its newest memory's (sql._TENANT_SIZE_SQL)."""
+    is at least its newest memory's (sql.TENANT_SIZE_SQL)."""
     source = _listed_source(where, params)
     if source in (None, "thread"):
         return source
     params["listed_revised"] = []
     if position is None:
         return source
-    [(since, revised)] = _rows(db, _LISTED_RECORDED_SINCE, params, _WALK)
+    [(since, revised)] = fetch_rows(db, LISTED_RECORDED_SINCE, params, WALK)
     params["listed_revised"] = revised
     return source if since <= LISTED_WINDOW else None
 
 
-def _listed_of_source(where: _Where, params: dict, after: str, column: str) -> str:
+def _listed_of_source(where: Where, params: dict, after: str, column: str) -> str:
     """The window of a listing of some types, a project or a scope (`column`): the account's
     memories of those current at its first page's instant, newest first after `after` (see
-    sql._LISTED_CURRENT_OF_TYPE)."""
-    columns = _LISTED_COLUMNS
+    sql.LISTED_CURRENT_OF_TYPE)."""
+    columns = LISTED_COLUMNS
     if params.get("resolved_after") is not None:
         columns += ", m.resolved_at"
     values = params["types"] if column == "memory_type" else [params[column]]
-    branch = _LISTED_CURRENT_OF_TYPE if column == "memory_type" else _LISTED_CURRENT_WITH
+    branch = LISTED_CURRENT_OF_TYPE if column == "memory_type" else LISTED_CURRENT_WITH
     params["listed_values"] = list(values)
     params |= {f"listed_value_{n}": value for n, value in enumerate(values)}
     branches = [
@@ -750,25 +751,25 @@ def _listed_of_source(where: _Where, params: dict, after: str, column: str) -> s
         for n in range(len(values))
     ]
     branches.append(
-        _LISTED_REVISED_SINCE.format(column=column, columns=columns, dates=where.dates, after=after)
+        LISTED_REVISED_SINCE.format(column=column, columns=columns, dates=where.dates, after=after)
     )
-    return _LISTED_SOURCE_WINDOW.format(branches=" UNION ALL ".join(branches))
+    return LISTED_SOURCE_WINDOW.format(branches=" UNION ALL ".join(branches))
 
 
-def _topic_matches(db, parsed: _Query, where: _Where, params: dict) -> list[_Candidate]:
+def topic_matches(db, parsed: Query, where: Where, params: dict) -> list[Candidate]:
     """Topics spelled like the text asked for, that hold the query's phrases and none of its
     exclusions."""
     params |= {"wanted": parsed.wanted, "required": parsed.required}
-    required = _REQUIRED if parsed.required else ""
+    required = REQUIRED if parsed.required else ""
     if where.walks == "thread":
         recent = _recent(where, params, most="recent")
     else:
-        recent = _RECENT.format(reach=where.reach, most="recent")
+        recent = RECENT.format(reach=where.reach, most="recent")
     db.execute(
-        _TOPIC_SQL.format(recent=recent, selection=where.selection, required=required), params
+        TOPIC_SQL.format(recent=recent, selection=where.selection, required=required), params
     )
     return [
-        _Candidate(
+        Candidate(
             id=row[0],
             recorded_at=row[1],
             content_length=row[2],

@@ -1,6 +1,6 @@
 """Paging: the cursor is signed (django.core.signing, SECRET_KEY) and carries the position, the
 candidate mode, the first page's instant, word statistics and the reach of its words walk
-(_Position, scoring._WordStatistics) and a fingerprint of the query and filters
+(Position, scoring.WordStatistics) and a fingerprint of the query and filters
 (filters.SearchFilters.fingerprint); it is refused for any other query. Later pages score with
 the first page's statistics, so a write between pages (a revision changes the account's size, an
 archive which candidates hold a term) does not shift the scores of the rest and so repeat or
@@ -16,7 +16,7 @@ from datetime import datetime
 from django.core import signing
 
 from memories.errors import InvalidInput
-from memories.search.scoring import _Candidate, _WordStatistics
+from memories.search.scoring import Candidate, WordStatistics
 
 CURSOR_MAX = 2048
 # A cursor pages through one result list, minutes after its first page; an older one would page
@@ -27,10 +27,10 @@ MODES = ("ranked", "topic", "listed")
 
 
 @dataclass(frozen=True)
-class _Position:
+class Position:
     """Where a page ends, as a cursor carries it: the candidate mode, the last hit's sort key,
     the first page's instant (`snapshot`) and word statistics (ranked mode). The instant is the
-    clock's (see sql._TENANT_SIZE_SQL), and a memory's `recorded_at` is taken before its write
+    clock's (see sql.TENANT_SIZE_SQL), and a memory's `recorded_at` is taken before its write
     commits: a write still committing while the first page ran (milliseconds) may show on a
     later page. Closing that would take the first page's database snapshot in the cursor and
     each row's inserting transaction id, which the rows do not keep."""
@@ -40,7 +40,7 @@ class _Position:
     recorded_at: datetime
     id: uuid.UUID
     snapshot: datetime
-    statistics: _WordStatistics | None
+    statistics: WordStatistics | None
 
     def encode(self, fingerprint: str) -> str:
         # JSON writes a float as its repr, which reads back exactly: paging compares scores.
@@ -66,7 +66,7 @@ class _Position:
         return signing.dumps(payload, salt=_CURSOR_SALT, compress=True)
 
     @classmethod
-    def decode(cls, cursor: str, fingerprint: str) -> _Position:
+    def decode(cls, cursor: str, fingerprint: str) -> Position:
         """The position `cursor` carries, if this server issued it for `fingerprint`."""
         try:
             payload = signing.loads(cursor, salt=_CURSOR_SALT, max_age=CURSOR_MAX_AGE)
@@ -76,7 +76,7 @@ class _Position:
             if "w" in payload:
                 words = payload["w"]
                 total, held_by, average_length, rare, walked_to, rare_walked_to, walk_max = words
-                statistics = _WordStatistics(
+                statistics = WordStatistics(
                     total=int(total),
                     held_by=tuple(int(count) for count in held_by),
                     average_length=float(average_length),
@@ -111,7 +111,7 @@ class _Position:
             )
         return position
 
-    def follows(self, candidate: _Candidate) -> bool:
+    def follows(self, candidate: Candidate) -> bool:
         """Whether `candidate` sorts after this position."""
         return (candidate.score, candidate.recorded_at, candidate.id) < (
             self.score,

@@ -79,7 +79,7 @@ class SearchFilters:
     def fingerprint(self, owner_id: int, query: str | None, *, thread_id: uuid.UUID | None) -> str:
         """What a cursor is bound to: the account, the query and every filter, canonically.
         (Another account's cursor would bring that account's instant and word statistics.) The
-        thread filter by the id of the thread its name resolved to (`_Where.thread_id`), not by
+        thread filter by the id of the thread its name resolved to (`Where.thread_id`), not by
         the name: a thread deleted and created anew under its name between two pages is
         another thread, whose members must not continue the first one's paging. The commitment
         filters are named only when given, so that a search without them keeps one fingerprint
@@ -203,12 +203,12 @@ def _commitment_filters(
 
 
 @dataclass(frozen=True)
-class _Where:
+class Where:
     """The filters as SQL clauses on `m`. `reach`: which of the tenant's memories the search reads
     at all (current or as of an instant, recorded dates), conditions that the walks over the
     most recent memories (words, topic fallback) apply as they read; `selection`: status, type,
     scope, project, commitment state and thread, applied to what a walk has read, so that its
-    bound holds whatever the filters (see sql._LEXICAL_RECENT; without asOf, a walk reads only
+    bound holds whatever the filters (see sql.LEXICAL_RECENT; without asOf, a walk reads only
     the memories of one of them, `walks`; a thread that a walk reads is not applied to it
     again). `thread`: the thread filter's clause alone ("" for none), `thread_id` the id of the
     thread it names (None for none). `narrowed`: SearchFilters.narrows(); `walks`: which filter
@@ -277,7 +277,7 @@ _CURRENT = "m.valid_to IS NULL"
 _CURRENT_AT_SNAPSHOT = "(m.valid_to IS NULL OR m.valid_to > %(snapshot)s)"
 
 
-def _where(filters: SearchFilters, owner_id: int, params: dict) -> _Where:
+def filter_clauses(filters: SearchFilters, owner_id: int, params: dict) -> Where:
     lifecycle: list[str] = []
     if filters.as_of is not None:
         lifecycle.append(
@@ -321,7 +321,7 @@ def _where(filters: SearchFilters, owner_id: int, params: dict) -> _Where:
             )
         )
     walks = _walk_source(filters, params)
-    return _Where(
+    return Where(
         reach=_conjunction(lifecycle + dates),
         # A thread whose members a walk reads is no filter on what it read.
         selection=_conjunction(selection + (thread if walks != "thread" else [])),

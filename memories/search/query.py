@@ -51,7 +51,7 @@ _INNER_HYPHEN = re.compile(r"(?<=[^\W_])-(?=[^\W_])")
 _DOTTED_WRITTEN = re.compile(r"(?<![^\W_])[^\W\d_][^\W_]*(?:\.[^\W\d_][^\W_]*)+")
 # A dotted name's lexeme ("next.js"), in migration 0020's pattern: memories are indexed by it
 # also joined and stemmed ("nextj"), which takes the stemmer, so the query reads it from the
-# database (_Query.alternatives).
+# database (Query.alternatives).
 _DOTTED = re.compile(r"[a-z][a-z0-9]*(?:\.[a-z][a-z0-9]*)+")
 # What the parser leaves of an English contraction beside its stop words ("doesn" of "doesn't",
 # "re" of "we're"; "don", "can", "t" and "s" are stop words already). Asked for, it would be the
@@ -80,7 +80,7 @@ CJK_PAIRS_MAX = 32
 
 
 @dataclass(frozen=True)
-class _Query:
+class Query:
     terms: tuple[str, ...]  # significant lexemes, deduplicated
     required: str  # the phrases and exclusions, as a tsquery's text ("" for none)
     wanted: str  # the text asked for: the query without its exclusions
@@ -135,7 +135,7 @@ class _Query:
         )
 
 
-def _parse(db, text: str) -> _Query:
+def parse(db, text: str) -> Query:
     """The query's OR'ed terms and its required phrases and exclusions. A phrase or exclusion
     of stop words only requires nothing (PostgreSQL would make it a query that matches no row)."""
     quoted = [(minus, phrase) for minus, phrase in _PHRASE.findall(text) if phrase.strip()]
@@ -190,7 +190,7 @@ def _parse(db, text: str) -> _Query:
         if word not in joinable or _COMPOUND.fullmatch(lexeme):
             whole_words.add(lexeme)
     required, phrased, excluding = _required(spellings, iter(queries))
-    return _Query(
+    return Query(
         terms=tuple(terms),
         required=required,
         phrased=phrased,

@@ -69,11 +69,12 @@ WORDS_SCALE_TERMS = 3
 
 
 @dataclass
-class _Candidate:
+class Candidate:
     id: uuid.UUID
     recorded_at: datetime
     content_length: int
-    fields_held: dict[str, str]  # query term -> labels of the fields holding it (sql._fields_held)
+    # Query term -> labels of the fields holding it (sql.fields_held_sql).
+    fields_held: dict[str, str]
     cosine: float | None
     score: float = 0.0
     matched_by: tuple[str, ...] = ()
@@ -81,15 +82,15 @@ class _Candidate:
 
 
 @dataclass(frozen=True)
-class _WordStatistics:
+class WordStatistics:
     """What a words score depends on besides the memory: the account's size (as the IDF counts it),
     how many candidates hold each query term (in the query's term order) and their average length;
-    and, of the words walk (candidates._ranked), which terms were rare among its matches (`rare`,
-    their positions in the query's term order) and the oldest match it reached when it stopped at
-    its bound (`walked_to`; None: it read all it may), and the same of the rare terms' own walk
-    (`rare_walked_to`), and how many of the most recent memories it might read (`walk_max`; None
-    when there was no walk). A cursor carries the first page's, so that later pages score as it did
-    and rank every candidate it did that still passes the filters: a write between pages changes
+    and, of the words walk (candidates.ranked_candidates), which terms were rare among its matches
+    (`rare`, their positions in the query's term order) and the oldest match it reached when it
+    stopped at its bound (`walked_to`; None: it read all it may), and the same of the rare terms'
+    own walk (`rare_walked_to`), and how many of the most recent memories it might read (`walk_max`;
+    None when there was no walk). A cursor carries the first page's, so that later pages score as it
+    did and rank every candidate it did that still passes the filters: a write between pages changes
     what a bounded walk finds (an archived memory, or one added to a thread, joins the matches of a
     `status: archived` or thread walk and would push the oldest one out; an archive lets an older
     match in, which may hold a rare term and make it common), so a later page walks back as far as
@@ -108,14 +109,14 @@ class _WordStatistics:
     @classmethod
     def of(
         cls,
-        candidates: list[_Candidate],
+        candidates: list[Candidate],
         terms: tuple[str, ...],
         tenant_size: int,
         rare: tuple[str, ...] = (),
         walked_to: datetime | None = None,
         rare_walked_to: datetime | None = None,
         walk_max: int | None = None,
-    ) -> _WordStatistics:
+    ) -> WordStatistics:
         held = Counter(term for candidate in candidates for term in candidate.fields_held)
         lengths = [candidate.content_length for candidate in candidates] or [1]
         return cls(
@@ -133,16 +134,16 @@ class _WordStatistics:
         return tuple(terms[n] for n in self.rare if 0 <= n < len(terms))
 
 
-def _words_scores(
-    candidates: list[_Candidate],
+def words_scores(
+    candidates: list[Candidate],
     terms: tuple[str, ...],
-    statistics: _WordStatistics,
+    statistics: WordStatistics,
     undistinctive: frozenset[str] = frozenset(),
 ) -> tuple[str, ...]:
     """BM25F over the candidates, each divided by the sum of the IDFs of the query's
     WORDS_SCALE_TERMS rarest terms but its `undistinctive` ones: the parts of its hyphenated
     words (a memory writing "standups" holds what "stand-ups" asks for, not "stand" and "up"),
-    and the names of a type (_Query.type_terms), which no memory's words need hold;
+    and the names of a type (Query.type_terms), which no memory's words need hold;
     returns those terms, rarest first."""
     if not terms or not candidates:
         return ()
@@ -181,7 +182,7 @@ def relevance_floor(competing: int) -> float:
     return RELEVANCE_FLOOR + RELEVANCE_FLOOR_PER_DECADE * math.log10(growth)
 
 
-def _fuse(candidate: _Candidate) -> None:
+def fuse(candidate: Candidate) -> None:
     cosine = candidate.cosine if candidate.cosine is not None else 0.0
     words = candidate.score
     candidate.score = round(words + MEANING_WEIGHT * max(0.0, cosine), 6)

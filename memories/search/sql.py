@@ -1,5 +1,5 @@
 """The search's SQL statements, and how one is sent with the planner settings it runs under
-(_rows; the plans themselves are chosen in candidates.py).
+(fetch_rows; the plans themselves are chosen in candidates.py).
 """
 
 from __future__ import annotations
@@ -8,15 +8,15 @@ import uuid
 
 from memories.excerpts import EXCERPT_COLUMNS
 from memories.models import thread_members_sql
-from memories.search.query import _Query
+from memories.search.query import Query
 
-# What scoring reads of a candidate: where it holds each query term (see _fields_held), and its
+# What scoring reads of a candidate: where it holds each query term (see fields_held_sql), and its
 # cosine similarity to the query. The walk and the words function select them as they find
 # their candidates (the rows are in hand); those found otherwise (by meaning, a rare term's
 # lookup) are read by key. The page's excerpts are read afterwards, for the page alone
-# (_PAGE_SQL).
-_CANDIDATE_COLUMNS = "m.id, m.recorded_at, m.content_length, {fields_held}, {cosine}"
-_RANKED_SQL = """
+# (PAGE_SQL).
+CANDIDATE_COLUMNS = "m.id, m.recorded_at, m.content_length, {fields_held}, {cosine}"
+RANKED_SQL = """
 SELECT {columns}
 FROM memories_memory m
 WHERE m.owner_id = %(owner)s AND m.id = ANY(%(ids)s::uuid[])
@@ -28,7 +28,7 @@ _FIELDS = (("A", "A"), ("B", "BD"), ("C", "C"))
 # function gives them (migrations memories/0018 and 0024: it applies every filter but the
 # thread's, and returns what scoring reads), those of them in the thread if one is asked for, and
 # how many the function gave (on every row; on a row of NULLs when none is in the thread).
-_WORD_MATCHES = """WITH matches AS MATERIALIZED (
+WORD_MATCHES = """WITH matches AS MATERIALIZED (
         SELECT w.*, %(owner)s::bigint AS owner_id
         FROM memory_recent_word_matches(
             %(any_term)s::tsquery, {required}, %(word_from)s::timestamptz,
@@ -44,31 +44,31 @@ _WORD_MATCHES = """WITH matches AS MATERIALIZED (
 # on its own, so the walk stops there whatever the terms). The selection (status, type, scope,
 # project, commitment state, thread) is applied to what the walk has read, not while it reads: a
 # selective filter would otherwise make it read far past WALK_RECENT_MAX memories to find that many
-# that pass. A small thread's members are what it reads (_RECENT_IN_THREAD); else on current
+# that pass. A small thread's members are what it reads (RECENT_IN_THREAD); else on current
 # memories, the walk reads only what the narrowest index it may take leads to, and its bound
 # counts those (filters.WALK_SOURCES): a project's memories
 # (memory_owner_project_recent), else the commitments of the states asked for
 # (memory_owner_state_recent), else the memories of the types asked for
 # (memory_owner_type_current), else those of the scope (memory_owner_scope_recent); a state's or
 # a type's newest first, merged by recency (candidates._merged).
-_LEXICAL_RECENT = """(SELECT {columns} FROM ({recent}) m
+LEXICAL_RECENT = """(SELECT {columns} FROM ({recent}) m
       WHERE TRUE {selection} {since}
       AND m.search_vector @@ %({terms})s::tsquery {required}
       ORDER BY m.recorded_at DESC LIMIT %(walk_limit)s)"""
 # The sources a walk reads, each at most %({most})s memories, newest first. Those of a project,
 # commitment states or a scope state the lower case's test, their index's condition (see its
 # comment in memories/models.py).
-_RECENT = """
+RECENT = """
         SELECT m.* FROM memories_memory m
         WHERE m.owner_id = %(owner)s AND m.recorded_at <= %(snapshot)s {reach}
         ORDER BY m.recorded_at DESC LIMIT %({most})s"""
 # Of a project, a scope or a commitment state: `column` = %(`value`)s.
-_RECENT_WITH = """(
+RECENT_WITH = """(
         SELECT m.* FROM memories_memory m
         WHERE m.owner_id = %(owner)s AND m.{column} = %({value})s
           AND lower(m.{column}) IS NOT NULL AND m.recorded_at <= %(snapshot)s {reach}
         ORDER BY m.recorded_at DESC LIMIT %({most})s)"""
-_RECENT_OF_TYPE = """(
+RECENT_OF_TYPE = """(
         SELECT m.* FROM memories_memory m
         WHERE m.owner_id = %(owner)s AND m.memory_type = %({value})s
           AND m.recorded_at <= %(snapshot)s {reach}
@@ -80,12 +80,12 @@ _IN_THREAD = (
     + """
         WHERE m.recorded_at <= %(snapshot)s {reach}"""
 )
-_RECENT_IN_THREAD = f"""({_IN_THREAD}
+RECENT_IN_THREAD = f"""({_IN_THREAD}
         ORDER BY m.recorded_at DESC LIMIT %({{most}})s)"""
-# A thread that a walk reads whole: its walk (_LEXICAL_RECENT's matches) and its nearest by meaning
-# (_SEMANTIC_OF_SOURCE's, compared exactly) from one read of its members, which by key costs as
+# A thread that a walk reads whole: its walk (LEXICAL_RECENT's matches) and its nearest by meaning
+# (SEMANTIC_OF_SOURCE's, compared exactly) from one read of its members, which by key costs as
 # much as either statement apart; the last column tells the walk's matches.
-_WALK_AND_NEAREST = """(SELECT {columns},
+WALK_AND_NEAREST = """(SELECT {columns},
            m.matched AND m.newest <= coalesce(%(walk_limit)s, m.newest)
     FROM (SELECT m.*,
                  row_number() OVER (PARTITION BY m.matched ORDER BY m.recorded_at DESC) AS newest,
@@ -97,11 +97,11 @@ _WALK_AND_NEAREST = """(SELECT {columns},
     WHERE (m.matched AND m.newest <= coalesce(%(walk_limit)s, m.newest))
        OR (m.distance IS NOT NULL AND m.nearest <= %(semantic_max)s))"""
 # How many memories a walk may read, up to one past its bound (its source's LIMIT).
-_WALK_SOURCE_SIZE = "SELECT count(*) FROM ({recent}) m"
+WALK_SOURCE_SIZE = "SELECT count(*) FROM ({recent}) m"
 # Each of the rare terms' most recent matches through the account's words index (see
 # candidates.RARE_TERM_HELD_MAX), one call of the function per term; those in the thread if one
 # is asked for, the most recent RARE_TERM_CANDIDATES per term of them.
-_RARE_WORD_MATCHES = """SELECT array(
+RARE_WORD_MATCHES = """SELECT array(
     SELECT m.id FROM (
         SELECT DISTINCT w.id, w.recorded_at, %(owner)s::bigint AS owner_id
         FROM unnest(%(rare_terms)s::tsquery[]) AS t(term),
@@ -113,28 +113,28 @@ _RARE_WORD_MATCHES = """SELECT array(
     WHERE TRUE {thread}
     ORDER BY m.recorded_at DESC, m.id DESC LIMIT %(rare_limit)s)"""
 # Served by the account's own HNSW index when it has one (memories/account_indexes.py), else an
-# exact scan of its vectors; see candidates._WALK and what follows.
-_SEMANTIC = """(SELECT m.id FROM memories_memory m
+# exact scan of its vectors; see candidates.WALK and what follows.
+SEMANTIC = """(SELECT m.id FROM memories_memory m
       WHERE m.owner_id = %(owner)s AND m.embedding IS NOT NULL
         AND m.recorded_at <= %(snapshot)s {required} {filters}
       ORDER BY m.embedding <=> %(vector)s::vector LIMIT %(semantic_max)s)"""
 # The nearest of the memories of a project, commitment states or a scope, each compared exactly, in
 # an account with its own HNSW index (candidates.COMPARED_EXACTLY_MAX): read through their own index
 # ({recent}), in a subquery with a LIMIT, which keeps the HNSW index from serving its ORDER BY.
-_SEMANTIC_OF_SOURCE = """(SELECT m.id FROM ({recent}) m
+SEMANTIC_OF_SOURCE = """(SELECT m.id FROM ({recent}) m
       WHERE m.embedding IS NOT NULL {required} {filters}
       ORDER BY m.embedding <=> %(vector)s::vector LIMIT %(semantic_max)s)"""
-_REQUIRED_QUERY = "%(required)s::tsquery"  # memories.search.query._required
-_REQUIRED = f"AND m.search_vector @@ {_REQUIRED_QUERY}"
-# The instant the search ranks memories recorded by (see cursor._Position), the tenant's size (see
+REQUIRED_QUERY = "%(required)s::tsquery"  # memories.search.query._required
+REQUIRED = f"AND m.search_vector @@ {REQUIRED_QUERY}"
+# The instant the search ranks memories recorded by (see cursor.Position), the tenant's size (see
 # scoring.TENANT_SIZE_COUNTED_MAX), whether it has valid nearest-neighbour and words indexes of its
 # own, how many entries its nearest-neighbour index held when last counted (see
 # TENANT_SIZE_COUNTED_MAX: no more than its current memories now), and how many memories the filter
-# that chooses what a walk reads holds ({source_size}: see candidates._source_size). A first
+# that chooses what a walk reads holds ({source_size}: see candidates.source_size_sql). A first
 # page's instant is this process's clock, or the tenant's newest memory if later: a memory stamped
 # by a host whose clock runs ahead of this one's (and its revision, stamped no earlier) is found at
 # once, not once this clock has caught up.
-_TENANT_SIZE_SQL = """
+TENANT_SIZE_SQL = """
 WITH instant AS (
     SELECT CASE WHEN %(first_page)s
                 THEN greatest(%(snapshot)s::timestamptz,
@@ -160,9 +160,9 @@ SELECT (SELECT snapshot FROM instant),
        (SELECT v.embedder FROM memories_storedvectors v WHERE v.id = 1),
        {source_size}
 """
-# Of the account's %(recent)s most recent memories (_RECENT), or of a thread's that a walk reads
-# (_RECENT_IN_THREAD).
-_TOPIC_SQL = """
+# Of the account's %(recent)s most recent memories (RECENT), or of a thread's that a walk reads
+# (RECENT_IN_THREAD).
+TOPIC_SQL = """
 SELECT m.id, m.recorded_at, m.content_length, similarity(m.topic, %(wanted)s)
 FROM ({recent}) m
 WHERE TRUE {selection} {required}
@@ -173,24 +173,24 @@ WHERE TRUE {selection} {required}
 # account (the filters are applied to what that window read, as the walk's are, so that a filter
 # few memories pass costs no more than the window); and the window's last memory, when there are
 # more after it, where the next page starts.
-_LISTED_WINDOW = """
+LISTED_ACCOUNT_WINDOW = """
         SELECT m.* FROM memories_memory m
         WHERE m.owner_id = %(owner)s AND m.recorded_at <= %(snapshot)s {reach} {after}
         ORDER BY m.recorded_at DESC, m.id DESC"""
-_LISTED_SQL = """
+LISTED_SQL = """
 SELECT m.id, m.recorded_at, m.content_length
 FROM ({window} LIMIT %(listed_window)s) m
 WHERE TRUE {selection}
 ORDER BY m.recorded_at DESC, m.id DESC
 LIMIT %(listed_max)s
 """
-_LISTED_WINDOW_END = """
+LISTED_WINDOW_END = """
 SELECT m.id, m.recorded_at FROM ({window}
         OFFSET %(listed_window)s - 1 LIMIT 2) m
 """
 # The recorded-at bound alone too: the index's key is (owner, [type,] recorded_at), and the row
 # comparison's id is not in it.
-_LISTED_AFTER = (
+LISTED_AFTER = (
     "AND m.recorded_at <= %(after_recorded_at)s"
     " AND (m.recorded_at, m.id) < (%(after_recorded_at)s, %(after_id)s::uuid)"
 )
@@ -198,25 +198,25 @@ _LISTED_AFTER = (
 # account's memories of those types, or of that project or scope, current at the first page's
 # instant, newest first, so a type, project or scope few of the account's memories have fills
 # its pages as a common one does. Each type's current memories are read through
-# memory_owner_type_current (`_LISTED_CURRENT_OF_TYPE`), which holds every column the filters
-# read but a resolution time (_LISTED_COLUMNS; `resolved_at` is added, read from the table,
+# memory_owner_type_current (`LISTED_CURRENT_OF_TYPE`), which holds every column the filters
+# read but a resolution time (LISTED_COLUMNS; `resolved_at` is added, read from the table,
 # only when resolvedAfter asks for it): an index-only read of at most %(listed_window)s entries
 # of each type, merged by recency. A project's or a scope's, through its index
-# (`_LISTED_CURRENT_WITH`, rows read from the table). Those indexes hold current memories only;
+# (`LISTED_CURRENT_WITH`, rows read from the table). Those indexes hold current memories only;
 # those current at the instant and revised since are the predecessors of the memories recorded
-# after it, found first (`_LISTED_RECORDED_SINCE`, through memory_owner_recent) and read by key
-# (`_LISTED_REVISED_SINCE`, of the types, the project or the scope): a revision closes its
+# after it, found first (`LISTED_RECORDED_SINCE`, through memory_owner_recent) and read by key
+# (`LISTED_REVISED_SINCE`, of the types, the project or the scope): a revision closes its
 # predecessor at its successor's recording time, whatever the clocks (services._revise).
-_LISTED_COLUMNS = (
+LISTED_COLUMNS = (
     "m.owner_id, m.id, m.recorded_at, m.memory_type, m.status, m.commitment_status, m.scope,"
     " m.project"
 )
-_LISTED_CURRENT_OF_TYPE = """(
+LISTED_CURRENT_OF_TYPE = """(
         SELECT {columns} FROM memories_memory m
         WHERE m.owner_id = %(owner)s AND m.memory_type = %({value})s
           AND m.valid_to IS NULL AND m.recorded_at <= %(snapshot)s {dates} {after}
         ORDER BY m.recorded_at DESC, m.id DESC LIMIT %(listed_window)s + 1)"""
-_LISTED_CURRENT_WITH = """(
+LISTED_CURRENT_WITH = """(
         SELECT {columns} FROM memories_memory m
         WHERE m.owner_id = %(owner)s AND m.{column} = %({value})s
           AND lower(m.{column}) IS NOT NULL
@@ -225,18 +225,18 @@ _LISTED_CURRENT_WITH = """(
 # A listing of a thread (models.THREAD_READ_BY_MEMBER_MAX members at most), at any instant: its
 # members; a memory revised since the first page's instant keeps its membership (its successor
 # joins the thread beside it), so no memory revised since needs finding.
-_LISTED_IN_THREAD = f"""{_IN_THREAD} {{after}}
+LISTED_IN_THREAD = f"""{_IN_THREAD} {{after}}
         ORDER BY m.recorded_at DESC, m.id DESC"""
-_LISTED_REVISED_SINCE = """(
+LISTED_REVISED_SINCE = """(
         SELECT {columns} FROM memories_memory m
         WHERE m.owner_id = %(owner)s AND m.id = ANY(%(listed_revised)s::uuid[])
           AND m.{column} = ANY(%(listed_values)s) AND m.valid_to > %(snapshot)s
           AND m.recorded_at <= %(snapshot)s {dates} {after}
         ORDER BY m.recorded_at DESC, m.id DESC)"""
-_LISTED_SOURCE_WINDOW = """{branches}
+LISTED_SOURCE_WINDOW = """{branches}
         ORDER BY recorded_at DESC, id DESC"""
 # The page of such a listing, with each hit's content length (not in the index) read by key.
-_LISTED_SOURCE_SQL = """
+LISTED_SOURCE_SQL = """
 SELECT l.id, l.recorded_at, c.content_length
 FROM (SELECT m.id, m.recorded_at FROM ({window} LIMIT %(listed_window)s) m
       WHERE TRUE {selection}
@@ -246,10 +246,10 @@ JOIN memories_memory c ON c.owner_id = %(owner)s AND c.id = l.id
 ORDER BY l.recorded_at DESC, l.id DESC
 """
 # How many memories were recorded after a listing's instant (up to one past %(listed_window)s),
-# and the memories they revised. In recency order, so that under candidates._WALK (no sort) the
+# and the memories they revised. In recency order, so that under candidates.WALK (no sort) the
 # recency index reads only those: the primary key (owner, id), which also serves the owner's
 # condition, would read every memory of the account to test its recording time.
-_LISTED_RECORDED_SINCE = """
+LISTED_RECORDED_SINCE = """
 SELECT count(*),
        coalesce(array_agg(n.predecessor_id) FILTER (WHERE n.predecessor_id IS NOT NULL), '{}')
 FROM (SELECT m.predecessor_id FROM memories_memory m
@@ -257,13 +257,13 @@ FROM (SELECT m.predecessor_id FROM memories_memory m
       ORDER BY m.recorded_at DESC
       LIMIT %(listed_window)s + 1) n
 """
-_PAGE_SQL = (
+PAGE_SQL = (
     f"SELECT {EXCERPT_COLUMNS}, m.resolved_at FROM memories_memory m "  # noqa: S608 (constants)
     "WHERE m.owner_id = %(owner)s AND m.id = ANY(%(ids)s::uuid[])"
 )
 
 
-def _fields_held(parsed: _Query, params: dict) -> str:
+def fields_held_sql(parsed: Query, params: dict) -> str:
     """An SQL array with, for each of the query's terms, the labels of the fields that hold it
     ("AB": topic and content; "" for none). Each a match of the search vector against a
     constant query, which PostgreSQL does in C, rather than unnesting every lexeme of every
@@ -285,10 +285,10 @@ def _fields_held(parsed: _Query, params: dict) -> str:
     return f"ARRAY[{', '.join(labels)}]::text[]"
 
 
-_Plan = tuple[tuple[str, str], ...]  # planner settings (name, value) for one statement
+Plan = tuple[tuple[str, str], ...]  # planner settings (name, value) for one statement
 
 
-def _rows(db, sql: str, params: dict, plan: _Plan) -> list[tuple]:
+def fetch_rows(db, sql: str, params: dict, plan: Plan) -> list[tuple]:
     """The rows of `sql` run under `plan` (settings for this statement only). The settings, the
     statement and the settings' reset go as one message: a round trip costs about as much as
     a setting's statement takes, and a search runs several statements with their own plans.
@@ -306,5 +306,5 @@ def _rows(db, sql: str, params: dict, plan: _Plan) -> list[tuple]:
     return db.fetchall()
 
 
-def _ids(db, sql: str, params: dict, plan: _Plan) -> list[uuid.UUID]:
-    return [row[0] for row in _rows(db, sql, params, plan)]
+def fetch_ids(db, sql: str, params: dict, plan: Plan) -> list[uuid.UUID]:
+    return [row[0] for row in fetch_rows(db, sql, params, plan)]

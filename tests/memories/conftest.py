@@ -65,7 +65,7 @@ def server_admin() -> Iterator[psycopg.Connection]:
 
 
 def search_statement(sql: str) -> tuple[str, str]:
-    """A message of _rows (memories/search/sql.py), split into its plan settings ("SELECT
+    """A message of fetch_rows (memories/search/sql.py), split into its plan settings ("SELECT
     set_config(...); ", or "" when it has none) and its statement (without the resets after it)."""
     if not sql.startswith("SELECT set_config("):
         return "", sql
@@ -74,8 +74,8 @@ def search_statement(sql: str) -> tuple[str, str]:
 
 
 def explain_as_sent(execute, sql: str, params, many: bool, context: dict) -> dict:
-    """The plan of a search statement (`sql`, a message of _rows, memories/search/sql.py), under
-    its plan settings; an execute wrapper's arguments."""
+    """The plan of a search statement (`sql`, a message of fetch_rows, memories/search/sql.py),
+    under its plan settings; an execute wrapper's arguments."""
     settings, statement = search_statement(sql)
     execute(f"{settings}EXPLAIN (FORMAT JSON) {statement}", params, many, context)
     if settings:

@@ -213,7 +213,9 @@ def tenant_size(owner, counted_max: int) -> tuple[int, int]:
     with transaction.atomic(), connection.cursor() as db:
         db.execute(scans)
         [(before,)] = db.fetchall()
-        search._count_tenant(db, params, search._where(search.SearchFilters(), owner.pk, params))
+        search._count_tenant(
+            db, params, search.filter_clauses(search.SearchFilters(), owner.pk, params)
+        )
         db.execute(scans)
         [(after,)] = db.fetchall()
     return params["tenant_size"], after - before

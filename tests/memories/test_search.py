@@ -37,8 +37,8 @@ from memories.search import (
     search_memories,
     sql,
 )
-from memories.search.cursor import _CURSOR_SALT, CURSOR_MAX_AGE, _Position
-from memories.search.query import CJK_PAIRS_MAX, _cjk_paired, _parse
+from memories.search.cursor import _CURSOR_SALT, CURSOR_MAX_AGE, Position
+from memories.search.query import CJK_PAIRS_MAX, _cjk_paired, parse
 from memories.services import archive_memory, record_memory, resolve_commitment, revise_memory
 from memories.threads import add_thread_members, create_thread, delete_thread
 from tests.factories import MemoryFactory, UserFactory, insert_memory_as_once_stored
@@ -251,8 +251,8 @@ def test_a_contraction_in_a_question_is_not_a_word_the_answer_lacks(tenant, aske
 def test_a_word_a_contraction_would_leave_is_asked_for_when_written_whole(db):
     """The "won" of "won't" is dropped, the "won" of "we won the bid" is a word like any other."""
     with connection.cursor() as cursor:
-        assert "won" in _parse(cursor, "the bid we won").terms
-        assert "won" not in _parse(cursor, "the bid we won't lose").terms
+        assert "won" in parse(cursor, "the bid we won").terms
+        assert "won" not in parse(cursor, "the bid we won't lose").terms
 
 
 @pytest.mark.parametrize(
@@ -507,8 +507,8 @@ def test_a_memory_holds_every_term_of_its_own_text_asked_and_its_text_as_a_phras
     with connection.cursor() as db:
         db.execute("SELECT memories_search_vector('Note', %s, '{}', NULL)", [text])
         [vector] = db.fetchone()
-        terms = _parse(db, text).terms
-        required = _parse(db, f'"{text}"').required
+        terms = parse(db, text).terms
+        required = parse(db, f'"{text}"').required
         db.execute(
             "SELECT array(SELECT lexeme FROM unnest(%s::tsvector)), "
             "%s = '' OR %s::tsvector @@ %s::tsquery",
@@ -527,7 +527,7 @@ def test_a_long_cjk_question_asks_for_a_bounded_number_of_pairs(tenant, settings
     )
     question = ("渋谷区の事務所" + "".join(chr(0x4E00 + n) for n in range(600)))[:QUERY_MAX]
     with connection.cursor() as db:
-        assert len(_parse(db, question).terms) == CJK_PAIRS_MAX
+        assert len(parse(db, question).terms) == CJK_PAIRS_MAX
     assert [hit.id for hit in run(tenant, question).hits] == [memory.id]
 
 
@@ -1409,7 +1409,7 @@ def test_a_listing_cursor_ending_at_a_window_of_other_memories_goes_on(tenant, m
     ]
     notes = [MemoryFactory(owner=tenant, recorded_at=now - timedelta(days=n)) for n in range(5)]
     filters = clean_filters(memory_types=["blocker"])
-    window_end = _Position(
+    window_end = Position(
         mode="listed",
         score=0.0,
         recorded_at=notes[2].recorded_at,
@@ -2509,7 +2509,7 @@ def test_a_revision_committing_mid_search_never_shows_both_versions(transactiona
         content="We chose PostgreSQL for the memory store.",
     )
     walked = []
-    real_rows = sql._rows
+    real_rows = sql.fetch_rows
 
     def revise_elsewhere() -> None:
         try:
@@ -2530,7 +2530,7 @@ def test_a_revision_committing_mid_search_never_shows_both_versions(transactiona
             worker.join()
         return rows
 
-    patch_search(monkeypatch, "_rows", revise_after_the_walk)
+    patch_search(monkeypatch, "fetch_rows", revise_after_the_walk)
     page = search_memories(
         owner_id=owner.pk, query="postgresql memory store", filters=clean_filters(), limit=5
     )
