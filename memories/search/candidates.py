@@ -18,6 +18,7 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 
 from memories import account_indexes, tenancy
@@ -489,9 +490,55 @@ def ranked_candidates(
     decided that the query has answers."""
     if not parsed.terms:
         return [], None, 0  # only stop words or punctuation: nothing to look for
+    first_page = statistics is None
+    required = REQUIRED if parsed.required else ""
+    has_vector = _query_params(parsed, params)
+    reads = _reads(parsed, where, params, statistics, has_vector=has_vector)
+    word_matches, nearest, walked_to = _word_candidates(
+        db, required, where, params, reads, statistics
+    )
+    candidates = word_matches + nearest
+    if reads.by_meaning and not reads.read_once:
+        candidates += _meaning_candidates(db, required, where, params, reads, known=candidates)
+    rare: tuple[str, ...] = ()
+    rare_walked_to = None
+    if reads.by_walk:
+        # Which terms are rare among the walk's matches is read from their candidates, on the
+        # first page; a later page looks up the same ones.
+        older, rare, rare_walked_to = _rare_term_matches(
+            db,
+            required,
+            where,
+            params,
+            word_matches,
+            statistics,
+            rare_max=(
+                RARE_TERMS_MAX if reads.walk_max == WALK_RECENT_MAX else SHORT_WALK_RARE_TERMS_MAX
+            ),
+        )
+        candidates += _new(older, candidates)
+    if first_page:
+        statistics = WordStatistics.of(
+            candidates,
+            parsed.terms,
+            params["tenant_size"],
+            rare,
+            walked_to,
+            rare_walked_to,
+            walk_max=reads.walk_max if reads.by_walk else None,
+        )
+    hits = _scored(candidates, parsed, statistics)
+    floor = _floor(params)
+    if first_page and not any(c.score >= floor for c in hits):
+        return [], statistics, len(hits)
+    return hits, statistics, 0
+
+
+def _query_params(parsed: Query, params: dict) -> bool:
+    """The query's terms, its vector and the columns its candidates are read with
+    (CANDIDATE_COLUMNS), set in `params`; whether it has a vector to compare."""
     # A question's vector is compared only with vectors of its own model (StoredVectors).
     vector = embed_query(parsed.wanted) if comparable_with(params["vectors_by"]) else None
-    required = REQUIRED if parsed.required else ""
     params |= {
         "terms": list(parsed.terms),
         "parsed": parsed,  # read by the steps that spell its terms, not by a statement
@@ -505,6 +552,33 @@ def ranked_candidates(
     params["candidate_columns"] = CANDIDATE_COLUMNS.format(
         fields_held=fields_held_sql(parsed, params), cosine=cosine
     )
+    return vector is not None
+
+
+@dataclass(frozen=True)
+class _Reads:
+    """How a ranked search finds its candidates (see _reads). `by_walk`: its word candidates by
+    a walk (else _few_terms'); `walk_max`: how many of the most recent memories a walk reads;
+    `through_index`: by meaning, through the account's HNSW index (else compared exactly);
+    `by_meaning`: candidates by meaning join those by words; `read_once`: a thread's members
+    read once for both."""
+
+    by_walk: bool
+    walk_max: int
+    through_index: bool
+    by_meaning: bool
+    read_once: bool
+
+
+def _reads(
+    parsed: Query,
+    where: Where,
+    params: dict,
+    statistics: WordStatistics | None,
+    *,
+    has_vector: bool,
+) -> _Reads:
+    """Which reads find the candidates of `parsed` (see the plans above WALK's definition)."""
     few_terms = len(parsed.terms) <= INDEXED_QUERY_TERMS_MAX
     # The account's words index holds its current memories only: asOf walks. So does a thread
     # that a walk reads whole (models.THREAD_READ_BY_MEMBER_MAX): no more than a walk for a query's
@@ -514,7 +588,6 @@ def ranked_candidates(
     )
     # A later page walks back as far as the first page's walk reached, among as many memories
     # (see WordStatistics), however many matches that is now.
-    walked_to = None
     if statistics is None:
         walk_max = _question_walk_max(where, params)
     else:
@@ -526,71 +599,76 @@ def ranked_candidates(
     # few memories hold would read it far and long for the few it passes. Without it (a smaller
     # account, one whose index is being built, asOf), the exact scan finds the holders of the
     # phrase older than the walk reaches, which no words index looks up.
-    by_meaning = vector is not None and not (parsed.phrased and through_index)
+    by_meaning = has_vector and not (parsed.phrased and through_index)
     # A thread's members are compared exactly at any instant, in an account of any size: they
     # are never more than the scan of the account's vectors would read. One that a walk reads
     # whole (every thread a walk reads) is read once for both.
     read_once = by_meaning and where.walks == "thread"
+    return _Reads(
+        by_walk=by_walk,
+        walk_max=walk_max,
+        through_index=through_index,
+        by_meaning=by_meaning,
+        read_once=read_once,
+    )
+
+
+def _word_candidates(
+    db,
+    required: str,
+    where: Where,
+    params: dict,
+    reads: _Reads,
+    statistics: WordStatistics | None,
+) -> tuple[list[Candidate], list[Candidate], datetime | None]:
+    """The candidates by words; the nearest by meaning of a thread's members read with them
+    (`reads.read_once`); and on a first page, the oldest match of a walk that stopped at its
+    bound (None otherwise)."""
+    if not reads.by_walk:
+        return _few_terms(db, required, where, params), [], None
+    later = {} if statistics is None else {"bounded": False, "back_to": statistics.walked_to}
     nearest: list[Candidate] = []
-    if by_walk:
-        later = {} if statistics is None else {"bounded": False, "back_to": statistics.walked_to}
-        if read_once:
-            candidates, nearest = _walk_with_nearest(
-                db, required, where, params, walk_max=walk_max, **later
+    if reads.read_once:
+        matches, nearest = _walk_with_nearest(
+            db, required, where, params, walk_max=reads.walk_max, **later
+        )
+    else:
+        matches = _walk(db, required, where, params, walk_max=reads.walk_max, **later)
+    walked_to = None
+    if statistics is None and len(matches) >= params["lexical_max"]:
+        walked_to = min(candidate.recorded_at for candidate in matches)
+    return matches, nearest, walked_to
+
+
+def _meaning_candidates(
+    db, required: str, where: Where, params: dict, reads: _Reads, known: list[Candidate]
+) -> list[Candidate]:
+    """The nearest memories by meaning but those `known`, each read by key."""
+    plan: Plan = ()
+    semantic = SEMANTIC.format(required=required, filters=where.sql)
+    if reads.through_index and params["source_size"] is not None:
+        if params["source_size"] <= COMPARED_EXACTLY_MAX:
+            # Read as the walk reads its source (WALK), then sorted by distance: every plan
+            # sorts once there, and one that sorted the source too would read all of it.
+            plan = WALK
+            semantic = SEMANTIC_OF_SOURCE.format(
+                recent=_recent(where, params, most="source_size_max"),
+                required=required,
+                filters=where.sql,
             )
         else:
-            candidates = _walk(db, required, where, params, walk_max=walk_max, **later)
-        if statistics is None and len(candidates) >= params["lexical_max"]:
-            walked_to = min(candidate.recorded_at for candidate in candidates)
-    else:
-        candidates = _few_terms(db, required, where, params)
-    word_matches = list(candidates)
-    candidates += nearest
-    if by_meaning and not read_once:
-        plan: Plan = ()
-        semantic = SEMANTIC.format(required=required, filters=where.sql)
-        if through_index and params["source_size"] is not None:
-            if params["source_size"] <= COMPARED_EXACTLY_MAX:
-                # Read as the walk reads its source (WALK), then sorted by distance: every plan
-                # sorts once there, and one that sorted the source too would read all of it.
-                plan = WALK
-                semantic = SEMANTIC_OF_SOURCE.format(
-                    recent=_recent(where, params, most="source_size_max"),
-                    required=required,
-                    filters=where.sql,
-                )
-            else:
-                plan = _NEAREST_NARROWED
-        elif through_index:
-            plan = _NEAREST_NARROWED if where.narrowed else _NEAREST
-        meaning_ids = fetch_ids(db, semantic, params, plan)
-        candidates += _read_candidates(db, meaning_ids, params, known=candidates)
-    rare: tuple[str, ...] = ()
-    rare_walked_to = None
-    if by_walk:
-        # Which terms are rare among the walk's matches is read from their candidates, on the
-        # first page; a later page looks up the same ones.
-        older, rare, rare_walked_to = _rare_term_matches(
-            db,
-            required,
-            where,
-            params,
-            word_matches,
-            statistics,
-            rare_max=RARE_TERMS_MAX if walk_max == WALK_RECENT_MAX else SHORT_WALK_RARE_TERMS_MAX,
-        )
-        candidates += _new(older, candidates)
-    first_page = statistics is None
-    if statistics is None:
-        statistics = WordStatistics.of(
-            candidates,
-            parsed.terms,
-            params["tenant_size"],
-            rare,
-            walked_to,
-            rare_walked_to,
-            walk_max=walk_max if by_walk else None,
-        )
+            plan = _NEAREST_NARROWED
+    elif reads.through_index:
+        plan = _NEAREST_NARROWED if where.narrowed else _NEAREST
+    meaning_ids = fetch_ids(db, semantic, params, plan)
+    return _read_candidates(db, meaning_ids, params, known=known)
+
+
+def _scored(
+    candidates: list[Candidate], parsed: Query, statistics: WordStatistics
+) -> list[Candidate]:
+    """The candidates that matched by words or meaning, scored (scoring.py), each with the
+    query's most distinctive words it lacks."""
     rarest = words_scores(candidates, parsed.terms, statistics, parsed.parts | parsed.type_terms)
     for candidate in candidates:
         fuse(candidate)
@@ -602,16 +680,18 @@ def ranked_candidates(
         hit.lacking = tuple(
             dict.fromkeys(parsed.as_written(term) for term in rarest if term not in hit.fields_held)
         )
+    return hits
+
+
+def _floor(params: dict) -> float:
+    """The relevance floor a first page's best hit must reach (scoring.relevance_floor)."""
     # The memories that compete for the best score: the account's, or those of the project, the
     # commitment states, the scope or the small thread that choose what the search reads (counted
     # up to one past COMPARED_EXACTLY_MAX: past it, no size is known but the account's).
     competing = params["tenant_size"]
     if params["source_size"] is not None and params["source_size"] <= COMPARED_EXACTLY_MAX:
         competing = min(competing, params["source_size"])
-    floor = relevance_floor(competing)
-    if first_page and not any(c.score >= floor for c in hits):
-        return [], statistics, len(hits)
-    return hits, statistics, 0
+    return relevance_floor(competing)
 
 
 def _read_candidates(
