@@ -121,7 +121,9 @@ def _is_same_site(issuer: str, location: str) -> bool:
 
 
 def _hidden_fields(page: str) -> dict[str, str]:
+    """The form's hidden fields and its checked choices, as a browser submits them unchanged."""
     found = re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', page)
+    found += re.findall(r'<input type="radio" name="([^"]+)" value="([^"]*)" checked>', page)
     return {name: html.unescape(value) for name, value in found}
 
 

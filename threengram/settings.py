@@ -613,8 +613,10 @@ OAUTH2_PROVIDER = {
         MEMORY_READ_SCOPE: "Read your memories",
         MEMORY_WRITE_SCOPE: "Write, revise, archive and resolve your memories",
     },
-    # Least privilege: an authorization request without `scope` is granted memory:read only.
-    "DEFAULT_SCOPES": [MEMORY_READ_SCOPE],
+    # An authorization request without `scope` asks for the whole tool surface, as one with the
+    # challenged scope does: a client that sends none (and knows no step-up) would otherwise be
+    # read-only for good. The person still chooses on the consent page ("Read only" is offered).
+    "DEFAULT_SCOPES": [MEMORY_READ_SCOPE, MEMORY_WRITE_SCOPE],
     "OIDC_ISS_ENDPOINT": OAUTH_ISSUER,
     # oauthlib server and validator with the MCP profile: S256 only, `resource` = /mcp required,
     # inactive users refused (accounts/oauth_validators.py).

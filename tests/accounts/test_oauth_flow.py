@@ -129,9 +129,18 @@ def test_code_exchange_issues_hashed_one_hour_tokens_bound_to_mcp(signed_in, app
     assert Grant.objects.count() == 0  # the code is consumed
 
 
-def test_authorization_without_scope_gets_memory_read_only(signed_in, application):
-    body = _tokens(signed_in, application, scope=None)
-    assert body["scope"] == "memory:read"
+def test_authorization_without_scope_asks_for_both_and_the_person_chooses(signed_in, application):
+    """A client that sends no scope (and knows no step-up) would be read-only for good: it is
+    asked the whole tool surface, as one sending the challenged scope is, and the consent page
+    still offers "Read only"."""
+    _, challenge = pkce_pair()
+    page = signed_in.get(authorize_url(authorize_params(application, challenge, scope=None)))
+    assert scope_choices(page) == ["memory:read memory:write", "memory:read"]
+    assert _tokens(signed_in, application, scope=None)["scope"] == "memory:read memory:write"
+    # OpenID Connect scopes alone are as no scope.
+    assert _tokens(signed_in, application, scope="openid profile")["scope"] == (
+        "memory:read memory:write"
+    )
 
 
 def test_token_request_without_resource_inherits_the_granted_mcp_resource(signed_in, application):
@@ -735,7 +744,7 @@ def test_a_read_only_request_is_offered_no_choice(signed_in, application):
     ("asked", "granted"),
     [
         ("memory:read", "memory:read"),
-        (None, "memory:read"),  # the documented default
+        (None, "memory:read memory:write"),  # the documented default: the tool surface
         ("memory:read memory:write", "memory:read memory:write"),
     ],
 )
@@ -761,7 +770,6 @@ def test_the_consent_page_preselects_exactly_what_the_client_asked_for(
     [
         ("memory:read", "memory:read memory:write"),
         ("memory:read", "memory:write"),  # read is added beside it, write is still more
-        (None, "memory:read memory:write"),  # nothing asked: the default, memory:read
         ("openid memory:read", "memory:read memory:write openid"),
     ],
 )
@@ -793,7 +801,8 @@ def test_denying_a_consent_form_edited_to_grant_more_still_tells_the_client(sign
     [
         ("openid memory:read memory:write offline_access", "memory:read memory:write"),
         ("memory:read offline_access", "memory:read"),
-        ("openid profile email offline_access", "memory:read"),  # nothing left: the default
+        # Nothing left: the default, the tool surface.
+        ("openid profile email offline_access", "memory:read memory:write"),
         # Every /mcp request needs the read scope: writing alone could call nothing.
         ("memory:write", "memory:read memory:write"),
         ("memory:write offline_access", "memory:read memory:write"),

@@ -104,12 +104,12 @@ def test_the_consent_page_preselects_what_the_client_asked_and_grants_no_more(pa
     assert flow.submitted_scope() == "memory:read"
     assert flow.allow_and_exchange() == "memory:read"
 
-    # No scope asked: the documented default, read.
+    # No scope asked: the documented default, the tool surface, preselected as when asked.
     flow = ConsentFlow(page, daphne_server, None)
     flow.open()
-    expect(page.get_by_role("radio")).to_have_count(0)
-    assert flow.submitted_scope() == "memory:read"
-    assert flow.allow_and_exchange() == "memory:read"
+    expect(page.get_by_role("radio", name="Read and write")).to_be_checked()
+    assert flow.submitted_scope() == "memory:read memory:write"
+    assert flow.allow_and_exchange() == "memory:read memory:write"
 
     # Read and write asked: that is preselected, and the person may take less.
     flow = ConsentFlow(page, daphne_server, "memory:read memory:write")
