@@ -573,10 +573,11 @@ CORS_EXPOSE_HEADERS = ("www-authenticate", "mcp-session-id", "retry-after", "x-r
 # (RFC 8414 §3.3) and the RFC 9207 `iss` of every authorization response to equal it.
 OAUTH_ISSUER = PUBLIC_BASE_URL
 # Anonymous dynamic client registrations (RFC 7591) and updates of them (RFC 7592) allowed per
-# client IP and window. Some MCP clients register anew on every connection, and one machine may
-# run several of them (an editor, a CLI agent, a desktop app): 60 an hour leaves them room while
-# bounding how fast one address can fill the client table.
-OAUTH_REGISTRATION_RATE = _at_least("OAUTH_REGISTRATION_RATE", 60, 1)
+# client IP and window. Some MCP clients register anew on every connection, and the hosted ones
+# (a web chat's connectors) register all of their users' connections from a few shared
+# addresses: 600 an hour leaves them room while bounding how fast one address can fill the
+# client table.
+OAUTH_REGISTRATION_RATE = _at_least("OAUTH_REGISTRATION_RATE", 600, 1)
 OAUTH_REGISTRATION_RATE_WINDOW = _at_least("OAUTH_REGISTRATION_RATE_WINDOW", 3600, 1)
 # Token endpoint requests (code exchanges and refreshes) allowed per client IP and window: a
 # client refreshes about once an hour, so 60 a minute leaves room for many clients behind one
