@@ -72,10 +72,14 @@ def response_headers(origin: str) -> list[tuple[bytes, bytes]]:
 
 
 def preflight_headers() -> list[tuple[bytes, bytes]]:
-    """What a 204 answer to a preflight of /mcp adds to `response_headers`: POST, the one method
-    /mcp serves (the OAuth endpoints' preflights, django-cors-headers', name theirs)."""
+    """What a 204 answer to a preflight of /mcp adds to `response_headers` (the OAuth endpoints'
+    preflights, django-cors-headers', name theirs). POST, the one method /mcp serves, and GET,
+    which a browser-based client sends after initialize to open the server's stream (MCP
+    Streamable HTTP): allowed by the preflight, it reaches the 405 that tells the client there
+    is none, which clients take in their stride; refused there, it fails as a network error that
+    they report."""
     return [
-        (b"access-control-allow-methods", b"POST, OPTIONS"),
+        (b"access-control-allow-methods", b"GET, POST, OPTIONS"),
         (b"access-control-allow-headers", ", ".join(conf.CORS_ALLOW_HEADERS).encode()),
         (b"access-control-max-age", str(conf.CORS_PREFLIGHT_MAX_AGE).encode()),
     ]

@@ -671,8 +671,8 @@ async def test_a_preflight_from_an_allowed_origin_is_204_without_credentials(htt
     assert response.content == b"" and "content-length" not in response.headers
     assert response.headers["access-control-allow-origin"] == BROWSER_ORIGIN
     assert _listed(response.headers["access-control-allow-headers"]) >= MCP_HEADERS
-    # The one method /mcp serves: a preflight names no method that then gets 405.
-    assert _listed(response.headers["access-control-allow-methods"]) == {"post", "options"}
+    # The one method /mcp serves, and GET, whose 405 tells a browser client there is no stream.
+    assert _listed(response.headers["access-control-allow-methods"]) == {"get", "post", "options"}
     assert "www-authenticate" in _listed(response.headers["access-control-expose-headers"])
     assert "access-control-allow-credentials" not in response.headers
 
@@ -690,6 +690,24 @@ async def test_answers_to_an_allowed_origin_carry_cors_headers_challenges_includ
     listed = await http.post("/mcp", headers=headers, content=body)
     assert listed.status_code == 200 and listed.json()["result"]["tools"]
     assert listed.headers["access-control-allow-origin"] == BROWSER_ORIGIN
+
+
+async def test_a_browser_clients_stream_request_reads_the_405_that_says_there_is_none(
+    http, read_only_token
+):
+    """After initialize a browser-based client (the TypeScript SDK's) opens the server's stream
+    with GET: it must be able to read the 405 (CORS headers on it), not fail as a network
+    error."""
+    response = await http.get(
+        "/mcp",
+        headers={
+            "origin": BROWSER_ORIGIN,
+            "accept": "text/event-stream",
+            **auth_header(read_only_token),
+        },
+    )
+    assert response.status_code == 405 and response.headers["allow"] == "POST"
+    assert response.headers["access-control-allow-origin"] == BROWSER_ORIGIN
 
 
 async def test_answers_without_an_origin_carry_no_cors_headers(http, read_only_token):
