@@ -182,6 +182,31 @@ class McpAuthorizationServer(Server):
 
 
 class McpOAuth2Validator(OAuth2Validator):
+    def validate_scopes(self, client_id, scopes, client, request, *args, **kwargs) -> bool:
+        # A refusal names what was wrong (oauthlib's invalid_scope carries no description): a
+        # client that sent a scope of another server, or the scopes joined by commas, is told
+        # which scopes there are and how they are written (RFC 6749 §3.3).
+        if super().validate_scopes(client_id, scopes, client, request, *args, **kwargs):
+            return True
+        unknown = sorted(set(scopes) - set(oauth2_settings.SCOPES)) or sorted(scopes)
+        raise errors.InvalidScopeError(
+            description=(
+                f"scope: {' '.join(unknown)} is not a scope of this server, which has "
+                f"{' and '.join(oauth2_settings.SCOPES)}, separated by spaces"
+            ),
+            request=request,
+        )
+
+    def is_within_original_scope(self, request_scopes, refresh_token, request, *args, **kwargs):
+        # Asked only when a refresh names a scope beyond its grant's: refused, and told why.
+        raise errors.InvalidScopeError(
+            description=(
+                "scope: a refresh keeps or narrows the scope its authorization granted, never "
+                "widens it; authorize again to be granted more"
+            ),
+            request=request,
+        )
+
     def _load_application(self, client_id, request):
         # A client_id PostgreSQL cannot hold names no client. Form parameters never get here
         # (accounts.middleware refuses them); HTTP Basic credentials are decoded by DOT itself.

@@ -819,10 +819,32 @@ def test_oidc_scopes_are_ignored_and_the_grant_says_what_was_granted(
     assert refreshed.json()["scope"] == granted
 
 
-def test_an_unknown_scope_is_still_refused(signed_in, application):
+def test_an_unknown_scope_is_still_refused_and_told_the_scopes_there_are(signed_in, application):
     _, challenge = pkce_pair()
-    params = authorize_params(application, challenge, scope="openid memory:admin")
-    assert redirect_query(signed_in.get(authorize_url(params)))["error"] == ["invalid_scope"]
+    for scope, named in (
+        ("openid memory:admin", "memory:admin"),
+        ("memory:read,memory:write", "memory:read,memory:write"),  # joined by a comma
+    ):
+        params = authorize_params(application, challenge, scope=scope)
+        refused = redirect_query(signed_in.get(authorize_url(params)))
+        assert refused["error"] == ["invalid_scope"]
+        assert refused["error_description"] == [
+            f"scope: {named} is not a scope of this server, which has memory:read and "
+            "memory:write, separated by spaces"
+        ]
+
+
+def test_a_refresh_asking_more_than_was_granted_is_told_why(signed_in, application):
+    body = _tokens(signed_in, application, scope="memory:read")
+    response = _refresh(
+        signed_in, application, body["refresh_token"], scope="memory:read memory:write"
+    )
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "invalid_scope",
+        "error_description": "scope: a refresh keeps or narrows the scope its authorization "
+        "granted, never widens it; authorize again to be granted more",
+    }
 
 
 @pytest.mark.parametrize(
