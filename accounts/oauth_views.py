@@ -259,7 +259,23 @@ class McpClientRegistrationView(DynamicClientRegistrationView):
         # owner of the client and of its registration token, which an erasure committing
         # meanwhile would leave working (and a page could register clients in their name).
         request.user = AnonymousUser()
-        return super().post(request, *args, **kwargs)
+        return _with_rfc7591_fields(super().post(request, *args, **kwargs))
+
+
+def _with_rfc7591_fields(response: HttpResponse) -> HttpResponse:
+    """A registration's answer with what RFC 7591 §3.2.1 asks of it beyond DOT's: when the
+    client was issued (`client_id_issued_at`) and when its secret expires
+    (`client_secret_expires_at`, REQUIRED with a secret: 0, never)."""
+    if response.status_code != 201:
+        return response
+    answer = json.loads(response.content)
+    issued = get_application_model().objects.filter(client_id=answer["client_id"]).first()
+    if issued is not None:
+        answer["client_id_issued_at"] = int(issued.created.timestamp())
+    if "client_secret" in answer:
+        answer["client_secret_expires_at"] = 0
+    response.content = json.dumps(answer)
+    return response
 
 
 @method_decorator(never_cache, name="dispatch")

@@ -56,6 +56,16 @@ def test_anonymous_mcp_client_registers_as_a_public_client(client, redirect_uris
     assert application.authorization_grant_type == "authorization-code"
     assert application.redirect_uris.split() == redirect_uris
     assert application.user is None
+    # RFC 7591 §3.2.1: when it was issued; no secret, so no secret's expiry.
+    assert body["client_id_issued_at"] == int(application.created.timestamp())
+    assert "client_secret_expires_at" not in body
+
+
+def test_a_confidential_registration_says_when_its_secret_expires(client):
+    """RFC 7591 §3.2.1: REQUIRED with a secret (0: never)."""
+    body = _register(client, token_endpoint_auth_method="client_secret_post").json()
+    assert body["client_secret"] and body["client_secret_expires_at"] == 0
+    assert isinstance(body["client_id_issued_at"], int)
 
 
 def test_registration_access_token_expires_and_is_stored_hashed(client):
