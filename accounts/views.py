@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from django.conf import settings
 from django.contrib import messages
@@ -376,6 +376,13 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     """The site's page for a form whose CSRF check failed (CSRF_FAILURE_VIEW): most often a page
     left open across a log-in or log-out elsewhere. Django's own page names a setting and
     styles itself inline, which the site's Content-Security-Policy blocks."""
+    login_page = reverse("accounts:login")
+    if request.path == login_page and request.user.is_authenticated:
+        # A log-in form left open in another tab, sent after logging in from this one: what
+        # it was for is done. On to where it was going (the log-in page sends someone logged
+        # in to its `next`, checked as a log-in checks it).
+        wanted = request.POST.get("next")
+        return redirect(f"{login_page}?{urlencode({'next': wanted})}" if wanted else login_page)
     return render(request, "403_csrf.html", status=403)
 
 

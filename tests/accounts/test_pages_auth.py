@@ -528,6 +528,20 @@ def test_a_form_whose_csrf_check_fails_gets_the_sites_page(tenant):
 
 
 @pytest.mark.django_db
+def test_a_stale_log_in_form_sent_once_logged_in_goes_on_where_it_was_going(tenant):
+    """Left open in a second tab while logging in from the first: what it was for is done, so
+    it is no dead end, and its `next` is followed as a log-in follows it."""
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(tenant)
+    stale = {"username": tenant.username, "password": "whatever", "next": "/account/"}
+    response = browser.post(reverse("accounts:login"), stale, follow=True)
+    assert response.redirect_chain[-1] == ("/account/", 302)
+    elsewhere = {**stale, "next": "https://evil.example.com/"}
+    response = browser.post(reverse("accounts:login"), elsewhere, follow=True)
+    assert response.redirect_chain[-1][0] == "/memories/"  # the default page, not that site
+
+
+@pytest.mark.django_db
 def test_a_method_an_address_does_not_take_is_explained(client, tenant):
     client.force_login(tenant)
     page = client.get(reverse("accounts:logout"))
