@@ -148,6 +148,27 @@ def read_sections(
         "items": items,
         "excerpt_fetch": excerpt_max + 1,
     }
+    selector = _in_account_spelling(owner_id, selector)
+    selected = selector.sql(owner_id, params)
+    statement, members_read_first = _sections_sql(specs, selector, selected, params)
+    # A lag-tolerant read, on the replica inside `replica.tolerant_read`, as search's are.
+    with connections[replica.read_alias()].cursor() as cursor:
+        cursor.execute(statement, params)
+        rows = cursor.fetchall()
+        sections = _sections(specs, rows, excerpt_max=excerpt_max, now=now)
+        _require_known_facet_when_empty(cursor, owner_id, selector, sections)
+        members = None
+        if selector.kind == "thread":
+            members = (
+                rows[0][-1] if rows and members_read_first else _current_members(cursor, params)
+            )
+    if selector.kind == "thread":
+        selector = replace(selector, value=params["selector_name"])
+    return selector, sections, members
+
+
+def _in_account_spelling(owner_id: int, selector: Selector) -> Selector:
+    """The selector, a project's in the account's spelling."""
     if selector.kind == "project":
         # A project in the account's spelling, however it was typed ('Atlas' for 'atlas'), as a
         # write takes it; and the selector answered says that spelling.
@@ -155,7 +176,15 @@ def read_sections(
             owner_id, selector.value, using=replica.read_alias()
         )
         selector = replace(selector, value=spelling)
-    selected = selector.sql(owner_id, params)
+    return selector
+
+
+def _sections_sql(
+    specs: list[SectionSpec], selector: Selector, selected: str, params: dict
+) -> tuple[str, bool]:
+    """The one UNION ALL statement of every section of `specs` under the selector, whose clause
+    (Selector.sql) is `selected`, and whether it reads a small thread's current members first
+    (each of its rows then says how many there are)."""
     # Only module constants are formatted in; every value is a bound parameter. Both the count
     # and the choice of the first items read only a covering index (index-only scans):
     # memory_owner_type_current (which holds each memory's project and scope, so a project or
@@ -169,53 +198,55 @@ def read_sections(
         member_rows = thread_members_sql("selector", columns=SECTION_COLUMNS)
         read_first = f"WITH members AS MATERIALIZED ({member_rows} WHERE {LIVE})\n"
         members_column = "(SELECT count(*) FROM members)"
-    parts = []
-    for spec in specs:
-        limit = _limit(spec)
-        counted, order = f"{LIVE}{selected} AND {spec.where}", spec.order
-        top = _first(counted, order, limit, source)
-        if spec.account_wide and selector.kind == "project":
-            # The project's own first: where one of them and an account-wide one differ, the
-            # project's is the more specific and prevails, and it is the one a short briefing
-            # must not leave out. The first items of each are picked apart, each walk in the
-            # section's order stopping at the limit: one walk of both in this order would read
-            # every memory of the type to sort them.
-            counted = f"{LIVE}{PROJECT_OR_NONE} AND {spec.where}"
-            order = f"m.project IS NULL, {spec.order}"
-            top = " UNION ALL ".join(
-                f"({_first(f'{LIVE}{narrow} AND {spec.where}', spec.order, limit)})"
-                for narrow in (selected, " AND m.project IS NULL")
-            )
-        parts.append(
-            f"""(SELECT '{spec.name}' AS section, {EXCERPT_COLUMNS}, m.resolved_at,
+    parts = [
+        _section_sql(spec, selector, selected, source=source, members_column=members_column)
+        for spec in specs
+    ]
+    return read_first + "\nUNION ALL\n".join(parts), bool(read_first)
+
+
+def _section_sql(
+    spec: SectionSpec, selector: Selector, selected: str, *, source: str, members_column: str
+) -> str:
+    """One section's part of the statement: its first items, each row with the section's exact
+    count (of the memories of `source`) and `members_column`."""
+    limit = _limit(spec)
+    counted, order = f"{LIVE}{selected} AND {spec.where}", spec.order
+    top = _first(counted, order, limit, source)
+    if spec.account_wide and selector.kind == "project":
+        # The project's own first: where one of them and an account-wide one differ, the
+        # project's is the more specific and prevails, and it is the one a short briefing
+        # must not leave out. The first items of each are picked apart, each walk in the
+        # section's order stopping at the limit: one walk of both in this order would read
+        # every memory of the type to sort them.
+        counted = f"{LIVE}{PROJECT_OR_NONE} AND {spec.where}"
+        order = f"m.project IS NULL, {spec.order}"
+        top = " UNION ALL ".join(
+            f"({_first(f'{LIVE}{narrow} AND {spec.where}', spec.order, limit)})"
+            for narrow in (selected, " AND m.project IS NULL")
+        )
+    return f"""(SELECT '{spec.name}' AS section, {EXCERPT_COLUMNS}, m.resolved_at,
                        (SELECT count(*) FROM {source} m WHERE {counted}) AS total,
                        {members_column} AS members
                 FROM memories_memory m
                 JOIN ({top}) top ON m.owner_id = %(owner)s AND m.id = top.id
                 ORDER BY {order}
                 LIMIT {limit})"""  # noqa: S608
-        )
-    # A lag-tolerant read, on the replica inside `replica.tolerant_read`, as search's are.
-    with connections[replica.read_alias()].cursor() as cursor:
-        cursor.execute(read_first + "\nUNION ALL\n".join(parts), params)
-        rows = cursor.fetchall()
-        sections = _sections(specs, rows, excerpt_max=excerpt_max, now=now)
-        # Of a project, only its own memories say that it exists: an account-wide preference is
-        # listed in any project's briefing, a misspelt one's too.
-        listed = [item for section in sections.values() for item in section.items]
-        own = [item for item in listed if selector.kind != "project" or item.project is not None]
-        if not own and selector.kind in ("scope", "project"):
-            # Nothing to show: say so when the scope or project is not the owner's at all (an
-            # unknown thread is NotFound already, in `selector.sql`).
-            require_known_facet(
-                cursor, owner_id=owner_id, facet=selector.kind, value=selector.value
-            )
-        members = None
-        if selector.kind == "thread":
-            members = rows[0][-1] if rows and read_first else _current_members(cursor, params)
-    if selector.kind == "thread":
-        selector = replace(selector, value=params["selector_name"])
-    return selector, sections, members
+
+
+def _require_known_facet_when_empty(
+    cursor, owner_id: int, selector: Selector, sections: dict[str, Section]
+) -> None:
+    """NotFound when the sections list none of the selected scope's or project's own memories
+    and the owner has none in it at all."""
+    # Of a project, only its own memories say that it exists: an account-wide preference is
+    # listed in any project's briefing, a misspelt one's too.
+    listed = [item for section in sections.values() for item in section.items]
+    own = [item for item in listed if selector.kind != "project" or item.project is not None]
+    if not own and selector.kind in ("scope", "project"):
+        # Nothing to show: say so when the scope or project is not the owner's at all (an
+        # unknown thread is NotFound already, in `selector.sql`).
+        require_known_facet(cursor, owner_id=owner_id, facet=selector.kind, value=selector.value)
 
 
 def _current_members(cursor, params: dict) -> int:
