@@ -257,20 +257,12 @@ def search_memories(
 ) -> SearchPage:
     """One page of the tenant's memories matching `query`, best first (see module docstring);
     without a query (None), of the memories the filters select, newest first."""
-    if isinstance(query, str) and not query.strip():
-        # Sent for "no query": the listing it meant is asked for by leaving the query out.
-        raise InvalidInput("query", f"must be at least 1 character(s) after trimming; {OMIT_QUERY}")
-    text = None if query is None else bounds.clean_text("query", query, maximum=QUERY_MAX)
+    text = _query_text(query)
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidInput("limit", f"must be between 1 and {MAX_LIMIT}; got {limit}")
     params: dict = {}
     alias = replica.read_alias()
-    if filters.project is not None and filters.as_of is None:
-        # 'Atlas' asks for the account's 'atlas', as a write of 'Atlas' joins it (and a cursor
-        # is bound to that spelling, however a page spells it). Not as of an instant: the
-        # spelling of today's memories may not be the one of that instant's.
-        spelling = Memory.objects.in_account_spelling(owner_id, filters.project, using=alias)
-        filters = replace(filters, project=spelling)
+    filters = _in_account_spelling(owner_id, filters, alias)
     # The filters first: a cursor is bound to the thread its name named then (its id), and a
     # thread that is gone is not_found whatever the cursor.
     where = filter_clauses(filters, owner_id, params)
@@ -281,6 +273,7 @@ def search_memories(
         _count_tenant(db, params, where)
         resume_after = None  # a listing's last memory read, when its window ended the page
         parsed: Query | None = None
+        under_floor = 0
         if text is None:
             mode, statistics = "listed", None
             ranked, resume_after = listed_candidates(db, where, params, position, most=limit + 1)
@@ -293,27 +286,21 @@ def search_memories(
         if position is not None:
             ranked = [c for c in ranked if position.follows(c)]
         shown = ranked[:limit]
-        if not shown and where.thread_id is not None:
-            # Nothing in the thread: in this read's snapshot, because the thread is gone (deleted
-            # since its name was looked up) or because none of its members matched.
-            Thread.objects.require_still_there(owner_id, where.thread_id, filters.thread)
-        if not shown and position is None and filters.as_of is None:
-            # No hits: a scope or project the owner has no memory in is named as the reason,
-            # rather than left for the agent to rephrase its query against.
-            for facet, value in (("scope", filters.scope), ("project", filters.project)):
-                if value is not None:
-                    require_known_facet(db, owner_id=owner_id, facet=facet, value=value)
-        empty_because = None
-        if not shown and position is None and parsed is not None:
-            empty_because = _empty_because(parsed, filters, under_floor)
-        elif not shown and position is None and resume_after is None:
-            empty_because = EmptyBecause(
-                NOTHING_LISTED, filters=filters.given(), unsearched=_unsearched(filters)
-            )
-        rows = {}
+        rows, empty_because = {}, None
         if shown:
             db.execute(PAGE_SQL, params | {"ids": [c.id for c in shown]})
             rows = {row[0]: row for row in db.fetchall()}
+        else:
+            empty_because = _why_empty(
+                db,
+                owner_id=owner_id,
+                filters=filters,
+                where=where,
+                position=position,
+                parsed=parsed,
+                under_floor=under_floor,
+                window_ended=resume_after is not None,
+            )
     page = SearchPage(hits=_hits(shown, rows, ranked=mode != "listed"), empty_because=empty_because)
     if resume_after is not None and len(shown) < limit:
         page.window_read = params["listed_window"]
@@ -330,6 +317,25 @@ def search_memories(
             statistics=statistics if mode == "ranked" else None,
         ).encode(fingerprint)
     return page
+
+
+def _query_text(query: object) -> str | None:
+    """The query's text, checked (None: no query, a listing)."""
+    if isinstance(query, str) and not query.strip():
+        # Sent for "no query": the listing it meant is asked for by leaving the query out.
+        raise InvalidInput("query", f"must be at least 1 character(s) after trimming; {OMIT_QUERY}")
+    return None if query is None else bounds.clean_text("query", query, maximum=QUERY_MAX)
+
+
+def _in_account_spelling(owner_id: int, filters: SearchFilters, alias: str) -> SearchFilters:
+    """The filters, a project's in the account's spelling (read on `alias`)."""
+    if filters.project is not None and filters.as_of is None:
+        # 'Atlas' asks for the account's 'atlas', as a write of 'Atlas' joins it (and a cursor
+        # is bound to that spelling, however a page spells it). Not as of an instant: the
+        # spelling of today's memories may not be the one of that instant's.
+        spelling = Memory.objects.in_account_spelling(owner_id, filters.project, using=alias)
+        filters = replace(filters, project=spelling)
+    return filters
 
 
 def _position(cursor: str | None, fingerprint: str) -> Position | None:
@@ -397,6 +403,42 @@ def _page_candidates(
     if mode == "topic":
         ranked = topic_matches(db, parsed, where, params)
     return mode, ranked, statistics, under_floor
+
+
+def _why_empty(
+    db,
+    *,
+    owner_id: int,
+    filters: SearchFilters,
+    where: Where,
+    position: Position | None,
+    parsed: Query | None,
+    under_floor: int,
+    window_ended: bool,
+) -> EmptyBecause | None:
+    """Of a page without hits: NotFound when the thread it reads is gone, or (a first page, not
+    as of an instant) when the scope or project it names holds none of the owner's memories;
+    otherwise why a first page is empty (EmptyBecause), None for a later page or a listing whose
+    window ended before any memory passed the filters (a cursor goes on past it). `parsed` is
+    the query (None: a listing), `under_floor` how many candidates its ranking dropped under the
+    floor."""
+    if where.thread_id is not None:
+        # Nothing in the thread: in this read's snapshot, because the thread is gone (deleted
+        # since its name was looked up) or because none of its members matched.
+        Thread.objects.require_still_there(owner_id, where.thread_id, filters.thread)
+    if position is not None:
+        return None
+    if filters.as_of is None:
+        # No hits: a scope or project the owner has no memory in is named as the reason,
+        # rather than left for the agent to rephrase its query against.
+        for facet, value in (("scope", filters.scope), ("project", filters.project)):
+            if value is not None:
+                require_known_facet(db, owner_id=owner_id, facet=facet, value=value)
+    if parsed is not None:
+        return _empty_because(parsed, filters, under_floor)
+    if window_ended:
+        return None
+    return EmptyBecause(NOTHING_LISTED, filters=filters.given(), unsearched=_unsearched(filters))
 
 
 def _empty_because(parsed: Query, filters: SearchFilters, under_floor: int) -> EmptyBecause:
