@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import NamedTuple
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import IntegrityError, OperationalError, connection, transaction
@@ -72,7 +73,16 @@ def _thread(
     return thread
 
 
-def _owned_memory_ids(owner: AbstractBaseUser, memory_ids: Sequence[object]) -> list[uuid.UUID]:
+class LockedMemory(NamedTuple):
+    valid_to: datetime | None  # None: current
+    status: str
+
+
+def _owned_memories(
+    owner: AbstractBaseUser, memory_ids: Sequence[object]
+) -> dict[uuid.UUID, LockedMemory]:
+    """The owner's current memories `memory_ids` names, each once, in the order given, locked
+    (_locked_memories); NotFound or Conflict naming the first that are missing or superseded."""
     if not 1 <= len(memory_ids) <= MEMBERS_PER_CALL_MAX:
         raise InvalidInput(
             "memoryIds", f"give 1 to {MEMBERS_PER_CALL_MAX} ids; got {len(memory_ids)}"
@@ -82,7 +92,7 @@ def _owned_memory_ids(owner: AbstractBaseUser, memory_ids: Sequence[object]) -> 
     missing = [str(raw) for raw, p in zip(memory_ids, parsed, strict=True) if p not in found]
     if missing:
         raise services.memory_not_found(owner, missing)
-    superseded = list(dict.fromkeys(p for p in parsed if found[p] is not None))  # each once
+    superseded = list(dict.fromkeys(p for p in parsed if found[p].valid_to is not None))
     if superseded:
         # Worded as every other tool words a superseded memory (services.superseded).
         newest = {old: Memory.objects.newest_revision_id(owner.pk, old) for old in superseded[:5]}
@@ -91,23 +101,24 @@ def _owned_memory_ids(owner: AbstractBaseUser, memory_ids: Sequence[object]) -> 
             raise Conflict(f"memory {old} is already superseded by {new}; send {new} instead")
         pairs = ", ".join(f"{old} by {new}" for old, new in newest.items())
         raise Conflict(f"memories already superseded: {pairs}; send the newer ids instead")
-    return [p for p in parsed if p is not None]
+    return {p: found[p] for p in parsed if p is not None}
 
 
 def _locked_memories(
     owner: AbstractBaseUser, ids: Sequence[uuid.UUID]
-) -> dict[uuid.UUID, datetime | None]:
-    """The owner's memories among `ids`, each with its `valid_to` (None: current), locked until
+) -> dict[uuid.UUID, LockedMemory]:
+    """The owner's memories among `ids`, each with its `valid_to` and status, locked until
     the transaction ends: a revision of one waits, and then carries what this transaction did to
     its threads over to its successor (or, if it came first, this one finds it superseded).
     Locked in key order, the order the backfill, an erasure and another thread action lock
     memories in, whatever order a plan would read them in."""
-    return dict(
-        Memory.objects.select_for_update(no_key=True)
+    return {
+        memory_id: LockedMemory(valid_to, status)
+        for memory_id, valid_to, status in Memory.objects.select_for_update(no_key=True)
         .filter(owner=owner, id__in=ids)
         .order_by("id")
-        .values_list("id", "valid_to")
-    )
+        .values_list("id", "valid_to", "status")
+    }
 
 
 def _new_thread_name(value: object, field: str) -> str:
@@ -236,7 +247,8 @@ def add_thread_members(
     with transaction.atomic():
         services.lock_live_owner(owner)
         thread = _thread(owner, name, lock=True)
-        ids = list(dict.fromkeys(_owned_memory_ids(owner, memory_ids)))  # each once
+        owned = _owned_memories(owner, memory_ids)
+        ids = list(owned)
         states = _states_in(thread, ids)
         unchanged = [i for i in ids if states.get(i) == MembershipState.MEMBER]
         now = timezone.now()
@@ -247,12 +259,8 @@ def add_thread_members(
                     memory_id=memory_id,
                     defaults={"state": MembershipState.MEMBER, "decided_at": now},
                 )
-        archived = set(
-            Memory.objects.filter(owner=owner, id__in=ids, status=Status.ARCHIVED).values_list(
-                "id", flat=True
-            )
-        )
-        return MembersChange(_counted(owner, thread), unchanged, [i for i in ids if i in archived])
+        archived = [i for i in ids if owned[i].status == Status.ARCHIVED]
+        return MembersChange(_counted(owner, thread), unchanged, archived)
 
 
 def remove_thread_members(
@@ -264,7 +272,7 @@ def remove_thread_members(
     with transaction.atomic():
         services.lock_live_owner(owner)
         thread = _thread(owner, name, lock=True)
-        ids = list(dict.fromkeys(_owned_memory_ids(owner, memory_ids)))  # each once
+        ids = list(_owned_memories(owner, memory_ids))
         states = _states_in(thread, ids)
         taken_out = [
             i for i in ids if states.get(i) in (MembershipState.MEMBER, MembershipState.PROPOSED)
@@ -293,7 +301,8 @@ def decide_thread_proposal(
             return _decided(owner, parsed, proposal_id, accept)
         # Locked in the order of the other thread actions (see _thread): thread, memory, row.
         list(Thread.objects.select_for_update(no_key=True).filter(pk=found.thread_id).values("pk"))
-        superseded = _locked_memories(owner, [found.memory_id]).get(found.memory_id)
+        locked = _locked_memories(owner, [found.memory_id]).get(found.memory_id)
+        superseded = locked.valid_to if locked is not None else None
         proposal = open_proposals.select_for_update(of=("self",)).select_related("thread").first()
         if proposal is None:  # decided meanwhile: answered as a decision made before this one
             return _decided(owner, parsed, proposal_id, accept)

@@ -125,14 +125,14 @@ def test_accepting_a_proposal_racing_add_members_of_its_memory(
         owner=tenant, memory_type="decision", topic="launch plans", content="ship on monday"
     )
     thread_locked = threading.Event()
-    owned = threads._owned_memory_ids
+    owned = threads._owned_memories
 
     def owned_after_a_pause(owner, memory_ids):
         thread_locked.set()
         time.sleep(LINGER_SECONDS)
         return owned(owner, memory_ids)
 
-    monkeypatch.setattr(threads, "_owned_memory_ids", owned_after_a_pause)
+    monkeypatch.setattr(threads, "_owned_memories", owned_after_a_pause)
     outcomes = race(
         lambda: threads.add_thread_members(owner=tenant, name="launch", memory_ids=[memory.id]),
         lambda: threads.decide_thread_proposal(owner=tenant, proposal_id=proposal.id, accept=True),
