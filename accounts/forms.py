@@ -33,7 +33,7 @@ from accounts.throttle import (
 )
 from infra.rate_limit import client_network
 from memories import bounds
-from memories.models import CommitmentStatus, MemoryType, Thread, filter_words
+from memories.models import CommitmentStatus, MemoryType, filter_words
 
 THROTTLED_MESSAGE = (
     "Too many failed password attempts for this account or from your network. "
@@ -333,7 +333,9 @@ def _name_filter(label: str, what: str, maximum: int) -> forms.CharField:
 
 class MemoryFilterForm(CharactersNotCodeUnits, forms.Form):
     """My memories' filters, from the query string. A filter that is not valid is named with its
-    limit and left out; the others still apply."""
+    limit and left out; the others still apply. A project or thread name is valid whether or not
+    the account has it: the view applies it and says so (a mistyped name is no reason to list
+    everything)."""
 
     SEARCH_MAX = 200
 
@@ -367,10 +369,6 @@ class MemoryFilterForm(CharactersNotCodeUnits, forms.Form):
         error_messages={"invalid_choice": "Show is 'all' or nothing; not applied."},
     )
 
-    def __init__(self, *args, owner_id: int, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.owner_id = owner_id
-
     def clean_q(self) -> str:
         """The search text, unless it has more words than the filter takes."""
         text = self.cleaned_data["q"]
@@ -380,18 +378,6 @@ class MemoryFilterForm(CharactersNotCodeUnits, forms.Form):
                 "it was not applied."
             )
         return text
-
-    def clean_thread(self) -> str:
-        """The thread as it is named (the filter takes any case), or an error naming the owner's
-        names most like the one given: a mistyped name is not a thread without matches."""
-        name = self.cleaned_data["thread"]
-        if not name:
-            return name
-        stored = Thread.objects.named(self.owner_id, name).values_list("name", flat=True).first()
-        if stored is None:
-            near = did_you_mean(Thread.objects.near_names(self.owner_id, name))
-            raise ValidationError(f"You have no thread named “{name}”{near}; it was not applied.")
-        return stored
 
     def applied(self) -> dict[str, str]:
         """The filters given and valid, by name (none blank)."""

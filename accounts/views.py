@@ -193,7 +193,7 @@ def memory_list(request: HttpRequest) -> HttpResponse:
 
 
 def _memory_list(request: HttpRequest) -> HttpResponse:
-    form = MemoryFilterForm(request.GET, owner_id=request.user.pk)
+    form = MemoryFilterForm(request.GET)
     applied = form.applied()
     if "project" in applied:
         # In the account's spelling, however it was typed ('Atlas' for 'atlas'), as the tools
@@ -201,6 +201,16 @@ def _memory_list(request: HttpRequest) -> HttpResponse:
         applied["project"] = Memory.objects.in_account_spelling(
             request.user.pk, applied["project"], using=replica.read_alias()
         )
+    unknown_thread: list[str] = []
+    if "thread" in applied:
+        # A name that is no thread of the owner's is applied all the same, listing nothing, and
+        # named with the owner's nearest ones, as the tools refuse it (not found) rather than
+        # search without it: a mistyped name is not a reason to list every memory.
+        stored = Thread.objects.spelling(request.user.pk, applied["thread"])
+        if stored is None:
+            unknown_thread = _unknown_thread(request.user.pk, applied["thread"])
+        else:
+            applied["thread"] = stored
     show_all = applied.get("show") == "all"
     owned = Memory.objects.owned_by(request.user)
     matching = owned.browsed(
@@ -235,8 +245,9 @@ def _memory_list(request: HttpRequest) -> HttpResponse:
             "narrowed": bool(applied.keys() & {"type", "project", "state", "thread"}),
             # An empty page of several words says every one must be found.
             "several_words": len(filter_words(applied.get("q", ""))) > 1,
-            "problems": problems + unknown_project,
+            "problems": problems + unknown_project + unknown_thread,
             "project_unknown": bool(unknown_project),
+            "thread_unknown": bool(unknown_thread),
             "projects": owned.current().project_names(PROJECTS_LISTED),
             "threads": Thread.objects.names(request.user.pk),
             "show_all": show_all,
@@ -255,6 +266,13 @@ def _unknown_project(owner_id: int, project: str) -> list[str]:
     if near is None:
         return []
     return [f"You have no current memory in project “{project}”{did_you_mean(near)}."]
+
+
+def _unknown_thread(owner_id: int, name: str) -> list[str]:
+    """The message naming a thread name the owner has no thread by, with the owner's nearest
+    ones."""
+    near = Thread.objects.near_names(owner_id, name)
+    return [f"You have no thread named “{name}”{did_you_mean(near)}."]
 
 
 def _page(paginator: Paginator, requested: str | None) -> tuple[Page, str | None]:

@@ -639,6 +639,11 @@ class ThreadQuerySet(models.QuerySet):
             owner_id=owner_id, name_key=thread_name_key(Value(name))
         )
 
+    def spelling(self, owner_id: int, name: str) -> str | None:
+        """The name of the owner's thread named `name` in any case, as it is stored; None when
+        the owner has no such thread."""
+        return self.named(owner_id, name).values_list("name", flat=True).first()
+
     def owned_with_counts(self, owner_id: int) -> ThreadQuerySet:
         """The owner's threads, with `member_count`, the members a listing of the thread shows
         by default (current and active: not an archived one, nor a version since revised), and

@@ -469,12 +469,14 @@ def test_a_memorys_page_names_the_threads_it_is_in(client, tenant, other_tenant)
     assert "<dt>Threads</dt><dd>none</dd>" in page
 
 
-def test_a_thread_name_that_is_none_of_yours_is_named_with_your_nearest_ones(
+def test_a_thread_name_that_is_none_of_yours_is_applied_and_named_with_your_nearest_ones(
     client, tenant, other_tenant
 ):
-    """A mistyped thread name is said to be no thread of yours, with the names it is like, not
-    passed off as a thread without matches (nor offered the superseded and archived ones). The
-    field offers your thread names, and never another tenant's."""
+    """A mistyped thread name is applied, as the tools apply it (they answer not found rather
+    than search without it): nothing is listed, and the page says it is no thread of yours,
+    with the names it is like, not passed off as a thread without matches (nor offered the
+    superseded and archived ones). The field keeps the name to correct, and offers your thread
+    names, never another tenant's."""
     memory = record_memory(owner=tenant, memory_type="decision", topic="plan", content="Ship")
     create_thread(owner=tenant, name="Release Plan")
     add_thread_members(owner=tenant, name="Release Plan", memory_ids=[memory.id])
@@ -484,20 +486,51 @@ def test_a_thread_name_that_is_none_of_yours_is_named_with_your_nearest_ones(
     url = reverse("accounts:memories")
 
     page = client.get(url, {"thread": "relase plan"}).text
-    assert 'name="thread" aria-invalid="true" aria-describedby="filter-problems"' in page
     assert (
-        "You have no thread named “relase plan” (did you mean “Release Plan”?); "
-        "it was not applied." in page
+        'name="thread" aria-invalid="true" aria-describedby="filter-problems" '
+        'value="relase plan"' in page
     )
+    assert "You have no thread named “relase plan” (did you mean “Release Plan”?)." in page
+    assert "not applied" not in page
+    assert "Ship" not in page and "Lunch at noon" not in page
     assert "No current memory matches" not in page
-    assert "Ship" in page and "Lunch at noon" in page  # not applied, as other invalid filters
+    assert "Include superseded and archived</a>" not in page
+    assert "No memories yet" not in page
     assert '<datalist id="memory-threads"><option value="Release Plan"></datalist>' in page
     assert 'list="memory-threads"' in page
 
     page = client.get(url, {"thread": "Secret Projec", "type": "note"}).text
-    assert "You have no thread named “Secret Projec”; it was not applied." in page
+    assert "You have no thread named “Secret Projec”." in page
     assert "Secret Project" not in page
-    assert "Lunch at noon" in page and "Ship" not in page  # the type filter still applies
+    assert "Lunch at noon" not in page and "Ship" not in page
+
+
+def test_a_mistyped_thread_or_project_is_treated_alike(client, tenant):
+    """Either name, mistyped, is applied (nothing listed), named in a message with the nearest
+    name the account has, and kept in its field to correct."""
+    memory = record_memory(
+        owner=tenant, memory_type="note", topic="plan", content="Ship", project="atlas"
+    )
+    create_thread(owner=tenant, name="launch")
+    add_thread_members(owner=tenant, name="launch", memory_ids=[memory.id])
+    client.force_login(tenant)
+    url = reverse("accounts:memories")
+    for field, typed, message in (
+        (
+            "project",
+            "atlaz",
+            "You have no current memory in project “atlaz” (did you mean “atlas”?).",
+        ),
+        ("thread", "lanch", "You have no thread named “lanch” (did you mean “launch”?)."),
+    ):
+        page = client.get(url, {field: typed}).text
+        assert message in page
+        assert "Ship" not in page
+        assert re.search(
+            rf'name="{field}" aria-invalid="true" aria-describedby="filter-problems" '
+            rf'value="{typed}"',
+            page,
+        )
 
 
 def test_a_thread_or_project_filter_reads_a_name_as_the_tools_do(client, tenant):

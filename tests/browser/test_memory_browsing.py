@@ -45,8 +45,10 @@ def test_filtering_paging_and_coming_back_with_the_keyboard(browser, daphne_serv
     page.keyboard.type("relase plan")
     page.keyboard.press("Enter")
     expect(page.get_by_role("alert")).to_have_text(
-        "You have no thread named “relase plan” (did you mean “Release Plan”?); it was not applied."
+        "You have no thread named “relase plan” (did you mean “Release Plan”?)."
     )
+    # Kept in its field, to correct.
+    expect(page.get_by_label("Thread")).to_have_value("relase plan")
 
     page.get_by_label("Thread").fill("")
     page.get_by_label("Type").select_option("fact")
