@@ -26,7 +26,8 @@ EXPORT_VERSION = 1
 CHUNK_ROWS = 500
 
 # Substance, lifecycle and the supersession links in both directions: everything needed to
-# rebuild the history elsewhere. The owner is implied by the document.
+# rebuild the history elsewhere. The owner is implied by the document. Each memory also gets
+# `current` (not superseded: valid_to unset) and its resource `uri`.
 FIELDS = (
     "id",
     "memory_type",
@@ -94,6 +95,9 @@ async def export_memories_json(
     # so the generator names its tenant itself (memories/tenancy.py).
     with tenancy.acting_for(owner_id):
         async for row in rows.aiterator(chunk_size=chunk_rows):
+            # Beside `status`, as the tools give it: a version since revised is still "active"
+            # (status is the archive state alone), which read alone passes it off as in force.
+            row["current"] = row["valid_to"] is None
             row["uri"] = memory_resource_uri(row["id"])
             pieces.append(("\n" if count == 0 else ",\n") + _dumps(row))
             count += 1

@@ -725,6 +725,20 @@ def test_export_has_every_memory_with_lifecycle_and_links(client, tenant, other_
     assert not any("embedding" in row for row in document["memories"])
 
 
+def test_export_says_which_version_is_in_force_beside_its_archive_status(client, tenant, history):
+    """`current` is true for the version in force alone, as the tools give it: a revised version
+    keeps its archive status ("active") beside its valid_to and superseded_by, and an archived
+    memory not revised is still the one in force."""
+    first, second, third, archived = history
+    client.force_login(tenant)
+    document = json.loads(b"".join(_collect(client.get(reverse("accounts:export_memories")))))
+    by_id = {row["id"]: row for row in document["memories"]}
+    assert [
+        (by_id[str(m.id)]["status"], by_id[str(m.id)]["current"])
+        for m in (first, second, third, archived)
+    ] == [("active", False), ("active", False), ("active", True), ("archived", True)]
+
+
 def test_export_says_when_a_commitment_was_resolved(client, tenant):
     done = record_memory(owner=tenant, memory_type="commitment", topic="t", content="ship it")
     resolve_commitment(owner=tenant, memory_id=done.id, status="resolved")
