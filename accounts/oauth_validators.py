@@ -19,14 +19,18 @@ grants and tokens. What it leaves open, and this module closes:
   was granted (RFC 6749 §5.1).
 - A deactivated user cannot exchange a code or a refresh token (DOT checks `is_active` only for
   the password grant).
+- A public client may name itself in HTTP Basic with an empty password (RFC 6749 §2.3.1; some
+  client libraries always send Basic): DOT would check that empty password against a secret the
+  client was never given, and answer invalid_client.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 import uuid
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote_plus, urlsplit
 
 from django.conf import settings
 from django.http import QueryDict
@@ -162,6 +166,21 @@ def require_mcp_resource_if_named(request) -> None:
         check_mcp_resource(named, request)
 
 
+def basic_credentials(authorization: str | None) -> tuple[str, str] | None:
+    """The client_id and password of an HTTP Basic `Authorization` value, each form-decoded
+    (RFC 6749 §2.3.1) as DOT decodes them; None for any other value, and for a client_id
+    PostgreSQL cannot hold (it names no client; a lookup of it would fail)."""
+    scheme, _, encoded = (authorization or "").partition(" ")
+    if scheme != "Basic":
+        return None
+    try:  # binascii.Error and UnicodeDecodeError are ValueErrors, as is a missing colon
+        client_id, password = base64.b64decode(encoded).decode().split(":", 1)
+    except ValueError:
+        return None
+    client_id = unquote_plus(client_id)
+    return None if unstorable_text(client_id) else (client_id, unquote_plus(password))
+
+
 def code_token_family(code: str) -> uuid.UUID:
     """The refresh-token family of the tokens issued for an authorization code: derived from the
     code (a one-way digest, so the stored family does not reveal it)."""
@@ -182,6 +201,33 @@ class McpAuthorizationServer(Server):
 
 
 class McpOAuth2Validator(OAuth2Validator):
+    def client_authentication_required(self, request, *args, **kwargs) -> bool:
+        # A public client has no secret to prove (PKCE protects its code): HTTP Basic with an
+        # empty password names it as client_id in the body does, and it goes on as a public
+        # client. A password, a secret in the body or a body client_id naming another client is
+        # a claim DOT checks, and refuses (invalid_client): a public client was issued no secret.
+        credentials = basic_credentials(request.headers.get("HTTP_AUTHORIZATION"))
+        if credentials is not None:
+            client_id, password = credentials
+            if (
+                not password
+                and not request.client_secret
+                and request.client_id in (None, client_id)
+                and self._load_application(client_id, request) is not None
+                and request.client.client_type == request.client.CLIENT_PUBLIC
+            ):
+                request.client_id = client_id
+                return False
+        return super().client_authentication_required(request, *args, **kwargs)
+
+    def authenticate_client(self, request, *args, **kwargs) -> bool:
+        # Basic naming one client and the body another: DOT authenticates the one in Basic, and
+        # oauthlib then answers server_error. Which client is asking is unclear: invalid_client.
+        credentials = basic_credentials(request.headers.get("HTTP_AUTHORIZATION"))
+        if credentials is not None and request.client_id not in (None, credentials[0]):
+            return False
+        return super().authenticate_client(request, *args, **kwargs)
+
     def validate_scopes(self, client_id, scopes, client, request, *args, **kwargs) -> bool:
         # A refusal names what was wrong (oauthlib's invalid_scope carries no description): a
         # client that sent a scope of another server, or the scopes joined by commas, is told

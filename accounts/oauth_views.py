@@ -372,9 +372,10 @@ class McpTokenView(TokenView):
         body = normalised_parameters(request.POST, default_resource=False)
         if body is not None:
             request.POST = body
-        if not refresh_grace.applies_to(request):
+        client_id = refresh_grace.public_client_refreshing(request)
+        if client_id is None:
             return super().post(request, *args, **kwargs)
-        refresh_token, client_id = request.POST["refresh_token"], request.POST["client_id"]
+        refresh_token = request.POST["refresh_token"]
         asked = [request.POST.get("scope"), request.POST.getlist("resource")]
         with refresh_grace.one_at_a_time(refresh_token):
             replayed = refresh_grace.replay(refresh_token, client_id, asked)

@@ -34,6 +34,8 @@ from django.db import connection, transaction
 from django.http import HttpRequest
 from oauth2_provider.models import get_application_model, get_refresh_token_model
 
+from accounts.oauth_validators import basic_credentials
+
 
 def _digest(purpose: bytes, refresh_token: str) -> bytes:
     return hashlib.sha256(b"threengram refresh grace " + purpose + refresh_token.encode()).digest()
@@ -57,19 +59,25 @@ def one_at_a_time(refresh_token: str) -> Iterator[None]:
         yield
 
 
-def applies_to(request: HttpRequest) -> bool:
-    """Whether the grace period may answer this token request: a refresh by a public client
-    (its client_id in the body, no secret anywhere). A replay is given without authenticating
-    the client, so a confidential client's refresh, with its secret in a header, in the body or
-    left out, always goes to DOT."""
-    return bool(
-        request.POST.get("grant_type") == "refresh_token"
-        and request.POST.get("refresh_token")
-        and request.POST.get("client_id")
-        and "authorization" not in request.headers
-        and not request.POST.get("client_secret")
-        and is_public_client(request.POST["client_id"])
-    )
+def public_client_refreshing(request: HttpRequest) -> str | None:
+    """The client_id of a public client's refresh, which the grace period may answer: named in
+    the body or in HTTP Basic with an empty password (as accounts.oauth_validators reads it),
+    the two agreeing, and no secret anywhere. None for any other request. A replay is given
+    without authenticating the client, so a confidential client's refresh, with its secret in a
+    header, in the body or left out, always goes to DOT."""
+    if (
+        request.POST.get("grant_type") != "refresh_token"
+        or not request.POST.get("refresh_token")
+        or request.POST.get("client_secret")
+    ):
+        return None
+    client_id = request.POST.get("client_id")
+    if "authorization" in request.headers:
+        credentials = basic_credentials(request.headers["authorization"])
+        if credentials is None or credentials[1] or client_id not in (None, credentials[0]):
+            return None
+        client_id = credentials[0]
+    return client_id if client_id and is_public_client(client_id) else None
 
 
 def is_public_client(client_id: str) -> bool:
