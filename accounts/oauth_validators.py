@@ -115,13 +115,19 @@ def _requested_resources(request) -> list[str]:
 
 
 def check_mcp_resource(resources: list[str], request) -> None:
-    """RFC 8707 §2: a request must name this server's MCP endpoint, and nothing else."""
+    """RFC 8707 §2: a request must name this server's MCP endpoint, and nothing else. It has one
+    name whatever host name the server was reached by (the protected resource metadata and the
+    audience check at /mcp both use MCP_RESOURCE_URL): a client that names the endpoint by the
+    address it was configured with did not follow the metadata, and is told what it names."""
     expected = settings.MCP_RESOURCE_URL
     if [canonical_resource(uri) for uri in resources] != [expected]:
         described = ", ".join(resources) if resources else "none"
         raise errors.CustomOAuth2Error(
             error="invalid_target",
-            description=f"resource must be {expected} (got {described}).",
+            description=(
+                f"resource must be {expected}, the resource this server's protected resource "
+                f"metadata names under every host name (got {described})."
+            ),
             request=request,
         )
 

@@ -377,6 +377,36 @@ def test_foreign_resource_smuggled_into_the_consent_post_is_refused(signed_in, a
     assert _counts() == (0, 0, 0)
 
 
+@pytest.mark.parametrize(
+    "resource",
+    [
+        "http://localhost:8000/mcp",  # this server by another of its host names
+        "http://127.0.0.1:8001/mcp",
+        "http://127.0.0.1:8000/api",
+    ],
+)
+def test_a_resource_the_metadata_does_not_name_is_told_the_one_it_does(
+    signed_in, application, resource
+):
+    """The protected resource metadata names PUBLIC_BASE_URL/mcp under every host name, and a
+    token is bound to what it names: a client that asks for another resource did not follow
+    the metadata, and is told which resource to ask for."""
+    expected = (
+        f"resource must be {settings.MCP_RESOURCE_URL}, the resource this server's protected "
+        f"resource metadata names under every host name (got {resource})."
+    )
+    _, challenge = pkce_pair()
+    url = authorize_url(authorize_params(application, challenge, resource=resource))
+    query = redirect_query(signed_in.get(url, HTTP_HOST="localhost:8000"))
+    assert query["error"] == ["invalid_target"]
+    assert query["error_description"] == [expected]
+    verifier, challenge = pkce_pair()
+    code = get_code(signed_in, application, challenge)
+    response = exchange(signed_in, application, code, verifier, resource=resource)
+    assert response.json() == {"error": "invalid_target", "error_description": expected}
+    assert _counts() == (1, 0, 0)
+
+
 def test_unregistered_redirect_uri_is_never_redirected_to(signed_in, application):
     _, challenge = pkce_pair()
     params = authorize_params(application, challenge, redirect_uri="https://evil.example.com/cb")

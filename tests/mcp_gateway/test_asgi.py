@@ -131,6 +131,8 @@ def refused_token(request, transactional_db) -> str:
         return make_token(UserFactory(), expires=timezone.now() - timezone.timedelta(seconds=1))
     if kind == "other audience":
         return make_token(UserFactory(), resource=["https://elsewhere.example/mcp"])
+    if kind == "this server under another host name":  # bound to what it names, not to Host
+        return make_token(UserFactory(), resource=["http://localhost/mcp"])
     if kind == "unrestricted audience":  # DOT's "any resource": refused here (fail closed)
         return make_token(UserFactory(), resource=[])
     if kind == "inactive user":
@@ -142,7 +144,14 @@ def refused_token(request, transactional_db) -> str:
 
 @pytest.mark.parametrize(
     "refused_token",
-    ["expired", "other audience", "unrestricted audience", "inactive user", "unknown"],
+    [
+        "expired",
+        "other audience",
+        "this server under another host name",
+        "unrestricted audience",
+        "inactive user",
+        "unknown",
+    ],
     indirect=True,
 )
 async def test_refused_tokens_get_invalid_token(http, refused_token):
@@ -195,6 +204,26 @@ async def test_protected_resource_metadata(http, path):
         "error": "invalid_request",
         "error_description": "POST is not allowed here; this address takes GET, HEAD, OPTIONS",
     }
+
+
+@pytest.mark.parametrize("host", ["localhost", "127.0.0.1:8000", "[::1]:8000"])
+async def test_every_host_name_is_told_the_one_resource_and_its_tokens_work_there(
+    http, seeded, host
+):
+    """A client that follows the metadata, whichever host name it reached the server by, asks
+    for PUBLIC_BASE_URL/mcp; a token for it is accepted under every host name served."""
+    headers, body = modern("resources/templates/list", host=host)
+    challenge = await http.post("/mcp", headers=headers, content=body)
+    assert f'resource_metadata="{METADATA_URL}"' in challenge.headers["www-authenticate"]
+    for path in (
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+    ):
+        metadata = (await http.get(path, headers={"host": host})).json()
+        assert metadata["resource"] == settings.MCP_RESOURCE_URL
+        assert metadata["authorization_servers"] == [settings.PUBLIC_BASE_URL]
+    headers, body = modern("resources/templates/list", host=host, **auth_header(seeded.token))
+    assert (await http.post("/mcp", headers=headers, content=body)).status_code == 200
 
 
 async def test_foreign_host_and_origin_are_refused(http, seeded):
