@@ -218,7 +218,7 @@ class McpOAuth2Validator(OAuth2Validator):
             if (
                 not password
                 and not request.client_secret
-                and request.client_id in (None, client_id)
+                and request.client_id in (None, "", client_id)
                 and self._load_application(client_id, request) is not None
                 and request.client.client_type == request.client.CLIENT_PUBLIC
             ):
@@ -230,7 +230,7 @@ class McpOAuth2Validator(OAuth2Validator):
         # Basic naming one client and the body another: DOT authenticates the one in Basic, and
         # oauthlib then answers server_error. Which client is asking is unclear: invalid_client.
         credentials = basic_credentials(request.headers.get("HTTP_AUTHORIZATION"))
-        if credentials is not None and request.client_id not in (None, credentials[0]):
+        if credentials is not None and request.client_id not in (None, "", credentials[0]):
             return False
         return super().authenticate_client(request, *args, **kwargs)
 

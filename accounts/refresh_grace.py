@@ -74,7 +74,7 @@ def public_client_refreshing(request: HttpRequest) -> str | None:
     client_id = request.POST.get("client_id")
     if "authorization" in request.headers:
         credentials = basic_credentials(request.headers["authorization"])
-        if credentials is None or credentials[1] or client_id not in (None, credentials[0]):
+        if credentials is None or credentials[1] or client_id not in (None, "", credentials[0]):
             return None
         client_id = credentials[0]
     return client_id if client_id and is_public_client(client_id) else None

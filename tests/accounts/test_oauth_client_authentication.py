@@ -89,11 +89,11 @@ def _refused_as_invalid_client(response) -> None:
 # --- a public client in HTTP Basic with an empty password ------------------------------------
 
 
-@pytest.mark.parametrize("client_id_in_body", [False, True], ids=["basic-only", "both"])
+@pytest.mark.parametrize("body_id", [None, "", "its own"], ids=["basic-only", "empty", "both"])
 def test_a_public_client_in_basic_with_an_empty_password_exchanges_its_code_and_refreshes(
-    signed_in, public_client, client_id_in_body
+    signed_in, public_client, body_id
 ):
-    body_id = public_client.client_id if client_id_in_body else None
+    body_id = public_client.client_id if body_id == "its own" else body_id
     first = _exchange(signed_in, public_client, basic(public_client.client_id), client_id=body_id)
     assert _issued(first).application == public_client
     second = _refresh(
