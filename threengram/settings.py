@@ -117,7 +117,8 @@ if ENV_FILE:
 
 DEBUG = _flag("DEBUG", False)
 SECRET_KEY = env.str("SECRET_KEY", default="")
-if not SECRET_KEY:
+# White space only is as unset (an empty value in an env file written with a stray space).
+if not SECRET_KEY.strip():
     if not DEBUG:
         raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off.")
     SECRET_KEY = "insecure-development-key-only-used-with-DEBUG-on"

@@ -82,8 +82,9 @@ def test_an_http_issuer_fails_the_deploy_check():
     assert "https" in result.stdout + result.stderr
 
 
-def test_production_refuses_to_start_without_a_secret_key():
-    result = manage("check", **{**PRODUCTION, "SECRET_KEY": ""})
+@pytest.mark.parametrize("secret_key", ["", "   ", "\t"])
+def test_production_refuses_to_start_without_a_secret_key(secret_key):
+    result = manage("check", **{**PRODUCTION, "SECRET_KEY": secret_key})
     assert result.returncode != 0
     assert "SECRET_KEY must be set when DEBUG is off" in result.stderr
 
