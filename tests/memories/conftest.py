@@ -31,6 +31,19 @@ def as_never_analyzed(cursor, *tables: str) -> None:
         )
 
 
+def as_reindexed_and_never_analyzed(cursor, *tables: str) -> None:
+    """`tables` as right after a restore, as far as a plan of a few rows can tell: their indexes
+    built from the rows they hold, and no statistics gathered (as_never_analyzed). Earlier
+    tests' rows are rolled back, but the index pages they took are kept; without statistics,
+    the plans of a few rows are near ties that the indexes' sizes decide, so the plan chosen
+    would depend on which tests ran before."""
+    for table in tables:
+        # Not CONCURRENTLY, which no transaction may hold: the test's rows are in one, and the
+        # rebuilt indexes are rolled back with them.
+        cursor.execute(f"REINDEX TABLE {table}")
+    as_never_analyzed(cursor, *tables)
+
+
 def patch_search(patcher: pytest.MonkeyPatch, name: str, value: object) -> None:
     """Set `name` to `value` for one test (through `patcher`) in every module of memories/search/
     that binds it: a module that imports a name holds a binding of its own, the one its functions

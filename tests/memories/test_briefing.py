@@ -13,7 +13,7 @@ from memories.errors import NotFound
 from memories.handoff import build_handoff
 from memories.services import archive_memory, record_memory, resolve_commitment
 from memories.threads import add_thread_members, create_thread, revise_memory_with_proposals
-from tests.memories.conftest import as_never_analyzed
+from tests.memories.conftest import as_reindexed_and_never_analyzed
 
 
 def memory(owner, memory_type: str, content: str, **fields):
@@ -168,8 +168,9 @@ def test_a_selected_briefing_counts_and_picks_its_sections_from_the_index_alone(
         # As in a large account, where reading the table is what costs: the planner may not
         # fall back on it, and then uses whatever index lets it. The table's statistics as
         # none were gathered: an ANALYZE while earlier tests' rows were rolled back leaves those
-        # of an empty table, under which a plan of a few rows may read any index.
-        as_never_analyzed(cursor, "memories_memory")
+        # of an empty table, under which a plan of a few rows may read any index. Its indexes
+        # as built from its rows alone, which earlier tests' rolled-back rows would have grown.
+        as_reindexed_and_never_analyzed(cursor, "memories_memory")
         cursor.execute("SET LOCAL enable_seqscan = off")
         cursor.execute("SET LOCAL enable_bitmapscan = off")
         cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
@@ -277,7 +278,7 @@ def test_a_small_threads_sections_read_its_members_alone_before_any_analyze(inve
         build_briefing(owner_id=investigation.pk, selector=Selector("thread", "Checkout outage"))
     [(sql, params)] = [(sql, params) for sql, params in statements if "AS section" in sql]
     with connection.cursor() as cursor:
-        as_never_analyzed(cursor, "memories_memory", "memories_threadmembership")
+        as_reindexed_and_never_analyzed(cursor, "memories_memory", "memories_threadmembership")
         cursor.execute("SET LOCAL enable_seqscan = off")
         cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
         plan = json.dumps(cursor.fetchone()[0])
