@@ -424,16 +424,18 @@ def _enum_hint(tool: str, field: str, value: object, allowed: list) -> str:
     if hint is None and value.lower() in allowed:
         hint = f"values are lower case: '{value.lower()}'"
     if hint is None:
-        # A slip of one of them ('add_member'), or its start ('accept' for 'accept_proposal').
-        typed = value.lower()
-        near = (
-            difflib.get_close_matches(typed, map(str, allowed), n=1, cutoff=0.75)
-            or [name for name in map(str, allowed) if len(typed) >= 4 and name.startswith(typed)][
-                :1
-            ]
-        )
-        hint = did_you_mean(near) or None
+        hint = did_you_mean(_slipped_from(value, map(str, allowed))) or None
     return f"; {hint}" if hint else ""
+
+
+def _slipped_from(typed: str, names: Iterable[str]) -> list[str]:
+    """The one of `names` that `typed` is a slip of ('add_member'), or the start of ('accept'
+    for 'accept_proposal'), case-folded; [] when none is near."""
+    typed, names = typed.lower(), list(names)
+    return (
+        difflib.get_close_matches(typed, names, n=1, cutoff=0.75)
+        or [name for name in names if len(typed) >= 4 and name.startswith(typed)][:1]
+    )
 
 
 _LIFECYCLE_BY_OTHER_TOOLS = (
@@ -655,7 +657,13 @@ async def call_tool(
 ) -> types.CallToolResult:
     spec = _BY_NAME.get(name)
     if spec is None:
-        return _error(f"not_found: unknown tool {bounds.shown_key(name)!r}")
+        # A protocol error, not a tool result (MCP tools, "Error Handling": an unknown tool is
+        # Invalid Params): there is no tool whose input the model could correct.
+        hint = did_you_mean(_slipped_from(name, _TOOL_NAMES))
+        raise MCPError(
+            code=types.INVALID_PARAMS,
+            message=f"Unknown tool: {bounds.shown_key(name)!r}" + (f"; {hint}" if hint else ""),
+        )
     scope = settings.MEMORY_READ_SCOPE if spec.scope == "read" else settings.MEMORY_WRITE_SCOPE
     action = arguments.get("action") if isinstance(arguments, dict) else None
     if isinstance(action, str) and action in spec.reading_actions:

@@ -1088,3 +1088,21 @@ async def test_a_content_length_that_is_no_size_is_answered_not_a_crash(asgi_app
     assert start["status"] in (400, 413)
     assert answer["error"]["code"] == -32600
     assert "body" in answer["error"]["message"]
+
+
+@pytest.mark.parametrize(("wire", "status"), [(modern, 400), (legacy, 200)])
+async def test_an_unknown_tool_is_invalid_params_on_both_wires(http, seeded, wire, status):
+    """A JSON-RPC error, as MCP's tools "Error Handling" lists it, not a tool result: HTTP 400
+    on the 2026 wire (its status table), 200 on the 2025 wire (errors travel in the body)."""
+    name = {"name": "serch"} if wire is modern else {}
+    headers, body = wire(
+        "tools/call", {"name": "serch", "arguments": {}}, **name,
+        **auth_header(seeded.token),
+    )  # fmt: skip
+    response = await http.post("/mcp", headers=headers, content=body)
+    assert response.status_code == status
+    assert "result" not in response.json()
+    assert response.json()["error"] == {
+        "code": -32602,
+        "message": "Unknown tool: 'serch'; did you mean 'search'?",
+    }

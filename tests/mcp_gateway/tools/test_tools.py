@@ -126,8 +126,30 @@ async def test_the_text_block_is_the_structured_content_without_spaces(agent):
     assert '"a, b: c"' in compact  # the content keeps its own spaces
 
 
-async def test_unknown_tool_is_a_tool_error(agent):
-    assert (await fails(agent, "drop_tables")).startswith("not_found: unknown tool")
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("drop_tables", "Unknown tool: 'drop_tables'"),
+        # A slip of one of ours names it: the model's next call is the right one.
+        ("get_memory", "Unknown tool: 'get_memory'; did you mean 'get_memories'?"),
+        ("Search", "Unknown tool: 'Search'; did you mean 'search'?"),
+        ("configure", "Unknown tool: 'configure'; did you mean 'configure_thread'?"),
+        ("x" * 900, f"Unknown tool: '{'x' * 64}…'"),
+    ],
+)
+async def test_an_unknown_tool_is_a_protocol_error_naming_it(agent, name, message):
+    """MCP tools, "Error Handling": an unknown tool is Invalid Params (-32602), not a tool
+    result; the name is echoed cut as every name a caller made up, with the tool it slips
+    from."""
+    with pytest.raises(MCPError) as refused:
+        await call_tool(agent, name, {})
+    assert refused.value.code == types.INVALID_PARAMS
+    assert refused.value.message == message
+
+
+async def test_a_known_tools_invalid_input_stays_a_tool_result(agent):
+    """The model corrects its call from a tool result; only the unknown tool is refused."""
+    assert (await fails(agent, "search", {"limit": "many"})).startswith("invalid_input: limit:")
 
 
 # --- scope, fail-closed --------------------------------------------------------------------
