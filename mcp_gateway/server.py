@@ -168,6 +168,26 @@ async def note_method_called(ctx: ServerRequestContext, call_next: CallNext) -> 
     return await call_next(ctx)
 
 
+# The paginated methods this server serves: each answers its whole list in one page.
+PAGINATED_METHODS = frozenset(
+    {"tools/list", "prompts/list", "resources/list", "resources/templates/list"}
+)
+INVALID_CURSOR = (
+    "Invalid cursor: this server answers every list in one page and issues no nextCursor; "
+    "list again without a cursor"
+)
+
+
+async def refuse_cursors(ctx: ServerRequestContext, call_next: CallNext) -> HandlerResult:
+    """A cursor this server never issued is invalid (MCP pagination: -32602), and so is every
+    cursor: answering the first page instead would hand a client that pages a list it takes for
+    another, under the first page's public cache hint."""
+    params = ctx.params if isinstance(ctx.params, Mapping) else {}
+    if ctx.method in PAGINATED_METHODS and params.get("cursor") is not None:
+        raise MCPError(code=types.INVALID_PARAMS, message=INVALID_CURSOR)
+    return await call_next(ctx)
+
+
 async def hide_internal_errors(ctx: ServerRequestContext, call_next: CallNext) -> HandlerResult:
     """An unexpected exception becomes a generic -32603 on both wires. Without this the SDK sends
     `str(exc)` to 2025-era clients. Logged with a request id and the stack, never the exception
@@ -259,5 +279,6 @@ def build_server() -> Server:
             if not isinstance(middleware, OpenTelemetryMiddleware)
         ]
     server.middleware.append(note_method_called)
+    server.middleware.append(refuse_cursors)
     server.middleware.append(hide_internal_errors)
     return server

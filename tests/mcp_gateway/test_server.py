@@ -130,6 +130,34 @@ async def test_a_completion_of_every_value_says_so(asgi_app, seeded):
     assert (completion.total, completion.has_more) == (2, False)
 
 
+@pytest.mark.parametrize("mode", ["auto", "legacy"])  # the 2026-07-28 wire, then 2025-11-25
+@pytest.mark.parametrize(
+    "listing", ["list_tools", "list_prompts", "list_resources", "list_resource_templates"]
+)
+@pytest.mark.parametrize("cursor", ["2", "", "eyJwYWdlIjogMn0="])
+async def test_every_cursor_is_invalid_params_never_the_first_page_again(
+    asgi_app, seeded, mode, listing, cursor
+):
+    """Every list is one page and no nextCursor is ever issued, so any cursor is one this
+    server did not give (MCP pagination: -32602). It reaches the server, whose answer is no page
+    at all: not the first one, which the client holds under a public cache hint."""
+    recorder = Recorder()
+    async with mcp_client(
+        IN_PROCESS_URL, seeded.token, mode=mode, recorder=recorder,
+        transport=asgi_transport(asgi_app),
+    ) as client:  # fmt: skip
+        first = await getattr(client, listing)()
+        assert first.next_cursor is None
+        pages = len(recorder.results)
+        with pytest.raises(MCPError) as refused:
+            await getattr(client, listing)(cursor=cursor)
+    assert (refused.value.error.code, refused.value.error.message) == (
+        -32602, server.INVALID_CURSOR
+    )  # fmt: skip
+    assert refused.value.error.message.startswith("Invalid cursor")
+    assert len(recorder.results) == pages  # no result came back for it
+
+
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_unexpected_errors_are_generic_and_logged_with_an_id(
     asgi_app, seeded, monkeypatch, caplog, mode
