@@ -29,7 +29,7 @@ from django.conf import settings
 from django.http.request import MediaType, split_domain_port, validate_host
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -40,7 +40,7 @@ from infra.rate_limit import FixedWindow, event_loop_counter_store
 from mcp_gateway import auth, cors
 from mcp_gateway.principal import Principal
 from mcp_gateway.server import MethodCalled, build_server, log_failure, method_called
-from memories import tenancy
+from memories import bounds, tenancy
 from memories.bounds import UNPAIRED_SURROGATE_MARK
 
 logger = logging.getLogger(__name__)
@@ -129,24 +129,9 @@ async def _legacy_envelope_checked(
         version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
     ):
         return receive, None
-    read: list[dict] = []
-    size, complete = 0, False
-    while size <= MAX_REQUEST_BODY_BYTES:
-        message = await receive()
-        read.append(message)
-        if message["type"] != "http.request":
-            break
-        size += len(message.get("body", b""))
-        if not message.get("more_body", False):
-            complete = True
-            break
-
-    async def replay() -> dict:
-        return read.pop(0) if read else await receive()
-
-    if not complete or size > MAX_REQUEST_BODY_BYTES:
+    replay, read, raw = await _read_body(receive)
+    if raw is None:
         return replay, None
-    raw = b"".join(message.get("body", b"") for message in read)
     try:
         decoded = json.loads(raw)
     except (ValueError, RecursionError):
@@ -188,6 +173,73 @@ async def _legacy_envelope_checked(
     return replay, None
 
 
+async def _read_body(receive: Receive) -> tuple[Receive, list[dict], bytes | None]:
+    """The request's body as read ahead of the SDK: the receive that replays it, the messages
+    read (which the caller may replace), and the body, None when it is over
+    MAX_REQUEST_BODY_BYTES or the client left before sending all of it."""
+    read: list[dict] = []
+    size, complete = 0, False
+    while size <= MAX_REQUEST_BODY_BYTES:
+        message = await receive()
+        read.append(message)
+        if message["type"] != "http.request":
+            break
+        size += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            complete = True
+            break
+
+    async def replay() -> dict:
+        return read.pop(0) if read else await receive()
+
+    if not complete or size > MAX_REQUEST_BODY_BYTES:
+        return replay, read, None
+    return replay, read, b"".join(message.get("body", b"") for message in read)
+
+
+# Every protocol revision this endpoint serves, newest first: 2026-07-28 without a handshake,
+# the others as `initialize` negotiates them.
+SERVED_PROTOCOL_VERSIONS = (
+    *MODERN_PROTOCOL_VERSIONS,
+    *sorted(HANDSHAKE_PROTOCOL_VERSIONS, reverse=True),
+)
+
+
+def _unsupported_version(requested: str, raw: bytes | None) -> Answer:
+    """A protocol version header this endpoint does not serve: 400 (MCP 2025-11-25 transport:
+    an invalid or unsupported MCP-Protocol-Version is 400 Bad Request) with the 2026 revision's
+    -32022 and its {supported, requested}, for a request and a notification alike. Answered
+    here because the SDK takes any header that is not a handshake version for the 2026 wire,
+    whose checks then name the body's envelope instead, and list only 2026-07-28."""
+    shown = bounds.shown_key(requested)
+    served = ", ".join(SERVED_PROTOCOL_VERSIONS[len(MODERN_PROTOCOL_VERSIONS) :])
+    message = (
+        f"Unsupported protocol version {shown!r} (the MCP-Protocol-Version header); this "
+        f"endpoint serves {', '.join(MODERN_PROTOCOL_VERSIONS)} and, negotiated by "
+        f"initialize, {served}"
+    )
+    data = types.UnsupportedProtocolVersionErrorData(
+        supported=list(SERVED_PROTOCOL_VERSIONS), requested=shown
+    ).model_dump(mode="json")
+    body = _jsonrpc_error(
+        types.UNSUPPORTED_PROTOCOL_VERSION, message, data, request_id=_request_id_in(raw)
+    )
+    return Answer(400, body, [_JSON])
+
+
+def _request_id_in(raw: bytes | None) -> str | int | None:
+    """The id of the request in `raw`, for an error answered before the SDK reads it; None
+    (JSON-RPC 2.0 §5: null when it cannot be read) for a notification, or an id that is none
+    (MCP basic: a string or an integer)."""
+    try:
+        decoded = json.loads(raw) if raw is not None else None
+    except (ValueError, RecursionError):
+        return None
+    request_id = decoded.get("id") if isinstance(decoded, dict) else None
+    valid = isinstance(request_id, str | int) and not isinstance(request_id, bool)
+    return request_id if valid else None
+
+
 # What may make pydantic's JSON parser (the SDK's on the 2025 wire) refuse a body json.loads
 # reads: a \u escape of a surrogate (lone ones are refused), a byte-order mark, UTF-16.
 _SDK_PARSER_REFUSES = re.compile(rb"\\u[dD][89a-fA-F]|^(\xef\xbb\xbf|\xff\xfe|\xfe\xff)")
@@ -220,11 +272,13 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 RATE_LIMITED = -32029
 
 
-def _jsonrpc_error(code: int, message: str, data: dict | None = None) -> bytes:
+def _jsonrpc_error(
+    code: int, message: str, data: Any = None, *, request_id: str | int | None = None
+) -> bytes:
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
-    return json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
 
 
 def _rate_limited(user_id: int) -> int | None:
@@ -706,6 +760,11 @@ class GatewayRouter:
         if not self._ready.is_set():  # only until the first request has started it
             await self.startup()
         scope = _with_plain_json_content_type(scope, headers)
+        version = _header(headers, b"mcp-protocol-version")
+        if version is not None and version not in SERVED_PROTOCOL_VERSIONS:
+            receive, _, raw = await _read_body(receive)
+            await _answer(receive, send, _unsupported_version(version, raw))
+            return
         receive, refusal = await _legacy_envelope_checked(scope, headers, receive)
         if refusal is not None:
             await _answer(receive, send, refusal)

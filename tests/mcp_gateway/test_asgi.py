@@ -1106,3 +1106,58 @@ async def test_an_unknown_tool_is_invalid_params_on_both_wires(http, seeded, wir
         "code": -32602,
         "message": "Unknown tool: 'serch'; did you mean 'search'?",
     }
+
+
+SERVED = ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
+UNSUPPORTED = (
+    "Unsupported protocol version {!r} (the MCP-Protocol-Version header); this endpoint serves "
+    "2026-07-28 and, negotiated by initialize, 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05"
+)
+
+
+@pytest.mark.parametrize("wire", [modern, legacy])  # a body of either revision's shape
+@pytest.mark.parametrize("version", ["2025-99-99", "2023-01-01", "2026-07-28 ", "garbage", ""])
+async def test_an_unsupported_protocol_version_is_told_every_version_served(
+    http, seeded, wire, version
+):
+    """400 (MCP 2025-11-25 transport: an unsupported MCP-Protocol-Version header) with the
+    2026 revision's -32022 and its {supported, requested}: every version the endpoint serves,
+    the handshake ones too, for a request (its id echoed) and a notification alike."""
+    headers, body = wire("tools/list", **auth_header(seeded.token))
+    headers = {**headers, "mcp-protocol-version": version}
+    request = json.loads(body)
+    notification = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    for sent, request_id in ((request, request["id"]), (notification, None)):
+        response = await http.post("/mcp", headers=headers, content=json.dumps(sent))
+        assert response.status_code == 400
+        assert response.json() == {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "error": {
+                "code": -32022,
+                "message": UNSUPPORTED.format(version),
+                "data": {"supported": SERVED, "requested": version},
+            },
+        }
+
+
+async def test_an_unsupported_protocol_version_is_echoed_cut(http, seeded):
+    headers, body = modern("tools/list", **auth_header(seeded.token))
+    version = "9" * 5000
+    response = await http.post(
+        "/mcp", headers={**headers, "mcp-protocol-version": version}, content=body
+    )
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["data"]["requested"] == f"{'9' * 64}…"
+    assert error["message"] == UNSUPPORTED.format(f"{'9' * 64}…")
+
+
+@pytest.mark.parametrize("version", SERVED)
+async def test_every_served_protocol_version_is_served(http, seeded, version):
+    wire = modern if version == MODERN else legacy
+    headers, body = wire("tools/list", **auth_header(seeded.token))
+    response = await http.post(
+        "/mcp", headers={**headers, "mcp-protocol-version": version}, content=body
+    )
+    assert response.status_code == 200 and response.json()["result"]["tools"]
