@@ -142,10 +142,7 @@ async def _legacy_envelope_checked(
     try:
         envelope.model_validate(decoded)
     except ValidationError:
-        body = _jsonrpc_error(
-            types.INVALID_REQUEST, "Body must be a single JSON-RPC request or notification object"
-        )
-        return replay, Answer(400, body, [_JSON])
+        return replay, _not_one_message(decoded)
     called = method_called.get()
     if notification and called is not None:
         # The SDK answers a notification (202) before its handlers run, and with them the MCP
@@ -171,6 +168,74 @@ async def _legacy_envelope_checked(
             return replay, None
         read[:] = [{"type": "http.request", "body": rewritten, "more_body": False}]
     return replay, None
+
+
+NOT_ONE_MESSAGE = "Body must be a single JSON-RPC request or notification object"
+_JSON_KINDS = {list: "an array", str: "a string", bool: "a boolean", int: "a number"}
+
+
+def _not_one_message(decoded: Any) -> Answer:
+    """The Invalid Request answer to a body that is no single JSON-RPC request or notification,
+    naming `params` when they are what is wrong.
+
+    -32600 (Invalid Request), not -32602 (Invalid Params): JSON-RPC 2.0 §4.2 also lets params
+    be an array, but MCP's message schema carries them as an object on every request and
+    notification, so a body with any other params is no MCP message, refused with its envelope
+    before any method is looked up, as a malformed id is; and a string is not even JSON-RPC's.
+    -32602 is what a method answers of the params it reads."""
+    params = decoded.get("params") if isinstance(decoded, dict) else None
+    message = NOT_ONE_MESSAGE
+    if params is not None and not isinstance(params, dict):
+        kind = _JSON_KINDS.get(type(params), "a number")
+        message = f"params: must be an object, not {kind}; MCP passes parameters by name"
+    return Answer(400, _jsonrpc_error(types.INVALID_REQUEST, message), [_JSON])
+
+
+class _EnvelopeRefusalNamed:
+    """The receive and send of a 2026-wire request, which the SDK reads itself: when it refuses
+    the body as no single request or notification (with no word of why), the answer names
+    `params` when they are what is wrong, as on the 2025 wire (_not_one_message). The body
+    is kept as it passes, and looked at only then: the hot path parses it once, in the SDK."""
+
+    def __init__(self, receive: Receive, send: Send) -> None:
+        self._receive = receive
+        self._send = send
+        self._chunks: list[bytes] = []
+        self._held: dict | None = None
+
+    async def receive(self) -> dict:
+        message = await self._receive()
+        if message["type"] == "http.request":
+            self._chunks.append(message.get("body", b""))
+        return message
+
+    async def send(self, message: dict) -> None:
+        if message["type"] == "http.response.start" and message["status"] == 400:
+            self._held = message  # until its body says whether it is that refusal
+            return
+        if self._held is not None:
+            start, self._held = self._held, None
+            if not message.get("more_body", False) and _is_not_one_message(message["body"]):
+                answer = _not_one_message(_decoded(b"".join(self._chunks)))
+                headers = [h for h in start["headers"] if h[0] != b"content-length"]
+                length = (b"content-length", str(len(answer.body)).encode())
+                start = {**start, "headers": [*headers, length]}
+                message = {**message, "body": answer.body}
+            await self._send(start)
+        await self._send(message)
+
+
+def _is_not_one_message(body: bytes) -> bool:
+    answer = _decoded(body)
+    error = answer.get("error") if isinstance(answer, dict) else None
+    return isinstance(error, dict) and error.get("message") == NOT_ONE_MESSAGE
+
+
+def _decoded(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
 
 
 async def _read_body(receive: Receive) -> tuple[Receive, list[dict], bytes | None]:
@@ -231,10 +296,7 @@ def _request_id_in(raw: bytes | None) -> str | int | None:
     """The id of the request in `raw`, for an error answered before the SDK reads it; None
     (JSON-RPC 2.0 §5: null when it cannot be read) for a notification, or an id that is none
     (MCP basic: a string or an integer)."""
-    try:
-        decoded = json.loads(raw) if raw is not None else None
-    except (ValueError, RecursionError):
-        return None
+    decoded = _decoded(raw) if raw is not None else None
     request_id = decoded.get("id") if isinstance(decoded, dict) else None
     valid = isinstance(request_id, str | int) and not isinstance(request_id, bool)
     return request_id if valid else None
@@ -764,6 +826,10 @@ class GatewayRouter:
         if version is not None and version not in SERVED_PROTOCOL_VERSIONS:
             receive, _, raw = await _read_body(receive)
             await _answer(receive, send, _unsupported_version(version, raw))
+            return
+        if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            named = _EnvelopeRefusalNamed(receive, send)
+            await self.session_manager.handle_request(scope, named.receive, named.send)
             return
         receive, refusal = await _legacy_envelope_checked(scope, headers, receive)
         if refusal is not None:

@@ -533,7 +533,6 @@ LEGACY_INVALID = {
     "an empty object": {},
     "jsonrpc 1.0": {"jsonrpc": "1.0", "id": 1, "method": "ping"},
     "no method": {"jsonrpc": "2.0", "id": 1},
-    "params a list": {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": [1]},
 }
 
 
@@ -1161,3 +1160,38 @@ async def test_every_served_protocol_version_is_served(http, seeded, version):
         "/mcp", headers={**headers, "mcp-protocol-version": version}, content=body
     )
     assert response.status_code == 200 and response.json()["result"]["tools"]
+
+
+@pytest.mark.parametrize("wire", [modern, legacy])
+@pytest.mark.parametrize(
+    ("params", "kind"), [([1], "an array"), ("x", "a string"), (3, "a number"), (True, "a boolean")]
+)
+async def test_params_that_are_no_object_are_named_on_both_wires(http, seeded, wire, params, kind):
+    """MCP carries params as an object on every message: any other is an Invalid Request that
+    names them, for a request and a notification alike."""
+    headers, body = wire("tools/list", **auth_header(seeded.token))
+    request = {**json.loads(body), "params": params}
+    notification = {"jsonrpc": "2.0", "method": "notifications/initialized", "params": params}
+    for sent in (request, notification):
+        response = await http.post("/mcp", headers=headers, content=json.dumps(sent))
+        assert response.status_code == 400
+        assert response.json() == {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {
+                "code": -32600,
+                "message": f"params: must be an object, not {kind}; MCP passes parameters by name",
+            },
+        }
+        assert int(response.headers["content-length"]) == len(response.content)
+
+
+@pytest.mark.parametrize("wire", [modern, legacy])
+async def test_a_batch_is_still_no_single_message_on_both_wires(http, seeded, wire):
+    headers, body = wire("tools/list", **auth_header(seeded.token))
+    response = await http.post("/mcp", headers=headers, content=f"[{body}]")
+    assert response.status_code == 400
+    assert response.json()["error"] == {
+        "code": -32600,
+        "message": "Body must be a single JSON-RPC request or notification object",
+    }
