@@ -148,6 +148,18 @@ async def _legacy_envelope_checked(
         # The SDK answers a notification (202) before its handlers run, and with them the MCP
         # server's record of the method: the access line is written by then.
         called.method = decoded["method"][:64]
+    if not notification and len(decoded["method"]) > bounds.SHOWN_KEY_MAX:
+        # Longer than any method: the SDK would echo it whole in its answer (up to the body
+        # limit). Answered here as the SDK answers an unknown method, the echo cut.
+        if called is not None:
+            called.method = decoded["method"][: bounds.SHOWN_KEY_MAX]
+        body = _jsonrpc_error(
+            types.METHOD_NOT_FOUND,
+            "Method not found",
+            bounds.shown_key(decoded["method"]),
+            request_id=decoded["id"],
+        )
+        return replay, Answer(200, body, [_JSON])
     if _SDK_PARSER_REFUSES.search(raw) and not _sdk_parses(raw):
         # The SDK's JSON parser refuses what this one read (a lone surrogate, e.g. a string cut
         # inside an emoji by a JavaScript client; a byte-order mark): it gets the same request

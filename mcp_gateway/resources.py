@@ -19,6 +19,7 @@ from mcp.shared.uri_template import UriTemplate
 from mcp_gateway.auth import require_principal
 from mcp_gateway.schemas import utc_datetime
 from memories.access import MemoryRow, read_owned_memories
+from memories.bounds import shown_key
 from memories.models import MEMORY_URI_PREFIX, MEMORY_URI_TEMPLATE
 from memories.services import parse_memory_id
 
@@ -90,9 +91,10 @@ def _not_found(uri: str, why: str | None = None) -> MCPError:
     # MCP 2026-07-28 server/resources: an unknown resource is -32602 (Invalid Params). A
     # well-formed id that is missing and another tenant's get this one error, bare, alike; only
     # the echoed URI differs. A URI or id of the wrong form is told what the form is: the form
-    # alone says it names no memory, so that tells nothing of any memory.
+    # alone says it names no memory, so that tells nothing of any memory. The URI is echoed cut
+    # as every name a caller made up (a memory's own is shorter): not a body's worth of it back.
     message = f"Resource not found: {why}" if why else "Resource not found"
-    return MCPError(code=types.INVALID_PARAMS, message=message, data={"uri": uri})
+    return MCPError(code=types.INVALID_PARAMS, message=message, data={"uri": shown_key(uri)})
 
 
 async def read_resource(

@@ -1195,3 +1195,19 @@ async def test_a_batch_is_still_no_single_message_on_both_wires(http, seeded, wi
         "code": -32600,
         "message": "Body must be a single JSON-RPC request or notification object",
     }
+
+
+@pytest.mark.parametrize("length", [64, 65, 900_000])
+async def test_an_unknown_method_is_echoed_cut_on_the_2025_wire(http, seeded, length):
+    """The SDK echoes an unknown method whole: one longer than any method is answered before
+    it, as it answers, the echo cut at 64 characters as every name a caller made up."""
+    method = "m" * length
+    headers, body = legacy(method, **auth_header(seeded.token))
+    response = await http.post("/mcp", headers=headers, content=body)
+    assert response.status_code == 200
+    shown = method if length <= 64 else f"{method[:64]}…"
+    assert response.json() == {
+        "jsonrpc": "2.0",
+        "id": 9,
+        "error": {"code": -32601, "message": "Method not found", "data": shown},
+    }

@@ -17,6 +17,7 @@ from mcp_gateway.principal import Principal
 from mcp_gateway.server import build_server
 from memories import access
 from memories.access import MemoryRow
+from memories.bounds import shown_key
 from memories.services import archive_memory, revise_memory
 from tests.factories import MemoryFactory
 from tests.mcp_gateway.conftest import (
@@ -229,10 +230,31 @@ async def test_a_uri_of_the_wrong_form_is_told_the_memory_template(
             with pytest.raises(MCPError) as caught:
                 await c.read_resource(uri)
             error = caught.value.error
-            assert (error.code, error.data) == (-32602, {"uri": uri})
+            assert (error.code, error.data) == (-32602, {"uri": shown_key(uri)})
             answered[uri] = error.message
     assert answered == refusals
     assert f"EXECUTE {access.READ_OWNED}" not in [sql for sql, _ in sent_statements]
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+@pytest.mark.parametrize(
+    ("uri", "message"),
+    [
+        (f"threengram://memory/{'a' * 50_000}", NOT_A_MEMORY_ID),
+        (f"https://example.com/{'b' * 50_000}", NOT_A_MEMORY_URI),
+    ],
+)
+async def test_a_long_uri_is_echoed_cut_as_every_name_a_caller_made_up(
+    asgi_app, seeded, mode, uri, message
+):
+    """Not the request's size back: the URI is cut at 64 characters as other echoes are."""
+    async with mcp_client(
+        IN_PROCESS_URL, seeded.token, mode=mode, transport=asgi_transport(asgi_app)
+    ) as c:
+        with pytest.raises(MCPError) as caught:
+            await c.read_resource(uri)
+    error = caught.value.error
+    assert (error.code, error.message, error.data) == (-32602, message, {"uri": f"{uri[:64]}…"})
 
 
 @pytest.mark.parametrize(
