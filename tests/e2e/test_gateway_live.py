@@ -170,3 +170,64 @@ async def test_uvicorn_serves_the_same_application(live_uvicorn, seeded, mode):
         with pytest.raises(MCPError):
             await c.read_resource(seeded.foreign_memory.resource_uri)
     assert json.loads(read.contents[0].text)["id"] == str(seeded.memory.id)
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_protocol_errors_over_http_on_both_wires(live_daphne, seeded, mode):
+    """An unknown tool and a list cursor are JSON-RPC -32602, and a long URI is echoed cut, as
+    the SDK client meets them through a real server."""
+    long_uri = f"threengram://memory/{'a' * 5000}"
+    async with mcp_client(live_daphne.mcp_url, seeded.token, mode=mode) as c:
+        with pytest.raises(MCPError) as unknown_tool:
+            await c.call_tool("serch", {})
+        with pytest.raises(MCPError) as cursor:
+            await c.list_tools(cursor="2")
+        with pytest.raises(MCPError) as long_read:
+            await c.read_resource(long_uri)
+    assert (unknown_tool.value.error.code, unknown_tool.value.error.message) == (
+        -32602,
+        "Unknown tool: 'serch'; did you mean 'search'?",
+    )
+    assert cursor.value.error.code == -32602
+    assert cursor.value.error.message.startswith("Invalid cursor")
+    assert long_read.value.error.data == {"uri": f"{long_uri[:64]}…"}
+
+
+@pytest.mark.parametrize("version", ["2025-99-99", "2023-01-01", "garbage"])
+async def test_an_unsupported_protocol_version_over_http(live_daphne, seeded, version):
+    headers = {
+        "authorization": f"Bearer {seeded.token}",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": version,
+    }
+    request = {"jsonrpc": "2.0", "id": "a", "method": "tools/list", "params": {}}
+    notification = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    async with httpx2.AsyncClient(headers=headers) as http:
+        for body, request_id in ((request, "a"), (notification, None)):
+            response = await http.post(live_daphne.mcp_url, json=body)
+            assert response.status_code == 400
+            answer = response.json()
+            assert answer["id"] == request_id
+            assert answer["error"]["code"] == -32022
+            assert answer["error"]["data"] == {
+                "supported": ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"],
+                "requested": version,
+            }
+
+
+@pytest.mark.parametrize("version", ["2026-07-28", "2025-11-25"])
+async def test_params_that_are_no_object_are_named_over_http(live_daphne, seeded, version):
+    headers = {
+        "authorization": f"Bearer {seeded.token}",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": version,
+        "mcp-method": "tools/list",
+    }
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": [1]}
+    async with httpx2.AsyncClient(headers=headers) as http:
+        response = await http.post(live_daphne.mcp_url, json=body)
+    assert response.status_code == 400
+    assert response.json()["error"] == {
+        "code": -32600,
+        "message": "params: must be an object, not an array; MCP passes parameters by name",
+    }
