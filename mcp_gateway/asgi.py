@@ -227,7 +227,8 @@ class _EnvelopeRefusalNamed:
             return
         if self._held is not None:
             start, self._held = self._held, None
-            if not message.get("more_body", False) and _is_not_one_message(message["body"]):
+            body = message.get("body", b"")
+            if not message.get("more_body", False) and _is_not_one_message(body):
                 answer = _not_one_message(_decoded(b"".join(self._chunks)))
                 headers = [h for h in start["headers"] if h[0] != b"content-length"]
                 length = (b"content-length", str(len(answer.body)).encode())
