@@ -288,7 +288,9 @@ def _unsupported_version(requested: str, raw: bytes | None) -> Answer:
     an invalid or unsupported MCP-Protocol-Version is 400 Bad Request) with the 2026 revision's
     -32022 and its {supported, requested}, for a request and a notification alike. Answered
     here because the SDK takes any header that is not a handshake version for the 2026 wire,
-    whose checks then name the body's envelope instead, and list only 2026-07-28."""
+    whose checks then name the body's envelope instead. `supported` is what server/discover
+    lists (the 2026 revision holds the two to agree); the message names the handshake versions
+    too, for a person reading it."""
     shown = bounds.shown_key(requested)
     served = ", ".join(SERVED_PROTOCOL_VERSIONS[len(MODERN_PROTOCOL_VERSIONS) :])
     message = (
@@ -297,7 +299,7 @@ def _unsupported_version(requested: str, raw: bytes | None) -> Answer:
         f"initialize, {served}"
     )
     data = types.UnsupportedProtocolVersionErrorData(
-        supported=list(SERVED_PROTOCOL_VERSIONS), requested=shown
+        supported=list(MODERN_PROTOCOL_VERSIONS), requested=shown
     ).model_dump(mode="json")
     body = _jsonrpc_error(
         types.UNSUPPORTED_PROTOCOL_VERSION, message, data, request_id=_request_id_in(raw)
