@@ -238,6 +238,34 @@ class _EnvelopeRefusalNamed:
         await self._send(message)
 
 
+async def _long_method_refused(headers: Headers, receive: Receive) -> tuple[Receive, Answer | None]:
+    """On the 2026 wire the SDK echoes an unknown method whole in -32601's data, and the method
+    must equal the Mcp-Method header, which only the HTTP server bounds (16 KiB of headers). A
+    header longer than any method names none: only then is the body read ahead of the SDK and,
+    when it is a request for that method, answered as the SDK answers an unknown method (404,
+    the 2026 wire's status for -32601), the echo cut. Any other body (a notification, one that
+    names another method, a malformed envelope) goes on to the SDK as it came, which echoes
+    no method in those answers. Returns the receive that replays what was read."""
+    method = _header(headers, b"mcp-method")
+    if method is None or len(method) <= bounds.SHOWN_KEY_MAX:
+        return receive, None
+    replay, _, raw = await _read_body(receive)
+    decoded = _decoded(raw) if raw is not None else None
+    if not isinstance(decoded, dict) or "id" not in decoded or decoded.get("method") != method:
+        return replay, None
+    try:
+        types.JSONRPCRequest.model_validate(decoded)
+    except ValidationError:
+        return replay, None
+    body = _jsonrpc_error(
+        types.METHOD_NOT_FOUND,
+        "Method not found",
+        bounds.shown_key(method),
+        request_id=_request_id_in(raw),
+    )
+    return replay, Answer(404, body, [_JSON])
+
+
 def _is_not_one_message(body: bytes) -> bool:
     answer = _decoded(body)
     error = answer.get("error") if isinstance(answer, dict) else None
@@ -843,6 +871,10 @@ class GatewayRouter:
             await _answer(receive, send, _unsupported_version(version, raw))
             return
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            receive, refusal = await _long_method_refused(headers, receive)
+            if refusal is not None:
+                await _answer(receive, send, refusal)
+                return
             named = _EnvelopeRefusalNamed(receive, send)
             await self.session_manager.handle_request(scope, named.receive, named.send)
             return

@@ -1212,3 +1212,33 @@ async def test_an_unknown_method_is_echoed_cut_on_the_2025_wire(http, seeded, le
         "id": 9,
         "error": {"code": -32601, "message": "Method not found", "data": shown},
     }
+
+
+@pytest.mark.parametrize("length", [64, 65, 15_000])
+async def test_an_unknown_method_is_echoed_cut_on_the_2026_wire(http, seeded, length):
+    """The SDK echoes an unknown method whole, and the Mcp-Method header that must equal it is
+    bounded only by the HTTP server's 16 KiB of headers: one longer than any method is answered
+    before it, as it answers (404, as the 2026 wire answers -32601), the echo cut."""
+    method = "m" * length
+    headers, body = modern(method, **auth_header(seeded.token))
+    response = await http.post("/mcp", headers=headers, content=body)
+    assert response.status_code == 404
+    shown = method if length <= 64 else f"{method[:64]}…"
+    assert response.json() == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "error": {"code": -32601, "message": "Method not found", "data": shown},
+    }
+
+
+async def test_a_long_mcp_method_header_leaves_other_refusals_to_the_sdk(http, seeded):
+    """Only a request whose method is the header's is answered before the SDK: a body that
+    names another method is the header mismatch it is, and a notification is acknowledged."""
+    method = "m" * 65
+    headers, body = modern(method, **auth_header(seeded.token))
+    mismatched = {**json.loads(body), "method": "tools/list"}
+    response = await http.post("/mcp", headers=headers, content=json.dumps(mismatched))
+    assert (response.status_code, response.json()["error"]["code"]) == (400, -32020)
+    notification = {k: v for k, v in json.loads(body).items() if k != "id"}
+    response = await http.post("/mcp", headers=headers, content=json.dumps(notification))
+    assert response.status_code == 202
