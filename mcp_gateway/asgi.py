@@ -147,7 +147,7 @@ async def _legacy_envelope_checked(
     if notification and called is not None:
         # The SDK answers a notification (202) before its handlers run, and with them the MCP
         # server's record of the method: the access line is written by then.
-        called.method = decoded["method"][:64]
+        called.method = decoded["method"][: bounds.SHOWN_KEY_MAX]
     if not notification and len(decoded["method"]) > bounds.SHOWN_KEY_MAX:
         # Longer than any method: the SDK would echo it whole in its answer (up to the body
         # limit). Answered here as the SDK answers an unknown method, the echo cut.
@@ -703,7 +703,7 @@ def _log_access(
             "path": MCP_PATH,
             "mcp_method": reply.called.method
             if reply.called.method != "-"
-            else (_header(headers, b"mcp-method") or "-")[:64],
+            else (_header(headers, b"mcp-method") or "-")[: bounds.SHOWN_KEY_MAX],
             "mcp_tool": reply.called.tool,
             "status": reply.status,
             "latency_ms": round((time.perf_counter() - started) * 1000, 2),

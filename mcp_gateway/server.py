@@ -27,6 +27,7 @@ from infra.observability import VERSION, exception_without_message, new_request_
 from mcp_gateway import prompts, resources, tools
 from mcp_gateway.auth import require_principal
 from mcp_gateway.orm import orm_request_context
+from memories import bounds
 from memories.environment import COMPLETION_MAX
 
 logger = logging.getLogger(__name__)
@@ -157,7 +158,7 @@ method_called: ContextVar[MethodCalled | None] = ContextVar("method_called", def
 async def note_method_called(ctx: ServerRequestContext, call_next: CallNext) -> HandlerResult:
     called = method_called.get()
     if called is not None:
-        called.method = ctx.method[:64]
+        called.method = ctx.method[: bounds.SHOWN_KEY_MAX]
         name = ctx.params.get("name") if isinstance(ctx.params, Mapping) else None
         # Only the name of one of our tools: anything else is text the client sent (an object,
         # a list, a made-up name), which the log never holds; the call is refused anyway.
