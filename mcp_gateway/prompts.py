@@ -19,6 +19,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from mcp.shared.exceptions import MCPError
 
+from mcp_gateway.names import unknown_name
 from mcp_gateway.principal import Principal
 from memories import bounds
 from memories.briefing import MODES, Selector
@@ -138,7 +139,7 @@ async def get_prompt(
 ) -> types.GetPromptResult:
     render = _RENDER.get(name)
     if render is None:
-        raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown prompt: {name[:64]}")
+        raise MCPError(code=types.INVALID_PARAMS, message=unknown_name("prompt", name, _RENDER))
     arguments = arguments or {}
     unknown = sorted(set(arguments) - _ARGUMENTS[name])
     if unknown:

@@ -16,7 +16,6 @@ error of the same form (its reply is HTTP 403, whose body clients read only as o
 
 from __future__ import annotations
 
-import difflib
 import json
 import logging
 import re
@@ -31,6 +30,7 @@ from mcp.shared.exceptions import MCPError
 from infra import dbfaults
 from mcp_gateway import auth, handlers, schemas
 from mcp_gateway.handlers import InvalidArguments
+from mcp_gateway.names import slipped_from, unknown_name
 from mcp_gateway.principal import Principal
 from memories import bounds, briefing, handoff, search
 from memories.bounds import text_problem_in
@@ -424,18 +424,8 @@ def _enum_hint(tool: str, field: str, value: object, allowed: list) -> str:
     if hint is None and value.lower() in allowed:
         hint = f"values are lower case: '{value.lower()}'"
     if hint is None:
-        hint = did_you_mean(_slipped_from(value, map(str, allowed))) or None
+        hint = did_you_mean(slipped_from(value, map(str, allowed))) or None
     return f"; {hint}" if hint else ""
-
-
-def _slipped_from(typed: str, names: Iterable[str]) -> list[str]:
-    """The one of `names` that `typed` is a slip of ('add_member'), or the start of ('accept'
-    for 'accept_proposal'), case-folded; [] when none is near."""
-    typed, names = typed.lower(), list(names)
-    return (
-        difflib.get_close_matches(typed, names, n=1, cutoff=0.75)
-        or [name for name in names if len(typed) >= 4 and name.startswith(typed)][:1]
-    )
 
 
 _LIFECYCLE_BY_OTHER_TOOLS = (
@@ -659,11 +649,7 @@ async def call_tool(
     if spec is None:
         # A protocol error, not a tool result (MCP tools, "Error Handling": an unknown tool is
         # Invalid Params): there is no tool whose input the model could correct.
-        hint = did_you_mean(_slipped_from(name, _TOOL_NAMES))
-        raise MCPError(
-            code=types.INVALID_PARAMS,
-            message=f"Unknown tool: {bounds.shown_key(name)!r}" + (f"; {hint}" if hint else ""),
-        )
+        raise MCPError(code=types.INVALID_PARAMS, message=unknown_name("tool", name, _TOOL_NAMES))
     scope = settings.MEMORY_READ_SCOPE if spec.scope == "read" else settings.MEMORY_WRITE_SCOPE
     action = arguments.get("action") if isinstance(arguments, dict) else None
     if isinstance(action, str) and action in spec.reading_actions:

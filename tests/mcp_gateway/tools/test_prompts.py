@@ -106,7 +106,6 @@ async def test_completion_takes_a_prefix_typed_decomposed(agent):
 @pytest.mark.parametrize(
     ("name", "arguments", "message"),
     [
-        ("nope", {}, "Unknown prompt: nope"),
         (
             "debrief",
             {"scope": "Work Notes"},
@@ -124,6 +123,23 @@ async def test_bad_prompt_arguments_are_invalid_params(agent, name, arguments, m
         await get_prompt(agent, name, arguments)
     assert raised.value.error.code == -32602
     assert raised.value.error.message.startswith(message)
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("nope", "Unknown prompt: 'nope'"),
+        ("brefing", "Unknown prompt: 'brefing'; did you mean 'briefing'?"),
+        ("Debrief", "Unknown prompt: 'Debrief'; did you mean 'debrief'?"),
+        ("p" * 65, f"Unknown prompt: '{'p' * 64}…'"),
+    ],
+)
+async def test_an_unknown_prompt_is_named_as_an_unknown_tool_is(agent, name, message):
+    """Quoted, cut at 64 characters, and with the prompt it slips from when one is near."""
+    with pytest.raises(MCPError) as raised:
+        await get_prompt(agent, name, {})
+    assert raised.value.error.code == -32602
+    assert raised.value.error.message == message
 
 
 async def test_completion_offers_own_live_values_by_prefix(agent, other_agent):
