@@ -166,6 +166,59 @@ def test_a_refresh_in_basic_replayed_within_the_grace_period_gets_the_same_token
     assert RefreshToken.objects.filter(revoked__isnull=True).count() == 1
 
 
+def test_a_refresh_in_basic_replayed_by_another_public_client_revokes_the_family(
+    signed_in, public_client
+):
+    """The grace period is the first client's: another one naming itself in Basic with the same
+    refresh token is a stolen token used, as in the body, and every token of the family dies."""
+    first = _exchange(signed_in, public_client, basic(public_client.client_id)).json()
+    second = _refresh(signed_in, first["refresh_token"], basic(public_client.client_id)).json()
+    other = ApplicationFactory(redirect_uris=REDIRECT_URI)
+    response = _refresh(signed_in, first["refresh_token"], basic(other.client_id))
+    assert response.status_code == 400, response.content
+    assert response.json()["error"] == "invalid_grant"
+    assert RefreshToken.objects.filter(revoked__isnull=True).count() == 0
+    again = _refresh(signed_in, second["refresh_token"], basic(public_client.client_id))
+    assert again.status_code == 400, again.content
+
+
+@pytest.mark.parametrize("named_in", ["basic", "body"])
+def test_a_grace_period_refresh_naming_two_public_clients_is_invalid_client_and_no_replay(
+    signed_in, public_client, named_in
+):
+    """Basic naming one public client and the body another: which client asks is unclear, so
+    neither gets the first refresh's tokens, and nothing is revoked."""
+    first = _exchange(signed_in, public_client, basic(public_client.client_id)).json()
+    second = _refresh(signed_in, first["refresh_token"], basic(public_client.client_id)).json()
+    other = ApplicationFactory(redirect_uris=REDIRECT_URI)
+    in_basic, in_body = (other, public_client) if named_in == "basic" else (public_client, other)
+    _refused_as_invalid_client(
+        _refresh(
+            signed_in,
+            first["refresh_token"],
+            basic(in_basic.client_id),
+            client_id=in_body.client_id,
+        )
+    )
+    assert RefreshToken.objects.filter(revoked__isnull=True).count() == 1
+    onward = _refresh(signed_in, second["refresh_token"], basic(public_client.client_id))
+    assert _issued(onward).application == public_client
+
+
+def test_a_revocation_in_basic_by_another_public_client_revokes_nothing(signed_in, public_client):
+    """RFC 7009 §2.1: a token of another client is not revoked, and the answer is still 200."""
+    tokens = _exchange(signed_in, public_client, basic(public_client.client_id)).json()
+    other = ApplicationFactory(redirect_uris=REDIRECT_URI)
+    for token in (tokens["access_token"], tokens["refresh_token"]):
+        response = _post(signed_in, "/oauth/revoke/", basic(other.client_id), token=token)
+        assert response.status_code == 200, response.content
+    checksum = hashlib.sha256(tokens["access_token"].encode()).hexdigest()
+    assert AccessToken.objects.filter(token_checksum=checksum).exists()
+    assert RefreshToken.objects.filter(revoked__isnull=True).count() == 1
+    onward = _refresh(signed_in, tokens["refresh_token"], basic(public_client.client_id))
+    assert _issued(onward).application == public_client
+
+
 @pytest.mark.parametrize(
     "authorization",
     [
@@ -221,3 +274,24 @@ def test_a_confidential_client_in_basic_with_another_client_in_the_body_is_inval
             )
         )
     assert AccessToken.objects.count() == 0
+
+
+def test_a_confidential_clients_refresh_replayed_in_basic_with_an_empty_password_gets_no_tokens(
+    signed_in, confidential_client
+):
+    """The grace period authenticates no client, and an empty password proves no secret: a
+    thief with a confidential client's refresh token, naming it in Basic as a public client
+    names itself, gets DOT's invalid_client, not the first refresh's tokens."""
+    first = _exchange(
+        signed_in, confidential_client, basic(confidential_client.client_id, SECRET)
+    ).json()
+    second = _refresh(
+        signed_in, first["refresh_token"], basic(confidential_client.client_id, SECRET)
+    )
+    assert second.status_code == 200, second.content
+    before = (AccessToken.objects.count(), RefreshToken.objects.count())
+    _refused_as_invalid_client(
+        _refresh(signed_in, first["refresh_token"], basic(confidential_client.client_id))
+    )
+    assert (AccessToken.objects.count(), RefreshToken.objects.count()) == before
+    assert RefreshToken.objects.filter(revoked__isnull=True).count() == 1
