@@ -209,7 +209,7 @@ class McpAuthorizationServer(Server):
 class McpOAuth2Validator(OAuth2Validator):
     def client_authentication_required(self, request, *args, **kwargs) -> bool:
         # A public client has no secret to prove (PKCE protects its code): HTTP Basic with an
-        # empty password names it as client_id in the body does, and it goes on as a public
+        # empty password names it as a body client_id would, and it goes on as a public
         # client. A password, a secret in the body or a body client_id naming another client is
         # a claim DOT checks, and refuses (invalid_client): a public client was issued no secret.
         credentials = basic_credentials(request.headers.get("HTTP_AUTHORIZATION"))
@@ -261,7 +261,9 @@ class McpOAuth2Validator(OAuth2Validator):
 
     def _load_application(self, client_id, request):
         # A client_id PostgreSQL cannot hold names no client. Form parameters never get here
-        # (accounts.middleware refuses them); HTTP Basic credentials are decoded by DOT itself.
+        # (accounts.middleware refuses them); HTTP Basic credentials do, decoded by DOT itself.
+        # basic_credentials decodes them too (for this validator and refresh_grace), and reads
+        # such a client_id as no credentials, so refresh_grace's lookup of it cannot fail.
         if not isinstance(client_id, str) or unstorable_text(client_id):
             return None
         return super()._load_application(client_id, request)
