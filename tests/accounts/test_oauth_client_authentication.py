@@ -147,7 +147,7 @@ def test_a_refresh_in_basic_by_another_public_client_is_refused_as_in_the_body(
     signed_in, public_client
 ):
     """The other client is identified, and the refresh token is not its own: invalid_grant, as
-    when it names itself in the body (which revokes the family: a stolen token was used)."""
+    when it names itself in the body."""
     tokens = _exchange(signed_in, public_client, None, client_id=public_client.client_id).json()
     other = ApplicationFactory(redirect_uris=REDIRECT_URI)
     response = _refresh(signed_in, tokens["refresh_token"], basic(other.client_id))
