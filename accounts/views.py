@@ -213,13 +213,18 @@ def _memory_list(request: HttpRequest) -> HttpResponse:
             applied["thread"] = stored
     show_all = applied.get("show") == "all"
     owned = Memory.objects.owned_by(request.user)
-    matching = owned.browsed(
-        owner_id=request.user.pk,
-        text=applied.get("q"),
-        memory_type=applied.get("type"),
-        project=applied.get("project"),
-        thread=applied.get("thread"),
-        commitment_status=applied.get("state"),
+    # A name already found to be no thread of the owner's has no members to look up again.
+    matching = (
+        owned.none()
+        if unknown_thread
+        else owned.browsed(
+            owner_id=request.user.pk,
+            text=applied.get("q"),
+            memory_type=applied.get("type"),
+            project=applied.get("project"),
+            thread=applied.get("thread"),
+            commitment_status=applied.get("state"),
+        )
     )
     filtered = bool(applied.keys() - {"show"})
     memories = matching if show_all else matching.active()

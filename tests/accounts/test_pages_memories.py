@@ -5,6 +5,8 @@ import re
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
@@ -503,6 +505,23 @@ def test_a_thread_name_that_is_none_of_yours_is_applied_and_named_with_your_near
     assert "You have no thread named “Secret Projec”." in page
     assert "Secret Project" not in page
     assert "Lunch at noon" not in page and "Ship" not in page
+
+
+def test_a_thread_name_that_is_none_of_yours_lists_nothing_without_looking_for_members(
+    client, tenant
+):
+    """The name was looked up once, and is no thread of yours: nothing is listed, without a
+    second look-up of it among the memories' threads."""
+    memory = record_memory(owner=tenant, memory_type="note", topic="plan", content="Ship")
+    create_thread(owner=tenant, name="launch")
+    add_thread_members(owner=tenant, name="launch", memory_ids=[memory.id])
+    client.force_login(tenant)
+    with CaptureQueriesContext(connection) as queries:
+        page = client.get(reverse("accounts:memories"), {"thread": "lanch"}).text
+    assert "You have no thread named “lanch” (did you mean “launch”?)." in page
+    assert "Ship" not in page
+    membership = ThreadMembership._meta.db_table
+    assert not [query["sql"] for query in queries if membership in query["sql"]]
 
 
 def test_a_mistyped_thread_or_project_is_treated_alike(client, tenant):
