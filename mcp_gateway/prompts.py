@@ -143,8 +143,9 @@ async def get_prompt(
     arguments = arguments or {}
     unknown = sorted(set(arguments) - _ARGUMENTS[name])
     if unknown:
+        shown = bounds.shown_field_name(unknown[0])
         raise MCPError(
-            code=types.INVALID_PARAMS, message=f"invalid_input: {unknown[0][:64]}: unknown argument"
+            code=types.INVALID_PARAMS, message=f"invalid_input: {shown}: unknown argument"
         )
     try:
         text = render(arguments)

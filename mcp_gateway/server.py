@@ -136,7 +136,7 @@ def _invalid_params(invalid: ValidationError, params: Mapping[str, Any] | None) 
             # and what the first one expects is not what the field must be.
             must_be = "is not valid"
             break
-        path.append(str(part)[:64])
+        path.append(bounds.shown_key(str(part)))
     field = ".".join(path) or "params"
     return f"Invalid request parameters: {field}: {must_be}"
 

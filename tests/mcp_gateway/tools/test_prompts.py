@@ -113,6 +113,9 @@ async def test_completion_takes_a_prefix_typed_decomposed(agent):
             "single hyphens",
         ),
         ("debrief", {"colour": "red"}, "invalid_input: colour: unknown argument"),
+        # Named as the tools name an unknown field: cut with …, quoted when it would not show.
+        ("debrief", {"c" * 65: "red"}, f"invalid_input: {'c' * 64}…: unknown argument"),
+        ("debrief", {" ": "red"}, 'invalid_input: " ": unknown argument'),
         ("briefing", {"mode": "long"}, "invalid_input: mode: must be one of: brief, full"),
         ("briefing", {"scope": "a", "project": "b"}, "invalid_input: project: give at most one"),
         ("debrief", {"thread": "t" * 101}, "invalid_input: thread: must be at most 100"),
