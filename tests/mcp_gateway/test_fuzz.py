@@ -131,13 +131,43 @@ def _arguments(schema: dict) -> st.SearchStrategy:
     )
 
 
+# Built once, not at each draw: a strategy computes its properties (emptiness, recursion) on
+# first use, and rebuilding them per case took as long as the requests themselves.
+TOOL_ARGUMENTS = {name: _arguments(schema) for name, schema in SCHEMAS.items()}
+ANY_ARGUMENTS = (
+    st.dictionaries(st.sampled_from(ARGUMENT_NAMES), json_values, max_size=5) | json_values
+)
+TOOL_NAMES = st.sampled_from(TOOLS) | hostile_text
+RESOURCE_URIS = memory_uris | json_values
+PROMPT_NAMES = st.sampled_from(["briefing", "debrief"]) | hostile_text
+PROMPT_ARGUMENT_NAMES = st.sampled_from(["scope", "project", "thread", "mode"])
+PROMPT_ARGUMENTS = st.dictionaries(PROMPT_ARGUMENT_NAMES, scalars)
+COMPLETED_ARGUMENT_NAMES = PROMPT_ARGUMENT_NAMES | hostile_text
+OTHER_PARAMS = st.dictionaries(hostile_text, json_values, max_size=3)
+META_WIRES = st.sampled_from(WIRES) | hostile_text
+META_CAPABILITIES = st.just({}) | json_values
+
+ANY_METHODS = st.sampled_from(METHODS) | hostile_text
+JSONRPC_VERSIONS = st.sampled_from(["2.0", "2.0", "1.0", None]) | scalars
+ANY_IDS = st.integers(1, 2**31) | numbers | hostile_text | json_values
+CONTENT_TYPES = st.sampled_from(["application/json", "application/json; charset=utf-8"]) | (
+    st.sampled_from(["text/plain", "application/x-www-form-urlencoded", ""])
+)
+ACCEPTS = st.sampled_from(["application/json, text/event-stream", "application/json"]) | (
+    st.sampled_from(["text/event-stream", "*/*", "text/html", ""])
+)
+ROUTED_NAMES = memory_uris | st.sampled_from(TOOLS)
+# Tool calls and reads weighted up: they reach the handlers.
+HANDLED_METHODS = st.sampled_from(
+    ["tools/call"] * 6 + ["resources/read"] * 2 + ["prompts/get", "completion/complete"] + METHODS
+)
+
+
 @st.composite
 def tool_arguments(draw: st.DrawFn, name: object) -> object:
     if name in SCHEMAS and draw(st.integers(0, 3)):
-        return draw(_arguments(SCHEMAS[name]))
-    return draw(
-        st.dictionaries(st.sampled_from(ARGUMENT_NAMES), json_values, max_size=5) | json_values
-    )
+        return draw(TOOL_ARGUMENTS[name])
+    return draw(ANY_ARGUMENTS)
 
 
 @st.composite
@@ -146,30 +176,29 @@ def params(draw: st.DrawFn, method: str, wire: str) -> object:
         return draw(json_values)
     value: dict = {}
     if method == "tools/call":
-        value["name"] = draw(st.sampled_from(TOOLS) | hostile_text)
+        value["name"] = draw(TOOL_NAMES)
         value["arguments"] = draw(tool_arguments(value["name"]))
     elif method in ("resources/read", "resources/subscribe"):
-        value["uri"] = draw(memory_uris | json_values)
+        value["uri"] = draw(RESOURCE_URIS)
     elif method == "prompts/get":
-        value["name"] = draw(st.sampled_from(["briefing", "debrief"]) | hostile_text)
-        value["arguments"] = draw(
-            st.dictionaries(st.sampled_from(["scope", "project", "thread", "mode"]), scalars)
-        )
+        value["name"] = draw(PROMPT_NAMES)
+        value["arguments"] = draw(PROMPT_ARGUMENTS)
     elif method == "completion/complete":
         if draw(st.booleans()):  # a prompt argument, as clients ask, with hostile text
-            prompt_name = st.sampled_from(["briefing", "debrief"]) | hostile_text
-            argument_name = st.sampled_from(["scope", "project", "thread", "mode"]) | hostile_text
-            value["ref"] = {"type": "ref/prompt", "name": draw(prompt_name)}
-            value["argument"] = {"name": draw(argument_name), "value": draw(hostile_text)}
+            value["ref"] = {"type": "ref/prompt", "name": draw(PROMPT_NAMES)}
+            value["argument"] = {
+                "name": draw(COMPLETED_ARGUMENT_NAMES),
+                "value": draw(hostile_text),
+            }
         else:
             value["ref"] = draw(json_values)
             value["argument"] = draw(json_values)
     else:
-        value.update(draw(st.dictionaries(hostile_text, json_values, max_size=3)))
+        value.update(draw(OTHER_PARAMS))
     if draw(st.booleans()):
         meta = {
-            "io.modelcontextprotocol/protocolVersion": draw(st.sampled_from(WIRES) | hostile_text),
-            "io.modelcontextprotocol/clientCapabilities": draw(st.just({}) | json_values),
+            "io.modelcontextprotocol/protocolVersion": draw(META_WIRES),
+            "io.modelcontextprotocol/clientCapabilities": draw(META_CAPABILITIES),
         }
         value["_meta"] = meta if draw(st.integers(0, 4)) else draw(json_values)
     return value
@@ -179,11 +208,11 @@ def params(draw: st.DrawFn, method: str, wire: str) -> object:
 def requests(draw: st.DrawFn) -> tuple[dict[str, bytes], bytes, str]:
     """(headers, body, token kind) of one hostile request."""
     wire = draw(st.sampled_from(WIRES))
-    method = draw(st.sampled_from(METHODS) | hostile_text)
-    message: object = {"jsonrpc": draw(st.sampled_from(["2.0", "2.0", "1.0", None]) | scalars)}
+    method = draw(ANY_METHODS)
+    message: object = {"jsonrpc": draw(JSONRPC_VERSIONS)}
     message["method"] = method if draw(st.integers(0, 9)) else draw(json_values)
     if draw(st.integers(0, 5)):
-        message["id"] = draw(st.integers(1, 2**31) | numbers | hostile_text | json_values)
+        message["id"] = draw(ANY_IDS)
     if draw(st.integers(0, 5)):
         message["params"] = draw(params(method if isinstance(method, str) else "", wire))
     shape = draw(st.integers(0, 19))
@@ -209,15 +238,9 @@ def requests(draw: st.DrawFn) -> tuple[dict[str, bytes], bytes, str]:
         body = json.dumps(message, allow_nan=True).encode("utf-8", "surrogatepass")
     headers: dict[str, str] = {}
     if draw(st.integers(0, 9)):
-        headers["content-type"] = draw(
-            st.sampled_from(["application/json", "application/json; charset=utf-8"])
-            | st.sampled_from(["text/plain", "application/x-www-form-urlencoded", ""])
-        )
+        headers["content-type"] = draw(CONTENT_TYPES)
     if draw(st.integers(0, 9)):
-        headers["accept"] = draw(
-            st.sampled_from(["application/json, text/event-stream", "application/json"])
-            | st.sampled_from(["text/event-stream", "*/*", "text/html", ""])
-        )
+        headers["accept"] = draw(ACCEPTS)
     if wire and draw(st.integers(0, 5)):
         headers["mcp-protocol-version"] = wire
     if draw(st.booleans()):
@@ -225,7 +248,7 @@ def requests(draw: st.DrawFn) -> tuple[dict[str, bytes], bytes, str]:
             method if isinstance(method, str) and draw(st.integers(0, 3)) else draw(hostile_text)
         )
     if draw(st.integers(0, 2)) == 0:
-        headers["mcp-name"] = draw(memory_uris | st.sampled_from(TOOLS))
+        headers["mcp-name"] = draw(ROUTED_NAMES)
     raw_headers = {
         key: value.encode("utf-8", "surrogatepass")
         for key, value in headers.items()
@@ -240,14 +263,7 @@ def wellformed_requests(draw: st.DrawFn) -> tuple[dict[str, bytes], bytes, str]:
     """A request as a real client frames it (envelope and routing headers right) with hostile
     params and tool arguments: these get past the transport to the handlers."""
     wire = draw(st.sampled_from(["2026-07-28", "2025-11-25"]))
-    method = draw(
-        st.sampled_from(
-            ["tools/call"] * 6
-            + ["resources/read"] * 2
-            + ["prompts/get", "completion/complete"]
-            + METHODS
-        )
-    )
+    method = draw(HANDLED_METHODS)
     message_params = draw(params(method, wire))
     if isinstance(message_params, dict) and wire == "2026-07-28":
         message_params["_meta"] = {
