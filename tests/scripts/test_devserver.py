@@ -331,8 +331,11 @@ def served(transactional_db, tmp_path):
 
 
 @pytest.mark.live
-def test_serve_is_safe_and_usable_over_local_http(served):
-    base, dotenv, log, _ = served
+def test_serve_is_safe_and_usable_over_local_http_and_a_kill_takes_its_server_down(served):
+    """SIGKILL cannot be caught: daphne, left running, kept the port (the next serve could not
+    listen on it) and answered 503 once the next run stopped the database under it. Checked on
+    the serve just used, which saves starting another (migrations, demo account, daphne)."""
+    base, dotenv, log, process = served
     assert "DEBUG" not in dotenv.read_text() and "SECRET_KEY=" in dotenv.read_text()
     output = log.read_text(errors="replace")
     assert "embedded PostgreSQL" not in output  # the database of .env, not the embedded one
@@ -366,6 +369,7 @@ def test_serve_is_safe_and_usable_over_local_http(served):
         challenge = browser.post("/mcp").headers["www-authenticate"]
         assert f'resource_metadata="{base}/.well-known/oauth-protected-resource' in challenge
     assert "Traceback" not in log.read_text(errors="replace")
+    assert _stopped_with(process, signal.SIGKILL) == []
 
 
 def _stopped_with(process: subprocess.Popen, signum: int) -> list[psutil.Process]:
@@ -379,14 +383,6 @@ def _stopped_with(process: subprocess.Popen, signum: int) -> list[psutil.Process
     for orphan in alive:  # what the test found wrong, not left behind
         orphan.kill()
     return alive
-
-
-@pytest.mark.live
-def test_a_killed_serve_takes_its_server_down_with_it(served):
-    """SIGKILL cannot be caught: daphne, left running, kept the port (the next serve could not
-    listen on it) and answered 503 once the next run stopped the database under it."""
-    *_, process = served
-    assert _stopped_with(process, signal.SIGKILL) == []
 
 
 @pytest.mark.live
