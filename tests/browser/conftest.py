@@ -65,9 +65,7 @@ class LiveServer:
         return self.url + path
 
 
-@pytest.fixture
-def daphne_server(request, browser_type_launch_args, transactional_db):
-    """The live server; `@pytest.mark.server_env(NAME=value)` adds settings for its process."""
+def _start_daphne(extra_env: dict[str, str]) -> tuple[LiveServer, subprocess.Popen, object]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {
@@ -81,9 +79,8 @@ def daphne_server(request, browser_type_launch_args, transactional_db):
         "PUBLIC_BASE_URL": url,
         "DATABASE_POOL_MIN": "1",
         "DATABASE_POOL_MAX": "4",
+        **extra_env,
     }
-    marker = request.node.get_closest_marker("server_env")
-    env.update(marker.kwargs if marker else {})
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     log_path = ARTIFACTS / "daphne.log"
@@ -104,26 +101,54 @@ def daphne_server(request, browser_type_launch_args, transactional_db):
         stdout=subprocess.DEVNULL,
         stderr=log,
     )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(url + "/login/", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"daphne did not start on {url}; see {log_path}")
-            time.sleep(0.2)
-        yield LiveServer(url)
-    finally:
-        process.terminate()
+    deadline = time.monotonic() + 30
+    while True:
         try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
+            if httpx.get(url + "/login/", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            _stop_daphne(process, log)
+            pytest.fail(f"daphne did not start on {url}; see {log_path}")
+        time.sleep(0.2)
+    return LiveServer(url), process, log
+
+
+def _stop_daphne(process: subprocess.Popen, log) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    log.close()
+
+
+@pytest.fixture(scope="session")
+def _daphne_servers(browser_type_launch_args, django_db_setup, django_db_blocker):
+    """One live server per set of `server_env` settings, for the whole session: starting daphne
+    took seconds per test. Each test still gets its own data (transactional_db flushes the
+    tables the server reads), as the end-to-end tests' session-wide server does."""
+    started: dict[tuple, tuple[LiveServer, subprocess.Popen, object]] = {}
+
+    def server(extra_env: dict[str, str]) -> LiveServer:
+        key = tuple(sorted(extra_env.items()))
+        if key not in started:
+            with django_db_blocker.unblock():
+                started[key] = _start_daphne(extra_env)
+        return started[key][0]
+
+    yield server
+    for _, process, log in started.values():
+        _stop_daphne(process, log)
+
+
+@pytest.fixture
+def daphne_server(request, _daphne_servers, transactional_db) -> LiveServer:
+    """The live server; `@pytest.mark.server_env(NAME=value)` adds settings for its process."""
+    marker = request.node.get_closest_marker("server_env")
+    return _daphne_servers(marker.kwargs if marker else {})
 
 
 @pytest.fixture(scope="session")
