@@ -282,7 +282,7 @@ def search_page(page: SearchPage, *, compact: bool = False) -> dict:
     elif page.kind_asked:
         note = (
             "These hits hold the query's words in their text, which may not be what was asked "
-            f"for: {_kind_note(page.kind_asked)}"
+            f"for: {_kind_note(page.kind_asked, hits=True)}"
         )
     elif page.window_read:
         # A model reads a short or empty page as "that is all" unless told otherwise.
@@ -342,7 +342,8 @@ def empty_search_note(why: EmptyBecause) -> str:
             "Ask with fewer, more specific words, the words the memory itself would use (a "
             'name, a tool, a project), or a "quoted phrase".'
         )
-    elif why.kind is not None:  # NO_MATCH of a query made only of type or state words
+    elif why.kind is not None and not why.kind.among_other_words:
+        # NO_MATCH of a query made only of type or state words
         under = f" under the filters given ({', '.join(why.filters)})" if why.filters else ""
         note = (
             f"No {searched}memory{under} shares a word with the query or is close to it in "
@@ -363,7 +364,8 @@ def empty_search_note(why: EmptyBecause) -> str:
         )
     if why.reason == NO_MATCH and "project" in why.filters:
         note += " Account-wide memories (of no project) are not searched with project."
-    if why.reason == NO_MATCH and why.kind is None and not _VERSIONED_AWAY & set(why.filters):
+    only_kind = why.kind is not None and not why.kind.among_other_words
+    if why.reason == NO_MATCH and not only_kind and not _VERSIONED_AWAY & set(why.filters):
         # A question about what was decided before a revision asks in the old version's words
         # (a question of type or state words asks for a filter instead: _kind_note).
         note += (
@@ -375,7 +377,7 @@ def empty_search_note(why: EmptyBecause) -> str:
         note += (
             f" {why.unsearched.capitalize()} memories were not {read}: status 'any' includes them."
         )
-    if why.reason == UNDER_FLOOR and why.kind is not None:
+    if why.kind is not None and (why.reason == UNDER_FLOOR or why.kind.among_other_words):
         note += f" {_kind_note(why.kind)}"
     return note
 
@@ -406,16 +408,35 @@ def _required_note(why: EmptyBecause, searched: str) -> str:
     )
 
 
-def _kind_note(kind: KindAsked) -> str:
-    """How to list what a query made only of type or state words asked for: a memory's type and
-    state are not among the words search matches (a question "what is overdue" otherwise reads
-    as "nothing stored")."""
+def _kind_note(kind: KindAsked, *, hits: bool = False) -> str:
+    """How to list what a query made only of type or state words asked for, or to search only
+    what a type or state named among other words selects (on a page with `hits`, the query kept;
+    on an empty page, its other words): a memory's type and state are not among the words search
+    matches (a question "what is overdue" otherwise reads as "nothing stored")."""
     words = ", ".join(f"'{word}'" for word in kind.words)
     if kind.among_other_words:
+        # On an empty page the filter beside the same query narrows a search that found nothing
+        # closely enough (it does not lower the relevance floor): the other words, or a listing.
+        beside = "keep the query and add" if hits else "ask with the query's other words and add"
+        listed = "" if hits else ", or omit the query to list them"
+        if kind.commitment_states:
+            note = (
+                f"{words} name{'s' if len(kind.words) == 1 else ''} a commitment's state, and a "
+                "memory's state is not among the words search matches: to search only "
+                f"commitments in that state, {beside} commitmentStatus "
+                f"{json.dumps(list(kind.commitment_states))}{listed} (each hit says whether it "
+                "is overdue)"
+            )
+            if any(word.lower() == "overdue" for word in kind.words):
+                note += (
+                    "; briefing lists the overdue ones in its overdue section (selector "
+                    "'project' and value a project's name for one project)"
+                )
+            return note + "."
         return (
             f"{words} name{'s' if len(kind.words) == 1 else ''} a type, and a memory's type is "
-            "not among the words search matches: to search only memories of that type, keep "
-            f"the query and add memoryTypes {json.dumps(list(kind.memory_types))}."
+            f"not among the words search matches: to search only memories of that type, {beside} "
+            f"memoryTypes {json.dumps(list(kind.memory_types))}{listed}."
         )
     filters = [
         f"{name} {json.dumps(list(values))}"

@@ -145,25 +145,51 @@ _TYPES_ASKED_BY_NAME = {
     MemoryType.DECISION,
     MemoryType.PREFERENCE,
 }
+# States that beside other words ask for commitments in them ("what is overdue in infra"): words
+# a memory's text seldom holds of itself; not "open", "waiting" or "resolved", which as a rule are
+# words of the text ("waiting for store review").
+_STATES_ASKED_BY_NAME = {"overdue", "pending", "unresolved"}
 _KINDS_NAMED_AMONG_WORDS = {
     word: named
     for word, named in KIND_WORDS.items()
-    if word.endswith("s") and set(named[0]) & _TYPES_ASKED_BY_NAME
+    if (word.endswith("s") and set(named[0]) & _TYPES_ASKED_BY_NAME)
+    or word in _STATES_ASKED_BY_NAME
 }
 
 
 def _kind_named(parsed: Query, filters: SearchFilters, hits: list[SearchHit]) -> KindAsked | None:
-    """The types a query names in the plural beside other words ("open blockers in atlas"), when
-    no type or state filter is given and the first hit is of another type: search matched those
-    words in the hits' text, whatever their type, and a filter selects the type."""
+    """The types a query names in the plural beside other words ("open blockers in atlas"), or
+    the commitment states it names by a word a text seldom holds ("what is overdue in infra"),
+    when no type or state filter is given and the page is empty or its first hit is not of that
+    type or state: search matched those words in the text, whatever a memory's type or state,
+    and a filter selects it."""
     if filters.memory_types or filters.commitment_states:
         return None
     words = [parsed.as_written(t) for t in parsed.terms if t not in parsed.parts]
     named = [w for w in words if w.lower() in _KINDS_NAMED_AMONG_WORDS]
-    types = tuple(dict.fromkeys(t for w in named for t in _KINDS_NAMED_AMONG_WORDS[w.lower()][0]))
-    if not types or hits[0].memory_type in types:
+    kinds = [_KINDS_NAMED_AMONG_WORDS[w.lower()] for w in named]
+    types = tuple(dict.fromkeys(t for kind_types, _ in kinds for t in kind_types))
+    states = tuple(dict.fromkeys(s for _, kind_states in kinds for s in kind_states))
+    if any(t != MemoryType.COMMITMENT.value for t in types):
+        # "overdue blockers": a state beside a type that has none qualifies nothing a filter
+        # selects, as in _kind_asked.
+        states = ()
+        named = [w for w, (kind_types, _) in zip(named, kinds, strict=True) if kind_types]
+    elif states:
+        types = ()  # commitments, which their states select
+    if not types and not states:
         return None
-    return KindAsked(tuple(dict.fromkeys(named)), types, among_other_words=True)
+    if hits and (
+        hits[0].memory_type in types
+        or (
+            hits[0].memory_type == MemoryType.COMMITMENT.value
+            and hits[0].commitment_status in states
+        )
+    ):
+        return None
+    asked = parsed.wanted.lower()
+    named = sorted(dict.fromkeys(named), key=lambda word: asked.find(word.lower()))
+    return KindAsked(tuple(named), types, states, among_other_words=True)
 
 
 def _kind_asked(parsed: Query) -> KindAsked | None:
@@ -212,7 +238,8 @@ class EmptyBecause:
     `unsearched`: the status the status filter left out ('archived' by default), whose memories
     were not looked at: whether one of them would match is not known, and finding out would
     cost a second search on every empty page. `kind`: of a query made only of words naming a
-    type or a commitment's state, those words (UNDER_FLOOR and NO_MATCH): a memory's type and
+    type or a commitment's state (_kind_asked), or naming one among other words without a type
+    or state filter (_kind_named), those words (UNDER_FLOOR and NO_MATCH): a memory's type and
     state are not among the words search matches. `phrased`, `excluding` (NO_MATCH): the query
     holds a quoted phrase (every memory searched held it), an exclusion (none held it): memories
     that share its words otherwise were not looked at.
@@ -242,8 +269,9 @@ class SearchPage:
     # page may read (candidates.LISTED_WINDOW) and more follow: how many it read.
     window_read: int | None = None
     # A first page with hits of a query made only of type or state words (see _kind_asked), or
-    # naming a type among other words whose first hit is of another type (_kind_named): its hits
-    # hold those words in their text, which is seldom what was asked for.
+    # naming a type or a commitment's state among other words whose first hit is of another type
+    # or state (_kind_named): its hits hold those words in their text, which is seldom what was
+    # asked for.
     kind_asked: KindAsked | None = None
 
 
@@ -449,7 +477,7 @@ def _empty_because(parsed: Query, filters: SearchFilters, under_floor: int) -> E
         # (a phrase of other than stop words would have given terms).
         return EmptyBecause(NOTHING_TO_SEARCH_BY, exclusions_only=bool(parsed.required))
     unsearched = _unsearched(filters)
-    kind = _kind_asked(parsed)
+    kind = _kind_asked(parsed) or _kind_named(parsed, filters, [])
     if under_floor:
         return EmptyBecause(UNDER_FLOOR, count=under_floor, unsearched=unsearched, kind=kind)
     return EmptyBecause(

@@ -1123,6 +1123,47 @@ def test_an_empty_page_names_the_types_and_states_its_query_asks_for(tenant, cor
     assert run(tenant, "xylophone release notes").empty_because.kind is None
 
 
+def test_an_empty_page_names_a_type_asked_for_among_other_words(tenant, corpus):
+    """ "open blockers in atlas" matched nothing closely enough: the blocker word is told apart
+    with the type filter, as on a page whose first hit is of another type."""
+    calendar_preference(tenant)
+    blockers = KindAsked(("blockers",), ("blocker",), among_other_words=True)
+    assert run(tenant, "when can I book meetings with the user about blockers?").empty_because == (
+        EmptyBecause(UNDER_FLOOR, count=1, unsearched="archived", kind=blockers)
+    )
+    assert run(tenant, "xylophone blockers").empty_because == EmptyBecause(
+        NO_MATCH, unsearched="archived", kind=blockers
+    )
+    # A type or state filter given makes it moot.
+    for narrowed in ({"memory_types": ["note"]}, {"commitment_status": ["open"]}):
+        assert run(tenant, "xylophone blockers", **narrowed).empty_because.kind is None
+
+
+def test_a_commitment_state_named_among_other_words_names_its_filter(tenant):
+    """'overdue', 'pending' and 'unresolved' are seldom a memory's own words: beside others, an
+    empty page or a first hit that is not a commitment in those states names the states; 'open',
+    'waiting' and 'resolved' are words of a text as a rule, and name nothing."""
+    record_memory(owner=tenant, memory_type="note", topic="Infra", content="The infra budget.")
+    waiting = KindAsked(("overdue",), (), ("open", "waiting"), among_other_words=True)
+    assert run(tenant, "what is overdue in infra").kind_asked == waiting
+    assert run(tenant, "what is overdue in xylophone").empty_because.kind == waiting
+    assert run(tenant, "pending commitments for atlas xylophone").empty_because.kind == KindAsked(
+        ("pending", "commitments"), (), ("open", "waiting"), among_other_words=True
+    )
+    # Beside a type that has no state, the type alone.
+    assert run(tenant, "unresolved blockers in xylophone").empty_because.kind == KindAsked(
+        ("blockers",), ("blocker",), among_other_words=True
+    )
+    for query in ("open items in xylophone", "waiting on xylophone", "resolved xylophone"):
+        assert run(tenant, query).empty_because.kind is None, query
+    # A first hit that is a commitment in the state asked for, or a state filter, makes it moot.
+    record_memory(
+        owner=tenant, memory_type="commitment", topic="Infra", content="Renew the infra certs."
+    )
+    assert run(tenant, "pending infra certs").kind_asked is None
+    assert run(tenant, "what is overdue in infra", commitment_status=["open"]).kind_asked is None
+
+
 def test_only_an_empty_first_page_says_why(tenant, corpus):
     assert run(tenant, "postgresql").empty_because is None  # hits
     listed = run(tenant, None, memory_types=["event"])  # no query: a listing, of no memory

@@ -2536,6 +2536,63 @@ async def test_hits_for_a_type_or_state_alone_name_the_filters_that_list_it(agen
     assert (await ok(agent, "search", {"query": "friday release notes"}))["note"] is None
 
 
+async def test_an_empty_search_naming_a_type_or_state_among_other_words_names_its_filter(agent):
+    """'open blockers in atlas' or 'what is overdue in infra' that found nothing: the type or
+    state word is no word of the memory asked for, and the note names the filter that selects
+    it, beside the query's other words or in a listing."""
+    await remember(agent, memoryType="blocker", topic="CI", content="The runners are down.")
+    await remember(
+        agent,
+        memoryType="commitment",
+        topic="Certs",
+        content="Renew the TLS certificates.",
+        dueAt="2020-01-01",
+    )
+
+    async def note(query: str) -> str:
+        result = await ok(agent, "search", {"query": query})
+        assert result["hits"] == []
+        return result["note"]
+
+    blockers = await note("open blockers in xylophone")
+    assert blockers.startswith("No active memory shares a word with the query")
+    assert blockers.endswith(
+        "'blockers' names a type, and a memory's type is not among the words search matches: "
+        "to search only memories of that type, ask with the query's other words and add "
+        'memoryTypes ["blocker"], or omit the query to list them.'
+    )
+    assert (await note("what is overdue in xylophone")).endswith(
+        "'overdue' names a commitment's state, and a memory's state is not among the words "
+        "search matches: to search only commitments in that state, ask with the query's other "
+        'words and add commitmentStatus ["open", "waiting"], or omit the query to list them '
+        "(each hit says whether it is overdue); briefing lists the overdue ones in its overdue "
+        "section (selector 'project' and value a project's name for one project)."
+    )
+    pending = await note("pending commitments for xylophone")
+    assert "'pending', 'commitments' name a commitment's state" in pending
+    assert "briefing" not in pending
+    # What the notes advise finds them.
+    for filters in ({"memoryTypes": ["blocker"]}, {"commitmentStatus": ["open", "waiting"]}):
+        assert (await ok(agent, "search", filters))["count"] == 1
+
+
+async def test_hits_for_a_state_among_other_words_name_its_filter(agent):
+    """'what is overdue in infra' matches a note about the infra, not the overdue commitment."""
+    await remember(agent, memoryType="note", topic="Infra", content="The infra budget is set.")
+    result = await ok(agent, "search", {"query": "what is overdue in infra"})
+    assert [hit["topic"] for hit in result["hits"]] == ["Infra"]
+    assert result["note"] == (
+        "These hits hold the query's words in their text, which may not be what was asked for: "
+        "'overdue' names a commitment's state, and a memory's state is not among the words "
+        "search matches: to search only commitments in that state, keep the query and add "
+        'commitmentStatus ["open", "waiting"] (each hit says whether it is overdue); briefing '
+        "lists the overdue ones in its overdue section (selector 'project' and value a "
+        "project's name for one project)."
+    )
+    # 'open', 'waiting' and 'resolved' are words of a text as a rule.
+    assert (await ok(agent, "search", {"query": "open infra budget"}))["note"] is None
+
+
 async def test_only_an_empty_first_page_carries_a_note(agent):
     for n in range(2):
         await remember(agent, topic="retro", content=f"sprint retro notes {n}")
