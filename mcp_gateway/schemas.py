@@ -522,14 +522,23 @@ SEARCH_OUT = output(
             "items": {"anyOf": [SEARCH_HIT, COMPACT_SEARCH_HIT]},
             "description": "Full hits, or compact ones with projection 'compact'.",
         },
-        "count": {"type": "integer"},
+        "count": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": search.MAX_LIMIT,
+            "description": (
+                "How many hits this page holds, not how many memories match: no total is "
+                "counted. hasMore says whether more follow (go on with nextCursor)."
+            ),
+        },
         "hasMore": {"type": "boolean"},
         "nextCursor": nullable("string"),
         "note": nullable("string")
         | {
             "description": (
                 "On an empty first page of a query: why nothing came back and how to ask "
-                "instead (the query held only stop words or exclusions; memories of another "
+                "instead (the account holds no memories yet, or none by asOf; the query held "
+                "only stop words or exclusions; memories of another "
                 "status match; memories matched, none closely enough; or none shares a word or "
                 "meaning with it under the filters given). On a listing (no query): why its "
                 "first page is empty, or that a page holds fewer hits than asked for because "

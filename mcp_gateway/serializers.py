@@ -33,6 +33,8 @@ from memories.reading import MemoryBatch, ReadMemory
 from memories.search import (
     NO_MATCH,
     NOTHING_LISTED,
+    NOTHING_RECORDED_BY,
+    NOTHING_STORED,
     NOTHING_TO_SEARCH_BY,
     UNDER_FLOOR,
     EmptyBecause,
@@ -308,6 +310,16 @@ _VERSIONED_AWAY = {"asOf", "commitmentStatus", "resolvedAfter"}
 def empty_search_note(why: EmptyBecause) -> str:
     """The reason search found nothing, told to the model with how to ask instead: so that it
     does not take "ask otherwise" for "nothing stored"."""
+    if why.reason == NOTHING_STORED:
+        return (
+            "This account holds no memories yet: nothing is stored to find (remember stores one)."
+        )
+    if why.reason == NOTHING_RECORDED_BY:
+        return (
+            f"No memory had been recorded in this account by asOf {utc_datetime(why.as_of)}: "
+            "nothing could match. A later asOf, or none (current versions), reads what was "
+            "recorded since."
+        )
     if why.reason == NOTHING_TO_SEARCH_BY:
         if why.exclusions_only:
             return (

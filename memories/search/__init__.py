@@ -69,6 +69,8 @@ __all__ = [
     "DEFAULT_LIMIT",
     "MAX_LIMIT",
     "NOTHING_LISTED",
+    "NOTHING_RECORDED_BY",
+    "NOTHING_STORED",
     "NOTHING_TO_SEARCH_BY",
     "NO_MATCH",
     "OMIT_QUERY",
@@ -107,6 +109,8 @@ class SearchHit(MemoryExcerpt):
 
 
 # Why a first page of a query has no hits (EmptyBecause.reason), in the order they are checked.
+NOTHING_STORED = "nothing_stored"
+NOTHING_RECORDED_BY = "nothing_recorded_by"
 NOTHING_TO_SEARCH_BY = "nothing_to_search_by"
 UNDER_FLOOR = "under_floor"
 NO_MATCH = "no_match"
@@ -227,6 +231,8 @@ def _kind_asked(parsed: Query) -> KindAsked | None:
 @dataclass(frozen=True)
 class EmptyBecause:
     """The likeliest reason a first page of a query has no hits, checked in this order:
+    - NOTHING_STORED: the account holds no memory at all, of any status (of a listing too).
+    - NOTHING_RECORDED_BY: none had been recorded by `as_of` (of a listing too).
     - NOTHING_TO_SEARCH_BY: the query holds only stop words or punctuation, or only exclusions
       (`exclusions_only`): nothing was looked for.
     - UNDER_FLOOR: `count` memories matched it by words or meaning, none closely enough (the
@@ -253,6 +259,7 @@ class EmptyBecause:
     kind: KindAsked | None = None
     phrased: bool = False
     excluding: bool = False
+    as_of: datetime | None = None
 
     @property
     def searched(self) -> str | None:
@@ -327,6 +334,7 @@ def search_memories(
                 position=position,
                 parsed=parsed,
                 under_floor=under_floor,
+                tenant_size=params["tenant_size"],
                 window_ended=resume_after is not None,
             )
     page = SearchPage(hits=_hits(shown, rows, ranked=mode != "listed"), empty_because=empty_because)
@@ -442,6 +450,7 @@ def _why_empty(
     position: Position | None,
     parsed: Query | None,
     under_floor: int,
+    tenant_size: int,
     window_ended: bool,
 ) -> EmptyBecause | None:
     """Of a page without hits: NotFound when the thread it reads is gone, or (a first page, not
@@ -449,7 +458,7 @@ def _why_empty(
     otherwise why a first page is empty (EmptyBecause), None for a later page or a listing whose
     window ended before any memory passed the filters (a cursor goes on past it). `parsed` is
     the query (None: a listing), `under_floor` how many candidates its ranking dropped under the
-    floor."""
+    floor, `tenant_size` how many current memories the account holds (counted up to a bound)."""
     if where.thread_id is not None:
         # Nothing in the thread: in this read's snapshot, because the thread is gone (deleted
         # since its name was looked up) or because none of its members matched.
@@ -462,11 +471,26 @@ def _why_empty(
         for facet, value in (("scope", filters.scope), ("project", filters.project)):
             if value is not None:
                 require_known_facet(db, owner_id=owner_id, facet=facet, value=value)
+    # Nothing could have matched: advice to ask otherwise, widen the status or go back in time
+    # would lead to more empty pages.
+    if tenant_size == 0:
+        return EmptyBecause(NOTHING_STORED)
+    if filters.as_of is not None:
+        db.execute(_RECORDED_BY_SQL, {"owner": owner_id, "as_of": filters.as_of})
+        if not db.fetchone()[0]:
+            return EmptyBecause(NOTHING_RECORDED_BY, as_of=filters.as_of)
     if parsed is not None:
         return _empty_because(parsed, filters, under_floor)
     if window_ended:
         return None
     return EmptyBecause(NOTHING_LISTED, filters=filters.given(), unsearched=_unsearched(filters))
+
+
+# Whether the account had recorded any memory by an instant: one probe of its newest-first index.
+_RECORDED_BY_SQL = """
+SELECT EXISTS (SELECT 1 FROM memories_memory m
+               WHERE m.owner_id = %(owner)s AND m.recorded_at <= %(as_of)s)
+"""
 
 
 def _empty_because(parsed: Query, filters: SearchFilters, under_floor: int) -> EmptyBecause:

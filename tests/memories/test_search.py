@@ -24,6 +24,8 @@ from memories.search import (
     CURSOR_MAX,
     NO_MATCH,
     NOTHING_LISTED,
+    NOTHING_RECORDED_BY,
+    NOTHING_STORED,
     NOTHING_TO_SEARCH_BY,
     QUERY_MAX,
     TOPIC_FALLBACK_WORDS_MAX,
@@ -1162,6 +1164,30 @@ def test_a_commitment_state_named_among_other_words_names_its_filter(tenant):
     )
     assert run(tenant, "pending infra certs").kind_asked is None
     assert run(tenant, "what is overdue in infra", commitment_status=["open"]).kind_asked is None
+
+
+def test_an_empty_page_says_when_nothing_could_have_matched(tenant, other_tenant):
+    """An account holding no memory, or none yet at asOf, is told so rather than to ask
+    otherwise; another account's memories count for nothing, and an archived one is a memory."""
+    MemoryFactory(
+        owner=other_tenant, content="xylophone", recorded_at=timezone.now() - timedelta(days=9)
+    )
+    for query in ("xylophone", "the", None):
+        assert run(tenant, query).empty_because == EmptyBecause(NOTHING_STORED), query
+    first = MemoryFactory(
+        owner=tenant, content="quasar", recorded_at=timezone.now() - timedelta(days=2)
+    )
+    before = first.recorded_at - timedelta(microseconds=1)
+    for query in ("xylophone", None):
+        assert run(tenant, query, as_of=before.isoformat()).empty_because == EmptyBecause(
+            NOTHING_RECORDED_BY, as_of=before
+        )
+    # At the instant of the first memory, it was recorded: the usual reason.
+    assert run(tenant, "xylophone", as_of=first.recorded_at.isoformat()).empty_because == (
+        EmptyBecause(NO_MATCH, filters=("asOf",))
+    )
+    archive_memory(owner=tenant, memory_id=first.id)
+    assert run(tenant, "xylophone").empty_because == EmptyBecause(NO_MATCH, unsearched="archived")
 
 
 def test_only_an_empty_first_page_says_why(tenant, corpus):

@@ -95,6 +95,14 @@ def test_a_listing_by_commitment_state_is_described_in_its_order():
     assert "briefing or handoff, which list open ones next due first" in states
 
 
+def test_a_search_count_is_described_as_the_pages_not_a_total():
+    """A count left undescribed was reported as how many memories match."""
+    [definition] = [t for t in tool_definitions() if t.name == "search"]
+    count = definition.output_schema["properties"]["count"]["description"]
+    assert "How many hits this page holds, not how many memories match" in count
+    assert "hasMore" in count
+
+
 def test_briefings_mode_says_how_much_it_gives_beside_detail():
     """Both mode and detail take 'full': mode said nothing of which is which."""
     [definition] = [t for t in tool_definitions() if t.name == "briefing"]
@@ -2384,7 +2392,11 @@ async def test_an_empty_search_says_why_and_how_to_ask_instead(agent, other_agen
     # What the notes advise finds them.
     assert (await ok(agent, "search", {"query": "Fivetran quote", "status": "any"}))["count"] == 1
     assert (await ok(agent, "search", {"query": "meetings"}))["count"] == 1
-    # Another account's memories explain nothing of this one's empty page.
+    # Another account's memories explain nothing of this one's empty page, nor make it hold any.
+    assert (await note({"query": "Fivetran quote"}, other_agent)).startswith(
+        "This account holds no memories yet"
+    )
+    await remember(other_agent, topic="Plants", content="Water the ficus on Mondays.")
     assert (await note({"query": "Fivetran quote"}, other_agent)).startswith(
         "No active memory shares a word with the query"
     )
@@ -2591,6 +2603,23 @@ async def test_hits_for_a_state_among_other_words_name_its_filter(agent):
     )
     # 'open', 'waiting' and 'resolved' are words of a text as a rule.
     assert (await ok(agent, "search", {"query": "open infra budget"}))["note"] is None
+
+
+async def test_an_empty_search_where_nothing_could_match_says_so_plainly(agent):
+    """An empty account, or an asOf before its first memory: no advice about status 'any' or
+    asOf, which would lead to more empty pages."""
+    for arguments in ({"query": "deploy"}, {}):
+        assert (await ok(agent, "search", arguments))["note"] == (
+            "This account holds no memories yet: nothing is stored to find (remember stores one)."
+        )
+    await remember(agent, topic="Deploys", content="Deploys go out on Tuesdays.")
+    result = await ok(agent, "search", {"query": "deploy", "asOf": "2020-01-01T00:00:00Z"})
+    assert (result["hits"], result["note"]) == (
+        [],
+        "No memory had been recorded in this account by asOf 2020-01-01T00:00:00Z: nothing "
+        "could match. A later asOf, or none (current versions), reads what was recorded since.",
+    )
+    assert (await ok(agent, "search", {"query": "deploy"}))["count"] == 1
 
 
 async def test_only_an_empty_first_page_carries_a_note(agent):
