@@ -516,7 +516,7 @@ def _empty_because(parsed: Query, filters: SearchFilters, under_floor: int) -> E
 
 def _unsearched(filters: SearchFilters) -> str | None:
     """The status whose memories the status filter (or its default) leaves out, if one."""
-    return _OTHER_STATUS.get(filters.status or ("any" if filters.as_of else Status.ACTIVE.value))
+    return _OTHER_STATUS.get(filters.status or filters.default_status)
 
 
 def _hits(shown: list[Candidate], rows: dict, *, ranked: bool) -> list[SearchHit]:

@@ -46,6 +46,11 @@ class SearchFilters:
     commitment_states: tuple[str, ...] = ()
     resolved_after: datetime | None = None
 
+    @property
+    def default_status(self) -> str:
+        """The status searched when none is given: every one as of an instant, else active."""
+        return "any" if self.as_of is not None else Status.ACTIVE.value
+
     def narrows(self) -> bool:
         """Whether a filter beyond lifecycle (status, asOf) narrows the tenant's memories."""
         return bool(
@@ -83,7 +88,10 @@ class SearchFilters:
         the name: a thread deleted and created anew under its name between two pages is
         another thread, whose members must not continue the first one's paging. The commitment
         filters are named only when given, so that a search without them keeps one fingerprint
-        across releases that have them or not."""
+        across releases that have them or not. A status given as its default ('active', or 'any'
+        with asOf) is the status left out: the same search. The query as written, case too: the
+        words half folds case, but the meaning half embeds the text as written, and a later page
+        ranked by another vector would repeat or skip hits."""
         commitment = {}
         if self.commitment_states:
             commitment["cs"] = sorted(self.commitment_states)
@@ -98,7 +106,7 @@ class SearchFilters:
                 "s": self.scope,
                 "p": self.project,
                 "th": str(thread_id) if thread_id else None,
-                "st": self.status,
+                "st": None if self.status == self.default_status else self.status,
                 "ra": self.recorded_after.isoformat() if self.recorded_after else None,
                 "rb": self.recorded_before.isoformat() if self.recorded_before else None,
                 "ao": self.as_of.isoformat() if self.as_of else None,
@@ -294,7 +302,7 @@ def filter_clauses(filters: SearchFilters, owner_id: int, params: dict) -> Where
         dates.append("m.recorded_at <= %(before)s")
         params["before"] = filters.recorded_before
     selection: list[str] = []
-    status = filters.status or ("any" if filters.as_of else Status.ACTIVE)
+    status = filters.status or filters.default_status
     if status != "any":
         selection.append("m.status = %(status)s")
         params["status"] = status

@@ -1764,6 +1764,22 @@ def test_cursor_is_bound_to_its_account_query_and_filters(tenant, other_tenant):
         run(tenant, "bound cursor", limit=1, cursor=cursor[:-2] + "xx")
 
 
+def test_a_cursor_is_bound_to_the_status_searched_given_or_by_default(tenant):
+    """status 'active' is what a search without status searches ('any' as of an instant): a
+    cursor of either continues the other; another status is another search."""
+    for n in range(3):
+        MemoryFactory(owner=tenant, content=f"status cursor {n}")
+    as_of = timezone.now().isoformat()
+    for default, others in (({}, ("archived", "any")), ({"as_of": as_of}, ("active", "archived"))):
+        given = {"status": "any" if default else "active"}
+        for issued, continued in (({}, given), (given, {})):
+            cursor = run(tenant, "status cursor", limit=1, **default, **issued).next_cursor
+            assert run(tenant, "status cursor", limit=1, cursor=cursor, **default, **continued).hits
+            for other in others:
+                with pytest.raises(InvalidInput, match="cursor: was issued for a different query"):
+                    run(tenant, "status cursor", limit=1, cursor=cursor, **default, status=other)
+
+
 def resigned(payload: dict, issued_at: float) -> str:
     """A cursor carrying `payload`, signed as search signs one, at the instant `issued_at`."""
     with pytest.MonkeyPatch.context() as patch:
