@@ -1,6 +1,8 @@
 """The one excerpt rule shared by search, briefing and handoff: bodies longer than the limit are
 cut and end in an ellipsis, and the caller is told (truncated, contentLength) so it can fetch the
-full body from the cacheable `threengram://memory/{id}` resource. Also the one row shape they
+full body from the cacheable `threengram://memory/{id}` resource. A search hit whose leading
+excerpt does not show the words it was found by shows instead a window around them, marked as
+such (excerpt_showing). Also the one row shape they
 read a memory in (`EXCERPT_COLUMNS`, `MemoryExcerpt.row_fields`)."""
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ WORD_BACKOFF_MAX = 30
 class Excerpt:
     text: str
     truncated: bool
+    # Where in the content the text starts: 0, or a window's first code point (its text then
+    # starts with ELLIPSIS, which is not in the content).
+    start: int = 0
 
 
 def excerpt(content: str, limit: int = EXCERPT_MAX) -> Excerpt:
@@ -45,6 +50,38 @@ def excerpt(content: str, limit: int = EXCERPT_MAX) -> Excerpt:
             break
         end = character.end()
     return Excerpt(_before_partial_word(content, end) + ELLIPSIS, True)
+
+
+def excerpt_showing(content: str, match: tuple[int, int], limit: int = EXCERPT_MAX) -> Excerpt:
+    """The excerpt of `content` (whole, or at least its first `match` end + `limit` code points)
+    that shows the text at `match` (start, end): the leading one when it does, else a window of
+    the same bound around it. The window starts with ELLIPSIS, then the content from a word's
+    start at most a fifth of the limit before the match (earlier when the content ends sooner,
+    so that the window is full), cut as a leading excerpt is cut (excerpt, within `limit` - 1):
+    at most `limit` code points in all, both ellipses included."""
+    leading = excerpt(content, limit)
+    shown = len(leading.text) - 1 if leading.truncated else len(leading.text)
+    if match[1] <= shown:
+        return leading
+    earliest = max(1, min(match[0] - limit // 5, len(content) - (limit - 1)))
+    start = _word_start_after(content, earliest, match[0])
+    body = excerpt(content[start : start + limit], limit - 1)
+    return Excerpt(ELLIPSIS + body.text, True, start)
+
+
+def _word_start_after(content: str, earliest: int, latest: int) -> int:
+    """Where a window of `content` from `earliest` starts: at the first word's start from there
+    (after white space, before a plain character that is not), if one comes within
+    WORD_BACKOFF_MAX and by `latest`; else at the first whole character's start from there (a
+    long word, a URL, text written without spaces is entered where the window falls)."""
+    for position in range(earliest, min(earliest + WORD_BACKOFF_MAX, latest) + 1):
+        following = content[position]
+        if content[position - 1].isspace() and _plain(following) and not following.isspace():
+            return position
+    for character in _CHARACTER.finditer(content, _cluster_start_before(content, earliest)):
+        if character.start() >= earliest:
+            return character.start()
+    return latest
 
 
 def _before_partial_word(content: str, end: int) -> str:
