@@ -38,7 +38,7 @@ from django.utils import timezone
 from memories import account_indexes, bounds, replica
 from memories.environment import require_known_facet
 from memories.errors import InvalidInput
-from memories.excerpts import EXCERPT_MAX, MemoryExcerpt
+from memories.excerpts import EXCERPT_MAX, MemoryExcerpt, excerpt_showing
 from memories.models import Memory, MemoryType, Status, Thread
 from memories.search.candidates import (
     COUNTED_SOURCES,
@@ -59,9 +59,10 @@ from memories.search.filters import (
     clean_filters,
     filter_clauses,
 )
+from memories.search.matches import HEADLINE_OPTIONS, first_match, shows_a_word, windowed
 from memories.search.query import KIND_WORDS, Query, parse
 from memories.search.scoring import TENANT_SIZE_COUNTED_MAX, Candidate, WordStatistics
-from memories.search.sql import PAGE_SQL, TENANT_SIZE_SQL, fetch_rows
+from memories.search.sql import MATCHES_SQL, PAGE_SQL, TENANT_SIZE_SQL, fetch_rows
 
 __all__ = [
     "COMMITMENT_STATUS_FILTERS",
@@ -106,6 +107,9 @@ class SearchHit(MemoryExcerpt):
     matched_by: tuple[str, ...] = ()
     lacking: tuple[str, ...] = ()  # the query's most distinctive words it does not hold
     resolved_at: datetime | None = None  # a resolved commitment's
+    # Where the excerpt's text starts in the content: 0, or the start of a window shown instead
+    # of the leading excerpt, which did not show the query's words (_with_windows).
+    excerpt_start: int = 0
 
 
 # Why a first page of a query has no hits (EmptyBecause.reason), in the order they are checked.
@@ -321,10 +325,13 @@ def search_memories(
         if position is not None:
             ranked = [c for c in ranked if position.follows(c)]
         shown = ranked[:limit]
-        rows, empty_because = {}, None
+        hits, empty_because = [], None
         if shown:
             db.execute(PAGE_SQL, params | {"ids": [c.id for c in shown]})
             rows = {row[0]: row for row in db.fetchall()}
+            hits = _hits(shown, rows, ranked=mode != "listed")
+            if parsed is not None:
+                hits = _with_windows(db, hits, shown, parsed, params)
         else:
             empty_because = _why_empty(
                 db,
@@ -337,7 +344,7 @@ def search_memories(
                 tenant_size=params["tenant_size"],
                 window_ended=resume_after is not None,
             )
-    page = SearchPage(hits=_hits(shown, rows, ranked=mode != "listed"), empty_because=empty_because)
+    page = SearchPage(hits=hits, empty_because=empty_because)
     if resume_after is not None and len(shown) < limit:
         page.window_read = params["listed_window"]
     if page.hits and position is None and parsed is not None:
@@ -532,6 +539,43 @@ def _hits(shown: list[Candidate], rows: dict, *, ranked: bool) -> list[SearchHit
             resolved_at=rows[c.id][-1],
         )
         for c in shown
+    ]
+
+
+def _with_windows(
+    db, hits: list[SearchHit], shown: list[Candidate], parsed: Query, params: dict
+) -> list[SearchHit]:
+    """The hits, each cut one whose leading excerpt shows none of the query's words (as written,
+    or else in any form search matches) while its content holds one, with a window around the
+    first instead (excerpts.excerpt_showing). A statement reads the content of those whose
+    excerpt does not show a word as written (matches.shows_a_word), and only if there are any:
+    the common hit's excerpt shows the word asked for."""
+    asked = [
+        hit.id
+        for hit, candidate in zip(hits, shown, strict=True)
+        if windowed(candidate, EXCERPT_MAX) and not shows_a_word(hit.excerpt, parsed)
+    ]
+    if not asked:
+        return hits
+    db.execute(
+        MATCHES_SQL,
+        params
+        | {
+            "windowed": asked,
+            "matched_terms": parsed.any_term(),
+            "headline": HEADLINE_OPTIONS,
+            "content_max": bounds.CONTENT_MAX,
+        },
+    )
+    windows = {}
+    for memory_id, content, highlighted in db.fetchall():
+        if match := first_match(content, highlighted, parsed):
+            windows[memory_id] = excerpt_showing(content, match, EXCERPT_MAX)
+    return [
+        replace(hit, excerpt=cut.text, truncated=cut.truncated, excerpt_start=cut.start)
+        if (cut := windows.get(hit.id))
+        else hit
+        for hit in hits
     ]
 
 

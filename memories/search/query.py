@@ -107,6 +107,12 @@ class Query:
         return self.written.get(term, term)
 
     @property
+    def cjk_terms(self) -> tuple[str, ...]:
+        """The terms that are CJK characters (pairs, or one alone): a memory's text holds them
+        as written, inside runs the parser reads as one word each (see _CJK_RUN)."""
+        return tuple(term for term in self.terms if _CJK_RUN.fullmatch(term))
+
+    @property
     def type_terms(self) -> frozenset[str]:
         """The terms written as a type's name ("launch blocker", "what did I promise"; see
         KIND_WORDS): a memory's type is not among its words, so a memory of the type asked for

@@ -261,6 +261,16 @@ PAGE_SQL = (
     f"SELECT {EXCERPT_COLUMNS}, m.resolved_at FROM memories_memory m "  # noqa: S608 (constants)
     "WHERE m.owner_id = %(owner)s AND m.id = ANY(%(ids)s::uuid[])"
 )
+# Of the page's hits that may need a window (memories.search.matches): each one's content within
+# its bound (the CHECK constraint's), and the same as ts_headline gives it whole (HighlightAll)
+# with each word matching %(matched_terms)s (the query's terms, in the word forms the search
+# vector holds them in) between two marks (%(headline)s: matches.HEADLINE_OPTIONS).
+MATCHES_SQL = """
+SELECT m.id, c.content,
+       ts_headline('threengram_unaccented', c.content, %(matched_terms)s::tsquery, %(headline)s)
+FROM memories_memory m, LATERAL (SELECT left(m.content, %(content_max)s) AS content) c
+WHERE m.owner_id = %(owner)s AND m.id = ANY(%(windowed)s::uuid[])
+"""
 
 
 def fields_held_sql(parsed: Query, params: dict) -> str:

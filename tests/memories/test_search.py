@@ -997,6 +997,109 @@ def test_excerpt_is_cut_at_600_with_an_ellipsis(tenant):
     assert (hit.id, hit.excerpt, hit.truncated) == (short.id, "beta words", False)
 
 
+# Sentences that hold none of the words the tests below ask for, to make a memory long.
+PREAMBLE = (
+    "Context: the workspace service checks every request against the tenant's roles, and the "
+    "role tables grew with each feature until a permission check took three joins. "
+) * 5
+
+
+def windowed_hit(hit, memory, shown: str) -> None:
+    """`hit` shows `shown` in a window of `memory`'s content: marked, within the bound, and
+    starting where it says it does."""
+    assert hit.id == memory.id and shown in hit.excerpt
+    assert hit.excerpt.startswith("\u2026") and hit.excerpt_start > 0
+    assert memory.content[hit.excerpt_start :].startswith(hit.excerpt[1:].removesuffix("\u2026"))
+    assert len(hit.excerpt) <= 600
+    assert (hit.truncated, hit.content_length) == (True, len(memory.content))
+
+
+def test_a_long_memory_found_by_a_word_near_its_end_shows_it(tenant):
+    """A 1,127-character decision whose one mention of SpiceDB was near its end was found by
+    'SpiceDB', but its leading 600 characters did not show the word: the agent saw a hit that
+    looked unrelated."""
+    decision = record_memory(
+        owner=tenant,
+        memory_type="decision",
+        topic="Authorization",
+        content=PREAMBLE + "Decision: move authorization to SpiceDB, one relationship per grant.",
+    )
+    [hit] = run(tenant, "SpiceDB").hits
+    windowed_hit(hit, decision, "SpiceDB")
+    # As much before it as fills the bound, from a word's start.
+    assert hit.excerpt.endswith("one relationship per grant.")
+    assert decision.content[hit.excerpt_start - 1] == " " and 570 <= len(hit.excerpt) <= 600
+    # Listed without a query, its excerpt is its start.
+    [listed] = run(tenant, None).hits
+    assert not listed.excerpt.startswith("\u2026") and listed.excerpt_start == 0
+
+
+@pytest.mark.parametrize(
+    ("asked", "ending", "shown"),
+    [
+        ('"token bucket"', "The limiter is a token bucket per tenant.", "token bucket"),
+        ("retries", "Each retry waits twice as long as the last.", "retry"),
+        ("muller", "Café Müller reviews every grant.", "Müller"),
+        ("CAFE", "Café Müller reviews every grant.", "Café"),
+    ],
+)
+def test_a_window_shows_a_phrase_or_a_word_in_any_form_search_matches(tenant, asked, ending, shown):
+    memory = record_memory(
+        owner=tenant, memory_type="decision", topic="Limits", content=PREAMBLE + ending
+    )
+    [hit] = run(tenant, asked).hits
+    windowed_hit(hit, memory, shown)
+
+
+def test_a_window_shows_the_first_place_the_content_holds_a_word_asked(tenant):
+    content = (
+        PREAMBLE
+        + "The first retry waits a second. "
+        + "Unrelated words fill the middle of this memory. " * 10
+        + "Retries stop after five."
+    )
+    memory = record_memory(owner=tenant, memory_type="fact", topic="Limits", content=content)
+    [hit] = run(tenant, "retries").hits
+    windowed_hit(hit, memory, "first retry")
+    assert "Retries stop" not in hit.excerpt
+
+
+def test_a_cjk_word_near_the_end_is_shown_in_a_window(tenant):
+    content = PREAMBLE + "事務所は渋谷区にある。"
+    memory = record_memory(owner=tenant, memory_type="fact", topic="Office", content=content)
+    [hit] = run(tenant, "渋谷区").hits
+    windowed_hit(hit, memory, "渋谷区")
+
+
+@pytest.mark.parametrize(
+    ("asked", "topic", "content"),
+    [
+        # The leading excerpt shows a word asked (another, later, is not looked for).
+        ("roles SpiceDB", "Authorization", PREAMBLE + "We moved to SpiceDB."),
+        # Only the topic holds the word: it is shown beside the excerpt anyway.
+        ("SpiceDB", "SpiceDB rollout", PREAMBLE + "It went live last week."),
+    ],
+)
+def test_a_hit_whose_leading_excerpt_or_topic_shows_the_words_keeps_its_leading_excerpt(
+    tenant, asked, topic, content
+):
+    memory = record_memory(owner=tenant, memory_type="fact", topic=topic, content=content)
+    [hit] = run(tenant, asked).hits
+    assert hit.id == memory.id and hit.truncated and hit.excerpt_start == 0
+    assert hit.excerpt == content[: len(hit.excerpt) - 1] + "\u2026"
+
+
+def test_a_hit_matched_by_meaning_alone_keeps_its_leading_excerpt(tenant, monkeypatch):
+    # A long memory's vector is near the question's, not near enough to clear the floor of an
+    # account of one memory: what is looked at here is the excerpt, whatever the floor.
+    patch_search(monkeypatch, "relevance_floor", lambda competing: 0.0)
+    content = "My favourite colour is blue. " * 25
+    colour = record_memory(owner=tenant, memory_type="preference", topic="Taste", content=content)
+    [hit] = run(tenant, "favorite color").hits
+    assert (hit.id, hit.matched_by) == (colour.id, ("meaning",))
+    assert hit.excerpt_start == 0 and hit.excerpt == content[:599].rstrip() + "\u2026"
+
+
 def test_cursor_pages_through_every_hit_once_in_order(tenant):
     now = timezone.now()
     for n in range(23):
