@@ -439,6 +439,16 @@ SEARCH_HIT = output(
         "memoryType": {"type": "string"},
         "topic": {"type": "string"},
         **EXCERPT_ONLY_CUT,
+        "excerptStart": {
+            "type": "integer",
+            "minimum": 1,
+            "description": (
+                "Only when the excerpt is not the content's start but a window around the first "
+                "of the query's words it holds (the start does not show them): where the window "
+                "starts in the content, in Unicode code points. The excerpt then begins with "
+                "'…', which is not in the content, and stays within the same maxLength."
+            ),
+        },
         "scope": {
             "type": "string",
             "description": (

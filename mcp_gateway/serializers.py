@@ -219,8 +219,9 @@ def compact_resolved_item(item: SectionItem, *, selected: str) -> dict:
 def search_hit(hit: SearchHit) -> dict:
     """An excerpt and how it ranked, without what does not apply or can be derived: the URI
     (threengram://memory/{id}), the default scope, a project, due date or state the memory has
-    not, an excerpt not cut, `status` while active and `current` while in force (each named
-    only when it differs, as it changes what the hit means). The recording time as stored, not
+    not, an excerpt not cut, the start of an excerpt that is the content's start, `status`
+    while active and `current` while in force (each named only when it differs, as it changes
+    what the hit means). The recording time as stored, not
     cut to the second: asOf that instant reads this version (cut, it could read its
     predecessor, or nothing)."""
     data: dict = {
@@ -229,6 +230,8 @@ def search_hit(hit: SearchHit) -> dict:
         "topic": hit.topic,
         "excerpt": hit.excerpt,
     } | _excerpt_cut(hit)
+    if hit.excerpt_start:
+        data["excerptStart"] = hit.excerpt_start
     if hit.scope != DEFAULT_SCOPE:
         data["scope"] = hit.scope
     if hit.project is not None:

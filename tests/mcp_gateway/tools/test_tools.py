@@ -2144,6 +2144,24 @@ async def test_search_in_the_compact_projection_gives_only_what_tells_hits_apart
     assert len(set(seen)) == 4
 
 
+async def test_a_hit_found_by_a_word_its_start_does_not_show_says_where_its_window_starts(agent):
+    """The excerpt of a long memory found by a word near its end is a window around the word,
+    marked as not the start (a leading '…', excerptStart), within the same bound; a compact
+    hit has no excerpt, nor its start."""
+    content = "The role tables grew with each feature and checks took joins. " * 15
+    content += "Decision: move authorization to SpiceDB."
+    memory = await remember(agent, memoryType="decision", topic="Authorization", content=content)
+    [hit] = (await ok(agent, "search", {"query": "spicedb"}))["hits"]
+    assert (hit["id"], hit["truncated"], hit["contentLength"]) == (memory["id"], True, len(content))
+    assert hit["excerpt"].startswith("\u2026") and hit["excerpt"].endswith("SpiceDB.")
+    assert content[hit["excerptStart"] :] == hit["excerpt"][1:]
+    compact = {"query": "spicedb", "projection": "compact"}
+    [compact_hit] = (await ok(agent, "search", compact))["hits"]
+    assert "excerptStart" not in compact_hit
+    [leading] = (await ok(agent, "search", {"query": "role tables"}))["hits"]
+    assert "excerptStart" not in leading and leading["excerpt"].startswith("The role tables")
+
+
 async def test_a_hit_leaves_out_what_does_not_apply_and_names_what_differs(agent):
     """Search is the call an agent makes most: a hit carries its excerpt and how it matched, and
     a field only where it tells something (the URI is threengram://memory/{id}; a memory is in
