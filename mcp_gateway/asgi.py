@@ -153,13 +153,7 @@ async def _legacy_envelope_checked(
         # limit). Answered here as the SDK answers an unknown method, the echo cut.
         if called is not None:
             called.method = decoded["method"][: bounds.SHOWN_KEY_MAX]
-        body = _jsonrpc_error(
-            types.METHOD_NOT_FOUND,
-            "Method not found",
-            bounds.shown_key(decoded["method"]),
-            request_id=decoded["id"],
-        )
-        return replay, Answer(200, body, [_JSON])
+        return replay, _method_not_found(decoded["method"], decoded["id"], status=200)
     if _SDK_PARSER_REFUSES.search(raw) and not _sdk_parses(raw):
         # The SDK's JSON parser refuses what this one read (a lone surrogate, e.g. a string cut
         # inside an emoji by a JavaScript client; a byte-order mark): it gets the same request
@@ -257,13 +251,16 @@ async def _long_method_refused(headers: Headers, receive: Receive) -> tuple[Rece
         types.JSONRPCRequest.model_validate(decoded)
     except ValidationError:
         return replay, None
+    return replay, _method_not_found(method, _request_id_in(raw), status=404)
+
+
+def _method_not_found(method: str, request_id: str | int | None, *, status: int) -> Answer:
+    """-32601 for a method longer than any, as the SDK answers an unknown method but with the
+    echo cut (bounds.shown_key); `status` is the wire's for it (2025: 200, 2026: 404)."""
     body = _jsonrpc_error(
-        types.METHOD_NOT_FOUND,
-        "Method not found",
-        bounds.shown_key(method),
-        request_id=_request_id_in(raw),
+        types.METHOD_NOT_FOUND, "Method not found", bounds.shown_key(method), request_id=request_id
     )
-    return replay, Answer(404, body, [_JSON])
+    return Answer(status, body, [_JSON])
 
 
 def _is_not_one_message(body: bytes) -> bool:

@@ -429,6 +429,7 @@ def _kind_note(kind: KindAsked, *, hits: bool = False) -> str:
     on an empty page, its other words): a memory's type and state are not among the words search
     matches (a question "what is overdue" otherwise reads as "nothing stored")."""
     words = ", ".join(f"'{word}'" for word in kind.words)
+    name = "names" if len(kind.words) == 1 else "name"
     if kind.among_other_words:
         # On an empty page the filter beside the same query narrows a search that found nothing
         # closely enough (it does not lower the relevance floor): the other words, or a listing.
@@ -436,7 +437,7 @@ def _kind_note(kind: KindAsked, *, hits: bool = False) -> str:
         listed = "" if hits else ", or omit the query to list them"
         if kind.commitment_states:
             note = (
-                f"{words} name{'s' if len(kind.words) == 1 else ''} a commitment's state, and a "
+                f"{words} {name} a commitment's state, and a "
                 "memory's state is not among the words search matches: to search only "
                 f"commitments in that state, {beside} commitmentStatus "
                 f"{json.dumps(list(kind.commitment_states))}{listed} (each hit says whether it "
@@ -449,7 +450,7 @@ def _kind_note(kind: KindAsked, *, hits: bool = False) -> str:
                 )
             return note + "."
         return (
-            f"{words} name{'s' if len(kind.words) == 1 else ''} a type, and a memory's type is "
+            f"{words} {name} a type, and a memory's type is "
             f"not among the words search matches: to search only memories of that type, {beside} "
             f"memoryTypes {json.dumps(list(kind.memory_types))}{listed}."
         )
@@ -462,7 +463,7 @@ def _kind_note(kind: KindAsked, *, hits: bool = False) -> str:
         if values
     ]
     note = (
-        f"{words} name{'s' if len(kind.words) == 1 else ''} a type or a commitment's state, "
+        f"{words} {name} a type or a commitment's state, "
         "and a memory's type and state are not among the words search matches: to list those "
         f"memories, omit the query and filter with {' and '.join(filters)}"
     )

@@ -176,15 +176,13 @@ def _kind_named(parsed: Query, filters: SearchFilters, hits: list[SearchHit]) ->
     words = [parsed.as_written(t) for t in parsed.terms if t not in parsed.parts]
     named = [w for w in words if w.lower() in _KINDS_NAMED_AMONG_WORDS]
     kinds = [_KINDS_NAMED_AMONG_WORDS[w.lower()] for w in named]
-    types = tuple(dict.fromkeys(t for kind_types, _ in kinds for t in kind_types))
-    states = tuple(dict.fromkeys(s for _, kind_states in kinds for s in kind_states))
-    if any(t != MemoryType.COMMITMENT.value for t in types):
-        # "overdue blockers": a state beside a type that has none qualifies nothing a filter
-        # selects, as in _kind_asked.
-        states = ()
+    types, states = _filterable(
+        tuple(dict.fromkeys(t for kind_types, _ in kinds for t in kind_types)),
+        tuple(dict.fromkeys(s for _, kind_states in kinds for s in kind_states)),
+    )
+    if not states:
+        # "overdue blockers": the state word names nothing a filter selects.
         named = [w for w, (kind_types, _) in zip(named, kinds, strict=True) if kind_types]
-    elif states:
-        types = ()  # commitments, which their states select
     if not types and not states:
         return None
     if hits and (
@@ -195,9 +193,7 @@ def _kind_named(parsed: Query, filters: SearchFilters, hits: list[SearchHit]) ->
         )
     ):
         return None
-    asked = parsed.wanted.lower()
-    named = sorted(dict.fromkeys(named), key=lambda word: asked.find(word.lower()))
-    return KindAsked(tuple(named), types, states, among_other_words=True)
+    return KindAsked(_in_query_order(parsed, named), types, states, among_other_words=True)
 
 
 def _kind_asked(parsed: Query) -> KindAsked | None:
@@ -221,15 +217,22 @@ def _kind_asked(parsed: Query) -> KindAsked | None:
         states += [s for s in named[1] if s not in states]
     if not words:
         return None
+    return KindAsked(_in_query_order(parsed, words), *_filterable(tuple(types), tuple(states)))
+
+
+def _filterable(types: tuple[str, ...], states: tuple[str, ...]) -> tuple[tuple, tuple]:
+    """The types and commitment states named, as filters select them: a state beside a type
+    that has none ("open blockers") qualifies nothing a filter selects (a commitment state
+    filter keeps commitments only), and commitments are selected by their states alone."""
     if any(t != MemoryType.COMMITMENT.value for t in types):
-        # "open blockers": a state beside a type that has none qualifies nothing a filter
-        # selects (a commitment state filter keeps commitments only).
-        states = []
-    elif states:
-        types = []  # commitments, which their states select
+        return types, ()
+    return ((), states) if states else (types, ())
+
+
+def _in_query_order(parsed: Query, words: list[str]) -> tuple[str, ...]:
+    """`words`, each once, in the order the query has them."""
     asked = parsed.wanted.lower()
-    words.sort(key=lambda word: asked.find(word.lower()))  # as the query has them
-    return KindAsked(tuple(words), tuple(types), tuple(states))
+    return tuple(sorted(dict.fromkeys(words), key=lambda word: asked.find(word.lower())))
 
 
 @dataclass(frozen=True)
