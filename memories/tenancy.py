@@ -4,9 +4,10 @@ The first wall is the application: every query filters on the verified principal
 PostgreSQL itself: the tenant tables (memories_memory, memories_thread,
 memories_threadmembership) carry a policy that shows and accepts only the rows of the tenant
 named by the `threengram.tenant_id` setting, and nothing when it is unset (fail closed). It
-binds only a role subject to it: with `DATABASE_APP_ROLE` set (by default, to the role
-`threengram_app` that migration memories/0007 creates: no superuser, not the owner, no
-BYPASSRLS, no DELETE or TRUNCATE on memories_memory), every connection switches to that role
+binds only a role subject to it: with `DATABASE_APP_ROLE` on (`APP_ROLE`, the default and the
+only role it may name, threengram/checks.py: the role `threengram_app` that migration
+memories/0007 creates: no superuser, not the owner, no BYPASSRLS, no DELETE or TRUNCATE on
+memories_memory), every connection switches to that role
 (`SET ROLE`), the ORM's through `enter_app_role` below, the gateway's async pool through
 `infra.asyncdb`.
 
@@ -102,7 +103,7 @@ $$;
 
 def grant_app_role_privileges(using: str = DEFAULT_DB_ALIAS) -> None:
     """Grant the application role what it needs on the schema, as its owner; nothing when the
-    role does not exist (row-level security is then off: DATABASE_APP_ROLE names no role)."""
+    role does not exist yet (a DBA creates it where the migrating user may not)."""
     with connections[using].cursor() as cursor:
         cursor.execute(APP_ROLE_PRIVILEGES_SQL)
 

@@ -1,4 +1,5 @@
-"""System checks of the deployment configuration (`manage.py check --deploy`)."""
+"""System checks of the configuration: most under `manage.py check --deploy` only; the
+application role's on every start-up that runs the checks (`check`, `migrate`, `runserver`)."""
 
 from __future__ import annotations
 
@@ -154,6 +155,37 @@ def check_public_host_is_allowed(app_configs=None, **kwargs) -> list[Error]:
             "would be refused.",
             hint="Add it to ALLOWED_HOSTS (see .env.example).",
             id="threengram.E003",
+        )
+    ]
+
+
+# How much of a refused DATABASE_APP_ROLE the error quotes: enough to recognise the line of the
+# env file it came from.
+_QUOTED_ROLE_LENGTH = 40
+
+
+@register(Tags.security)
+def check_app_role_is_the_migrated_one(app_configs=None, **kwargs) -> list[Error]:
+    """DATABASE_APP_ROLE is an on/off switch that reads like a role name: the role every grant and
+    policy of the migrations is made for is `tenancy.APP_ROLE`, whatever the setting says, while
+    the connections `SET ROLE` to the setting's value. Any other name gets a role with no grants
+    (every statement refused) or, one that bypasses row-level security, the tenant wall silently
+    off; so it stops every start-up that runs the checks, not only a deploy check."""
+    from memories.tenancy import APP_ROLE
+
+    role = settings.DATABASE_APP_ROLE
+    if role in ("", APP_ROLE):
+        return []
+    if len(role) > _QUOTED_ROLE_LENGTH:
+        role = role[:_QUOTED_ROLE_LENGTH] + "…"
+    return [
+        Error(
+            f"DATABASE_APP_ROLE is {role!r}: it may only be {APP_ROLE!r} (row-level security "
+            "on, the default) or empty (act as the schema's owner).",
+            hint=f"The migrations grant {APP_ROLE} alone and no other role can take its place: "
+            f"unset DATABASE_APP_ROLE (or set it to {APP_ROLE}), or leave it empty for an "
+            "operator's one-off script (docs/security.md).",
+            id="threengram.E004",
         )
     ]
 

@@ -342,10 +342,12 @@ if DATABASE_REPLICA_URL:
     )
     DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
 DATABASE_ROUTERS = ["memories.replica.ReplicaRouter"]
-# Row-level security (memories/tenancy.py): the role every connection acts as, subject to the
-# tenant policies of migration memories/0007 — the second wall of tenant isolation, on by
-# default (fail closed). "" = act as the configured user, i.e. the owner, whom the policies do
-# not bind: only for operators' scripts. `manage.py migrate` always runs as the owner.
+# Row-level security (memories/tenancy.py), a switch despite its name: "threengram_app" (the
+# default, on, fail closed) = every connection acts as that role, subject to the tenant policies
+# of migration memories/0007 — the second wall of tenant isolation; "" = act as the configured
+# user, i.e. the owner, whom the policies do not bind: only for operators' scripts. No other value:
+# the migrations grant that role alone (a system check refuses any other, threengram/checks.py).
+# `manage.py migrate` always runs as the owner.
 DATABASE_APP_ROLE = env.str("DATABASE_APP_ROLE", default="threengram_app").strip()
 # Native asyncio connections for the MCP hot path (infra/asyncdb.py), per server process.
 # 0 = no pool, a connection per use (the test settings).

@@ -12,6 +12,7 @@ import pytest
 
 from tests.mcp_gateway.conftest import subprocess_database_url
 from threengram.checks import (
+    check_app_role_is_the_migrated_one,
     check_cors_does_not_allow_every_origin,
     check_database_is_configured,
     check_public_host_is_allowed,
@@ -229,6 +230,44 @@ def test_a_blank_database_app_role_fails_check_deploy_at_the_warning_level():
     )
     assert result.returncode == 1
     assert "threengram.W001" in result.stderr + result.stdout
+
+
+@pytest.mark.parametrize("role", ["threengram_app", ""])
+def test_the_application_role_may_be_the_migrated_one_or_empty(settings, role):
+    settings.DATABASE_APP_ROLE = role
+    assert check_app_role_is_the_migrated_one() == []
+
+
+def test_another_application_role_is_refused_naming_the_setting_and_what_it_may_be(settings):
+    """The migrations grant threengram_app alone: another role would have no grants, or, one
+    that bypasses row-level security, turn the tenant wall off while the setting reads "on"."""
+    settings.DATABASE_APP_ROLE = "my_app"
+    [error] = check_app_role_is_the_migrated_one()
+    assert error.id == "threengram.E004"
+    assert error.msg.startswith("DATABASE_APP_ROLE is 'my_app': it may only be 'threengram_app'")
+    assert "or empty" in error.msg
+    assert "unset DATABASE_APP_ROLE" in error.hint
+
+
+def test_a_long_refused_application_role_is_quoted_cut(settings):
+    settings.DATABASE_APP_ROLE = "r" * 500
+    [error] = check_app_role_is_the_migrated_one()
+    assert f"DATABASE_APP_ROLE is '{'r' * 40}…'" in error.msg
+    assert "r" * 41 not in error.msg
+
+
+def test_another_application_role_stops_check_without_deploy():
+    """Every start-up that runs the checks (`check`, `migrate`, `runserver`) stops on it, not
+    only a deploy check."""
+    from django.core.checks.registry import registry
+
+    assert check_app_role_is_the_migrated_one in registry.get_checks()
+    result = manage(
+        "check", DATABASE_URL=PRODUCTION_DATABASE_URL, DATABASE_APP_ROLE="my_app", **PRODUCTION
+    )
+    assert result.returncode != 0
+    assert "threengram.E004" in result.stderr
+    assert "DATABASE_APP_ROLE is 'my_app'" in result.stderr
 
 
 def test_the_deploy_check_refuses_a_public_host_allowed_hosts_does_not_name(settings):
