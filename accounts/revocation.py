@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 from oauth2_provider.models import (
+    AbstractApplication,
     get_access_token_model,
     get_grant_model,
     get_id_token_model,
@@ -16,7 +18,10 @@ from oauth2_provider.models import (
 
 
 def revoke_oauth_credentials(
-    *, user, application=None, at: datetime | None = None
+    *,
+    user: AbstractBaseUser,
+    application: AbstractApplication | None = None,
+    at: datetime | None = None,
 ) -> dict[str, int]:
     """Revoke at once everything `user` holds for `application` (for every application when
     None): access tokens, authorization codes and ID tokens are deleted, refresh tokens marked

@@ -12,6 +12,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import InvalidPage, Page, Paginator
 from django.db import IntegrityError, connections, transaction
 from django.db.models import F
+from django.forms import BaseForm
 from django.http import (
     Http404,
     HttpRequest,
@@ -87,7 +88,7 @@ def signup(request: HttpRequest) -> HttpResponse:
     return throttled(render(request, "accounts/signup.html", context), form)
 
 
-def throttled(response: HttpResponse, form) -> HttpResponse:
+def throttled(response: HttpResponse, form: BaseForm) -> HttpResponse:
     """A form refused by the log-in throttle or the sign-up limit is answered 429 Too Many
     Requests (RFC 6585 §4) with Retry-After, the form and a message saying how long to wait."""
     if getattr(form, "retry_after", None):

@@ -3,6 +3,7 @@
 import io
 import re
 import time
+import typing
 from html import unescape
 from urllib.parse import parse_qs, urlsplit
 
@@ -11,10 +12,13 @@ from asgiref.sync import async_to_sync
 from django.contrib.auth import aauthenticate, get_user_model
 from django.contrib.auth.management.commands import changepassword
 from django.core.management import call_command
+from django.forms import BaseForm
+from django.http import HttpResponse
 from django.test import Client
 from django.urls import reverse
 from django.utils.html import escape
 
+from accounts.views import throttled
 from tests.accounts.oauth_helpers import authorize_params, authorize_url, pkce_pair
 from tests.factories import PASSWORD, ApplicationFactory, UserFactory
 
@@ -366,6 +370,16 @@ def test_failed_log_ins_are_throttled_per_account_and_address(client, tenant, se
     assert "_auth_user_id" not in client.session
     # The owner, from their own address, is not locked out by a stranger's guesses.
     assert _login(client, tenant.username, PASSWORD, ip="203.0.113.7").status_code == 302
+
+
+def test_the_throttled_answer_takes_any_form():
+    """The log-in, sign-up, account deletion and admin log-in pages share it: a form of any kind,
+    refused by a limit when it carries `retry_after`."""
+    assert typing.get_type_hints(throttled) == {
+        "response": HttpResponse,
+        "form": BaseForm,
+        "return": HttpResponse,
+    }
 
 
 @pytest.mark.django_db

@@ -4,13 +4,16 @@ app or user does, and the rows are locked in the order django-oauth-toolkit's re
 rotation locks them."""
 
 import threading
+import typing
 
 import pytest
 from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from oauth2_provider.models import (
+    AbstractApplication,
     get_access_token_model,
     get_grant_model,
     get_id_token_model,
@@ -182,3 +185,9 @@ def test_a_refresh_validated_before_a_revocation_gets_no_tokens_after_it(tenant,
     assert not RefreshToken.objects.filter(
         user=tenant, application=application, revoked__isnull=True
     ).exists()
+
+
+def test_revocation_takes_a_user_and_an_application_or_none_for_every_one():
+    hints = typing.get_type_hints(revoke_oauth_credentials)
+    assert hints["user"] is AbstractBaseUser
+    assert hints["application"] == AbstractApplication | None
