@@ -613,7 +613,7 @@ class ThreadNameKey(models.Func):
     output_field = models.TextField()
 
 
-def thread_name_key(name):
+def thread_name_key(name: F | Value) -> ThreadNameKey:
     """The expression thread names are compared by, for a name column or value."""
     return ThreadNameKey(name)
 

@@ -1,15 +1,17 @@
 """Text as people type it: one spelling per text (NFC), nothing invisible at its ends, and
 excerpts that never cut a character that shows as one in two."""
 
+import typing
 import unicodedata
 
 import pytest
+from django.db.models import F, Value
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memories.errors import Conflict, DuplicateMemory, InvalidInput
 from memories.excerpts import WORD_BACKOFF_MAX, excerpt
-from memories.models import Memory, Thread
+from memories.models import Memory, Thread, ThreadNameKey, thread_name_key
 from memories.services import record_memory
 from memories.threads import create_thread, pin_thread
 
@@ -177,6 +179,13 @@ def test_names_compare_alike_whatever_the_databases_locale(tenant):
     with pytest.raises(Conflict):
         create_thread(owner=tenant, name="\u00e9quipe")
     assert pin_thread(owner=tenant, name="\u00c9QUIPE", pinned=True).name == "\u00c9quipe"
+
+
+def test_the_name_key_is_taken_of_a_name_column_or_a_name_value():
+    assert typing.get_type_hints(thread_name_key) == {
+        "name": F | Value,
+        "return": ThreadNameKey,
+    }
 
 
 @pytest.mark.parametrize(
