@@ -2,7 +2,9 @@
 
     prompt_definitions() -> list[mcp_types.Prompt]
     async get_prompt(principal, name, arguments) -> mcp_types.GetPromptResult
-    async complete_prompt_argument(principal, prompt, argument, prefix) -> list[str]  (<= 100)
+    async complete_prompt_argument(principal, prompt, argument, prefix) -> list[str]
+        at most COMPLETION_MAX + 1 (memories.environment): one past the most a response lists,
+        so that server.complete, which trims to COMPLETION_MAX, can tell hasMore
 
 Prompts are user-chosen templates (MCP "Prompts": user-controlled), so they only render text that
 steers the agent to the right tools; they read no memories. Completion of their scope, project

@@ -6,6 +6,7 @@ import unicodedata
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from mcp_gateway import prompts
 from mcp_gateway.prompts import complete_prompt_argument, get_prompt, prompt_definitions
 from mcp_gateway.tools import TOOLS
 from memories.models import MemoryType
@@ -195,6 +196,14 @@ async def test_completion_reads_one_past_the_100_sent_so_that_more_can_be_told(a
     )
     values = await complete_prompt_argument(agent, "debrief", "thread", "thr")
     assert len(values) == 101 and values[0] == "thread 000"
+
+
+def test_the_modules_contract_says_completion_gives_one_past_the_most_sent():
+    """The server module trims to COMPLETION_MAX and reads the one past it as hasMore: the
+    contract it is written against says so, not that 100 is the most it gets."""
+    contract = prompts.__doc__.split("complete_prompt_argument(", 1)[1].split("\n\n", 1)[0]
+    assert "COMPLETION_MAX + 1" in contract
+    assert "<= 100" not in contract
 
 
 async def test_completion_matches_the_whole_prefix_however_long(agent):
