@@ -307,8 +307,9 @@ class DeleteAccountForm(FocusFirstError, ThrottledPasswordCheck, forms.Form):
         return self.throttled_check(self.user.get_username(), check)
 
 
-def did_you_mean(names: list[str]) -> str:
-    """' (did you mean “a” or “b”?)' for a person's own names near the one typed, '' for none."""
+def nearest_names_hint(names: list[str]) -> str:
+    """' (did you mean “a” or “b”?)' for a person's own names near the one typed, '' for none: the
+    page's wording (memories.errors.did_you_mean is the tools')."""
     return f" (did you mean {' or '.join(f'“{name}”' for name in names)}?)" if names else ""
 
 

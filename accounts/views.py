@@ -36,7 +36,7 @@ from accounts.forms import (
     SignUpForm,
     ThrottledAuthenticationForm,
     ThrottledPasswordChangeForm,
-    did_you_mean,
+    nearest_names_hint,
 )
 from accounts.middleware import answers_in_json
 from accounts.oauth_views import application_asking
@@ -271,14 +271,14 @@ def _unknown_project(owner_id: int, project: str) -> list[str]:
         near = unknown_facet(cursor, owner_id=owner_id, facet="project", value=project)
     if near is None:
         return []
-    return [f"You have no current memory in project “{project}”{did_you_mean(near)}."]
+    return [f"You have no current memory in project “{project}”{nearest_names_hint(near)}."]
 
 
 def _unknown_thread(owner_id: int, name: str) -> list[str]:
     """The message naming a thread name the owner has no thread by, with the owner's nearest
     ones."""
     near = Thread.objects.near_names(owner_id, name)
-    return [f"You have no thread named “{name}”{did_you_mean(near)}."]
+    return [f"You have no thread named “{name}”{nearest_names_hint(near)}."]
 
 
 def _page(paginator: Paginator, requested: str | None) -> tuple[Page, str | None]:

@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from accounts import export
+from accounts.forms import nearest_names_hint
 from memories.models import MembershipState, Thread, ThreadMembership
 from memories.services import archive_memory, record_memory, resolve_commitment, revise_memory
 from memories.threads import add_thread_members, create_thread, revise_memory_with_proposals
@@ -522,6 +523,11 @@ def test_a_thread_name_that_is_none_of_yours_lists_nothing_without_looking_for_m
     assert "Ship" not in page
     membership = ThreadMembership._meta.db_table
     assert not [query["sql"] for query in queries if membership in query["sql"]]
+
+
+def test_the_nearest_names_hint_is_the_pages_parenthesis_or_nothing():
+    assert nearest_names_hint(["atlas", "atlas-web"]) == " (did you mean “atlas” or “atlas-web”?)"
+    assert nearest_names_hint([]) == ""
 
 
 def test_a_mistyped_thread_or_project_is_treated_alike(client, tenant):
