@@ -888,7 +888,8 @@ class StoredVectors(models.Model):
         return self.embedder
 
     @classmethod
-    def model(cls, using: str = "default") -> str | None:
+    def embedder_in_use(cls, using: str = "default") -> str | None:
+        """The `SEARCH_EMBEDDER` value that made the stored vectors, or None when not known."""
         return cls.objects.using(using).values_list("embedder", flat=True).first()
 
     @classmethod

@@ -267,7 +267,7 @@ def test_reembed_replaces_every_vector_of_another_model(transactional_db):
     out = run_backfill("--reembed")
     assert "cleared 3 vectors" in out and "embedded 3 memories" in out
     assert all(stands_for(stored_vector(memory), memory) for memory in memories)
-    assert StoredVectors.model() == "wordllama"  # searches compare with them again
+    assert StoredVectors.embedder_in_use() == "wordllama"  # searches compare with them again
 
 
 @pytest.mark.parametrize(("running", "recorded"), [("wordllama", "wordllama"), ("none", None)])
@@ -280,7 +280,7 @@ def test_an_installation_upgraded_records_the_model_it_runs_with(db, settings, r
     StoredVectors.objects.all().delete()
     settings.SEARCH_EMBEDDER = running
     migration.record_the_running_model(apps, None)
-    assert StoredVectors.model() == recorded
+    assert StoredVectors.embedder_in_use() == recorded
 
 
 def test_a_fill_adds_no_vector_of_another_model_than_the_stored_ones(unembedded):

@@ -104,7 +104,7 @@ class Command(BaseCommand):
     def _embed(
         self, embedder: Embedder, *, batch_size: int, reembed: bool, keep_index: bool
     ) -> None:
-        stored_by = StoredVectors.model()
+        stored_by = StoredVectors.embedder_in_use()
         if not reembed and stored_by not in (None, embedder.name):
             raise CommandError(
                 f"the stored vectors were made by {stored_by}, and SEARCH_EMBEDDER is "
