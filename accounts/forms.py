@@ -33,7 +33,8 @@ from accounts.throttle import (
 )
 from infra.rate_limit import client_network
 from memories import bounds
-from memories.models import CommitmentStatus, MemoryType, filter_words
+from memories.browsing import filter_words
+from memories.models import CommitmentStatus, MemoryType
 
 THROTTLED_MESSAGE = (
     "Too many failed password attempts for this account or from your network. "

@@ -10,8 +10,7 @@ from django.contrib.auth import login, logout
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import InvalidPage, Page, Paginator
-from django.db import IntegrityError, connections, transaction
-from django.db.models import F
+from django.db import IntegrityError, transaction
 from django.forms import BaseForm
 from django.http import (
     Http404,
@@ -42,13 +41,11 @@ from accounts.middleware import answers_in_json
 from accounts.oauth_views import application_asking
 from memories import replica
 from memories.access import NIL_ID
-from memories.environment import unknown_facet
-from memories.models import Memory, Thread, filter_words
+from memories.browsing import BrowseFilters, browse_memories, filter_words
+from memories.models import Memory, Thread
 from memories.services import parse_memory_id
 
 MEMORIES_PER_PAGE = 20
-# The account's projects offered as the project filter's suggestions.
-PROJECTS_LISTED = 100
 # A page "number" is echoed in the message refusing it, cut to this many characters.
 PAGE_SHOWN_MAX = 20
 
@@ -189,57 +186,42 @@ def revoke_app(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_safe
 def memory_list(request: HttpRequest) -> HttpResponse:
-    # Browsing may lag the agent's last write by a moment: on the read replica when there is one.
-    return replica.tolerant_read(_memory_list, request)
-
-
-def _memory_list(request: HttpRequest) -> HttpResponse:
     form = MemoryFilterForm(request.GET)
     applied = form.applied()
-    if "project" in applied:
-        # In the account's spelling, however it was typed ('Atlas' for 'atlas'), as the tools
-        # and the agent's writes take a project.
-        applied["project"] = Memory.objects.in_account_spelling(
-            request.user.pk, applied["project"], using=replica.read_alias()
-        )
-    unknown_thread: list[str] = []
-    if "thread" in applied:
-        # A name that is no thread of the owner's is applied all the same, listing nothing, and
-        # named with the owner's nearest ones, as the tools refuse it (not found) rather than
-        # search without it: a mistyped name is not a reason to list every memory.
-        stored = Thread.objects.spelling(request.user.pk, applied["thread"])
-        if stored is None:
-            unknown_thread = _unknown_thread(request.user.pk, applied["thread"])
-        else:
-            applied["thread"] = stored
     show_all = applied.get("show") == "all"
-    owned = Memory.objects.owned_by(request.user)
-    # A name already found to be no thread of the owner's has no members to look up again.
-    matching = (
-        owned.none()
-        if unknown_thread
-        else owned.browsed(
-            owner_id=request.user.pk,
+    requested_page = request.GET.get("page")
+    # Browsing may lag the agent's last write by a moment: on the read replica when there is one.
+    browse = replica.tolerant_read(
+        browse_memories,
+        owner_id=request.user.pk,
+        filters=BrowseFilters(
             text=applied.get("q"),
             memory_type=applied.get("type"),
             project=applied.get("project"),
             thread=applied.get("thread"),
             commitment_status=applied.get("state"),
-        )
+        ),
+        show_all=show_all,
+        paginate=lambda memories: _page(Paginator(memories, MEMORIES_PER_PAGE), requested_page),
     )
-    filtered = bool(applied.keys() - {"show"})
-    memories = matching if show_all else matching.active()
-    memories = memories.annotate(successor_id=F("successors__id")).order_by("-recorded_at", "-id")
-    page, page_problem = _page(Paginator(memories, MEMORIES_PER_PAGE), request.GET.get("page"))
-    # No current memory must not read as "no memories at all" when superseded or archived ones
-    # would be shown with the toggle. Asked of the unfiltered account only (its first row
-    # answers): with a filter, the empty page offers the toggle without a second scan of the
-    # account for the filter's sake.
-    hidden_exist = not page.object_list and not show_all and not filtered and matching.exists()
+    # As the filters were applied: the project in the account's spelling, the thread's name as
+    # stored.
+    for name, value in (("project", browse.filters.project), ("thread", browse.filters.thread)):
+        if value:
+            applied[name] = value
+    page = browse.page
+    page_problem = _page_problem(page, requested_page)
     problems = form.problems() + ([page_problem] if page_problem else [])
-    unknown_project = []
-    if not page.object_list and applied.get("project"):
-        unknown_project = _unknown_project(request.user.pk, applied["project"])
+    if browse.project_unknown:
+        problems.append(
+            f"You have no current memory in project “{applied['project']}”"
+            f"{nearest_names_hint(browse.near_projects)}."
+        )
+    if browse.thread_unknown:
+        problems.append(
+            f"You have no thread named “{applied['thread']}”"
+            f"{nearest_names_hint(browse.near_threads)}."
+        )
     return render(
         request,
         "accounts/memory_list.html",
@@ -247,61 +229,48 @@ def _memory_list(request: HttpRequest) -> HttpResponse:
             "page": page,
             "form": form,
             "applied": applied,
-            "filtered": filtered,
+            "filtered": browse.filters.given,
             "narrowed": bool(applied.keys() & {"type", "project", "state", "thread"}),
             # An empty page of several words says every one must be found.
             "several_words": len(filter_words(applied.get("q", ""))) > 1,
-            "problems": problems + unknown_project + unknown_thread,
-            "project_unknown": bool(unknown_project),
-            "thread_unknown": bool(unknown_thread),
-            "projects": owned.current().project_names(PROJECTS_LISTED),
-            "threads": Thread.objects.names(request.user.pk),
+            "problems": problems,
+            "project_unknown": browse.project_unknown,
+            "thread_unknown": browse.thread_unknown,
+            "projects": browse.projects,
+            "threads": browse.threads,
             "show_all": show_all,
-            "hidden_exist": hidden_exist,
+            "hidden_exist": browse.hidden_exist,
             "mcp_url": settings.MCP_RESOURCE_URL,
             "nav": "memories",
         },
     )
 
 
-def _unknown_project(owner_id: int, project: str) -> list[str]:
-    """A message naming a project none of the owner's current memories has, with the owner's
-    nearest ones: a mistyped project is not a project without matches."""
-    with connections[replica.read_alias()].cursor() as cursor:
-        near = unknown_facet(cursor, owner_id=owner_id, facet="project", value=project)
-    if near is None:
-        return []
-    return [f"You have no current memory in project “{project}”{nearest_names_hint(near)}."]
-
-
-def _unknown_thread(owner_id: int, name: str) -> list[str]:
-    """The message naming a thread name the owner has no thread by, with the owner's nearest
-    ones."""
-    near = Thread.objects.near_names(owner_id, name)
-    return [f"You have no thread named “{name}”{nearest_names_hint(near)}."]
-
-
-def _page(paginator: Paginator, requested: str | None) -> tuple[Page, str | None]:
-    """The page asked for; for one that does not exist, the nearest and a message saying so,
-    rather than passing it off as the page asked for: the last past the end, the first for a
-    number below 1 (Paginator.get_page gives the last, the account's oldest memories) or for
-    no number at all."""
+def _page(paginator: Paginator, requested: str | None) -> Page:
+    """The page asked for; for one that does not exist, the nearest: the last past the end, the
+    first for a number below 1 (Paginator.get_page gives the last, the account's oldest
+    memories) or for no number at all."""
     try:
         below_first = requested is not None and int(requested) < 1
     except ValueError:
         below_first = False
-    page = paginator.page(1) if below_first else paginator.get_page(requested)
+    return paginator.page(1) if below_first else paginator.get_page(requested)
+
+
+def _page_problem(page: Page, requested: str | None) -> str | None:
+    """The message saying that the page asked for does not exist, rather than passing off
+    `page`, the nearest (_page), as it; None when it does, or when none was asked for."""
     if not requested:
-        return page, None
+        return None
     try:
-        paginator.validate_number(requested)
+        page.paginator.validate_number(requested)
     except InvalidPage:
         shown = requested if len(requested) <= PAGE_SHOWN_MAX else requested[:PAGE_SHOWN_MAX] + "…"
-        return page, (
-            f"There is no page “{shown}”: pages run from 1 to {paginator.num_pages}. "
+        return (
+            f"There is no page “{shown}”: pages run from 1 to {page.paginator.num_pages}. "
             f"This is page {page.number}."
         )
-    return page, None
+    return None
 
 
 @login_required

@@ -21,7 +21,7 @@ PROJECT_MAX = 256
 THREAD_NAME_MAX = 100
 # Longer than any spelling of a UUID (braces, urn:uuid: prefix): no memory id can be longer.
 MEMORY_ID_MAX = 64
-# The words of the memory browser's filter box (memories.models.filter_words): each one is one
+# The words of the memory browser's filter box (memories.browsing.filter_words): each one is one
 # more match over every memory the account has.
 FILTER_WORDS_MAX = 16
 DEFAULT_SCOPE = "personal"

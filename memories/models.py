@@ -20,17 +20,14 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-import regex
 import uuid_utils.compat
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.search import TrigramSimilarity
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections, models
-from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import BooleanField, F, Q, Value
+from django.db.models import F, Q, Value
 from django.db.models.functions import MD5, Length, Lower
 from django.db.models.lookups import IsNull
-from django.db.models.sql.compiler import SQLCompiler
 from django.utils import timezone
 from pgvector.django import VectorField
 
@@ -39,7 +36,6 @@ from memories.embedding import EMBEDDING_DIMENSIONS
 from memories.errors import (
     SUGGESTION_SIMILARITY,
     SUGGESTIONS_MAX,
-    InvalidInput,
     NotFound,
     did_you_mean,
 )
@@ -154,116 +150,6 @@ class MemoryQuerySet(models.QuerySet):
         bounded work in a large account, whose recent projects are the ones asked for."""
         newest = self.exclude(project=None).order_by("-recorded_at").values_list("project")
         return sorted({project for (project,) in newest[:among]})[:most]
-
-    def browsed(
-        self,
-        *,
-        owner_id: int,
-        text: str | None = None,
-        memory_type: str | None = None,
-        project: str | None = None,
-        thread: str | None = None,
-        commitment_status: str | None = None,
-    ) -> MemoryQuerySet:
-        """These memories narrowed by the account pages' filters (None: no filter): `text` as
-        `containing`, the rest exactly, `thread` as the members of the owner's thread by that
-        name in any case (none for a name that is no thread of theirs)."""
-        exact = {
-            "memory_type": memory_type,
-            "project": project,
-            "commitment_status": commitment_status,
-        }
-        narrowed = self.containing(text) if text else self
-        narrowed = narrowed.filter(**{column: value for column, value in exact.items() if value})
-        if thread:
-            narrowed = narrowed.filter(
-                memberships__thread__in=Thread.objects.named(owner_id, thread),
-                memberships__state=MembershipState.MEMBER,
-            )
-        return narrowed
-
-    def containing(self, text: str) -> MemoryQuerySet:
-        """Each of the `filter_words` of `text` (common English words left out, but for a text
-        of only those) is in the content, the topic or a tag (part of one will do), in any case
-        and with or without accents: the simple filter of the account pages' memory browser
-        (agents use the ranked search instead). Word by word, as a person types a filter box:
-        "postgres 16" finds "PostgreSQL 16", "Valparaiso" finds "Valparaíso"."""
-        words = filter_words(text)
-        if len(words) > bounds.FILTER_WORDS_MAX:
-            raise InvalidInput("text", f"at most {bounds.FILTER_WORDS_MAX} words; got {len(words)}")
-        if not words:
-            return self
-        return self.filter(HoldingEveryWord(words))
-
-
-# A word of the browser's filter box: letters, marks and digits of any script and connector
-# punctuation ("_", as in identifiers), joined by a hyphen, a dot or an apostrophe between two of
-# them ("stand-up", "v1.2", "node.js", "O'Brien", as the search reads a word), and ending in "+"
-# or "#" as "C++" and "C#" do. Any other character separates words, and punctuation before or
-# after a word is none of it ("Celery." is "Celery", "celery,redis" two words).
-_WORD_CHARACTER = r"[\p{L}\p{M}\p{N}\p{Pc}]"
-_FILTER_WORD = regex.compile(
-    rf"{_WORD_CHARACTER}+(?:[-.'\u2019]{_WORD_CHARACTER}+)*(?:[+#]++(?!{_WORD_CHARACTER}))?"
-)
-
-
-def filter_words(text: str) -> list[str]:
-    """The words of a filter box's text, each once (in any case), in order; for a text with no
-    word (emoji, a symbol), the text itself, trimmed, as one. Quotes make no phrase: the box
-    finds words, in any order."""
-    text = bounds.trimmed(text)
-    words: dict[str, str] = {}
-    for word in _FILTER_WORD.findall(text) or ([text] if text else []):
-        words.setdefault(word.casefold(), word)
-    return list(words.values())
-
-
-class HoldingEveryWord(models.Func):
-    """Whether a memory holds every one of `words`, as `MemoryQuerySet.containing` says: in its
-    content, topic and tags, read as one text (a line break between them, which no word holds,
-    so none matches across two), each word a substring, case-folded and unaccented alike on both
-    sides (the `unaccent` dictionary, as the search configuration `threengram_unaccented` of
-    migration 0003 uses it; casefold under pg_unicode_fast, as thread names are compared, since
-    the database's own locale folds ASCII only). A word that is an English stop word ("what",
-    "our": the `english_stem` dictionary's list, which the search drops too) asks for nothing,
-    unless every word is one ("to do")."""
-
-    output_field = BooleanField()
-
-    def __init__(self, words: list[str]) -> None:
-        words_array = Value(list(words), output_field=ArrayField(models.TextField()))
-        super().__init__(F("content"), F("topic"), F("tags"), words_array)
-
-    def as_sql(
-        self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra_context: object
-    ) -> tuple[str, list[object]]:
-        compiled = [compiler.compile(expression) for expression in self.get_source_expressions()]
-        (content, _), (topic, _), (tags, _), (words, params) = compiled
-        text = f"({content} || E'\\n' || {topic} || E'\\n' || array_to_string({tags}, E'\\n'))"
-        # LIKE ALL reads the memory's text once for all the words, which are folded once per
-        # statement. A text of ASCII alone (its bytes as many as its characters) is its own
-        # unaccented form: unaccent, the costly part, reads only the others. Only compiled
-        # column names go into the statement; the words are a parameter.
-        sql = f"""
-(CASE WHEN octet_length({text}) = char_length({text})
-    THEN casefold({text} COLLATE pg_unicode_fast)
-    ELSE unaccent(casefold({text} COLLATE pg_unicode_fast))
-END) LIKE ALL (ARRAY(
-    SELECT '%%' || replace(replace(replace(folded, '\\', '\\\\'), '%%', '\\%%'), '_', '\\_') || '%%'
-    FROM (
-        SELECT folded, stop, bool_and(stop) OVER () AS only_stop
-        FROM (
-            SELECT folded, coalesce(cardinality(ts_lexize('english_stem', folded)) = 0, false)
-                AS stop
-            FROM (
-                SELECT unaccent(casefold(word COLLATE pg_unicode_fast)) AS folded
-                FROM unnest({words}) AS word
-            ) AS words
-        ) AS marked
-    ) AS counted
-    WHERE only_stop OR NOT stop
-))"""  # noqa: S608
-        return sql, params
 
 
 # A memory's revision history, both ways from it, within one owner's rows: `depth` < 0 for its

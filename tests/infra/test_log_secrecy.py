@@ -16,7 +16,7 @@ import pytest
 from django.conf import settings
 
 from infra.observability import JsonFormatter
-from memories.models import MemoryQuerySet
+from memories import browsing
 from scripts import scale_out
 from scripts.devserver import daphne_command
 from tests.accounts.oauth_helpers import REDIRECT_URI, exchange, get_code, pkce_pair, token_request
@@ -79,11 +79,11 @@ def test_a_failed_page_logs_its_type_request_and_tenant_never_the_text(
 ):
     """PostgreSQL's error message quotes the value it refused: here a search of the memories
     page, in a statement made to fail."""
-    search = MemoryQuerySet.containing
+    search = browsing.containing
     monkeypatch.setattr(
-        MemoryQuerySet,
+        browsing,
         "containing",
-        lambda self, text: search(self, text).extra(where=["(%s)::int > 0"], params=[text]),
+        lambda memories, text: search(memories, text).extra(where=["(%s)::int > 0"], params=[text]),
     )
     client.raise_request_exception = False
     client.force_login(tenant)

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from memories.bounds import clean_datetime
+from memories.browsing import containing
 from memories.errors import InvalidInput
 from memories.models import Memory, is_overdue
 from memories.search import clean_filters, search_memories
@@ -82,7 +83,7 @@ def test_tags_differing_only_in_case_or_typing_are_stored_once_as_first_given(te
     memory.refresh_from_db()
     assert memory.tags == ["Perf", "café", "Straße", "ops"]
     # Read caselessly as before: the one spelling kept is found by another.
-    assert list(Memory.objects.owned_by(tenant).containing("perf")) == [memory]
+    assert list(containing(Memory.objects.owned_by(tenant), "perf")) == [memory]
     hits = search_memories(
         owner_id=tenant.pk, query="PERF", filters=clean_filters(), limit=5, cursor=None
     ).hits
