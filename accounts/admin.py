@@ -7,7 +7,6 @@ from django.contrib.auth.admin import GroupAdmin as DjangoGroupAdmin
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
-from django.db import OperationalError
 from django.template.response import TemplateResponse
 from oauth2_provider import admin as oauth_admin
 from oauth2_provider.models import (
@@ -18,11 +17,10 @@ from oauth2_provider.models import (
     get_refresh_token_model,
 )
 
-from accounts.erasure import erase_account
+from accounts import erasure
 from accounts.forms import StaffUserChangeForm, StaffUserCreationForm
 from accounts.models import ErasureRecord, User
 from accounts.oauth_registration import is_registration_token, registration_tokens
-from infra import dbfaults
 from infra.admin import ListedFiltersOnly, ReadOnlyAdminMixin
 
 
@@ -46,47 +44,33 @@ class UserAdmin(ListedFiltersOnly, DjangoUserAdmin):
 
     @admin.action(description="Erase the selected accounts…", permissions=("change",))
     def erase_accounts(self, request, queryset):
-        """Like Django's delete action: a confirmation page first, then erase_account for each
-        selected account, recorded as requested by this staff member."""
-        # In key order, whatever order the list shows: the whole request is one transaction
-        # (memories.tenancy), so each erasure keeps its locks until the last is done, and two
-        # overlapping batches taken in different orders would wait on each other.
-        targets = list(
-            queryset.filter(erased_at__isnull=True).exclude(pk=request.user.pk).order_by("pk")
-        )
-        if queryset.filter(pk=request.user.pk).exists():
+        """Like Django's delete action: a confirmation page first, then erase_accounts, recorded
+        as requested by this staff member."""
+        confirmed = request.POST.get("confirm") == "yes"
+        if confirmed:
+            batch = erasure.erase_accounts(users=queryset, requested_by=request.user)
+        else:
+            batch = erasure.erasure_selection(users=queryset, requested_by=request.user)
+        if batch.skipped_self:
             self.message_user(
                 request, "You cannot erase your own account from here.", messages.ERROR
             )
-        if not targets:
-            if queryset.filter(erased_at__isnull=False).exists():
+        if not batch.targets:
+            if batch.already_erased:
                 self.message_user(
                     request,
                     "Nothing to erase: the selected accounts are erased already.",
                     messages.WARNING,
                 )
             return None
-        if request.POST.get("confirm") == "yes":
-            erased, busy = 0, []
-            for user in targets:
-                try:
-                    result = erase_account(user=user, requested_by_staff=request.user)
-                except OperationalError as error:
-                    # A row it must rewrite was held past the lock timeout (another erasure of
-                    # it, a backfill batch): its own savepoint is rolled back, the others go on.
-                    # Any other database failure (a lost connection) ends the request.
-                    if not dbfaults.is_busy(error):
-                        raise
-                    busy.append(user.username)
-                    continue
-                erased += not result.already_erased
+        if confirmed:
             self.message_user(
-                request, f"Erased {erased} account(s); see Erasure records.", messages.SUCCESS
+                request, f"Erased {batch.erased} account(s); see Erasure records.", messages.SUCCESS
             )
-            if busy:
+            if batch.busy:
                 self.message_user(
                     request,
-                    f"Not erased, their data was in use: {', '.join(busy)}. Nothing of them "
+                    f"Not erased, their data was in use: {', '.join(batch.busy)}. Nothing of them "
                     "changed; select them and erase again.",
                     messages.WARNING,
                 )
@@ -94,7 +78,7 @@ class UserAdmin(ListedFiltersOnly, DjangoUserAdmin):
         context = {
             **self.admin_site.each_context(request),
             "title": "Erase accounts: are you sure?",
-            "targets": targets,
+            "targets": batch.targets,
             "opts": self.model._meta,
             "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
             "action_name": "erase_accounts",

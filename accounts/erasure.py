@@ -20,12 +20,13 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.contenttypes.models import ContentType
-from django.db import connection, transaction
-from django.db.models import Case, Value, When
+from django.db import OperationalError, connection, transaction
+from django.db.models import Case, QuerySet, Value, When
 from django.utils import timezone
 
 from accounts.models import ErasureRecord
 from accounts.revocation import lock_codes, lock_refresh_tokens, revoke_oauth_credentials
+from infra import dbfaults
 from memories import tenancy
 from memories.models import ERASED, ERASED_SCOPE, Memory, Thread
 
@@ -189,3 +190,64 @@ def erase_account(
     erased = {"account_id": user.pk, "erased_at": record.erased_at.isoformat()}
     transaction.on_commit(lambda: logger.info("account erased", extra=erased))
     return ErasureResult(record=record, already_erased=False, counts=counts)
+
+
+@dataclass(frozen=True)
+class ErasureSelection:
+    """The accounts of a staff member's selection that a batch erasure takes, and what it leaves
+    out."""
+
+    # Neither erased nor the staff member's own, in key order.
+    targets: list[AbstractBaseUser]
+    # The staff member's own account was selected: it leaves through its own delete page, which
+    # asks for its password, not through a batch.
+    skipped_self: bool
+    # Accounts erased already were selected: there is nothing left of them to erase.
+    already_erased: bool
+
+
+@dataclass(frozen=True)
+class BatchErasure(ErasureSelection):
+    # Of the targets, how many this batch erased (not one that another erasure finished first).
+    erased: int = 0
+    # The usernames of the targets whose rows were in use: nothing of them changed.
+    busy: list[str] = field(default_factory=list)
+
+
+def erasure_selection(*, users: QuerySet, requested_by: AbstractBaseUser) -> ErasureSelection:
+    """What `erase_accounts` would erase of `users`, as `requested_by` selected them."""
+    return ErasureSelection(
+        # In key order, whatever order the selection was listed in: a caller's transaction (a
+        # request is one, memories.tenancy) keeps each erasure's locks until the last is done,
+        # and two overlapping batches taken in different orders would wait on each other.
+        targets=list(
+            users.filter(erased_at__isnull=True).exclude(pk=requested_by.pk).order_by("pk")
+        ),
+        skipped_self=users.filter(pk=requested_by.pk).exists(),
+        already_erased=users.filter(erased_at__isnull=False).exists(),
+    )
+
+
+def erase_accounts(*, users: QuerySet, requested_by: AbstractBaseUser) -> BatchErasure:
+    """Erase the accounts among `users` that `erasure_selection` takes, one `erase_account` each,
+    recorded as requested by the staff member `requested_by`. An account whose rows are held by
+    another transaction past the lock timeout is left as it was (its own savepoint rolled back)
+    and the others go on; any other database failure (a lost connection) ends the batch."""
+    selection = erasure_selection(users=users, requested_by=requested_by)
+    erased, busy = 0, []
+    for user in selection.targets:
+        try:
+            result = erase_account(user=user, requested_by_staff=requested_by)
+        except OperationalError as error:
+            if not dbfaults.is_busy(error):
+                raise
+            busy.append(user.get_username())
+            continue
+        erased += not result.already_erased
+    return BatchErasure(
+        targets=selection.targets,
+        skipped_self=selection.skipped_self,
+        already_erased=selection.already_erased,
+        erased=erased,
+        busy=busy,
+    )

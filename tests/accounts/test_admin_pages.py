@@ -9,7 +9,7 @@ from django.test import Client
 from django.urls import reverse
 from oauth2_provider.models import get_access_token_model
 
-from accounts import admin as admin_module
+from accounts import erasure
 from accounts.models import ErasureRecord
 from memories.models import ERASED, Memory
 from tests.accounts.conftest import a_memory_held_elsewhere
@@ -99,13 +99,13 @@ def test_staff_erase_an_account_after_a_confirmation_page(admin_client, superuse
 def test_a_batch_is_erased_in_key_order_whatever_order_the_list_shows(admin_client, monkeypatch):
     """Overlapping batches of two staff members lock their accounts in the same order."""
     erased_in_order = []
-    real = admin_module.erase_account
+    real = erasure.erase_account
 
     def recording(*, user, requested_by_staff):
         erased_in_order.append(user.pk)
         return real(user=user, requested_by_staff=requested_by_staff)
 
-    monkeypatch.setattr(admin_module, "erase_account", recording)
+    monkeypatch.setattr(erasure, "erase_account", recording)
     url = reverse("admin:accounts_user_changelist")
     for order in ("1", "-1"):  # by username, up and down
         names = [f"{name}-{order}" for name in ("carol", "bob", "alice")]
@@ -209,7 +209,7 @@ def test_a_batch_meeting_a_database_failure_answers_it_rather_than_calling_accou
     def connection_lost(*, user, requested_by_staff):
         raise OperationalError("server closed the connection unexpectedly")
 
-    monkeypatch.setattr(admin_module, "erase_account", connection_lost)
+    monkeypatch.setattr(erasure, "erase_account", connection_lost)
     admin_client.raise_request_exception = False
     response = admin_client.post(
         reverse("admin:accounts_user_changelist"),

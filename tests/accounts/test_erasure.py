@@ -3,8 +3,9 @@
 import io
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from oauth2_provider.models import (
     get_access_token_model,
     get_grant_model,
@@ -12,13 +13,19 @@ from oauth2_provider.models import (
 )
 
 from accounts import erasure
-from accounts.erasure import erase_account
+from accounts.erasure import erase_account, erase_accounts, erasure_selection
 from accounts.models import ErasureRecord
 from memories.models import ERASED, Memory, Thread, ThreadMembership
 from memories.services import record_memory, revise_memory
 from memories.threads import add_thread_members, create_thread
 from tests.accounts.conftest import a_memory_held_elsewhere
-from tests.factories import AccessTokenFactory, GrantFactory, MemoryFactory, RefreshTokenFactory
+from tests.factories import (
+    AccessTokenFactory,
+    GrantFactory,
+    MemoryFactory,
+    RefreshTokenFactory,
+    UserFactory,
+)
 
 AccessToken = get_access_token_model()
 RefreshToken = get_refresh_token_model()
@@ -264,6 +271,81 @@ def test_an_erased_account_cannot_write_again(populated):
     populated.refresh_from_db()
     with pytest.raises(Exception, match="account_inactive"):
         record_memory(owner=populated, memory_type="note", topic="t", content="back from the dead")
+
+
+def selected(*users):
+    """A staff member's selection of `users`, listed newest first as a list may show them."""
+    return get_user_model().objects.filter(pk__in=[user.pk for user in users]).order_by("-pk")
+
+
+class TestBatch:
+    """erase_accounts: a staff member's selection, erased one account at a time."""
+
+    def test_erases_the_selection_in_key_order_recorded_as_the_staff_members(self, staff_member):
+        accounts = UserFactory.create_batch(3)
+        batch = erase_accounts(users=selected(*accounts), requested_by=staff_member)
+        assert batch.erased == 3 and batch.busy == []
+        assert not batch.skipped_self and not batch.already_erased
+        records = ErasureRecord.objects.order_by("pk")
+        assert [record.account_id for record in records] == sorted(a.pk for a in accounts)
+        assert {record.staff_member for record in records} == {staff_member}
+
+    def test_the_staff_members_own_account_is_left_out_and_said_to_be(self, staff_member, tenant):
+        batch = erase_accounts(users=selected(staff_member, tenant), requested_by=staff_member)
+        assert batch.skipped_self and batch.erased == 1
+        staff_member.refresh_from_db()
+        assert staff_member.erased_at is None
+        assert list(ErasureRecord.objects.values_list("account_id", flat=True)) == [tenant.pk]
+
+    def test_accounts_erased_already_are_left_out_and_said_to_be(self, staff_member, tenant):
+        erase_account(user=tenant)
+        batch = erase_accounts(users=selected(tenant), requested_by=staff_member)
+        assert batch.already_erased and batch.targets == [] and batch.erased == 0
+        assert ErasureRecord.objects.filter(account=tenant).count() == 1
+
+    def test_an_account_erased_meanwhile_is_not_counted(self, staff_member, tenant, monkeypatch):
+        """Selected before another erasure of it committed, it is found erased under its lock."""
+        real = erasure.erase_account
+
+        def erased_just_before(*, user, requested_by_staff):
+            real(user=user)
+            return real(user=user, requested_by_staff=requested_by_staff)
+
+        monkeypatch.setattr(erasure, "erase_account", erased_just_before)
+        batch = erase_accounts(users=selected(tenant), requested_by=staff_member)
+        assert batch.targets == [tenant] and batch.erased == 0
+
+    def test_an_account_in_use_is_left_as_it_was_and_the_others_are_erased(
+        self, transactional_db, staff_member, tenant, other_tenant
+    ):
+        MemoryFactory(owner=tenant)
+        username = tenant.username
+        with a_memory_held_elsewhere(tenant):
+            batch = erase_accounts(users=selected(tenant, other_tenant), requested_by=staff_member)
+        assert batch.busy == [username] and batch.erased == 1
+        tenant.refresh_from_db()
+        assert tenant.erased_at is None
+        assert list(ErasureRecord.objects.values_list("account_id", flat=True)) == [other_tenant.pk]
+
+    def test_any_other_database_failure_ends_the_batch(self, staff_member, tenant, monkeypatch):
+        def connection_lost(*, user, requested_by_staff):
+            raise OperationalError("server closed the connection unexpectedly")
+
+        monkeypatch.setattr(erasure, "erase_account", connection_lost)
+        with pytest.raises(OperationalError, match="server closed"):
+            erase_accounts(users=selected(tenant), requested_by=staff_member)
+
+    def test_the_selection_says_what_a_batch_would_erase_and_changes_nothing(
+        self, staff_member, tenant, other_tenant
+    ):
+        erase_account(user=other_tenant)
+        later = UserFactory()
+        chosen = erasure_selection(
+            users=selected(staff_member, later, tenant, other_tenant), requested_by=staff_member
+        )
+        assert chosen.targets == sorted([tenant, later], key=lambda user: user.pk)
+        assert chosen.skipped_self and chosen.already_erased
+        assert ErasureRecord.objects.count() == 1
 
 
 class TestCommand:
