@@ -46,13 +46,11 @@ from memories.bounds import UNPAIRED_SURROGATE_MARK
 logger = logging.getLogger(__name__)
 access_logger = logging.getLogger("threengram.access")
 
-MCP_PATH = "/mcp"
+MCP_PATH = settings.MCP_PATH
 _MCP_PATHS = (MCP_PATH, f"{MCP_PATH}/")
-# RFC 9728 §3.1: path-inserted form for the resource PUBLIC_BASE_URL/mcp, plus the root form
-# that some clients try first.
-METADATA_PATHS = frozenset(
-    {"/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"}
-)
+# RFC 9728 §3.1: path-inserted form for the resource MCP_RESOURCE_URL, plus the root form that
+# some clients try first.
+METADATA_PATHS = frozenset({f"{auth.METADATA_PREFIX}{MCP_PATH}", auth.METADATA_PREFIX})
 # Larger bodies get 413 before any parsing. A request carries one memory at most (bounded far
 # below this) plus the JSON-RPC envelope.
 MAX_REQUEST_BODY_BYTES = 1024 * 1024

@@ -137,10 +137,14 @@ def require_principal(scope: str) -> Principal:
     return principal
 
 
+# RFC 9728 §3.1: where a protected resource's metadata is served, before the resource's path.
+METADATA_PREFIX = "/.well-known/oauth-protected-resource"
+
+
 def resource_metadata_url() -> str:
-    """RFC 9728 §3.1: the metadata URL for resource PUBLIC_BASE_URL/mcp inserts the well-known
-    segment before the resource's path."""
-    return f"{settings.PUBLIC_BASE_URL}/.well-known/oauth-protected-resource/mcp"
+    """RFC 9728 §3.1: the metadata URL for resource MCP_RESOURCE_URL (PUBLIC_BASE_URL and
+    MCP_PATH) inserts the well-known segment before the resource's path."""
+    return f"{settings.PUBLIC_BASE_URL}{METADATA_PREFIX}{settings.MCP_PATH}"
 
 
 def challenged_scopes() -> str:

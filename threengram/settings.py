@@ -152,7 +152,10 @@ if not _is_origin(PUBLIC_BASE_URL):
         f"PUBLIC_BASE_URL={PUBLIC_BASE_URL!r}: must be an origin, scheme and host only "
         "(e.g. https://memory.example.com; the MCP endpoint is PUBLIC_BASE_URL/mcp)."
     )
-MCP_RESOURCE_URL = f"{PUBLIC_BASE_URL}/mcp"
+# The MCP endpoint's path, written once: the resource URL, the router's paths and the RFC 9728
+# metadata's (mcp_gateway.asgi, mcp_gateway.auth) derive from it.
+MCP_PATH = "/mcp"
+MCP_RESOURCE_URL = f"{PUBLIC_BASE_URL}{MCP_PATH}"
 
 ALLOWED_HOSTS = _names("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 if not ALLOWED_HOSTS and not DEBUG:

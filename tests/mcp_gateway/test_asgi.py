@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from urllib.parse import urlsplit
 
 import httpx2
 import psycopg
@@ -30,7 +31,11 @@ META = {
     "io.modelcontextprotocol/protocolVersion": MODERN,
     "io.modelcontextprotocol/clientCapabilities": {},
 }
-METADATA_URL = f"{settings.PUBLIC_BASE_URL}/.well-known/oauth-protected-resource/mcp"
+# RFC 9728 §3.1: the resource's URL with the well-known segment inserted before its path.
+_RESOURCE = urlsplit(settings.MCP_RESOURCE_URL)
+METADATA_URL = (
+    f"{_RESOURCE.scheme}://{_RESOURCE.netloc}/.well-known/oauth-protected-resource{_RESOURCE.path}"
+)
 
 
 def modern(method: str, params: dict | None = None, name: str | None = None, **headers):
