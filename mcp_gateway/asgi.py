@@ -29,6 +29,7 @@ from django.conf import settings
 from django.http.request import MediaType, split_domain_port, validate_host
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 from starlette.requests import ClientDisconnect
@@ -39,7 +40,14 @@ from infra.observability import new_request_id, request_id_var, tenant_id_var, w
 from infra.rate_limit import FixedWindow, event_loop_counter_store
 from mcp_gateway import auth, cors
 from mcp_gateway.principal import Principal
-from mcp_gateway.server import MethodCalled, build_server, log_failure, method_called
+from mcp_gateway.server import (
+    MethodCalled,
+    build_server,
+    internal_error,
+    log_failure,
+    method_called,
+    unavailable_error,
+)
 from memories import bounds, tenancy
 from memories.bounds import UNPAIRED_SURROGATE_MARK
 
@@ -379,6 +387,12 @@ def _jsonrpc_error(
     if data is not None:
         error["data"] = data
     return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
+
+
+def _error_body(error: MCPError) -> bytes:
+    """The answer to a request that failed before the MCP server could answer it, as that
+    server answers the same failure (mcp_gateway.server)."""
+    return _jsonrpc_error(error.code, error.message, error.data)
 
 
 def _rate_limited(user_id: int) -> int | None:
@@ -821,11 +835,7 @@ class GatewayRouter:
             return
         logger.warning("MCP bearer token check: database unavailable")
         dbfaults.mark_unavailable(exc)
-        body = _jsonrpc_error(
-            types.INTERNAL_ERROR,
-            f"{dbfaults.MESSAGE} (request id {request_id_var.get()})",
-            {"retryable": True, "retryAfterSeconds": dbfaults.RETRY_AFTER_SECONDS},
-        )
+        body = _error_body(unavailable_error(request_id_var.get()))
         await _answer(receive, send, Answer(503, body, [_JSON, _RETRY_AFTER]))
 
     async def _dispatch(
@@ -883,12 +893,7 @@ class GatewayRouter:
         request_id = request_id_var.get()
         log_failure(f"MCP request ({where})", request_id, sys.exc_info()[1])
         try:
-            await _respond(
-                send,
-                status,
-                _jsonrpc_error(types.INTERNAL_ERROR, f"Internal error (request id {request_id})"),
-                [_JSON],
-            )
+            await _respond(send, status, _error_body(internal_error(request_id)), [_JSON])
         except Exception:  # the response had already started: nothing more can be said
             logger.debug("could not send the error response for %s", request_id)
 

@@ -189,6 +189,22 @@ async def refuse_cursors(ctx: ServerRequestContext, call_next: CallNext) -> Hand
     return await call_next(ctx)
 
 
+def unavailable_error(request_id: str) -> MCPError:
+    """-32603 for a request the database could not answer now (infra.dbfaults): retryable, and
+    when, in its data; the HTTP answer is 503 with Retry-After (the router sets it)."""
+    return MCPError(
+        code=types.INTERNAL_ERROR,
+        message=f"{dbfaults.MESSAGE} (request id {request_id})",
+        data={"retryable": True, "retryAfterSeconds": dbfaults.RETRY_AFTER_SECONDS},
+    )
+
+
+def internal_error(request_id: str) -> MCPError:
+    """-32603 for an unexpected failure: nothing of it but the request id its log record
+    carries (log_failure)."""
+    return MCPError(code=types.INTERNAL_ERROR, message=f"Internal error (request id {request_id})")
+
+
 async def hide_internal_errors(ctx: ServerRequestContext, call_next: CallNext) -> HandlerResult:
     """An unexpected exception becomes a generic -32603 on both wires. Without this the SDK sends
     `str(exc)` to 2025-era clients. Logged with a request id and the stack, never the exception
@@ -211,15 +227,9 @@ async def hide_internal_errors(ctx: ServerRequestContext, call_next: CallNext) -
             # Retryable, not a bug: no stack in the log, the router answers 503 + Retry-After.
             logger.warning("MCP %s: database unavailable, request id %s", ctx.method, request_id)
             dbfaults.mark_unavailable(exc)
-            raise MCPError(
-                code=types.INTERNAL_ERROR,
-                message=f"{dbfaults.MESSAGE} (request id {request_id})",
-                data={"retryable": True, "retryAfterSeconds": dbfaults.RETRY_AFTER_SECONDS},
-            ) from None
+            raise unavailable_error(request_id) from None
         log_failure(f"MCP {ctx.method}", request_id, exc)
-        raise MCPError(
-            code=types.INTERNAL_ERROR, message=f"Internal error (request id {request_id})"
-        ) from None
+        raise internal_error(request_id) from None
 
 
 def tracing_configured() -> bool:
