@@ -789,9 +789,9 @@ class GatewayRouter:
         self, scope: Scope, headers: Headers, receive: Receive, send: Send, origin: _Origin
     ) -> None:
         """Run /mcp's guards in order, then dispatch: Host and Origin (DNS rebinding), a CORS
-        preflight, GET, the bearer token, scope, body, rate limit. The first guard that answers
-        ends the request; the order is part of the contract (a preflight carries no token, a
-        refused request spends no budget)."""
+        preflight, a method other than POST, the bearer token, scope, body, rate limit. The first
+        guard that answers ends the request; the order is part of the contract (a preflight
+        carries no token, a refused request spends no budget)."""
         answer = _guard_before_token(scope["method"], headers, origin)
         if answer is not None:
             await _answer(receive, send, answer)
