@@ -49,7 +49,7 @@ from mcp_gateway.server import (
     unavailable_error,
 )
 from memories import bounds, tenancy
-from memories.bounds import UNPAIRED_SURROGATE_MARK
+from memories.bounds import LONE_SURROGATE, UNPAIRED_SURROGATE_MARK
 
 logger = logging.getLogger(__name__)
 access_logger = logging.getLogger("threengram.access")
@@ -167,7 +167,7 @@ async def _legacy_envelope_checked(
         # on the 2026 wire. Not in the id, which the answer must echo unchanged (JSON-RPC 2.0
         # §5) and the SDK cannot read.
         request_id = decoded.get("id") if isinstance(decoded, dict) else None
-        if isinstance(request_id, str) and _LONE_SURROGATE.search(request_id):
+        if isinstance(request_id, str) and LONE_SURROGATE.search(request_id):
             body = _jsonrpc_error(
                 types.INVALID_REQUEST, "id: must not contain lone surrogates (invalid Unicode)"
             )
@@ -365,15 +365,12 @@ def _mark_lone_surrogates(value: Any) -> Any:
     """`value` with every lone surrogate of its strings (json.loads pairs the others) replaced
     by bounds.UNPAIRED_SURROGATE_MARK, which the same checks refuse."""
     if isinstance(value, str):
-        return _LONE_SURROGATE.sub(UNPAIRED_SURROGATE_MARK, value)
+        return LONE_SURROGATE.sub(UNPAIRED_SURROGATE_MARK, value)
     if isinstance(value, dict):
         return {_mark_lone_surrogates(k): _mark_lone_surrogates(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_mark_lone_surrogates(item) for item in value]
     return value
-
-
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 # JSON-RPC 2.0 §5.1 leaves -32000 to -32099 to the server's own errors.

@@ -45,10 +45,13 @@ _OUT_OF_RANGE = f"must be within {INSTANT_RANGE} after applying its UTC offset"
 # RFC 3339 §5.6 offsets are hours and minutes; the zones in use span -12:00..+14:00.
 MAX_UTC_OFFSET = timedelta(hours=14)
 
-# A lone surrogate, or UNPAIRED_SURROGATE_MARK, which stands for one where a JSON parser that
-# refuses them had to be given the text (mcp_gateway.asgi, the 2025 wire).
+# A lone surrogate (a JSON `\u` escape can write one; json.loads pairs the others), or
+# UNPAIRED_SURROGATE_MARK, which stands for one where a JSON parser that refuses them had to be
+# given the text (mcp_gateway.asgi, the 2025 wire).
+_LONE_SURROGATES = "\ud800-\udfff"
+LONE_SURROGATE = re.compile(f"[{_LONE_SURROGATES}]")
 UNPAIRED_SURROGATE_MARK = "\ufffe"  # a noncharacter: never in text meant to be read
-_SURROGATE = re.compile("[\ud800-\udfff\ufffe]")
+_SURROGATE = re.compile(f"[{_LONE_SURROGATES}{UNPAIRED_SURROGATE_MARK}]")
 
 
 def unstorable_text(value: str) -> str | None:
