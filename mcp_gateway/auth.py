@@ -20,37 +20,25 @@ from oauth2_provider.models import get_access_token_model
 from infra import asyncdb
 from mcp_gateway.principal import Principal
 
-# The token by its checksum (DOT 3 stores sha256(token) in the unique `token_checksum` column and
-# may blank the plaintext column, RFC 9700 token storage), unexpired, of an active, non-erased
-# user, and issued for this resource server: RFC 8707 §2 audience — `resource` must name
-# MCP_RESOURCE_URL. An empty `resource` means "unrestricted" to DOT; here it fails closed (MCP
-# authorization spec: servers MUST validate the token's intended audience).
-#
-_TOKEN_TABLES = (
-    f"{get_access_token_model()._meta.db_table} t "
-    f"JOIN {get_user_model()._meta.db_table} u ON u.id = t.user_id "
-)
-
-
-def _valid_token(audience: str) -> str:
-    return (
-        "t.expires > now() AND u.is_active AND u.erased_at IS NULL "
-        f"AND t.resource @> jsonb_build_array({audience}::text)"
-    )
-
-
 # One statement checks the tokens of every request that reached this point in the same turn of
 # the event loop (`_TokenChecks`), each row of `q` being one request (`n`). A request with no row
 # was refused. The token tables carry no row-level security (memories/tenancy.py): the check
 # reads the same under the application role, for every tenant of the batch at once.
+# A token is found by its checksum (DOT 3 stores sha256(token) in the unique `token_checksum`
+# column and may blank the plaintext column, RFC 9700 token storage), and valid when unexpired,
+# of an active, non-erased user, and issued for this resource server: RFC 8707 §2 audience,
+# `resource` must name MCP_RESOURCE_URL. An empty `resource` means "unrestricted" to DOT; here it
+# fails closed (MCP authorization spec: servers MUST validate the token's intended audience).
 # Parameters: request numbers, checksums (`_TokenChecks._arrays`), audience.
 CHECK_TOKENS = asyncdb.prepared_statement(
     "threengram_check_tokens",
     "SELECT q.n, t.user_id, t.scope "  # noqa: S608 (constants)
     "FROM unnest(string_to_array($1, ',')::int[], string_to_array($2, ',')::text[]) "
     "AS q(n, checksum) "
-    f"JOIN {_TOKEN_TABLES} ON t.token_checksum = q.checksum "
-    f"WHERE {_valid_token('$3')}",
+    f"JOIN {get_access_token_model()._meta.db_table} t ON t.token_checksum = q.checksum "
+    f"JOIN {get_user_model()._meta.db_table} u ON u.id = t.user_id "
+    "WHERE t.expires > now() AND u.is_active AND u.erased_at IS NULL "
+    "AND t.resource @> jsonb_build_array($3::text)",
 )
 
 
