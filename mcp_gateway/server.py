@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from contextvars import ContextVar
-from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
@@ -23,8 +21,9 @@ from opentelemetry import trace
 from pydantic import ValidationError
 
 from infra import dbfaults
-from infra.observability import VERSION, exception_without_message, new_request_id, request_id_var
+from infra.observability import VERSION, new_request_id, request_id_var
 from mcp_gateway import prompts, resources, tools
+from mcp_gateway.access_log import log_failure, method_called
 from mcp_gateway.auth import require_principal
 from mcp_gateway.orm import orm_request_context
 from memories import bounds
@@ -92,17 +91,6 @@ async def complete(
     return types.CompleteResult(completion=completion)
 
 
-def log_failure(what: str, request_id: str, exc: BaseException) -> None:
-    """Log an unexpected exception: its type and stack, never its message or arguments, which
-    could quote memory content or a token."""
-    logger.error(
-        "%s failed, request id %s: %s",
-        what,
-        request_id,
-        exception_without_message((type(exc), exc, exc.__traceback__)),
-    )
-
-
 # What a field must be, by pydantic's error type; any other reads "is not valid".
 _MUST_BE = {
     "missing": "is required",
@@ -139,20 +127,6 @@ def _invalid_params(invalid: ValidationError, params: Mapping[str, Any] | None) 
         path.append(bounds.shown_key(str(part)))
     field = ".".join(path) or "params"
     return f"Invalid request parameters: {field}: {must_be}"
-
-
-@dataclass
-class MethodCalled:
-    """What one /mcp request asked for, for its access line: the JSON-RPC method and, for
-    tools/call, the tool. The 2025 wire names them only in the body, which the router does not
-    log; the handlers run in tasks that copy the request's context, so this is a shared mutable
-    object the router puts there, not a value."""
-
-    method: str = "-"
-    tool: str = "-"
-
-
-method_called: ContextVar[MethodCalled | None] = ContextVar("method_called", default=None)
 
 
 async def note_method_called(ctx: ServerRequestContext, call_next: CallNext) -> HandlerResult:

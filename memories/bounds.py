@@ -47,7 +47,7 @@ MAX_UTC_OFFSET = timedelta(hours=14)
 
 # A lone surrogate (a JSON `\u` escape can write one; json.loads pairs the others), or
 # UNPAIRED_SURROGATE_MARK, which stands for one where a JSON parser that refuses them had to be
-# given the text (mcp_gateway.asgi, the 2025 wire).
+# given the text (mcp_gateway.wire, the 2025 wire).
 _LONE_SURROGATES = "\ud800-\udfff"
 LONE_SURROGATE = re.compile(f"[{_LONE_SURROGATES}]")
 UNPAIRED_SURROGATE_MARK = "\ufffe"  # a noncharacter: never in text meant to be read

@@ -539,7 +539,7 @@ if MCP_RATE_LIMIT and CACHES["default"]["BACKEND"].endswith(".DatabaseCache"):
 # Origins allowed to call /mcp and the OAuth endpoints from a browser: exact origins, and
 # patterns. By default any loopback origin (a client or the MCP Inspector running on this
 # machine), nothing else. Other origins get no CORS headers, and /mcp refuses them unless their
-# host is one of ALLOWED_HOSTS (DNS-rebinding protection, mcp_gateway/asgi.py). Not
+# host is one of ALLOWED_HOSTS (DNS-rebinding protection, mcp_gateway/guards.py). Not
 # CORS_ALLOW_ALL_ORIGINS: `check --deploy` refuses it (threengram/checks.py).
 CORS_ALLOWED_ORIGINS = _names("CORS_ALLOWED_ORIGINS", default=[])
 # Patterns are separated by whitespace, not commas: a comma belongs in a pattern ({1,5}).

@@ -124,7 +124,7 @@ async def test_a_cache_that_cannot_answer_lets_requests_through_and_says_so(
 ):
     """A shared cache (redis, memcached) that is down: the request is served uncounted, with a
     warning that names the error's type, instead of an exception out of the application."""
-    from mcp_gateway import asgi
+    from mcp_gateway import guards
 
     class UnreachableCache:
         def incr(self, *args, **kwargs):
@@ -132,13 +132,13 @@ async def test_a_cache_that_cannot_answer_lets_requests_through_and_says_so(
 
         add = set = get = incr
 
-    monkeypatch.setattr(asgi, "event_loop_counter_store", UnreachableCache)
+    monkeypatch.setattr(guards, "event_loop_counter_store", UnreachableCache)
     settings.MCP_RATE_LIMIT = 1
     token = await _new_token()
     for _ in range(2):
         headers, body = modern("tools/list", **auth_header(token))
         assert (await http.post("/mcp", headers=headers, content=body)).status_code == 200
-    warnings = [r.getMessage() for r in caplog.records if r.name == "mcp_gateway.asgi"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "mcp_gateway.guards"]
     assert warnings == ["MCP rate limit not counted: the cache failed (ConnectionError)"] * 2
 
 

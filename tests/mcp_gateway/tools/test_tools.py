@@ -632,7 +632,7 @@ async def test_an_unrelated_enum_value_is_refused_with_the_values_alone(agent):
             "invalid_input: tags[1]: must not contain lone surrogates",
         ),
         ("search", {"query": "\udc00"}, "invalid_input: query: must not contain lone surrogates"),
-        # The stand-in for a lone surrogate on the 2025 wire (mcp_gateway.asgi), named as itself.
+        # The stand-in for a lone surrogate on the 2025 wire (mcp_gateway.wire), named as itself.
         (
             "remember",
             {"memoryType": "note", "topic": "t", "content": "a\ufffeb"},

@@ -1,0 +1,314 @@
+"""Workarounds around the MCP SDK's JSON-RPC handling, all in this module so that a fix in the
+SDK is a change to this file alone: `for_sdk` makes a request what the SDK reads on either wire,
+or answers it in the SDK's place where the SDK would answer it wrongly (a malformed envelope or
+a null id on the 2025 wire, a method echoed whole, an unsupported protocol version, a body its
+JSON parser refuses).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, NamedTuple
+
+import mcp_types as types
+import pydantic_core
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+from starlette.types import Receive, Scope, Send
+
+from mcp_gateway.access_log import method_called
+from mcp_gateway.guards import JSON, MAX_REQUEST_BODY_BYTES, Answer, Headers, header, jsonrpc_error
+from memories import bounds
+from memories.bounds import LONE_SURROGATE, UNPAIRED_SURROGATE_MARK
+
+# Every protocol revision this endpoint serves, newest first: 2026-07-28 without a handshake,
+# the others as `initialize` negotiates them.
+SERVED_PROTOCOL_VERSIONS = (
+    *MODERN_PROTOCOL_VERSIONS,
+    *sorted(HANDSHAKE_PROTOCOL_VERSIONS, reverse=True),
+)
+
+
+class ForSdk(NamedTuple):
+    """What the SDK is handed of a request (`scope`, `receive`, `send`), or, with `answer`, what
+    the request gets in its place: `receive` then replays what was read, for draining."""
+
+    scope: Scope
+    receive: Receive
+    send: Send
+    answer: Answer | None = None
+
+
+async def for_sdk(scope: Scope, headers: Headers, receive: Receive, send: Send) -> ForSdk:
+    """The request made what the SDK reads on either wire: its Content-Type spelled as the SDK
+    compares it, and on the 2025 wire its envelope checked (and its body re-encoded where the
+    SDK's parser would refuse it) first; or the answer it gets instead."""
+    scope = _with_plain_json_content_type(scope, headers)
+    version = header(headers, b"mcp-protocol-version")
+    if version is not None and version not in SERVED_PROTOCOL_VERSIONS:
+        receive, _, raw = await _read_body(receive)
+        return ForSdk(scope, receive, send, _unsupported_version(version, raw))
+    if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+        receive, refusal = await _long_method_refused(headers, receive)
+        if refusal is not None:
+            return ForSdk(scope, receive, send, refusal)
+        named = _EnvelopeRefusalNamed(receive, send)
+        return ForSdk(scope, named.receive, named.send)
+    receive, refusal = await _legacy_envelope_checked(scope, headers, receive)
+    return ForSdk(scope, receive, send, refusal)
+
+
+def _with_plain_json_content_type(scope: Scope, headers: Headers) -> Scope:
+    """`scope` with its Content-Type spelled as the SDK compares it on the 2025 wire (exactly
+    `application/json`), when the client wrote it otherwise (`Application/JSON`), which
+    the body guard (mcp_gateway.guards) admitted."""
+    if headers.get(b"content-type", b"").startswith(b"application/json"):
+        return scope
+    kept = [(name, value) for name, value in scope["headers"] if name != b"content-type"]
+    return {**scope, "headers": [*kept, (b"content-type", b"application/json")]}
+
+
+async def _legacy_envelope_checked(
+    scope: Scope, headers: Headers, receive: Receive
+) -> tuple[Receive, Answer | None]:
+    """On the 2025 wire (no protocol version header, or a handshake version), the SDK takes a
+    request whose id is null or neither a string nor an integer for a notification (202, and the
+    request is dropped unanswered), and answers a malformed envelope with -32602 and its
+    validation dump. So its body is read here and checked as the 2026 wire checks it: an Invalid
+    Request (-32600, JSON-RPC 2.0 §5.1; MCP 2025-11-25 basic: ids are strings or integers, never
+    null). Returns the receive that replays what was read to the SDK, and the refusal if any.
+    What does not parse, a notification and an oversized body go on to the SDK as they came."""
+    version = header(headers, b"mcp-protocol-version")
+    if scope["method"] != "POST" or (
+        version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
+    ):
+        return receive, None
+    replay, read, raw = await _read_body(receive)
+    if raw is None:
+        return replay, None
+    try:
+        decoded = json.loads(raw)
+    except (ValueError, RecursionError):
+        return replay, None
+    # JSON-RPC 2.0 §4.1: a notification is a request object without an id.
+    notification = isinstance(decoded, dict) and "id" not in decoded
+    envelope = types.JSONRPCNotification if notification else types.JSONRPCRequest
+    try:
+        envelope.model_validate(decoded)
+    except ValidationError:
+        return replay, _not_one_message(decoded)
+    called = method_called.get()
+    if notification and called is not None:
+        # The SDK answers a notification (202) before its handlers run, and with them the MCP
+        # server's record of the method: the access line is written by then.
+        called.method = decoded["method"][: bounds.SHOWN_KEY_MAX]
+    if not notification and len(decoded["method"]) > bounds.SHOWN_KEY_MAX:
+        # Longer than any method: the SDK would echo it whole in its answer (up to the body
+        # limit). Answered here as the SDK answers an unknown method, the echo cut.
+        if called is not None:
+            called.method = decoded["method"][: bounds.SHOWN_KEY_MAX]
+        return replay, _method_not_found(decoded["method"], decoded["id"], status=200)
+    if _SDK_PARSER_REFUSES.search(raw) and not _sdk_parses(raw):
+        # The SDK's JSON parser refuses what this one read (a lone surrogate, e.g. a string cut
+        # inside an emoji by a JavaScript client; a byte-order mark): it gets the same request
+        # re-encoded, each lone surrogate marked so that the argument checks name the field as
+        # on the 2026 wire. Not in the id, which the answer must echo unchanged (JSON-RPC 2.0
+        # §5) and the SDK cannot read.
+        request_id = decoded.get("id") if isinstance(decoded, dict) else None
+        if isinstance(request_id, str) and LONE_SURROGATE.search(request_id):
+            body = jsonrpc_error(
+                types.INVALID_REQUEST, "id: must not contain lone surrogates (invalid Unicode)"
+            )
+            return replay, Answer(400, body, [JSON])
+        try:
+            rewritten = json.dumps(_mark_lone_surrogates(decoded), ensure_ascii=False).encode()
+        except RecursionError:
+            # Nested deeper than Python's recursion allows (json.loads reads deeper): deeper
+            # still than the SDK's parser reads, which answers it as any body it cannot parse.
+            return replay, None
+        read[:] = [{"type": "http.request", "body": rewritten, "more_body": False}]
+    return replay, None
+
+
+NOT_ONE_MESSAGE = "Body must be a single JSON-RPC request or notification object"
+_JSON_KINDS = {list: "an array", str: "a string", bool: "a boolean", int: "a number"}
+
+
+def _not_one_message(decoded: Any) -> Answer:
+    """The Invalid Request answer to a body that is no single JSON-RPC request or notification,
+    naming `params` when they are what is wrong.
+
+    -32600 (Invalid Request), not -32602 (Invalid Params): JSON-RPC 2.0 §4.2 also lets params
+    be an array, but MCP's message schema carries them as an object on every request and
+    notification, so a body with any other params is no MCP message, refused with its envelope
+    before any method is looked up, as a malformed id is; and a string is not even JSON-RPC's.
+    -32602 is what a method answers of the params it reads."""
+    params = decoded.get("params") if isinstance(decoded, dict) else None
+    message = NOT_ONE_MESSAGE
+    if params is not None and not isinstance(params, dict):
+        kind = _JSON_KINDS.get(type(params), "a number")
+        message = f"params: must be an object, not {kind}; MCP passes parameters by name"
+    return Answer(400, jsonrpc_error(types.INVALID_REQUEST, message), [JSON])
+
+
+class _EnvelopeRefusalNamed:
+    """The receive and send of a 2026-wire request, which the SDK reads itself: when it refuses
+    the body as no single request or notification (with no word of why), the answer names
+    `params` when they are what is wrong, as on the 2025 wire (_not_one_message). The body
+    is kept as it passes, and looked at only then: the hot path parses it once, in the SDK."""
+
+    def __init__(self, receive: Receive, send: Send) -> None:
+        self._receive = receive
+        self._send = send
+        self._chunks: list[bytes] = []
+        self._held: dict | None = None
+
+    async def receive(self) -> dict:
+        message = await self._receive()
+        if message["type"] == "http.request":
+            self._chunks.append(message.get("body", b""))
+        return message
+
+    async def send(self, message: dict) -> None:
+        if message["type"] == "http.response.start" and message["status"] == 400:
+            self._held = message  # until its body says whether it is that refusal
+            return
+        if self._held is not None:
+            start, self._held = self._held, None
+            body = message.get("body", b"")
+            if not message.get("more_body", False) and _is_not_one_message(body):
+                answer = _not_one_message(_decoded(b"".join(self._chunks)))
+                headers = [h for h in start["headers"] if h[0] != b"content-length"]
+                length = (b"content-length", str(len(answer.body)).encode())
+                start = {**start, "headers": [*headers, length]}
+                message = {**message, "body": answer.body}
+            await self._send(start)
+        await self._send(message)
+
+
+async def _long_method_refused(headers: Headers, receive: Receive) -> tuple[Receive, Answer | None]:
+    """On the 2026 wire the SDK echoes an unknown method whole in -32601's data, and the method
+    must equal the Mcp-Method header, which only the HTTP server bounds (16 KiB of headers). A
+    header longer than any method names none: only then is the body read ahead of the SDK and,
+    when it is a request for that method, answered as the SDK answers an unknown method (404,
+    the 2026 wire's status for -32601), the echo cut. Any other body (a notification, one that
+    names another method, a malformed envelope) goes on to the SDK as it came, which echoes
+    no method in those answers. Returns the receive that replays what was read."""
+    method = header(headers, b"mcp-method")
+    if method is None or len(method) <= bounds.SHOWN_KEY_MAX:
+        return receive, None
+    replay, _, raw = await _read_body(receive)
+    decoded = _decoded(raw) if raw is not None else None
+    if not isinstance(decoded, dict) or "id" not in decoded or decoded.get("method") != method:
+        return replay, None
+    try:
+        types.JSONRPCRequest.model_validate(decoded)
+    except ValidationError:
+        return replay, None
+    return replay, _method_not_found(method, _request_id_in(raw), status=404)
+
+
+def _method_not_found(method: str, request_id: str | int | None, *, status: int) -> Answer:
+    """-32601 for a method longer than any, as the SDK answers an unknown method but with the
+    echo cut (bounds.shown_key); `status` is the wire's for it (2025: 200, 2026: 404)."""
+    body = jsonrpc_error(
+        types.METHOD_NOT_FOUND, "Method not found", bounds.shown_key(method), request_id=request_id
+    )
+    return Answer(status, body, [JSON])
+
+
+def _is_not_one_message(body: bytes) -> bool:
+    answer = _decoded(body)
+    error = answer.get("error") if isinstance(answer, dict) else None
+    return isinstance(error, dict) and error.get("message") == NOT_ONE_MESSAGE
+
+
+def _decoded(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+
+
+async def _read_body(receive: Receive) -> tuple[Receive, list[dict], bytes | None]:
+    """The request's body as read ahead of the SDK: the receive that replays it, the messages
+    read (which the caller may replace), and the body, None when it is over
+    MAX_REQUEST_BODY_BYTES or the client left before sending all of it."""
+    read: list[dict] = []
+    size, complete = 0, False
+    while size <= MAX_REQUEST_BODY_BYTES:
+        message = await receive()
+        read.append(message)
+        if message["type"] != "http.request":
+            break
+        size += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            complete = True
+            break
+
+    async def replay() -> dict:
+        return read.pop(0) if read else await receive()
+
+    if not complete or size > MAX_REQUEST_BODY_BYTES:
+        return replay, read, None
+    return replay, read, b"".join(message.get("body", b"") for message in read)
+
+
+def _unsupported_version(requested: str, raw: bytes | None) -> Answer:
+    """A protocol version header this endpoint does not serve: 400 (MCP 2025-11-25 transport:
+    an invalid or unsupported MCP-Protocol-Version is 400 Bad Request) with the 2026 revision's
+    -32022 and its {supported, requested}, for a request and a notification alike. Answered
+    here because the SDK takes any header that is not a handshake version for the 2026 wire,
+    whose checks then name the body's envelope instead. `supported` is what server/discover
+    lists (the 2026 revision holds the two to agree); the message names the handshake versions
+    too, for a person reading it."""
+    shown = bounds.shown_key(requested)
+    served = ", ".join(SERVED_PROTOCOL_VERSIONS[len(MODERN_PROTOCOL_VERSIONS) :])
+    message = (
+        f"Unsupported protocol version {shown!r} (the MCP-Protocol-Version header); this "
+        f"endpoint serves {', '.join(MODERN_PROTOCOL_VERSIONS)} and, negotiated by "
+        f"initialize, {served}"
+    )
+    data = types.UnsupportedProtocolVersionErrorData(
+        supported=list(MODERN_PROTOCOL_VERSIONS), requested=shown
+    ).model_dump(mode="json")
+    body = jsonrpc_error(
+        types.UNSUPPORTED_PROTOCOL_VERSION, message, data, request_id=_request_id_in(raw)
+    )
+    return Answer(400, body, [JSON])
+
+
+def _request_id_in(raw: bytes | None) -> str | int | None:
+    """The id of the request in `raw`, for an error answered before the SDK reads it; None
+    (JSON-RPC 2.0 §5: null when it cannot be read) for a notification, or an id that is none
+    (MCP basic: a string or an integer)."""
+    decoded = _decoded(raw) if raw is not None else None
+    request_id = decoded.get("id") if isinstance(decoded, dict) else None
+    valid = isinstance(request_id, str | int) and not isinstance(request_id, bool)
+    return request_id if valid else None
+
+
+# What may make pydantic's JSON parser (the SDK's on the 2025 wire) refuse a body json.loads
+# reads: a \u escape of a surrogate (lone ones are refused), a byte-order mark, UTF-16.
+_SDK_PARSER_REFUSES = re.compile(rb"\\u[dD][89a-fA-F]|^(\xef\xbb\xbf|\xff\xfe|\xfe\xff)")
+
+
+def _sdk_parses(raw: bytes) -> bool:
+    try:
+        pydantic_core.from_json(raw)
+    except ValueError:
+        return False
+    return True
+
+
+def _mark_lone_surrogates(value: Any) -> Any:
+    """`value` with every lone surrogate of its strings (json.loads pairs the others) replaced
+    by bounds.UNPAIRED_SURROGATE_MARK, which the same checks refuse."""
+    if isinstance(value, str):
+        return LONE_SURROGATE.sub(UNPAIRED_SURROGATE_MARK, value)
+    if isinstance(value, dict):
+        return {_mark_lone_surrogates(k): _mark_lone_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mark_lone_surrogates(item) for item in value]
+    return value
