@@ -2,25 +2,14 @@ from datetime import UTC
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
-from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.auth.admin import GroupAdmin as DjangoGroupAdmin
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 from django.contrib.auth.models import Group
-from django.core.exceptions import ValidationError
 from django.template.response import TemplateResponse
-from oauth2_provider import admin as oauth_admin
-from oauth2_provider.models import (
-    get_access_token_model,
-    get_application_model,
-    get_grant_model,
-    get_id_token_model,
-    get_refresh_token_model,
-)
 
 from accounts import erasure
 from accounts.forms import StaffUserChangeForm, StaffUserCreationForm
 from accounts.models import ErasureRecord, User
-from accounts.oauth_registration import is_registration_token, registration_tokens
 from infra.admin import ListedFiltersOnly, ReadOnlyAdminMixin
 
 
@@ -128,89 +117,3 @@ class ErasureRecordAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     @admin.display(description="rows rewritten or revoked")
     def rows(self, record: ErasureRecord) -> str:
         return ", ".join(f"{table} {count}" for table, count in sorted(record.counts.items()))
-
-
-# --- OAuth: DOT's admin classes with every secret kept off the page ------------------------------
-# DOT masks the token/code columns already; its change forms still render the token checksum
-# (a lookup key equivalent to the token for anyone holding the database) and the client secret
-# hash. These subclasses exclude both, so no admin page shows a credential or its digest.
-
-
-def _excluding(*fields: str):
-    class ExcludeSecrets(ListedFiltersOnly):
-        # DOT's Application.get_absolute_url names a page this site does not serve.
-        view_on_site = False
-
-        def get_exclude(self, request, obj=None):
-            return tuple({*(super().get_exclude(request, obj) or ()), *fields})
-
-    return ExcludeSecrets
-
-
-class ApplicationAdmin(_excluding("client_secret"), oauth_admin.ApplicationAdmin):
-    """Secrets of confidential clients are shown once by the registration that creates them
-    (DCR), never here. Staff add public (PKCE) clients, which have no secret."""
-
-    list_display = ("name", "client_id", "client_type", "registration_source", "user", "created")
-
-
-# The two kinds of access token DOT keeps in one table. A registration token has no user: in a
-# list of tokens, after an erasure, it read as a person's token that survived it.
-REGISTRATION_KIND = "registration (client management)"
-USER_KIND = "user"
-
-
-class AccessTokenKindFilter(admin.SimpleListFilter):
-    title = "kind"
-    parameter_name = "kind"
-
-    def lookups(self, request, model_admin):
-        return [("registration", REGISTRATION_KIND), ("user", USER_KIND)]
-
-    def queryset(self, request, queryset):
-        value = self.value()
-        if value is None:
-            return queryset
-        if value == "registration":
-            return queryset.filter(registration_tokens())
-        if value == "user":
-            return queryset.exclude(registration_tokens())
-        # Django would show the whole list, as if filtered: refused (infra.admin), naming this.
-        problem = ValidationError(f"kind is “registration” or “user”, not “{value[:100]}”")
-        raise IncorrectLookupParameters(problem)
-
-
-class AccessTokenAdmin(_excluding("token", "token_checksum"), oauth_admin.AccessTokenAdmin):
-    """Registration access tokens (RFC 7592, one per dynamically registered app, no user) are
-    listed with a person's tokens, so each row says which kind it is."""
-
-    list_display = ("pk", "masked_token", "kind", "user", "application", "expires", "created")
-    list_filter = (AccessTokenKindFilter, "application")
-    readonly_fields = ("kind",)
-
-    @admin.display(description="kind")
-    def kind(self, token) -> str:
-        return REGISTRATION_KIND if is_registration_token(token) else USER_KIND
-
-
-class RefreshTokenAdmin(_excluding("token", "token_checksum"), oauth_admin.RefreshTokenAdmin):
-    list_display = ("pk", "masked_token", "user", "application", "created", "revoked")
-
-
-class GrantAdmin(_excluding("code"), oauth_admin.GrantAdmin):
-    pass
-
-
-class IDTokenAdmin(_excluding(), oauth_admin.IDTokenAdmin):
-    pass
-
-
-for model, model_admin in (
-    (get_application_model(), ApplicationAdmin),
-    (get_access_token_model(), AccessTokenAdmin),
-    (get_refresh_token_model(), RefreshTokenAdmin),
-    (get_grant_model(), GrantAdmin),
-    (get_id_token_model(), IDTokenAdmin),
-):
-    admin.site.unregister(model)
-    admin.site.register(model, model_admin)

@@ -672,6 +672,13 @@ OAUTH2_PROVIDER = {
     "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
     "COMPLIANT_BCP_RFC9700_REDIRECT_URI_MATCHING": True,
     "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
+    # The staff admin's pages of these objects are read only (accounts/oauth_admin.py): DOT's
+    # own let staff move a token to another account.
+    "APPLICATION_ADMIN_CLASS": "accounts.oauth_admin.ApplicationAdmin",
+    "ACCESS_TOKEN_ADMIN_CLASS": "accounts.oauth_admin.AccessTokenAdmin",
+    "REFRESH_TOKEN_ADMIN_CLASS": "accounts.oauth_admin.RefreshTokenAdmin",
+    "GRANT_ADMIN_CLASS": "accounts.oauth_admin.GrantAdmin",
+    "ID_TOKEN_ADMIN_CLASS": "accounts.oauth_admin.IDTokenAdmin",
 }
 
 # DOT warns that `http` redirect URIs are allowed: they must be, for native clients' loopback

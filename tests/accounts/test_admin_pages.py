@@ -7,7 +7,9 @@ from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.db import OperationalError
 from django.test import Client
 from django.urls import reverse
-from oauth2_provider.models import get_access_token_model
+from django.utils import timezone
+from oauth2_provider.models import get_access_token_model, get_refresh_token_model
+from oauth2_provider.settings import oauth2_settings
 
 from accounts import erasure
 from accounts.models import ErasureRecord
@@ -17,6 +19,7 @@ from tests.factories import (
     AccessTokenFactory,
     ApplicationFactory,
     GrantFactory,
+    IDTokenFactory,
     MemoryFactory,
     RefreshTokenFactory,
     UserFactory,
@@ -273,3 +276,124 @@ def test_the_access_tokens_kind_filter_refuses_a_kind_it_does_not_know(admin_cli
     refused = admin_client.get(url, {"kind": "registrations"})
     assert refused.status_code == 400
     assert "kind is “registration” or “user”, not “registrations”" in refused.text
+
+
+# --- OAuth objects are shown, never edited -------------------------------------------------------
+
+
+def _form_inputs(page: str) -> set[str]:
+    """The names of a page's form fields (the log-out button's CSRF token aside)."""
+    return set(re.findall(r'<(?:input|select|textarea)[^>]*\bname="([^"]+)"', page)) - {
+        "csrfmiddlewaretoken"
+    }
+
+
+def test_staff_cannot_hand_an_access_token_to_another_account(admin_client, tenant, other_tenant):
+    """Moving a token to another account would let its bearer read that account's memories
+    through /mcp: the token's page shows it, offering nothing to change."""
+    token = AccessTokenFactory(user=tenant, scope="memory:read")
+    url = reverse("admin:oauth2_provider_accesstoken_change", args=[token.pk])
+    shown = admin_client.get(url)
+    assert shown.status_code == 200 and tenant.username in shown.text
+    assert not {"user", "application", "scope", "expires_0", "resource"} & _form_inputs(shown.text)
+    later = token.expires + timezone.timedelta(days=365)
+    edited = admin_client.post(
+        url,
+        {"user": other_tenant.pk, "application": ApplicationFactory().pk,
+         "scope": "memory:read memory:write", "resource": '["https://elsewhere.example/mcp"]',
+         "expires_0": later.strftime("%Y-%m-%d"), "expires_1": later.strftime("%H:%M:%S"),
+         "token": "chosen-by-staff-" + "x" * 30},
+    )  # fmt: skip
+    assert edited.status_code == 403
+    unchanged = get_access_token_model().objects.get(pk=token.pk)
+    assert (unchanged.user, unchanged.application, unchanged.scope, unchanged.expires) == (
+        tenant, token.application, "memory:read", token.expires
+    )  # fmt: skip
+    assert admin_client.get(reverse("admin:oauth2_provider_accesstoken_add")).status_code == 403
+
+
+def test_staff_cannot_revive_a_revoked_refresh_token(admin_client, tenant):
+    refresh = RefreshTokenFactory(user=tenant)
+    revoked_at = timezone.now() - timezone.timedelta(hours=1)
+    RefreshToken = get_refresh_token_model()
+    RefreshToken.objects.filter(pk=refresh.pk).update(revoked=revoked_at, access_token=None)
+    url = reverse("admin:oauth2_provider_refreshtoken_change", args=[refresh.pk])
+    assert "revoked_0" not in _form_inputs(admin_client.get(url).text)
+    edited = admin_client.post(
+        url,
+        {"user": tenant.pk, "application": refresh.application.pk, "resource": "[]",
+         "revoked_0": "", "revoked_1": ""},
+    )  # fmt: skip
+    assert edited.status_code == 403
+    assert RefreshToken.objects.get(pk=refresh.pk).revoked == revoked_at
+
+
+def test_staff_cannot_reroute_an_application_or_add_one(admin_client, tenant):
+    """A client's id, redirect URIs and consent are what stand between its codes and another
+    site: none changes from the admin (clients register themselves)."""
+    application = ApplicationFactory()
+    url = reverse("admin:oauth2_provider_application_change", args=[application.pk])
+    assert not {"client_id", "redirect_uris", "skip_authorization", "user"} & _form_inputs(
+        admin_client.get(url).text
+    )
+    edited = admin_client.post(
+        url,
+        {"client_id": "chosen-by-staff", "redirect_uris": "https://attacker.example/cb",
+         "client_type": "public", "authorization_grant_type": "authorization-code",
+         "skip_authorization": "on", "user": tenant.pk, "name": "renamed",
+         "algorithm": "", "post_logout_redirect_uris": "", "allowed_origins": ""},
+    )  # fmt: skip
+    assert edited.status_code == 403
+    unchanged = type(application).objects.get(pk=application.pk)
+    assert (unchanged.client_id, unchanged.redirect_uris, unchanged.skip_authorization) == (
+        application.client_id, application.redirect_uris, False
+    )  # fmt: skip
+    assert unchanged.user is None and unchanged.name == application.name
+    assert admin_client.get(reverse("admin:oauth2_provider_application_add")).status_code == 403
+
+
+@pytest.mark.parametrize("model", ["grant", "idtoken"])
+def test_codes_and_id_tokens_are_shown_never_edited_or_deleted(admin_client, tenant, model):
+    made = {"grant": GrantFactory, "idtoken": IDTokenFactory}[model](user=tenant)
+    change = reverse(f"admin:oauth2_provider_{model}_change", args=[made.pk])
+    assert admin_client.get(change).status_code == 200
+    assert admin_client.post(change, {"user": UserFactory().pk}).status_code == 403
+    delete = reverse(f"admin:oauth2_provider_{model}_delete", args=[made.pk])
+    assert admin_client.post(delete, {"post": "yes"}).status_code == 403
+    assert type(made).objects.get(pk=made.pk).user == tenant
+
+
+@pytest.mark.parametrize("model", ["accesstoken", "refreshtoken"])
+def test_staff_end_an_apps_access_as_its_account_holder_would(admin_client, tenant, model):
+    """The token lists' one action revokes what the account holder's own "revoke" does: every
+    credential the person holds for that app, none of another app or person."""
+    refresh = RefreshTokenFactory(user=tenant)
+    application = refresh.application
+    grant = GrantFactory(user=tenant, application=application)
+    elsewhere = AccessTokenFactory(user=tenant)  # another app
+    someone_elses = AccessTokenFactory(application=application)
+    selected = refresh if model == "refreshtoken" else refresh.access_token
+    listing = reverse(f"admin:oauth2_provider_{model}_changelist")
+    assert "delete_selected" not in admin_client.get(listing).text
+    response = admin_client.post(
+        listing,
+        {"action": "revoke_app_access", ACTION_CHECKBOX_NAME: [selected.pk]},
+        follow=True,
+    )
+    assert "Revoked 1 app connection(s)" in response.text
+    AccessToken = get_access_token_model()
+    assert not AccessToken.objects.filter(user=tenant, application=application).exists()
+    assert get_refresh_token_model().objects.get(pk=refresh.pk).revoked is not None
+    assert not type(grant).objects.filter(pk=grant.pk).exists()
+    assert AccessToken.objects.filter(pk__in=[elsewhere.pk, someone_elses.pk]).count() == 2
+
+
+def test_revoking_app_access_leaves_a_registration_token_saying_so(admin_client):
+    registration = AccessTokenFactory(user=None, scope=oauth2_settings.DCR_REGISTRATION_SCOPE)
+    response = admin_client.post(
+        reverse("admin:oauth2_provider_accesstoken_changelist"),
+        {"action": "revoke_app_access", ACTION_CHECKBOX_NAME: [registration.pk]},
+        follow=True,
+    )
+    assert "1 token(s) left as they are: they belong to an app, not a person" in response.text
+    assert get_access_token_model().objects.filter(pk=registration.pk).exists()
