@@ -24,6 +24,14 @@ class UserAdmin(ListedFiltersOnly, DjangoUserAdmin):
     readonly_fields = ("erased_at",)
     actions = ("erase_accounts",)
 
+    def has_change_permission(self, request, obj=None) -> bool:
+        # An erased account stays erased: reactivated, renamed or given a password (Django's
+        # password page asks this too), it would be a live account holding an erased one's
+        # records. Its page shows it read only.
+        if obj is not None and obj.erased_at is not None:
+            return False
+        return super().has_change_permission(request, obj)
+
     def has_delete_permission(self, request, obj=None) -> bool:
         # An account leaves through erasure alone: its memories overwritten, its tokens revoked
         # and an erasure record kept for the audit, in one transaction. Django's delete would
@@ -97,8 +105,14 @@ class ErasureRecordAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     )
     date_hierarchy = "erased_at"
     list_select_related = ("staff_member",)
-    readonly_fields = ("account", "erased", "requester", "rows")
+    readonly_fields = ("erased_account", "erased", "requester", "rows")
     fields = readonly_fields
+
+    # The name erasure gave the account, from the record alone: the account's live name is not
+    # the audit's to show.
+    @admin.display(description="account", ordering="account_id")
+    def erased_account(self, record: ErasureRecord) -> str:
+        return record.account_label
 
     # Staff compare these instants with logs and the record's own title, all in UTC: the
     # column says so rather than leaving it to the server's settings.

@@ -24,7 +24,7 @@ from django.db import OperationalError, connection, transaction
 from django.db.models import Case, QuerySet, Value, When
 from django.utils import timezone
 
-from accounts.models import ErasureRecord
+from accounts.models import ErasureRecord, erased_username
 from accounts.revocation import lock_codes, lock_refresh_tokens, revoke_oauth_credentials
 from infra import dbfaults
 from memories import tenancy
@@ -80,7 +80,7 @@ def _deactivate(user, now) -> dict[str, int]:
     """Deactivate and de-identify the account, in the admin's history of it too. The unusable
     password also ends every browser session: Django compares the session's password hash on
     each request."""
-    user.username = f"erased-{user.pk}"
+    user.username = erased_username(user.pk)
     user.email = ""
     user.first_name = ""
     user.last_name = ""

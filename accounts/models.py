@@ -27,6 +27,11 @@ class UserManager(DjangoUserManager):
         return self.alias(name_key=Lower("username")).filter(name_key=Lower(Value(username)))
 
 
+def erased_username(account_id: int) -> str:
+    """The name an erased account is given in place of its own."""
+    return f"erased-{account_id}"
+
+
 class User(AbstractUser):
     """A tenant. Erasure deactivates the row and replaces its identifying text; it never deletes
     it, so audit records and the append-only memories keep a valid owner."""
@@ -49,7 +54,14 @@ class User(AbstractUser):
                 Lower("username"),
                 name="accounts_user_username_lower_unique",
                 violation_error_message="A user with that username already exists.",
-            )
+            ),
+            # Whatever writes the row (the admin, a shell, a script), an erased account stays
+            # inactive: no log-in, no token exchange, no session.
+            models.CheckConstraint(
+                condition=models.Q(erased_at__isnull=True) | models.Q(is_active=False),
+                name="accounts_user_erased_is_inactive",
+                violation_error_message="An erased account cannot be made active.",
+            ),
         ]
 
 
@@ -89,3 +101,8 @@ class ErasureRecord(models.Model):
 
     def __str__(self) -> str:
         return f"Erasure of account #{self.account_id} at {self.erased_at:%Y-%m-%d %H:%M:%S}Z"
+
+    @property
+    def account_label(self) -> str:
+        """The account as erasure left it, from the record alone: "erased-5 (#5)"."""
+        return f"{erased_username(self.account_id)} (#{self.account_id})"

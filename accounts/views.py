@@ -78,7 +78,7 @@ def signup(request: HttpRequest) -> HttpResponse:
             # index on the lower-case name decided).
             form.add_error("username", "A user with that username already exists.")
         else:
-            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+            login(request, user, backend="accounts.backends.AccountBackend")
             messages.success(request, f"Welcome, {user.username}. Your account is ready.")
             return HttpResponseRedirect(next_url or reverse("accounts:memories"))
     context = {"form": form, "nav": "signup", "next": next_url}

@@ -366,6 +366,8 @@ ASYNC_DATABASE_PREPARE = _flag("ASYNC_DATABASE_PREPARE", True) and not DATABASE_
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_USER_MODEL = "accounts.User"
+# Django's password check, refusing erased accounts (accounts/backends.py).
+AUTHENTICATION_BACKENDS = ["accounts.backends.AccountBackend"]
 LOGIN_URL = "accounts:login"
 LOGIN_REDIRECT_URL = "/"
 

@@ -130,12 +130,59 @@ def test_the_admin_refuses_a_username_reserved_for_erased_accounts(admin_client,
     assert tenant.username == f"erased-{tenant.pk}"
 
 
-def test_an_erased_account_can_still_be_saved_in_the_admin(admin_client, tenant):
+def _form_inputs(page: str) -> set[str]:
+    return set(re.findall(r'<(?:input|select|textarea)[^>]*\bname="([^"]+)"', page)) - {
+        "csrfmiddlewaretoken"
+    }
+
+
+def test_an_erased_account_is_shown_read_only_and_never_revived(admin_client, tenant):
+    """Ticked active, renamed and given a password, an erased account was a live one again,
+    holding the erased one's records: its page shows it, and nothing of it changes."""
     erase_account(user=tenant)
+    change_url = reverse("admin:accounts_user_change", args=[tenant.pk])
+    shown = admin_client.get(change_url)
+    assert shown.status_code == 200 and f"erased-{tenant.pk}" in shown.text
+    assert not {"username", "is_active", "password"} & _form_inputs(shown.text)
+    revived = admin_client.post(
+        change_url,
+        {"username": "revived", "is_active": "on",
+         "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00"},
+    )  # fmt: skip
+    assert revived.status_code == 403
+    password_url = reverse("admin:auth_user_password_change", args=[tenant.pk])
+    assert admin_client.get(password_url).status_code == 403
+    new_password = "Staff-chosen-pass-123"
+    given = admin_client.post(
+        password_url,
+        {"usable_password": "true", "set_usable_password": "true",
+         "password1": new_password, "password2": new_password},
+    )  # fmt: skip
+    assert given.status_code == 403
     tenant.refresh_from_db()
-    form = {"username": tenant.username, "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00"}
+    assert tenant.username == f"erased-{tenant.pk}" and not tenant.is_active
+    assert not tenant.has_usable_password()
+
+
+def test_a_live_accounts_page_still_changes_it(admin_client, tenant):
+    form = {"username": "renamed-by-staff", "is_active": "on",
+            "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00"}  # fmt: skip
     response = admin_client.post(reverse("admin:accounts_user_change", args=[tenant.pk]), form)
     assert response.status_code == 302, response.text[:2000]
+    tenant.refresh_from_db()
+    assert tenant.username == "renamed-by-staff"
+
+
+def test_an_erasure_record_names_the_account_as_erasure_left_it(admin_client, tenant):
+    """The record is the audit: a later change of the account's row (a rename from before
+    erased accounts were read only) does not rewrite what it says."""
+    record = erase_account(user=tenant).record
+    type(tenant).objects.filter(pk=tenant.pk).update(username="renamed-after-erasure")
+    page = _text(
+        admin_client.get(reverse("admin:accounts_erasurerecord_change", args=[record.pk])).text
+    )
+    assert f"Account: erased-{tenant.pk} (#{tenant.pk})" in page
+    assert "renamed-after-erasure" not in page
 
 
 # --- the address bar takes only the filters a list offers ---------------------------------------

@@ -3,9 +3,9 @@
 import io
 
 import pytest
-from django.contrib.auth import get_user_model
+from django.contrib.auth import get_backends, get_user_model
 from django.core.management import CommandError, call_command
-from django.db import OperationalError, connection, transaction
+from django.db import IntegrityError, OperationalError, connection, transaction
 from oauth2_provider.models import (
     get_access_token_model,
     get_grant_model,
@@ -14,12 +14,13 @@ from oauth2_provider.models import (
 
 from accounts import erasure
 from accounts.erasure import erase_account, erase_accounts, erasure_selection
-from accounts.models import ErasureRecord
+from accounts.models import ErasureRecord, User
 from memories.models import ERASED, Memory, Thread, ThreadMembership
 from memories.services import record_memory, revise_memory
 from memories.threads import add_thread_members, create_thread
 from tests.accounts.conftest import a_memory_held_elsewhere
 from tests.factories import (
+    PASSWORD,
     AccessTokenFactory,
     GrantFactory,
     MemoryFactory,
@@ -346,6 +347,30 @@ class TestBatch:
         assert chosen.targets == sorted([tenant, later], key=lambda user: user.pk)
         assert chosen.skipped_self and chosen.already_erased
         assert ErasureRecord.objects.count() == 1
+
+
+def test_the_database_keeps_an_erased_account_inactive(populated):
+    """Whatever writes the row (the admin, a shell, a script), erased means inactive."""
+    erase_account(user=populated)
+    with (
+        pytest.raises(IntegrityError, match="accounts_user_erased_is_inactive"),
+        transaction.atomic(),
+    ):
+        User.objects.filter(pk=populated.pk).update(is_active=True)
+    populated.refresh_from_db()
+    assert not populated.is_active
+
+
+def test_an_erased_account_never_logs_in_even_given_a_usable_password(populated, client):
+    erase_account(user=populated)
+    populated.refresh_from_db()
+    populated.set_password(PASSWORD)
+    populated.save()
+    assert not client.login(username=populated.username, password=PASSWORD)
+    # As if its row said active, which the database refuses: no backend takes it, at log-in or
+    # for a session.
+    populated.is_active = True
+    assert not any(backend.user_can_authenticate(populated) for backend in get_backends())
 
 
 class TestCommand:
