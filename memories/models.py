@@ -21,6 +21,7 @@ import uuid
 from datetime import datetime
 
 import uuid_utils.compat
+from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.search import TrigramSimilarity
@@ -781,3 +782,22 @@ class StoredVectors(models.Model):
     @classmethod
     def record(cls, embedder: str) -> None:
         cls.objects.update_or_create(id=1, defaults={"embedder": embedder})
+
+
+class AccountUsage(models.Model):
+    """How many memory rows (versions) an account holds: current, superseded and archived alike,
+    every one kept on disk. The database keeps it, not the application: a trigger on
+    memories_memory counts every insert, whoever makes it, and refuses one past the cap the
+    writing transaction declares (services.lock_live_owner), so a tenant cannot fill the shared
+    disk (migration memories/0027). The application role may only read it. No row: none yet."""
+
+    owner = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="memory_usage",
+    )
+    versions = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.versions} memory versions"

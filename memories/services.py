@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from dataclasses import fields as dataclass_fields
 from datetime import datetime
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import IntegrityError, OperationalError, connection, transaction
@@ -74,24 +75,48 @@ def _clean_memory_type(value: object) -> str:
     return value  # type: ignore[return-value]
 
 
+# The transaction-local setting in which a write declares the account's cap on memory versions
+# to the trigger that counts them (migration memories/0027), and the name it refuses an insert
+# past it by.
+VERSIONS_MAX_SETTING = "threengram.memory_versions_max"
+VERSIONS_CAP_CONSTRAINT = "memory_versions_per_account"
+
+
 def lock_live_owner(owner: AbstractBaseUser) -> str | None:
     """Serialize with erase_account (which takes FOR UPDATE on the same row): a write either
     completes before an erasure and is erased by it, or sees the account inactive. Returns which
     embedder made the stored vectors (StoredVectors), read in the same statement: a memory
-    written in the transaction gets its vector only if it is theirs (_insert)."""
+    written in the transaction gets its vector only if it is theirs (_insert). The same
+    statement declares MEMORY_VERSIONS_PER_ACCOUNT_MAX for the rest of the transaction, which
+    the database holds every insert of a memory to: no round trip of its own."""
     # FOR SHARE has no ORM spelling; the table and key come from the user model, whichever it is.
     meta = get_user_model()._meta
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT u.is_active, (SELECT v.embedder FROM memories_storedvectors v WHERE v.id = 1)"  # noqa: S608
+            "SELECT u.is_active, (SELECT v.embedder FROM memories_storedvectors v WHERE v.id = 1),"  # noqa: S608
+            f" set_config('{VERSIONS_MAX_SETTING}', %s, true)"
             f" FROM {connection.ops.quote_name(meta.db_table)} u"
             f" WHERE u.{connection.ops.quote_name(meta.pk.column)} = %s FOR SHARE OF u",
-            [owner.pk],
+            [str(settings.MEMORY_VERSIONS_PER_ACCOUNT_MAX), owner.pk],
         )
         row = cursor.fetchone()
     if row is None or not row[0]:
         raise AccountInactive("this account is deactivated")
     return row[1]
+
+
+def versions_cap_reached() -> Conflict:
+    """The refusal of a write that would take its account past MEMORY_VERSIONS_PER_ACCOUNT_MAX,
+    worded as the cap on threads is (threads.create_thread), with what the caller can do: no
+    version can be deleted to make room, so it is the operator's to raise."""
+    cap = settings.MEMORY_VERSIONS_PER_ACCOUNT_MAX
+    return Conflict(
+        f"at most {cap} memory versions per account, and this account holds {cap}: every "
+        "version counts (current, archived, and each one a revision superseded), as none is "
+        "ever deleted; nothing was stored. Export the account's memories (/memories/export.json "
+        "on the account's site) to keep them elsewhere, or ask the server's operator to raise "
+        "MEMORY_VERSIONS_PER_ACCOUNT_MAX"
+    )
 
 
 class _LostInsert(Exception):
@@ -117,6 +142,8 @@ def _insert(memory: Memory, vectors_by: str | None) -> Memory:
         constraint = getattr(getattr(error.__cause__, "diag", None), "constraint_name", None)
         if constraint in ("memory_unique_live_content", "memory_one_successor"):
             raise _LostInsert(constraint, memory) from None
+        if constraint == VERSIONS_CAP_CONSTRAINT:
+            raise versions_cap_reached() from None
         raise
     except OperationalError as error:
         # The one wait an insert of a new row has is the unique index's, for the writer of an

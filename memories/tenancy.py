@@ -2,12 +2,12 @@
 
 The first wall is the application: every query filters on the verified principal. The second is
 PostgreSQL itself: the tenant tables (memories_memory, memories_thread,
-memories_threadmembership) carry a policy that shows and accepts only the rows of the tenant
-named by the `threengram.tenant_id` setting, and nothing when it is unset (fail closed). It
-binds only a role subject to it: with `DATABASE_APP_ROLE` on (`APP_ROLE`, the default and the
-only role it may name, threengram/checks.py: the role `threengram_app` that migration
-memories/0007 creates: no superuser, not the owner, no BYPASSRLS, no DELETE or TRUNCATE on
-memories_memory), every connection switches to that role
+memories_threadmembership, memories_accountusage) carry a policy that shows and accepts only the
+rows of the tenant named by the `threengram.tenant_id` setting, and nothing when it is unset
+(fail closed). It binds only a role subject to it: with `DATABASE_APP_ROLE` on (`APP_ROLE`, the
+default and the only role it may name, threengram/checks.py: the role `threengram_app` that
+migration memories/0007 creates: no superuser, not the owner, no BYPASSRLS, no DELETE or
+TRUNCATE on memories_memory), every connection switches to that role
 (`SET ROLE`), the ORM's through `enter_app_role` below, the gateway's async pool through
 `infra.asyncdb`.
 
@@ -63,8 +63,9 @@ SET_LOCAL_ROLE_AND_TENANT_SQL = (
 # runs and the role exists (memories/management/commands/migrate.py): a role a DBA created after
 # the migrations that would have granted this gets it then. Rows of every table and sequence of
 # the schema, and of the tables the owner creates later, but no DELETE or TRUNCATE of memories
-# (append-only) and no write of the stored vectors' model (embed_memories writes it, as the
-# owner); the words function of large accounts, which PUBLIC may not call.
+# (append-only), no write of the stored vectors' model (embed_memories writes it, as the
+# owner) nor of the accounts' memory counts (a trigger keeps them, migration memories/0027); the
+# words function of large accounts, which PUBLIC may not call.
 APP_ROLE_PRIVILEGES_SQL = f"""
 DO $$
 DECLARE
@@ -89,6 +90,9 @@ BEGIN
     END IF;
     IF to_regclass('memories_storedvectors') IS NOT NULL THEN
         REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON memories_storedvectors FROM {APP_ROLE};
+    END IF;
+    IF to_regclass('memories_accountusage') IS NOT NULL THEN
+        REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON memories_accountusage FROM {APP_ROLE};
     END IF;
     FOR words_function IN
         SELECT oid::regprocedure FROM pg_proc

@@ -536,6 +536,16 @@ if MCP_RATE_LIMIT and CACHES["default"]["BACKEND"].endswith(".DatabaseCache"):
         "on the event loop, where a database call is refused): use redis, memcached or the "
         "local-memory default, or set MCP_RATE_LIMIT=0."
     )
+# Memory rows (versions) one account may hold: every one counts, current, superseded and
+# archived, since none is ever deleted; each row's size is bounded by the content limits, so a
+# count bounds the disk one tenant can take from the others. Past it, remember and revise are
+# refused (memories.services). Far above what an agent's account stores in years of use, and
+# above the load benchmarks' largest tenant with its revisions (docs/performance.md), so a
+# benchmark never meets it; low enough that one account cannot fill a database sized for many.
+# At most PostgreSQL's bigint, which the database compares it as.
+MEMORY_VERSIONS_PER_ACCOUNT_MAX = _at_least(
+    "MEMORY_VERSIONS_PER_ACCOUNT_MAX", 250_000, 1, 2**63 - 1
+)
 
 # --- CORS for browser-based MCP clients (django-cors-headers; /mcp applies the same policy) --
 # Origins allowed to call /mcp and the OAuth endpoints from a browser: exact origins, and

@@ -27,8 +27,8 @@ from django.test import override_settings
 from accounts.erasure import erase_account
 from infra import asyncdb
 from memories import replica, services, tenancy, threads
-from memories.errors import NotFound
-from memories.models import ERASED, Memory, Thread, ThreadMembership
+from memories.errors import Conflict, NotFound
+from memories.models import ERASED, AccountUsage, Memory, Thread, ThreadMembership
 from memories.search import clean_filters, search_memories
 from tests.factories import MemoryFactory, UserFactory
 from tests.mcp_gateway.conftest import ROOT, free_port, subprocess_database_url
@@ -249,6 +249,37 @@ def test_the_write_paths_work_as_the_app_role(two_tenants, orm_as_app_role):
         assert Memory.objects.get(id=first.id).valid_to == successor.recorded_at
         theirs.refresh_from_db()
         assert theirs.valid_to is None
+
+
+def test_the_app_role_reads_its_tenants_memory_count_and_may_write_none(two_tenants, app_role_sql):
+    """Only the trigger on memories_memory (the owner's rights) writes the counts the cap on
+    memory versions is held to (migration memories/0027)."""
+    tenant, _other = two_tenants
+    _set_tenant(app_role_sql, tenant.pk)
+    counts = app_role_sql.execute("SELECT owner_id, versions FROM memories_accountusage")
+    assert counts.fetchall() == [(tenant.pk, 1)]
+    for statement in (
+        "UPDATE memories_accountusage SET versions = 0",
+        "DELETE FROM memories_accountusage",
+        f"INSERT INTO memories_accountusage VALUES ({tenant.pk + 1000}, 0)",
+        "TRUNCATE memories_accountusage",
+    ):
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            app_role_sql.execute(statement)
+
+
+def test_a_write_as_the_app_role_is_counted_and_held_to_the_cap(
+    two_tenants, orm_as_app_role, settings
+):
+    settings.MEMORY_VERSIONS_PER_ACCOUNT_MAX = 2
+    tenant, other = two_tenants
+    with tenancy.acting_for(tenant.pk):
+        services.record_memory(owner=tenant, memory_type="note", topic="T", content="second")
+        with pytest.raises(Conflict, match="at most 2 memory versions per account"):
+            services.record_memory(owner=tenant, memory_type="note", topic="T", content="third")
+    with tenancy.all_tenants():
+        counts = dict(AccountUsage.objects.values_list("owner_id", "versions"))
+    assert counts == {tenant.pk: 2, other.pk: 1}
 
 
 def test_the_backfill_reaches_every_tenant_with_the_app_role_on(two_tenants, orm_as_app_role):

@@ -156,6 +156,9 @@ def test_a_space_after_a_comma_keeps_every_host_and_origin():
         ({"SIGNUP_RATE_WINDOW": "0"}, "SIGNUP_RATE_WINDOW", "at least 1"),
         ({"SIGNUP_RATE_WINDOW": "-3600"}, "SIGNUP_RATE_WINDOW", "at least 1"),
         ({"SIGNUP_RATE": "five"}, "SIGNUP_RATE", "whole number"),
+        # A cap of 0 would refuse every memory; a negative one, the same.
+        ({"MEMORY_VERSIONS_PER_ACCOUNT_MAX": "0"}, "MEMORY_VERSIONS_PER_ACCOUNT_MAX", "at least 1"),
+        ({"MEMORY_VERSIONS_PER_ACCOUNT_MAX": "1e6"}, "MEMORY_VERSIONS_PER_ACCOUNT_MAX", "whole"),
         # PostgreSQL refuses the startup option: every request would be a 503, forever.
         ({"DATABASE_STATEMENT_TIMEOUT_MS": "-1"}, "DATABASE_STATEMENT_TIMEOUT_MS", "at least 0"),
         ({"DATABASE_LOCK_TIMEOUT_MS": "soon"}, "DATABASE_LOCK_TIMEOUT_MS", "whole number"),
