@@ -844,5 +844,6 @@ DESCRIBE_OUT = output(
         "memoriesByType": {"type": "object", "additionalProperties": {"type": "integer"}},
         "memoriesByStatus": {"type": "object", "additionalProperties": {"type": "integer"}},
         "commitmentsByStatus": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "memoryVersions": output({"count": {"type": "integer"}, "max": {"type": "integer"}}),
     }
 )

@@ -669,4 +669,5 @@ def environment(
         "memoriesByType": stats.current_by_type,
         "memoriesByStatus": stats.by_status,
         "commitmentsByStatus": stats.commitments_by_status,
+        "memoryVersions": {"count": stats.versions, "max": stats.versions_max},
     }

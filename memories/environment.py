@@ -6,6 +6,7 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import connections
 from django.db.models import F, Value
 
@@ -32,6 +33,16 @@ class EnvironmentStats:
     projects: list[str]
     projects_total: int
     scopes: list[str]
+
+    @property
+    def versions(self) -> int:
+        """Every memory row the account holds, superseded ones too: what its cap counts."""
+        return sum(self.by_status.values())
+
+    @property
+    def versions_max(self) -> int:
+        """The cap on `versions` (services.versions_cap_reached), so an agent sees it coming."""
+        return settings.MEMORY_VERSIONS_PER_ACCOUNT_MAX
 
 
 def environment_stats(*, owner_id: int) -> EnvironmentStats:

@@ -886,6 +886,20 @@ async def test_revise_supersedes_and_a_second_revise_conflicts(agent):
     assert text.startswith("conflict: ")
 
 
+async def test_a_write_past_the_accounts_cap_on_versions_is_a_conflict_naming_it(agent, settings):
+    settings.MEMORY_VERSIONS_PER_ACCOUNT_MAX = 2
+    first = await remember(agent, content="v1", topic="plan")
+    second = await ok(agent, "revise", {"predecessorId": first["id"], "content": "v2"})
+    for tool, arguments in (
+        ("remember", {"memoryType": "note", "topic": "plan", "content": "another"}),
+        ("revise", {"predecessorId": second["memory"]["id"], "content": "v3"}),
+    ):
+        text = await fails(agent, tool, arguments)
+        assert text.startswith("conflict: at most 2 memory versions per account"), tool
+        assert "MEMORY_VERSIONS_PER_ACCOUNT_MAX" in text
+    assert await Memory.objects.acount() == 2
+
+
 async def test_a_written_commitment_answers_its_due_date_as_stored(agent):
     """In UTC whatever offset it was given in, and carried over by a revision unasked."""
     due = "2026-12-31T17:00:00+01:00"
@@ -1911,6 +1925,8 @@ async def test_describe_environment_reports_own_data_and_no_secrets(agent, other
     assert set(env["memoriesByType"]) == set(MemoryType.values)
     assert env["memoriesByStatus"] == {"active": 2, "archived": 0, "superseded": 1}
     assert env["commitmentsByStatus"] == {"open": 1, "waiting": 0, "resolved": 0, "expired": 0}
+    # The cap counts every version: an agent sees how near it is before a write is refused.
+    assert env["memoryVersions"] == {"count": 3, "max": settings.MEMORY_VERSIONS_PER_ACCOUNT_MAX}
     assert [t["name"] for t in env["threads"]] == ["ideas"]
     text = json.dumps(env)
     assert settings.SECRET_KEY not in text and "postgres" not in text.lower()
