@@ -111,7 +111,7 @@ def versions_cap_reached() -> Conflict:
     version can be deleted to make room, so it is the operator's to raise."""
     cap = settings.MEMORY_VERSIONS_PER_ACCOUNT_MAX
     return Conflict(
-        f"at most {cap} memory versions per account, and this account holds {cap}: every "
+        f"at most {cap} memory versions per account, and this account has reached it: every "
         "version counts (current, archived, and each one a revision superseded), as none is "
         "ever deleted; nothing was stored. Export the account's memories (/memories/export.json "
         "on the account's site) to keep them elsewhere, or ask the server's operator to raise "
