@@ -51,7 +51,7 @@ _REPLACED_SUFFIX = "_replaced"
 # The nearest-neighbour graph (NEAREST's options) has fewer links per node than pgvector's
 # defaults, so that a memory joins it faster: its account's remember pays for that on every write.
 # A search makes up for the sparser graph by keeping this many candidates as it walks
-# (hnsw.ef_search; pgvector's default is fewer than search.candidates.SEMANTIC_CANDIDATES). Both
+# (hnsw.ef_search; pgvector's default is fewer than search.meaning.SEMANTIC_CANDIDATES). Both
 # sides are measured in docs/performance.md.
 SEARCH_LIST_SIZE = 200
 

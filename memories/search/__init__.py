@@ -6,7 +6,8 @@ This module runs one page (search_memories); the package, by concern:
 - query.py: the query's terms, phrases and exclusions.
 - filters.py: the filters, cleaned, and as SQL clauses.
 - candidates.py: which memories are scored (words, meaning, the topic fallback's), within
-  bounded work, and the plans their statements run under.
+  bounded work, and the plans their statements run under; meaning.py: those found by meaning.
+- listing.py: the memories a search without a query lists, newest first (nothing ranked).
 - scoring.py: the words score (BM25F), its fusion with meaning, the relevance floor.
 - cursor.py: the signed cursor.
 - sql.py: the statements, and how one is sent with its plan settings.
@@ -43,9 +44,6 @@ from memories.models import Memory, MemoryType, Status, Thread
 from memories.search.candidates import (
     COUNTED_SOURCES,
     LEXICAL_CANDIDATES,
-    SEMANTIC_CANDIDATES,
-    WALK,
-    listed_candidates,
     ranked_candidates,
     source_size_sql,
     topic_matches,
@@ -59,10 +57,12 @@ from memories.search.filters import (
     clean_filters,
     filter_clauses,
 )
+from memories.search.listing import listed_candidates
 from memories.search.matches import HEADLINE_OPTIONS, first_match, shows_a_word, windowed
+from memories.search.meaning import SEMANTIC_CANDIDATES
 from memories.search.query import KIND_WORDS, Query, parse
 from memories.search.scoring import TENANT_SIZE_COUNTED_MAX, Candidate, WordStatistics
-from memories.search.sql import MATCHES_SQL, PAGE_SQL, TENANT_SIZE_SQL, fetch_rows
+from memories.search.sql import MATCHES_SQL, PAGE_SQL, TENANT_SIZE_SQL, WALK, fetch_rows
 
 __all__ = [
     "COMMITMENT_STATUS_FILTERS",
@@ -280,7 +280,7 @@ class SearchPage:
     next_cursor: str | None = None
     empty_because: EmptyBecause | None = None  # a first page without hits (see EmptyBecause)
     # A listing page that holds fewer hits than asked for because it read all the memories a
-    # page may read (candidates.LISTED_WINDOW) and more follow: how many it read.
+    # page may read (listing.LISTED_WINDOW) and more follow: how many it read.
     window_read: int | None = None
     # A first page with hits of a query made only of type or state words (see _kind_asked), or
     # naming a type or a commitment's state among other words whose first hit is of another type

@@ -2,15 +2,17 @@
 - Words. A memory matching *any* of the query's terms is a candidate (the LEXICAL_CANDIDATES
   most recent such memories, which bounds the work, and a few of the most recent matches of each
   term rare among those, older ones too: RARE_TERM_HELD_MAX).
-- Meaning. The embedding of the query without its exclusions (memories/embedding.py) against
-  each memory's: up to the SEMANTIC_CANDIDATES nearest current memories join the candidates (a
-  large account's own HNSW index keeps this bounded, memories/account_indexes.py; none through
-  that index for a query with a phrase, whose memories are word matches), and every candidate
-  gets its cosine similarity. Not while the stored vectors are another model's (after a change
-  of SEARCH_EMBEDDER, until `embed_memories --reembed`): words only then.
+- Meaning (meaning.py). The embedding of the query without its exclusions
+  (memories/embedding.py) against each memory's: up to the SEMANTIC_CANDIDATES nearest current
+  memories join the candidates (a large account's own HNSW index keeps this bounded,
+  memories/account_indexes.py; none through that index for a query with a phrase, whose
+  memories are word matches), and every candidate gets its cosine similarity. Not while the
+  stored vectors are another model's (after a change of SEARCH_EMBEDDER, until
+  `embed_memories --reembed`): words only then.
 - The topic fallback's: topics spelled like the query (see the package's docstring).
-The plans these statements run under are chosen here too; ranked_candidates scores the candidates
-(scoring.py).
+The plans the words' statements run under are chosen here too (meaning's in meaning.py, the
+walk's, WALK, in sql.py); ranked_candidates scores the candidates (scoring.py). A search without
+a query ranks nothing: listing.py reads its candidates.
 """
 
 from __future__ import annotations
@@ -21,11 +23,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from memories import account_indexes, tenancy
+from memories import tenancy
 from memories.embedding import comparable_with, embed_query
 from memories.models import Status
-from memories.search.cursor import Position
 from memories.search.filters import Where
+from memories.search.meaning import SEMANTIC_SCAN_MAX, nearest_ids
 from memories.search.query import Query
 from memories.search.scoring import (
     TENANT_SIZE_COUNTED_MAX,
@@ -38,18 +40,6 @@ from memories.search.scoring import (
 from memories.search.sql import (
     CANDIDATE_COLUMNS,
     LEXICAL_RECENT,
-    LISTED_ACCOUNT_WINDOW,
-    LISTED_AFTER,
-    LISTED_COLUMNS,
-    LISTED_CURRENT_OF_TYPE,
-    LISTED_CURRENT_WITH,
-    LISTED_IN_THREAD,
-    LISTED_RECORDED_SINCE,
-    LISTED_REVISED_SINCE,
-    LISTED_SOURCE_SQL,
-    LISTED_SOURCE_WINDOW,
-    LISTED_SQL,
-    LISTED_WINDOW_END,
     RANKED_SQL,
     RARE_WORD_MATCHES,
     RECENT,
@@ -58,43 +48,30 @@ from memories.search.sql import (
     RECENT_WITH,
     REQUIRED,
     REQUIRED_QUERY,
-    SEMANTIC,
-    SEMANTIC_OF_SOURCE,
     TOPIC_SQL,
+    WALK,
     WALK_AND_NEAREST,
     WALK_SOURCE_SIZE,
     WORD_MATCHES,
     Plan,
-    fetch_ids,
     fetch_rows,
     fields_held_sql,
 )
 
 # Bounded work per search, however large the tenant: the most recent memories matching any term
-# (and a few more per rare term, see RARE_TERM_HELD_MAX), and the nearest by meaning.
+# (and a few more per rare term, see RARE_TERM_HELD_MAX), and the nearest by meaning
+# (meaning.SEMANTIC_CANDIDATES).
 LEXICAL_CANDIDATES = 300
-SEMANTIC_CANDIDATES = 50
-# A nearest-neighbour search with a narrowing filter (type, scope, project, thread, dates) stops
-# after about this many entries of the account's HNSW index (nearest first) instead of pgvector's
-# default 20,000: a search finds about (the share of the account that passes its filters) times
-# this many candidates by meaning, so a filter that leaves a small share finds fewer by meaning
-# (words still find theirs) rather than walking the graph far and long.
-SEMANTIC_SCAN_MAX = 5_000
 # With a project, commitment state or scope filter that chooses what a walk reads (see _recent)
 # in an account with its own HNSW index, a project, states or a scope of at most this many
 # current memories have each compared with the query exactly, read through their own index (a
 # thread that chooses it, always: models.THREAD_READ_BY_MEMBER_MAX is smaller): no more than a
-# narrowed scan of the HNSW index reads (SEMANTIC_SCAN_MAX), and none of the nearest is missed.
-# More are searched through the HNSW index.
+# narrowed scan of the HNSW index reads (meaning.SEMANTIC_SCAN_MAX), and none of the nearest is
+# missed. More are searched through the HNSW index.
 COMPARED_EXACTLY_MAX = SEMANTIC_SCAN_MAX
-# The walk (see WALK) reads at most this many of the tenant's most recent memories: in a large
+# The walk (see sql.WALK) reads at most this many of the tenant's most recent memories: in a large
 # tenant, older ones are found by words only through its words index, and by meaning always.
 WALK_RECENT_MAX = 20_000
-# A search without a query reads at most this many memories a page (of a small thread's members, or
-# without asOf, this many of the types, else of the project or scope, asked for, newest first: see
-# listed_candidates): a page of a filter that few of those memories pass may hold fewer hits than
-# asked for, and its cursor goes on from the last memory it read.
-LISTED_WINDOW = 5_000
 # In an account with a words index of its own, a query of at most this many terms may find its
 # word candidates through that index (see WORD_MATCHES and below): the LEXICAL_CANDIDATES most
 # recent current memories holding any of them that pass the filters (with a thread filter of a
@@ -165,31 +142,11 @@ RARE_TERM_SAMPLE_MAX = 5_000
 #   terms that a short walk finds rare (WORDS_PROBE_MAX). A question's many terms together
 #   match much of the account, which the walk finds newest first at once; the index then serves
 #   those of its terms that the walk's matches seldom hold (RARE_TERM_HELD_MAX).
-# - Meaning, an account with its own HNSW index (a large one): that index (a sort of its vectors
-#   is the plan to avoid).
-# - Meaning, any other account: an exact scan of its own vectors, a small account's few, or a
-#   large one's until its index is built.
-# (No sort either: an index that does not give the order, scanned whole and sorted, is the
-# plan the walk replaces.)
-WALK: Plan = (("enable_bitmapscan", "off"), ("enable_sort", "off"))
+# - Meaning: see meaning.py.
 # The function's matches, and for a thread filter each one's membership by its key (not a scan
 # of the memberships).
 _BY_KEY: Plan = (("enable_seqscan", "off"), ("enable_bitmapscan", "off"))
 _RARE_TERMS_BY_KEY = (*_BY_KEY, ("gin_fuzzy_search_limit", str(RARE_TERM_SAMPLE_MAX)))
-# A listing of some types, a project or a scope: their memories newest first through their index
-# (memory_owner_type_current, memory_owner_project_recent, memory_owner_scope_recent), as WALK
-# reads them, but with sorts allowed: the memories revised since the first page's instant, read by
-# key, are sorted (a few rows), where with sorts off the planner would read the account's recency
-# index whole to have them in order.
-_LISTED_BY_SOURCE: Plan = (("enable_bitmapscan", "off"), ("enable_seqscan", "off"))
-_NEAREST: Plan = (
-    ("enable_indexscan", "on"),
-    ("enable_sort", "off"),
-    # A filtered nearest-neighbour scan that keeps going until it has enough rows.
-    ("hnsw.iterative_scan", "relaxed_order"),
-    ("hnsw.ef_search", str(account_indexes.SEARCH_LIST_SIZE)),
-)
-_NEAREST_NARROWED = (*_NEAREST, ("hnsw.max_scan_tuples", str(SEMANTIC_SCAN_MAX)))
 
 
 def _walk(
@@ -643,24 +600,19 @@ def _word_candidates(
 def _meaning_candidates(
     db, required: str, where: Where, params: dict, reads: _Reads, known: list[Candidate]
 ) -> list[Candidate]:
-    """The nearest memories by meaning but those `known`, each read by key."""
-    plan: Plan = ()
-    semantic = SEMANTIC.format(required=required, filters=where.sql)
-    if reads.through_index and params["source_size"] is not None:
-        if params["source_size"] <= COMPARED_EXACTLY_MAX:
-            # Read as the walk reads its source (WALK), then sorted by distance: every plan
-            # sorts once there, and one that sorted the source too would read all of it.
-            plan = WALK
-            semantic = SEMANTIC_OF_SOURCE.format(
-                recent=_recent(where, params, most="source_size_max"),
-                required=required,
-                filters=where.sql,
-            )
-        else:
-            plan = _NEAREST_NARROWED
-    elif reads.through_index:
-        plan = _NEAREST_NARROWED if where.narrowed else _NEAREST
-    meaning_ids = fetch_ids(db, semantic, params, plan)
+    """The nearest memories by meaning (meaning.nearest_ids) but those `known`, each read by
+    key: through the account's HNSW index, or of a walk's source of at most COMPARED_EXACTLY_MAX
+    memories, each compared exactly."""
+    source = None
+    if (
+        reads.through_index
+        and params["source_size"] is not None
+        and params["source_size"] <= COMPARED_EXACTLY_MAX
+    ):
+        source = _recent(where, params, most="source_size_max")
+    meaning_ids = nearest_ids(
+        db, required, where, params, through_index=reads.through_index, source=source
+    )
     return _read_candidates(db, meaning_ids, params, known=known)
 
 
@@ -727,113 +679,6 @@ def _new(found: list[Candidate], known: list[Candidate]) -> list[Candidate]:
     """Those of `found` that are not among `known`."""
     ids = {candidate.id for candidate in known}
     return [candidate for candidate in found if candidate.id not in ids]
-
-
-def listed_candidates(
-    db, where: Where, params: dict, position: Position | None, most: int
-) -> tuple[list[Candidate], Candidate | None]:
-    """A search without a query: the `most` newest memories the filters select after `position`,
-    among the LISTED_WINDOW memories that follow it, current as of the first page's instant
-    (Where.reach_at_snapshot): the account's memories, read newest first through its recency
-    index (WALK) whatever the table's statistics say, or those of the thread asked for when a
-    walk reads it whole (models.THREAD_READ_BY_MEMBER_MAX), or without asOf those of the types, else
-    the project or the scope asked for (_listed_of_source). Second: when fewer than `most`
-    passed and more memories follow the window, the window's last memory, where the next page
-    resumes."""
-    params |= {"listed_max": most, "listed_window": LISTED_WINDOW}
-    after = ""
-    if position is not None:
-        params |= {"after_recorded_at": position.recorded_at, "after_id": position.id}
-        after = LISTED_AFTER
-    source = _listed_by_source(db, where, params, position)
-    if source == "thread":
-        window = LISTED_IN_THREAD.format(reach=where.reach_at_snapshot, after=after)
-        sql = LISTED_SQL.format(window=window, selection=where.selection)
-        plan = _LISTED_BY_SOURCE
-    elif source is not None:
-        window = _listed_of_source(where, params, after, source)
-        sql = LISTED_SOURCE_SQL.format(window=window, selection=where.selection)
-        plan = _LISTED_BY_SOURCE
-    else:
-        window = LISTED_ACCOUNT_WINDOW.format(reach=where.reach_at_snapshot, after=after)
-        sql = LISTED_SQL.format(window=window, selection=where.selection)
-        plan = WALK
-    listed = [_listed_candidate(*row) for row in fetch_rows(db, sql, params, plan)]
-    if len(listed) == most:
-        return listed, None
-    end = fetch_rows(db, LISTED_WINDOW_END.format(window=window), params, plan)
-    # The window's last memory is a position only, read without its length.
-    return listed, (_listed_candidate(*end[0]) if len(end) == 2 else None)
-
-
-def _listed_candidate(
-    memory_id: uuid.UUID, recorded_at: datetime, content_length: int = 0
-) -> Candidate:
-    return Candidate(
-        id=memory_id,
-        recorded_at=recorded_at,
-        content_length=content_length,
-        fields_held={},
-        cosine=None,
-    )
-
-
-def _listed_source(where: Where, params: dict) -> str | None:
-    """Which filter's memories a listing reads as its window: a thread's that a walk reads
-    (Where.walks); else, on current memories, through its index (_listed_of_source), the
-    types asked for (an index-only read), else a project, else a scope; None for the account's
-    recency index."""
-    if where.walks == "thread":
-        return "thread"
-    if not where.current:
-        return None
-    if params.get("types"):
-        return "memory_type"
-    return next((f for f in ("project", "scope") if params.get(f) is not None), None)
-
-
-def _listed_by_source(db, where: Where, params: dict, position: Position | None) -> str | None:
-    """The filter whose memories alone a listing reads (_listed_source), unless more than
-    LISTED_WINDOW memories were recorded since its first page's instant (each is read to find
-    the memory it revised: the account's window bounds that page instead). Puts the memories
-    revised since the instant in params["listed_revised"]: none on a first page, whose instant
-    is at least its newest memory's (sql.TENANT_SIZE_SQL)."""
-    source = _listed_source(where, params)
-    if source in (None, "thread"):
-        return source
-    params["listed_revised"] = []
-    if position is None:
-        return source
-    [(since, revised)] = fetch_rows(db, LISTED_RECORDED_SINCE, params, WALK)
-    params["listed_revised"] = revised
-    return source if since <= LISTED_WINDOW else None
-
-
-def _listed_of_source(where: Where, params: dict, after: str, column: str) -> str:
-    """The window of a listing of some types, a project or a scope (`column`): the account's
-    memories of those current at its first page's instant, newest first after `after` (see
-    sql.LISTED_CURRENT_OF_TYPE)."""
-    columns = LISTED_COLUMNS
-    if params.get("resolved_after") is not None:
-        columns += ", m.resolved_at"
-    values = params["types"] if column == "memory_type" else [params[column]]
-    branch = LISTED_CURRENT_OF_TYPE if column == "memory_type" else LISTED_CURRENT_WITH
-    params["listed_values"] = list(values)
-    params |= {f"listed_value_{n}": value for n, value in enumerate(values)}
-    branches = [
-        branch.format(
-            value=f"listed_value_{n}",
-            column=column,
-            columns=columns,
-            dates=where.dates,
-            after=after,
-        )
-        for n in range(len(values))
-    ]
-    branches.append(
-        LISTED_REVISED_SINCE.format(column=column, columns=columns, dates=where.dates, after=after)
-    )
-    return LISTED_SOURCE_WINDOW.format(branches=" UNION ALL ".join(branches))
 
 
 def topic_matches(db, parsed: Query, where: Where, params: dict) -> list[Candidate]:

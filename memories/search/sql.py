@@ -1,5 +1,7 @@
 """The search's SQL statements, and how one is sent with the planner settings it runs under
-(fetch_rows; the plans themselves are chosen in candidates.py).
+(fetch_rows). WALK, the plan of every read of memories newest first, is here beside the walk's
+statements; the other plans are beside the code that runs their statements (candidates.py,
+meaning.py, listing.py).
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ import uuid
 from memories.excerpts import EXCERPT_COLUMNS
 from memories.models import thread_members_sql
 from memories.search.query import Query
+
+Plan = tuple[tuple[str, str], ...]  # planner settings (name, value) for one statement
 
 # What scoring reads of a candidate: where it holds each query term (see fields_held_sql), and its
 # cosine similarity to the query. The walk and the words function select them as they find
@@ -62,6 +66,11 @@ RECENT = """
         SELECT m.* FROM memories_memory m
         WHERE m.owner_id = %(owner)s AND m.recorded_at <= %(snapshot)s {reach}
         ORDER BY m.recorded_at DESC LIMIT %({most})s"""
+# A walk reads its source newest first through an index that gives that order, whatever the
+# table's statistics say (see candidates.py on how plans are chosen): no bitmap scan, and no
+# sort either, since an index that does not give the order, scanned whole and sorted, is the
+# plan the walk replaces.
+WALK: Plan = (("enable_bitmapscan", "off"), ("enable_sort", "off"))
 # Of a project, a scope or a commitment state: `column` = %(`value`)s.
 RECENT_WITH = """(
         SELECT m.* FROM memories_memory m
@@ -113,7 +122,7 @@ RARE_WORD_MATCHES = """SELECT array(
     WHERE TRUE {thread}
     ORDER BY m.recorded_at DESC, m.id DESC LIMIT %(rare_limit)s)"""
 # Served by the account's own HNSW index when it has one (memories/account_indexes.py), else an
-# exact scan of its vectors; see candidates.WALK and what follows.
+# exact scan of its vectors; see meaning.py.
 SEMANTIC = """(SELECT m.id FROM memories_memory m
       WHERE m.owner_id = %(owner)s AND m.embedding IS NOT NULL
         AND m.recorded_at <= %(snapshot)s {required} {filters}
@@ -246,7 +255,7 @@ JOIN memories_memory c ON c.owner_id = %(owner)s AND c.id = l.id
 ORDER BY l.recorded_at DESC, l.id DESC
 """
 # How many memories were recorded after a listing's instant (up to one past %(listed_window)s),
-# and the memories they revised. In recency order, so that under candidates.WALK (no sort) the
+# and the memories they revised. In recency order, so that under WALK (no sort) the
 # recency index reads only those: the primary key (owner, id), which also serves the owner's
 # condition, would read every memory of the account to test its recording time.
 LISTED_RECORDED_SINCE = """
@@ -293,9 +302,6 @@ def fields_held_sql(parsed: Query, params: dict) -> str:
             f"THEN {' || '.join(checks)} ELSE '' END"
         )
     return f"ARRAY[{', '.join(labels)}]::text[]"
-
-
-Plan = tuple[tuple[str, str], ...]  # planner settings (name, value) for one statement
 
 
 def fetch_rows(db, sql: str, params: dict, plan: Plan) -> list[tuple]:

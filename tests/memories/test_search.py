@@ -35,6 +35,7 @@ from memories.search import (
     KindAsked,
     candidates,
     clean_filters,
+    listing,
     scoring,
     search_memories,
     sql,
@@ -1397,7 +1398,7 @@ def test_a_listing_reads_a_window_a_page_and_its_cursor_goes_on_past_it(tenant, 
     """A filter few memories pass costs one window of the account a page, not the whole account;
     a page may then hold fewer hits than asked (even none), and its cursor goes on from the last
     memory it read until every match is found."""
-    monkeypatch.setattr(candidates, "LISTED_WINDOW", 3)
+    monkeypatch.setattr(listing, "LISTED_WINDOW", 3)
     now = timezone.now()
     wanted = [
         MemoryFactory(owner=tenant, status="archived", recorded_at=now - timedelta(days=d))
@@ -1422,7 +1423,7 @@ def test_a_listing_reads_a_window_a_page_and_its_cursor_goes_on_past_it(tenant, 
     assert len(run(tenant, None, limit=5).hits) == 3 and run(tenant, None, limit=5).next_cursor
     full = run(tenant, None, limit=3)  # its window ended it, but it is full: nothing to explain
     assert (len(full.hits), bool(full.next_cursor), full.window_read) == (3, True, None)
-    monkeypatch.setattr(candidates, "LISTED_WINDOW", 7)
+    monkeypatch.setattr(listing, "LISTED_WINDOW", 7)
     assert [len(run(tenant, None, status="archived", limit=5).hits)] == [2]
     assert run(tenant, None, status="archived", limit=5).next_cursor is None
 
@@ -1431,7 +1432,7 @@ def test_a_listing_of_types_few_memories_have_fills_its_page(tenant, other_tenan
     """My preferences and blockers, in an account whose newest memories are all notes: the page
     lists them, newest first, rather than coming back empty with hasMore for the agent to page
     blindly through windows of notes."""
-    monkeypatch.setattr(candidates, "LISTED_WINDOW", 5)
+    monkeypatch.setattr(listing, "LISTED_WINDOW", 5)
     now = timezone.now()
     asked = [
         MemoryFactory(
@@ -1463,7 +1464,7 @@ def test_a_listing_of_a_project_or_scope_few_memories_have_fills_its_page(
     others: the page lists them, newest first, rather than coming back empty with hasMore for
     the agent to page blindly through windows of other memories; one revised between pages is
     listed in the version the first page saw."""
-    monkeypatch.setattr(candidates, "LISTED_WINDOW", 3)
+    monkeypatch.setattr(listing, "LISTED_WINDOW", 3)
     now = timezone.now()
     asked = [
         MemoryFactory(owner=tenant, recorded_at=now - timedelta(days=30 + n), **{facet: "hangar"})
@@ -1490,7 +1491,7 @@ def test_a_listing_of_commitments_pages_through_each_once_as_its_first_page_saw_
     """Open commitments of project atlas at work, among many newer notes and commitments that
     another filter leaves out: every page is full, each commitment is listed once, one revised
     between pages (or retyped) in the version the first page saw, a successor not at all."""
-    monkeypatch.setattr(candidates, "LISTED_WINDOW", 6)
+    monkeypatch.setattr(listing, "LISTED_WINDOW", 6)
     now = timezone.now()
     wanted = []
     for n in range(7):
@@ -1548,7 +1549,7 @@ def test_a_listing_of_a_type_resumes_exactly_after_a_window_of_writes(tenant, mo
     """More memories written since the first page than a page may read of them: the next page
     reads the account's window instead, and still lists each blocker once, as the first page
     saw it."""
-    monkeypatch.setattr(candidates, "LISTED_WINDOW", 3)
+    monkeypatch.setattr(listing, "LISTED_WINDOW", 3)
     now = timezone.now()
     blockers = [
         MemoryFactory(owner=tenant, memory_type="blocker", recorded_at=now - timedelta(days=n))
@@ -1571,7 +1572,7 @@ def test_a_listing_cursor_ending_at_a_window_of_other_memories_goes_on(tenant, m
     """A cursor that ended a short page at the last memory of the account's window (as a
     listing of a type read the whole account's memories a page, whatever their type) resumes
     right after that memory."""
-    monkeypatch.setattr(candidates, "LISTED_WINDOW", 3)
+    monkeypatch.setattr(listing, "LISTED_WINDOW", 3)
     now = timezone.now()
     blockers = [
         MemoryFactory(owner=tenant, memory_type="blocker", recorded_at=now - timedelta(days=9 + n))
@@ -2648,7 +2649,7 @@ def test_a_listing_of_a_thread_fills_its_pages(tenant, other_tenant, monkeypatch
     every page is full, newest first, rather than empty with hasMore for the agent to page
     blindly through windows of other memories; one revised between pages is listed in the
     version the first page saw, its successor not at all."""
-    monkeypatch.setattr(candidates, "LISTED_WINDOW", 3)
+    monkeypatch.setattr(listing, "LISTED_WINDOW", 3)
     now = timezone.now()
     members = [
         MemoryFactory(owner=tenant, recorded_at=now - timedelta(days=30 + n)) for n in range(5)

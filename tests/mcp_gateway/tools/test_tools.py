@@ -16,7 +16,7 @@ from mcp_gateway.schemas import THREAD_ACTIONS
 from mcp_gateway.tools import TOOLS, _schema_error, call_tool, tool_definitions
 from memories import environment
 from memories.models import Memory, MemoryType
-from memories.search import candidates
+from memories.search import listing
 from tests.mcp_gateway.conftest import IN_PROCESS_URL, asgi_transport, mcp_client
 from tests.mcp_gateway.tools.conftest import fails, ok, principal_for
 from tests.memories.made_up_credentials import CREDENTIALS
@@ -2683,7 +2683,7 @@ async def test_only_an_empty_first_page_carries_a_note(agent):
 async def test_a_listing_page_cut_short_by_its_window_says_more_follow(agent, monkeypatch):
     """An empty or short listing page with hasMore says why, so that a model does not take it
     for all there is."""
-    monkeypatch.setattr(candidates, "LISTED_WINDOW", 2)
+    monkeypatch.setattr(listing, "LISTED_WINDOW", 2)
     archived = await remember(agent, topic="old plan", content="The plan we dropped.")
     await ok(agent, "archive", {"memoryId": archived["id"]})
     for n in range(3):
