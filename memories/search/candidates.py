@@ -23,6 +23,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db.backends.utils import CursorWrapper
+
 from memories import tenancy
 from memories.embedding import comparable_with, embed_query
 from memories.models import Status
@@ -150,7 +152,7 @@ _RARE_TERMS_BY_KEY = (*_BY_KEY, ("gin_fuzzy_search_limit", str(RARE_TERM_SAMPLE_
 
 
 def _walk(
-    db,
+    cursor: CursorWrapper,
     required: str,
     where: Where,
     params: dict,
@@ -167,11 +169,11 @@ def _walk(
     walk = LEXICAL_RECENT.format(
         **_walk_parts(required, where, params, walk_max, most, bounded, back_to), terms=terms
     )
-    return _candidates(fetch_rows(db, walk, params, WALK), params)
+    return _candidates(fetch_rows(cursor, walk, params, WALK), params)
 
 
 def _walk_with_nearest(
-    db,
+    cursor: CursorWrapper,
     required: str,
     where: Where,
     params: dict,
@@ -186,7 +188,7 @@ def _walk_with_nearest(
     statement = WALK_AND_NEAREST.format(
         **_walk_parts(required, where, params, walk_max, None, bounded, back_to)
     )
-    rows = fetch_rows(db, statement, params, WALK)
+    rows = fetch_rows(cursor, statement, params, WALK)
     matches: list[Candidate] = []
     nearest: list[Candidate] = []
     for candidate, row in zip(_candidates(rows, params), rows, strict=True):
@@ -284,7 +286,7 @@ def source_size_sql(where: Where, params: dict) -> str:
 
 
 def _rare_term_matches(
-    db,
+    cursor: CursorWrapper,
     required: str,
     where: Where,
     params: dict,
@@ -328,7 +330,7 @@ def _rare_term_matches(
         params["rare_any_term"] = parsed.any_term(rare)
         most = RARE_TERM_CANDIDATES * len(rare)
         walked = _walk(
-            db,
+            cursor,
             required,
             where,
             params,
@@ -341,14 +343,14 @@ def _rare_term_matches(
         if statistics is None and len(walked) >= most:
             reached = min(candidate.recorded_at for candidate in walked)
         return walked, rare, reached
-    _word_filters(db, where, params, RARE_TERM_CANDIDATES)
+    _word_filters(cursor, where, params, RARE_TERM_CANDIDATES)
     params["rare_terms"] = [parsed.any_term((term,)) for term in rare]
     if by_phrase:
         params["rare_terms"].append(params["required"])
     params["rare_limit"] = RARE_TERM_CANDIDATES * len(params["rare_terms"])
     matches = RARE_WORD_MATCHES.format(required=_required_query(required), thread=where.thread)
-    [(ids,)] = fetch_rows(db, matches, params, _RARE_TERMS_BY_KEY)
-    return _read_candidates(db, ids, params, known=walk_matches), rare, None
+    [(ids,)] = fetch_rows(cursor, matches, params, _RARE_TERMS_BY_KEY)
+    return _read_candidates(cursor, ids, params, known=walk_matches), rare, None
 
 
 def _question_walk_max(where: Where, params: dict) -> int:
@@ -364,33 +366,33 @@ def _question_walk_max(where: Where, params: dict) -> int:
     return min(SHORT_WALK_MAX, WALK_RECENT_MAX) if shortened else WALK_RECENT_MAX
 
 
-def _few_terms(db, required: str, where: Where, params: dict) -> list[Candidate]:
+def _few_terms(cursor: CursorWrapper, required: str, where: Where, params: dict) -> list[Candidate]:
     """Word candidates of a query of few terms in an account with a words index: by a walk when
     its terms are common among the most recent memories, else through the index (see
     WORDS_PROBE_MAX)."""
-    probed = _walk(db, required, where, params, walk_max=WORDS_PROBE_MAX)
+    probed = _walk(cursor, required, where, params, walk_max=WORDS_PROBE_MAX)
     if len(probed) >= LEXICAL_CANDIDATES:
         return probed
     if len(probed) * WORDS_DENSE_SHARE >= WORDS_PROBE_MAX:
-        walked = _walk(db, required, where, params, walk_max=WORDS_DENSE_WALK_MAX)
+        walked = _walk(cursor, required, where, params, walk_max=WORDS_DENSE_WALK_MAX)
         if len(walked) >= LEXICAL_CANDIDATES or _walked_whole(
-            db, where, params, WORDS_DENSE_WALK_MAX
+            cursor, where, params, WORDS_DENSE_WALK_MAX
         ):
             return walked  # the most recent matches, or every match there is
-    return _indexed_words(db, required, where, params)
+    return _indexed_words(cursor, required, where, params)
 
 
-def _walked_whole(db, where: Where, params: dict, bound: int) -> bool:
+def _walked_whole(cursor: CursorWrapper, where: Where, params: dict, bound: int) -> bool:
     """Whether a walk of at most `bound` memories read every memory it may read (those of its
     source, _recent, and of the dates asked for): there are no more than that."""
     if params["tenant_size"] <= bound < TENANT_SIZE_COUNTED_MAX:
         return True  # the account holds no more (its count is exact under its cap)
     size = WALK_SOURCE_SIZE.format(recent=_recent(where, params))
-    [(readable,)] = fetch_rows(db, size, params | {"walk_max": bound + 1}, WALK)
+    [(readable,)] = fetch_rows(cursor, size, params | {"walk_max": bound + 1}, WALK)
     return readable <= bound
 
 
-def _word_filters(db, where: Where, params: dict, most: int) -> None:
+def _word_filters(cursor: CursorWrapper, where: Where, params: dict, most: int) -> None:
     """The values of filters.filter_clauses as the words function takes them (it applies them
     itself; a missing one is no filter), and how many matches it gives per call: `most`, or with a
     thread to filter on too, enough of the most recent matches for some to be in it."""
@@ -411,7 +413,7 @@ def _word_filters(db, where: Where, params: dict, most: int) -> None:
     if not tenancy.enabled():
         # The function reads the tenant where row-level security does; without it, nothing else
         # has set it.
-        db.execute(tenancy.SET_TENANT_SQL, [tenancy.tenant_text(params["owner"]), True])
+        cursor.execute(tenancy.SET_TENANT_SQL, [tenancy.tenant_text(params["owner"]), True])
 
 
 def _required_query(required: str) -> str:
@@ -419,26 +421,32 @@ def _required_query(required: str) -> str:
     return REQUIRED_QUERY if required else "NULL::tsquery"
 
 
-def _indexed_words(db, required: str, where: Where, params: dict) -> list[Candidate]:
+def _indexed_words(
+    cursor: CursorWrapper, required: str, where: Where, params: dict
+) -> list[Candidate]:
     """Word candidates through the account's words index (see WORD_MATCHES)."""
-    _word_filters(db, where, params, LEXICAL_CANDIDATES)
+    _word_filters(cursor, where, params, LEXICAL_CANDIDATES)
     matches = WORD_MATCHES.format(
         columns=params["candidate_columns"],
         required=_required_query(required),
         thread=where.thread,
     )
-    rows = fetch_rows(db, matches, params, _BY_KEY)
+    rows = fetch_rows(cursor, matches, params, _BY_KEY)
     found = rows[0][0]
     candidates = _candidates([row[1:] for row in rows if row[1] is not None], params)
     if len(candidates) < LEXICAL_CANDIDATES and found == params["word_matches_max"]:
         # The thread narrowed the index's most recent matches only, and there are older ones:
         # the walk finds those among them in the thread, as without the index.
-        candidates += _new(_walk(db, required, where, params), candidates)
+        candidates += _new(_walk(cursor, required, where, params), candidates)
     return candidates
 
 
 def ranked_candidates(
-    db, parsed: Query, where: Where, params: dict, statistics: WordStatistics | None
+    cursor: CursorWrapper,
+    parsed: Query,
+    where: Where,
+    params: dict,
+    statistics: WordStatistics | None,
 ) -> tuple[list[Candidate], WordStatistics | None, int]:
     """Candidates by words and by meaning, fused, the word statistics they were scored with,
     and how many matched (by words or meaning) but were dropped under the relevance floor. A
@@ -452,18 +460,18 @@ def ranked_candidates(
     has_vector = _query_params(parsed, params)
     reads = _reads(parsed, where, params, statistics, has_vector=has_vector)
     word_matches, nearest, walked_to = _word_candidates(
-        db, required, where, params, reads, statistics
+        cursor, required, where, params, reads, statistics
     )
     candidates = word_matches + nearest
     if reads.by_meaning and not reads.read_once:
-        candidates += _meaning_candidates(db, required, where, params, reads, known=candidates)
+        candidates += _meaning_candidates(cursor, required, where, params, reads, known=candidates)
     rare: tuple[str, ...] = ()
     rare_walked_to = None
     if reads.by_walk:
         # Which terms are rare among the walk's matches is read from their candidates, on the
         # first page; a later page looks up the same ones.
         older, rare, rare_walked_to = _rare_term_matches(
-            db,
+            cursor,
             required,
             where,
             params,
@@ -571,7 +579,7 @@ def _reads(
 
 
 def _word_candidates(
-    db,
+    cursor: CursorWrapper,
     required: str,
     where: Where,
     params: dict,
@@ -582,15 +590,15 @@ def _word_candidates(
     (`reads.read_once`); and on a first page, the oldest match of a walk that stopped at its
     bound (None otherwise)."""
     if not reads.by_walk:
-        return _few_terms(db, required, where, params), [], None
+        return _few_terms(cursor, required, where, params), [], None
     later = {} if statistics is None else {"bounded": False, "back_to": statistics.walked_to}
     nearest: list[Candidate] = []
     if reads.read_once:
         matches, nearest = _walk_with_nearest(
-            db, required, where, params, walk_max=reads.walk_max, **later
+            cursor, required, where, params, walk_max=reads.walk_max, **later
         )
     else:
-        matches = _walk(db, required, where, params, walk_max=reads.walk_max, **later)
+        matches = _walk(cursor, required, where, params, walk_max=reads.walk_max, **later)
     walked_to = None
     if statistics is None and len(matches) >= params["lexical_max"]:
         walked_to = min(candidate.recorded_at for candidate in matches)
@@ -598,7 +606,12 @@ def _word_candidates(
 
 
 def _meaning_candidates(
-    db, required: str, where: Where, params: dict, reads: _Reads, known: list[Candidate]
+    cursor: CursorWrapper,
+    required: str,
+    where: Where,
+    params: dict,
+    reads: _Reads,
+    known: list[Candidate],
 ) -> list[Candidate]:
     """The nearest memories by meaning (meaning.nearest_ids) but those `known`, each read by
     key: through the account's HNSW index, or of a walk's source of at most COMPARED_EXACTLY_MAX
@@ -611,9 +624,9 @@ def _meaning_candidates(
     ):
         source = _recent(where, params, most="source_size_max")
     meaning_ids = nearest_ids(
-        db, required, where, params, through_index=reads.through_index, source=source
+        cursor, required, where, params, through_index=reads.through_index, source=source
     )
-    return _read_candidates(db, meaning_ids, params, known=known)
+    return _read_candidates(cursor, meaning_ids, params, known=known)
 
 
 def _scored(
@@ -647,7 +660,7 @@ def _floor(params: dict) -> float:
 
 
 def _read_candidates(
-    db, ids: list[uuid.UUID], params: dict, known: Iterable[Candidate] = ()
+    cursor: CursorWrapper, ids: list[uuid.UUID], params: dict, known: Iterable[Candidate] = ()
 ) -> list[Candidate]:
     """The candidates `ids` but those `known` (already read), read by key (see
     CANDIDATE_COLUMNS)."""
@@ -656,8 +669,8 @@ def _read_candidates(
     if not ids:
         return []
     params["ids"] = ids
-    db.execute(RANKED_SQL.format(columns=params["candidate_columns"]), params)
-    return _candidates(db.fetchall(), params)
+    cursor.execute(RANKED_SQL.format(columns=params["candidate_columns"]), params)
+    return _candidates(cursor.fetchall(), params)
 
 
 def _candidates(rows: list[tuple], params: dict) -> list[Candidate]:
@@ -681,7 +694,9 @@ def _new(found: list[Candidate], known: list[Candidate]) -> list[Candidate]:
     return [candidate for candidate in found if candidate.id not in ids]
 
 
-def topic_matches(db, parsed: Query, where: Where, params: dict) -> list[Candidate]:
+def topic_matches(
+    cursor: CursorWrapper, parsed: Query, where: Where, params: dict
+) -> list[Candidate]:
     """Topics spelled like the text asked for, that hold the query's phrases and none of its
     exclusions."""
     params |= {"wanted": parsed.wanted, "required": parsed.required}
@@ -690,7 +705,7 @@ def topic_matches(db, parsed: Query, where: Where, params: dict) -> list[Candida
         recent = _recent(where, params, most="recent")
     else:
         recent = RECENT.format(reach=where.reach, most="recent")
-    db.execute(
+    cursor.execute(
         TOPIC_SQL.format(recent=recent, selection=where.selection, required=required), params
     )
     return [
@@ -703,5 +718,5 @@ def topic_matches(db, parsed: Query, where: Where, params: dict) -> list[Candida
             score=round(float(row[3]), 6),
             matched_by=("words",),
         )
-        for row in db.fetchall()
+        for row in cursor.fetchall()
     ]

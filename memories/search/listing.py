@@ -8,6 +8,8 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
+from django.db.backends.utils import CursorWrapper
+
 from memories.search.cursor import Position
 from memories.search.filters import Where
 from memories.search.scoring import Candidate
@@ -43,7 +45,7 @@ _LISTED_BY_SOURCE: Plan = (("enable_bitmapscan", "off"), ("enable_seqscan", "off
 
 
 def listed_candidates(
-    db, where: Where, params: dict, position: Position | None, most: int
+    cursor: CursorWrapper, where: Where, params: dict, position: Position | None, most: int
 ) -> tuple[list[Candidate], Candidate | None]:
     """A search without a query: the `most` newest memories the filters select after `position`,
     among the LISTED_WINDOW memories that follow it, current as of the first page's instant
@@ -58,7 +60,7 @@ def listed_candidates(
     if position is not None:
         params |= {"after_recorded_at": position.recorded_at, "after_id": position.id}
         after = LISTED_AFTER
-    source = _listed_by_source(db, where, params, position)
+    source = _listed_by_source(cursor, where, params, position)
     if source == "thread":
         window = LISTED_IN_THREAD.format(reach=where.reach_at_snapshot, after=after)
         sql = LISTED_SQL.format(window=window, selection=where.selection)
@@ -71,10 +73,10 @@ def listed_candidates(
         window = LISTED_ACCOUNT_WINDOW.format(reach=where.reach_at_snapshot, after=after)
         sql = LISTED_SQL.format(window=window, selection=where.selection)
         plan = WALK
-    listed = [_listed_candidate(*row) for row in fetch_rows(db, sql, params, plan)]
+    listed = [_listed_candidate(*row) for row in fetch_rows(cursor, sql, params, plan)]
     if len(listed) == most:
         return listed, None
-    end = fetch_rows(db, LISTED_WINDOW_END.format(window=window), params, plan)
+    end = fetch_rows(cursor, LISTED_WINDOW_END.format(window=window), params, plan)
     # The window's last memory is a position only, read without its length.
     return listed, (_listed_candidate(*end[0]) if len(end) == 2 else None)
 
@@ -105,7 +107,9 @@ def _listed_source(where: Where, params: dict) -> str | None:
     return next((f for f in ("project", "scope") if params.get(f) is not None), None)
 
 
-def _listed_by_source(db, where: Where, params: dict, position: Position | None) -> str | None:
+def _listed_by_source(
+    cursor: CursorWrapper, where: Where, params: dict, position: Position | None
+) -> str | None:
     """The filter whose memories alone a listing reads (_listed_source), unless more than
     LISTED_WINDOW memories were recorded since its first page's instant (each is read to find
     the memory it revised: the account's window bounds that page instead). Puts the memories
@@ -117,7 +121,7 @@ def _listed_by_source(db, where: Where, params: dict, position: Position | None)
     params["listed_revised"] = []
     if position is None:
         return source
-    [(since, revised)] = fetch_rows(db, LISTED_RECORDED_SINCE, params, WALK)
+    [(since, revised)] = fetch_rows(cursor, LISTED_RECORDED_SINCE, params, WALK)
     params["listed_revised"] = revised
     return source if since <= LISTED_WINDOW else None
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import uuid
 
+from django.db.backends.utils import CursorWrapper
+
 from memories import account_indexes
 from memories.search.filters import Where
 from memories.search.sql import SEMANTIC, SEMANTIC_OF_SOURCE, WALK, Plan, fetch_ids
@@ -35,7 +37,7 @@ _NEAREST_NARROWED = (*_NEAREST, ("hnsw.max_scan_tuples", str(SEMANTIC_SCAN_MAX))
 
 
 def nearest_ids(
-    db,
+    cursor: CursorWrapper,
     required: str,
     where: Where,
     params: dict,
@@ -51,9 +53,9 @@ def nearest_ids(
         # Read as the walk reads its source (WALK), then sorted by distance: every plan sorts
         # once there, and one that sorted the source too would read all of it.
         semantic = SEMANTIC_OF_SOURCE.format(recent=source, required=required, filters=where.sql)
-        return fetch_ids(db, semantic, params, WALK)
+        return fetch_ids(cursor, semantic, params, WALK)
     plan: Plan = ()
     if through_index:
         narrowed = where.narrowed or params["source_size"] is not None
         plan = _NEAREST_NARROWED if narrowed else _NEAREST
-    return fetch_ids(db, SEMANTIC.format(required=required, filters=where.sql), params, plan)
+    return fetch_ids(cursor, SEMANTIC.format(required=required, filters=where.sql), params, plan)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import uuid
 
+from django.db.backends.utils import CursorWrapper
+
 from memories.excerpts import EXCERPT_COLUMNS
 from memories.models import thread_members_sql
 from memories.search.query import Query
@@ -304,23 +306,23 @@ def fields_held_sql(parsed: Query, params: dict) -> str:
     return f"ARRAY[{', '.join(labels)}]::text[]"
 
 
-def fetch_rows(db, sql: str, params: dict, plan: Plan) -> list[tuple]:
+def fetch_rows(cursor: CursorWrapper, sql: str, params: dict, plan: Plan) -> list[tuple]:
     """The rows of `sql` run under `plan` (settings for this statement only). The settings, the
     statement and the settings' reset go as one message: a round trip costs about as much as
     a setting's statement takes, and a search runs several statements with their own plans.
     The message starts with a SELECT so that row-level security's tenant setting goes in front
     of it (memories/tenancy.py); the cursor is then on the settings' result."""
     if not plan:
-        db.execute(sql, params)
-        return db.fetchall()
+        cursor.execute(sql, params)
+        return cursor.fetchall()
     settings = ", ".join(f"set_config('{name}', '{value}', true)" for name, value in plan)
     # Back to the defaults for the next statement. (The `hnsw.` settings end with the
     # transaction: no later statement of a search scans that index.)
     resets = "".join(f"; RESET {name}" for name, _ in plan if not name.startswith("hnsw."))
-    db.execute(f"SELECT {settings}; {sql}{resets}", params)
-    db.nextset()
-    return db.fetchall()
+    cursor.execute(f"SELECT {settings}; {sql}{resets}", params)
+    cursor.nextset()
+    return cursor.fetchall()
 
 
-def fetch_ids(db, sql: str, params: dict, plan: Plan) -> list[uuid.UUID]:
-    return [row[0] for row in fetch_rows(db, sql, params, plan)]
+def fetch_ids(cursor: CursorWrapper, sql: str, params: dict, plan: Plan) -> list[uuid.UUID]:
+    return [row[0] for row in fetch_rows(cursor, sql, params, plan)]
