@@ -47,7 +47,7 @@ def as_reindexed_and_never_analyzed(cursor, *tables: str) -> None:
 def patch_search(patcher: pytest.MonkeyPatch, name: str, value: object) -> None:
     """Set `name` to `value` for one test (through `patcher`) in every module of memories/search/
     that binds it: a module that imports a name holds a binding of its own, the one its functions
-    read (LEXICAL_CANDIDATES is read in the package's __init__ and in candidates.py)."""
+    read (LEXICAL_CANDIDATES is read in page.py and in candidates.py)."""
     package = memories.search
     modules = [package] + [
         importlib.import_module(f"{package.__name__}.{module.name}")

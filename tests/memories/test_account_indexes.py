@@ -20,6 +20,8 @@ from accounts.erasure import erase_account
 from memories import account_indexes, backfill, search
 from memories.models import Memory
 from memories.search import candidates, clean_filters, search_memories
+from memories.search import page as search_page
+from memories.search.filters import filter_clauses
 from memories.services import archive_memory, record_memory
 from memories.threads import add_thread_members, create_thread
 from tests.factories import MemoryFactory, UserFactory
@@ -213,8 +215,8 @@ def tenant_size(owner, counted_max: int) -> tuple[int, int]:
     with transaction.atomic(), connection.cursor() as db:
         db.execute(scans)
         [(before,)] = db.fetchall()
-        search._count_tenant(
-            db, params, search.filter_clauses(search.SearchFilters(), owner.pk, params)
+        search_page._count_tenant(
+            db, params, filter_clauses(search.SearchFilters(), owner.pk, params)
         )
         db.execute(scans)
         [(after,)] = db.fetchall()
