@@ -132,7 +132,8 @@ RARE_TERM_SAMPLE_MAX = 5_000
 
 # Plans are chosen here by the account's own indexes and the query's length, not left to table
 # statistics, which are missing right after a bulk load and describe the whole table rather than
-# one tenant (a search then took seconds where it takes milliseconds with these plans).
+# one tenant: a plan chosen from them may read all of an account's memories, or sort them, where
+# each plan below reads a bounded few, so a search's cost stays bounded however the table looks.
 # - Words, in general: walk the tenant's memories newest first until LEXICAL_CANDIDATES match
 #   (memory_owner_recent; with a project, commitment state, type or scope filter, those of the
 #   one that chooses the walk, through its own index: see _recent), cheap when the query's
