@@ -16,11 +16,12 @@ from datetime import datetime
 from django.db import connections
 from django.utils import timezone
 
-from memories import bounds, replica
+from memories import bounds, replica, thread_sql
 from memories.environment import require_known_facet
 from memories.errors import InvalidInput
 from memories.excerpts import EXCERPT_COLUMNS, EXCERPT_MAX, MemoryExcerpt
-from memories.models import THREAD_READ_BY_MEMBER_MAX, Memory, Thread, thread_members_sql
+from memories.models import Memory, Thread
+from memories.thread_sql import THREAD_READ_BY_MEMBER_MAX, thread_members_sql
 
 SELECTOR_KINDS = ("all", "scope", "project", "thread")
 MODES = ("brief", "full")
@@ -79,7 +80,7 @@ class Selector:
         if self.kind == "all":
             return ""
         if self.kind == "thread":
-            return " AND " + Thread.objects.members_sql(
+            return " AND " + thread_sql.members_sql(
                 owner_id,
                 self.value,
                 params,

@@ -67,7 +67,7 @@ LEXICAL_CANDIDATES = 300
 # With a project, commitment state or scope filter that chooses what a walk reads (see _recent)
 # in an account with its own HNSW index, a project, states or a scope of at most this many
 # current memories have each compared with the query exactly, read through their own index (a
-# thread that chooses it, always: models.THREAD_READ_BY_MEMBER_MAX is smaller): no more than a
+# thread that chooses it, always: thread_sql.THREAD_READ_BY_MEMBER_MAX is smaller): no more than a
 # narrowed scan of the HNSW index reads (meaning.SEMANTIC_SCAN_MAX), and none of the nearest is
 # missed. More are searched through the HNSW index.
 COMPARED_EXACTLY_MAX = SEMANTIC_SCAN_MAX
@@ -77,7 +77,7 @@ WALK_RECENT_MAX = 20_000
 # In an account with a words index of its own, a query of at most this many terms may find its
 # word candidates through that index (see WORD_MATCHES and below): the LEXICAL_CANDIDATES most
 # recent current memories holding any of them that pass the filters (with a thread filter of a
-# thread no walk reads whole, models.THREAD_READ_BY_MEMBER_MAX, those in the thread among the
+# thread no walk reads whole, thread_sql.THREAD_READ_BY_MEMBER_MAX, those in the thread among the
 # WORD_MATCHES_MAX most recent).
 INDEXED_QUERY_TERMS_MAX = 3
 WORD_MATCHES_MAX = 1_000
@@ -273,10 +273,10 @@ def source_size_sql(where: Where, params: dict) -> str:
     commitment states or the scope that choose what a walk reads (Where.walks) hold, up to one
     past COMPARED_EXACTLY_MAX, read as the walk reads them (newest first through their own
     index, under WALK: so without statistics too); a thread's members when a walk reads it
-    whole (models.THREAD_READ_BY_MEMBER_MAX); NULL for any other walk. Counted on every page: one
-    whose count crosses the bound (memories revised since the first page are no longer current)
-    finds its candidates by meaning the other way, which may miss a hit, never repeat one (see
-    WordStatistics)."""
+    whole (thread_sql.THREAD_READ_BY_MEMBER_MAX); NULL for any other walk. Counted on every
+    page: one whose count crosses the bound (memories revised since the first page are no longer
+    current) finds its candidates by meaning the other way, which may miss a hit, never repeat
+    one (see WordStatistics)."""
     params["source_size_max"] = COMPARED_EXACTLY_MAX + 1
     if where.walks == "thread":
         # Counted with its name's lookup (filters.filter_clauses).
@@ -547,8 +547,8 @@ def _reads(
     """Which reads find the candidates of `parsed` (see the plans above WALK's definition)."""
     few_terms = len(parsed.terms) <= INDEXED_QUERY_TERMS_MAX
     # The account's words index holds its current memories only: asOf walks. So does a thread
-    # that a walk reads whole (models.THREAD_READ_BY_MEMBER_MAX): no more than a walk for a query's
-    # terms reads when they are common.
+    # that a walk reads whole (thread_sql.THREAD_READ_BY_MEMBER_MAX): no more than a walk for a
+    # query's terms reads when they are common.
     by_walk = where.walks == "thread" or not (
         few_terms and params["words_indexed"] and where.current
     )

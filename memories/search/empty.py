@@ -13,9 +13,10 @@ from datetime import datetime
 
 from django.db.backends.utils import CursorWrapper
 
+from memories import thread_sql
 from memories.environment import require_known_facet
 from memories.excerpts import MemoryExcerpt
-from memories.models import MemoryType, Status, Thread
+from memories.models import MemoryType, Status
 from memories.search.cursor import Position
 from memories.search.filters import SearchFilters, Where
 from memories.search.query import KIND_WORDS, Query
@@ -201,7 +202,7 @@ def why_empty(
     if where.thread_id is not None:
         # Nothing in the thread: in this read's snapshot, because the thread is gone (deleted
         # since its name was looked up) or because none of its members matched.
-        Thread.objects.require_still_there(owner_id, where.thread_id, filters.thread)
+        thread_sql.require_still_there(owner_id, where.thread_id, filters.thread)
     if position is not None:
         return None
     if filters.as_of is None:

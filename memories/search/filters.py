@@ -10,15 +10,10 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from memories import bounds
+from memories import bounds, thread_sql
 from memories.errors import InvalidInput
-from memories.models import (
-    THREAD_READ_BY_MEMBER_MAX,
-    CommitmentStatus,
-    MemoryType,
-    Status,
-    Thread,
-)
+from memories.models import CommitmentStatus, MemoryType, Status
+from memories.thread_sql import THREAD_READ_BY_MEMBER_MAX
 
 STATUS_FILTERS = ("active", "archived", "any")
 COMMITMENT_STATUS_FILTERS = tuple(CommitmentStatus.values)
@@ -324,7 +319,7 @@ def filter_clauses(filters: SearchFilters, owner_id: int, params: dict) -> Where
     thread = []
     if filters.thread is not None:
         thread.append(
-            Thread.objects.members_sql(
+            thread_sql.members_sql(
                 owner_id, filters.thread, params, key="thread", counted_to=THREAD_READ_BY_MEMBER_MAX
             )
         )

@@ -51,10 +51,10 @@ def listed_candidates(
     among the LISTED_WINDOW memories that follow it, current as of the first page's instant
     (Where.reach_at_snapshot): the account's memories, read newest first through its recency
     index (WALK) whatever the table's statistics say, or those of the thread asked for when a
-    walk reads it whole (models.THREAD_READ_BY_MEMBER_MAX), or without asOf those of the types, else
-    the project or the scope asked for (_listed_of_source). Second: when fewer than `most`
-    passed and more memories follow the window, the window's last memory, where the next page
-    resumes."""
+    walk reads it whole (thread_sql.THREAD_READ_BY_MEMBER_MAX), or without asOf those of the
+    types, else the project or the scope asked for (_listed_of_source). Second: when fewer than
+    `most` passed and more memories follow the window, the window's last memory, where the next
+    page resumes."""
     params |= {"listed_max": most, "listed_window": LISTED_WINDOW}
     after = ""
     if position is not None:

@@ -11,8 +11,8 @@ import uuid
 from django.db.backends.utils import CursorWrapper
 
 from memories.excerpts import EXCERPT_COLUMNS
-from memories.models import thread_members_sql
 from memories.search.query import Query
+from memories.thread_sql import thread_members_sql
 
 Plan = tuple[tuple[str, str], ...]  # planner settings (name, value) for one statement
 
@@ -84,8 +84,8 @@ RECENT_OF_TYPE = """(
         WHERE m.owner_id = %(owner)s AND m.memory_type = %({value})s
           AND m.recorded_at <= %(snapshot)s {reach}
         ORDER BY m.recorded_at DESC LIMIT %({most})s)"""
-# Of a thread (models.THREAD_READ_BY_MEMBER_MAX members at most): its members, each read by its key
-# (thread_members_sql, which says why so), then sorted.
+# Of a thread (thread_sql.THREAD_READ_BY_MEMBER_MAX members at most): its members, each read by
+# its key (thread_members_sql, which says why so), then sorted.
 _IN_THREAD = (
     thread_members_sql("thread")
     + """
@@ -233,7 +233,7 @@ LISTED_CURRENT_WITH = """(
           AND lower(m.{column}) IS NOT NULL
           AND m.valid_to IS NULL AND m.recorded_at <= %(snapshot)s {dates} {after}
         ORDER BY m.recorded_at DESC, m.id DESC LIMIT %(listed_window)s + 1)"""
-# A listing of a thread (models.THREAD_READ_BY_MEMBER_MAX members at most), at any instant: its
+# A listing of a thread (thread_sql.THREAD_READ_BY_MEMBER_MAX members at most), at any instant: its
 # members; a memory revised since the first page's instant keeps its membership (its successor
 # joins the thread beside it), so no memory revised since needs finding.
 LISTED_IN_THREAD = f"""{_IN_THREAD} {{after}}

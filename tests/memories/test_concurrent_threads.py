@@ -16,11 +16,11 @@ from django.db import connection, transaction
 
 from accounts import erasure
 from accounts.erasure import erase_account
-from memories import threads
+from memories import thread_sql, threads
 from memories.briefing import Selector, build_briefing
 from memories.errors import AccountInactive, Conflict, NotFound
 from memories.handoff import build_handoff
-from memories.models import MembershipState, Memory, Thread, ThreadMembership, ThreadQuerySet
+from memories.models import MembershipState, Memory, Thread, ThreadMembership
 from memories.search import clean_filters, search_memories
 from memories.services import record_memory
 
@@ -464,15 +464,15 @@ def _on_its_own_connection(work: Callable):
 def deleted_once_looked_up(tenant, monkeypatch) -> None:
     """A read filtered by a thread finds the thread by its name; then the thread is deleted
     (committed, on another connection) before the read itself runs."""
-    members_sql = ThreadQuerySet.members_sql
+    members_sql = thread_sql.members_sql
 
-    def look_up_then_delete(self, owner_id: int, name: str, params: dict, **given) -> str:
-        clause = members_sql(self, owner_id, name, params, **given)
+    def look_up_then_delete(owner_id: int, name: str, params: dict, **given) -> str:
+        clause = members_sql(owner_id, name, params, **given)
         deleted = _on_its_own_connection(lambda: threads.delete_thread(owner=tenant, name=name))
         assert isinstance(deleted, Thread), deleted
         return clause
 
-    monkeypatch.setattr(ThreadQuerySet, "members_sql", look_up_then_delete)
+    monkeypatch.setattr(thread_sql, "members_sql", look_up_then_delete)
 
 
 def _found_by_search(owner) -> int:
