@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 
 from infra import asyncdb
@@ -42,24 +42,21 @@ class MemoryRow(MemoryResource):
     due_at: datetime | None
     resolved_at: datetime | None = None
 
+    @classmethod
+    def from_row(cls, row: Sequence[object]) -> MemoryRow:
+        """The memory of a row of COLUMNS, each value given to the field it was read for."""
+        values = dict(zip(FIELDS, row, strict=True))
+        values["tags"] = tuple(values["tags"] or ())
+        return cls(**values)
 
-COLUMNS = (
-    "id",
-    "content",
-    "content_length",
-    "memory_type",
-    "topic",
-    "scope",
-    "project",
-    "recorded_at",
-    "status",
-    "valid_to",
-    "commitment_status",
-    "tags",
-    "predecessor_id",
-    readable_instant_sql("due_at"),
-    "resolved_at",
-)
+
+# The gate reads one column per field of MemoryRow, in the fields' order, so that a field added,
+# removed or moved cannot shift the values of the others: each is the Memory column of its name,
+# the due date clamped to the readable range as the ORM reads it
+# (memories.fields.ReadableDateTimeField).
+FIELDS = tuple(field.name for field in fields(MemoryRow))
+_COLUMN_SQL = {"due_at": readable_instant_sql("due_at")}
+COLUMNS = tuple(_COLUMN_SQL.get(name, name) for name in FIELDS)
 
 
 # The gate's statement. The owner is part of the WHERE clause, so a foreign id is exactly as
@@ -89,4 +86,4 @@ async def read_owned_memories(
         return {}
     read = (READ_OWNED, (owner_id, ",".join(map(str, parsed))))
     (rows,) = await asyncdb.run_as_tenant(owner_id, [read])
-    return {row[0]: MemoryRow(*row[:11], tuple(row[11] or ()), *row[12:15]) for row in rows}
+    return {row[0]: MemoryRow.from_row(row) for row in rows}

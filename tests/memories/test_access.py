@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -13,8 +14,10 @@ from django.utils import timezone
 
 from infra import asyncdb
 from memories import tenancy
-from memories.access import READ_OWNED, MemoryRow, read_owned_memories
+from memories.access import COLUMNS, READ_OWNED, MemoryRow, read_owned_memories
+from memories.fields import readable_instant_sql
 from memories.models import Memory
+from memories.services import record_memory, resolve_commitment, revise_memory
 from tests.factories import MemoryFactory, UserFactory, insert_commitment_due_at
 
 pytestmark = pytest.mark.anyio
@@ -64,6 +67,53 @@ async def test_returns_only_the_owners_memories(corpus):
     assert found[also_mine.id].commitment_status == "open"
     assert found[also_mine.id].due_at == also_mine.due_at is not None
     assert row.resource_uri == f"threengram://memory/{mine.id}" and row.valid_to is None
+
+
+@pytest.fixture
+def revised_resolved_commitment(transactional_db) -> list[Memory]:
+    """A commitment with tags, a project, a scope and a due date, revised, resolved, and
+    revised again: between them its versions hold a value in every field of MemoryRow."""
+    owner = UserFactory()
+    first = record_memory(
+        owner=owner,
+        memory_type="commitment",
+        topic="Release checklist",
+        content="Ship the release checklist.",
+        scope="team",
+        project="atlas",
+        tags=["release", "ops"],
+        due_at=timezone.now() + timedelta(days=3),
+    )
+    second = revise_memory(owner=owner, predecessor_id=first.id, content="Ship it by Friday.")
+    resolve_commitment(owner=owner, memory_id=second.id, status="resolved")
+    third = revise_memory(owner=owner, predecessor_id=second.id, topic="Release done")
+    return list(Memory.objects.filter(pk__in=[first.id, second.id, third.id]).order_by("pk"))
+
+
+async def test_every_field_of_a_gate_row_holds_its_own_column(revised_resolved_commitment):
+    """Each field of MemoryRow holds what the ORM reads for the Memory attribute of its name,
+    whatever the order of the gate's columns: a column list out of step with the fields would
+    hand one field another's value."""
+    versions = revised_resolved_commitment
+    found = await read_owned_memories(
+        owner_id=versions[0].owner_id, ids=[str(memory.id) for memory in versions]
+    )
+    names = [field.name for field in dataclasses.fields(MemoryRow)]
+    for name in names:
+        assert any(getattr(memory, name) is not None for memory in versions), name
+    for memory in versions:
+        for name in names:
+            expected = getattr(memory, name)
+            read = getattr(found[memory.id], name)
+            assert read == (tuple(expected) if name == "tags" else expected), name
+
+
+def test_the_gate_reads_each_field_from_the_column_of_its_name():
+    """One column per field of MemoryRow, in the fields' order, each the Memory column of the
+    field's name (the due date clamped to the readable range, as the ORM reads it)."""
+    names = [field.name for field in dataclasses.fields(MemoryRow)]
+    assert tuple(readable_instant_sql(n) if n == "due_at" else n for n in names) == COLUMNS
+    assert set(names) <= {field.column for field in Memory._meta.concrete_fields}
 
 
 async def test_no_ids_reads_nothing(corpus):
