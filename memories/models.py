@@ -482,7 +482,7 @@ class Memory(MemoryResource, TenantRow):
         )
 
 
-class _RowCount(models.Subquery):
+class RowCount(models.Subquery):
     template = "(SELECT count(*) FROM (%(subquery)s) counted)"
     output_field = models.IntegerField()
 
@@ -541,12 +541,12 @@ class ThreadQuerySet(models.QuerySet):
         thread's owner instead, the planner assumed an average tenant and hash-joined all of a
         large tenant's rows, where probing the thread's few members is far cheaper."""
         return self.filter(owner_id=owner_id).annotate(
-            member_count=_RowCount(
+            member_count=RowCount(
                 _memberships_of_current_memories(owner_id, MembershipState.MEMBER).filter(
                     memory__status=Status.ACTIVE
                 )
             ),
-            proposal_count=_RowCount(
+            proposal_count=RowCount(
                 _memberships_of_current_memories(owner_id, MembershipState.PROPOSED)
             ),
         )

@@ -11,7 +11,7 @@ import uuid
 
 from django.db import models
 
-from memories.models import MembershipState, Thread, ThreadMembership, _RowCount
+from memories.models import MembershipState, RowCount, Thread, ThreadMembership
 
 # A thread of at most this many members (of any version: a revision joins its predecessor's
 # threads, which keep the predecessor) is read member by member (thread_members_sql) where a read
@@ -77,10 +77,10 @@ def thread_members_sql(key: str, columns: str = "m.*") -> str:
                  WHERE m.owner_id = %(owner)s AND m.id = member.id LIMIT 1) m"""  # noqa: S608
 
 
-def _members_up_to(owner_id: int, most: int) -> _RowCount:
+def _members_up_to(owner_id: int, most: int) -> RowCount:
     """A thread's members (of any version), up to `most`: through membership_unique, which
     leads with the owner and the thread."""
-    return _RowCount(
+    return RowCount(
         ThreadMembership.objects.filter(
             owner_id=owner_id, thread_id=models.OuterRef("id"), state=MembershipState.MEMBER
         )
