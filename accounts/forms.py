@@ -181,6 +181,20 @@ class ThrottledPasswordChangeForm(
     def clean_old_password(self) -> str:
         return self.throttled_check(self.user.get_username(), super().clean_old_password)
 
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        # Compared with the old password only once it was checked: a wrong one says nothing
+        # about the new.
+        old, new = cleaned.get("old_password"), cleaned.get("new_password1")
+        if old and new == old and "new_password1" not in self.errors:
+            self.add_error(
+                "new_password1",
+                ValidationError(
+                    "The new password must differ from your current one.", code="password_unchanged"
+                ),
+            )
+        return cleaned
+
 
 def refuse_reserved_username(username: str | None) -> None:
     """Erasure renames accounts to erased-<id>: a live account must never look like one (nor

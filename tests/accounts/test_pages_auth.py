@@ -527,6 +527,27 @@ def test_a_new_password_the_rules_refuse_is_named_under_it_not_its_confirmation(
     assert tenant.check_password(PASSWORD)
 
 
+def test_a_new_password_the_same_as_the_current_one_is_refused_under_it(client, tenant):
+    client.force_login(tenant)
+    response = client.post(
+        reverse("accounts:password_change"),
+        {"old_password": PASSWORD, "new_password1": PASSWORD, "new_password2": PASSWORD},
+    )
+    assert response.status_code == 200
+    form = response.context["form"]
+    assert form.errors["new_password1"] == ["The new password must differ from your current one."]
+    assert autofocused(response.text) == ["new_password1"]
+
+
+def test_a_wrong_old_password_tells_nothing_of_whether_the_new_one_is_it(client, tenant):
+    client.force_login(tenant)
+    response = client.post(
+        reverse("accounts:password_change"),
+        {"old_password": "nope", "new_password1": "nope", "new_password2": "nope"},
+    )
+    assert "must differ" not in response.text
+
+
 @pytest.mark.django_db
 def test_a_form_whose_csrf_check_fails_gets_the_sites_page(tenant):
     """A log-in form left open while the person logged in elsewhere: a page that says what to
