@@ -46,6 +46,8 @@ from memories.models import Memory, Thread
 from memories.services import parse_memory_id
 
 MEMORIES_PER_PAGE = 20
+# Set by the erasure in the session that follows it: the one visit the confirmation is shown to.
+JUST_DELETED_SESSION_KEY = "account_just_deleted"
 # A page "number" is echoed in the message refusing it, cut to this many characters.
 PAGE_SHOWN_MAX = 20
 
@@ -351,6 +353,9 @@ def delete_account(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         erase_account(user=request.user)
         logout(request)
+        # In the fresh session logout leaves: set before it, the flag would be flushed with the
+        # old one.
+        request.session[JUST_DELETED_SESSION_KEY] = True
         return redirect("accounts:account_deleted")
     page = render(request, "accounts/delete_account.html", {"form": form, "nav": "account"})
     return throttled(page, form)
@@ -358,10 +363,20 @@ def delete_account(request: HttpRequest) -> HttpResponse:
 
 @require_safe
 def account_deleted(request: HttpRequest) -> HttpResponse:
-    # Shown after an erasure, which logs out: someone logged in (a bookmark, the history) has
-    # an account, and is not told otherwise.
+    """The confirmation, once, right after the erasure: someone logged in (a bookmark, the
+    history) has an account, and anyone else (logged out the ordinary way) never had theirs
+    deleted; neither is told otherwise."""
     if request.user.is_authenticated:
         return redirect("accounts:account")
+    # A HEAD (a link checker) leaves the confirmation to the GET that follows it.
+    session = request.session
+    just_deleted = (
+        session.get(JUST_DELETED_SESSION_KEY)
+        if request.method == "HEAD"
+        else session.pop(JUST_DELETED_SESSION_KEY, None)
+    )
+    if not just_deleted:
+        return redirect("accounts:login")
     return render(request, "accounts/account_deleted.html")
 
 

@@ -18,7 +18,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils.html import escape
 
-from accounts.views import throttled
+from accounts.views import JUST_DELETED_SESSION_KEY, throttled
 from tests.accounts.oauth_helpers import authorize_params, authorize_url, pkce_pair
 from tests.factories import PASSWORD, ApplicationFactory, UserFactory
 
@@ -296,6 +296,10 @@ def test_sign_up_can_be_turned_off(client, settings):
 def test_a_visitor_is_offered_sign_up_in_the_header_of_every_page(client, settings):
     signup_link = '<a href="/signup/"'
     for path in ("/login/", "/signup/", "/account/deleted/", "/no-such-page/"):
+        if path == "/account/deleted/":  # shown right after an erasure alone
+            session = client.session
+            session[JUST_DELETED_SESSION_KEY] = True
+            session.save()
         header = client.get(path).text.split("</header>")[0]
         assert signup_link in header, path
     header = client.get("/signup/").text.split("</header>")[0]

@@ -56,6 +56,9 @@ def test_right_password_erases_logs_out_and_confirms(client, tenant, other_tenan
     assert "_auth_user_id" not in client.session
     confirmation = client.get(response["Location"]).text
     assert "Your account is deleted" in confirmation
+    # Shown once: a reload, or the page's address opened later, is the log-in page.
+    again = client.get(response["Location"])
+    assert again.status_code == 302 and again["Location"] == reverse("accounts:login")
     assert set(Memory.objects.filter(owner=tenant).values_list("content", flat=True)) == {ERASED}
     assert not get_access_token_model().objects.filter(pk=token.pk).exists()
     record = ErasureRecord.objects.get(account=tenant)
@@ -97,3 +100,13 @@ def test_the_deleted_page_does_not_tell_someone_logged_in_their_account_is_gone(
     client.force_login(tenant)
     response = client.get(reverse("accounts:account_deleted"))
     assert response.status_code == 302 and response["Location"] == reverse("accounts:account")
+
+
+def test_the_deleted_page_tells_no_one_who_did_not_just_delete_an_account(client, tenant):
+    """Someone who logged out the ordinary way, or any visitor, has no account deleted."""
+    client.force_login(tenant)
+    client.post(reverse("accounts:logout"))
+    response = client.get(reverse("accounts:account_deleted"))
+    assert response.status_code == 302 and response["Location"] == reverse("accounts:login")
+    tenant.refresh_from_db()
+    assert tenant.is_active

@@ -6,6 +6,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from accounts.views import JUST_DELETED_SESSION_KEY
 from tests.factories import PASSWORD, MemoryFactory
 
 ANONYMOUS_PAGES = ["accounts:login", "accounts:signup", "accounts:account_deleted"]
@@ -21,6 +22,11 @@ SIGNED_IN_PAGES = [
 
 def _pages(client, tenant):
     for name in ANONYMOUS_PAGES:
+        if name == "accounts:account_deleted":
+            # Shown only right after an erasure, which leaves this flag.
+            session = client.session
+            session[JUST_DELETED_SESSION_KEY] = True
+            session.save()
         yield name, client.get(reverse(name))
     client.force_login(tenant)
     MemoryFactory(owner=tenant)
