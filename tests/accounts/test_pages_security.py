@@ -79,3 +79,11 @@ def test_the_stylesheet_is_served(client, db):
     response = client.get("/static/css/site.css")
     assert response.status_code == 200
     assert ":focus-visible" in b"".join(response.streaming_content).decode()
+
+
+@pytest.mark.parametrize("method", ["get", "head"])
+def test_the_default_icon_address_leads_to_the_icon_the_pages_link(client, db, method):
+    """A browser asks for /favicon.ico whatever the page links."""
+    response = getattr(client, method)("/favicon.ico", follow=True)
+    assert response.redirect_chain == [("/static/favicon.svg", 302)]
+    assert response.status_code == 200 and response["Content-Type"] == "image/svg+xml"
