@@ -17,6 +17,9 @@ def test_an_address_given_at_sign_up_is_shown_with_a_way_to_remove_it(client):
     page = client.get(reverse("accounts:account")).text
     assert "<dt>E-mail</dt><dd>ana@example.com</dd>" in page
     assert f'action="{reverse("accounts:forget_email")}"' in page
+    # Sign-up asks for no address: the page must not say this one came from it as it is now.
+    assert "Sign-up asks for none; this one was given when it still did" in page
+    assert "asked for at sign-up" not in page
 
     removed = client.post(reverse("accounts:forget_email"), follow=True)
     person.refresh_from_db()
