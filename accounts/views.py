@@ -42,7 +42,7 @@ from accounts.oauth_views import application_asking
 from memories import replica
 from memories.access import NIL_ID
 from memories.browsing import BrowseFilters, browse_memories, filter_words
-from memories.models import Memory, Thread
+from memories.models import Memory, MemoryType, Thread
 from memories.services import parse_memory_id
 
 MEMORIES_PER_PAGE = 20
@@ -235,6 +235,11 @@ def memory_list(request: HttpRequest) -> HttpResponse:
             "narrowed": bool(applied.keys() & {"type", "project", "state", "thread"}),
             # An empty page of several words says every one must be found.
             "several_words": len(filter_words(applied.get("q", ""))) > 1,
+            # A state beside another type finds nothing: only commitments have one.
+            "state_of_another_type": bool(
+                applied.get("state")
+                and applied.get("type", MemoryType.COMMITMENT) != MemoryType.COMMITMENT
+            ),
             "problems": problems,
             "project_unknown": browse.project_unknown,
             "thread_unknown": browse.thread_unknown,

@@ -353,6 +353,20 @@ def test_filters_narrow_by_type_project_and_commitment_state_and_say_so(client, 
     assert "Ship v2" in page and "Write docs" not in page and "Use Kafka" not in page
     page = client.get(url, {"project": "atlas", "type": "fact"}).text
     assert "No current memory matches with these filters." in page
+    assert "commitments only" not in page
+
+
+def test_a_commitment_state_beside_another_type_says_only_commitments_have_one(client, tenant):
+    MemoryFactory(owner=tenant, memory_type="fact", content="The sky is blue")
+    client.force_login(tenant)
+    url = reverse("accounts:memories")
+    page = client.get(url, {"type": "fact", "state": "open"}).text
+    assert (
+        "No current memory matches with these filters. "
+        "A commitment state applies to commitments only: no fact has one." in page
+    )
+    for alone in ({"type": "commitment", "state": "open"}, {"state": "open"}):
+        assert "commitments only" not in client.get(url, alone).text
 
 
 def test_a_filter_that_is_not_valid_is_named_and_the_others_still_apply(client, tenant):
