@@ -41,7 +41,7 @@ from accounts.middleware import answers_in_json
 from accounts.oauth_views import application_asking
 from memories import replica
 from memories.access import NIL_ID
-from memories.browsing import BrowseFilters, browse_memories, filter_words
+from memories.browsing import BrowseFilters, browse_memories
 from memories.models import Memory, MemoryType, Thread
 from memories.services import parse_memory_id
 
@@ -219,6 +219,13 @@ def memory_list(request: HttpRequest) -> HttpResponse:
             f"You have no current memory in project “{applied['project']}”"
             f"{nearest_names_hint(browse.near_projects)}."
         )
+    text = browse.text
+    if text and not browse.filters.text:
+        problems.append(
+            f"The search text holds only common words ({_quoted(text.common)}), which the filter "
+            "leaves out; it was not applied."
+        )
+        del applied["q"]
     if browse.thread_unknown:
         problems.append(
             f"You have no thread named “{applied['thread']}”"
@@ -234,7 +241,9 @@ def memory_list(request: HttpRequest) -> HttpResponse:
             "filtered": browse.filters.given,
             "narrowed": bool(applied.keys() & {"type", "project", "state", "thread"}),
             # An empty page of several words says every one must be found.
-            "several_words": len(filter_words(applied.get("q", ""))) > 1,
+            "several_words": bool(browse.filters.text and len(text.words) > 1),
+            # Named, so that no one takes the list for memories holding them.
+            "left_out": text.common if browse.filters.text else [],
             # A state beside another type finds nothing: only commitments have one.
             "state_of_another_type": bool(
                 applied.get("state")
@@ -251,6 +260,10 @@ def memory_list(request: HttpRequest) -> HttpResponse:
             "nav": "memories",
         },
     )
+
+
+def _quoted(words: list[str]) -> str:
+    return ", ".join(f"“{word}”" for word in words)
 
 
 def _page(paginator: Paginator, requested: str | None) -> Page:

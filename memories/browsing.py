@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 import regex
 from django.contrib.postgres.fields import ArrayField
 from django.core.paginator import Page
-from django.db import connections, models
+from django.db import DEFAULT_DB_ALIAS, connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import BooleanField, F, Value
 from django.db.models.sql.compiler import SQLCompiler
@@ -43,6 +43,15 @@ class BrowseFilters:
 
 
 @dataclass(frozen=True)
+class FilterText:
+    """A filter box's text as the filter reads it: the words it looks for, each of which a
+    memory must hold, and the common English words it leaves out."""
+
+    words: list[str]
+    common: list[str]
+
+
+@dataclass(frozen=True)
 class Browse:
     """One page of the browser, with what the page says around it."""
 
@@ -59,6 +68,9 @@ class Browse:
     near_threads: list[str] | None
     projects: list[str]  # the account's, offered as the project filter's suggestions
     threads: list[str]  # the owner's thread names, offered as the thread filter's
+    # The filter box's text as read (`read_filter_text`), or None for none. A text of only
+    # common words is not applied: `filters.text` is then None.
+    text: FilterText | None = None
 
     @property
     def project_unknown(self) -> bool:
@@ -95,10 +107,22 @@ def browse_memories(
                 near_threads = Thread.objects.near_names(owner_id, thread)
             else:
                 thread = stored
-        applied = replace(filters, project=project, thread=thread)
+        text = read_filter_text(filters.text, using=alias) if filters.text else None
+        # A text of only common words looks for nothing: it is not applied, and the page says so
+        # rather than list every memory as matching it.
+        applied = replace(
+            filters,
+            project=project,
+            thread=thread,
+            text=filters.text if text and text.words else None,
+        )
         owned = Memory.objects.filter(owner_id=owner_id)
         # A name already found to be no thread of the owner's has no members to look up again.
-        matching = owned.none() if near_threads is not None else _matching(owner_id, applied)
+        matching = (
+            owned.none()
+            if near_threads is not None
+            else _matching(owner_id, applied, text.words if applied.text else [])
+        )
         listed = matching if show_all else matching.active()
         listed = listed.annotate(successor_id=F("successors__id")).order_by("-recorded_at", "-id")
         page = paginate(listed)
@@ -124,20 +148,21 @@ def browse_memories(
             near_threads=near_threads,
             projects=owned.current().project_names(PROJECTS_LISTED),
             threads=Thread.objects.names(owner_id),
+            text=text,
         )
 
 
-def _matching(owner_id: int, filters: BrowseFilters) -> MemoryQuerySet:
-    """The owner's memories (of every version) matching `filters`: `text` as `containing`, the
-    thread as the members of the owner's thread by that name in any case (none for a name that
-    is no thread of theirs), the rest exactly."""
+def _matching(owner_id: int, filters: BrowseFilters, words: list[str]) -> MemoryQuerySet:
+    """The owner's memories (of every version) matching `filters`: holding each of `words` (the
+    text as `read_filter_text` read it), the thread as the members of the owner's thread by that
+    name in any case (none for a name that is no thread of theirs), the rest exactly."""
     exact = {
         "memory_type": filters.memory_type,
         "project": filters.project,
         "commitment_status": filters.commitment_status,
     }
     owned = Memory.objects.filter(owner_id=owner_id)
-    narrowed = containing(owned, filters.text) if filters.text else owned
+    narrowed = owned.filter(HoldingEveryWord(words)) if words else owned
     narrowed = narrowed.filter(**{column: value for column, value in exact.items() if value})
     if filters.thread:
         narrowed = narrowed.filter(
@@ -148,16 +173,42 @@ def _matching(owner_id: int, filters: BrowseFilters) -> MemoryQuerySet:
 
 
 def containing(memories: MemoryQuerySet, text: str) -> MemoryQuerySet:
-    """Those of `memories` holding each of the `filter_words` of `text` (common English words
-    left out, but for a text of only those) in the content, the topic or a tag (part of one will
-    do), in any case and with or without accents: the filter box. Word by word, as a person
-    types a filter box: "postgres 16" finds "PostgreSQL 16", "Valparaiso" finds "Valparaíso"."""
+    """Those of `memories` holding each of the words `read_filter_text` looks for in `text` in
+    the content, the topic or a tag (part of one will do), in any case and with or without
+    accents: the filter box. Word by word, as a person types a filter box: "postgres 16" finds
+    "PostgreSQL 16", "Valparaiso" finds "Valparaíso". A text of only common words looks for
+    nothing: all of `memories`."""
+    words = read_filter_text(text, using=memories.db).words
+    return memories.filter(HoldingEveryWord(words)) if words else memories
+
+
+def read_filter_text(text: str, *, using: str = DEFAULT_DB_ALIAS) -> FilterText:
+    """The `filter_words` of `text`, split into those the filter looks for and the common English
+    words it leaves out ("what", "our", "the", "a": the stop words of the `english_stem`
+    dictionary, which the search drops too), each list in the text's order. One statement on
+    the database `using`, whose dictionary decides."""
     words = filter_words(text)
     if len(words) > bounds.FILTER_WORDS_MAX:
         raise InvalidInput("text", f"at most {bounds.FILTER_WORDS_MAX} words; got {len(words)}")
     if not words:
-        return memories
-    return memories.filter(HoldingEveryWord(words))
+        return FilterText(words=[], common=[])
+    # Folded as HoldingEveryWord folds them; a word the dictionary does not read (NULL) is kept.
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            """
+SELECT coalesce(
+    cardinality(ts_lexize('english_stem', unaccent(casefold(word COLLATE pg_unicode_fast)))) = 0,
+    false
+)
+FROM unnest(%s::text[]) WITH ORDINALITY AS words (word, position)
+ORDER BY position""",
+            [words],
+        )
+        common = [stop for (stop,) in cursor.fetchall()]
+    return FilterText(
+        words=[word for word, stop in zip(words, common, strict=True) if not stop],
+        common=[word for word, stop in zip(words, common, strict=True) if stop],
+    )
 
 
 # A word of the browser's filter box: letters, marks and digits of any script and connector
@@ -188,9 +239,8 @@ class HoldingEveryWord(models.Func):
     across two), each word a substring, case-folded and unaccented alike on both sides (the
     `unaccent` dictionary, as the search configuration `threengram_unaccented` of migration 0003
     uses it; casefold under pg_unicode_fast, as thread names are compared, since the database's
-    own locale folds ASCII only). A word that is an English stop word ("what", "our": the
-    `english_stem` dictionary's list, which the search drops too) asks for nothing, unless every
-    word is one ("to do")."""
+    own locale folds ASCII only). Every word counts: `read_filter_text` leaves out the common
+    ones first."""
 
     output_field = BooleanField()
 
@@ -215,16 +265,8 @@ class HoldingEveryWord(models.Func):
 END) LIKE ALL (ARRAY(
     SELECT '%%' || replace(replace(replace(folded, '\\', '\\\\'), '%%', '\\%%'), '_', '\\_') || '%%'
     FROM (
-        SELECT folded, stop, bool_and(stop) OVER () AS only_stop
-        FROM (
-            SELECT folded, coalesce(cardinality(ts_lexize('english_stem', folded)) = 0, false)
-                AS stop
-            FROM (
-                SELECT unaccent(casefold(word COLLATE pg_unicode_fast)) AS folded
-                FROM unnest({words}) AS word
-            ) AS words
-        ) AS marked
-    ) AS counted
-    WHERE only_stop OR NOT stop
+        SELECT unaccent(casefold(word COLLATE pg_unicode_fast)) AS folded
+        FROM unnest({words}) AS word
+    ) AS words
 ))"""  # noqa: S608
         return sql, params

@@ -134,20 +134,49 @@ def test_accents_and_case_need_not_match_in_tags(client, tenant):
 
 def test_a_question_is_read_for_its_words_not_its_common_words(client, tenant):
     """ "what" and "our" are in no memory: left out, the question finds the memories holding
-    the rest of it."""
+    the rest of it, and the page names the words it left out."""
     MemoryFactory(owner=tenant, topic="jobs", content="Celery runs the background jobs")
     MemoryFactory(owner=tenant, topic="cron", content="Cron runs the nightly backup")
     client.force_login(tenant)
     page = _found(client, "what runs our background jobs?")
     assert "Celery runs the background jobs" in page and "nightly backup" not in page
+    assert "Left out as common words: “<bdi>what</bdi>”, “<bdi>our</bdi>”." in page
+    assert "Left out as common words" not in _found(client, "background jobs")
 
 
-def test_a_text_of_common_words_only_still_filters_by_them(client, tenant):
+def test_a_text_of_only_common_words_is_not_applied_and_says_so(client, tenant):
+    """Not "2 memories matching “a”" for a word the help says is left out."""
     MemoryFactory(owner=tenant, topic="list", content="Things to do before the launch")
     MemoryFactory(owner=tenant, topic="other", content="Launch checklist")
     client.force_login(tenant)
-    page = _found(client, "to do")
-    assert "Things to do" in page and "Launch checklist" not in page
+    for typed, named in (
+        ("a", "“a”"),
+        ("what", "“what”"),
+        ("our", "“our”"),
+        ("To do!", "“To”, “do”"),
+    ):
+        page = _found(client, typed)
+        assert (
+            f"The search text holds only common words ({named}), which the filter leaves out; "
+            "it was not applied." in page
+        ), typed
+        assert "Things to do" in page and "Launch checklist" in page, typed
+        assert "matching" not in page and "No current memory matches" not in page, typed
+        assert "Left out as common words" not in page, typed
+    # With another filter, the others still apply.
+    page = client.get(reverse("accounts:memories"), {"q": "the", "type": "fact"}).text
+    assert "not applied" in page and "No current memory matches with these filters." in page
+
+
+def test_every_common_word_the_help_names_is_left_out(client, tenant):
+    MemoryFactory(owner=tenant, topic="t", content="Celery")
+    client.force_login(tenant)
+    page = client.get(reverse("accounts:memories")).text
+    help_text = re.search(r'<p class="helptext" id="memory-search-help">(.*?)</p>', page)[1]
+    named = re.findall(r"“(\w+)”", help_text)
+    assert named == ["what", "our", "the"]
+    for word in named:
+        assert "Left out as common words: “<bdi>" + word in _found(client, f"celery {word}")
 
 
 def test_no_match_of_several_words_says_each_must_be_found(client, tenant):
@@ -156,6 +185,8 @@ def test_no_match_of_several_words_says_each_must_be_found(client, tenant):
     page = _found(client, "celery kubernetes")
     assert "No current memory matches" in page and "every word: try fewer words" in page
     assert "try fewer words" not in _found(client, "kubernetes")
+    # Only the words looked for count.
+    assert "try fewer words" not in _found(client, "the kubernetes")
 
 
 def test_the_box_says_how_it_filters(client, tenant):

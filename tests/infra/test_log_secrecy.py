@@ -79,11 +79,13 @@ def test_a_failed_page_logs_its_type_request_and_tenant_never_the_text(
 ):
     """PostgreSQL's error message quotes the value it refused: here a search of the memories
     page, in a statement made to fail."""
-    search = browsing.containing
+    matching = browsing._matching
     monkeypatch.setattr(
         browsing,
-        "containing",
-        lambda memories, text: search(memories, text).extra(where=["(%s)::int > 0"], params=[text]),
+        "_matching",
+        lambda owner_id, filters, words: matching(owner_id, filters, words).extra(
+            where=["(%s)::int > 0"], params=[filters.text]
+        ),
     )
     client.raise_request_exception = False
     client.force_login(tenant)

@@ -12,7 +12,14 @@ from django.utils import timezone
 
 from memories import tenancy
 from memories.bounds import FILTER_WORDS_MAX
-from memories.browsing import BrowseFilters, browse_memories, containing, filter_words
+from memories.browsing import (
+    BrowseFilters,
+    FilterText,
+    browse_memories,
+    containing,
+    filter_words,
+    read_filter_text,
+)
 from memories.errors import InvalidInput
 from memories.models import ERASED, Memory
 from tests.factories import MemoryFactory, ThreadFactory, ThreadMembershipFactory
@@ -207,3 +214,31 @@ def test_a_filter_of_more_words_than_the_bound_is_invalid_input(tenant):
     words = " ".join(f"w{n}" for n in range(FILTER_WORDS_MAX + 1))
     with pytest.raises(InvalidInput, match=f"text: at most {FILTER_WORDS_MAX} words; got 17"):
         containing(Memory.objects.owned_by(tenant), words)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("typed", "words", "common"),
+    [
+        ("what runs our background jobs?", ["runs", "background", "jobs"], ["what", "our"]),
+        ("The A to do", [], ["The", "A", "to", "do"]),
+        ("Valparaíso", ["Valparaíso"], []),
+        ("🚀", ["🚀"], []),
+        ("", [], []),
+    ],
+)
+def test_read_filter_text_leaves_out_the_common_words_in_order(typed, words, common):
+    assert read_filter_text(typed) == FilterText(words=words, common=common)
+
+
+def test_a_text_of_only_common_words_filters_nothing_and_is_not_applied(tenant):
+    MemoryFactory(owner=tenant, content="Things to do before the launch")
+    MemoryFactory(owner=tenant, content="Launch checklist")
+    assert containing(Memory.objects.owned_by(tenant), "to do").count() == 2
+    browsed = browse(tenant, text="what")
+    assert browsed.filters.text is None and not browsed.filters.given
+    assert browsed.text == FilterText(words=[], common=["what"])
+    assert len(listed(browsed)) == 2
+    browsed = browse(tenant, text="the launch")
+    assert browsed.filters.text == "the launch" and browsed.text.common == ["the"]
+    assert len(listed(browsed)) == 2
