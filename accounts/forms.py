@@ -19,6 +19,7 @@ from django.contrib.auth.forms import (
     UserCreationForm,
 )
 from django.core.exceptions import ValidationError
+from django.core.validators import ProhibitNullCharactersValidator
 from django.forms.utils import ErrorDict
 from django.http import HttpRequest
 
@@ -328,7 +329,28 @@ def nearest_names_hint(names: list[str]) -> str:
     return f" (did you mean {' or '.join(f'“{name}”' for name in names)}?)" if names else ""
 
 
-class _NameField(forms.CharField):
+class _FilterTextField(forms.CharField):
+    """A text filter of My memories, refused (named, and not applied) when the database could not
+    store it: the site's guard against NUL and lone surrogates (accounts.middleware) leaves these
+    fields to this form, so that such a filter is refused as any other one is, not the page."""
+
+    def __init__(self, *, what: str, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.what = what
+        # Replaced by the check below, which names the field and also refuses lone surrogates.
+        self.validators = [
+            validator
+            for validator in self.validators
+            if not isinstance(validator, ProhibitNullCharactersValidator)
+        ]
+
+    def validate(self, value: str) -> None:
+        super().validate(value)
+        if problem := bounds.unstorable_text(value):
+            raise ValidationError(f"{self.what} {problem}; it was not applied.", code="unstorable")
+
+
+class _NameField(_FilterTextField):
     """A project or thread name as the tools read one (bounds.trimmed): pasted with an invisible
     mark at an end, or typed decomposed, it is still the name its memories carry."""
 
@@ -339,6 +361,7 @@ class _NameField(forms.CharField):
 def _name_filter(label: str, what: str, maximum: int) -> forms.CharField:
     return _NameField(
         label=label,
+        what=what,
         required=False,
         max_length=maximum,
         error_messages={
@@ -355,7 +378,8 @@ class MemoryFilterForm(CharactersNotCodeUnits, forms.Form):
 
     SEARCH_MAX = 200
 
-    q = forms.CharField(
+    q = _FilterTextField(
+        what="Search text",
         label="Search text, topic or tag",
         required=False,
         max_length=SEARCH_MAX,

@@ -9,9 +9,10 @@ from django.core.exceptions import BadRequest, RequestDataTooBig, TooManyFieldsS
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.multipartparser import MultiPartParserError
 from django.template.loader import render_to_string
-from django.urls import Resolver404, resolve
+from django.urls import Resolver404, resolve, reverse
 from django.utils.cache import add_never_cache_headers
 
+from accounts.forms import MemoryFilterForm
 from infra.observability import method_not_allowed_json
 from memories.bounds import unstorable_text
 
@@ -55,6 +56,16 @@ def _names_a_registration(request: HttpRequest) -> bool:
     return False
 
 
+def _checked_by_the_page(request: HttpRequest) -> frozenset[str]:
+    """The query parameters whose values the page checks itself: My memories' filters, which its
+    form (accounts.forms.MemoryFilterForm) refuses one by one, naming the filter and applying the
+    others, before any reaches the database. Their names (a key with a NUL is no filter's) and
+    every other parameter, `page` included, are still checked here."""
+    if request.method in ("GET", "HEAD") and request.path == reverse("accounts:memories"):
+        return frozenset(MemoryFilterForm.base_fields)
+    return frozenset()
+
+
 def unstorable_part(request: HttpRequest) -> str | None:
     """'<where>: <why>' for the first piece of the request's text that PostgreSQL could not
     store (NUL, a lone surrogate), or None. The path, the query, form fields and the session and
@@ -66,7 +77,12 @@ def unstorable_part(request: HttpRequest) -> str | None:
     # lock anyone out of this one.
     own = (settings.SESSION_COOKIE_NAME, settings.CSRF_COOKIE_NAME)
     cookies = {name: value for name, value in request.COOKIES.items() if name in own}
-    sources = [("query parameter", request.GET), ("cookie", cookies)]
+    query = request.GET
+    if checked := _checked_by_the_page(request):
+        query = query.copy()
+        for name in checked:
+            query.pop(name, None)
+    sources = [("query parameter", query), ("cookie", cookies)]
     if request.method == "POST" and not request.path.startswith(JSON_BODY_PREFIXES):
         sources.append(("form field", request.POST))
     for kind, data in sources:

@@ -115,9 +115,10 @@ def test_registration_json_with_nul_or_a_lone_surrogate_is_refused(client):
 @pytest.mark.parametrize(
     ("path", "data"),
     [
-        ("/memories/", {"q": "\x00"}),
         ("/memories/", {"page": "1\x00"}),
-        ("/memories/?show=all&q=%00", None),
+        ("/memories/?show=all&q%00=x", None),
+        ("/memories/00000000-0000-0000-0000-000000000000/", {"q": "\x00"}),
+        ("/apps/", {"q": "\x00"}),
         ("/admin/memories/memory/", {"q": "\x00"}),
     ],
 )

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from accounts import export
 from accounts.forms import nearest_names_hint
+from memories.bounds import unstorable_text
 from memories.models import MembershipState, Thread, ThreadMembership
 from memories.services import archive_memory, record_memory, resolve_commitment, revise_memory
 from memories.threads import add_thread_members, create_thread, revise_memory_with_proposals
@@ -414,6 +415,35 @@ def test_a_filter_that_is_not_valid_is_named_and_the_others_still_apply(client, 
     )
     assert "A project is at most 256 characters; it was not applied." in page
     assert "Use Kafka" in page and "Lunch at noon" not in page
+
+
+@pytest.mark.parametrize(
+    ("field", "message"),
+    [
+        ("q", "Search text {problem}; it was not applied."),
+        ("project", "A project {problem}; it was not applied."),
+        ("thread", "A thread name {problem}; it was not applied."),
+        ("type", "Type must be one of the listed types; not applied."),
+        ("state", "Commitment state must be one of the listed ones; not applied."),
+        ("show", "Show is &#x27;all&#x27; or nothing; not applied."),
+    ],
+)
+@pytest.mark.parametrize("typed", ["\x00", "atlas\x00", "\ufffe"])
+def test_a_filter_the_database_cannot_store_is_named_and_the_others_still_apply(
+    client, tenant, field, message, typed
+):
+    """As any filter that is not valid: not the whole page refused."""
+    MemoryFactory(owner=tenant, memory_type="decision", content="Use Kafka")
+    MemoryFactory(owner=tenant, memory_type="note", content="Lunch at noon")
+    client.force_login(tenant)
+    others = {"type": "decision"} if field != "type" else {"q": "kafka"}
+    response = client.get(reverse("accounts:memories"), {field: typed, **others})
+    assert response.status_code == 200
+    page = response.text
+    assert message.format(problem=unstorable_text(typed)) in page
+    assert page.count('role="alert"') == 1
+    assert "Use Kafka" in page and "Lunch at noon" not in page
+    assert "\x00" not in page
 
 
 def test_pages_keep_the_filters(client, tenant):
