@@ -730,16 +730,38 @@ def test_detail_shows_the_whole_supersession_chain(client, tenant, history):
     page = client.get(reverse("accounts:memory_detail", args=[second.id])).text
     links = re.findall(r'href="/memories/([0-9a-f-]{36})/"', page)
     assert str(first.id) in links and str(third.id) in links
-    assert "<strong>This memory</strong>" in page
-    assert page.index(str(first.id)) < page.index("This memory") < page.index(str(third.id))
+    assert "<strong>Version 2: this memory</strong>" in page
+    assert page.index(str(first.id)) < page.index("this memory") < page.index(str(third.id))
 
 
-def test_a_superseded_memory_is_not_said_to_be_active(client, tenant, history):
+def test_a_memory_says_whether_it_is_current_apart_from_its_archive_status(client, tenant, history):
+    """As its badge and the export do: "current" is the version in force, the archive status is
+    "active" or "archived"; not a badge saying "current" over "Status: active"."""
     first, _second, third, archived = history
     client.force_login(tenant)
-    for memory, status in ((first, "superseded"), (third, "active"), (archived, "archived")):
+    for memory, version, status in (
+        (first, "superseded <time", "active"),
+        (third, "current</dd>", "active"),
+        (archived, "current</dd>", "archived"),
+    ):
         page = client.get(reverse("accounts:memory_detail", args=[memory.id])).text
-        assert f"<dt>Status</dt><dd>{status}</dd>" in page
+        assert f"<dt>Version</dt><dd>{version}" in page
+        assert f"<dt>Archive status</dt><dd>{status}</dd>" in page
+        assert "<dt>Status</dt>" not in page
+
+
+def test_every_link_of_the_history_reads_differently(client, tenant, history):
+    """A screen reader's list of links read "database" three times."""
+    first, second, third, _archived = history
+    client.force_login(tenant)
+    page = client.get(reverse("accounts:memory_detail", args=[third.id])).text
+    history_section = page.split("<h2>History</h2>")[1]
+    links = re.findall(r'<a href="/memories/([0-9a-f-]{36})/">(.*?)</a>', history_section)
+    assert links == [
+        (str(first.id), "Version 1: <bdi>database</bdi>"),
+        (str(second.id), "Version 2: <bdi>database</bdi>"),
+    ]
+    assert "<strong>Version 3: this memory</strong>" in history_section
 
 
 def test_each_version_in_the_history_shows_what_it_said(client, tenant, history):
