@@ -100,3 +100,37 @@ def test_the_search_box_takes_the_servers_limit_in_emoji_and_names_a_longer_sear
     expect(page.get_by_role("alert")).to_have_text(
         "Search text is limited to 200 characters; it was not applied."
     )
+
+
+FILTER_FIELDS = ("memory-search", "memory-type", "memory-project", "memory-thread", "memory-state")
+
+
+@pytest.mark.parametrize("width", [1280, 960])
+def test_the_filter_row_lines_up_and_its_checkbox_is_easy_to_hit(
+    browser, daphne_server, screenshots, width
+):
+    """On a desktop screen "Commitment state" wrapped onto two lines and pushed its label out of
+    line with the others; the checkbox was the browser's tiny default beside a bold label."""
+    UserFactory(username="ola")
+    page = browser.new_context(viewport={"width": width, "height": 800}).new_page()
+    page.goto(daphne_server("/login/"))
+    page.get_by_label("Username").fill("ola")
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    expect(page).to_have_url(daphne_server("/memories/"))
+    screenshots(page, f"memories-filter-row-{width}")
+
+    labels = [page.locator(f'label[for="{field}"]').bounding_box() for field in FILTER_FIELDS]
+    controls = [page.locator(f"#{field}").bounding_box() for field in FILTER_FIELDS]
+    one_line = labels[0]["height"]
+    assert all(label["height"] == one_line for label in labels), labels
+    # Those on the first row share its top; each control sits right under its label.
+    first_row = [label for label in labels if abs(label["y"] - labels[0]["y"]) < 1]
+    assert len(first_row) >= 3, labels
+    for label, control in zip(labels, controls, strict=True):
+        assert 0 <= control["y"] - (label["y"] + label["height"]) <= 8, (label, control)
+
+    checkbox = page.locator("#show-all").bounding_box()
+    assert checkbox["width"] >= 20 and checkbox["height"] >= 20, checkbox
+    weight = page.locator('label[for="show-all"]').evaluate("e => getComputedStyle(e).fontWeight")
+    assert weight == "400"
