@@ -9,7 +9,12 @@ moments the tables do record:
   tombstone through every rotation, so the family's oldest row is the consent time; access tokens
   and codes outside any family count by their own creation time.
 - last used: when the app last obtained an access token (by code exchange or refresh). With
-  one-hour access tokens this is the app's activity to within an hour.
+  one-hour access tokens this is the app's activity to within an hour. None: the consent was
+  given but the app never exchanged its code for a token (it failed, or gave up, midway).
+
+A client that registers anew each time it connects (dynamic client registration) appears once
+per registration, under one name: when each was connected, where it sends you back and whether
+it was ever used tell them apart.
 """
 
 from __future__ import annotations
@@ -41,8 +46,18 @@ class ConnectedApp:
     client_id_is_metadata_url: bool
     redirect_hosts: list[str]
     scopes: list[str]  # plain-words descriptions
-    first_authorized: datetime | None
+    first_authorized: datetime
     last_used: datetime | None
+
+    @property
+    def name(self) -> str:
+        """What the app calls itself, else its client ID."""
+        return self.application.name or self.client_id
+
+    @property
+    def never_used(self) -> bool:
+        """Consent given, but no token ever obtained with it."""
+        return self.last_used is None
 
 
 def _live_credentials(user, now):
@@ -57,7 +72,8 @@ def _live_credentials(user, now):
 
 
 def list_connected_apps(*, user: AbstractBaseUser) -> list[ConnectedApp]:
-    """Every app holding a live credential for `user`, most recently used first."""
+    """Every app holding a live credential for `user`, most recently used first, then those never
+    used, most recently connected first."""
     now = timezone.now()
     access, refresh, grants = _live_credentials(user, now)
     all_scopes = get_scopes_backend().get_all_scopes()
@@ -71,7 +87,13 @@ def list_connected_apps(*, user: AbstractBaseUser) -> list[ConnectedApp]:
         applications = get_application_model().objects.filter(pk__in=app_ids).order_by("name")
         apps = [_describe(user, application, now, all_scopes) for application in applications]
     return sorted(
-        apps, key=lambda app: (app.last_used is not None, app.last_used or now), reverse=True
+        apps,
+        key=lambda app: (
+            app.last_used is not None,
+            app.last_used or now,
+            app.first_authorized,
+        ),
+        reverse=True,
     )
 
 
@@ -111,7 +133,8 @@ def _describe(user, application, now, all_scopes: dict[str, str]) -> ConnectedAp
             {urlsplit(uri).netloc for uri in application.redirect_uris.split() if uri}
         ),
         scopes=[all_scopes.get(name, name) for name in sorted(granted)],
-        first_authorized=min((moment for moment in first if moment), default=None),
+        # Its registration when the credentials went meanwhile (revoked from another tab).
+        first_authorized=min((moment for moment in first if moment), default=application.created),
         last_used=last_used,
     )
 

@@ -37,7 +37,8 @@ def test_lists_each_connected_app_with_its_details_in_plain_words(client, tenant
     assert "127.0.0.1:33418, claude.ai" in page
     assert "Read your memories" in page
     assert "Write, revise" not in page  # a scope it was not granted
-    assert "First authorized" in page and "Last got a token" in page and "Last used" not in page
+    assert "connected <time" in page and "last got a token <time" in page
+    assert "Last used" not in page and "never used" not in page
 
 
 @pytest.mark.parametrize("connected", [False, True])
@@ -86,6 +87,57 @@ def test_only_apps_with_a_live_credential_are_listed(tenant):
     GrantFactory(user=tenant, application=mid_consent)
     listed = {connected.application.name for connected in list_connected_apps(user=tenant)}
     assert listed == {"refreshable", "mid-consent"}
+
+
+def _at(moment, *credentials) -> None:
+    """Each credential created at `moment`."""
+    for credential in credentials:
+        type(credential).objects.filter(pk=credential.pk).update(created=moment)
+
+
+def test_one_client_registered_several_times_shows_cards_told_apart(client, tenant):
+    """Claude Code registers anew each time it connects: identical cards named alike, one of them
+    a consent whose code was never exchanged, left no way to tell which was live."""
+    now = timezone.now()
+    live = ApplicationFactory(
+        name="Claude Code (test)", redirect_uris="http://localhost:53122/callback"
+    )
+    abandoned = ApplicationFactory(
+        name="Claude Code (test)", redirect_uris="http://localhost:61007/callback"
+    )
+    consent = RefreshTokenFactory(user=tenant, application=live, access_token__scope="memory:read")
+    _at(now - timezone.timedelta(days=3), consent)
+    _at(now - timezone.timedelta(minutes=5), consent.access_token)
+    GrantFactory(user=tenant, application=abandoned, scope="memory:read memory:write")
+    client.force_login(tenant)
+    page = client.get(reverse("accounts:connected_apps")).text
+
+    cards = page.split('<li class="card">')[1:]
+    assert len(cards) == 2
+    used, unused = cards  # the one in use first
+    when = (now - timezone.timedelta(days=3)).strftime("%-d %b %Y, %H:%M")
+    assert "connected <time datetime=" in used and f">{when} UTC</time>" in used
+    assert "last got a token <time" in used and "localhost:53122" in used
+    assert "consent given, never used" in unused and "last got a token" not in unused
+    assert "localhost:61007" in unused
+    revoke_labels = re.findall(r'aria-label="(Revoke [^"]*)"', page)
+    assert len(set(revoke_labels)) == 2
+    assert revoke_labels[0] == f"Revoke Claude Code (test), connected {when} UTC…"
+    assert "appears once per connection, under the same name" in page
+
+
+def test_apps_are_listed_most_recently_used_first_then_the_never_used(tenant):
+    now = timezone.now()
+    ages = {"week": 7 * 24, "hour": 1, "day": 24}
+    for name, hours in ages.items():
+        token = AccessTokenFactory(user=tenant, application=ApplicationFactory(name=name))
+        _at(now - timezone.timedelta(hours=hours), token)
+    for name, minutes in (("first consent", 2), ("second consent", 0)):
+        grant = GrantFactory(user=tenant, application=ApplicationFactory(name=name))
+        _at(now - timezone.timedelta(minutes=minutes), grant)
+    listed = [app.name for app in list_connected_apps(user=tenant)]
+    assert listed == ["hour", "day", "week", "second consent", "first consent"]
+    assert [app.never_used for app in list_connected_apps(user=tenant)] == [False] * 3 + [True] * 2
 
 
 def test_first_authorized_survives_refresh_token_rotation(tenant, app):
