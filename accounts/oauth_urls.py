@@ -7,6 +7,7 @@ The namespace is DOT's own: its views and metadata reverse "oauth2_provider:<nam
 """
 
 from django.urls import path
+from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider import views as dot_views
 
 from accounts import oauth_views
@@ -14,9 +15,11 @@ from accounts import oauth_views
 app_name = "oauth2_provider"
 
 urlpatterns = [
+    # Read by programs, whose requests carry no CSRF token: another method gets the 405 naming
+    # the methods, in JSON, not the site's "form expired" page.
     path(
         ".well-known/oauth-authorization-server",
-        dot_views.OAuthServerMetadataView.as_view(),
+        csrf_exempt(dot_views.OAuthServerMetadataView.as_view()),
         name="oauth-server-metadata",
     ),
     path("oauth/authorize/", oauth_views.McpAuthorizationView.as_view(), name="authorize"),

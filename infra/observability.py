@@ -26,6 +26,7 @@ from typing import TextIO
 from django.db import DatabaseError, connection
 from django.db.migrations.executor import MigrationExecutor
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
 from starlette.requests import ClientDisconnect
 
@@ -397,6 +398,9 @@ def method_not_allowed_json(method: str, allowed: str) -> JsonResponse:
     return refused
 
 
+# A program's request carries no CSRF token: without the exemption, any other method got the
+# site's "form expired" page instead of the 405 that names the methods.
+@csrf_exempt
 @require_safe
 def version_view(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"name": "threengram", "version": VERSION})

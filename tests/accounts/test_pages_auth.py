@@ -597,6 +597,20 @@ def test_a_method_an_address_does_not_take_is_explained(client, tenant):
     )
 
 
+@pytest.mark.parametrize("method", ["POST", "PUT", "PATCH", "DELETE", "PROPFIND"])
+def test_the_authorization_server_metadata_refuses_other_methods_in_json(method):
+    """A program's POST carries no CSRF token: it got the site's "form expired" page."""
+    response = Client(enforce_csrf_checks=True).generic(
+        method, "/.well-known/oauth-authorization-server"
+    )
+    assert response.status_code == 405
+    assert response["Allow"] == "GET, HEAD, OPTIONS"
+    assert response.json() == {
+        "error": "invalid_request",
+        "error_description": f"{method} is not allowed here; this address takes GET, HEAD, OPTIONS",
+    }
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize("page", ["accounts:login", "accounts:password_change", "accounts:signup"])
 def test_a_form_page_takes_its_form_by_post_only(client, tenant, page):

@@ -9,6 +9,7 @@ import time
 
 import httpx2
 import pytest
+from django.test import Client
 
 from infra.observability import VERSION, JsonFormatter, readiness
 from tests.mcp_gateway.conftest import free_port, running_daphne
@@ -101,9 +102,12 @@ def test_version(client):
     assert client.get("/version").json() == {"name": "threengram", "version": VERSION}
 
 
-def test_version_takes_only_get_and_head_and_says_so_in_json(client):
+def test_version_takes_only_get_and_head_and_says_so_in_json():
+    """Said so to any program: a POST without a CSRF token, as every program's is, got the
+    site's "form expired" page before."""
+    client = Client(enforce_csrf_checks=True)
     assert client.head("/version").status_code == 200
-    for method in ("POST", "PUT", "DELETE", "TRACE"):
+    for method in ("POST", "PUT", "PATCH", "DELETE", "PROPFIND", "TRACE"):
         response = client.generic(method, "/version")
         assert response.status_code == 405, method
         assert response["Allow"] == "GET, HEAD"
