@@ -58,8 +58,15 @@ logger = logging.getLogger(__name__)
 MCP_PATH = settings.MCP_PATH
 _MCP_PATHS = (MCP_PATH, f"{MCP_PATH}/")
 # RFC 9728 §3.1: path-inserted form for the resource MCP_RESOURCE_URL, plus the root form that
-# some clients try first.
-METADATA_PATHS = frozenset({f"{auth.METADATA_PREFIX}{MCP_PATH}", auth.METADATA_PREFIX})
+# some clients try first, and the form for MCP_PATH/, which is the endpoint too (a client
+# configured with it looks there); all three name the one resource, MCP_RESOURCE_URL.
+METADATA_PATHS = frozenset(
+    {
+        f"{auth.METADATA_PREFIX}{MCP_PATH}",
+        f"{auth.METADATA_PREFIX}{MCP_PATH}/",
+        auth.METADATA_PREFIX,
+    }
+)
 
 
 def _headers(scope: Scope) -> Headers:

@@ -192,7 +192,13 @@ async def test_insufficient_scope_is_403_with_scope(http, write_only_token):
 
 
 @pytest.mark.parametrize(
-    "path", ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"]
+    "path",
+    [
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+        # The metadata address of /mcp/, which is /mcp too: the same resource.
+        "/.well-known/oauth-protected-resource/mcp/",
+    ],
 )
 async def test_protected_resource_metadata(http, path):
     response = await http.get(path)
