@@ -101,6 +101,18 @@ FORM_CONTENT_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data"
 OWN_BODY_RULES_PREFIXES = ("/oauth/", "/.well-known/")
 
 
+def content_coding_problem(request: HttpRequest) -> str | None:
+    """Why the body cannot be read as sent, or None: Django decodes no content coding (RFC 9110
+    §8.4), so a gzip body would be read as its compressed bytes (a form with one binary field,
+    JSON that does not parse)."""
+    if request.method not in ("POST", "PUT", "PATCH"):
+        return None
+    coding = request.headers.get("Content-Encoding", "").strip().lower()
+    if coding in ("", "identity"):
+        return None
+    return f"Content-Encoding {coding[:40]} is not supported; send the body as is"
+
+
 def not_a_form(request: HttpRequest) -> str | None:
     """Why the body of a POST to a page is not a form, or None. Django reads another type (a
     JSON body, say) as no fields at all, and the page would answer "This field is required."
@@ -122,7 +134,8 @@ class UnstorableTextMiddleware:
     parameter, an OAuth parameter or a session cookie reaches a database lookup, and PostgreSQL
     refuses the statement (a 500). Also for a body past Django's size limits, naming the limit,
     and for a form body Django cannot read (a charset other than UTF-8, a multipart body without
-    its boundary), saying why, and 415 for a page's POST whose body is no form (JSON).
+    its boundary), saying why, and 415 for a page's POST whose body is no form (JSON) or comes
+    in a content coding (gzip), which Django does not decode.
     OAuth endpoints answer in their JSON error format (RFC 6749 §5.2, RFC 7591 §3.2.2), and so
     do the site's other JSON addresses."""
 
@@ -134,7 +147,7 @@ class UnstorableTextMiddleware:
         try:
             if request.method in ("POST", "PUT") and request.path.startswith(JSON_BODY_PREFIXES):
                 request.body  # noqa: B018 (read here, where its size limit is answered)
-            if problem := not_a_form(request):
+            if problem := content_coding_problem(request) or not_a_form(request):
                 status = 415  # RFC 9110 §15.5.16: content in a format the page does not take
             else:
                 problem = unstorable_part(request)

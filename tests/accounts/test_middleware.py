@@ -4,6 +4,7 @@ a clear 400, `invalid_request` on the OAuth endpoints, never a 500 from PostgreS
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 
 import pytest
@@ -272,3 +273,45 @@ def test_a_page_form_that_cannot_be_read_says_why(client, path, content_type, re
         response.text
     )
     assert reason in response.text
+
+
+@pytest.mark.parametrize(
+    ("path", "error"),
+    [
+        ("/oauth/token/", "invalid_request"),
+        ("/oauth/revoke/", "invalid_request"),
+        ("/oauth/register/", "invalid_client_metadata"),
+    ],
+)
+@pytest.mark.parametrize("coding", ["gzip", "br", "deflate, gzip"])
+def test_a_body_in_a_content_coding_is_refused_naming_it(client, path, error, coding):
+    """Django decodes no content coding: a gzip body was read as a form whose one field was
+    the compressed bytes, and the answer quoted them."""
+    body = gzip.compress(b"grant_type=authorization_code&code=abc")
+    response = client.generic(
+        "POST", path, body, content_type="application/x-www-form-urlencoded",
+        HTTP_CONTENT_ENCODING=coding,
+    )  # fmt: skip
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": error,
+        "error_description": f"Content-Encoding {coding} is not supported; send the body as is",
+    }
+
+
+def test_a_page_form_in_a_content_coding_is_refused_naming_it(client):
+    body = gzip.compress(b"username=ada&password=secret")
+    response = client.generic(
+        "POST", "/login/", body, content_type="application/x-www-form-urlencoded",
+        HTTP_CONTENT_ENCODING="gzip",
+    )  # fmt: skip
+    assert response.status_code == 415
+    assert "Content-Encoding gzip is not supported; send the body as is" in response.text
+
+
+def test_a_body_marked_identity_is_read(client):
+    response = client.generic(
+        "POST", "/oauth/token/", "grant_type=password", HTTP_CONTENT_ENCODING="identity",
+        content_type="application/x-www-form-urlencoded",
+    )  # fmt: skip
+    assert response.json()["error"] == "unsupported_grant_type"
