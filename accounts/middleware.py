@@ -129,6 +129,30 @@ def not_a_form(request: HttpRequest) -> str | None:
     return f"the body must be a form ({' or '.join(FORM_CONTENT_TYPES)}), not {sent}"
 
 
+# Django's multipart parser takes a boundary of printable ASCII characters, at most this many.
+MULTIPART_BOUNDARY_MAX = 201
+
+
+def unreadable_form(request: HttpRequest, error: Exception) -> str:
+    """Why a form body could not be read, in words a client can act on; Django's message quotes
+    the boundary whole, however long."""
+    if isinstance(error, MultiPartParserError) and str(error).startswith("Invalid boundary"):
+        boundary = request.content_params.get("boundary")
+        if boundary is None:
+            got = "none"
+        elif not boundary:
+            got = "an empty one"
+        elif len(boundary) > MULTIPART_BOUNDARY_MAX:
+            got = f"one of {len(boundary)} characters"
+        else:
+            got = repr(boundary[:40])
+        return (
+            "multipart/form-data needs a boundary parameter of 1 to "
+            f"{MULTIPART_BOUNDARY_MAX} printable ASCII characters; got {got}"
+        )
+    return str(error)[:200]
+
+
 class UnstorableTextMiddleware:
     """400 for a request carrying NUL or a lone surrogate: otherwise a form field, a query
     parameter, an OAuth parameter or a session cookie reaches a database lookup, and PostgreSQL
@@ -156,7 +180,9 @@ class UnstorableTextMiddleware:
         except TooManyFieldsSent:
             problem = f"more than {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS} form fields"
         except (BadRequest, MultiPartParserError) as unreadable:
-            problem = f"the body could not be read as a form: {unreadable}"
+            problem = (
+                f"the body could not be read as a form: {unreadable_form(request, unreadable)}"
+            )
         if problem is None:
             return self.get_response(request)
         if answers_in_json(request):

@@ -10,10 +10,11 @@ from django.core.asgi import get_asgi_application
 
 django_application = get_asgi_application()  # sets Django up before the gateway imports models
 
-from infra.asgi import BodilessHead  # noqa: E402
+from infra.asgi import BodilessHead, leave_request_bodies_to_the_application  # noqa: E402
 from mcp_gateway.asgi import GatewayRouter  # noqa: E402
 
 application = GatewayRouter(BodilessHead(django_application))
+leave_request_bodies_to_the_application()
 
 # The search embedding model is loaded now, once per process, not by the first search.
 from memories.embedding import get_embedder  # noqa: E402

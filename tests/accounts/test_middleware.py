@@ -204,12 +204,20 @@ def test_a_page_form_past_the_field_limit_says_so(client, settings):
     assert b"more than 1000 form fields" in response.content
 
 
+_NO_BOUNDARY = (
+    "multipart/form-data needs a boundary parameter of 1 to 201 printable ASCII characters; got "
+)
+
+
 @pytest.mark.parametrize(
     ("path", "content_type", "reason"),
     [
         ("/oauth/token/", "application/x-www-form-urlencoded; charset=utf-16",
          "content type must be UTF-8 encoded"),
-        ("/oauth/revoke/", "multipart/form-data", "Invalid boundary in multipart"),
+        ("/oauth/revoke/", "multipart/form-data", _NO_BOUNDARY + "none"),
+        ("/oauth/token/", "multipart/form-data; boundary=", _NO_BOUNDARY + "an empty one"),
+        ("/oauth/token/", "multipart/form-data; boundary=" + "b" * 300,
+         _NO_BOUNDARY + "one of 300 characters"),
     ],
 )  # fmt: skip
 def test_an_oauth_body_that_cannot_be_read_as_a_form_gets_invalid_request_saying_why(
@@ -263,7 +271,7 @@ def test_a_page_form_sent_as_json_is_refused_naming_the_types_it_takes(
     [
         ("/login/", "application/x-www-form-urlencoded; charset=utf-16",
          "content type must be UTF-8 encoded"),
-        ("/signup/", "multipart/form-data", "Invalid boundary in multipart"),
+        ("/signup/", "multipart/form-data", _NO_BOUNDARY + "none"),
     ],
 )  # fmt: skip
 def test_a_page_form_that_cannot_be_read_says_why(client, path, content_type, reason):

@@ -7,6 +7,7 @@ import socket
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
+import httpx2
 import pytest
 
 from tests.e2e.conftest import logged_in, server_user
@@ -61,3 +62,37 @@ def test_a_signed_in_persons_pages_are_never_stored(serve_daphne, path):
     assert response.status_code == 200
     cache_control = response.headers["cache-control"]
     assert "no-store" in cache_control and "private" in cache_control
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "multipart/form-data",
+        "multipart/form-data; boundary=",
+        "multipart/form-data; boundary=" + "b" * 300,
+    ],
+)
+@pytest.mark.parametrize(
+    ("path", "answer"),
+    [
+        ("/oauth/token/", "invalid_request"),
+        ("/oauth/revoke/", "invalid_request"),
+        ("/login/", "page"),
+        ("/signup/", "page"),
+    ],
+)
+def test_a_multipart_body_without_a_usable_boundary_is_answered_saying_so(
+    serve_daphne, path, answer, content_type
+):
+    """daphne (Twisted) parsed every multipart body itself, a copy the application never reads,
+    and answered one it could not parse with a bare 400 and no body, before the site saw it."""
+    response = httpx2.post(
+        f"{serve_daphne.url}{path}", content=b"x", headers={"content-type": content_type}
+    )
+    assert response.status_code == 400
+    if answer == "page":
+        assert "This request could not be used" in response.text
+        assert "boundary" in response.text
+    else:
+        assert response.json()["error"] == answer
+        assert "boundary" in response.json()["error_description"]
