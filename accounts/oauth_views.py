@@ -216,6 +216,24 @@ def too_many_requests(retry_after: int, what: str) -> JsonResponse:
     return response
 
 
+def _not_json_refusal(request: HttpRequest) -> HttpResponse | None:
+    """400 for a registration or update whose body is not JSON as RFC 7591 §3.1 sends it:
+    application/json, in UTF-8 (RFC 8259 §8.1). Python's parser would read a body of any
+    declared type, and UTF-16 too, as the metadata."""
+    if request.content_type != "application/json":
+        sent = request.content_type[:100] or "missing"
+        problem = f"the body must be application/json, not {sent}"
+    else:
+        try:
+            request.body.decode("utf-8")
+            return None
+        except UnicodeDecodeError:
+            problem = "the body must be JSON encoded in UTF-8"
+    return JsonResponse(
+        {"error": "invalid_client_metadata", "error_description": problem}, status=400
+    )
+
+
 def _policy_refusal(request: HttpRequest, registered=None) -> HttpResponse | None:
     """The registration policy's 400 for this request's client metadata, or None; with the
     `registered` client, the policy of an update of it too."""
@@ -252,7 +270,11 @@ class McpClientRegistrationView(DynamicClientRegistrationView):
     limited to what an MCP client needs (accounts/oauth_registration.py)."""
 
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        refusal = _registration_rate_refusal(request) or _policy_refusal(request)
+        refusal = (
+            _registration_rate_refusal(request)
+            or _not_json_refusal(request)
+            or _policy_refusal(request)
+        )
         if refusal:
             return refusal
         # Always anonymous, as MCP clients register: DOT would make a signed-in person the
@@ -296,8 +318,10 @@ class McpClientManagementView(DynamicClientRegistrationManagementView):
         auth = self._authenticate_registration_request(request, client_id)
         if isinstance(auth, HttpResponse):
             return auth
-        return _policy_refusal(request, auth.application) or super().put(
-            request, client_id, *args, **kwargs
+        return (
+            _not_json_refusal(request)
+            or _policy_refusal(request, auth.application)
+            or super().put(request, client_id, *args, **kwargs)
         )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 
 import pytest
@@ -450,6 +451,45 @@ def test_a_registration_body_that_is_not_json_is_refused(client):
     assert response.status_code == 400
     assert response.json()["error"] == "invalid_client_metadata"
     assert Application.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("content_type", "encoding", "named"),
+    [
+        ("", "utf-8", "not missing"),
+        ("text/plain", "utf-8", "not text/plain"),
+        ("application/x-www-form-urlencoded", "utf-8", "not application/x-www-form-urlencoded"),
+        ("multipart/form-data", "utf-8", "not multipart/form-data"),
+        ("application/json", "utf-16", "UTF-8"),
+        ("application/json; charset=utf-16", "utf-16", "UTF-8"),
+    ],
+)
+def test_a_registration_or_update_must_be_json_in_utf_8(client, content_type, encoding, named):
+    """RFC 7591 §3.1: the metadata is sent as application/json (RFC 8259 §8.1: UTF-8). Any
+    other body was read as JSON whatever it said it was, UTF-16 included."""
+    metadata = {
+        "redirect_uris": ["https://claude.ai/api/mcp/auth_callback"],
+        "token_endpoint_auth_method": "none",
+    }
+    body = json.dumps(metadata).encode(encoding)
+    response = client.generic("POST", "/oauth/register/", body, content_type=content_type)
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_client_metadata"
+    assert named in response.json()["error_description"]
+    assert Application.objects.count() == 0
+    registration = _register(client).json()
+    response = client.generic(
+        "PUT",
+        f"/oauth/register/{registration['client_id']}/",
+        json.dumps(
+            {**metadata, "client_id": registration["client_id"], "client_name": "New"}
+        ).encode(encoding),
+        content_type=content_type,
+        HTTP_AUTHORIZATION=f"Bearer {registration['registration_access_token']}",
+    )
+    assert response.status_code == 400
+    assert named in response.json()["error_description"]
+    assert Application.objects.get().name == "Claude"
 
 
 def test_a_registration_body_nested_too_deeply_is_refused(client):
