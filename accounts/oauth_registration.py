@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -25,6 +26,7 @@ from oauth2_provider import cimd
 from oauth2_provider.cimd import CIMDError, SafeMetadataFetcher
 from oauth2_provider.models import get_application_model
 from oauth2_provider.settings import oauth2_settings
+from oauth2_provider.validators import URIValidator
 
 from accounts.oauth_validators import IGNORED_SCOPES
 from infra.rate_limit import FixedWindow
@@ -74,25 +76,32 @@ def redirect_uri_problem(uri: Any) -> str | None:
     # redirect URI invalid_redirect_uri.
     if "#" in uri:
         return f"redirect_uri {uri!r} must not carry a fragment (#...)"
+    port_range = f"redirect_uri {uri!r}: the port must be a number from 1 to 65535"
     try:
         parts = urlsplit(uri)
         host = parts.hostname
-        parts.port  # noqa: B018 (raises for a port out of range or not a number)
-    except ValueError:
-        return f"redirect_uri {uri!r} is not a valid URL"
+        port = parts.port
+    except ValueError as error:
+        # urlsplit's own words for a port out of range or not a number start so.
+        return port_range if str(error).startswith("Port") else f"redirect_uri {uri!r} is not a URL"
+    # Port 0 is no port a client can listen on (RFC 6335 §6: reserved).
+    if port == 0:
+        return port_range
     # `https://claude.ai@evil.example/cb` goes to evil.example: a page that shows the URI's
     # authority would name the wrong host (RFC 3986 §3.2.1 deprecates user information in URIs).
     if "@" in parts.netloc:
         return f"redirect_uri {uri!r} must not carry user information (user@host)"
-    if parts.scheme == "https" and host:
-        return None
-    if parts.scheme == "http" and host and is_loopback_host(host):
-        return None
+    if parts.scheme in ("http", "https") and not host:
+        return f"redirect_uri {uri!r} has no host"
+    native = settings.OAUTH_NATIVE_REDIRECT_SCHEMES
+    if (
+        parts.scheme == "https"
+        or (parts.scheme == "http" and is_loopback_host(host))
+        or (parts.scheme in native and (host or parts.path))  # RFC 8252 §7.1
+    ):
+        return _unparsable_by_dot(uri, host)
     if parts.scheme == "http":
         return f"redirect_uri {uri!r}: http is allowed only for loopback hosts; use https"
-    native = settings.OAUTH_NATIVE_REDIRECT_SCHEMES
-    if parts.scheme in native and (host or parts.path):
-        return None  # a desktop client's own scheme (RFC 8252 §7.1)
     return (
         f"redirect_uri {uri!r}: the scheme must be https (or http on a loopback host"
         + (f", or one of {', '.join(native)}" if native else "")
@@ -100,11 +109,59 @@ def redirect_uri_problem(uri: Any) -> str | None:
     )
 
 
-def _refused_values(metadata: dict[str, Any], field: str, default: list, allowed: set) -> list:
-    values = metadata.get(field, default)
+def _unparsable_by_dot(uri: str, host: str | None) -> str | None:
+    """Why DOT's validator of the registered URIs refuses `uri`, which passed the checks above,
+    in words (it answers with the repr of a list of Django messages), or None. What it can still
+    refuse is the host: percent-encoded, with an underscore, or a label too long."""
+    try:
+        URIValidator(schemes=[urlsplit(uri).scheme])(uri)
+    except ValidationError:
+        if host:
+            return f"redirect_uri {uri!r}: its host {host!r} is not a valid host name or IP address"
+        return f"redirect_uri {uri!r} is not a valid URI"
+    return None
+
+
+def _json_kind(value: Any) -> str:
+    """What a JSON value is, in JSON's words (a client wrote JSON, not Python)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
+
+
+def _array_problem(metadata: dict[str, Any], field: str) -> str | None:
+    """Why `field`, when sent, is not an array of strings (RFC 7591 §2), or None."""
+    if field not in metadata:
+        return None
+    values = metadata[field]
     if not isinstance(values, list):
-        return [repr(values)]
-    return sorted({repr(v) for v in values if not isinstance(v, str) or v not in allowed})
+        return f"{field} must be an array of strings; got {_json_kind(values)}"
+    for index, value in enumerate(values):
+        if not isinstance(value, str):
+            return f"{field} must be an array of strings; {field}[{index}] is {_json_kind(value)}"
+    return None
+
+
+def _repeated(metadata: dict[str, Any], field: str) -> str | None:
+    """'<field> lists <value> more than once' for the first value listed twice, or None. DOT
+    would store a redirect URI twice, and read a grant type twice as two grant types."""
+    seen: set[str] = set()
+    for value in metadata.get(field, []):
+        if value in seen:
+            shown = value if len(value) <= 100 else value[:100] + "..."
+            return f"{field} lists {shown!r} more than once"
+        seen.add(value)
+    return None
+
+
+def _refused_values(metadata: dict[str, Any], field: str, default: list, allowed: set) -> list:
+    return sorted({repr(v) for v in metadata.get(field, default) if v not in allowed})
 
 
 def client_metadata_problem(metadata: dict[str, Any]) -> tuple[str, str] | None:
@@ -116,16 +173,26 @@ def client_metadata_problem(metadata: dict[str, Any]) -> tuple[str, str] | None:
     if problem:
         return "invalid_client_metadata", problem
     redirect_uris = metadata.get("redirect_uris", [])
-    if isinstance(redirect_uris, list):
-        if len(redirect_uris) > REDIRECT_URIS_MAX:
-            return (
-                "invalid_redirect_uri",
-                f"redirect_uris: at most {REDIRECT_URIS_MAX} URIs; got {len(redirect_uris)}",
-            )
-        for uri in redirect_uris:
-            problem = redirect_uri_problem(uri)
-            if problem:
-                return "invalid_redirect_uri", problem
+    if not isinstance(redirect_uris, list):
+        return "invalid_client_metadata", _array_problem(metadata, "redirect_uris")
+    if len(redirect_uris) > REDIRECT_URIS_MAX:
+        return (
+            "invalid_redirect_uri",
+            f"redirect_uris: at most {REDIRECT_URIS_MAX} URIs; got {len(redirect_uris)}",
+        )
+    problem = _array_problem(metadata, "redirect_uris")
+    if problem:
+        return "invalid_redirect_uri", problem
+    for uri in redirect_uris:
+        problem = redirect_uri_problem(uri)
+        if problem:
+            return "invalid_redirect_uri", problem
+    problem = _repeated(metadata, "redirect_uris")
+    if problem:
+        return "invalid_redirect_uri", problem
+    problem = _array_problem(metadata, "grant_types") or _array_problem(metadata, "response_types")
+    if problem:
+        return "invalid_client_metadata", problem
     allowed = allowed_grant_types()
     refused = _refused_values(metadata, "grant_types", ["authorization_code"], allowed)
     if refused:
@@ -139,6 +206,9 @@ def client_metadata_problem(metadata: dict[str, Any]) -> tuple[str, str] | None:
             "invalid_client_metadata",
             f"response_types {', '.join(refused)} not supported; only code",
         )
+    problem = _repeated(metadata, "grant_types") or _repeated(metadata, "response_types")
+    if problem:
+        return "invalid_client_metadata", problem
     methods = set(oauth2_settings.OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED)
     method = metadata.get("token_endpoint_auth_method", "client_secret_basic")
     if not isinstance(method, str) or method not in methods:

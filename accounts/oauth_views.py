@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from urllib.parse import parse_qs, urlsplit
 
 from django.conf import settings
@@ -36,6 +37,7 @@ from accounts.oauth_registration import (
 )
 from accounts.oauth_validators import normalised_parameters, scopes_beyond_request
 from infra.rate_limit import FixedWindow, client_network
+from memories.bounds import NESTING_MAX
 
 
 def _bad_request(problem: str) -> HttpResponse:
@@ -245,10 +247,22 @@ def _policy_refusal(request: HttpRequest, registered=None) -> HttpResponse | Non
                 registered and client_update_problem(registered, metadata)
             )
     except RecursionError:
-        # Nested deeper than Python parses (or walks): no client's metadata is.
-        problem = ("invalid_client_metadata", "the client metadata is nested too deeply")
+        # Nested deeper than Python parses: told the limit the metadata's walk names.
+        problem = (
+            "invalid_client_metadata",
+            f"the client metadata is nested more than {NESTING_MAX} levels deep",
+        )
+    except json.JSONDecodeError as error:
+        problem = (
+            "invalid_client_metadata",
+            f"the body is not valid JSON: {error.msg} (line {error.lineno}, column {error.colno})",
+        )
     except ValueError:
-        return None  # DOT answers malformed bodies with invalid_client_metadata
+        # The one other refusal of the parser: an integer longer than Python converts.
+        problem = (
+            "invalid_client_metadata",
+            f"a number in the client metadata has more than {sys.get_int_max_str_digits()} digits",
+        )
     if problem is None:
         return None
     error, description = problem

@@ -149,8 +149,63 @@ POLICY_VIOLATIONS = [
         "invalid_client_metadata",
         "device_code",
     ),
-    ({"grant_types": "authorization_code"}, "invalid_client_metadata", "grant_types"),
-    ({"grant_types": None}, "invalid_client_metadata", "grant_types"),
+    (
+        {"grant_types": "authorization_code"},
+        "invalid_client_metadata",
+        "grant_types must be an array of strings; got a string",
+    ),
+    (
+        {"grant_types": None},
+        "invalid_client_metadata",
+        "grant_types must be an array of strings; got null",
+    ),
+    (
+        {"grant_types": ["authorization_code", None]},
+        "invalid_client_metadata",
+        "grant_types must be an array of strings; grant_types[1] is null",
+    ),
+    (
+        {"response_types": None},
+        "invalid_client_metadata",
+        "response_types must be an array of strings; got null",
+    ),
+    (
+        {"redirect_uris": None},
+        "invalid_client_metadata",
+        "redirect_uris must be an array of strings; got null",
+    ),
+    (
+        {"redirect_uris": ["https://a.example/cb", 7]},
+        "invalid_redirect_uri",
+        "redirect_uris must be an array of strings; redirect_uris[1] is a number",
+    ),
+    (
+        {"grant_types": ["authorization_code", "authorization_code"]},
+        "invalid_client_metadata",
+        "grant_types lists 'authorization_code' more than once",
+    ),
+    (
+        {"redirect_uris": ["https://a.example/cb", "https://b.example/cb", "https://a.example/cb"]},
+        "invalid_redirect_uri",
+        "redirect_uris lists 'https://a.example/cb' more than once",
+    ),
+    ({"redirect_uris": ["https:///cb"]}, "invalid_redirect_uri", "'https:///cb' has no host"),
+    ({"redirect_uris": ["http:///cb"]}, "invalid_redirect_uri", "'http:///cb' has no host"),
+    (
+        {"redirect_uris": ["https://%65vil.com/cb"]},
+        "invalid_redirect_uri",
+        "'https://%65vil.com/cb': its host '%65vil.com' is not a valid host name or IP address",
+    ),
+    (
+        {"redirect_uris": ["http://[::1]:0/cb"]},
+        "invalid_redirect_uri",
+        "'http://[::1]:0/cb': the port must be a number from 1 to 65535",
+    ),
+    (
+        {"redirect_uris": ["http://127.0.0.1:65536/cb"]},
+        "invalid_redirect_uri",
+        "the port must be a number from 1 to 65535",
+    ),
     ({"response_types": ["token"]}, "invalid_client_metadata", "token"),
     ({"redirect_uris": "https://claude.ai/cb"}, "invalid_client_metadata", "redirect_uris"),
     ({"redirect_uris": []}, "invalid_client_metadata", "redirect_uris"),
@@ -498,9 +553,34 @@ def test_a_registration_body_nested_too_deeply_is_refused(client):
     assert response.status_code == 400
     assert response.json() == {
         "error": "invalid_client_metadata",
-        "error_description": "the client metadata is nested too deeply",
+        "error_description": "the client metadata is nested more than 32 levels deep",
     }
     assert Application.objects.count() == 0
+    shallower = '{"client_name": ' + "[" * 40 + "]" * 40 + "}"
+    response = client.post("/oauth/register/", shallower, content_type="application/json")
+    assert response.json()["error_description"] == (
+        "client_name" + "[0]" * 31 + ": nested more than 32 levels deep"
+    )
+
+
+def test_a_number_too_long_to_read_is_named_as_such(client):
+    """Python reads integers of at most 4,300 digits: the answer said the body was not JSON."""
+    body = '{"client_name": "Claude", "software_version": ' + "9" * 5_000 + "}"
+    response = client.post("/oauth/register/", body, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "invalid_client_metadata",
+        "error_description": "a number in the client metadata has more than 4300 digits",
+    }
+
+
+def test_a_body_that_is_not_json_says_where_it_stops_parsing(client):
+    response = client.post("/oauth/register/", '{"client_name": }', content_type="application/json")
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "invalid_client_metadata",
+        "error_description": "the body is not valid JSON: Expecting value (line 1, column 17)",
+    }
 
 
 @pytest.mark.parametrize("method", ["client_secret_post", "client_secret_basic"])
