@@ -25,6 +25,7 @@ from django.utils import timezone
 from oauth2_provider import cimd
 from oauth2_provider.cimd import CIMDError, SafeMetadataFetcher
 from oauth2_provider.models import get_application_model
+from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.validators import URIValidator
 
@@ -239,7 +240,24 @@ def client_update_problem(application: Any, metadata: dict[str, Any]) -> tuple[s
     confidential one or back, else None. DOT would make a public client confidential without
     issuing it a secret, so every later token request of it would fail; RFC 7591 §2 reads an
     omitted `token_endpoint_auth_method` as `client_secret_basic`, so an update of a public client
-    must send `none` again."""
+    must send `none` again.
+    RFC 7592 §2.2 also asks an update to name the client it updates by its issued `client_id`,
+    and a `client_secret` in it to be the one issued (a client may not choose its own; left
+    out, or null, it keeps the one it has)."""
+    issued = application.client_id
+    if "client_id" not in metadata:
+        return (
+            "invalid_client_metadata",
+            f"client_id is missing: an update names the client it updates ({issued})",
+        )
+    if metadata["client_id"] != issued:
+        return "invalid_client_metadata", f"client_id must be this client's own, {issued}"
+    secret = metadata.get("client_secret")
+    if secret is not None and not _is_issued_secret(application, secret):
+        return (
+            "invalid_client_metadata",
+            "client_secret must be the one issued to this client, or left out",
+        )
     method = metadata.get("token_endpoint_auth_method", "client_secret_basic")
     registered_public = application.client_type == application.CLIENT_PUBLIC
     if (method == "none") == registered_public:
@@ -250,6 +268,18 @@ def client_update_problem(application: Any, metadata: dict[str, Any]) -> tuple[s
         f"token_endpoint_auth_method cannot change on an update: this client was registered "
         f"with {registered} (an omitted one means client_secret_basic); register a new client "
         "for another method",
+    )
+
+
+def _is_issued_secret(application: Any, secret: Any) -> bool:
+    """Whether `secret` is the client secret issued to `application`: none (an empty one) for a
+    public client; for a confidential one, checked as DOT checks it at the token endpoint."""
+    if application.client_type == application.CLIENT_PUBLIC:
+        return secret == ""
+    return (
+        isinstance(secret, str)
+        and bool(secret)
+        and OAuth2Validator()._check_secret(secret, application.client_secret)
     )
 
 

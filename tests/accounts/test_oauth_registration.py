@@ -320,6 +320,69 @@ def test_an_update_cannot_turn_a_public_client_confidential_or_back(
     )
 
 
+@pytest.mark.parametrize(
+    ("client_id", "named"),
+    [
+        ("another-client", "client_id must be this client's own"),
+        (None, "client_id is missing"),
+        (7, "client_id must be this client's own"),
+    ],
+)
+def test_an_update_must_name_the_client_it_updates(client, client_id, named):
+    """RFC 7592 §2.2: the client MUST include its client_id, the same as the one issued."""
+    registration = _register(client).json()
+    body = {
+        "client_name": "Renamed",
+        "redirect_uris": ["https://claude.ai/api/mcp/auth_callback"],
+        "token_endpoint_auth_method": "none",
+    }
+    if client_id is not None:
+        body["client_id"] = client_id
+    response = client.put(
+        f"/oauth/register/{registration['client_id']}/",
+        body,
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {registration['registration_access_token']}",
+    )
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_client_metadata"
+    assert named in response.json()["error_description"]
+    assert registration["client_id"] in response.json()["error_description"]
+    assert Application.objects.get().name == "Claude"
+
+
+@pytest.mark.parametrize("method", ["none", "client_secret_basic"])
+def test_an_update_that_names_a_secret_must_name_the_one_issued(client, method):
+    """RFC 7592 §2.2: a client_secret in an update MUST match the one issued; the client may not
+    choose its own. A public client was issued none."""
+    registration = _register(client, token_endpoint_auth_method=method).json()
+    before = Application.objects.get()
+    response = _update(
+        client,
+        registration,
+        client_name="Renamed",
+        client_secret="one-i-chose",
+        token_endpoint_auth_method=method,
+    )
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "invalid_client_metadata",
+        "error_description": "client_secret must be the one issued to this client, or left out",
+    }
+    after = Application.objects.get()
+    assert (after.name, after.client_secret) == ("Claude", before.client_secret)
+    issued = registration.get("client_secret")
+    response = _update(
+        client,
+        registration,
+        client_name="Renamed",
+        client_secret=issued,
+        token_endpoint_auth_method=method,
+    )
+    assert response.status_code == 200, response.content
+    assert Application.objects.get().name == "Renamed"
+
+
 def test_a_confidential_client_may_switch_how_it_sends_its_secret(client):
     registration = _register(client, token_endpoint_auth_method="client_secret_basic").json()
     response = _update(
