@@ -60,7 +60,16 @@ def _comparable(uri: str) -> tuple:
     scheme = parts.scheme.lower()
     if port == _DEFAULT_PORTS.get(scheme):
         port = None
-    return (scheme, (parts.hostname or "").lower(), port, parts.path.rstrip("/"), parts.query)
+    # A fragment, even an empty one (a bare "#"), makes it another URI: never /mcp.
+    fragment = parts.fragment if "#" in uri else None
+    return (
+        scheme,
+        (parts.hostname or "").lower(),
+        port,
+        parts.path.rstrip("/"),
+        parts.query,
+        fragment,
+    )
 
 
 def canonical_resource(uri: str) -> str:
@@ -120,6 +129,14 @@ def check_mcp_resource(resources: list[str], request) -> None:
     audience check at /mcp both use MCP_RESOURCE_URL): a client that names the endpoint by the
     address it was configured with did not follow the metadata, and is told what it names."""
     expected = settings.MCP_RESOURCE_URL
+    # §2: the resource "MUST NOT include a fragment component".
+    with_fragment = [uri for uri in resources if "#" in uri]
+    if with_fragment:
+        raise errors.CustomOAuth2Error(
+            error="invalid_target",
+            description=f"resource must not include a fragment (got {with_fragment[0]}).",
+            request=request,
+        )
     if [canonical_resource(uri) for uri in resources] != [expected]:
         described = ", ".join(resources) if resources else "none"
         raise errors.CustomOAuth2Error(

@@ -407,6 +407,24 @@ def test_a_resource_the_metadata_does_not_name_is_told_the_one_it_does(
     assert _counts() == (1, 0, 0)
 
 
+@pytest.mark.parametrize("fragment", ["#frag", "#", "/#x"])
+def test_a_resource_with_a_fragment_is_invalid_target(signed_in, application, fragment):
+    """RFC 8707 §2: the resource "MUST NOT include a fragment component"; one was read as /mcp
+    and its tokens worked."""
+    resource = settings.MCP_RESOURCE_URL + fragment
+    expected = f"resource must not include a fragment (got {resource})."
+    _, challenge = pkce_pair()
+    url = authorize_url(authorize_params(application, challenge, resource=resource))
+    query = redirect_query(signed_in.get(url))
+    assert query["error"] == ["invalid_target"]
+    assert query["error_description"] == [expected]
+    verifier, challenge = pkce_pair()
+    code = get_code(signed_in, application, challenge)
+    response = exchange(signed_in, application, code, verifier, resource=resource)
+    assert response.json() == {"error": "invalid_target", "error_description": expected}
+    assert _counts() == (1, 0, 0)
+
+
 def test_unregistered_redirect_uri_is_never_redirected_to(signed_in, application):
     _, challenge = pkce_pair()
     params = authorize_params(application, challenge, redirect_uri="https://evil.example.com/cb")
