@@ -211,13 +211,23 @@ def code_token_family(code: str) -> uuid.UUID:
     return uuid.UUID(bytes=digest[:16], version=4)
 
 
+def _s256_or_say_why(verifier: str, challenge: str) -> bool:
+    """RFC 7636 §4.6 S256 verification; a mismatch is invalid_grant saying so (oauthlib's
+    carries no description)."""
+    if code_challenge_method_s256(verifier, challenge):
+        return True
+    raise errors.InvalidGrantError(
+        description="code_verifier does not match the authorization request's code_challenge"
+    )
+
+
 class McpAuthorizationServer(Server):
     """oauthlib's combined server with the MCP profile's checks, and S256 as the only PKCE
     transform (the pre_auth check refuses `plain` first; this makes the token endpoint agree)."""
 
     def __init__(self, request_validator, *args, **kwargs) -> None:
         super().__init__(request_validator, *args, **kwargs)
-        self.auth_grant._code_challenge_methods = {"S256": code_challenge_method_s256}
+        self.auth_grant._code_challenge_methods = {"S256": _s256_or_say_why}
         self.auth_grant.custom_validators.pre_auth.append(require_s256_and_mcp_resource)
         self.auth_grant.custom_validators.post_token.append(require_mcp_resource_if_named)
         self.refresh_grant.custom_validators.post_token.append(require_mcp_resource_if_named)
@@ -314,7 +324,9 @@ class McpOAuth2Validator(OAuth2Validator):
             # code is exchanged; the tokens are found through their family, named by the code.
             # A code that never was names no family, and this revokes nothing.
             get_refresh_token_model().revoke_family(code_token_family(code))
-            return False
+            raise errors.InvalidGrantError(
+                description="code is unknown, expired or already used", request=request
+            )
         return request.user.is_active
 
     def _create_refresh_token(self, request, refresh_token_code, access_token, previous):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from urllib.parse import parse_qs, urlsplit
 
@@ -339,6 +340,44 @@ class McpClientManagementView(DynamicClientRegistrationManagementView):
         )
 
 
+# RFC 7636 §4.1: code_verifier = 43*128unreserved.
+CODE_VERIFIER = re.compile(r"[A-Za-z0-9._~-]{43,128}")
+
+
+def _token_parameter_refusal(request: HttpRequest) -> HttpResponse | None:
+    """The refusal of a token request whose client or code parameters cannot be right, naming
+    the field: oauthlib answers these with an error code alone. The error codes are oauthlib's
+    (a verifier that cannot be one cannot match the challenge: invalid_grant, RFC 7636 §4.6)."""
+    form = request.POST
+    if not form.get("client_id") and "HTTP_AUTHORIZATION" not in request.META:
+        return JsonResponse(
+            {
+                "error": "invalid_client",
+                "error_description": "client_id is missing: a client names itself by client_id "
+                "in the body or in HTTP Basic",
+            },
+            status=401,
+        )
+    if form.get("grant_type") != "authorization_code":
+        return None
+    problem = None
+    verifier = form.get("code_verifier")
+    if "code" in form and not form["code"]:
+        problem = "code is empty"
+    elif verifier is not None and not CODE_VERIFIER.fullmatch(verifier):
+        rule = (
+            "code_verifier must be 43 to 128 characters of A-Z, a-z, 0-9 and -._~ (RFC 7636 §4.1)"
+        )
+        if 43 <= len(verifier) <= 128:
+            stray = next(c for c in verifier if not CODE_VERIFIER.fullmatch(c * 43))
+            problem = f"{rule}; got a {stray!r}"
+        else:
+            problem = f"{rule}; got {len(verifier)}"
+    if problem is None:
+        return None
+    return JsonResponse({"error": "invalid_grant", "error_description": problem}, status=400)
+
+
 def token_window() -> FixedWindow:
     return FixedWindow(
         name="oauth-token",
@@ -405,6 +444,8 @@ class McpTokenView(TokenView):
                 },
                 status=400,
             )
+        if not request.GET and (refusal := _token_parameter_refusal(request)):
+            return refusal
         # Habitual OIDC scopes dropped, `resource` for /mcp in its exact form; a token request
         # without one inherits the grant's (accounts/oauth_validators.py).
         body = normalised_parameters(request.POST, default_resource=False)

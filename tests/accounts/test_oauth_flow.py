@@ -448,6 +448,75 @@ def test_wrong_verifier_is_invalid_grant(signed_in, application):
     assert _counts() == (1, 0, 0)
 
 
+VERIFIER_RULE = (
+    "code_verifier must be 43 to 128 characters of A-Z, a-z, 0-9 and -._~ (RFC 7636 §4.1)"
+)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "status", "expected"),
+    [
+        ({"code": ""}, 400, {"error": "invalid_grant", "error_description": "code is empty"}),
+        (
+            {"code_verifier": "v" * 100_000},
+            400,
+            {"error": "invalid_grant", "error_description": f"{VERIFIER_RULE}; got 100000"},
+        ),
+        (
+            {"code_verifier": "v" * 42},
+            400,
+            {"error": "invalid_grant", "error_description": f"{VERIFIER_RULE}; got 42"},
+        ),
+        (
+            {"code_verifier": "v" * 42 + "+"},
+            400,
+            {"error": "invalid_grant", "error_description": f"{VERIFIER_RULE}; got a '+'"},
+        ),
+        (
+            {"client_id": None},
+            401,
+            {
+                "error": "invalid_client",
+                "error_description": "client_id is missing: a client names itself by client_id "
+                "in the body or in HTTP Basic",
+            },
+        ),
+    ],
+)
+def test_a_token_request_refused_says_which_field_is_wrong(
+    signed_in, application, overrides, status, expected
+):
+    """oauthlib answered these with an error code alone."""
+    verifier, challenge = pkce_pair()
+    overrides = dict(overrides)
+    code = overrides.pop("code", get_code(signed_in, application, challenge))
+    response = exchange(signed_in, application, code, verifier, **overrides)
+    assert response.status_code == status
+    assert response.json() == expected
+    assert _counts() == (1, 0, 0)  # the code is still there: nothing was consumed
+
+
+def test_a_code_that_is_unknown_or_used_says_so(signed_in, application):
+    verifier, challenge = pkce_pair()
+    response = exchange(signed_in, application, "not-a-code", verifier)
+    assert response.json() == {
+        "error": "invalid_grant",
+        "error_description": "code is unknown, expired or already used",
+    }
+
+
+def test_a_verifier_that_does_not_match_says_so(signed_in, application):
+    _, challenge = pkce_pair()
+    code = get_code(signed_in, application, challenge)
+    other_verifier, _ = pkce_pair()
+    response = exchange(signed_in, application, code, other_verifier)
+    assert response.json() == {
+        "error": "invalid_grant",
+        "error_description": "code_verifier does not match the authorization request's "
+        "code_challenge",
+    }
+
+
 def test_missing_verifier_is_refused(signed_in, application):
     _, challenge = pkce_pair()
     code = get_code(signed_in, application, challenge)
