@@ -497,7 +497,7 @@ def test_a_token_request_refused_says_which_field_is_wrong(
 
 
 def test_a_code_that_is_unknown_or_used_says_so(signed_in, application):
-    verifier, challenge = pkce_pair()
+    verifier, _ = pkce_pair()
     response = exchange(signed_in, application, "not-a-code", verifier)
     assert response.json() == {
         "error": "invalid_grant",
