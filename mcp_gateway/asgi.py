@@ -40,11 +40,13 @@ from mcp_gateway.guards import (
     MAX_REQUEST_BODY_BYTES,
     Answer,
     Headers,
+    InFlight,
     Origin,
     bearer_token,
     challenge,
     guard_after_token,
     guard_before_token,
+    guard_rate_limit,
     header,
     jsonrpc_error,
     request_origin,
@@ -136,6 +138,7 @@ class GatewayRouter:
                 "resource_name": "threengram memory",
             }
         ).encode()
+        self.in_flight = InFlight()
         self._runner: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
         self._stop = asyncio.Event()
@@ -179,9 +182,10 @@ class GatewayRouter:
         self, scope: Scope, headers: Headers, receive: Receive, send: Send, origin: Origin
     ) -> None:
         """Run /mcp's guards in order, then dispatch: Host and Origin (DNS rebinding), a CORS
-        preflight, a method other than POST, the bearer token, scope, body, rate limit. The first
-        guard that answers ends the request; the order is part of the contract (a preflight
-        carries no token, a refused request spends no budget)."""
+        preflight, a method other than POST, the bearer token, scope, body, the account's
+        requests at once, rate limit. The first guard that answers ends the request; the order
+        is part of the contract (a preflight carries no token, a refused request spends no
+        budget). The account's slot is held until the request ends, however it ends."""
         answer = guard_before_token(scope["method"], headers, origin)
         if answer is not None:
             await _answer(receive, send, answer)
@@ -189,11 +193,18 @@ class GatewayRouter:
         principal = await self._authenticate(headers, receive, send)
         if principal is None:
             return  # refused, and answered
-        answer = guard_after_token(principal, headers)
+        answer = guard_after_token(principal, headers) or self.in_flight.enter(principal.user_id)
         if answer is not None:
             await _answer(receive, send, answer)
             return
-        await self._dispatch(scope, headers, receive, send, principal)
+        try:
+            answer = guard_rate_limit(principal)
+            if answer is not None:
+                await _answer(receive, send, answer)
+                return
+            await self._dispatch(scope, headers, receive, send, principal)
+        finally:
+            self.in_flight.leave(principal.user_id)
 
     async def _authenticate(
         self, headers: Headers, receive: Receive, send: Send

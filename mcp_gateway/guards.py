@@ -1,9 +1,10 @@
 """The guards of /mcp, in the order they run: Host and Origin (DNS rebinding), a CORS preflight,
-a method other than POST, the bearer token, scope, body, rate limit. Each is a plain function of
-the request's headers (or of its verified principal), not a coroutine, so the checks add no await
-to the hot path: None lets the request on, an `Answer` ends it. An answer is built only when one
-is given, or shared when it never varies. The router (mcp_gateway.asgi) runs them:
-`guard_before_token`, the token check, `guard_after_token`.
+a method other than POST, the bearer token, scope, body, the account's requests at once, rate
+limit. Each is a plain function of the request's headers (or of its verified principal), not a
+coroutine, so the checks add no await to the hot path: None lets the request on, an `Answer`
+ends it. An answer is built only when one is given, or shared when it never varies. The router
+(mcp_gateway.asgi) runs them: `guard_before_token`, the token check, `guard_after_token`,
+`InFlight.enter`, `guard_rate_limit`.
 """
 
 from __future__ import annotations
@@ -211,12 +212,12 @@ def _scope_guard(principal: Principal) -> Answer | None:
 RATE_LIMITED = -32029
 
 
-def _rate_limit_guard(principal: Principal) -> Answer | None:
+def guard_rate_limit(principal: Principal) -> Answer | None:
     """429 Too Many Requests with Retry-After (RFC 6585 §4) once the token's user has spent
-    MCP_RATE_LIMIT; after authentication and the scope check, so a refused request spends no
-    user's budget. A shared cache that cannot answer lets the request on (and says so in the
-    log): the limit guards fairness between accounts, not access, and an outage of the cache
-    should not become one of the server."""
+    MCP_RATE_LIMIT; the last guard (the request holds its account's slot by then), so a refused
+    request spends no user's budget. A shared cache that cannot answer lets the request on (and
+    says so in the log): the limit guards fairness between accounts, not access, and an outage
+    of the cache should not become one of the server."""
     try:
         retry_after = _rate_limited(principal.user_id)
     except Exception as exc:  # any cache client's error
@@ -234,6 +235,59 @@ def _rate_limit_guard(principal: Principal) -> Answer | None:
         {"retryAfter": retry_after},
     )
     return Answer(429, body, [JSON, (b"retry-after", str(retry_after).encode())])
+
+
+class InFlight:
+    """The requests of each account this server process is serving now, bounded per account by
+    MCP_ACCOUNT_CONCURRENCY_MAX (0: unbounded). The rate limit bounds how many requests an
+    account sends in a window, not how many hold the process and its database pool at once:
+    one account's concurrent searches would queue every other account's behind them. Refused,
+    not queued: a queue would still let one account hold what the others wait for.
+
+    Counted after the token check (the account is known only from the verified token), in this
+    process's memory: one event loop per process, so no lock, and a count that cannot outlive
+    the process. `enter` and `leave` pair up in the router's `finally`, whatever ends the
+    request (an answer, an error, the client leaving, cancellation)."""
+
+    def __init__(self) -> None:
+        self._counts: dict[int, int] = {}
+
+    def enter(self, user_id: int) -> Answer | None:
+        """Count one request of `user_id` in, or the refusal when its account is at the bound
+        (not counted: no `leave` follows it)."""
+        limit = settings.MCP_ACCOUNT_CONCURRENCY_MAX
+        count = self._counts.get(user_id, 0)
+        if limit and count >= limit:
+            return _concurrency_refusal(limit)
+        self._counts[user_id] = count + 1
+        return None
+
+    def leave(self, user_id: int) -> None:
+        count = self._counts.pop(user_id) - 1
+        if count:
+            self._counts[user_id] = count
+
+    def count(self, user_id: int) -> int:
+        return self._counts.get(user_id, 0)
+
+
+# A slot frees when a request is answered, milliseconds for most: the shortest wait a header
+# can say.
+CONCURRENCY_RETRY_AFTER_SECONDS = 1
+
+
+def _concurrency_refusal(limit: int) -> Answer:
+    """429 with Retry-After (RFC 6585 §4) and a JSON-RPC error in the rate limit's form, its
+    message saying that the bound is on requests at once, not on their number."""
+    wait = CONCURRENCY_RETRY_AFTER_SECONDS
+    requests = "request" if limit == 1 else "requests"
+    body = jsonrpc_error(
+        RATE_LIMITED,
+        f"too_many_requests: at most {limit} {requests} of this account at once (concurrency "
+        f"limit); retry after {wait} second{'s' if wait != 1 else ''}",
+        {"retryAfter": wait, "concurrencyLimit": limit},
+    )
+    return Answer(429, body, [JSON, (b"retry-after", str(wait).encode())])
 
 
 def _rate_limited(user_id: int) -> int | None:
@@ -286,6 +340,7 @@ def guard_before_token(method: str, headers: Headers, origin: Origin) -> Answer 
 
 
 def guard_after_token(principal: Principal, headers: Headers) -> Answer | None:
-    """The guards of an authenticated request, in order: scope, body, rate limit (last, so a
-    refused request spends no budget)."""
-    return _scope_guard(principal) or _body_guard(headers) or _rate_limit_guard(principal)
+    """The guards of an authenticated request that count nothing, in order: scope, body. The
+    account's slot (`InFlight`) comes next, then `guard_rate_limit` (last, so a refused request
+    spends no budget)."""
+    return _scope_guard(principal) or _body_guard(headers)

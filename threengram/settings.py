@@ -530,6 +530,13 @@ MEMORY_WRITE_SCOPE = "memory:write"
 # drives one tenant flat out sets MCP_RATE_LIMIT=0).
 MCP_RATE_LIMIT = _at_least("MCP_RATE_LIMIT", 6000, 0)
 MCP_RATE_LIMIT_WINDOW = _at_least("MCP_RATE_LIMIT_WINDOW", 60, 1)
+# Requests to /mcp of one account (the token's user) served at once by one server process; past
+# it, HTTP 429 at once. The rate limit bounds a count per minute, not how many of one account's
+# requests hold the process and its database pool at the same moment: without this bound, one
+# account's concurrent searches queue every other account's behind them. Small: a handful of
+# agents of one person rarely have more calls in flight, and a slot is held only while a request
+# is served. 0 disables the bound.
+MCP_ACCOUNT_CONCURRENCY_MAX = _at_least("MCP_ACCOUNT_CONCURRENCY_MAX", 4, 0)
 if MCP_RATE_LIMIT and CACHES["default"]["BACKEND"].endswith(".DatabaseCache"):
     raise ImproperlyConfigured(
         "CACHE_URL names a database cache, which the /mcp rate limit cannot count in (it counts "

@@ -3,6 +3,7 @@ uvicorn process, and the official MCP SDK client on both protocol wires."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 
@@ -12,7 +13,14 @@ from django.conf import settings
 from mcp.shared.exceptions import MCPError
 
 from accounts.erasure import erase_account
-from tests.mcp_gateway.conftest import IMMUTABLE_BODY_KEYS, Recorder, mcp_client, run_sync
+from tests.mcp_gateway.conftest import (
+    IMMUTABLE_BODY_KEYS,
+    Recorder,
+    free_port,
+    mcp_client,
+    run_sync,
+    running_daphne,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.live]
 
@@ -231,3 +239,38 @@ async def test_params_that_are_no_object_are_named_over_http(live_daphne, seeded
         "code": -32600,
         "message": "params: must be an object, not an array; MCP passes parameters by name",
     }
+
+
+async def test_one_accounts_requests_at_once_are_bounded_and_others_still_served(seeded):
+    """A daphne process bounding each account to one request at once: of a burst of one
+    account's searches, those past the bound get 429 at once, naming the limit; another
+    account's search meanwhile is served, and once the burst is answered the account is too."""
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2025-11-25",
+    }
+    arguments = {"query": "ship the resource " * 20}
+    search = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+              "params": {"name": "search", "arguments": arguments}}  # fmt: skip
+    with running_daphne(free_port(), {"MCP_ACCOUNT_CONCURRENCY_MAX": "1"}) as server:
+        async with (
+            httpx2.AsyncClient(headers={**headers, **_bearer(seeded.token)}, timeout=30) as a,
+            httpx2.AsyncClient(headers={**headers, **_bearer(seeded.other_token)}) as b,
+        ):
+            burst = [a.post(server.mcp_url, json=search) for _ in range(24)]
+            *answers, other = await asyncio.gather(*burst, b.post(server.mcp_url, json=search))
+            after = await a.post(server.mcp_url, json=search)
+        assert "Traceback" not in server.output()
+    statuses = sorted(answer.status_code for answer in answers)
+    assert 200 in statuses and 429 in statuses and set(statuses) == {200, 429}, statuses
+    refused = next(answer for answer in answers if answer.status_code == 429)
+    assert refused.headers["retry-after"] == "1"
+    assert refused.json()["error"]["message"] == (
+        "too_many_requests: at most 1 request of this account at once (concurrency limit); "
+        "retry after 1 second"
+    )
+    assert other.status_code == 200 and after.status_code == 200
+
+
+def _bearer(token: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {token}"}

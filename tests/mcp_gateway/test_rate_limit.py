@@ -3,8 +3,11 @@ up MCP_RATE_LIMIT requests in the window, checked after authentication and befor
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import tempfile
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx2
@@ -24,7 +27,7 @@ from tests.mcp_gateway.conftest import (
     start_server,
     stop_server,
 )
-from tests.mcp_gateway.test_asgi import auth_header, modern
+from tests.mcp_gateway.test_asgi import _mcp_post_scope, auth_header, legacy, modern
 
 pytestmark = pytest.mark.anyio
 
@@ -175,3 +178,125 @@ def test_the_limit_holds_across_server_processes_with_a_shared_cache(transaction
         finally:
             for server in servers:
                 stop_server(server)
+
+
+# --- requests of one account at once (MCP_ACCOUNT_CONCURRENCY_MAX) ----------------------------
+@dataclass
+class Held:
+    """A request of the account's, in flight until `release` lets its body arrive."""
+
+    task: asyncio.Task
+    release: asyncio.Event
+    sent: list[dict]
+
+    async def status(self) -> int:
+        self.release.set()
+        await self.task
+        return self.sent[0]["status"]
+
+
+def hold(asgi_app, token: str) -> Held:
+    headers, body = legacy("tools/list", **auth_header(token))
+    release, sent = asyncio.Event(), []
+
+    async def receive() -> dict:
+        await release.wait()
+        return {"type": "http.request", "body": body.encode(), "more_body": False}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    task = asyncio.ensure_future(asgi_app(_mcp_post_scope(headers), receive, send))
+    return Held(task, release, sent)
+
+
+async def in_flight(asgi_app, user_id: int, count: int) -> None:
+    """Until `count` requests of `user_id` hold their slots."""
+    deadline = time.monotonic() + 10
+    while asgi_app.in_flight.count(user_id) != count:
+        assert time.monotonic() < deadline, asgi_app.in_flight.count(user_id)
+        await asyncio.sleep(0.005)
+
+
+async def test_past_the_accounts_requests_at_once_is_429_at_once_naming_the_limit(
+    asgi_app, http, seeded, settings
+):
+    settings.MCP_ACCOUNT_CONCURRENCY_MAX = 2
+    held = [hold(asgi_app, seeded.token) for _ in range(2)]
+    await in_flight(asgi_app, seeded.tenant.pk, 2)
+
+    headers, body = legacy("tools/list", **auth_header(seeded.token))
+    response = await http.post("/mcp", headers=headers, content=body)
+    assert response.status_code == 429
+    assert response.headers["retry-after"] == "1"
+    assert response.json()["error"] == {
+        "code": -32029,
+        "message": "too_many_requests: at most 2 requests of this account at once "
+        "(concurrency limit); retry after 1 second",
+        "data": {"retryAfter": 1, "concurrencyLimit": 2},
+    }
+    # Another account is not held back by this one's requests.
+    headers, body = legacy("tools/list", **auth_header(seeded.other_token))
+    assert (await http.post("/mcp", headers=headers, content=body)).status_code == 200
+
+    assert [await request.status() for request in held] == [200, 200]
+    assert asgi_app.in_flight.count(seeded.tenant.pk) == 0
+    headers, body = legacy("tools/list", **auth_header(seeded.token))
+    assert (await http.post("/mcp", headers=headers, content=body)).status_code == 200
+
+
+async def test_a_request_cancelled_or_left_by_its_client_frees_its_slot(
+    asgi_app, http, seeded, settings
+):
+    settings.MCP_ACCOUNT_CONCURRENCY_MAX = 1
+    cancelled = hold(asgi_app, seeded.token)
+    await in_flight(asgi_app, seeded.tenant.pk, 1)
+    cancelled.task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await cancelled.task
+    assert asgi_app.in_flight.count(seeded.tenant.pk) == 0
+
+    headers, _ = legacy("tools/list", **auth_header(seeded.token))
+
+    async def gone() -> dict:
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict) -> None:
+        pass
+
+    await asgi_app(_mcp_post_scope(headers), gone, send)
+    assert asgi_app.in_flight.count(seeded.tenant.pk) == 0
+    headers, body = legacy("tools/list", **auth_header(seeded.token))
+    assert (await http.post("/mcp", headers=headers, content=body)).status_code == 200
+
+
+async def test_a_request_refused_for_the_limit_at_once_spends_no_rate_budget(
+    asgi_app, http, seeded, settings
+):
+    settings.MCP_ACCOUNT_CONCURRENCY_MAX = 1
+    settings.MCP_RATE_LIMIT = 2
+    held = hold(asgi_app, seeded.token)
+    await in_flight(asgi_app, seeded.tenant.pk, 1)
+    headers, body = legacy("tools/list", **auth_header(seeded.token))
+    for _ in range(3):
+        response = await http.post("/mcp", headers=headers, content=body)
+        assert "concurrency limit" in response.json()["error"]["message"]
+    assert await held.status() == 200
+    assert (await http.post("/mcp", headers=headers, content=body)).status_code == 200
+    response = await http.post("/mcp", headers=headers, content=body)
+    assert "reached 2 in 60 seconds" in response.json()["error"]["message"]
+
+
+async def test_zero_lifts_the_bound_on_requests_at_once(asgi_app, http, seeded, settings):
+    settings.MCP_ACCOUNT_CONCURRENCY_MAX = 0
+    held = [hold(asgi_app, seeded.token) for _ in range(6)]
+    await in_flight(asgi_app, seeded.tenant.pk, 6)
+    headers, body = legacy("tools/list", **auth_header(seeded.token))
+    assert (await http.post("/mcp", headers=headers, content=body)).status_code == 200
+    assert [await request.status() for request in held] == [200] * 6
+
+
+def test_the_bound_on_requests_at_once_is_small_by_default():
+    from django.conf import settings as defaults
+
+    assert defaults.MCP_ACCOUNT_CONCURRENCY_MAX == 4
