@@ -49,6 +49,7 @@ from mcp_gateway.guards import (
     guard_rate_limit,
     header,
     jsonrpc_error,
+    repeated_authorization,
     request_origin,
 )
 from mcp_gateway.principal import Principal
@@ -190,7 +191,7 @@ class GatewayRouter:
         if answer is not None:
             await _answer(receive, send, answer)
             return
-        principal = await self._authenticate(headers, receive, send)
+        principal = await self._authenticate(scope, headers, receive, send)
         if principal is None:
             return  # refused, and answered
         answer = guard_after_token(principal, headers) or self.in_flight.enter(principal.user_id)
@@ -207,12 +208,18 @@ class GatewayRouter:
             self.in_flight.leave(principal.user_id)
 
     async def _authenticate(
-        self, headers: Headers, receive: Receive, send: Send
+        self, scope: Scope, headers: Headers, receive: Receive, send: Send
     ) -> Principal | None:
         """The principal of the request's bearer token, or None once the refusal is answered:
-        401 without a token (RFC 6750 §3.1: a challenge with no error code), 401 `invalid_token`
-        for one that is not valid (auth.authenticate), or what a token check that could not run
-        gets (_token_check_failed)."""
+        400 `invalid_request` for more than one Authorization header (RFC 6750 §3.1: more than
+        one way of sending a token; a proxy that reads the last of them would name another
+        caller than this server, which reads the first), 401 without a token (§3.1: a challenge
+        with no error code), 401 `invalid_token` for one that is not valid (auth.authenticate),
+        or what a token check that could not run gets (_token_check_failed)."""
+        answer = repeated_authorization(scope["headers"])
+        if answer is not None:
+            await _answer(receive, send, answer)
+            return None
         token = bearer_token(headers)
         if token is None:
             await _answer(receive, send, challenge(401, None, "Authentication required"))

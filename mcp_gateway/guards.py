@@ -126,6 +126,17 @@ def bearer_token(headers: Headers) -> str | None:
     return token if scheme.lower() == "bearer" and token else None
 
 
+def repeated_authorization(raw_headers: list[tuple[bytes, bytes]]) -> Answer | None:
+    """400 `invalid_request` (RFC 6750 §3.1) for a request with more than one Authorization
+    header: which one names the caller is a choice a proxy in front may make otherwise."""
+    count = sum(1 for name, _ in raw_headers if name == b"authorization")
+    if count < 2:
+        return None
+    return challenge(
+        400, "invalid_request", f"Send one Authorization header; this request has {count}"
+    )
+
+
 def challenge(status: int, error: str | None, description: str) -> Answer:
     """A refused bearer token (RFC 6750 §3): the error as JSON and a `WWW-Authenticate: Bearer`
     challenge naming the protected-resource metadata (RFC 9728 §5.1), from which a client finds

@@ -174,6 +174,23 @@ async def test_malformed_authorization_headers(http, transactional_db):
         assert response.status_code == 401, value
 
 
+@pytest.mark.parametrize("second", ["other", "same", "basic"])
+async def test_more_than_one_authorization_header_is_an_invalid_request(http, seeded, second):
+    """RFC 6750 §3.1: which header names the caller is a choice a proxy in front may make
+    otherwise; refused whatever the tokens, valid ones too, before any token is checked."""
+    headers, body = modern("tools/list")
+    other = {"other": f"Bearer {seeded.other_token}", "same": f"Bearer {seeded.token}",
+             "basic": "Basic dXNlcjpwYXNz"}[second]  # fmt: skip
+    sent = [*headers.items(), ("authorization", f"Bearer {seeded.token}"), ("authorization", other)]
+    response = await http.post("/mcp", headers=sent, content=body)
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "invalid_request",
+        "error_description": "Send one Authorization header; this request has 2",
+    }
+    assert 'error="invalid_request"' in response.headers["www-authenticate"]
+
+
 @pytest.fixture
 def write_only_token(transactional_db) -> str:
     from tests.factories import UserFactory
