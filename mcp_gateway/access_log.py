@@ -59,9 +59,23 @@ def _step_up(scope: str) -> tuple[bytes, bytes]:
     return (b"www-authenticate", value.encode())
 
 
+def _no_store(headers: list[tuple[bytes, bytes]]) -> tuple[bytes, bytes]:
+    """No /mcp answer may be kept by a browser or a proxy (RFC 9111 §5.2.2.5): each is one
+    account's, errors and refusals too, as the account pages are not kept. (An MCP result's own
+    cache hint, for the client, is in its body.) An event stream keeps the SDK's no-transform,
+    so that no proxy holds it back to compress it."""
+    kept = (
+        b", no-transform"
+        if any(b"no-transform" in v for n, v in headers if n == b"cache-control")
+        else b""
+    )
+    return (b"cache-control", b"no-store" + kept)
+
+
 class Reply:
     """The `send` of one /mcp request: every answer, the MCP server's and the guards' alike,
-    leaves with the CORS headers and the request id (X-Request-ID), and with the HTTP status
+    leaves with the CORS headers, the request id (X-Request-ID) and `Cache-Control: no-store`,
+    and with the HTTP status
     that the handlers' `outcome` and `shortfall` call for (shared with them through context
     variables: they run in tasks that copy the request's context). Keeps the status and tenant
     it sent, for the access log."""
@@ -101,7 +115,8 @@ class Reply:
             **message,
             "status": status,
             "headers": [
-                *headers,
+                *(h for h in headers if h[0] != b"cache-control"),
+                _no_store(headers),
                 *self._cors_headers,
                 (b"x-request-id", self._request_id.encode()),
             ],

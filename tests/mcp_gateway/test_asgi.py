@@ -191,6 +191,30 @@ async def test_more_than_one_authorization_header_is_an_invalid_request(http, se
     assert 'error="invalid_request"' in response.headers["www-authenticate"]
 
 
+async def test_no_answer_of_the_endpoint_may_be_stored(http, seeded):
+    """One account's answers, errors and refusals too: no browser or proxy keeps any
+    (RFC 9111 no-store), as the account pages."""
+    token = auth_header(seeded.token)
+    requests = [
+        ("POST", *modern("tools/list", **token)),  # 200, 2026 wire
+        ("POST", *legacy("tools/list", **token)),  # 200, 2025 wire
+        ("POST", *modern("tools/list")),  # 401
+        ("POST", *modern("tools/list", authorization="Bearer not-a-token")),  # 401 invalid_token
+        ("POST", *modern("tools/list", **token, **{"content-type": "text/plain"})),  # 415
+        ("POST", *modern("m" * 70, **token)),  # 404, answered in the SDK's place
+        ("POST", *modern("tools/call", {"name": "serch"}, name="serch", **token)),  # 400, SDK
+        ("GET", *modern("tools/list", **token)),  # 405
+        ("OPTIONS", *modern("tools/list", origin=BROWSER_ORIGIN,
+                            **{"access-control-request-method": "POST"})),  # 204 preflight
+    ]  # fmt: skip
+    statuses = []
+    for method, headers, body in requests:
+        response = await http.request(method, "/mcp", headers=headers, content=body)
+        statuses.append(response.status_code)
+        assert response.headers.get_list("cache-control") == ["no-store"], response.status_code
+    assert statuses == [200, 200, 401, 401, 415, 404, 400, 405, 204]
+
+
 @pytest.fixture
 def write_only_token(transactional_db) -> str:
     from tests.factories import UserFactory
