@@ -31,7 +31,9 @@ def poisoned(transactional_db):
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
-async def test_a_row_stored_out_of_range_fails_no_request(asgi_app, poisoned, mode):
+async def test_a_row_stored_out_of_range_fails_no_request(asgi_app, poisoned, mode, settings):
+    # Five of the tenant's requests at once, past the default bound of requests at once.
+    settings.MCP_ACCOUNT_CONCURRENCY_MAX = 5
     uri = f"threengram://memory/{poisoned['memory_id']}"
 
     async def tenant_requests():
