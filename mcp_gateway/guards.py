@@ -21,6 +21,7 @@ from django.http.request import MediaType, split_domain_port, validate_host
 from infra.rate_limit import FixedWindow, event_loop_counter_store
 from mcp_gateway import auth, cors
 from mcp_gateway.principal import Principal
+from memories import bounds
 
 logger = logging.getLogger(__name__)
 
@@ -160,11 +161,12 @@ def _body_guard(headers: Headers) -> Answer | None:
     the client accepts as JSON (406)."""
     content_type = _media_type(header(headers, b"content-type"))
     if content_type != "application/json":
-        return _refused(415, f"Content-Type must be application/json; got {content_type or 'none'}")
+        shown = _shown_header(content_type) or "none"
+        return _refused(415, f"Content-Type must be application/json; got {shown}")
     coding = (header(headers, b"content-encoding") or "identity").strip().lower()
     if coding != "identity":
         return _refused(
-            415, f"Content-Encoding {coding[:40]} is not supported; send the body as is"
+            415, f"Content-Encoding {_shown_header(coding)} is not supported; send the body as is"
         )
     length = header(headers, b"content-length")
     if length is not None:
@@ -183,6 +185,13 @@ def _body_guard(headers: Headers) -> Answer | None:
     if not _accepts_json(header(headers, b"accept") or ""):
         return _refused(406, "Accept must include application/json (the answers are JSON)")
     return None
+
+
+def _shown_header(value: str) -> str:
+    """A header value as an error repeats it: cut as any name a caller made up, and each
+    character that would show as nothing or as another (a control character, DEL) escaped, so
+    that `application/json<DEL>` does not read `application/json`."""
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in bounds.shown_key(value))
 
 
 def _accepts_json(accept: str) -> bool:

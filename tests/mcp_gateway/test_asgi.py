@@ -1113,6 +1113,40 @@ async def test_a_json_content_type_is_read_whatever_its_case(http, seeded, wire,
 
 
 @pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        (b"content-type", b"application/json\x7f",
+         "Content-Type must be application/json; got application/json\\x7f"),
+        (b"content-type", b"application/\x1bjson",
+         "Content-Type must be application/json; got application/\\x1bjson"),
+        (b"content-encoding", b"gzip\x00",
+         "Content-Encoding gzip\\x00 is not supported; send the body as is"),
+    ],
+)  # fmt: skip
+async def test_a_header_refused_is_echoed_with_its_invisible_characters_escaped(
+    asgi_app, seeded, name, value, message
+):
+    """`application/json<DEL>` is not application/json: the refusal shows why."""
+    headers, body = legacy("tools/list", **auth_header(seeded.token))
+    headers.pop(name.decode(), None)
+    scope = _mcp_post_scope(headers, [(name, value)])
+    received = [{"type": "http.request", "body": body.encode(), "more_body": False}]
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return received.pop(0) if received else {"type": "http.disconnect"}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    await asgi_app(scope, receive, send)
+    start, *parts = sent
+    assert start["status"] == 415
+    error = json.loads(b"".join(part.get("body", b"") for part in parts))["error"]
+    assert error == {"code": -32600, "message": message}
+
+
+@pytest.mark.parametrize(
     "length",
     [
         "²".encode("latin-1"),  # a digit to str.isdigit, not to int()
