@@ -96,8 +96,14 @@ TOPIC = {"type": "string", "minLength": 1, "maxLength": bounds.TOPIC_MAX}
 CONTENT = {"type": "string", "minLength": 1, "maxLength": bounds.CONTENT_MAX}
 TAGS = {
     "type": "array",
-    "maxItems": bounds.TAGS_MAX,
+    # What may be sent: the bound on the tags kept is on them once repeats are merged, which
+    # no schema keyword can count (a tag in another case is a repeat).
+    "maxItems": bounds.TAGS_SENT_MAX,
     "items": {"type": "string", "minLength": 1, "maxLength": bounds.TAG_MAX},
+    "description": (
+        f"At most {bounds.TAGS_MAX} distinct tags: a tag repeated in any case ('Perf', 'perf') "
+        f"is kept once, as first given, and counted once (at most {bounds.TAGS_SENT_MAX} sent)."
+    ),
 }
 SELECTOR = {
     "selector": {

@@ -4,10 +4,11 @@ before any write). The database repeats the essential ones as CHECK constraints.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Sized
 from datetime import UTC, date, datetime, time, timedelta
 
 from memories.errors import InvalidInput
@@ -16,6 +17,9 @@ CONTENT_MAX = 2_000
 TOPIC_MAX = 256
 TAG_MAX = 64
 TAGS_MAX = 32
+# The tags a call may send before repeats are merged (TAGS_MAX counts them after): room for a
+# list that repeats each tag in a few spellings, yet bounded work for a list of thousands.
+TAGS_SENT_MAX = 256
 SCOPE_MAX = 64
 PROJECT_MAX = 256
 THREAD_NAME_MAX = 100
@@ -226,18 +230,26 @@ def clean_tags_as_sent(value: object) -> dict[str, int]:
         return {}
     if isinstance(value, str) or not isinstance(value, Iterable):
         raise InvalidInput("tags", "must be a list of strings")
+    sent = list(itertools.islice(value, TAGS_SENT_MAX + 1))
+    if len(sent) > TAGS_SENT_MAX:
+        count = len(value) if isinstance(value, Sized) else f"more than {TAGS_SENT_MAX}"
+        raise InvalidInput("tags", f"at most {TAGS_SENT_MAX} items; got {count}")
     tags: dict[str, int] = {}
     seen: set[str] = set()
-    for index, tag in enumerate(value):
+    for index, tag in enumerate(sent):
         tag = _text(f"tags[{index}]", tag, maximum=TAG_MAX)
         # A repeated tag adds nothing, in any case ("Perf", "perf"): search and the memory
         # browser match tags caselessly, so a second spelling finds nothing the first does not.
-        # The first spelling given is kept.
+        # The first spelling given is kept, and the bound counts the tags kept.
         if (key := caseless(tag)) not in seen:
             seen.add(key)
             tags[tag] = index
     if len(tags) > TAGS_MAX:
-        raise InvalidInput("tags", f"at most {TAGS_MAX} tags; got {len(tags)}")
+        raise InvalidInput(
+            "tags",
+            f"at most {TAGS_MAX} distinct tags (a tag repeated in any case counts once); "
+            f"got {len(tags)}",
+        )
     return tags
 
 

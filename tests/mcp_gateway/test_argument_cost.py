@@ -36,7 +36,7 @@ def _body(method: str, params: dict) -> bytes:
         (
             "remember",
             {"memoryType": "note", "topic": "t", "content": "c", "tags": [1] * 500_000},
-            "invalid_input: tags: at most 32 items",
+            "invalid_input: tags: at most 256 items",
         ),
         # memoryTypes must be unique: numbers and strings mixed cannot be sorted, so the
         # validator would compare every pair (32 million for these 8,000 in 47 kB).

@@ -38,7 +38,9 @@ def remember_note(owner, **overrides):
         ({"project": "p" * 257}, "project", "at most 256"),
         # As "" is: blank would mean no project (on a revision, dropping the one it had).
         ({"project": "  "}, "project", "at least 1"),
-        ({"tags": [f"t{i}" for i in range(33)]}, "tags", "at most 32 tags"),
+        ({"tags": [f"t{i}" for i in range(33)]}, "tags", "at most 32 distinct tags"),
+        # However few they fold to: the list sent is bounded too, so the work is.
+        ({"tags": ["a"] * 257}, "tags", "at most 256 items; got 257"),
         ({"tags": ["ok", "x" * 65]}, "tags[1]", "at most 64"),
         ({"tags": ["ok", "  "]}, "tags[1]", "at least 1"),
         ({"tags": "not-a-list"}, "tags", "list of strings"),
@@ -95,6 +97,13 @@ def test_tags_are_counted_against_their_limit_once_in_any_case(tenant):
     memory = remember_note(tenant, tags=tags)
     memory.refresh_from_db()
     assert memory.tags == tags[:32]
+
+
+def test_a_list_of_tags_at_its_sent_limit_is_kept_once_per_tag(tenant):
+    tags = [f"t{i % 2}" if i % 4 < 2 else f"T{i % 2}" for i in range(256)]
+    memory = remember_note(tenant, tags=tags)
+    memory.refresh_from_db()
+    assert memory.tags == ["t0", "t1"]
 
 
 def test_limits_themselves_are_accepted(tenant):

@@ -392,8 +392,19 @@ async def test_read_only_token_cannot_write_but_can_list_threads(owner):
         ),
         (
             "remember",
-            {"memoryType": "note", "topic": "t", "content": "c", "tags": ["a"] * 33},
-            "invalid_input: tags: at most 32 items; got 33",
+            {"memoryType": "note", "topic": "t", "content": "c", "tags": ["a"] * 257},
+            "invalid_input: tags: at most 256 items; got 257",
+        ),
+        (
+            "remember",
+            {
+                "memoryType": "note",
+                "topic": "t",
+                "content": "c",
+                "tags": [f"t{i}" for i in range(33)],
+            },
+            "invalid_input: tags: at most 32 distinct tags (a tag repeated in any case counts "
+            "once); got 33",
         ),
         (
             "remember",
@@ -731,6 +742,19 @@ async def test_null_for_an_optional_field_means_the_field_is_left_out(agent):
     # A field the action needs is still needed, null or not.
     text = await fails(agent, "configure_thread", {"action": "accept_proposal", "proposalId": None})
     assert text == "invalid_input: proposalId: is required for action 'accept_proposal'"
+
+
+@pytest.mark.parametrize("sent", [33, 256])
+async def test_repeated_tags_are_counted_once_against_the_tag_limit(agent, sent):
+    """As the tool's description says: a tag repeated in any case is counted once, so a list
+    longer than the limit that folds to fewer tags is kept, on remember and on revise."""
+    tags = [f"t{i % 2}" if i % 4 < 2 else f"T{i % 2}" for i in range(sent)]
+    stored = await remember(agent, tags=tags)
+    retagged = (["T1", "t0"] * sent)[:sent]
+    revised = await ok(agent, "revise", {"predecessorId": stored["id"], "tags": retagged})
+    ids = [stored["id"], revised["memory"]["id"]]
+    read = await ok(agent, "get_memories", {"ids": ids})
+    assert [memory["tags"] for memory in read["memories"]] == [["t0", "t1"], ["T1", "t0"]]
 
 
 async def test_a_list_sent_as_its_json_text_and_a_number_as_a_string_work(agent):
