@@ -32,8 +32,9 @@ DATETIME = {
     "format": "date-time",
     "maxLength": 40,
     "description": (
-        "ISO 8601 with an offset, e.g. 2026-12-31T17:00:00Z: from 1970-01-01 to 9999-12-31, an "
-        "offset of whole minutes within ±14:00, no leap second."
+        "An RFC 3339 date-time with an offset (YYYY-MM-DDTHH:MM:SS, a fraction after '.' if "
+        "any, Z or ±HH:MM), e.g. 2026-12-31T17:00:00Z: from 1970-01-01 to 9999-12-31, an "
+        "offset within ±14:00, no leap second."
     ),
 }
 
@@ -41,7 +42,8 @@ DATETIME = {
 # client that validates formats to refuse the date, and some clients' schema converters refuse
 # or drop an anyOf of the two; the server checks both forms (bounds.clean_due_at).
 DUE_AT_FORMS = (
-    "ISO 8601 with an offset (whole minutes within ±14:00), e.g. 2026-12-31T17:00:00Z, or a "
+    "An RFC 3339 date-time with an offset (YYYY-MM-DDTHH:MM:SS, a fraction after '.' if any, Z "
+    "or ±HH:MM within ±14:00), e.g. 2026-12-31T17:00:00Z, or a "
     "date alone, e.g. 2026-12-31: due by the end of that day in UTC (stored and shown as "
     "2026-12-31T23:59:59.999999Z). From 1970-01-01 to 9999-12-31."
 )

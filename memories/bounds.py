@@ -3,13 +3,13 @@ before any write). The database repeats the essential ones as CHECK constraints.
 
 from __future__ import annotations
 
-import contextlib
+import calendar
 import itertools
 import json
 import re
 import unicodedata
 from collections.abc import Iterable, Sized
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta, timezone
 
 from memories.errors import InvalidInput
 
@@ -257,67 +257,120 @@ def clean_thread_name(value: object, field: str = "name") -> str:
     return _text(field, value, maximum=THREAD_NAME_MAX)
 
 
-# A calendar date alone (RFC 3339 full-date), which a due date may be: "due on the 10th".
-_FULL_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+# The one form of an instant taken: RFC 3339's date-time (§5.6), what the schemas' `format:
+# date-time` names and what every result gives back. The "T" and "Z" in either case and one
+# space for the "T" (RFC 3339 allows both); the seconds always written; a fraction of the second
+# after "." (digits past the sixth, finer than the microseconds stored, are dropped); an offset
+# of hours and minutes. ISO 8601's other forms (week dates, the basic format 20261210T100000Z, an
+# offset of hours alone +05 or +0530, a time without seconds, a decimal comma) are not taken:
+# one form, read one way, that a client which checks the schema's format sends too. A year of
+# more than 4 digits or with a sign (ISO 8601's expanded years) is read so as to be refused by
+# the range.
+_YEAR = r"(?P<year>[+-]?[0-9]{4,})"
+_DATE = rf"(?P<date>{_YEAR}-(?P<month>[0-9]{{2}})-(?P<day>[0-9]{{2}}))"
+_FULL_DATE = re.compile(_DATE)
+_DATE_TIME = re.compile(
+    rf"{_DATE}[Tt ](?P<time>(?P<hour>[0-9]{{2}}):(?P<minute>[0-9]{{2}}):(?P<second>[0-9]{{2}}))"
+    r"(?:\.(?P<fraction>[0-9]+))?"
+    r"(?P<offset>[Zz]|(?P<sign>[+-])(?P<offset_hours>[0-9]{2}):(?P<offset_minutes>[0-9]{2}))?"
+)
+# The form in words, as every refusal of one not taken names it.
+DATE_TIME_FORM = (
+    "YYYY-MM-DDTHH:MM:SS, a fraction of the second after '.' if any, and Z or an offset ±HH:MM"
+)
 # The instant a date alone is due at: its last in UTC, so that the commitment is overdue (due
 # before now) from the next day on, never during the day it names.
 END_OF_DAY = time(23, 59, 59, 999_999)
 _EXAMPLE = "e.g. 2026-12-31T17:00:00Z"
-# Year 0000, which ISO 8601 writes (1 BC) and Python's dates have not: before EARLIEST_INSTANT
-# whatever the rest, so refused by the range, not as a date that is not in the calendar.
-_YEAR_ZERO = "0000"
-# A date-time in the RFC 3339 shape, to name what of it is out of range when it is refused: its
-# year, its seconds and its offset's hours.
-_DATE_TIME_SHAPE = re.compile(
-    r"(?P<year>[0-9]{4})-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:(?P<second>[0-9]{2})"
-    r"(?:[.,][0-9]+)?"
-    r"(?:[Zz]|[+-](?P<offset_hours>[0-9]{2}):?[0-9]{2})"
-)
-_OR_A_DATE = ", or a date alone, e.g. 2026-12-31 (due by the end of that day, UTC)"
+_OR_A_DATE = ", or a date alone, YYYY-MM-DD (due by the end of that day, UTC)"
+_OFFSET_RANGE = "UTC offset must be whole minutes within -14:00..+14:00"
 
 
 def clean_datetime(field: str, value: object, *, end_of_day_dates: bool = False) -> datetime:
-    """An instant from caller input, an aware datetime or an ISO 8601 string with an offset,
+    """An instant from caller input, an aware datetime or an RFC 3339 date-time (_DATE_TIME),
     in UTC and within EARLIEST_INSTANT..LATEST_INSTANT. With `end_of_day_dates`, a date alone
     (YYYY-MM-DD) is the last instant of that day in UTC."""
     or_a_date = _OR_A_DATE if end_of_day_dates else ""
-    sent = value
-    if isinstance(value, str):
-        value = value.strip()
-    if end_of_day_dates and isinstance(value, str) and _FULL_DATE.fullmatch(value):
-        if value.startswith(_YEAR_ZERO):
-            raise InvalidInput(field, _OUT_OF_RANGE)
-        try:
-            value = datetime.combine(date.fromisoformat(value), END_OF_DAY, tzinfo=UTC)
-        except ValueError:
+    if isinstance(value, datetime):
+        return _in_range(field, value, or_a_date)
+    written = value.strip() if isinstance(value, str) else value
+    if not isinstance(written, str):
+        raise InvalidInput(field, _not_a_date_time(written, or_a_date))
+    if date_alone := _FULL_DATE.fullmatch(written):
+        day = _calendar_date(field, date_alone, or_a_date)
+        if not end_of_day_dates:
+            # It would be the start of its day for one filter and the end for another.
             raise InvalidInput(
-                field, f"is no date in the calendar; must be a date-time, {_EXAMPLE}{or_a_date}"
-            ) from None
-    if isinstance(value, str) and len(value) <= 40:
-        # RFC 3339 §5.6 allows a lower-case "z" (and "t"), which fromisoformat refuses.
-        if value.endswith("z"):
-            value = value[:-1] + "Z"
-        written = value
-        with contextlib.suppress(ValueError):
-            value = datetime.fromisoformat(value)
-        if isinstance(value, datetime) and (problem := _misread(written, value, or_a_date)):
-            raise InvalidInput(field, problem)
-    if not isinstance(value, datetime):
+                field,
+                f"must be a date-time with a UTC offset, {_EXAMPLE} (no date alone); "
+                f"got {written!r}",
+            )
+        return _in_range(field, datetime.combine(day, END_OF_DAY, tzinfo=UTC), or_a_date)
+    shape = _DATE_TIME.fullmatch(written)
+    if shape is None:
+        raise InvalidInput(field, _not_a_date_time(written, or_a_date))
+    day = _calendar_date(field, shape, or_a_date)
+    hour, minute, second = int(shape["hour"]), int(shape["minute"]), int(shape["second"])
+    if second == 60:
         raise InvalidInput(
-            field, _not_a_date_time(sent.strip() if isinstance(sent, str) else sent, or_a_date)
+            field,
+            f"has a leap second (:60), which is not taken; seconds run to 59, {_EXAMPLE}"
+            f"{or_a_date}",
         )
+    if hour > 23 or minute > 59 or second > 59:
+        raise InvalidInput(
+            field,
+            f"{shape['time']} is no time of day: hours run to 23, minutes and seconds to 59; "
+            f"{_EXAMPLE}{or_a_date}",
+        )
+    if shape["offset"] is None:
+        raise InvalidInput(field, f"must include a UTC offset, {_EXAMPLE}{or_a_date}")
+    offset = timedelta(0)
+    if shape["sign"]:
+        if int(shape["offset_minutes"]) > 59:
+            raise InvalidInput(
+                field,
+                f"UTC offset {shape['offset']} is no hours and minutes: its minutes run to 59, "
+                f"{_EXAMPLE}",
+            )
+        offset = timedelta(hours=int(shape["offset_hours"]), minutes=int(shape["offset_minutes"]))
+        offset = -offset if shape["sign"] == "-" else offset
+        if abs(offset) > MAX_UTC_OFFSET:
+            raise InvalidInput(field, _OFFSET_RANGE)
+    microsecond = int(f"{shape['fraction'] or ''}000000"[:6])
+    instant = datetime.combine(
+        day, time(hour, minute, second, microsecond), tzinfo=timezone(offset)
+    )
+    return _in_range(field, instant, or_a_date)
+
+
+def _calendar_date(field: str, shape: re.Match, or_a_date: str) -> date:
+    """The day `shape` (a _FULL_DATE or _DATE_TIME match) names, refused when it is out of
+    range or not in the calendar."""
+    if len(shape["year"]) != 4 or shape["year"] == "0000":
+        # Year 0000 (ISO 8601's 1 BC, which Python's dates have not) and the expanded years are
+        # before EARLIEST_INSTANT or after LATEST_INSTANT whatever the rest.
+        raise InvalidInput(field, _OUT_OF_RANGE)
+    year, month, day = int(shape["year"]), int(shape["month"]), int(shape["day"])
+    try:
+        return date(year, month, day)
+    except ValueError:
+        if 1 <= month <= 12:
+            why = f"{year:04}-{month:02} has {calendar.monthrange(year, month)[1]} days"
+        else:
+            why = "months run from 01 to 12"
+        raise InvalidInput(
+            field, f"{shape['date']} does not exist ({why}); {_EXAMPLE}{or_a_date}"
+        ) from None
+
+
+def _in_range(field: str, value: datetime, or_a_date: str) -> datetime:
+    """`value` in UTC, refused without an offset, with one past ±14:00 or out of range."""
     offset = value.utcoffset()
-    if offset is None and isinstance(sent, str) and ":" not in sent:
-        # ISO 8601's other forms of a date alone ("20261210", "2026-W50") read as its midnight:
-        # an offset added to them would make a due date the start of the day, not its end.
-        taken = "a date alone is taken only as YYYY-MM-DD" if end_of_day_dates else "no date alone"
-        raise InvalidInput(
-            field, f"must be a date-time with a UTC offset, {_EXAMPLE} ({taken}); got {sent!r}"
-        )
     if offset is None:
         raise InvalidInput(field, f"must include a UTC offset, {_EXAMPLE}{or_a_date}")
     if abs(offset) > MAX_UTC_OFFSET or offset % timedelta(minutes=1):
-        raise InvalidInput(field, "UTC offset must be whole minutes within -14:00..+14:00")
+        raise InvalidInput(field, _OFFSET_RANGE)
     try:
         instant = value.astimezone(UTC)
     except OverflowError:  # e.g. 9999-12-31T23:00:00-14:00 is in year 10000
@@ -327,49 +380,10 @@ def clean_datetime(field: str, value: object, *, end_of_day_dates: bool = False)
     return instant
 
 
-# The time and offset that end a date-time as RFC 3339 and ISO 8601 write them. fromisoformat
-# takes more, and reads some of it otherwise than it is written: any one character before the
-# offset ("10:00:00!Z"), a fraction of the hour or the minute as one of the second ("T10.5Z" as
-# 10:00:00.5, not 10:30), offset minutes past 59 ("+01:60" as +02:00, "+00:99" as +01:39).
-_TIME_AND_OFFSET = re.compile(
-    r"[Tt ][0-9]{2}(?::?[0-9]{2}(?::?[0-9]{2}(?:[.,][0-9]+)?)?)? ?"
-    r"(?P<offset>[Zz]|[+-][0-9]{2}(?::?(?P<minutes>[0-9]{2})"
-    r"(?::?(?P<seconds>[0-9]{2})(?:[.,][0-9]+)?)?)?)$"
-)
-
-
-def _misread(written: str, read: datetime, or_a_date: str) -> str | None:
-    """Why `written`, which fromisoformat read as `read`, is refused all the same: an instant
-    with an offset whose time or offset is not written as a date-time's are (_TIME_AND_OFFSET),
-    or None. One without an offset is refused for that, after this."""
-    if read.utcoffset() is None:
-        return None
-    shape = _TIME_AND_OFFSET.search(written)
-    if shape is None:
-        return _not_a_date_time(written, or_a_date)
-    if any(part and int(part) > 59 for part in (shape["minutes"], shape["seconds"])):
-        return (
-            f"UTC offset {shape['offset']} is no hours and minutes: its minutes and seconds "
-            f"run to 59, {_EXAMPLE}"
-        )
-    return None
-
-
 def _not_a_date_time(sent: object, or_a_date: str) -> str:
-    """Why `sent` is no date-time: what of it is out of range when it has the shape of one."""
-    shape = _DATE_TIME_SHAPE.fullmatch(sent) if isinstance(sent, str) else None
-    if shape and shape["year"] == _YEAR_ZERO:
-        return _OUT_OF_RANGE
-    if shape and shape["second"] == "60":
-        return (
-            f"has a leap second (:60), which is not taken; seconds run to 59, {_EXAMPLE}{or_a_date}"
-        )
-    if shape and shape["offset_hours"] and int(shape["offset_hours"]) > 14:
-        return "UTC offset must be whole minutes within -14:00..+14:00"
-    if shape:
-        return f"is no date-time in the calendar; {_EXAMPLE}{or_a_date}"
+    """Why `sent`, in no form taken, is refused: the form, and today's date for words."""
     return (
-        f"must be an ISO 8601 date-time with a UTC offset, {_EXAMPLE}{or_a_date}"
+        f"must be an RFC 3339 date-time, {DATE_TIME_FORM}, {_EXAMPLE}{or_a_date}"
         + _relative_word_note(sent)
     )
 

@@ -133,7 +133,7 @@ def test_limits_themselves_are_accepted(tenant):
         ("0000-12-31T23:00:00-14:00", "within 1970-01-01T00:00:00Z"),
         ("2026-06-01T12:00:00+14:01", "UTC offset must be whole minutes within -14:00..+14:00"),
         ("2026-06-01T12:00:00-15:00", "UTC offset must be whole minutes within -14:00..+14:00"),
-        ("2026-06-01T12:00:00+05:30:15", "UTC offset must be whole minutes"),
+        ("2026-06-01T12:00:00+05:30:15", "must be an RFC 3339 date-time"),
         ("2026-06-01T12:00:00", "must include a UTC offset"),
     ],
 )
@@ -146,49 +146,85 @@ def test_instants_out_of_range_or_with_odd_offsets_are_refused(tenant, value, fr
     assert not Memory.objects.exists()
 
 
+FORM_REFUSAL = (
+    "must be an RFC 3339 date-time, YYYY-MM-DDTHH:MM:SS, a fraction of the second after '.' if "
+    "any, and Z or an offset ±HH:MM, e.g. 2026-12-31T17:00:00Z"
+)
+
+
 @pytest.mark.parametrize(
-    ("value", "error"),
+    "value",
     [
-        (
-            "2026-12-10T10:00:00+01:60",
-            "UTC offset +01:60 is no hours and minutes: its minutes and seconds run to 59",
-        ),
-        (
-            "2026-12-10T10:00:00+0099",
-            "UTC offset +0099 is no hours and minutes: its minutes and seconds run to 59",
-        ),
-        (
-            "2026-12-10T10:00:00+01:00:60",
-            "UTC offset +01:00:60 is no hours and minutes: its minutes and seconds run to 59",
-        ),
-        # A fraction of the hour or of the minute, which would be read as one of the second.
-        ("2026-12-10T10.5Z", "must be an ISO 8601 date-time with a UTC offset"),
-        ("2026-12-10T10:30.5Z", "must be an ISO 8601 date-time with a UTC offset"),
-        # A character between the time and its offset, which would be left out.
-        ("2026-12-10T10:00:00!Z", "must be an ISO 8601 date-time with a UTC offset"),
-        ("2026-12-10T10:00:00.Z", "must be an ISO 8601 date-time with a UTC offset"),
-        ("2026-12-10T10:00:00zz", "must be an ISO 8601 date-time with a UTC offset"),
+        # ISO 8601's other forms: a week date, the basic format, an offset of hours alone or
+        # without its colon, a time without its seconds or minutes, a decimal comma.
+        "2026-W50",
+        "20261210",
+        "2026-W50-1T10:00:00Z",
+        "2026-344T10:00:00Z",
+        "20261210T100000Z",
+        "2026-12-10T10:00:00+05",
+        "2026-12-10T10:00:00+0530",
+        "2026-12-10T10:00:00.5+0100",
+        "2026-12-10T10:00Z",
+        "2026-12-10T10Z",
+        "2026-12-10T10:00:00,5Z",
+        # What Python's reader would read otherwise than written: a fraction of the hour or of
+        # the minute as one of the second, a character between the time and its offset left
+        # out, an offset's seconds.
+        "2026-12-10T10.5Z",
+        "2026-12-10T10:30.5Z",
+        "2026-12-10T10:00:00!Z",
+        "2026-12-10T10:00:00 Z",
+        "2026-12-10T10:00:00.Z",
+        "2026-12-10T10:00:00zz",
+        "2026-12-10T10:00:00+01:00:60",
+        "2026-12-10T10:00:00+0099",
+        # Digits of another script, which Python's int() would read.
+        "\uff12\uff10\uff12\uff16-12-10T10:00:00Z",
     ],
 )
-def test_an_instant_that_would_be_read_otherwise_than_written_is_refused(value, error):
-    """Python's date-time reader takes these and reads them as another instant (+01:60 as
-    +02:00, T10.5 as 10:00:00.5 rather than 10:30): refused instead, as any form not taken."""
+@pytest.mark.parametrize(
+    ("field", "end_of_day_dates", "or_a_date"),
+    [
+        ("recordedAfter", False, ""),
+        ("dueAt", True, ", or a date alone, YYYY-MM-DD (due by the end of that day, UTC)"),
+    ],
+)
+def test_an_instant_in_a_form_not_taken_is_refused_naming_the_one_taken(
+    value, field, end_of_day_dates, or_a_date
+):
+    """One form, RFC 3339's date-time, read one way: what the schema's `format: date-time`
+    names, and what a client that checks it sends."""
     with pytest.raises(InvalidInput) as refused:
-        clean_datetime("recordedAfter", value)
-    assert str(refused.value).startswith(f"invalid_input: recordedAfter: {error}")
+        clean_datetime(field, value, end_of_day_dates=end_of_day_dates)
+    assert str(refused.value) == f"invalid_input: {field}: {FORM_REFUSAL}{or_a_date}"
+
+
+def test_an_offsets_minutes_run_to_59():
+    """Python's reader takes +01:60 as +02:00: refused instead."""
+    with pytest.raises(InvalidInput) as refused:
+        clean_datetime("recordedAfter", "2026-12-10T10:00:00+01:60")
+    assert str(refused.value) == (
+        "invalid_input: recordedAfter: UTC offset +01:60 is no hours and minutes: its minutes "
+        "run to 59, e.g. 2026-12-31T17:00:00Z"
+    )
 
 
 @pytest.mark.parametrize(
     ("value", "stored"),
     [
         ("2026-12-10T10:00:00+01:59", datetime(2026, 12, 10, 8, 1, tzinfo=UTC)),
-        ("2026-12-10T10:00:00.5+0100", datetime(2026, 12, 10, 9, 0, 0, 500_000, tzinfo=UTC)),
-        ("2026-12-10 10:00:00,25Z", datetime(2026, 12, 10, 10, 0, 0, 250_000, tzinfo=UTC)),
-        ("2026-12-10T10:00Z", datetime(2026, 12, 10, 10, tzinfo=UTC)),
+        ("2026-12-10T10:00:00.5+01:00", datetime(2026, 12, 10, 9, 0, 0, 500_000, tzinfo=UTC)),
+        # RFC 3339 §5.6: a space for the "T", and "t" and "z" in lower case.
+        ("2026-12-10 10:00:00.25Z", datetime(2026, 12, 10, 10, 0, 0, 250_000, tzinfo=UTC)),
+        ("2026-12-10t10:00:00-00:00", datetime(2026, 12, 10, 10, tzinfo=UTC)),
+        (" 2026-12-10T10:00:00z\n", datetime(2026, 12, 10, 10, tzinfo=UTC)),
+        # Digits past the sixth are finer than the microseconds stored: dropped, not rounded.
         ("2026-12-10T10:00:00.123456789Z", datetime(2026, 12, 10, 10, 0, 0, 123_456, tzinfo=UTC)),
+        ("2026-12-10T10:00:00.9999999Z", datetime(2026, 12, 10, 10, 0, 0, 999_999, tzinfo=UTC)),
     ],
 )
-def test_instants_in_the_other_forms_of_a_time_and_offset_are_read_as_written(value, stored):
+def test_instants_in_rfc_3339s_spellings_are_read_as_written(value, stored):
     assert clean_datetime("recordedAfter", value) == stored
 
 
@@ -243,12 +279,12 @@ def test_a_commitment_due_on_a_date_is_overdue_from_the_next_day_only(tenant):
 @pytest.mark.parametrize(
     ("value", "fragment"),
     [
-        ("2026-02-30", "is no date in the calendar"),
-        ("2026-13-01", "is no date in the calendar"),
+        ("2026-02-30", "2026-02-30 does not exist (2026-02 has 28 days)"),
+        ("2026-13-01", "2026-13-01 does not exist (months run from 01 to 12)"),
         ("0000-01-01", "within 1970-01-01T00:00:00Z..9999-12-31T23:59:59.999999Z"),
-        ("tomorrow", "must be an ISO 8601 date-time with a UTC offset"),
+        ("tomorrow", "must be an RFC 3339 date-time"),
         ("2026-12-10T17:00:00", "must include a UTC offset"),
-        ("10/12/2026", "must be an ISO 8601 date-time with a UTC offset"),
+        ("10/12/2026", "must be an RFC 3339 date-time"),
         ("1969-12-31", "within 1970-01-01T00:00:00Z..9999-12-31T23:59:59.999999Z"),
     ],
 )
@@ -258,7 +294,7 @@ def test_a_due_date_that_is_neither_form_is_refused_naming_both(tenant, value, f
     assert error.value.field == "dueAt"
     assert fragment in str(error.value)
     if "within" not in fragment:
-        assert "e.g. 2026-12-31T17:00:00Z, or a date alone, e.g. 2026-12-31" in str(error.value)
+        assert "e.g. 2026-12-31T17:00:00Z, or a date alone, YYYY-MM-DD" in str(error.value)
     assert not Memory.objects.exists()
 
 
@@ -276,11 +312,35 @@ def test_a_due_date_that_is_neither_form_is_refused_naming_both(tenant, value, f
         ),
         (
             "2026-02-30T10:00:00Z",
-            "asOf: is no date-time in the calendar; e.g. 2026-12-31T17:00:00Z",
+            "asOf: 2026-02-30 does not exist (2026-02 has 28 days); e.g. 2026-12-31T17:00:00Z",
+        ),
+        (
+            "2028-04-31T10:00:00Z",
+            "asOf: 2028-04-31 does not exist (2028-04 has 30 days); e.g. 2026-12-31T17:00:00Z",
         ),
         (
             "2026-12-07T24:10:00Z",
-            "asOf: is no date-time in the calendar; e.g. 2026-12-31T17:00:00Z",
+            "asOf: 24:10:00 is no time of day: hours run to 23, minutes and seconds to 59; e.g. "
+            "2026-12-31T17:00:00Z",
+        ),
+        # A date alone, which these instants do not take, but first: there is no such day.
+        (
+            "2026-02-29",
+            "asOf: 2026-02-29 does not exist (2026-02 has 28 days); e.g. 2026-12-31T17:00:00Z",
+        ),
+        (
+            "2026-13-01",
+            "asOf: 2026-13-01 does not exist (months run from 01 to 12); e.g. 2026-12-31T17:00:00Z",
+        ),
+        (
+            "10000-01-01T00:00:00Z",
+            "asOf: must be within 1970-01-01T00:00:00Z..9999-12-31T23:59:59.999999Z after "
+            "applying its UTC offset",
+        ),
+        (
+            "+12026-01-01T00:00:00Z",
+            "asOf: must be within 1970-01-01T00:00:00Z..9999-12-31T23:59:59.999999Z after "
+            "applying its UTC offset",
         ),
         (
             "0000-01-01T00:00:00Z",

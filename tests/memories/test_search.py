@@ -978,7 +978,7 @@ def test_a_cursor_is_bound_to_its_commitment_filters(tenant):
         ({"commitment_status": []}, "commitmentStatus: must be a non-empty list"),
         ({"commitment_status": "resolved"}, "commitmentStatus: must be a non-empty list"),
         ({"commitment_status": ["done"]}, "commitmentStatus: must be among: open, waiting"),
-        ({"resolved_after": "yesterday"}, "resolvedAfter: must be an ISO 8601 date-time"),
+        ({"resolved_after": "yesterday"}, "resolvedAfter: must be an RFC 3339 date-time"),
     ],
 )
 def test_commitment_filters_that_cannot_be_answered_are_refused_naming_the_fields(filters, message):

@@ -82,7 +82,10 @@ def test_every_instant_is_described_with_the_form_it_takes():
     for tool in tool_definitions():
         for name, field in tool.input_schema["properties"].items():
             if field.get("format") == "date-time":
-                assert "ISO 8601 with an offset" in field["description"], (tool.name, name)
+                assert "RFC 3339 date-time with an offset" in field["description"], (
+                    tool.name,
+                    name,
+                )
                 assert "2026-12-31T17:00:00Z" in field["description"], (tool.name, name)
 
 
@@ -434,9 +437,9 @@ async def test_read_only_token_cannot_write_but_can_list_threads(owner):
         (
             "remember",
             {"memoryType": "commitment", "topic": "t", "content": "c", "dueAt": "tomorrow"},
-            "invalid_input: dueAt: must be an ISO 8601 date-time with a UTC offset, e.g. "
-            "2026-12-31T17:00:00Z, or a date alone, e.g. 2026-12-31 (due by the end of that day, "
-            "UTC)",
+            "invalid_input: dueAt: must be an RFC 3339 date-time, YYYY-MM-DDTHH:MM:SS, a fraction "
+            "of the second after '.' if any, and Z or an offset ±HH:MM, e.g. "
+            "2026-12-31T17:00:00Z, or a date alone, YYYY-MM-DD (due by the end of that day, UTC)",
         ),
         (
             "remember",
@@ -951,7 +954,7 @@ async def test_a_due_date_alone_is_due_by_the_end_of_that_day_and_answered_as_st
     for bad in ("2026-02-30", "2026-13-01", "tomorrow"):
         text = await fails(agent, "revise", {"predecessorId": moved["id"], "dueAt": bad})
         assert text.startswith("invalid_input: dueAt: "), text
-        assert "e.g. 2026-12-31T17:00:00Z, or a date alone, e.g. 2026-12-31" in text
+        assert "e.g. 2026-12-31T17:00:00Z, or a date alone, YYYY-MM-DD" in text
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -2799,18 +2802,21 @@ async def test_ids_and_instants_are_read_past_surrounding_white_space(agent):
     assert (await ok(agent, "search", later))["count"] == 1
 
 
-@pytest.mark.parametrize("compact", ["20311210", "2031-W50"])
-async def test_a_date_alone_in_another_iso_form_is_refused_naming_the_one_taken(agent, compact):
-    """'20311210' reads as its midnight: told to add an offset, a model would make the due date
-    the start of the day, not its end."""
+@pytest.mark.parametrize(
+    "other_form", ["20311210", "2031-W50", "2031-W50-1T10:00:00Z", "2031-12-10T10:00:00+05"]
+)
+async def test_a_due_date_in_another_iso_form_is_refused_naming_the_ones_taken(agent, other_form):
+    """'20311210' reads as its midnight: told only to add an offset, a model would make the due
+    date the start of the day, not its end. Every form not taken is told the two that are."""
     text = await fails(
         agent,
         "remember",
-        {"memoryType": "commitment", "topic": "t", "content": "c", "dueAt": compact},
+        {"memoryType": "commitment", "topic": "t", "content": "c", "dueAt": other_form},
     )
     assert text == (
-        "invalid_input: dueAt: must be a date-time with a UTC offset, e.g. 2026-12-31T17:00:00Z "
-        f"(a date alone is taken only as YYYY-MM-DD); got '{compact}'"
+        "invalid_input: dueAt: must be an RFC 3339 date-time, YYYY-MM-DDTHH:MM:SS, a fraction of "
+        "the second after '.' if any, and Z or an offset ±HH:MM, e.g. 2026-12-31T17:00:00Z, or a "
+        "date alone, YYYY-MM-DD (due by the end of that day, UTC)"
     )
 
 
