@@ -267,7 +267,11 @@ _ARGUMENT_TYPES = {
     for spec in TOOLS
 }
 # ASCII whitespace only: Unicode's \s also takes the separators U+001C..U+001F, which int() refuses.
-_WHOLE_NUMBER = re.compile(r"[ \t\r\n]*[-+]?[0-9]{1,18}[ \t\r\n]*")
+# Any number of digits: one past an integer field's range is refused by the range, as the same
+# number sent as a JSON number is, not as no number at all. Leading zeros apart, at most as many
+# as int() reads (sys.int_info.default_max_str_digits), which no JSON number here exceeds either.
+_WHOLE_NUMBER = re.compile(r"[ \t\r\n]*(?P<sign>[-+]?)0*(?P<digits>[0-9]+)[ \t\r\n]*")
+_WHOLE_NUMBER_DIGITS_MAX = 4300
 # Past 2**53 a float no longer stands for one integer; the schema's limit names it as sent.
 _WHOLE_FLOAT_MAX = 2**53
 
@@ -296,12 +300,21 @@ def _as_clients_mean(spec: ToolSpec, arguments: dict) -> dict:
             except (ValueError, RecursionError):
                 decoded = None
             value = decoded if isinstance(decoded, list) else value
-        elif isinstance(value, str) and expected == "integer" and _WHOLE_NUMBER.fullmatch(value):
-            value = int(value)
+        elif isinstance(value, str) and expected == "integer" and (number := _whole_number(value)):
+            value = int(number)
         elif isinstance(value, float) and expected == "integer" and value.is_integer():
             value = int(value) if abs(value) <= _WHOLE_FLOAT_MAX else value
         meant[key] = value
     return meant
+
+
+def _whole_number(value: str) -> str | None:
+    """`value`, a whole number written as a string, as int() reads it (sign and digits, no
+    leading zeros), or None."""
+    number = _WHOLE_NUMBER.fullmatch(value)
+    if number is None or len(number["digits"]) > _WHOLE_NUMBER_DIGITS_MAX:
+        return None
+    return number["sign"] + number["digits"]
 
 
 def _definition(spec: ToolSpec) -> types.Tool:
@@ -573,9 +586,9 @@ def _schema_error(spec: ToolSpec, arguments: dict) -> str | None:
         case "minItems":
             return f"{field}: at least {limit} item(s)"
         case "maximum":
-            return f"{field}: must be at most {limit}; got {error.instance}"
+            return f"{field}: must be at most {limit}; got {_shown_number(error.instance)}"
         case "minimum":
-            return f"{field}: must be at least {limit}; got {error.instance}"
+            return f"{field}: must be at least {limit}; got {_shown_number(error.instance)}"
         case "enum":
             hint = _enum_hint(spec.name, field, error.instance, limit)
             return f"{field}: must be one of: {', '.join(map(str, limit))}{hint}"
@@ -606,6 +619,12 @@ def _schema_error(spec: ToolSpec, arguments: dict) -> str | None:
             return f"{field}: items must be unique"
         case _:
             return f"{field}: {error.validator} {limit} not satisfied"
+
+
+def _shown_number(number: object) -> str:
+    """A number the caller sent, as a refusal repeats it: cut as every made-up name is (one of
+    thousands of digits is read, but not repeated whole)."""
+    return bounds.shown_key(str(number))
 
 
 def _range(schema: dict) -> str:

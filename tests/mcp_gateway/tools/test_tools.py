@@ -851,6 +851,35 @@ def test_a_null_for_a_bounded_number_is_told_its_range(tool, field, needed, boun
     assert refusal == f"{field}: must be of type integer, {bounds}, not null"
 
 
+@pytest.mark.parametrize(
+    ("number", "bound"),
+    [
+        (2**71, "at most"),
+        (-(2**71), "at least"),
+        (10**18, "at most"),
+        (-(10**4299), "at least"),
+    ],
+    ids=["2**71", "-2**71", "10**18", "-10**4299"],
+)
+@pytest.mark.parametrize(("tool", "field", "needed", "bounds"), BOUNDED_NUMBERS)
+async def test_a_number_past_the_range_is_refused_alike_as_a_number_and_as_a_string(
+    agent, tool, field, needed, bounds, number, bound
+):
+    """A whole number written as a string is read as the number (models often write them so),
+    however many its digits: past the range, both are told the range, the number cut as every
+    made-up value a refusal repeats."""
+    low, high = bounds.split("..")
+    shown = str(number) if len(str(number)) <= 64 else f"{str(number)[:64]}…"
+    expected = (
+        f"invalid_input: {field}: must be {bound} {high if bound == 'at most' else low}; "
+        f"got {shown}"
+    )
+    for sent in (number, str(number), f" +{number} " if number > 0 else f" {number} "):
+        assert await fails(agent, tool, needed | {field: sent}) == expected, sent
+    padded = f"{'0' * 5000}{number}" if number > 0 else f"-{'0' * 5000}{-number}"
+    assert await fails(agent, tool, needed | {field: padded}) == expected
+
+
 # --- remember, revise, archive, resolve ----------------------------------------------------
 
 
