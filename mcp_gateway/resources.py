@@ -20,7 +20,7 @@ from mcp_gateway.auth import require_principal
 from mcp_gateway.schemas import utc_datetime
 from memories.access import MemoryRow, read_owned_memories
 from memories.bounds import shown_key
-from memories.models import MEMORY_URI_PREFIX, MEMORY_URI_TEMPLATE
+from memories.models import MEMORY_URI_PREFIX, MEMORY_URI_TEMPLATE, memory_resource_uri
 from memories.services import parse_memory_id
 
 _TEMPLATE = UriTemplate.parse(MEMORY_URI_TEMPLATE)
@@ -83,7 +83,7 @@ NOT_A_MEMORY_URI = (
 )
 NOT_A_MEMORY_ID = (
     f"the {{id}} of {MEMORY_URI_TEMPLATE} is a memory's id as remember and search give it: a "
-    "UUID, in lower case with hyphens"
+    "UUID, in lower case with hyphens, not percent-encoded"
 )
 
 
@@ -107,9 +107,10 @@ async def read_resource(
         # Another scheme or shape: not one of ours. No id to look up, so no oracle either.
         raise _not_found(uri, NOT_A_MEMORY_URI)
     parsed = parse_memory_id(memory_id)
-    if parsed is None or str(parsed) != memory_id:
-        # Only the form the server gives: a tool takes an id in other spellings too
-        # (parse_memory_id), but each would be another name for one cacheable resource.
+    if parsed is None or uri != memory_resource_uri(parsed):
+        # Only the URI the server gives, character for character: a tool takes an id in other
+        # spellings too (parse_memory_id), and the template's match decodes percent-encoding,
+        # but each would be another name, another cache key, for one cacheable resource.
         raise _not_found(uri, NOT_A_MEMORY_ID)
     # The tenant is the verified token's user, never anything in the URI.
     found = await read_owned_memories(owner_id=principal.user_id, ids=[memory_id])

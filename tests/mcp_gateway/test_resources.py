@@ -191,7 +191,7 @@ NOT_A_MEMORY_URI = (
 )
 NOT_A_MEMORY_ID = (
     "Resource not found: the {id} of threengram://memory/{id} is a memory's id as remember and "
-    "search give it: a UUID, in lower case with hyphens"
+    "search give it: a UUID, in lower case with hyphens, not percent-encoded"
 )
 
 
@@ -220,6 +220,10 @@ async def test_a_uri_of_the_wrong_form_is_told_the_memory_template(
         f"threengram://memory/%7B{own}%7D": NOT_A_MEMORY_ID,
         f"threengram://memory/%20{own}": NOT_A_MEMORY_ID,
         f"threengram://memory/{own.hex}": NOT_A_MEMORY_ID,
+        # The memory's own id, percent-encoded in part: decoded, it is the id, but the URI is
+        # another cache key for it.
+        f"threengram://memory/%{ord(str(own)[0]):02X}{str(own)[1:]}": NOT_A_MEMORY_ID,
+        f"threengram://memory/{str(own).replace('-', '%2d', 1)}": NOT_A_MEMORY_ID,
     }
     answered = {}
     async with mcp_client(
