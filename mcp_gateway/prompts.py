@@ -21,6 +21,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from mcp.shared.exceptions import MCPError
 
+from mcp_gateway import completion
 from mcp_gateway.names import unknown_name
 from mcp_gateway.principal import Principal
 from memories import bounds
@@ -166,17 +167,16 @@ async def complete_prompt_argument(
     principal: Principal, prompt: str, argument: str, prefix: str
 ) -> list[str]:
     """Values for a prompt argument from the tenant's own live data, prefix-matched (at most
-    COMPLETION_MAX + 1, see facet_values)."""
-    problem = bounds.text_problem_in(
-        {"ref.name": prompt, "argument.name": argument, "argument.value": prefix}
-    )
-    if problem:
-        raise MCPError(code=types.INVALID_PARAMS, message=f"invalid_input: {problem}")
-    if not principal.can(settings.MEMORY_READ_SCOPE) or argument not in _ARGUMENTS.get(prompt, ()):
+    COMPLETION_MAX + 1, see facet_values). An unknown prompt or argument, and a value no text
+    could be or longer than any completed, are -32602 naming it, as on prompts/get."""
+    completion.refuse_unreadable({"ref.name": prompt}, argument, prefix)
+    if prompt not in _RENDER:
+        raise completion.invalid_params(unknown_name("prompt", prompt, _RENDER))
+    if argument not in _ARGUMENTS[prompt]:
+        completion.refuse_unknown_argument(argument)
+    if not principal.can(settings.MEMORY_READ_SCOPE):
         return []
     prefix = prefix or ""
-    if len(prefix) > bounds.PROJECT_MAX:  # longer than any value completed here
-        return []
     if argument == "mode":
         return [mode for mode in MODES if mode.startswith(prefix.casefold())]
     return await sync_to_async(facet_values, thread_sensitive=True)(

@@ -16,7 +16,9 @@ from mcp.server import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp.shared.uri_template import UriTemplate
 
+from mcp_gateway import completion
 from mcp_gateway.auth import require_principal
+from mcp_gateway.names import unknown_name
 from mcp_gateway.schemas import utc_datetime
 from memories.access import MemoryRow, read_owned_memories
 from memories.bounds import shown_key
@@ -129,6 +131,21 @@ async def read_resource(
         ttl_ms=settings.MEMORY_RESOURCE_CACHE_TTL_MS,
         cache_scope="private",
     )
+
+
+async def complete_template_argument(uri: str, argument: str, value: str) -> list[str]:
+    """Completion of a resource template's argument: none. The memory template's `{id}` is
+    deliberately not completable (an id completer would enumerate the tenant's corpus); what
+    a completion of another template or argument, or of text no id could be, is refused as a
+    prompt's is (mcp_gateway.completion)."""
+    completion.refuse_unreadable({"ref.uri": uri}, argument, value)
+    if uri != MEMORY_URI_TEMPLATE:
+        raise completion.invalid_params(
+            unknown_name("resource template", uri, [MEMORY_URI_TEMPLATE])
+        )
+    if argument != "id":
+        completion.refuse_unknown_argument(argument)
+    return []
 
 
 async def list_resources(

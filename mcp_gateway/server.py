@@ -81,8 +81,10 @@ async def complete(
             values = await prompts.complete_prompt_argument(
                 principal, params.ref.name, params.argument.name, params.argument.value
             )
-    # ref/resource: the memory template's {id} is deliberately not completable (an id completer
-    # would enumerate the tenant's corpus); unknown references get the same empty answer.
+    else:  # ref/resource: refused as a prompt's is, else nothing (resources.py says why)
+        values = await resources.complete_template_argument(
+            params.ref.uri, params.argument.name, params.argument.value
+        )
     # MCP completion: hasMore when values were left out, whose number is then not known.
     if len(values) > COMPLETION_MAX:
         completion = types.Completion(values=values[:COMPLETION_MAX], has_more=True)

@@ -999,6 +999,8 @@ def _outcome(response) -> tuple:
         ("prompts/get", {"name": "briefing", "arguments": {"project": CUT_EMOJI}}, "briefing"),
         ("completion/complete", {"ref": {"type": "ref/prompt", "name": "briefing"},
             "argument": {"name": "project", "value": CUT_EMOJI}}, None),
+        ("completion/complete", {"ref": {"type": "ref/resource", "uri": "threengram://memory/{id}"},
+            "argument": {"name": "id", "value": CUT_EMOJI}}, None),
     ],
 )  # fmt: skip
 async def test_a_lone_surrogate_gets_the_same_answer_on_both_wires(

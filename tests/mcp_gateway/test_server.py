@@ -90,16 +90,73 @@ async def test_completion_of_the_memory_id_is_empty(asgi_app, seeded):
     ) as c:
         resource_ref = types.ResourceTemplateReference(uri="threengram://memory/{id}")
         by_id = await c.complete(resource_ref, {"name": "id", "value": str(seeded.memory.id)[:4]})
-        unknown = await c.complete(
-            types.ResourceTemplateReference(uri="other://x/{y}"), {"name": "y", "value": ""}
-        )
-        prompt = await c.complete(
-            types.PromptReference(name="no_such_prompt"), {"name": "arg1", "value": "a"}
-        )
-    for result in (by_id, unknown, prompt):
-        assert result.completion.values == []
+    assert by_id.completion.values == []
     # Completion results are never cacheable: no hint on the wire.
     assert all("ttlMs" not in wire for wire in recorder.results[1:])
+
+
+MEMORY_TEMPLATE_REF = types.ResourceTemplateReference(uri="threengram://memory/{id}")
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])  # the 2026-07-28 wire, then 2025-11-25
+@pytest.mark.parametrize(
+    ("ref", "argument", "message"),
+    [
+        (
+            types.PromptReference(name="no_such_prompt"),
+            {"name": "arg1", "value": "a"},
+            "Unknown prompt: 'no_such_prompt'",
+        ),
+        (
+            types.PromptReference(name="debrif"),
+            {"name": "scope", "value": ""},
+            "Unknown prompt: 'debrif'; did you mean 'debrief'?",
+        ),
+        (
+            types.ResourceTemplateReference(uri="other://x/{y}"),
+            {"name": "y", "value": ""},
+            "Unknown resource template: 'other://x/{y}'",
+        ),
+        (
+            MEMORY_TEMPLATE_REF,
+            {"name": "uuid", "value": ""},
+            "invalid_input: uuid: unknown argument",
+        ),
+        # A value longer than any completed, on either reference, naming the limit (a lone
+        # surrogate, which this client cannot send, is in test_asgi.py).
+        *(
+            (
+                ref,
+                {"name": name, "value": "x" * 100_000},
+                "invalid_input: argument.value: must be at most 256 characters (no value "
+                "completed is longer); got 100000",
+            )
+            for ref, name in [
+                (types.PromptReference(name="briefing"), "project"),
+                (MEMORY_TEMPLATE_REF, "id"),
+            ]
+        ),
+    ],
+    ids=[
+        "unknown prompt",
+        "misspelt prompt",
+        "unknown template",
+        "unknown template argument",
+        "long value, prompt",
+        "long value, resource",
+    ],
+)
+async def test_a_completion_no_value_could_answer_is_invalid_params_on_either_reference(
+    asgi_app, seeded, mode, ref, argument, message
+):
+    """As prompts/get answers an unknown prompt: -32602 naming it, not an empty completion a
+    client cannot tell from 'no such values'."""
+    async with mcp_client(
+        IN_PROCESS_URL, seeded.token, mode=mode, transport=asgi_transport(asgi_app)
+    ) as c:
+        with pytest.raises(MCPError) as caught:
+            await c.complete(ref, argument)
+    assert (caught.value.error.code, caught.value.error.message) == (-32602, message)
 
 
 async def test_prompt_completion_delegates_and_is_capped(asgi_app, seeded, monkeypatch):

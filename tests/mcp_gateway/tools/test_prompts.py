@@ -182,8 +182,40 @@ async def test_completion_offers_own_live_values_by_prefix(agent, other_agent):
     ]
     assert await complete_prompt_argument(agent, "briefing", "mode", "f") == ["full"]
     assert await complete_prompt_argument(agent, "briefing", "mode", "B") == ["brief"]
-    assert await complete_prompt_argument(agent, "debrief", "mode", "") == []  # not its argument
-    assert await complete_prompt_argument(agent, "nope", "scope", "") == []
+
+
+@pytest.mark.parametrize(
+    ("prompt", "argument", "value", "message"),
+    [
+        # As prompts/get names them: an unknown prompt with the one it slips from, an argument
+        # the prompt does not take.
+        ("brefing", "scope", "", "Unknown prompt: 'brefing'; did you mean 'briefing'?"),
+        ("nope", "scope", "", "Unknown prompt: 'nope'"),
+        ("debrief", "mode", "", "invalid_input: mode: unknown argument"),
+        ("briefing", "topic", "a", "invalid_input: topic: unknown argument"),
+        # Text no value could be, and a value longer than any completed, named with the limit.
+        (
+            "briefing",
+            "project",
+            "a\ud800",
+            "invalid_input: argument.value: must not contain lone surrogates (invalid Unicode) "
+            "or U+FFFE",
+        ),
+        (
+            "briefing",
+            "project",
+            "p" * 100_000,
+            "invalid_input: argument.value: must be at most 256 characters (no value completed "
+            "is longer); got 100000",
+        ),
+    ],
+)
+async def test_a_completion_no_value_could_answer_is_refused_naming_why(
+    agent, prompt, argument, value, message
+):
+    with pytest.raises(MCPError) as raised:
+        await complete_prompt_argument(agent, prompt, argument, value)
+    assert (raised.value.error.code, raised.value.error.message) == (-32602, message)
 
 
 async def test_completion_reads_one_past_the_100_sent_so_that_more_can_be_told(agent, owner):
@@ -217,7 +249,7 @@ async def test_completion_matches_the_whole_prefix_however_long(agent):
     assert await complete_prompt_argument(agent, "debrief", "thread", "x" * 100 + "y") == []
     assert await complete_prompt_argument(agent, "briefing", "project", "p" * 100 + "-b") == []
     assert await complete_prompt_argument(agent, "briefing", "project", "p" * 100) == [project]
-    assert await complete_prompt_argument(agent, "briefing", "project", "p" * 300) == []
+    assert await complete_prompt_argument(agent, "briefing", "project", "p" * 256) == []
 
 
 @pytest.mark.parametrize(
