@@ -69,9 +69,19 @@ def prompt_definitions() -> list[types.Prompt]:
     return list(PROMPTS)
 
 
+def _given(arguments: dict[str, str], name: str) -> str | None:
+    """The argument `name` as sent, or None when it is left out or blank. A prompt's arguments
+    are all strings, and a client's form sends a field left unfilled (or holding a space) as
+    text: for a prompt that is what null is for a tool, the argument left out."""
+    value = arguments.get(name)
+    if isinstance(value, str) and not bounds.trimmed(value):
+        return None
+    return value
+
+
 def _focus(arguments: dict[str, str]) -> tuple[str, str | None]:
     """The (selector, value) the arguments name: at most one of scope, project, thread."""
-    given = [(kind, arguments[kind]) for kind in FACETS if arguments.get(kind)]
+    given = [(kind, value) for kind in FACETS if (value := _given(arguments, kind)) is not None]
     if len(given) > 1:
         raise InvalidInput(given[1][0], "give at most one of scope, project and thread")
     if not given:
@@ -88,7 +98,7 @@ def _as_json(value: dict) -> str:
 
 def _briefing_text(arguments: dict[str, str]) -> str:
     selector, value = _focus(arguments)
-    mode = arguments.get("mode") or "brief"
+    mode = _given(arguments, "mode") or "brief"
     if mode not in MODES:
         raise InvalidInput("mode", f"must be one of: {', '.join(MODES)}")
     call = _as_json({"selector": selector, "mode": mode} | ({"value": value} if value else {}))

@@ -104,6 +104,30 @@ async def test_completion_takes_a_prefix_typed_decomposed(agent):
         assert await complete_prompt_argument(agent, "briefing", "project", prefix) == [project]
 
 
+@pytest.mark.parametrize("blank", ["", " ", "\t\n", "\u200b"], ids=repr)
+@pytest.mark.parametrize(
+    ("name", "argument"),
+    [
+        ("briefing", "scope"),
+        ("briefing", "project"),
+        ("briefing", "thread"),
+        ("briefing", "mode"),
+        ("debrief", "scope"),
+        ("debrief", "project"),
+        ("debrief", "thread"),
+    ],
+)
+async def test_a_blank_prompt_argument_is_one_left_out(agent, name, argument, blank):
+    """A prompt's arguments are strings, and a client's form sends a field left unfilled as
+    one: empty or blank alike, the prompt reads as without it (as a tool reads a null), also
+    beside the one focus given."""
+    alone = await get_prompt(agent, name, {argument: blank})
+    assert alone.messages == (await get_prompt(agent, name, {})).messages
+    focus = "project" if argument != "project" else "thread"
+    beside = await get_prompt(agent, name, {focus: "atlas", argument: blank})
+    assert beside.messages == (await get_prompt(agent, name, {focus: "atlas"})).messages
+
+
 @pytest.mark.parametrize(
     ("name", "arguments", "message"),
     [
