@@ -1,19 +1,35 @@
-"""Paging: the cursor is signed (django.core.signing, SECRET_KEY) and carries the position, the
-candidate mode, the first page's instant, word statistics and the reach of its words walk
-(Position, scoring.WordStatistics) and a fingerprint of the query and filters
-(filters.SearchFilters.fingerprint); it is refused for any other query. Later pages score with
-the first page's statistics, so a write between pages (a revision changes the account's size, an
-archive which candidates hold a term) does not shift the scores of the rest and so repeat or
-skip hits.
+"""Paging: the cursor carries the position, the candidate mode, the first page's instant, word
+statistics and the reach of its words walk (Position, scoring.WordStatistics) and a fingerprint
+of the query and filters (filters.SearchFilters.fingerprint); it is refused for any other query.
+Later pages score with the first page's statistics, so a write between pages (a revision changes
+the account's size, an archive which candidates hold a term) does not shift the scores of the
+rest and so repeat or skip hits.
+
+The cursor is encrypted (Fernet: AES-CBC with an HMAC-SHA256, a key derived from SECRET_KEY), not
+only signed: whoever holds one, leaked in a log or a shared transcript, would otherwise read the
+account's size and how many of its memories hold each word. The fingerprint it carries is keyed
+as well, so that even its plain text would confirm no guessed query without the server's key. Its
+plaintext is compressed (a question of many words carries a count for each, and a cursor must
+stay under CURSOR_MAX) and padded to a multiple of _PADDED_TO bytes before it is encrypted: its
+length then tells little of the numbers in it.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import json
+import time
 import uuid
+import zlib
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 
-from django.core import signing
+from cryptography.fernet import Fernet, InvalidToken
+from django.conf import settings
+from django.utils.crypto import salted_hmac
 
 from memories.errors import InvalidInput
 from memories.search.scoring import Candidate, WordStatistics
@@ -23,6 +39,15 @@ CURSOR_MAX = 2048
 # by word statistics and an instant long stale, so it is refused and the search started anew.
 CURSOR_MAX_AGE = 24 * 3600
 _CURSOR_SALT = "threengram.memories.search-cursor"
+_FINGERPRINT_SALT = "threengram.memories.search-cursor.fingerprint"
+# The compressed plaintext is padded to a multiple of this many bytes: the counts in it are
+# written in as many digits as they have, which a cursor's exact length would otherwise tell.
+_PADDED_TO = 256
+# zlib's default state (a 32 KiB window, some 256 KiB in all) is allocated for each cursor, and
+# where the allocator maps so large a block afresh each time that alone costs more than the rest
+# of the cursor's work; a 2 KiB window spans a whole cursor's payload all the same.
+_WINDOW_BITS = 11
+_MEMORY_LEVEL = 4
 MODES = ("ranked", "topic", "listed")
 
 
@@ -45,7 +70,7 @@ class Position:
     def encode(self, fingerprint: str) -> str:
         # JSON writes a float as its repr, which reads back exactly: paging compares scores.
         payload = {
-            "f": fingerprint,
+            "f": _keyed(fingerprint, settings.SECRET_KEY),
             "m": self.mode,
             "s": self.score,
             "r": self.recorded_at.isoformat(),
@@ -63,13 +88,13 @@ class Position:
                 statistics.rare_walked_to.isoformat() if statistics.rare_walked_to else None,
                 statistics.walk_max,
             ]
-        return signing.dumps(payload, salt=_CURSOR_SALT, compress=True)
+        return _sealed(payload)
 
     @classmethod
     def decode(cls, cursor: str, fingerprint: str) -> Position:
         """The position `cursor` carries, if this server issued it for `fingerprint`."""
         try:
-            payload = signing.loads(cursor, salt=_CURSOR_SALT, max_age=CURSOR_MAX_AGE)
+            payload, secret = _opened(cursor)
             if payload["m"] not in MODES:
                 raise ValueError(payload["m"])
             statistics = None
@@ -93,18 +118,18 @@ class Position:
                 snapshot=_instant(payload["t"]),
                 statistics=statistics,
             )
-            bound_to = payload["f"]
-        except signing.SignatureExpired:
+            bound_to = str(payload["f"])
+        except _Expired:
             raise InvalidInput(
                 "cursor",
                 f"has expired (a cursor lasts {CURSOR_MAX_AGE // 3600} hours); omit it to start"
                 " a new search",
             ) from None
-        except (signing.BadSignature, KeyError, TypeError, ValueError):
+        except (InvalidToken, KeyError, TypeError, ValueError, zlib.error):
             raise InvalidInput(
                 "cursor", "is not a cursor this server issued; omit it to start a new search"
             ) from None
-        if bound_to != fingerprint:
+        if not hmac.compare_digest(bound_to, _keyed(fingerprint, secret)):
             raise InvalidInput(
                 "cursor",
                 "was issued for a different query or filters; omit it to start a new search",
@@ -127,3 +152,64 @@ def _instant(text: str) -> datetime:
     if instant.tzinfo is None:
         raise ValueError(text)
     return instant
+
+
+class _Expired(Exception):
+    """A cursor this server issued more than CURSOR_MAX_AGE ago."""
+
+
+def _sealed(payload: dict, issued_at: int | None = None) -> str:
+    """`payload` as a cursor: compressed, padded, encrypted under the current SECRET_KEY and
+    stamped `issued_at` (seconds since the epoch; now)."""
+    deflater = zlib.compressobj(
+        zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, _WINDOW_BITS, _MEMORY_LEVEL
+    )
+    compressed = deflater.compress(json.dumps(payload, separators=(",", ":")).encode())
+    compressed += deflater.flush()
+    # The padding follows the end of the compressed stream, which _read stops at.
+    padded = compressed + bytes(-len(compressed) % _PADDED_TO)
+    at = int(time.time()) if issued_at is None else issued_at
+    return _cipher(settings.SECRET_KEY).encrypt_at_time(padded, at).decode()
+
+
+def _opened(cursor: str) -> tuple[dict, str]:
+    """The payload `cursor` carries and the secret key it was sealed under: the current
+    SECRET_KEY or one of SECRET_KEY_FALLBACKS, as Django's signing accepts while a key is
+    rotated. InvalidToken if no key opens it, _Expired if it is older than CURSOR_MAX_AGE."""
+    for secret in (settings.SECRET_KEY, *settings.SECRET_KEY_FALLBACKS):
+        cipher = _cipher(secret)
+        try:
+            return _read(cipher.decrypt(cursor, ttl=CURSOR_MAX_AGE)), secret
+        except InvalidToken:
+            try:
+                issued_at = cipher.extract_timestamp(cursor)
+            except InvalidToken:
+                continue  # sealed under another key, or under none
+            if issued_at + CURSOR_MAX_AGE < time.time():
+                raise _Expired from None
+    raise InvalidToken
+
+
+def _read(padded: bytes) -> dict:
+    inflater = zlib.decompressobj(_WINDOW_BITS)
+    text = inflater.decompress(padded)
+    if not inflater.eof:
+        raise ValueError("the compressed payload is cut short")
+    return json.loads(text)
+
+
+@lru_cache(maxsize=8)
+def _cipher(secret: str) -> Fernet:
+    # Keys are derived once per secret: a page issues and reads a cursor, each must cost
+    # microseconds.
+    key = salted_hmac(_CURSOR_SALT, "cipher", secret=secret, algorithm="sha256").digest()
+    return Fernet(base64.urlsafe_b64encode(key))
+
+
+@lru_cache(maxsize=8)
+def _fingerprint_key(secret: str) -> bytes:
+    return salted_hmac(_FINGERPRINT_SALT, "fingerprint", secret=secret, algorithm="sha256").digest()
+
+
+def _keyed(fingerprint: str, secret: str) -> str:
+    return hmac.new(_fingerprint_key(secret), fingerprint.encode(), hashlib.sha256).hexdigest()[:32]

@@ -77,10 +77,11 @@ class SearchFilters:
         return tuple(name for name, value in named if value is not None and value != ())
 
     def fingerprint(self, owner_id: int, query: str | None, *, thread_id: uuid.UUID | None) -> str:
-        """What a cursor is bound to: the account, the query and every filter, canonically.
-        (Another account's cursor would bring that account's instant and word statistics.) The
-        thread filter by the id of the thread its name resolved to (`Where.thread_id`), not by
-        the name: a thread deleted and created anew under its name between two pages is
+        """What a cursor is bound to: the account, the query and every filter, canonically, as
+        a digest (which the cursor carries keyed with SECRET_KEY: see cursor.py). (Another
+        account's cursor would bring that account's instant and word statistics.) The thread
+        filter by the id of the thread its name resolved to (`Where.thread_id`), not by the
+        name: a thread deleted and created anew under its name between two pages is
         another thread, whose members must not continue the first one's paging. The commitment
         filters are named only when given, so that a search without them keeps one fingerprint
         across releases that have them or not. A status given as its default ('active', or 'any'

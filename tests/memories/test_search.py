@@ -7,10 +7,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import timedelta
-from types import SimpleNamespace
 
 import pytest
-from django.core import signing
 from django.db import connection
 from django.utils import timezone
 from hypothesis import HealthCheck, given
@@ -40,7 +38,7 @@ from memories.search import (
     search_memories,
     sql,
 )
-from memories.search.cursor import _CURSOR_SALT, CURSOR_MAX_AGE, Position
+from memories.search.cursor import CURSOR_MAX_AGE, Position, _opened, _sealed
 from memories.search.query import CJK_PAIRS_MAX, _cjk_paired, parse
 from memories.services import archive_memory, record_memory, resolve_commitment, revise_memory
 from memories.threads import add_thread_members, create_thread, delete_thread
@@ -1884,20 +1882,23 @@ def test_a_cursor_is_bound_to_the_status_searched_given_or_by_default(tenant):
                     run(tenant, "status cursor", limit=1, cursor=cursor, **default, status=other)
 
 
-def resigned(payload: dict, issued_at: float) -> str:
-    """A cursor carrying `payload`, signed as search signs one, at the instant `issued_at`."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(signing, "time", SimpleNamespace(time=lambda: issued_at))
-        return signing.dumps(payload, salt=_CURSOR_SALT, compress=True)
+def resealed(payload: dict, issued_at: float) -> str:
+    """A cursor carrying `payload`, sealed as search seals one, at the instant `issued_at`."""
+    return _sealed(payload, int(issued_at))
+
+
+def opened(cursor: str) -> dict:
+    """What `cursor` carries, as the server reads it."""
+    return _opened(cursor)[0]
 
 
 def test_a_cursor_older_than_its_lifetime_is_refused(tenant):
     for n in range(3):
         MemoryFactory(owner=tenant, content=f"aging cursor {n}")
-    payload = signing.loads(run(tenant, "aging cursor", limit=1).next_cursor, salt=_CURSOR_SALT)
-    young = resigned(payload, time.time() - CURSOR_MAX_AGE + 60)
+    payload = opened(run(tenant, "aging cursor", limit=1).next_cursor)
+    young = resealed(payload, time.time() - CURSOR_MAX_AGE + 60)
     assert len(run(tenant, "aging cursor", limit=1, cursor=young).hits) == 1
-    old = resigned(payload, time.time() - CURSOR_MAX_AGE - 60)
+    old = resealed(payload, time.time() - CURSOR_MAX_AGE - 60)
     with pytest.raises(InvalidInput) as refused:
         run(tenant, "aging cursor", limit=1, cursor=old)
     assert str(refused.value) == (
@@ -1909,10 +1910,10 @@ def test_a_cursor_older_than_its_lifetime_is_refused(tenant):
 def test_a_cursor_of_another_shape_is_refused(tenant):
     for n in range(3):
         MemoryFactory(owner=tenant, content=f"shaped cursor {n}")
-    payload = signing.loads(run(tenant, "shaped cursor", limit=1).next_cursor, salt=_CURSOR_SALT)
+    payload = opened(run(tenant, "shaped cursor", limit=1).next_cursor)
     assert len(payload["w"]) == 7
     for words in (payload["w"][:3], payload["w"][:6], [*payload["w"], 1]):
-        cursor = resigned({**payload, "w": words}, time.time())
+        cursor = resealed({**payload, "w": words}, time.time())
         with pytest.raises(InvalidInput, match="cursor: is not a cursor this server issued"):
             run(tenant, "shaped cursor", limit=1, cursor=cursor)
     # An instant without its offset cannot be compared with the memories' (a server issues
@@ -1920,7 +1921,7 @@ def test_a_cursor_of_another_shape_is_refused(tenant):
     for field in ("r", "t"):
         naive = {**payload, field: payload[field].replace("+00:00", "")}
         with pytest.raises(InvalidInput, match="cursor: is not a cursor this server issued"):
-            run(tenant, "shaped cursor", limit=1, cursor=resigned(naive, time.time()))
+            run(tenant, "shaped cursor", limit=1, cursor=resealed(naive, time.time()))
 
 
 def test_a_cursor_counting_other_terms_than_its_query_has_is_refused(tenant):
@@ -1928,10 +1929,10 @@ def test_a_cursor_counting_other_terms_than_its_query_has_is_refused(tenant):
     them) is refused by name, not scored against the wrong terms."""
     for n in range(3):
         MemoryFactory(owner=tenant, content=f"counted cursor {n}")
-    payload = signing.loads(run(tenant, "counted cursor", limit=1).next_cursor, salt=_CURSOR_SALT)
+    payload = opened(run(tenant, "counted cursor", limit=1).next_cursor)
     total, held_by, *rest = payload["w"]
     for counts in (held_by[:1], [*held_by, 1]):
-        cursor = resigned({**payload, "w": [total, counts, *rest]}, time.time())
+        cursor = resealed({**payload, "w": [total, counts, *rest]}, time.time())
         with pytest.raises(InvalidInput) as refused:
             run(tenant, "counted cursor", limit=1, cursor=cursor)
         assert str(refused.value) == (
