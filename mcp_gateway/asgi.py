@@ -186,7 +186,8 @@ class GatewayRouter:
         preflight, a method other than POST, the bearer token, scope, body, the account's
         requests at once, rate limit. The first guard that answers ends the request; the order
         is part of the contract (a preflight carries no token, a refused request spends no
-        budget). The account's slot is held until the request ends, however it ends."""
+        budget). A request past its account's requests at once waits here for a slot, holding no
+        database connection; the slot is held until the request ends, however it ends."""
         answer = guard_before_token(scope["method"], headers, origin)
         if answer is not None:
             await _answer(receive, send, answer)
@@ -194,7 +195,9 @@ class GatewayRouter:
         principal = await self._authenticate(scope, headers, receive, send)
         if principal is None:
             return  # refused, and answered
-        answer = guard_after_token(principal, headers) or self.in_flight.enter(principal.user_id)
+        answer = guard_after_token(principal, headers) or await self.in_flight.enter(
+            principal.user_id
+        )
         if answer is not None:
             await _answer(receive, send, answer)
             return

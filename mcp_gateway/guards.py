@@ -2,16 +2,19 @@
 a method other than POST, the bearer token, scope, body, the account's requests at once, rate
 limit. Each is a plain function of the request's headers (or of its verified principal), not a
 coroutine, so the checks add no await to the hot path: None lets the request on, an `Answer`
-ends it. An answer is built only when one is given, or shared when it never varies. The router
-(mcp_gateway.asgi) runs them: `guard_before_token`, the token check, `guard_after_token`,
-`InFlight.enter`, `guard_rate_limit`.
+ends it (the account's slot, `InFlight.enter`, is the one coroutine: it waits only when the
+account has none free). An answer is built only when one is given, or shared when it never
+varies. The router (mcp_gateway.asgi) runs them: `guard_before_token`, the token check,
+`guard_after_token`, `InFlight.enter`, `guard_rate_limit`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
+from collections import deque
 from typing import Any, NamedTuple
 
 import mcp_types as types
@@ -261,34 +264,94 @@ class InFlight:
     """The requests of each account this server process is serving now, bounded per account by
     MCP_ACCOUNT_CONCURRENCY_MAX (0: unbounded). The rate limit bounds how many requests an
     account sends in a window, not how many hold the process and its database pool at once:
-    one account's concurrent searches would queue every other account's behind them. Refused,
-    not queued: a queue would still let one account hold what the others wait for.
+    one account's concurrent searches would queue every other account's behind them.
+
+    A request past the bound waits for one of its own account's slots, in arrival order (each
+    freed slot is handed to the oldest waiter, so none arriving later takes it first), rather
+    than being refused: MCP clients do not retry a 429, and an agent's parallel tool calls
+    would fail. The wait holds no database connection (the token check has returned its) and no
+    other account's slot, so it costs the other accounts nothing. Refused (429) past
+    MCP_ACCOUNT_QUEUE_WAIT_MS of waiting, or at once when MCP_ACCOUNT_QUEUE_MAX of the
+    account's requests already wait (each holds its body in memory meanwhile).
 
     Counted after the token check (the account is known only from the verified token), in this
     process's memory: one event loop per process, so no lock, and a count that cannot outlive
-    the process. `enter` and `leave` pair up in the router's `finally`, whatever ends the
-    request (an answer, an error, the client leaving, cancellation)."""
+    the process; an account's entry exists only while it has a request served or waiting.
+    `enter` and `leave` pair up in the router's `finally`, whatever ends the request (an answer,
+    an error, the client leaving, cancellation); a waiter cancelled or refused holds nothing."""
 
     def __init__(self) -> None:
-        self._counts: dict[int, int] = {}
+        self._accounts: dict[int, _Account] = {}
 
-    def enter(self, user_id: int) -> Answer | None:
-        """Count one request of `user_id` in, or the refusal when its account is at the bound
-        (not counted: no `leave` follows it)."""
+    async def enter(self, user_id: int) -> Answer | None:
+        """Count one request of `user_id` in, after waiting for a slot if its account has none
+        free, or the refusal (not counted: no `leave` follows it)."""
         limit = settings.MCP_ACCOUNT_CONCURRENCY_MAX
-        count = self._counts.get(user_id, 0)
-        if limit and count >= limit:
-            return _concurrency_refusal(limit)
-        self._counts[user_id] = count + 1
+        account = self._accounts.get(user_id)
+        if account is None:
+            account = self._accounts[user_id] = _Account()
+        if not limit or (account.serving < limit and not account.waiting):
+            account.serving += 1
+            return None
+        wait_ms = settings.MCP_ACCOUNT_QUEUE_WAIT_MS
+        if not wait_ms or len(account.waiting) >= settings.MCP_ACCOUNT_QUEUE_MAX:
+            return _concurrency_refusal(limit, len(account.waiting))
+        granted = asyncio.get_running_loop().create_future()
+        account.waiting.append(granted)
+        try:
+            async with asyncio.timeout(wait_ms / 1000):
+                await granted
+        except BaseException as exc:  # the wait's bound, or the request cancelled
+            if granted.done() and not granted.cancelled():
+                self.leave(user_id)  # handed a slot as the wait ended: handed on
+            else:
+                if granted in account.waiting:  # a slot's hand-over may have skipped it
+                    account.waiting.remove(granted)
+                self._forget_if_idle(user_id, account)
+            if isinstance(exc, TimeoutError):
+                return _concurrency_refusal(limit, waited_ms=wait_ms)
+            raise
         return None
 
     def leave(self, user_id: int) -> None:
-        count = self._counts.pop(user_id) - 1
-        if count:
-            self._counts[user_id] = count
+        """One request of `user_id` ended: its slot goes to the account's oldest waiter, if any."""
+        account = self._accounts[user_id]
+        while account.waiting:
+            waiter = account.waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(None)  # the slot changes hands: `serving` stays
+                return
+        account.serving -= 1
+        self._forget_if_idle(user_id, account)
 
     def count(self, user_id: int) -> int:
-        return self._counts.get(user_id, 0)
+        """The requests of `user_id` being served now."""
+        account = self._accounts.get(user_id)
+        return account.serving if account else 0
+
+    def waiting(self, user_id: int) -> int:
+        """The requests of `user_id` waiting for a slot now."""
+        account = self._accounts.get(user_id)
+        return len(account.waiting) if account else 0
+
+    def accounts(self) -> int:
+        """The accounts with a request served or waiting now (the entries held in memory)."""
+        return len(self._accounts)
+
+    def _forget_if_idle(self, user_id: int, account: _Account) -> None:
+        if not account.serving and not account.waiting:
+            self._accounts.pop(user_id, None)
+
+
+class _Account:
+    """One account's requests in this process: how many are served, and the waiters for a
+    slot, oldest first (each a future that `InFlight.leave` resolves to hand it a slot)."""
+
+    __slots__ = ("serving", "waiting")
+
+    def __init__(self) -> None:
+        self.serving = 0
+        self.waiting: deque[asyncio.Future[None]] = deque()
 
 
 # A slot frees when a request is answered, milliseconds for most: the shortest wait a header
@@ -296,15 +359,21 @@ class InFlight:
 CONCURRENCY_RETRY_AFTER_SECONDS = 1
 
 
-def _concurrency_refusal(limit: int) -> Answer:
+def _concurrency_refusal(limit: int, waiting: int = 0, *, waited_ms: int = 0) -> Answer:
     """429 with Retry-After (RFC 6585 §4) and a JSON-RPC error in the rate limit's form, its
-    message saying that the bound is on requests at once, not on their number."""
+    message saying that the bound is on requests at once, not on their number, and why this
+    one did not wait for a slot: it waited its bound, or as many as may wait already do."""
     wait = CONCURRENCY_RETRY_AFTER_SECONDS
     requests = "request" if limit == 1 else "requests"
+    why = ""
+    if waited_ms:
+        why = f"; this one waited {waited_ms / 1000:g} seconds for a slot"
+    elif waiting:
+        why = f" and {waiting} more are waiting, as many as may"
     body = jsonrpc_error(
         RATE_LIMITED,
         f"too_many_requests: at most {limit} {requests} of this account at once (concurrency "
-        f"limit); retry after {wait} second{'s' if wait != 1 else ''}",
+        f"limit){why}; retry after {wait} second{'s' if wait != 1 else ''}",
         {"retryAfter": wait, "concurrencyLimit": limit},
     )
     return Answer(429, body, [JSON, (b"retry-after", str(wait).encode())])

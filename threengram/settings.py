@@ -531,12 +531,22 @@ MEMORY_WRITE_SCOPE = "memory:write"
 MCP_RATE_LIMIT = _at_least("MCP_RATE_LIMIT", 6000, 0)
 MCP_RATE_LIMIT_WINDOW = _at_least("MCP_RATE_LIMIT_WINDOW", 60, 1)
 # Requests to /mcp of one account (the token's user) served at once by one server process; past
-# it, HTTP 429 at once. The rate limit bounds a count per minute, not how many of one account's
-# requests hold the process and its database pool at the same moment: without this bound, one
-# account's concurrent searches queue every other account's behind them. Small: a handful of
-# agents of one person rarely have more calls in flight, and a slot is held only while a request
-# is served. 0 disables the bound.
+# it, a request waits for one of its account's slots (MCP clients do not retry a 429). The rate
+# limit bounds a count per minute, not how many of one account's requests hold the process and
+# its database pool at the same moment: without this bound, one account's concurrent searches
+# queue every other account's behind them. Small: a handful of agents of one person rarely have
+# more calls in flight, and a slot is held only while a request is served. 0 disables the bound.
 MCP_ACCOUNT_CONCURRENCY_MAX = _at_least("MCP_ACCOUNT_CONCURRENCY_MAX", 4, 0)
+# How long such a request waits for a slot before it is refused (429). Below the 30 s an MCP
+# client (the SDK's default timeout) and deploy/nginx.conf give a request, less the time serving
+# it may take (the pool's 5 s, a statement's 5 s), so the client reads why rather than timing out;
+# far above a slot's usual turn (tens of milliseconds). 0: refused at once, never queued.
+MCP_ACCOUNT_QUEUE_WAIT_MS = _at_least("MCP_ACCOUNT_QUEUE_WAIT_MS", 10_000, 0)
+# Requests of one account that may wait at once per process; one more is refused at once. Each
+# waiter holds its body (up to 1 MiB) and a coroutine, so this bounds an account's memory (64 MiB
+# at worst); and 64 waiters behind 4 slots are about what drains within the wait above at a
+# loaded server's search time, so more would mostly wait only to be refused. 0: none waits.
+MCP_ACCOUNT_QUEUE_MAX = _at_least("MCP_ACCOUNT_QUEUE_MAX", 64, 0)
 if MCP_RATE_LIMIT and CACHES["default"]["BACKEND"].endswith(".DatabaseCache"):
     raise ImproperlyConfigured(
         "CACHE_URL names a database cache, which the /mcp rate limit cannot count in (it counts "

@@ -7,7 +7,7 @@ import asyncio
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx2
@@ -15,6 +15,7 @@ import pytest
 from django.core.cache import cache
 from mcp.shared.exceptions import MCPError
 
+from mcp_gateway.guards import InFlight
 from memories.models import Memory
 from tests.factories import UserFactory
 from tests.mcp_gateway.conftest import (
@@ -195,8 +196,8 @@ class Held:
         return self.sent[0]["status"]
 
 
-def hold(asgi_app, token: str) -> Held:
-    headers, body = legacy("tools/list", **auth_header(token))
+def hold(asgi_app, token: str, label: str = "held") -> Held:
+    headers, body = legacy("tools/list", **auth_header(token), **{"x-request-id": label})
     release, sent = asyncio.Event(), []
 
     async def receive() -> dict:
@@ -210,18 +211,20 @@ def hold(asgi_app, token: str) -> Held:
     return Held(task, release, sent)
 
 
-async def in_flight(asgi_app, user_id: int, count: int) -> None:
-    """Until `count` requests of `user_id` hold their slots."""
+async def in_flight(asgi_app, user_id: int, count: int, waiting: int = 0) -> None:
+    """Until `count` requests of `user_id` hold their slots and `waiting` more wait for one."""
     deadline = time.monotonic() + 10
-    while asgi_app.in_flight.count(user_id) != count:
-        assert time.monotonic() < deadline, asgi_app.in_flight.count(user_id)
+    flight = asgi_app.in_flight
+    while (flight.count(user_id), flight.waiting(user_id)) != (count, waiting):
+        assert time.monotonic() < deadline, (flight.count(user_id), flight.waiting(user_id))
         await asyncio.sleep(0.005)
 
 
-async def test_past_the_accounts_requests_at_once_is_429_at_once_naming_the_limit(
+async def test_without_a_wait_past_the_accounts_requests_at_once_is_429_at_once_naming_the_limit(
     asgi_app, http, seeded, settings
 ):
     settings.MCP_ACCOUNT_CONCURRENCY_MAX = 2
+    settings.MCP_ACCOUNT_QUEUE_WAIT_MS = 0
     held = [hold(asgi_app, seeded.token) for _ in range(2)]
     await in_flight(asgi_app, seeded.tenant.pk, 2)
 
@@ -274,6 +277,7 @@ async def test_a_request_refused_for_the_limit_at_once_spends_no_rate_budget(
     asgi_app, http, seeded, settings
 ):
     settings.MCP_ACCOUNT_CONCURRENCY_MAX = 1
+    settings.MCP_ACCOUNT_QUEUE_WAIT_MS = 0
     settings.MCP_RATE_LIMIT = 2
     held = hold(asgi_app, seeded.token)
     await in_flight(asgi_app, seeded.tenant.pk, 1)
@@ -296,7 +300,147 @@ async def test_zero_lifts_the_bound_on_requests_at_once(asgi_app, http, seeded, 
     assert [await request.status() for request in held] == [200] * 6
 
 
-def test_the_bound_on_requests_at_once_is_small_by_default():
+def test_the_bound_on_requests_at_once_is_small_by_default_and_those_past_it_wait():
     from django.conf import settings as defaults
 
     assert defaults.MCP_ACCOUNT_CONCURRENCY_MAX == 4
+    assert defaults.MCP_ACCOUNT_QUEUE_WAIT_MS == 10_000
+    assert defaults.MCP_ACCOUNT_QUEUE_MAX == 64
+
+
+@dataclass
+class Serving:
+    """The requests the MCP server was handed: the most it served at once, and their
+    X-Request-IDs in the order it was handed them."""
+
+    now: int = 0
+    most: int = 0
+    order: list[str] = field(default_factory=list)
+
+
+@pytest.fixture
+def serving(asgi_app, monkeypatch) -> Serving:
+    seen = Serving()
+    serve = asgi_app._serve
+
+    async def counted(scope, headers, receive, send):
+        seen.now += 1
+        seen.most = max(seen.most, seen.now)
+        seen.order.append(headers[b"x-request-id"].decode())
+        try:
+            await serve(scope, headers, receive, send)
+        finally:
+            seen.now -= 1
+
+    monkeypatch.setattr(asgi_app, "_serve", counted)
+    return seen
+
+
+async def test_requests_past_the_bound_wait_their_turn_in_arrival_order_and_all_are_served(
+    asgi_app, seeded, settings, serving
+):
+    settings.MCP_ACCOUNT_CONCURRENCY_MAX = 2
+    held = []
+    for number in range(6):
+        held.append(hold(asgi_app, seeded.token, str(number)))
+        await in_flight(asgi_app, seeded.tenant.pk, min(number + 1, 2), max(number - 1, 0))
+
+    assert [await request.status() for request in held] == [200] * 6
+    assert serving.most == 2
+    assert serving.order == ["0", "1", "2", "3", "4", "5"]
+    assert asgi_app.in_flight.count(seeded.tenant.pk) == 0
+    assert asgi_app.in_flight.accounts() == 0  # no entry kept for an idle account
+
+
+async def test_a_request_that_waited_its_bound_is_429_naming_the_limit_and_the_wait(
+    asgi_app, http, seeded, settings
+):
+    settings.MCP_ACCOUNT_CONCURRENCY_MAX = 1
+    settings.MCP_ACCOUNT_QUEUE_WAIT_MS = 50
+    held = hold(asgi_app, seeded.token)
+    await in_flight(asgi_app, seeded.tenant.pk, 1)
+
+    headers, body = legacy("tools/list", **auth_header(seeded.token))
+    started = time.monotonic()
+    response = await http.post("/mcp", headers=headers, content=body)
+    assert time.monotonic() - started >= 0.05
+    assert response.status_code == 429
+    assert response.headers["retry-after"] == "1"
+    assert response.json()["error"] == {
+        "code": -32029,
+        "message": "too_many_requests: at most 1 request of this account at once (concurrency "
+        "limit); this one waited 0.05 seconds for a slot; retry after 1 second",
+        "data": {"retryAfter": 1, "concurrencyLimit": 1},
+    }
+    assert asgi_app.in_flight.waiting(seeded.tenant.pk) == 0
+    assert await held.status() == 200
+    assert asgi_app.in_flight.accounts() == 0
+
+
+async def test_past_the_requests_that_may_wait_is_429_at_once_and_other_accounts_are_served(
+    asgi_app, http, seeded, settings
+):
+    settings.MCP_ACCOUNT_CONCURRENCY_MAX = 1
+    settings.MCP_ACCOUNT_QUEUE_MAX = 2
+    held = [hold(asgi_app, seeded.token, str(number)) for number in range(3)]
+    await in_flight(asgi_app, seeded.tenant.pk, 1, 2)
+
+    headers, body = legacy("tools/list", **auth_header(seeded.token))
+    response = await asyncio.wait_for(http.post("/mcp", headers=headers, content=body), 5)
+    assert response.status_code == 429
+    assert response.json()["error"]["message"] == (
+        "too_many_requests: at most 1 request of this account at once (concurrency limit) and "
+        "2 more are waiting, as many as may; retry after 1 second"
+    )
+    # Another account has slots of its own, and no place in this one's queue.
+    headers, body = legacy("tools/list", **auth_header(seeded.other_token))
+    response = await asyncio.wait_for(http.post("/mcp", headers=headers, content=body), 5)
+    assert response.status_code == 200
+
+    assert [await request.status() for request in held] == [200] * 3
+    assert asgi_app.in_flight.accounts() == 0
+
+
+async def test_a_cancelled_waiter_frees_no_slot_it_did_not_hold_and_leaves_the_queue(
+    asgi_app, seeded, settings, serving
+):
+    settings.MCP_ACCOUNT_CONCURRENCY_MAX = 1
+    first = hold(asgi_app, seeded.token, "first")
+    await in_flight(asgi_app, seeded.tenant.pk, 1)
+    cancelled = hold(asgi_app, seeded.token, "cancelled")
+    await in_flight(asgi_app, seeded.tenant.pk, 1, 1)
+    last = hold(asgi_app, seeded.token, "last")
+    await in_flight(asgi_app, seeded.tenant.pk, 1, 2)
+
+    cancelled.task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await cancelled.task
+    # Still one served (the first's slot is not freed by a waiter) and one waiting.
+    assert asgi_app.in_flight.count(seeded.tenant.pk) == 1
+    assert asgi_app.in_flight.waiting(seeded.tenant.pk) == 1
+    assert serving.order == ["first"]
+
+    assert await first.status() == 200
+    assert await last.status() == 200
+    assert serving.most == 1
+    assert serving.order == ["first", "last"]
+    assert asgi_app.in_flight.accounts() == 0
+
+
+async def test_a_waiter_cancelled_as_it_is_handed_a_slot_hands_it_on(settings):
+    settings.MCP_ACCOUNT_CONCURRENCY_MAX = 1
+    flight = InFlight()
+    assert await flight.enter(1) is None
+    cancelled = asyncio.ensure_future(flight.enter(1))
+    after = asyncio.ensure_future(flight.enter(1))
+    while flight.waiting(1) != 2:
+        await asyncio.sleep(0)
+
+    flight.leave(1)  # the slot is the cancelled waiter's now, before it runs again
+    cancelled.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await cancelled
+    assert await after is None  # handed on to the next in line
+    assert (flight.count(1), flight.waiting(1)) == (1, 0)
+    flight.leave(1)
+    assert flight.accounts() == 0
