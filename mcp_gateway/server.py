@@ -15,7 +15,7 @@ import mcp_types as types
 from django.conf import settings
 from mcp.server import CacheHint, Server, ServerRequestContext
 from mcp.server._otel import OpenTelemetryMiddleware  # private module: mcp is pinned (2.3.0)
-from mcp.server.context import CallNext, HandlerResult
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware
 from mcp.shared.exceptions import MCPError
 from opentelemetry import trace
 from pydantic import ValidationError
@@ -165,6 +165,24 @@ async def refuse_cursors(ctx: ServerRequestContext, call_next: CallNext) -> Hand
     return await call_next(ctx)
 
 
+def refuse_unserved_methods(server: Server) -> ServerMiddleware[Any]:
+    """-32601 for a method of the MCP spec this server does not serve (logging/setLevel: no
+    logging capability is declared), whatever its params: the SDK checks the params of a spec
+    method before finding that nothing serves it, so a valid request was "Method not found" and
+    an invalid one "Invalid request parameters", as if the method were served."""
+
+    async def refuse(ctx: ServerRequestContext, call_next: CallNext) -> HandlerResult:
+        if ctx.method != "initialize" and server.get_request_handler(ctx.method) is None:
+            raise MCPError(
+                code=types.METHOD_NOT_FOUND,
+                message="Method not found",
+                data=bounds.shown_key(ctx.method),
+            )
+        return await call_next(ctx)
+
+    return refuse
+
+
 def unavailable_error(request_id: str) -> MCPError:
     """-32603 for a request the database could not answer now (infra.dbfaults): retryable, and
     when, in its data; the HTTP answer is 503 with Retry-After (the router sets it)."""
@@ -266,6 +284,7 @@ def build_server() -> Server:
             if not isinstance(middleware, OpenTelemetryMiddleware)
         ]
     server.middleware.append(note_method_called)
+    server.middleware.append(refuse_unserved_methods(server))
     server.middleware.append(refuse_cursors)
     server.middleware.append(hide_internal_errors)
     return server

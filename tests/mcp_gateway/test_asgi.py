@@ -1330,3 +1330,51 @@ async def test_a_long_mcp_method_header_leaves_other_refusals_to_the_sdk(http, s
     notification = {k: v for k, v in json.loads(body).items() if k != "id"}
     response = await http.post("/mcp", headers=headers, content=json.dumps(notification))
     assert response.status_code == 202
+
+
+# --- hostile input, answered alike on both wires -------------------------------------------
+
+
+def _with_raw(body: str, placeholder: str, raw: bytes) -> bytes:
+    """`body` with the JSON string `placeholder` (quotes included) written as `raw` bytes."""
+    return body.encode().replace(json.dumps(placeholder).encode(), raw)
+
+
+async def _sent_raw(asgi_app, headers: dict, chunks: list[bytes]) -> tuple[int, bytes]:
+    """The status and body of the answer to a request whose body arrives in `chunks` (with no
+    Content-Length: chunked transfer coding)."""
+    headers = {name: value for name, value in headers.items() if name != "content-length"}
+    received = [
+        {"type": "http.request", "body": chunk, "more_body": number < len(chunks) - 1}
+        for number, chunk in enumerate(chunks)
+    ]
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return received.pop(0) if received else {"type": "http.disconnect"}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    await asgi_app(_mcp_post_scope(headers), receive, send)
+    start, *parts = sent
+    return start["status"], b"".join(part.get("body", b"") for part in parts)
+
+
+# A lone surrogate (U+D800) as raw bytes, as a client that does not escape it writes it: not
+# UTF-8 (RFC 3629 §3), read by Python's JSON parser as the surrogate, as its escape is.
+RAW_SURROGATE = b"\xed\xa0\x80"
+
+
+@pytest.mark.parametrize("wire", [modern, legacy])
+@pytest.mark.parametrize("level", ["info", "loud", 3])
+async def test_a_method_this_server_does_not_serve_is_not_found_whatever_its_params(
+    http, seeded, wire, level
+):
+    """logging is no capability of this server: setting a level is -32601, valid or not (the
+    SDK checks the params of a method it knows before finding that nothing serves it)."""
+    headers, body = wire("logging/setLevel", {"level": level}, **auth_header(seeded.token))
+    response = await http.post("/mcp", headers=headers, content=body)
+    error = response.json()["error"]
+    assert (error["code"], error["message"]) == (-32601, "Method not found")
+    assert error["data"] == "logging/setLevel"
