@@ -111,10 +111,10 @@ async def _legacy_envelope_checked(
         return replay, _method_not_found(decoded["method"], decoded["id"], status=200)
     if _SDK_PARSER_REFUSES.search(raw) and not _sdk_parses(raw):
         # The SDK's JSON parser refuses what this one read (a lone surrogate, e.g. a string cut
-        # inside an emoji by a JavaScript client; a byte-order mark): it gets the same request
-        # re-encoded, each lone surrogate marked so that the argument checks name the field as
-        # on the 2026 wire. Not in the id, which the answer must echo unchanged (JSON-RPC 2.0
-        # §5) and the SDK cannot read.
+        # inside an emoji by a JavaScript client, escaped or as raw bytes; a byte-order mark):
+        # it gets the same request re-encoded, each lone surrogate marked so that the argument
+        # checks name the field as on the 2026 wire. Not in the id, which the answer must echo
+        # unchanged (JSON-RPC 2.0 §5) and the SDK cannot read.
         request_id = decoded.get("id") if isinstance(decoded, dict) else None
         if isinstance(request_id, str) and LONE_SURROGATE.search(request_id):
             body = jsonrpc_error(
@@ -290,8 +290,11 @@ def _request_id_in(raw: bytes | None) -> str | int | None:
 
 
 # What may make pydantic's JSON parser (the SDK's on the 2025 wire) refuse a body json.loads
-# reads: a \u escape of a surrogate (lone ones are refused), a byte-order mark, UTF-16.
-_SDK_PARSER_REFUSES = re.compile(rb"\\u[dD][89a-fA-F]|^(\xef\xbb\xbf|\xff\xfe|\xfe\xff)")
+# reads: a surrogate, as a \u escape (lone ones are refused) or as raw bytes (UTF-8's form of
+# one, which UTF-8 forbids and json.loads reads as the surrogate), a byte-order mark, UTF-16.
+_SDK_PARSER_REFUSES = re.compile(
+    rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]|^(\xef\xbb\xbf|\xff\xfe|\xfe\xff)"
+)
 
 
 def _sdk_parses(raw: bytes) -> bool:

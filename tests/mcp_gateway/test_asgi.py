@@ -1366,6 +1366,39 @@ async def _sent_raw(asgi_app, headers: dict, chunks: list[bytes]) -> tuple[int, 
 RAW_SURROGATE = b"\xed\xa0\x80"
 
 
+async def test_a_lone_surrogate_as_raw_bytes_gets_the_field_named_on_both_wires(http, seeded):
+    token = auth_header(seeded.token)
+    params = {"name": "search", "arguments": {"query": "SURROGATE"}}
+    answers = []
+    for headers, body in (
+        modern("tools/call", params, name="search", **token),
+        legacy("tools/call", params, **token),
+    ):
+        raw = _with_raw(body, "SURROGATE", b'"ab' + RAW_SURROGATE + b'"')
+        response = await http.post("/mcp", headers=headers, content=raw)
+        assert response.status_code == 200
+        answers.append(_outcome(response))
+    assert answers[0] == answers[1]
+    assert answers[0][0] == "result" and answers[0][1] is True
+    assert answers[0][2].startswith("invalid_input: query: must not contain lone surrogates")
+
+
+async def test_an_initialize_with_a_lone_surrogate_as_raw_bytes_is_read_alike_with_or_without_the_version_header(  # noqa: E501
+    http, seeded
+):
+    headers, _ = legacy("initialize", **auth_header(seeded.token))
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "NAME", "version": "1"}}})  # fmt: skip
+    raw = _with_raw(body, "NAME", b'"agent' + RAW_SURROGATE + b'"')
+    with_version = await http.post("/mcp", headers=headers, content=raw)
+    del headers["mcp-protocol-version"]
+    without = await http.post("/mcp", headers=headers, content=raw)
+    assert with_version.status_code == without.status_code == 200, with_version.text
+    assert with_version.json() == without.json()
+    assert with_version.json()["result"]["protocolVersion"] == "2025-11-25"
+
+
 @pytest.mark.parametrize("wire", [modern, legacy])
 @pytest.mark.parametrize("level", ["info", "loud", 3])
 async def test_a_method_this_server_does_not_serve_is_not_found_whatever_its_params(
