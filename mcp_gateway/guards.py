@@ -181,13 +181,17 @@ def _body_guard(headers: Headers) -> Answer | None:
             )
         size = length.lstrip("0") or "0"
         if len(size) > len(str(MAX_REQUEST_BODY_BYTES)) or int(size) > MAX_REQUEST_BODY_BYTES:
-            shown = size if len(size) <= 20 else f"{size[:20]}…"
-            return _refused(
-                413, f"the body is {shown} bytes; at most {MAX_REQUEST_BODY_BYTES} are read"
-            )
+            return body_too_large(size if len(size) <= 20 else f"{size[:20]}…")
     if not _accepts_json(header(headers, b"accept") or ""):
         return _refused(406, "Accept must include application/json (the answers are JSON)")
     return None
+
+
+def body_too_large(declared: str | None) -> Answer:
+    """413 naming the body limit, and the body's size as known: its declared length, or more
+    than the limit for one that came without (chunked) and was read past it."""
+    size = declared if declared is not None else f"more than {MAX_REQUEST_BODY_BYTES}"
+    return _refused(413, f"the body is {size} bytes; at most {MAX_REQUEST_BODY_BYTES} are read")
 
 
 def _shown_header(value: str) -> str:

@@ -1,8 +1,8 @@
-"""Workarounds around the MCP SDK's JSON-RPC handling, all in this module so that a fix in the
-SDK is a change to this file alone: `for_sdk` makes a request what the SDK reads on either wire,
-or answers it in the SDK's place where the SDK would answer it wrongly (a malformed envelope or
-a null id on the 2025 wire, a method echoed whole, an unsupported protocol version, a body its
-JSON parser refuses).
+"""Workarounds around the MCP SDK's JSON-RPC handling, all in this module so that a fix in the SDK
+is a change to this file alone: `for_sdk` makes a request what the SDK reads on either wire, or
+answers it in the SDK's place where the SDK would answer it wrongly or the two wires would answer it
+differently (a malformed envelope or a null id on the 2025 wire, a method echoed whole, an
+unsupported protocol version, a body its JSON parser refuses, a chunked body over the limit).
 """
 
 from __future__ import annotations
@@ -18,7 +18,15 @@ from pydantic import ValidationError
 from starlette.types import Receive, Scope, Send
 
 from mcp_gateway.access_log import method_called
-from mcp_gateway.guards import JSON, MAX_REQUEST_BODY_BYTES, Answer, Headers, header, jsonrpc_error
+from mcp_gateway.guards import (
+    JSON,
+    MAX_REQUEST_BODY_BYTES,
+    Answer,
+    Headers,
+    body_too_large,
+    header,
+    jsonrpc_error,
+)
 from memories import bounds
 from memories.bounds import LONE_SURROGATE, UNPAIRED_SURROGATE_MARK
 
@@ -41,22 +49,27 @@ class ForSdk(NamedTuple):
 
 
 async def for_sdk(scope: Scope, headers: Headers, receive: Receive, send: Send) -> ForSdk:
-    """The request made what the SDK reads on either wire: its Content-Type spelled as the SDK
-    compares it, and on the 2025 wire its envelope checked (and its body re-encoded where the
-    SDK's parser would refuse it) first; or the answer it gets instead."""
+    """The request made what the SDK reads on either wire: its body read ahead (and answered
+    here when over MAX_REQUEST_BODY_BYTES), its Content-Type spelled as the SDK compares it, and
+    on the 2025 wire its envelope checked (its id holding no lone surrogate, and its body
+    re-encoded where the SDK's parser would refuse it) first; or the answer it gets instead."""
     scope = _with_plain_json_content_type(scope, headers)
+    body = await _read_body(receive)
+    if body.oversized:
+        return ForSdk(scope, body.receive, send, body_too_large(None))
     version = header(headers, b"mcp-protocol-version")
     if version is not None and version not in SERVED_PROTOCOL_VERSIONS:
-        receive, _, raw = await _read_body(receive)
-        return ForSdk(scope, receive, send, _unsupported_version(version, raw))
-    if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
-        receive, refusal = await _long_method_refused(headers, receive)
-        if refusal is not None:
-            return ForSdk(scope, receive, send, refusal)
-        named = _EnvelopeRefusalNamed(receive, send)
-        return ForSdk(scope, named.receive, named.send)
-    receive, refusal = await _legacy_envelope_checked(scope, headers, receive)
-    return ForSdk(scope, receive, send, refusal)
+        return ForSdk(scope, body.receive, send, _unsupported_version(version, body.raw))
+    if body.raw is None:  # the client left before sending all of it: the SDK finds it gone
+        return ForSdk(scope, body.receive, send)
+    modern = version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
+    if modern:
+        refusal = _long_method_refused(headers, body.raw)
+        if refusal is None:
+            return ForSdk(scope, body.receive, _EnvelopeRefusalNamed(body.raw, send).send)
+    else:
+        refusal = _lone_surrogate_in_id(body.raw) or _legacy_envelope_checked(body)
+    return ForSdk(scope, body.receive, send, refusal)
 
 
 def _with_plain_json_content_type(scope: Scope, headers: Headers) -> Scope:
@@ -69,66 +82,68 @@ def _with_plain_json_content_type(scope: Scope, headers: Headers) -> Scope:
     return {**scope, "headers": [*kept, (b"content-type", b"application/json")]}
 
 
-async def _legacy_envelope_checked(
-    scope: Scope, headers: Headers, receive: Receive
-) -> tuple[Receive, Answer | None]:
+def _legacy_envelope_checked(body: _Body) -> Answer | None:
     """On the 2025 wire (no protocol version header, or a handshake version), the SDK takes a
     request whose id is null or neither a string nor an integer for a notification (202, and the
     request is dropped unanswered), and answers a malformed envelope with -32602 and its
-    validation dump. So its body is read here and checked as the 2026 wire checks it: an Invalid
-    Request (-32600, JSON-RPC 2.0 §5.1; MCP 2025-11-25 basic: ids are strings or integers, never
-    null). Returns the receive that replays what was read to the SDK, and the refusal if any.
-    What does not parse, a notification and an oversized body go on to the SDK as they came."""
-    version = header(headers, b"mcp-protocol-version")
-    if scope["method"] != "POST" or (
-        version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
-    ):
-        return receive, None
-    replay, read, raw = await _read_body(receive)
-    if raw is None:
-        return replay, None
+    validation dump. So its body is checked here as the 2026 wire checks it: an Invalid Request
+    (-32600, JSON-RPC 2.0 §5.1; MCP 2025-11-25 basic: ids are strings or integers, never null).
+    Returns the refusal if any; a body the SDK's parser would refuse is re-encoded in
+    `body.read`. What does not parse and a notification go on to the SDK as they came."""
+    raw = body.raw
+    assert raw is not None
     try:
         decoded = json.loads(raw)
     except (ValueError, RecursionError):
-        return replay, None
+        return None
     # JSON-RPC 2.0 §4.1: a notification is a request object without an id.
     notification = isinstance(decoded, dict) and "id" not in decoded
     envelope = types.JSONRPCNotification if notification else types.JSONRPCRequest
     try:
         envelope.model_validate(decoded)
     except ValidationError:
-        return replay, _not_one_message(decoded)
+        return _not_one_message(decoded)
     called = method_called.get()
+    method = decoded["method"]
     if notification and called is not None:
         # The SDK answers a notification (202) before its handlers run, and with them the MCP
         # server's record of the method: the access line is written by then.
-        called.method = decoded["method"][: bounds.SHOWN_KEY_MAX]
-    if not notification and len(decoded["method"]) > bounds.SHOWN_KEY_MAX:
+        called.method = method[: bounds.SHOWN_KEY_MAX]
+    if not notification and len(method) > bounds.SHOWN_KEY_MAX:
         # Longer than any method: the SDK would echo it whole in its answer (up to the body
         # limit). Answered here as the SDK answers an unknown method, the echo cut.
         if called is not None:
-            called.method = decoded["method"][: bounds.SHOWN_KEY_MAX]
-        return replay, _method_not_found(decoded["method"], decoded["id"], status=200)
+            called.method = method[: bounds.SHOWN_KEY_MAX]
+        return _method_not_found(method, decoded["id"], status=200)
     if _SDK_PARSER_REFUSES.search(raw) and not _sdk_parses(raw):
         # The SDK's JSON parser refuses what this one read (a lone surrogate, e.g. a string cut
         # inside an emoji by a JavaScript client, escaped or as raw bytes; a byte-order mark):
         # it gets the same request re-encoded, each lone surrogate marked so that the argument
-        # checks name the field as on the 2026 wire. Not in the id, which the answer must echo
-        # unchanged (JSON-RPC 2.0 §5) and the SDK cannot read.
-        request_id = decoded.get("id") if isinstance(decoded, dict) else None
-        if isinstance(request_id, str) and LONE_SURROGATE.search(request_id):
-            body = jsonrpc_error(
-                types.INVALID_REQUEST, "id: must not contain lone surrogates (invalid Unicode)"
-            )
-            return replay, Answer(400, body, [JSON])
+        # checks name the field as on the 2026 wire. (Not in the id: _lone_surrogate_in_id.)
         try:
             rewritten = json.dumps(_mark_lone_surrogates(decoded), ensure_ascii=False).encode()
         except RecursionError:
             # Nested deeper than Python's recursion allows (json.loads reads deeper): deeper
             # still than the SDK's parser reads, which answers it as any body it cannot parse.
-            return replay, None
-        read[:] = [{"type": "http.request", "body": rewritten, "more_body": False}]
-    return replay, None
+            return None
+        body.read[:] = [{"type": "http.request", "body": rewritten, "more_body": False}]
+    return None
+
+
+def _lone_surrogate_in_id(raw: bytes) -> Answer | None:
+    """-32600 for a request whose id holds a lone surrogate: the answer must echo the id
+    unchanged (JSON-RPC 2.0 §5), which the 2025 wire's SDK cannot read. The body is decoded
+    only when it may hold one."""
+    if not _MAY_HOLD_LONE_SURROGATE.search(raw):
+        return None
+    decoded = _decoded(raw)
+    request_id = decoded.get("id") if isinstance(decoded, dict) else None
+    if not (isinstance(request_id, str) and LONE_SURROGATE.search(request_id)):
+        return None
+    body = jsonrpc_error(
+        types.INVALID_REQUEST, "id: must not contain lone surrogates (invalid Unicode)"
+    )
+    return Answer(400, body, [JSON])
 
 
 NOT_ONE_MESSAGE = "Body must be a single JSON-RPC request or notification object"
@@ -153,22 +168,15 @@ def _not_one_message(decoded: Any) -> Answer:
 
 
 class _EnvelopeRefusalNamed:
-    """The receive and send of a 2026-wire request, which the SDK reads itself: when it refuses
-    the body as no single request or notification (with no word of why), the answer names
-    `params` when they are what is wrong, as on the 2025 wire (_not_one_message). The body
-    is kept as it passes, and looked at only then: the hot path parses it once, in the SDK."""
+    """The send of a 2026-wire request, which the SDK reads itself: when it refuses the body as
+    no single request or notification (with no word of why), the answer names `params` when
+    they are what is wrong, as on the 2025 wire (_not_one_message). The body is looked at only
+    then: the hot path parses it once, in the SDK."""
 
-    def __init__(self, receive: Receive, send: Send) -> None:
-        self._receive = receive
+    def __init__(self, raw: bytes, send: Send) -> None:
+        self._raw = raw
         self._send = send
-        self._chunks: list[bytes] = []
         self._held: dict | None = None
-
-    async def receive(self) -> dict:
-        message = await self._receive()
-        if message["type"] == "http.request":
-            self._chunks.append(message.get("body", b""))
-        return message
 
     async def send(self, message: dict) -> None:
         if message["type"] == "http.response.start" and message["status"] == 400:
@@ -176,9 +184,8 @@ class _EnvelopeRefusalNamed:
             return
         if self._held is not None:
             start, self._held = self._held, None
-            body = message.get("body", b"")
-            if not message.get("more_body", False) and _is_not_one_message(body):
-                answer = _not_one_message(_decoded(b"".join(self._chunks)))
+            answer = None if message.get("more_body", False) else self._reasoned(message)
+            if answer is not None:
                 headers = [h for h in start["headers"] if h[0] != b"content-length"]
                 length = (b"content-length", str(len(answer.body)).encode())
                 start = {**start, "headers": [*headers, length]}
@@ -186,27 +193,35 @@ class _EnvelopeRefusalNamed:
             await self._send(start)
         await self._send(message)
 
+    def _reasoned(self, message: dict) -> Answer | None:
+        answer = _decoded(message.get("body", b""))
+        error = answer.get("error") if isinstance(answer, dict) else None
+        if not isinstance(error, dict):
+            return None
+        if error.get("message") == NOT_ONE_MESSAGE:
+            return _not_one_message(_decoded(self._raw))
+        return None
 
-async def _long_method_refused(headers: Headers, receive: Receive) -> tuple[Receive, Answer | None]:
+
+def _long_method_refused(headers: Headers, raw: bytes) -> Answer | None:
     """On the 2026 wire the SDK echoes an unknown method whole in -32601's data, and the method
     must equal the Mcp-Method header, which only the HTTP server bounds (16 KiB of headers). A
-    header longer than any method names none: only then is the body read ahead of the SDK and,
-    when it is a request for that method, answered as the SDK answers an unknown method (404,
-    the 2026 wire's status for -32601), the echo cut. Any other body (a notification, one that
-    names another method, a malformed envelope) goes on to the SDK as it came, which echoes
-    no method in those answers. Returns the receive that replays what was read."""
+    header longer than any method names none: only then is the body parsed ahead of the SDK
+    and, when it is a request for that method, answered as the SDK answers an unknown method
+    (404, the 2026 wire's status for -32601), the echo cut. Any other body (a notification, one
+    that names another method, a malformed envelope) goes on to the SDK as it came, which
+    echoes no method in those answers."""
     method = header(headers, b"mcp-method")
     if method is None or len(method) <= bounds.SHOWN_KEY_MAX:
-        return receive, None
-    replay, _, raw = await _read_body(receive)
-    decoded = _decoded(raw) if raw is not None else None
+        return None
+    decoded = _decoded(raw)
     if not isinstance(decoded, dict) or "id" not in decoded or decoded.get("method") != method:
-        return replay, None
+        return None
     try:
         types.JSONRPCRequest.model_validate(decoded)
     except ValidationError:
-        return replay, None
-    return replay, _method_not_found(method, _request_id_in(raw), status=404)
+        return None
+    return _method_not_found(method, _request_id_in(raw), status=404)
 
 
 def _method_not_found(method: str, request_id: str | int | None, *, status: int) -> Answer:
@@ -231,10 +246,20 @@ def _decoded(raw: bytes) -> Any:
         return None
 
 
-async def _read_body(receive: Receive) -> tuple[Receive, list[dict], bytes | None]:
-    """The request's body as read ahead of the SDK: the receive that replays it, the messages
-    read (which the caller may replace), and the body, None when it is over
-    MAX_REQUEST_BODY_BYTES or the client left before sending all of it."""
+class _Body(NamedTuple):
+    """A request's body as read ahead of the SDK: the receive that replays it, the messages read
+    (which the caller may replace), the body (None when over MAX_REQUEST_BODY_BYTES or the
+    client left before sending all of it), and whether it is over that limit."""
+
+    receive: Receive
+    read: list[dict]
+    raw: bytes | None
+    oversized: bool
+
+
+async def _read_body(receive: Receive) -> _Body:
+    """Read ahead of the SDK, which would answer a body over the limit without a declared
+    length (chunked) in plain text: never more than one message past the limit."""
     read: list[dict] = []
     size, complete = 0, False
     while size <= MAX_REQUEST_BODY_BYTES:
@@ -250,9 +275,12 @@ async def _read_body(receive: Receive) -> tuple[Receive, list[dict], bytes | Non
     async def replay() -> dict:
         return read.pop(0) if read else await receive()
 
-    if not complete or size > MAX_REQUEST_BODY_BYTES:
-        return replay, read, None
-    return replay, read, b"".join(message.get("body", b"") for message in read)
+    if size > MAX_REQUEST_BODY_BYTES:
+        return _Body(replay, read, None, oversized=True)
+    if not complete:
+        return _Body(replay, read, None, oversized=False)
+    raw = read[0].get("body", b"") if len(read) == 1 else b"".join(m.get("body", b"") for m in read)
+    return _Body(replay, read, raw, oversized=False)
 
 
 def _unsupported_version(requested: str, raw: bytes | None) -> Answer:
@@ -289,11 +317,13 @@ def _request_id_in(raw: bytes | None) -> str | int | None:
     return request_id if valid else None
 
 
+# A surrogate, as a \u escape or as raw bytes (UTF-8's form of one, which UTF-8 forbids and
+# json.loads reads as the surrogate): json.loads pairs those that pair, and keeps the lone ones.
+_MAY_HOLD_LONE_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
 # What may make pydantic's JSON parser (the SDK's on the 2025 wire) refuse a body json.loads
-# reads: a surrogate, as a \u escape (lone ones are refused) or as raw bytes (UTF-8's form of
-# one, which UTF-8 forbids and json.loads reads as the surrogate), a byte-order mark, UTF-16.
+# reads: a surrogate (lone ones are refused, and raw ones all), a byte-order mark, UTF-16.
 _SDK_PARSER_REFUSES = re.compile(
-    rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]|^(\xef\xbb\xbf|\xff\xfe|\xfe\xff)"
+    _MAY_HOLD_LONE_SURROGATE.pattern + rb"|^(\xef\xbb\xbf|\xff\xfe|\xfe\xff)"
 )
 
 

@@ -1400,6 +1400,33 @@ async def test_an_initialize_with_a_lone_surrogate_as_raw_bytes_is_read_alike_wi
 
 
 @pytest.mark.parametrize("wire", [modern, legacy])
+async def test_a_chunked_body_over_the_limit_is_413_naming_it_as_a_declared_one(
+    asgi_app, seeded, wire
+):
+    headers, _ = wire("tools/list", **auth_header(seeded.token))
+    chunk = b" " * (256 * 1024)
+    status, body = await _sent_raw(asgi_app, headers, [b"{", *[chunk] * 4, b"}"])
+    assert status == 413
+    assert json.loads(body) == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {
+            "code": -32600,
+            "message": f"the body is more than {MAX_REQUEST_BODY_BYTES} bytes; at most "
+            f"{MAX_REQUEST_BODY_BYTES} are read",
+        },
+    }
+
+
+@pytest.mark.parametrize("wire", [modern, legacy])
+async def test_a_chunked_body_within_the_limit_is_served(asgi_app, seeded, wire):
+    headers, body = wire("tools/list", **auth_header(seeded.token))
+    raw = body.encode()
+    status, answer = await _sent_raw(asgi_app, headers, [raw[:10], raw[10:], b""])
+    assert status == 200 and json.loads(answer)["result"]["tools"]
+
+
+@pytest.mark.parametrize("wire", [modern, legacy])
 @pytest.mark.parametrize("level", ["info", "loud", 3])
 async def test_a_method_this_server_does_not_serve_is_not_found_whatever_its_params(
     http, seeded, wire, level
