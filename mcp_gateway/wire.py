@@ -2,7 +2,8 @@
 is a change to this file alone: `for_sdk` makes a request what the SDK reads on either wire, or
 answers it in the SDK's place where the SDK would answer it wrongly or the two wires would answer it
 differently (a malformed envelope or a null id on the 2025 wire, a method echoed whole, an
-unsupported protocol version, a body its JSON parser refuses, a chunked body over the limit).
+unsupported protocol version, a body its JSON parser refuses, a chunked body over the limit, an id
+with a lone surrogate).
 """
 
 from __future__ import annotations
@@ -50,8 +51,8 @@ class ForSdk(NamedTuple):
 
 async def for_sdk(scope: Scope, headers: Headers, receive: Receive, send: Send) -> ForSdk:
     """The request made what the SDK reads on either wire: its body read ahead (and answered
-    here when over MAX_REQUEST_BODY_BYTES), its Content-Type spelled as the SDK compares it, and
-    on the 2025 wire its envelope checked (its id holding no lone surrogate, and its body
+    here when over MAX_REQUEST_BODY_BYTES or with a lone surrogate in its id), its Content-Type
+    spelled as the SDK compares it, and on the 2025 wire its envelope checked (and its body
     re-encoded where the SDK's parser would refuse it) first; or the answer it gets instead."""
     scope = _with_plain_json_content_type(scope, headers)
     body = await _read_body(receive)
@@ -63,12 +64,13 @@ async def for_sdk(scope: Scope, headers: Headers, receive: Receive, send: Send) 
     if body.raw is None:  # the client left before sending all of it: the SDK finds it gone
         return ForSdk(scope, body.receive, send)
     modern = version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
-    if modern:
+    refusal = _lone_surrogate_in_id(body.raw)
+    if refusal is None and modern:
         refusal = _long_method_refused(headers, body.raw)
         if refusal is None:
             return ForSdk(scope, body.receive, _EnvelopeRefusalNamed(body.raw, send).send)
-    else:
-        refusal = _lone_surrogate_in_id(body.raw) or _legacy_envelope_checked(body)
+    elif refusal is None:
+        refusal = _legacy_envelope_checked(body)
     return ForSdk(scope, body.receive, send, refusal)
 
 
@@ -131,8 +133,9 @@ def _legacy_envelope_checked(body: _Body) -> Answer | None:
 
 
 def _lone_surrogate_in_id(raw: bytes) -> Answer | None:
-    """-32600 for a request whose id holds a lone surrogate: the answer must echo the id
-    unchanged (JSON-RPC 2.0 §5), which the 2025 wire's SDK cannot read. The body is decoded
+    """-32600 for a request whose id holds a lone surrogate, on both wires: the answer must
+    echo the id unchanged (JSON-RPC 2.0 §5), and echoed it would be JSON that strict parsers
+    refuse (RFC 8259 §8.2), and that the 2025 wire's SDK cannot even read. The body is decoded
     only when it may hold one."""
     if not _MAY_HOLD_LONE_SURROGATE.search(raw):
         return None

@@ -1400,6 +1400,25 @@ async def test_an_initialize_with_a_lone_surrogate_as_raw_bytes_is_read_alike_wi
 
 
 @pytest.mark.parametrize("wire", [modern, legacy])
+@pytest.mark.parametrize("written", [b'"a\\ud800"', b'"a' + RAW_SURROGATE + b'"'])
+async def test_an_id_with_a_lone_surrogate_is_refused_on_both_wires(http, seeded, wire, written):
+    """An answer echoing it would be JSON that strict parsers refuse (RFC 8259 §8.2), and one
+    echoing it changed would answer another request."""
+    headers, body = wire("ping", **auth_header(seeded.token))
+    raw = _with_raw(json.dumps({**json.loads(body), "id": "ID"}), "ID", written)
+    response = await http.post("/mcp", headers=headers, content=raw)
+    assert response.status_code == 400
+    assert response.json() == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {
+            "code": -32600,
+            "message": "id: must not contain lone surrogates (invalid Unicode)",
+        },
+    }
+
+
+@pytest.mark.parametrize("wire", [modern, legacy])
 async def test_a_chunked_body_over_the_limit_is_413_naming_it_as_a_declared_one(
     asgi_app, seeded, wire
 ):
