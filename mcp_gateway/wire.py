@@ -3,7 +3,7 @@ is a change to this file alone: `for_sdk` makes a request what the SDK reads on 
 answers it in the SDK's place where the SDK would answer it wrongly or the two wires would answer it
 differently (a malformed envelope or a null id on the 2025 wire, a method echoed whole, an
 unsupported protocol version, a body its JSON parser refuses, a chunked body over the limit, an id
-with a lone surrogate).
+with a lone surrogate, a parse error without its reason).
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ async def for_sdk(scope: Scope, headers: Headers, receive: Receive, send: Send) 
     """The request made what the SDK reads on either wire: its body read ahead (and answered
     here when over MAX_REQUEST_BODY_BYTES or with a lone surrogate in its id), its Content-Type
     spelled as the SDK compares it, and on the 2025 wire its envelope checked (and its body
-    re-encoded where the SDK's parser would refuse it) first; or the answer it gets instead."""
+    re-encoded where the SDK's parser would refuse it) first; or the answer it gets instead.
+    The SDK's refusals of a body are made to say why (_RefusalsReasoned)."""
     scope = _with_plain_json_content_type(scope, headers)
     body = await _read_body(receive)
     if body.oversized:
@@ -67,11 +68,10 @@ async def for_sdk(scope: Scope, headers: Headers, receive: Receive, send: Send) 
     refusal = _lone_surrogate_in_id(body.raw)
     if refusal is None and modern:
         refusal = _long_method_refused(headers, body.raw)
-        if refusal is None:
-            return ForSdk(scope, body.receive, _EnvelopeRefusalNamed(body.raw, send).send)
     elif refusal is None:
         refusal = _legacy_envelope_checked(body)
-    return ForSdk(scope, body.receive, send, refusal)
+    reasoned = _RefusalsReasoned(body.raw, send, modern=modern)
+    return ForSdk(scope, body.receive, reasoned.send, refusal)
 
 
 def _with_plain_json_content_type(scope: Scope, headers: Headers) -> Scope:
@@ -149,6 +149,43 @@ def _lone_surrogate_in_id(raw: bytes) -> Answer | None:
     return Answer(400, body, [JSON])
 
 
+# The levels of arrays and objects each wire's JSON parser reads: pydantic's on the 2025 wire,
+# Python's on the 2026 wire (as deep as Python 3.12's C recursion goes, ~1,500 less the stack
+# it is called from).
+JSON_NESTING_MAX = 201
+PYTHON_JSON_NESTING = "about 1,500"
+_TOO_DEEP = "recursion limit exceeded"
+
+
+def _parse_error(raw: bytes, *, modern: bool) -> Answer:
+    """-32700 naming why the body is no JSON, in pydantic's words on both wires (the 2025
+    wire's SDK gives them), with the nesting limit of the wire's parser named when nesting is
+    the cause."""
+    reason = "not JSON"  # what the SDK's parser refused, when neither parser here says why
+    if modern:
+        try:
+            json.loads(raw)
+        except RecursionError:
+            reason = (
+                f"nested deeper than {PYTHON_JSON_NESTING} levels of arrays and objects, as "
+                "deep as they are read"
+            )
+            return Answer(400, jsonrpc_error(types.PARSE_ERROR, f"Parse error: {reason}"), [JSON])
+        except ValueError as exc:
+            reason = str(exc)
+    try:
+        pydantic_core.from_json(raw)
+    except ValueError as exc:
+        reason = str(exc)
+    if reason.startswith(_TOO_DEEP):
+        where = reason.removeprefix(_TOO_DEEP).strip()
+        reason = (
+            f"nested deeper than {JSON_NESTING_MAX} levels ({where}); at most "
+            f"{JSON_NESTING_MAX} are read"
+        )
+    return Answer(400, jsonrpc_error(types.PARSE_ERROR, f"Parse error: {reason}"), [JSON])
+
+
 NOT_ONE_MESSAGE = "Body must be a single JSON-RPC request or notification object"
 _JSON_KINDS = {list: "an array", str: "a string", bool: "a boolean", int: "a number"}
 
@@ -170,20 +207,23 @@ def _not_one_message(decoded: Any) -> Answer:
     return Answer(400, jsonrpc_error(types.INVALID_REQUEST, message), [JSON])
 
 
-class _EnvelopeRefusalNamed:
-    """The send of a 2026-wire request, which the SDK reads itself: when it refuses the body as
-    no single request or notification (with no word of why), the answer names `params` when
-    they are what is wrong, as on the 2025 wire (_not_one_message). The body is looked at only
-    then: the hot path parses it once, in the SDK."""
+class _RefusalsReasoned:
+    """The send of a request the SDK reads: when it refuses the body as no JSON (on the 2026
+    wire "Parse error" with no word of why; on the 2025 wire without naming the nesting limit)
+    or, on the 2026 wire, as no single request or notification, the answer says why: the
+    parser's reason (_parse_error), or `params` when they are what is wrong (_not_one_message,
+    as the 2025 wire's envelope check names them). The body is looked at only then: the hot path
+    parses it once, in the SDK."""
 
-    def __init__(self, raw: bytes, send: Send) -> None:
+    def __init__(self, raw: bytes, send: Send, *, modern: bool) -> None:
         self._raw = raw
         self._send = send
+        self._modern = modern
         self._held: dict | None = None
 
     async def send(self, message: dict) -> None:
         if message["type"] == "http.response.start" and message["status"] == 400:
-            self._held = message  # until its body says whether it is that refusal
+            self._held = message  # until its body says whether it is such a refusal
             return
         if self._held is not None:
             start, self._held = self._held, None
@@ -203,6 +243,8 @@ class _EnvelopeRefusalNamed:
             return None
         if error.get("message") == NOT_ONE_MESSAGE:
             return _not_one_message(_decoded(self._raw))
+        if error.get("code") == types.PARSE_ERROR:
+            return _parse_error(self._raw, modern=self._modern)
         return None
 
 

@@ -1445,6 +1445,66 @@ async def test_a_chunked_body_within_the_limit_is_served(asgi_app, seeded, wire)
     assert status == 200 and json.loads(answer)["result"]["tools"]
 
 
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("{oops", "Parse error: key must be a string at line 1 column 2"),
+        ('{"jsonrpc": "2.0",', "Parse error: EOF while parsing a value at line 1 column 18"),
+        ("[1,]", "Parse error: trailing comma at line 1 column 4"),
+        ("1" * 5000, "Parse error: number out of range at line 1 column 4302"),
+    ],
+)
+async def test_a_parse_error_says_why_on_both_wires(http, seeded, body, message):
+    answers = []
+    for wire in (modern, legacy):
+        headers, _ = wire("tools/list", **auth_header(seeded.token))
+        response = await http.post("/mcp", headers=headers, content=body)
+        answers.append((response.status_code, response.json()))
+    assert answers[0] == answers[1]
+    assert answers[0] == (
+        400,
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": message}},
+    )
+
+
+@pytest.mark.parametrize(
+    ("wire", "body", "message"),
+    [
+        (modern, "[" * 10_000 + "]" * 10_000, "Parse error: nested deeper than about 1,500 "
+         "levels of arrays and objects, as deep as they are read"),
+        (legacy, "[" * 10_000 + "]" * 10_000, "Parse error: nested deeper than 201 levels "
+         "(at line 1 column 202); at most 201 are read"),
+        # Within what json.loads reads (the envelope is checked), past what the SDK's parser does.
+        (legacy, '{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{"x":' + "[" * 300
+         + "]" * 300 + "}}", "Parse error: nested deeper than 201 levels (at line 1 column 260); "
+         "at most 201 are read"),
+    ],
+)  # fmt: skip
+async def test_a_body_nested_deeper_than_its_wires_parser_reads_is_told_the_limit(
+    http, seeded, wire, body, message
+):
+    headers, _ = wire("tools/list", **auth_header(seeded.token))
+    response = await http.post("/mcp", headers=headers, content=body)
+    assert response.status_code == 400
+    assert response.json() == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32700, "message": message},
+    }
+    assert int(response.headers["content-length"]) == len(response.content)
+
+
+def test_the_nesting_limit_named_is_the_json_parsers():
+    """The 2025 wire's parser (pydantic's) reads 201 levels and no more."""
+    import pydantic_core
+
+    from mcp_gateway.wire import JSON_NESTING_MAX
+
+    pydantic_core.from_json("[" * JSON_NESTING_MAX + "]" * JSON_NESTING_MAX)
+    with pytest.raises(ValueError, match="recursion limit exceeded"):
+        pydantic_core.from_json("[" * (JSON_NESTING_MAX + 1) + "]" * (JSON_NESTING_MAX + 1))
+
+
 @pytest.mark.parametrize("wire", [modern, legacy])
 @pytest.mark.parametrize("level", ["info", "loud", 3])
 async def test_a_method_this_server_does_not_serve_is_not_found_whatever_its_params(
