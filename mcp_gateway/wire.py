@@ -1,9 +1,9 @@
 """Workarounds around the MCP SDK's JSON-RPC handling, all in this module so that a fix in the SDK
 is a change to this file alone: `for_sdk` makes a request what the SDK reads on either wire, or
 answers it in the SDK's place where the SDK would answer it wrongly or the two wires would answer it
-differently (a malformed envelope or a null id on the 2025 wire, a method echoed whole, an
-unsupported protocol version, a body its JSON parser refuses, a chunked body over the limit, an id
-with a lone surrogate, a parse error without its reason).
+differently (a malformed envelope or a null id on the 2025 wire, a method echoed whole or with a
+lone surrogate, an unsupported protocol version, a body its JSON parser refuses, a chunked body over
+the limit, an id with a lone surrogate, a parse error without its reason).
 """
 
 from __future__ import annotations
@@ -111,12 +111,15 @@ def _legacy_envelope_checked(body: _Body) -> Answer | None:
         # The SDK answers a notification (202) before its handlers run, and with them the MCP
         # server's record of the method: the access line is written by then.
         called.method = method[: bounds.SHOWN_KEY_MAX]
-    if not notification and len(method) > bounds.SHOWN_KEY_MAX:
+    if not notification and (len(method) > bounds.SHOWN_KEY_MAX or LONE_SURROGATE.search(method)):
         # Longer than any method: the SDK would echo it whole in its answer (up to the body
-        # limit). Answered here as the SDK answers an unknown method, the echo cut.
+        # limit); with a lone surrogate, which no method has: it would echo the re-encoding's
+        # mark (below). Answered here as the SDK answers an unknown method, the echo cut and
+        # each lone surrogate shown as U+FFFD, as a decoder that reads none shows it.
+        shown = LONE_SURROGATE.sub("\ufffd", method)
         if called is not None:
-            called.method = method[: bounds.SHOWN_KEY_MAX]
-        return _method_not_found(method, decoded["id"], status=200)
+            called.method = shown[: bounds.SHOWN_KEY_MAX]
+        return _method_not_found(shown, decoded["id"], status=200)
     if _SDK_PARSER_REFUSES.search(raw) and not _sdk_parses(raw):
         # The SDK's JSON parser refuses what this one read (a lone surrogate, e.g. a string cut
         # inside an emoji by a JavaScript client, escaped or as raw bytes; a byte-order mark):

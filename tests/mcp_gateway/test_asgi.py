@@ -1505,6 +1505,21 @@ def test_the_nesting_limit_named_is_the_json_parsers():
         pydantic_core.from_json("[" * (JSON_NESTING_MAX + 1) + "]" * (JSON_NESTING_MAX + 1))
 
 
+@pytest.mark.parametrize("written", [b'"tools/\\ud800"', b'"tools/' + RAW_SURROGATE + b'"'])
+async def test_a_method_with_a_lone_surrogate_is_echoed_without_the_routers_mark(
+    http, seeded, written
+):
+    headers, body = legacy("tools/list", **auth_header(seeded.token))
+    raw = _with_raw(body, "tools/list", written)
+    response = await http.post("/mcp", headers=headers, content=raw)
+    assert response.status_code == 200
+    assert response.json() == {
+        "jsonrpc": "2.0",
+        "id": 9,
+        "error": {"code": -32601, "message": "Method not found", "data": "tools/\ufffd"},
+    }
+
+
 @pytest.mark.parametrize("wire", [modern, legacy])
 @pytest.mark.parametrize("level", ["info", "loud", 3])
 async def test_a_method_this_server_does_not_serve_is_not_found_whatever_its_params(
