@@ -9,7 +9,7 @@ from django.core.exceptions import BadRequest, RequestDataTooBig, TooManyFieldsS
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.multipartparser import MultiPartParserError
 from django.template.loader import render_to_string
-from django.urls import Resolver404, resolve, reverse
+from django.urls import Resolver404, resolve
 from django.utils.cache import add_never_cache_headers
 
 from accounts.forms import MemoryFilterForm
@@ -61,7 +61,14 @@ def _checked_by_the_page(request: HttpRequest) -> frozenset[str]:
     form (accounts.forms.MemoryFilterForm) refuses one by one, naming the filter and applying the
     others, before any reaches the database. Their names (a key with a NUL is no filter's) and
     every other parameter, `page` included, are still checked here."""
-    if request.method in ("GET", "HEAD") and request.path == reverse("accounts:memories"):
+    if request.method not in ("GET", "HEAD"):
+        return frozenset()
+    # Resolved as the request's own urlconf resolves it, which may mount no such page.
+    try:
+        match = resolve(request.path_info, getattr(request, "urlconf", None))
+    except Resolver404:
+        return frozenset()
+    if match.view_name == "accounts:memories":
         return frozenset(MemoryFilterForm.base_fields)
     return frozenset()
 
