@@ -343,8 +343,11 @@ class InFlight:
         return len(self._accounts)
 
     def _forget_if_idle(self, user_id: int, account: _Account) -> None:
-        if not account.serving and not account.waiting:
-            self._accounts.pop(user_id, None)
+        # By identity: a cancelled waiter runs its handler a loop pass after its future was
+        # cancelled, by when its idle entry may have been dropped and a new request of the
+        # account counted in a fresh one, which must stay.
+        if self._accounts.get(user_id) is account and not account.serving and not account.waiting:
+            del self._accounts[user_id]
 
 
 class _Account:

@@ -444,3 +444,23 @@ async def test_a_waiter_cancelled_as_it_is_handed_a_slot_hands_it_on(settings):
     assert (flight.count(1), flight.waiting(1)) == (1, 0)
     flight.leave(1)
     assert flight.accounts() == 0
+
+
+async def test_a_cancelled_waiters_late_clean_up_keeps_a_newer_requests_count(settings):
+    """A cancelled waiter runs its handler a loop pass later: by then its account's idle entry
+    may be gone and a new request counted in a fresh one, which the handler must not drop."""
+    settings.MCP_ACCOUNT_CONCURRENCY_MAX = 1
+    flight = InFlight()
+    assert await flight.enter(7) is None
+    waiter = asyncio.ensure_future(flight.enter(7))
+    while flight.waiting(7) != 1:
+        await asyncio.sleep(0)
+
+    waiter.cancel()  # its future is cancelled now, its handler runs later
+    flight.leave(7)  # skips the cancelled waiter: the account is idle and forgotten
+    assert await flight.enter(7) is None  # a new request, in a fresh entry
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert flight.count(7) == 1
+    flight.leave(7)
+    assert flight.accounts() == 0
