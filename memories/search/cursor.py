@@ -48,6 +48,8 @@ _PADDED_TO = 256
 # of the cursor's work; a 2 KiB window spans a whole cursor's payload all the same.
 _WINDOW_BITS = 11
 _MEMORY_LEVEL = 4
+# Far above the longest payload a search writes (a cursor is read at most 2,048 characters).
+_PAYLOAD_MAX = 64 * 1024
 MODES = ("ranked", "topic", "listed")
 
 
@@ -192,7 +194,11 @@ def _opened(cursor: str) -> tuple[dict, str]:
 
 def _read(padded: bytes) -> dict:
     inflater = zlib.decompressobj(_WINDOW_BITS)
-    text = inflater.decompress(padded)
+    # Bounded even though only the key's holder can seal a payload: a key leaked with a backup
+    # must not let a forged cursor inflate without end.
+    text = inflater.decompress(padded, _PAYLOAD_MAX)
+    if inflater.unconsumed_tail:
+        raise ValueError("the payload is larger than any cursor's")
     if not inflater.eof:
         raise ValueError("the compressed payload is cut short")
     return json.loads(text)

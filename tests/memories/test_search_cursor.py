@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from memories.errors import InvalidInput
 from memories.search import CURSOR_MAX, QUERY_MAX, clean_filters, search_memories
-from memories.search.cursor import Position, _opened
+from memories.search.cursor import Position, _opened, _sealed
 from memories.search.query import CJK_PAIRS_MAX, parse
 from memories.search.scoring import WordStatistics
 from tests.factories import MemoryFactory
@@ -203,3 +203,12 @@ def test_the_longest_cursor_fits_its_bound(db):
         ),
     ).encode("0" * 32)
     assert len(longest) <= CURSOR_MAX
+
+
+def test_a_sealed_payload_that_inflates_past_any_cursors_is_refused(tenant, paged):
+    """Even sealed under the server's key: a payload inflating to a megabyte (a cursor's bound of
+    characters lets one inflate to about that) is no cursor."""
+    bomb = _opened(paged.next_cursor)[0] | {"pad": " " * (1024 * 1024)}
+    with pytest.raises(InvalidInput) as refused:
+        run(tenant, "harbour ledger", limit=2, cursor=_sealed(bomb))
+    assert str(refused.value) == NOT_ISSUED
