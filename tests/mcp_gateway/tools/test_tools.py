@@ -12,8 +12,9 @@ from mcp.shared.exceptions import MCPError
 
 from infra.observability import VERSION
 from mcp_gateway import handlers
+from mcp_gateway.arguments import schema_error as _schema_error
 from mcp_gateway.schemas import THREAD_ACTIONS
-from mcp_gateway.tools import TOOLS, _schema_error, call_tool, tool_definitions
+from mcp_gateway.tools import TOOLS, call_tool, tool_definitions
 from memories import environment
 from memories.models import Memory, MemoryType
 from memories.search import listing
