@@ -51,12 +51,16 @@ class ToolSpec:
     input_schema: dict
     output_schema: dict
     scope: str  # "read" or "write": the settings scope it needs
-    read_only: bool
     destructive: bool
     idempotent: bool
     handler: Handler
     # Values of the `action` argument that only read: they need the read scope alone.
     reading_actions: frozenset[str] = frozenset()
+
+    @property
+    def read_only(self) -> bool:
+        # A tool that needs only the read scope cannot write: the hint follows from the scope.
+        return self.scope == "read"
 
 
 def _describe_environment(principal: Principal, args: dict) -> Awaitable[dict]:
@@ -81,7 +85,6 @@ TOOLS: list[ToolSpec] = [
         input_schema=schemas.REMEMBER_IN,
         output_schema=schemas.REMEMBER_OUT,
         scope="write",
-        read_only=False,
         destructive=False,
         idempotent=False,
         handler=handlers.remember,
@@ -107,7 +110,6 @@ TOOLS: list[ToolSpec] = [
         input_schema=schemas.SEARCH_IN,
         output_schema=schemas.SEARCH_OUT,
         scope="read",
-        read_only=True,
         destructive=False,
         idempotent=True,
         handler=handlers.search_memories,
@@ -126,7 +128,6 @@ TOOLS: list[ToolSpec] = [
         input_schema=schemas.GET_MEMORIES_IN,
         output_schema=schemas.GET_MEMORIES_OUT,
         scope="read",
-        read_only=True,
         destructive=False,
         idempotent=True,
         handler=handlers.get_memories,
@@ -144,7 +145,6 @@ TOOLS: list[ToolSpec] = [
         input_schema=schemas.REVISE_IN,
         output_schema=schemas.REVISE_OUT,
         scope="write",
-        read_only=False,
         destructive=False,
         idempotent=False,
         handler=handlers.revise,
@@ -160,7 +160,6 @@ TOOLS: list[ToolSpec] = [
         input_schema=schemas.ARCHIVE_IN,
         output_schema=schemas.ARCHIVE_OUT,
         scope="write",
-        read_only=False,
         destructive=False,
         idempotent=True,
         handler=handlers.archive,
@@ -176,7 +175,6 @@ TOOLS: list[ToolSpec] = [
         input_schema=schemas.RESOLVE_IN,
         output_schema=schemas.RESOLVE_OUT,
         scope="write",
-        read_only=False,
         destructive=False,
         idempotent=True,
         handler=handlers.resolve,
@@ -194,7 +192,6 @@ TOOLS: list[ToolSpec] = [
         input_schema=schemas.BRIEFING_IN,
         output_schema=schemas.BRIEFING_OUT,
         scope="read",
-        read_only=True,
         destructive=False,
         idempotent=True,
         handler=handlers.briefing,
@@ -213,7 +210,6 @@ TOOLS: list[ToolSpec] = [
         input_schema=schemas.HANDOFF_IN,
         output_schema=schemas.HANDOFF_OUT,
         scope="read",
-        read_only=True,
         destructive=False,
         idempotent=True,
         handler=handlers.handoff,
@@ -231,7 +227,6 @@ TOOLS: list[ToolSpec] = [
         input_schema=schemas.CONFIGURE_THREAD_IN,
         output_schema=schemas.CONFIGURE_THREAD_OUT,
         scope="write",
-        read_only=False,
         destructive=True,  # delete and remove_members undo curation
         idempotent=False,
         handler=handlers.configure_thread,
@@ -249,7 +244,6 @@ TOOLS: list[ToolSpec] = [
         input_schema=schemas.DESCRIBE_IN,
         output_schema=schemas.DESCRIBE_OUT,
         scope="read",
-        read_only=True,
         destructive=False,
         idempotent=True,
         handler=_describe_environment,
