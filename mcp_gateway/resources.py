@@ -8,8 +8,6 @@ reason. A read is authorized on every request and goes through the same access g
 
 from __future__ import annotations
 
-import json
-
 import mcp_types as types
 from django.conf import settings
 from mcp.server import ServerRequestContext
@@ -19,8 +17,8 @@ from mcp.shared.uri_template import UriTemplate
 from mcp_gateway import completion
 from mcp_gateway.auth import require_principal
 from mcp_gateway.names import unknown_name
-from mcp_gateway.schemas import utc_datetime
-from memories.access import MemoryRow, read_owned_memories
+from mcp_gateway.serializers import memory_resource_body
+from memories.access import read_owned_memories
 from memories.bounds import shown_key
 from memories.models import MEMORY_URI_PREFIX, MEMORY_URI_TEMPLATE, memory_resource_uri
 from memories.services import parse_memory_id
@@ -39,33 +37,6 @@ MEMORY_TEMPLATE = types.ResourceTemplate(
     ),
     mime_type=MIME_TYPE,
 )
-
-
-def memory_resource_body(memory: MemoryRow) -> str:
-    """The resource body: a whitelist of the immutable fields, and nothing else.
-
-    LOAD-BEARING INVARIANT (docs/design.md, "Why a long-lived cache is correct"): the long private
-    TTL is sound only because nothing in this body can go stale. Supersession, archiving and
-    commitment resolution move `status`, `valid_to`, `commitment_status`, `resolved_at` (and
-    tags are out too); adding any of them here silently turns a correct cache into one that
-    serves wrong answers. Wanting lifecycle state in the resource is choosing a different design:
-    revisit docs/design.md, do not edit this dict. tests/mcp_gateway/test_resources.py pins the
-    exact key set.
-    """
-    return json.dumps(
-        {
-            "id": str(memory.id),
-            "content": memory.content,
-            "contentLength": memory.content_length,
-            "memoryType": memory.memory_type,
-            "topic": memory.topic,
-            "scope": memory.scope,
-            "project": memory.project,
-            "recordedAt": utc_datetime(memory.recorded_at),
-        },
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
 
 
 def memory_id_in(uri: str) -> str | None:

@@ -8,8 +8,6 @@ the domain modules, so a schema and the service it fronts cannot disagree.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from memories import bounds, briefing, handoff, reading, search, threads
 from memories.briefing import SectionSpec
 from memories.excerpts import EXCERPT_MAX
@@ -74,16 +72,6 @@ CURRENT = {
         "False for a version since revised (validTo set): its successor is the one in force."
     ),
 }
-
-
-def utc_datetime(value: datetime | None) -> str | None:
-    """A date-time as every result on the wire carries it: RFC 3339 in UTC, with `Z`, and the
-    instant exactly as stored, to the microsecond. The search filters compare stored instants:
-    one cut to the second and sent back as asOf, recordedAfter or resolvedAfter could select the
-    version before it, or miss the memory it came from."""
-    if value is None:
-        return None
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 SCOPE = {

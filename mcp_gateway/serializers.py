@@ -2,20 +2,21 @@
 the tool's output schema (mcp_gateway.schemas) declares.
 
 Key order is what clients see in the JSON text block, so it is kept as it is. Date-times are
-RFC 3339 in UTC (`schemas.utc_datetime`), ids are strings. Lifecycle state (status, validTo,
+RFC 3339 in UTC (`utc_datetime`), ids are strings. Lifecycle state (status, validTo,
 commitmentStatus) belongs here, in tool results, and never in the cacheable resource body
-(mcp_gateway.resources, docs/design.md).
+(`memory_resource_body`, docs/design.md).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
 
 from django.utils import timezone
 
 from infra.observability import VERSION
-from mcp_gateway.schemas import utc_datetime
+from memories.access import MemoryRow
 from memories.bounds import DEFAULT_SCOPE
 from memories.briefing import (
     Briefing,
@@ -43,6 +44,43 @@ from memories.search import (
     SearchPage,
 )
 from memories.threads import MembersChange, Proposal
+
+
+def utc_datetime(value: datetime | None) -> str | None:
+    """A date-time as every result on the wire carries it: RFC 3339 in UTC, with `Z`, and the
+    instant exactly as stored, to the microsecond. The search filters compare stored instants:
+    one cut to the second and sent back as asOf, recordedAfter or resolvedAfter could select the
+    version before it, or miss the memory it came from."""
+    if value is None:
+        return None
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def memory_resource_body(memory: MemoryRow) -> str:
+    """The resource body: a whitelist of the immutable fields, and nothing else.
+
+    LOAD-BEARING INVARIANT (docs/design.md, "Why a long-lived cache is correct"): the long private
+    TTL is sound only because nothing in this body can go stale. Supersession, archiving and
+    commitment resolution move `status`, `valid_to`, `commitment_status`, `resolved_at` (and
+    tags are out too); adding any of them here silently turns a correct cache into one that
+    serves wrong answers. Wanting lifecycle state in the resource is choosing a different design:
+    revisit docs/design.md, do not edit this dict. tests/mcp_gateway/test_resources.py pins the
+    exact key set.
+    """
+    return json.dumps(
+        {
+            "id": str(memory.id),
+            "content": memory.content,
+            "contentLength": memory.content_length,
+            "memoryType": memory.memory_type,
+            "topic": memory.topic,
+            "scope": memory.scope,
+            "project": memory.project,
+            "recordedAt": utc_datetime(memory.recorded_at),
+        },
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
 
 
 def memory_ref(item: Memory) -> dict:

@@ -11,7 +11,7 @@ from django.conf import settings
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from mcp_gateway import auth, resources
+from mcp_gateway import auth, serializers
 from mcp_gateway.auth import current_principal
 from mcp_gateway.principal import Principal
 from mcp_gateway.server import build_server
@@ -84,8 +84,8 @@ def test_serializer_ignores_lifecycle_fields():
     closed_row = MemoryRow(
         **common, status="archived", valid_to=timezone.now(), commitment_status="resolved"
     )
-    body = resources.memory_resource_body(open_row)
-    assert body == resources.memory_resource_body(closed_row)
+    body = serializers.memory_resource_body(open_row)
+    assert body == serializers.memory_resource_body(closed_row)
     assert json.loads(body)["project"] is None
 
 
