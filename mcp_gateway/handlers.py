@@ -10,7 +10,7 @@ turns them into tool errors.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
@@ -19,6 +19,7 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from mcp_gateway import serializers
 from mcp_gateway.principal import Principal
 from mcp_gateway.schemas import REVISE_OPTIONAL
+from mcp_gateway.thread_actions import THREAD_ACTION_HANDLERS
 from memories import environment, reading, replica, search, threads
 from memories.briefing import Selector, build_briefing
 from memories.handoff import DEFAULT_ITEMS as HANDOFF_DEFAULT_ITEMS
@@ -160,107 +161,26 @@ async def handoff(principal: Principal, args: dict) -> dict:
     return serializers.handoff(result, compact=args.get("detail") != "full")
 
 
-# --- configure_thread: one function per action ----------------------------------------------
-# Each takes the owner and the arguments and returns the result's fields after "action". The
-# input schema is one object for every action, so it cannot say which fields an action reads:
+# --- configure_thread --------------------------------------------------------------------
+# The input schema is one object for every action, so it cannot say which fields an action reads:
 # THREAD_ACTION_HANDLERS does, and each action gets all of its fields, checked before it runs
 # (`name` first), and no other.
-
-ThreadAction = Callable[[AbstractBaseUser, dict], dict]
-
-
-def _list(owner: AbstractBaseUser, args: dict) -> dict:
-    return {
-        "threads": [serializers.thread(t) for t in threads.list_threads(owner=owner)],
-        "proposals": [serializers.proposal(p) for p in threads.list_open_proposals(owner=owner)],
-    }
-
-
-def _create(owner: AbstractBaseUser, args: dict) -> dict:
-    thread = threads.create_thread(owner=owner, name=args["name"])
-    return {"thread": serializers.thread(thread)}
-
-
-def _rename(owner: AbstractBaseUser, args: dict) -> dict:
-    thread = threads.rename_thread(owner=owner, name=args["name"], new_name=args["newName"])
-    return {"thread": serializers.thread(thread)}
-
-
-def _pin(owner: AbstractBaseUser, args: dict) -> dict:
-    thread = threads.pin_thread(owner=owner, name=args["name"], pinned=True)
-    return {"thread": serializers.thread(thread)}
-
-
-def _unpin(owner: AbstractBaseUser, args: dict) -> dict:
-    thread = threads.pin_thread(owner=owner, name=args["name"], pinned=False)
-    return {"thread": serializers.thread(thread)}
-
-
-def _delete(owner: AbstractBaseUser, args: dict) -> dict:
-    thread = threads.delete_thread(owner=owner, name=args["name"])
-    return {"thread": serializers.thread(thread)}
-
-
-def _add_members(owner: AbstractBaseUser, args: dict) -> dict:
-    change = threads.add_thread_members(
-        owner=owner, name=args["name"], memory_ids=args["memoryIds"]
-    )
-    return serializers.members_change(change)
-
-
-def _remove_members(owner: AbstractBaseUser, args: dict) -> dict:
-    change = threads.remove_thread_members(
-        owner=owner, name=args["name"], memory_ids=args["memoryIds"]
-    )
-    return serializers.members_change(change)
-
-
-def _accept_proposal(owner: AbstractBaseUser, args: dict) -> dict:
-    membership = threads.decide_thread_proposal(
-        owner=owner, proposal_id=args["proposalId"], accept=True
-    )
-    return {"proposal": serializers.decided_proposal(membership)}
-
-
-def _reject_proposal(owner: AbstractBaseUser, args: dict) -> dict:
-    membership = threads.decide_thread_proposal(
-        owner=owner, proposal_id=args["proposalId"], accept=False
-    )
-    return {"proposal": serializers.decided_proposal(membership)}
-
-
-# Every action of schemas.THREAD_ACTIONS (the input schema's enum, checked before any handler),
-# and the fields it reads, all required. Any other field is refused rather than ignored: an
-# accept_proposal naming a thread would otherwise accept into the proposal's own thread, and a
-# create with members would create an empty thread, both answered as success.
-THREAD_ACTION_HANDLERS: dict[str, tuple[ThreadAction, tuple[str, ...]]] = {
-    "list": (_list, ()),
-    "create": (_create, ("name",)),
-    "rename": (_rename, ("name", "newName")),
-    "pin": (_pin, ("name",)),
-    "unpin": (_unpin, ("name",)),
-    "delete": (_delete, ("name",)),
-    "add_members": (_add_members, ("name", "memoryIds")),
-    "remove_members": (_remove_members, ("name", "memoryIds")),
-    "accept_proposal": (_accept_proposal, ("proposalId",)),
-    "reject_proposal": (_reject_proposal, ("proposalId",)),
-}
 
 
 def _configure_thread_sync(principal: Principal, args: dict) -> dict:
     action = args["action"]
-    run, fields = THREAD_ACTION_HANDLERS[action]
+    handler = THREAD_ACTION_HANDLERS[action]
     for field in args:
-        if field != "action" and field not in fields:
+        if field != "action" and field not in handler.fields:
             taking = [
-                name for name, (_, wanted) in THREAD_ACTION_HANDLERS.items() if field in wanted
+                name for name, other in THREAD_ACTION_HANDLERS.items() if field in other.fields
             ]
             used_by = f" (it is used by {', '.join(taking)})" if taking else ""
             raise InvalidArguments(f"{field}: not used by action '{action}'; omit it{used_by}")
-    for field in fields:
+    for field in handler.fields:
         if field not in args:
             raise InvalidArguments(f"{field}: is required for action '{action}'")
-    return {"action": action, **run(_owner(principal), args)}
+    return {"action": action, **handler.run(_owner(principal), args)}
 
 
 async def configure_thread(principal: Principal, args: dict) -> dict:

@@ -8,6 +8,7 @@ the domain modules, so a schema and the service it fronts cannot disagree.
 
 from __future__ import annotations
 
+from mcp_gateway.thread_actions import THREAD_ACTION_HANDLERS
 from memories import bounds, briefing, handoff, reading, search, threads
 from memories.briefing import SectionSpec
 from memories.excerpts import EXCERPT_MAX
@@ -764,21 +765,9 @@ HANDOFF_OUT = output(
     required=("selector", "generatedAt", "sections", "pinnedThreads"),
 )
 
-THREAD_ACTIONS = (
-    "list",
-    "create",
-    "rename",
-    "pin",
-    "unpin",
-    "delete",
-    "add_members",
-    "remove_members",
-    "accept_proposal",
-    "reject_proposal",
-)
 CONFIGURE_THREAD_IN = strict(
     {
-        "action": {"type": "string", "enum": list(THREAD_ACTIONS)},
+        "action": {"type": "string", "enum": list(THREAD_ACTION_HANDLERS)},
         "name": THREAD_NAME | {"description": "The thread (all actions but list and *_proposal)."},
         "newName": THREAD_NAME | {"description": "For rename."},
         "memoryIds": {

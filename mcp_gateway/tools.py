@@ -32,6 +32,7 @@ from mcp_gateway.arguments import as_clients_mean, schema_error
 from mcp_gateway.handlers import InvalidArguments
 from mcp_gateway.names import unknown_name
 from mcp_gateway.principal import Principal
+from mcp_gateway.thread_actions import THREAD_ACTION_HANDLERS
 from memories import briefing, handoff
 from memories.bounds import text_problem_in
 from memories.errors import DomainError
@@ -230,7 +231,9 @@ TOOLS: list[ToolSpec] = [
         destructive=True,  # delete and remove_members undo curation
         idempotent=False,
         handler=handlers.configure_thread,
-        reading_actions=frozenset({"list"}),
+        reading_actions=frozenset(
+            action for action, how in THREAD_ACTION_HANDLERS.items() if how.reads_only
+        ),
     ),
     ToolSpec(
         name="describe_environment",

@@ -11,9 +11,9 @@ from jsonschema import Draft202012Validator
 from mcp.shared.exceptions import MCPError
 
 from infra.observability import VERSION
-from mcp_gateway import handlers
 from mcp_gateway.arguments import schema_error as _schema_error
-from mcp_gateway.schemas import THREAD_ACTIONS
+from mcp_gateway.schemas import CONFIGURE_THREAD_IN
+from mcp_gateway.thread_actions import THREAD_ACTION_HANDLERS
 from mcp_gateway.tools import TOOLS, call_tool, tool_definitions
 from memories import environment
 from memories.models import Memory, MemoryType
@@ -26,6 +26,7 @@ pytestmark = pytest.mark.anyio
 
 READ_TOOLS = {"search", "get_memories", "briefing", "handoff", "describe_environment"}
 WRITE_TOOLS = {"remember", "revise", "archive", "resolve", "configure_thread"}
+THREAD_ACTIONS = CONFIGURE_THREAD_IN["properties"]["action"]["enum"]
 
 
 async def remember(agent, **fields) -> dict:
@@ -1751,7 +1752,7 @@ def test_every_thread_action_but_list_names_what_it_needs():
 
 def test_every_thread_action_the_schema_offers_has_a_handler_and_no_other():
     # One offered without a handler would pass the schema and fail as internal_error.
-    assert set(handlers.THREAD_ACTION_HANDLERS) == set(THREAD_ACTIONS)
+    assert set(THREAD_ACTION_HANDLERS) == set(THREAD_ACTIONS)
 
 
 @pytest.mark.parametrize(
