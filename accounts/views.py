@@ -42,8 +42,7 @@ from accounts.oauth_views import application_asking
 from memories import replica
 from memories.access import NIL_ID
 from memories.browsing import BrowseFilters, browse_memories
-from memories.models import Memory, MemoryType, Thread
-from memories.services import parse_memory_id
+from memories.models import Memory, MemoryType, Thread, parse_memory_id
 
 MEMORIES_PER_PAGE = 20
 # Set by the erasure in the session that follows it: the one visit the confirmation is shown to.

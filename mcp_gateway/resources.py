@@ -20,8 +20,12 @@ from mcp_gateway.names import unknown_name
 from mcp_gateway.serializers import memory_resource_body
 from memories.access import read_owned_memories
 from memories.bounds import shown_key
-from memories.models import MEMORY_URI_PREFIX, MEMORY_URI_TEMPLATE, memory_resource_uri
-from memories.services import parse_memory_id
+from memories.models import (
+    MEMORY_URI_PREFIX,
+    MEMORY_URI_TEMPLATE,
+    memory_resource_uri,
+    parse_memory_id,
+)
 
 _TEMPLATE = UriTemplate.parse(MEMORY_URI_TEMPLATE)
 MIME_TYPE = "application/json"

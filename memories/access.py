@@ -16,8 +16,7 @@ from datetime import datetime
 
 from infra import asyncdb
 from memories.fields import readable_instant_sql
-from memories.models import Memory, MemoryResource
-from memories.services import parse_memory_id
+from memories.models import Memory, MemoryResource, parse_memory_id
 
 NIL_ID = uuid.UUID(int=0)
 

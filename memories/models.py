@@ -73,6 +73,24 @@ def new_memory_id() -> uuid.UUID:
     return uuid_utils.compat.uuid7()
 
 
+def parse_memory_id(value: object) -> uuid.UUID | None:
+    """A memory id from caller input, or None when it cannot be one. Callers treat None exactly
+    like an unknown id, so a malformed id tells nothing a missing one does not. The memory's
+    resource URI names it too: results carry both, and an agent passes either."""
+    if isinstance(value, uuid.UUID):
+        return value
+    if not isinstance(value, str) or len(value) > bounds.MEMORY_ID_MAX:
+        return None
+    value = value.strip()
+    # A URI's scheme is case-insensitive (RFC 3986 §3.1).
+    if value[: len(MEMORY_URI_PREFIX)].lower() == MEMORY_URI_PREFIX:
+        value = value[len(MEMORY_URI_PREFIX) :]
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        return None
+
+
 class MemoryType(models.TextChoices):
     DECISION = "decision"
     COMMITMENT = "commitment"

@@ -12,8 +12,7 @@ from django.utils import timezone
 
 from memories.access import read_owned_memories
 from memories.errors import InvalidInput
-from memories.models import Memory, MemoryResource, is_overdue
-from memories.services import parse_memory_id
+from memories.models import Memory, MemoryResource, is_overdue, parse_memory_id
 
 IDS_MAX = 20
 DEFAULT_BUDGET = 20_000

@@ -33,13 +33,13 @@ from memories.errors import (
 from memories.fields import ReadableDateTimeField, readable_instant_sql
 from memories.models import (
     COMMITMENT_TRANSITIONS,
-    MEMORY_URI_PREFIX,
     CommitmentStatus,
     MembershipState,
     Memory,
     MemoryType,
     Status,
     ThreadMembership,
+    parse_memory_id,
 )
 
 _UNSET = object()
@@ -49,24 +49,6 @@ _UNSET = object()
 # every memory has; None for one is refused by its name rather than read as a default.
 CLEARABLE_FIELDS = frozenset({"due_at", "project", "tags"})
 _HELD_BY_EVERY_MEMORY = {"memory_type": "memoryType", "topic": "topic", "scope": "scope"}
-
-
-def parse_memory_id(value: object) -> uuid.UUID | None:
-    """A memory id from caller input, or None when it cannot be one. Callers treat None exactly
-    like an unknown id, so a malformed id tells nothing a missing one does not. The memory's
-    resource URI names it too: results carry both, and an agent passes either."""
-    if isinstance(value, uuid.UUID):
-        return value
-    if not isinstance(value, str) or len(value) > bounds.MEMORY_ID_MAX:
-        return None
-    value = value.strip()
-    # A URI's scheme is case-insensitive (RFC 3986 §3.1).
-    if value[: len(MEMORY_URI_PREFIX)].lower() == MEMORY_URI_PREFIX:
-        value = value[len(MEMORY_URI_PREFIX) :]
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        return None
 
 
 def _clean_memory_type(value: object) -> str:

@@ -31,6 +31,7 @@ from memories.models import (
     Status,
     Thread,
     ThreadMembership,
+    parse_memory_id,
     thread_name_key,
     thread_name_key_text,
 )
@@ -87,7 +88,7 @@ def _owned_memories(
         raise InvalidInput(
             "memoryIds", f"give 1 to {MEMBERS_PER_CALL_MAX} ids; got {len(memory_ids)}"
         )
-    parsed = [services.parse_memory_id(value) for value in memory_ids]
+    parsed = [parse_memory_id(value) for value in memory_ids]
     found = _locked_memories(owner, [p for p in parsed if p])
     missing = [str(raw) for raw, p in zip(memory_ids, parsed, strict=True) if p not in found]
     if missing:
@@ -290,7 +291,7 @@ def decide_thread_proposal(
     """Accept or reject an open proposal. A proposal already decided as asked is answered as
     it was (a retry after a lost answer is no failure), one decided the other way is a
     Conflict, an unknown or foreign id NotFound."""
-    parsed = services.parse_memory_id(proposal_id)
+    parsed = parse_memory_id(proposal_id)
     open_proposals = ThreadMembership.objects.filter(
         owner=owner, id=parsed, state=MembershipState.PROPOSED
     )
