@@ -1,11 +1,10 @@
 """The tool handlers: one async function per tool, `(principal, arguments) -> result dict`.
 
 Each is thin: it reads the arguments (already checked against the tool's input schema by
-mcp_gateway.tools.call_tool), calls the `memories` services it needs (one for most tools; the
-thread list and describe_environment read two) with the tenant taken from the verified token
-only, and shapes the answer with mcp_gateway.serializers. The domain's own
-refusals (memories.errors.DomainError) and `InvalidArguments` propagate to call_tool, which
-turns them into tool errors.
+mcp_gateway.tools.call_tool), calls one `memories` service (a read in one snapshot or a write in
+one transaction) with the tenant taken from the verified token only, and shapes the answer with
+mcp_gateway.serializers. The domain's own refusals (memories.errors.DomainError) and
+`InvalidArguments` propagate to call_tool, which turns them into tool errors.
 """
 
 from __future__ import annotations
@@ -192,8 +191,7 @@ async def describe_environment(
 ) -> dict:
     """`tool_names` from the catalogue (mcp_gateway.tools), which imports this module and so
     passes them in rather than being imported from here."""
-    stats = await _lag_tolerant_db(environment.environment_stats, owner_id=principal.user_id)
-    thread_list = await _lag_tolerant_db(threads.list_threads, owner=_owner(principal))
+    account = await _lag_tolerant_db(environment.describe_account, owner=_owner(principal))
     return serializers.environment(
-        tool_names=tool_names, scopes=principal.scopes, stats=stats, threads=thread_list
+        tool_names=tool_names, scopes=principal.scopes, stats=account.stats, threads=account.threads
     )

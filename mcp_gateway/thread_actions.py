@@ -27,9 +27,10 @@ class ThreadAction(NamedTuple):
 
 
 def _list(owner: AbstractBaseUser, args: dict) -> dict:
+    overview = threads.describe_threads(owner=owner)
     return {
-        "threads": [serializers.thread(t) for t in threads.list_threads(owner=owner)],
-        "proposals": [serializers.proposal(p) for p in threads.list_open_proposals(owner=owner)],
+        "threads": [serializers.thread(t) for t in overview.threads],
+        "proposals": [serializers.proposal(p) for p in overview.proposals],
     }
 
 

@@ -1,5 +1,5 @@
-"""What describe_environment reports about a tenant's own data: projects, threads and counts.
-Two statements; every list is bounded."""
+"""What describe_environment reports about a tenant's own data: projects, threads and counts,
+read in one snapshot (describe_account); every list is bounded."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import unicodedata
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import connections
 from django.db.models import F, Value
 
@@ -20,7 +21,7 @@ from memories.models import (
     Thread,
     thread_name_key,
 )
-from memories.threads import LIST_MAX
+from memories.threads import LIST_MAX, list_threads
 
 PROJECTS_MAX = 100
 
@@ -46,7 +47,8 @@ class EnvironmentStats:
 
 
 def environment_stats(*, owner_id: int) -> EnvironmentStats:
-    # A lag-tolerant read (memories.replica): on the replica with the threads listed beside it.
+    # A lag-tolerant read (memories.replica): on the replica with the threads listed beside it,
+    # in describe_account's snapshot.
     with connections[replica.read_alias()].cursor() as cursor:
         cursor.execute(
             """
@@ -99,6 +101,22 @@ def environment_stats(*, owner_id: int) -> EnvironmentStats:
         elif len(stats.scopes) < LIST_MAX:
             stats.scopes.append(value)
     return stats
+
+
+@dataclass(frozen=True)
+class AccountDescription:
+    stats: EnvironmentStats
+    threads: list[Thread]
+
+
+def describe_account(*, owner: AbstractBaseUser) -> AccountDescription:
+    """What describe_environment reports of the tenant's data: its counts and facets
+    (environment_stats) and its threads (threads.list_threads), read in one snapshot
+    (replica.one_snapshot), so a memory or thread written meanwhile is in every part or none."""
+    with replica.one_snapshot():
+        return AccountDescription(
+            stats=environment_stats(owner_id=owner.pk), threads=list_threads(owner=owner)
+        )
 
 
 # MCP completion (2026-07-28, "completion/complete"): "Maximum 100 items per response". The

@@ -21,7 +21,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from infra import dbfaults
-from memories import bounds, services
+from memories import bounds, replica, services
 from memories.credentials import refuse_credential
 from memories.errors import Conflict, InvalidInput, NotFound
 from memories.models import (
@@ -416,6 +416,22 @@ def list_open_proposals(*, owner: AbstractBaseUser, limit: int = LIST_MAX) -> li
         .values_list("id", "thread__name", "memory_id", "similarity", "memory__topic")[:limit]
     )
     return [Proposal(*row) for row in rows]
+
+
+@dataclass(frozen=True)
+class ThreadOverview:
+    threads: list[Thread]
+    proposals: list[Proposal]
+
+
+def describe_threads(*, owner: AbstractBaseUser) -> ThreadOverview:
+    """The tenant's threads (list_threads) and its open proposals (list_open_proposals), read in
+    one snapshot (replica.one_snapshot): a proposal made or decided meanwhile is in both the
+    threads' counts and the list, or in neither."""
+    with replica.one_snapshot():
+        return ThreadOverview(
+            threads=list_threads(owner=owner), proposals=list_open_proposals(owner=owner)
+        )
 
 
 def propose_thread_memberships(*, memory: Memory) -> list[Proposal]:

@@ -9,7 +9,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from accounts.erasure import erase_account
-from memories import services, threads
+from memories import services, tenancy, threads
 from memories.briefing import read_pinned_threads
 from memories.errors import AccountInactive, Conflict, DuplicateMemory, InvalidInput, NotFound
 from memories.models import MembershipState, Memory, Thread, ThreadMembership
@@ -21,7 +21,7 @@ from memories.threads import (
     rename_thread,
     revise_memory_with_proposals,
 )
-from tests.factories import ThreadFactory
+from tests.factories import ThreadFactory, ThreadMembershipFactory
 from tests.memories.made_up_credentials import CREDENTIALS
 
 
@@ -597,3 +597,32 @@ def test_a_thread_name_holding_a_credential_is_refused_and_nothing_changes(tenan
         rename_thread(owner=tenant, name="rotation", new_name=f"rotate {key}")
     assert refused.value.field == "newName"
     assert list(Thread.objects.filter(owner=tenant).values_list("name", flat=True)) == ["rotation"]
+
+
+def test_threads_and_their_open_proposals_are_described_in_one_snapshot(
+    transactional_db, tenant, monkeypatch
+):
+    """A proposal committed after the threads are read and before the open proposals are is in
+    neither: the threads' proposal counts and the list of proposals agree."""
+    budget = ThreadFactory(owner=tenant, name="budget")
+    real_list_threads = threads.list_threads
+
+    def propose_elsewhere() -> None:
+        try:
+            with tenancy.acting_for(tenant.pk):
+                ThreadMembershipFactory(thread=budget, state=MembershipState.PROPOSED)
+        finally:
+            connection.close()
+
+    def list_then_let_a_proposal_commit(**kwargs):
+        listed = real_list_threads(**kwargs)
+        writer = threading.Thread(target=propose_elsewhere)
+        writer.start()
+        writer.join(10)
+        return listed
+
+    monkeypatch.setattr(threads, "list_threads", list_then_let_a_proposal_commit)
+    overview = threads.describe_threads(owner=tenant)
+    assert ThreadMembership.objects.filter(owner=tenant, state="proposed").exists()  # committed
+    [listed] = overview.threads
+    assert (listed.name, listed.proposal_count, overview.proposals) == ("budget", 0, [])
