@@ -1132,20 +1132,9 @@ async def test_a_header_refused_is_echoed_with_its_invisible_characters_escaped(
     headers, body = legacy("tools/list", **auth_header(seeded.token))
     headers.pop(name.decode(), None)
     scope = _mcp_post_scope(headers, [(name, value)])
-    received = [{"type": "http.request", "body": body.encode(), "more_body": False}]
-    sent: list[dict] = []
-
-    async def receive() -> dict:
-        return received.pop(0) if received else {"type": "http.disconnect"}
-
-    async def send(message: dict) -> None:
-        sent.append(message)
-
-    await asgi_app(scope, receive, send)
-    start, *parts = sent
-    assert start["status"] == 415
-    error = json.loads(b"".join(part.get("body", b"") for part in parts))["error"]
-    assert error == {"code": -32600, "message": message}
+    status, answer = await _answered(asgi_app, scope, [body.encode()])
+    assert status == 415
+    assert json.loads(answer)["error"] == {"code": -32600, "message": message}
 
 
 @pytest.mark.parametrize(
@@ -1160,19 +1149,9 @@ async def test_a_content_length_that_is_no_size_is_answered_not_a_crash(asgi_app
     body it cannot serve, and no exception leaves the application."""
     headers, body = legacy("tools/list", **auth_header(seeded.token))
     scope = _mcp_post_scope(headers, [(b"content-length", length)])
-    received = [{"type": "http.request", "body": body.encode(), "more_body": False}]
-    sent: list[dict] = []
-
-    async def receive() -> dict:
-        return received.pop(0) if received else {"type": "http.disconnect"}
-
-    async def send(message: dict) -> None:
-        sent.append(message)
-
-    await asgi_app(scope, receive, send)
-    start, *parts = sent
-    answer = json.loads(b"".join(part.get("body", b"") for part in parts))
-    assert start["status"] in (400, 413)
+    status, answered = await _answered(asgi_app, scope, [body.encode()])
+    answer = json.loads(answered)
+    assert status in (400, 413)
     assert answer["error"]["code"] == -32600
     assert "body" in answer["error"]["message"]
 
@@ -1344,6 +1323,12 @@ async def _sent_raw(asgi_app, headers: dict, chunks: list[bytes]) -> tuple[int, 
     """The status and body of the answer to a request whose body arrives in `chunks` (with no
     Content-Length: chunked transfer coding)."""
     headers = {name: value for name, value in headers.items() if name != "content-length"}
+    return await _answered(asgi_app, _mcp_post_scope(headers), chunks)
+
+
+async def _answered(asgi_app, scope: dict, chunks: list[bytes]) -> tuple[int, bytes]:
+    """The status and body of the answer to the request `scope` whose body arrives in
+    `chunks`."""
     received = [
         {"type": "http.request", "body": chunk, "more_body": number < len(chunks) - 1}
         for number, chunk in enumerate(chunks)
@@ -1356,7 +1341,7 @@ async def _sent_raw(asgi_app, headers: dict, chunks: list[bytes]) -> tuple[int, 
     async def send(message: dict) -> None:
         sent.append(message)
 
-    await asgi_app(_mcp_post_scope(headers), receive, send)
+    await asgi_app(scope, receive, send)
     start, *parts = sent
     return start["status"], b"".join(part.get("body", b"") for part in parts)
 
