@@ -1,6 +1,7 @@
 import importlib
 import pkgutil
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 
@@ -155,3 +156,19 @@ def bury_under_recent_notes(owner, *, memory_type: str, content: str):
     for n in range(4):
         MemoryFactory(owner=owner, topic=f"Recent note {n}", content=f"Unrelated note {n}.")
     return old
+
+
+def commit_elsewhere(owner_id: int, write: Callable[[], object]) -> None:
+    """Run `write` for `owner_id` in another thread, on its own connection, and wait for it to
+    commit: a write that a read in one snapshot, already begun, must not see."""
+
+    def in_another_connection() -> None:
+        try:
+            with tenancy.acting_for(owner_id):
+                write()
+        finally:
+            connection.close()
+
+    writer = threading.Thread(target=in_another_connection)
+    writer.start()
+    writer.join(10)

@@ -2,15 +2,12 @@
 what the page says beside it, read in one snapshot; the filter box's matching (`containing`) and
 the words it reads in a typed text (filter_words)."""
 
-import threading
 from datetime import timedelta
 
 import pytest
 from django.core.paginator import Paginator
-from django.db import connection
 from django.utils import timezone
 
-from memories import tenancy
 from memories.bounds import FILTER_WORDS_MAX
 from memories.browsing import (
     BrowseFilters,
@@ -23,6 +20,7 @@ from memories.browsing import (
 from memories.errors import InvalidInput
 from memories.models import ERASED, Memory
 from tests.factories import MemoryFactory, ThreadFactory, ThreadMembershipFactory
+from tests.memories.conftest import commit_elsewhere
 
 
 def first_page(memories):
@@ -158,19 +156,12 @@ def test_reads_the_page_and_what_it_offers_in_one_snapshot(transactional_db, ten
     projects offered beside it: the two agree."""
     MemoryFactory(owner=tenant, content="before", project="early")
 
-    def commit_a_memory_elsewhere() -> None:
-        try:
-            with tenancy.acting_for(tenant.pk):
-                MemoryFactory(owner=tenant, content="meanwhile", project="late")
-        finally:
-            connection.close()
-
     def read_then_let_a_write_commit(memories):
         page = first_page(memories)
         list(page.object_list)
-        writer = threading.Thread(target=commit_a_memory_elsewhere)
-        writer.start()
-        writer.join(10)
+        commit_elsewhere(
+            tenant.pk, lambda: MemoryFactory(owner=tenant, content="meanwhile", project="late")
+        )
         return page
 
     browsed = browse(tenant, paginate=read_then_let_a_write_commit)

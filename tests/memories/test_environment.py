@@ -1,13 +1,10 @@
 """What describe_environment reports of an account (memories.environment): its counts, facets
 and threads, read together."""
 
-import threading
-
-from django.db import connection
-
-from memories import environment, tenancy
+from memories import environment
 from memories.models import Thread
 from tests.factories import MemoryFactory, ThreadFactory
+from tests.memories.conftest import commit_elsewhere
 
 
 def test_describes_the_account_in_one_snapshot(transactional_db, tenant, monkeypatch):
@@ -17,19 +14,13 @@ def test_describes_the_account_in_one_snapshot(transactional_db, tenant, monkeyp
     ThreadFactory(owner=tenant, name="early")
     real_stats = environment.environment_stats
 
-    def write_elsewhere() -> None:
-        try:
-            with tenancy.acting_for(tenant.pk):
-                MemoryFactory(owner=tenant, project="late")
-                ThreadFactory(owner=tenant, name="late")
-        finally:
-            connection.close()
+    def write_late() -> None:
+        MemoryFactory(owner=tenant, project="late")
+        ThreadFactory(owner=tenant, name="late")
 
     def count_then_let_a_write_commit(**kwargs):
         stats = real_stats(**kwargs)
-        writer = threading.Thread(target=write_elsewhere)
-        writer.start()
-        writer.join(10)
+        commit_elsewhere(tenant.pk, write_late)
         return stats
 
     monkeypatch.setattr(environment, "environment_stats", count_then_let_a_write_commit)

@@ -9,7 +9,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from accounts.erasure import erase_account
-from memories import services, tenancy, threads
+from memories import services, threads
 from memories.briefing import read_pinned_threads
 from memories.errors import AccountInactive, Conflict, DuplicateMemory, InvalidInput, NotFound
 from memories.models import MembershipState, Memory, Thread, ThreadMembership
@@ -22,6 +22,7 @@ from memories.threads import (
     revise_memory_with_proposals,
 )
 from tests.factories import ThreadFactory, ThreadMembershipFactory
+from tests.memories.conftest import commit_elsewhere
 from tests.memories.made_up_credentials import CREDENTIALS
 
 
@@ -607,18 +608,12 @@ def test_threads_and_their_open_proposals_are_described_in_one_snapshot(
     budget = ThreadFactory(owner=tenant, name="budget")
     real_list_threads = threads.list_threads
 
-    def propose_elsewhere() -> None:
-        try:
-            with tenancy.acting_for(tenant.pk):
-                ThreadMembershipFactory(thread=budget, state=MembershipState.PROPOSED)
-        finally:
-            connection.close()
-
     def list_then_let_a_proposal_commit(**kwargs):
         listed = real_list_threads(**kwargs)
-        writer = threading.Thread(target=propose_elsewhere)
-        writer.start()
-        writer.join(10)
+        commit_elsewhere(
+            tenant.pk,
+            lambda: ThreadMembershipFactory(thread=budget, state=MembershipState.PROPOSED),
+        )
         return listed
 
     monkeypatch.setattr(threads, "list_threads", list_then_let_a_proposal_commit)
