@@ -395,9 +395,17 @@ def test_a_resource_the_metadata_does_not_name_is_told_the_one_it_does(
         f"resource must be {settings.MCP_RESOURCE_URL}, the resource this server's protected "
         f"resource metadata names under every host name (got {resource})."
     )
+    assert_invalid_target_everywhere(
+        signed_in, application, resource, expected, HTTP_HOST="localhost:8000"
+    )
+
+
+def assert_invalid_target_everywhere(signed_in, application, resource, expected, **headers):
+    """`resource` is refused as `expected` at the authorization endpoint (in the redirect) and at
+    the token endpoint, and no token is issued."""
     _, challenge = pkce_pair()
     url = authorize_url(authorize_params(application, challenge, resource=resource))
-    query = redirect_query(signed_in.get(url, HTTP_HOST="localhost:8000"))
+    query = redirect_query(signed_in.get(url, **headers))
     assert query["error"] == ["invalid_target"]
     assert query["error_description"] == [expected]
     verifier, challenge = pkce_pair()
@@ -413,16 +421,7 @@ def test_a_resource_with_a_fragment_is_invalid_target(signed_in, application, fr
     and its tokens worked."""
     resource = settings.MCP_RESOURCE_URL + fragment
     expected = f"resource must not include a fragment (got {resource})."
-    _, challenge = pkce_pair()
-    url = authorize_url(authorize_params(application, challenge, resource=resource))
-    query = redirect_query(signed_in.get(url))
-    assert query["error"] == ["invalid_target"]
-    assert query["error_description"] == [expected]
-    verifier, challenge = pkce_pair()
-    code = get_code(signed_in, application, challenge)
-    response = exchange(signed_in, application, code, verifier, resource=resource)
-    assert response.json() == {"error": "invalid_target", "error_description": expected}
-    assert _counts() == (1, 0, 0)
+    assert_invalid_target_everywhere(signed_in, application, resource, expected)
 
 
 def test_unregistered_redirect_uri_is_never_redirected_to(signed_in, application):
