@@ -84,20 +84,26 @@ def unstorable_part(request: HttpRequest) -> str | None:
     # lock anyone out of this one.
     own = (settings.SESSION_COOKIE_NAME, settings.CSRF_COOKIE_NAME)
     cookies = {name: value for name, value in request.COOKIES.items() if name in own}
-    query = request.GET
-    if checked := _checked_by_the_page(request):
-        query = query.copy()
-        for name in checked:
-            query.pop(name, None)
-    sources = [("query parameter", query), ("cookie", cookies)]
+    sources = [("query parameter", request.GET), ("cookie", cookies)]
     if request.method == "POST" and not request.path.startswith(JSON_BODY_PREFIXES):
         sources.append(("form field", request.POST))
+    # Which page the request is for is looked up only for a filter's value that needs it, not
+    # for every request.
+    checked_by_the_page: frozenset[str] | None = None
     for kind, data in sources:
         items = data.lists() if hasattr(data, "lists") else ((k, [v]) for k, v in data.items())
         for key, values in items:
-            for text in (key, *values):
-                if problem := unstorable_text(text):
-                    return f"{kind} {key[:40]!r}: {problem}"
+            if problem := unstorable_text(key):
+                return f"{kind} {key[:40]!r}: {problem}"
+            for value in values:
+                if not (problem := unstorable_text(value)):
+                    continue
+                if kind == "query parameter":
+                    if checked_by_the_page is None:
+                        checked_by_the_page = _checked_by_the_page(request)
+                    if key in checked_by_the_page:
+                        continue
+                return f"{kind} {key[:40]!r}: {problem}"
     return None
 
 
